@@ -1,0 +1,324 @@
+//! A decorator that counts every operation, per machine, local versus remote,
+//! by kind, in operations and payload bytes. Exact: every issued operation is
+//! counted once, on the machine that issued it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::{
+    Completion, Fabric, MachineId, Message, OpKind, Output, Port, RegionId, RegionInfo, Result,
+    WorkRequest,
+};
+
+/// Where an operation went relative to its issuer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locality {
+    /// Target is the issuing machine.
+    Local = 0,
+    /// Target is another machine.
+    Remote = 1,
+}
+
+#[derive(Default)]
+struct Cell {
+    ops: [[AtomicU64; OpKind::COUNT]; 2],
+    bytes: [[AtomicU64; OpKind::COUNT]; 2],
+}
+
+/// Shared counters of a cluster (one cache-padded cell per machine).
+pub struct Counters {
+    cells: Vec<CachePadded<Cell>>,
+}
+
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counters")
+            .field("machines", &self.cells.len())
+            .finish()
+    }
+}
+
+impl Counters {
+    /// Zeroed counters for `machines` machines.
+    pub fn new(machines: usize) -> Self {
+        Counters {
+            cells: (0..machines)
+                .map(|_| CachePadded::new(Cell::default()))
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn add(&self, machine: MachineId, target: MachineId, kind: OpKind, bytes: u64) {
+        let loc = if machine == target {
+            Locality::Local
+        } else {
+            Locality::Remote
+        } as usize;
+        let cell = &self.cells[machine as usize];
+        cell.ops[loc][kind as usize].fetch_add(1, Ordering::Relaxed);
+        cell.bytes[loc][kind as usize].fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A copy of every machine's counters.
+    pub fn snapshot(&self) -> Vec<MachineStats> {
+        self.cells
+            .iter()
+            .map(|c| {
+                let mut s = MachineStats::default();
+                for loc in 0..2 {
+                    for k in 0..OpKind::COUNT {
+                        s.ops[loc][k] = c.ops[loc][k].load(Ordering::Relaxed);
+                        s.bytes[loc][k] = c.bytes[loc][k].load(Ordering::Relaxed);
+                    }
+                }
+                s
+            })
+            .collect()
+    }
+
+    /// The sum over all machines.
+    pub fn total(&self) -> MachineStats {
+        self.snapshot()
+            .into_iter()
+            .fold(MachineStats::default(), |a, b| a.plus(&b))
+    }
+
+    /// Sets every counter to zero.
+    pub fn reset(&self) {
+        for c in &self.cells {
+            for loc in 0..2 {
+                for k in 0..OpKind::COUNT {
+                    c.ops[loc][k].store(0, Ordering::Relaxed);
+                    c.bytes[loc][k].store(0, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// One machine's counters at a moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineStats {
+    /// Operations, indexed `[Locality][OpKind]`.
+    pub ops: [[u64; OpKind::COUNT]; 2],
+    /// Payload bytes, indexed `[Locality][OpKind]`.
+    pub bytes: [[u64; OpKind::COUNT]; 2],
+}
+
+impl MachineStats {
+    /// Operations of one kind and locality.
+    pub fn ops_of(&self, loc: Locality, kind: OpKind) -> u64 {
+        self.ops[loc as usize][kind as usize]
+    }
+    /// Bytes of one kind and locality.
+    pub fn bytes_of(&self, loc: Locality, kind: OpKind) -> u64 {
+        self.bytes[loc as usize][kind as usize]
+    }
+    /// All operations of a locality.
+    pub fn ops_total(&self, loc: Locality) -> u64 {
+        self.ops[loc as usize].iter().sum()
+    }
+    /// All bytes of a locality.
+    pub fn bytes_total(&self, loc: Locality) -> u64 {
+        self.bytes[loc as usize].iter().sum()
+    }
+    /// Remote operations as a fraction of all operations (0 if none).
+    pub fn remote_rate(&self) -> f64 {
+        let r = self.ops_total(Locality::Remote) as f64;
+        let all = r + self.ops_total(Locality::Local) as f64;
+        if all == 0.0 {
+            0.0
+        } else {
+            r / all
+        }
+    }
+    /// Element-wise sum.
+    pub fn plus(&self, o: &MachineStats) -> MachineStats {
+        let mut s = *self;
+        for loc in 0..2 {
+            for k in 0..OpKind::COUNT {
+                s.ops[loc][k] += o.ops[loc][k];
+                s.bytes[loc][k] += o.bytes[loc][k];
+            }
+        }
+        s
+    }
+    /// Element-wise difference (`self - earlier`).
+    pub fn minus(&self, earlier: &MachineStats) -> MachineStats {
+        let mut s = *self;
+        for loc in 0..2 {
+            for k in 0..OpKind::COUNT {
+                s.ops[loc][k] -= earlier.ops[loc][k];
+                s.bytes[loc][k] -= earlier.bytes[loc][k];
+            }
+        }
+        s
+    }
+}
+
+/// Wraps a fabric and counts what its ports do.
+#[derive(Clone)]
+pub struct Counting<F> {
+    inner: F,
+    counters: Arc<Counters>,
+}
+
+impl<F: Fabric> Counting<F> {
+    /// Wraps `inner` with fresh counters.
+    pub fn new(inner: F) -> Self {
+        let counters = Arc::new(Counters::new(inner.machine_count()));
+        Counting { inner, counters }
+    }
+    /// The counters (shared with every port).
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+    /// The wrapped fabric.
+    pub fn inner(&self) -> &F {
+        &self.inner
+    }
+}
+
+impl<F: Fabric> Fabric for Counting<F> {
+    type Port = CountingPort<F::Port>;
+
+    fn machine_count(&self) -> usize {
+        self.inner.machine_count()
+    }
+    fn hosts(&self, machine: MachineId) -> bool {
+        self.inner.hosts(machine)
+    }
+    fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
+        self.inner.register(machine, name, len_bytes)
+    }
+    fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
+        self.inner.lookup(machine, name)
+    }
+    fn port(&self, machine: MachineId) -> Result<Self::Port> {
+        Ok(CountingPort {
+            inner: self.inner.port(machine)?,
+            counters: Arc::clone(&self.counters),
+            machine,
+        })
+    }
+}
+
+/// A port that counts, then delegates.
+pub struct CountingPort<P> {
+    inner: P,
+    counters: Arc<Counters>,
+    machine: MachineId,
+}
+
+impl<P: Port> CountingPort<P> {
+    #[inline]
+    fn count(&self, target: MachineId, kind: OpKind, bytes: u64) {
+        if (target as usize) < self.counters.cells.len() {
+            self.counters.add(self.machine, target, kind, bytes);
+        }
+    }
+}
+
+impl<P: Port> Port for CountingPort<P> {
+    fn machine(&self) -> MachineId {
+        self.machine
+    }
+    fn machine_count(&self) -> usize {
+        self.inner.machine_count()
+    }
+    fn post(&mut self, wr: WorkRequest) -> Result<()> {
+        let (target, kind, bytes) = (wr.target, wr.verb.kind(), wr.verb.payload_bytes());
+        self.inner.post(wr)?;
+        self.count(target, kind, bytes);
+        Ok(())
+    }
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
+        self.inner.poll(out)
+    }
+    fn wait(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
+        self.inner.wait(out)
+    }
+    fn inflight(&self) -> usize {
+        self.inner.inflight()
+    }
+    fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
+        self.count(wr.target, wr.verb.kind(), wr.verb.payload_bytes());
+        self.inner.execute(wr)
+    }
+    #[inline]
+    fn read(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        self.count(target, OpKind::Read, buf.len() as u64);
+        self.inner.read(target, region, offset, buf)
+    }
+    #[inline]
+    fn read_word(&mut self, target: MachineId, region: RegionId, offset: u64) -> Result<u64> {
+        self.count(target, OpKind::Read, 8);
+        self.inner.read_word(target, region, offset)
+    }
+    #[inline]
+    fn write(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        self.count(target, OpKind::Write, data.len() as u64);
+        self.inner.write(target, region, offset, data)
+    }
+    #[inline]
+    fn write_word(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        word: u64,
+    ) -> Result<()> {
+        self.count(target, OpKind::Write, 8);
+        self.inner.write_word(target, region, offset, word)
+    }
+    #[inline]
+    fn cas(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        self.count(target, OpKind::Cas, 8);
+        self.inner.cas(target, region, offset, expected, new)
+    }
+    #[inline]
+    fn fetch_add(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        add: u64,
+    ) -> Result<u64> {
+        self.count(target, OpKind::FetchAdd, 8);
+        self.inner.fetch_add(target, region, offset, add)
+    }
+    fn send(&mut self, target: MachineId, payload: &[u8]) -> Result<()> {
+        self.inner.send(target, payload)?;
+        self.count(target, OpKind::Send, payload.len() as u64);
+        Ok(())
+    }
+    fn try_recv(&mut self) -> Result<Option<Message>> {
+        self.inner.try_recv()
+    }
+    fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Message>> {
+        self.inner.recv_timeout(timeout)
+    }
+}

@@ -1,0 +1,475 @@
+//! The in-process fabric: N machines in one process over shared memory.
+//!
+//! Every machine's regions are real atomic words in this process, so the
+//! semantics are exactly those of [`crate::memory`]. What is modelled is time:
+//! an operation on another machine's memory completes `latency_ns` plus
+//! `payload / bandwidth` after it starts (defaults 2.0 us and 12.5 GB/s, a
+//! 100 Gb/s RDMA NIC), and the waiting thread spends that time polling, as an
+//! RDMA worker polls its completion queue. Operations on the port's own machine
+//! cost nothing extra.
+//!
+//! Time model:
+//! ```text
+//!   post at t ──► start = max(t, nic_free[initiator])        (link is shared by
+//!                 nic_free[initiator] = start + bytes/bw      every port of a machine)
+//!                 ready = start + bytes/bw + latency          (fenced: start >= last ready)
+//! ```
+//! The operation's effect on memory is applied at post time (any moment
+//! between post and completion is legal for RDMA); its completion becomes
+//! visible at `ready`. Because `ready` only grows along a port, requests in
+//! flight overlap: k pipelined 8-byte reads cost about one latency, not k.
+//! Setting both numbers to 0 turns the model off.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::memory::{apply, MachineMemory};
+use crate::{
+    check_machine, Completion, Fabric, FabricError, MachineId, Message, Output, Port, RegionId,
+    RegionInfo, Result, Verb, WorkRequest, MACHINES_MAX,
+};
+
+/// Settings of the in-process fabric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalConfig {
+    /// Machines in the cluster (1..=128).
+    pub machines: usize,
+    /// Fixed cost of a remote operation, in nanoseconds (0 with bandwidth 0: no model).
+    pub latency_ns: u64,
+    /// Link bandwidth in bytes per second (0: infinite).
+    pub bandwidth_bytes_per_s: u64,
+    /// Operations a port may have posted and not yet polled.
+    pub inflight_ops_max: usize,
+    /// Messages an inbox holds before senders see back-pressure.
+    pub inbox_messages_max: usize,
+    /// Largest message payload.
+    pub message_bytes_max: usize,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        LocalConfig {
+            machines: 8,
+            latency_ns: 2_000,
+            bandwidth_bytes_per_s: 12_500_000_000,
+            inflight_ops_max: 4096,
+            inbox_messages_max: 65_536,
+            message_bytes_max: 1 << 20,
+        }
+    }
+}
+
+impl LocalConfig {
+    /// `machines` machines with the default model.
+    pub fn with_machines(machines: usize) -> Self {
+        LocalConfig {
+            machines,
+            ..Self::default()
+        }
+    }
+
+    /// The same settings with the latency model turned off.
+    pub fn without_model(mut self) -> Self {
+        self.latency_ns = 0;
+        self.bandwidth_bytes_per_s = 0;
+        self
+    }
+
+    /// Rejects settings that cannot work.
+    pub fn validate(&self) -> Result<()> {
+        if self.machines == 0 || self.machines > MACHINES_MAX {
+            return Err(FabricError::Config(format!(
+                "machines = {} but must be 1..={MACHINES_MAX}",
+                self.machines
+            )));
+        }
+        if self.inflight_ops_max == 0 || self.inbox_messages_max == 0 || self.message_bytes_max == 0
+        {
+            return Err(FabricError::Config(
+                "inflight_ops_max, inbox_messages_max and message_bytes_max must be positive"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Modelled transfer time of `bytes`, in ns.
+    fn xfer_ns(&self, bytes: u64) -> u64 {
+        if self.bandwidth_bytes_per_s == 0 {
+            0
+        } else {
+            (bytes as u128 * 1_000_000_000 / self.bandwidth_bytes_per_s as u128) as u64
+        }
+    }
+
+    fn model_on(&self) -> bool {
+        self.latency_ns > 0 || self.bandwidth_bytes_per_s > 0
+    }
+}
+
+struct Inner {
+    config: LocalConfig,
+    machines: Vec<MachineMemory>,
+    epoch: Instant,
+}
+
+impl Inner {
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Reserves the initiator's link for `bytes` and returns when the
+    /// operation completes. `floor_ns` is the earliest start (fences).
+    #[inline]
+    fn reserve(&self, initiator: MachineId, bytes: u64, floor_ns: u64) -> u64 {
+        let now = self.now_ns().max(floor_ns);
+        let xfer = self.config.xfer_ns(bytes);
+        let nic = &self.machines[initiator as usize].nic_free_ns;
+        let mut free = nic.load(Ordering::Relaxed);
+        loop {
+            let start = free.max(now);
+            match nic.compare_exchange_weak(free, start + xfer, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return start + xfer + self.config.latency_ns,
+                Err(cur) => free = cur,
+            }
+        }
+    }
+
+    #[inline]
+    fn spin_until(&self, t_ns: u64) {
+        while self.now_ns() < t_ns {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// N machines in one process; cheap to clone (shared).
+#[derive(Clone)]
+pub struct LocalFabric {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for LocalFabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalFabric")
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl LocalFabric {
+    /// A cluster with the given settings.
+    pub fn new(config: LocalConfig) -> Result<Self> {
+        config.validate()?;
+        let machines = (0..config.machines)
+            .map(|m| MachineMemory::new(m as MachineId, config.inbox_messages_max))
+            .collect();
+        Ok(LocalFabric {
+            inner: Arc::new(Inner {
+                config,
+                machines,
+                epoch: Instant::now(),
+            }),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LocalConfig {
+        &self.inner.config
+    }
+
+    /// Direct access to a machine's memory (for tools and tests).
+    pub fn memory(&self, machine: MachineId) -> Result<&MachineMemory> {
+        check_machine(machine, self.inner.config.machines)?;
+        Ok(&self.inner.machines[machine as usize])
+    }
+}
+
+impl Fabric for LocalFabric {
+    type Port = LocalPort;
+
+    fn machine_count(&self) -> usize {
+        self.inner.config.machines
+    }
+
+    fn hosts(&self, machine: MachineId) -> bool {
+        (machine as usize) < self.inner.config.machines
+    }
+
+    fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
+        self.memory(machine)?.register(name, len_bytes)
+    }
+
+    fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
+        self.memory(machine)?.lookup(name)
+    }
+
+    fn port(&self, machine: MachineId) -> Result<LocalPort> {
+        check_machine(machine, self.inner.config.machines)?;
+        Ok(LocalPort {
+            inner: Arc::clone(&self.inner),
+            machine,
+            ready: VecDeque::new(),
+            timed: VecDeque::new(),
+            last_ready_ns: 0,
+        })
+    }
+}
+
+/// A port of the in-process fabric.
+pub struct LocalPort {
+    inner: Arc<Inner>,
+    machine: MachineId,
+    /// Completions ready at once (local targets, or the model off).
+    ready: VecDeque<Completion>,
+    /// Remote completions with the time they become ready (non-decreasing).
+    timed: VecDeque<(u64, Completion)>,
+    /// Latest ready time handed out, for fences.
+    last_ready_ns: u64,
+}
+
+impl LocalPort {
+    /// Applies `verb`; errors (bad machine, region, bounds) are returned.
+    #[inline]
+    fn apply(
+        &self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        verb: Verb,
+    ) -> Result<Output> {
+        check_machine(target, self.inner.config.machines)?;
+        apply(&self.inner.machines[target as usize], region, offset, verb)
+    }
+
+    #[inline]
+    fn is_remote(&self, target: MachineId) -> bool {
+        target != self.machine && self.inner.config.model_on()
+    }
+
+    /// Charges the modelled time of a synchronous remote operation.
+    #[inline]
+    fn charge_sync(&mut self, target: MachineId, bytes: u64) {
+        if self.is_remote(target) {
+            let ready = self.inner.reserve(self.machine, bytes, 0);
+            self.inner.spin_until(ready);
+        }
+    }
+
+    /// Runs `f` on the target region directly (the synchronous fast path, no allocation).
+    #[inline]
+    fn with_region<T>(
+        &self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        len: u64,
+        f: impl FnOnce(&crate::Region, usize) -> T,
+    ) -> Result<T> {
+        check_machine(target, self.inner.config.machines)?;
+        let r = self.inner.machines[target as usize].region(region)?;
+        let first = r.check(target, region, offset, len)?;
+        Ok(f(&r, first))
+    }
+}
+
+impl Port for LocalPort {
+    fn machine(&self) -> MachineId {
+        self.machine
+    }
+
+    fn machine_count(&self) -> usize {
+        self.inner.config.machines
+    }
+
+    fn post(&mut self, wr: WorkRequest) -> Result<()> {
+        let inflight = self.inflight();
+        if inflight >= self.inner.config.inflight_ops_max {
+            return Err(FabricError::TooManyInflight {
+                inflight,
+                limit: self.inner.config.inflight_ops_max,
+            });
+        }
+        let bytes = wr.verb.payload_bytes();
+        let remote = self.is_remote(wr.target);
+        let result = self.apply(wr.target, wr.region, wr.offset, wr.verb);
+        let completion = Completion {
+            id: wr.id,
+            target: wr.target,
+            result,
+        };
+        if remote {
+            let floor = if wr.fence { self.last_ready_ns } else { 0 };
+            let ready = self.inner.reserve(self.machine, bytes, floor);
+            self.last_ready_ns = self.last_ready_ns.max(ready);
+            self.timed.push_back((ready, completion));
+        } else {
+            self.ready.push_back(completion);
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
+        let before = out.len();
+        out.extend(self.ready.drain(..));
+        if let Some(&(first, _)) = self.timed.front() {
+            let now = self.inner.now_ns();
+            if first <= now {
+                while let Some(&(t, _)) = self.timed.front() {
+                    if t > now {
+                        break;
+                    }
+                    let (_, c) = self.timed.pop_front().expect("front exists");
+                    out.push(c);
+                }
+            }
+        }
+        Ok(out.len() - before)
+    }
+
+    fn wait(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
+        if self.ready.is_empty() {
+            if let Some(&(first, _)) = self.timed.front() {
+                self.inner.spin_until(first);
+            }
+        }
+        self.poll(out)
+    }
+
+    fn inflight(&self) -> usize {
+        self.ready.len() + self.timed.len()
+    }
+
+    fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
+        let bytes = wr.verb.payload_bytes();
+        let target = wr.target;
+        let out = self.apply(target, wr.region, wr.offset, wr.verb);
+        if self.is_remote(target) {
+            let floor = if wr.fence { self.last_ready_ns } else { 0 };
+            let ready = self.inner.reserve(self.machine, bytes, floor);
+            self.inner.spin_until(ready);
+        }
+        out
+    }
+
+    #[inline]
+    fn read(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        self.with_region(target, region, offset, buf.len() as u64, |r, first| {
+            r.read_words(first, buf)
+        })?;
+        self.charge_sync(target, buf.len() as u64);
+        Ok(())
+    }
+
+    #[inline]
+    fn read_word(&mut self, target: MachineId, region: RegionId, offset: u64) -> Result<u64> {
+        let w = self.with_region(target, region, offset, 8, |r, first| {
+            r.words()[first].load(Ordering::Acquire)
+        })?;
+        self.charge_sync(target, 8);
+        Ok(w)
+    }
+
+    #[inline]
+    fn write(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        self.with_region(target, region, offset, data.len() as u64, |r, first| {
+            r.write_words(first, data)
+        })?;
+        self.charge_sync(target, data.len() as u64);
+        Ok(())
+    }
+
+    #[inline]
+    fn cas(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64> {
+        let prev = self.with_region(target, region, offset, 8, |r, first| {
+            r.cas_word(first, expected, new)
+        })?;
+        self.charge_sync(target, 8);
+        Ok(prev)
+    }
+
+    #[inline]
+    fn fetch_add(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        add: u64,
+    ) -> Result<u64> {
+        let prev = self.with_region(target, region, offset, 8, |r, first| {
+            r.fetch_add_word(first, add)
+        })?;
+        self.charge_sync(target, 8);
+        Ok(prev)
+    }
+
+    fn send(&mut self, target: MachineId, payload: &[u8]) -> Result<()> {
+        check_machine(target, self.inner.config.machines)?;
+        if payload.len() > self.inner.config.message_bytes_max {
+            return Err(FabricError::MessageTooLarge {
+                len: payload.len(),
+                limit: self.inner.config.message_bytes_max,
+            });
+        }
+        let visible_at = if self.is_remote(target) {
+            self.inner.reserve(self.machine, payload.len() as u64, 0)
+        } else {
+            0
+        };
+        self.inner.machines[target as usize].deliver(
+            Message {
+                from: self.machine,
+                payload: payload.to_vec(),
+            },
+            visible_at,
+        )
+    }
+
+    fn try_recv(&mut self) -> Result<Option<Message>> {
+        let now = self.inner.now_ns();
+        Ok(self.inner.machines[self.machine as usize].take(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_limits() {
+        assert!(LocalConfig::with_machines(0).validate().is_err());
+        assert!(LocalConfig::with_machines(129).validate().is_err());
+        assert!(LocalConfig::with_machines(128).validate().is_ok());
+    }
+
+    #[test]
+    fn transfer_time_follows_bandwidth() {
+        let c = LocalConfig::default();
+        // 12.5 GB/s: 12,500 bytes take 1 us.
+        assert_eq!(c.xfer_ns(12_500), 1_000);
+        assert_eq!(c.clone().without_model().xfer_ns(1 << 20), 0);
+    }
+}

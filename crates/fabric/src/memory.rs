@@ -1,0 +1,356 @@
+//! Registered memory: regions of atomic words and per-machine inboxes.
+//!
+//! A region is an array of `AtomicU64`, so concurrent one-sided operations
+//! from any thread are data-race free and every aligned word is atomic, the
+//! guarantee RDMA gives (Pragh footnote 2). Regions are zero-filled and
+//! allocated with `alloc_zeroed`, which for large sizes maps fresh pages
+//! lazily: a 4 GiB value region costs nothing until it is written.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::{FabricError, MachineId, Message, RegionId, RegionInfo, Result};
+
+/// Largest region: 2^34 words of 8 bytes = 128 GiB, the reach of the 34-bit
+/// offset in the address word (Pragh 4.1).
+pub const REGION_BYTES_MAX: u64 = 1 << 37;
+
+/// A zero-initialised, fixed-size array of atomic words.
+pub struct Region {
+    name: String,
+    words: NonNull<AtomicU64>,
+    len_words: usize,
+}
+
+// SAFETY: the region owns its allocation and only hands out shared references
+// to `AtomicU64`s, which are `Sync`.
+unsafe impl Send for Region {}
+// SAFETY: as above; all access goes through atomics.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Allocates a zeroed region of `len_bytes` (a multiple of 8).
+    pub fn new(name: &str, len_bytes: u64) -> Result<Region> {
+        if len_bytes % 8 != 0 {
+            return Err(FabricError::Misaligned {
+                offset: 0,
+                len: len_bytes,
+            });
+        }
+        if len_bytes > REGION_BYTES_MAX {
+            return Err(FabricError::RegionTooLarge {
+                name: name.to_string(),
+                len: len_bytes,
+                limit: REGION_BYTES_MAX,
+            });
+        }
+        let len_words = (len_bytes / 8) as usize;
+        let words = if len_words == 0 {
+            NonNull::dangling()
+        } else {
+            let layout =
+                Layout::array::<AtomicU64>(len_words).map_err(|_| FabricError::RegionTooLarge {
+                    name: name.to_string(),
+                    len: len_bytes,
+                    limit: REGION_BYTES_MAX,
+                })?;
+            // SAFETY: the layout has non-zero size; an all-zero bit pattern is a
+            // valid AtomicU64 (it has the same representation as u64).
+            let ptr = unsafe { alloc_zeroed(layout) } as *mut AtomicU64;
+            NonNull::new(ptr).ok_or_else(|| FabricError::RegionTooLarge {
+                name: name.to_string(),
+                len: len_bytes,
+                limit: REGION_BYTES_MAX,
+            })?
+        };
+        Ok(Region {
+            name: name.to_string(),
+            words,
+            len_words,
+        })
+    }
+
+    /// The region's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Size in bytes.
+    pub fn len_bytes(&self) -> u64 {
+        self.len_words as u64 * 8
+    }
+
+    /// The words, as atomics.
+    #[inline]
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY: `words` points to `len_words` initialised atomics owned by self
+        // (or is dangling with length 0).
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr(), self.len_words) }
+    }
+
+    /// Bounds and alignment check; returns the first word index.
+    #[inline]
+    pub fn check(
+        &self,
+        machine: MachineId,
+        region: RegionId,
+        offset: u64,
+        len: u64,
+    ) -> Result<usize> {
+        crate::check_alignment(offset, len)?;
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len_bytes() => Ok((offset / 8) as usize),
+            _ => Err(FabricError::OutOfBounds {
+                machine,
+                region,
+                offset,
+                len,
+                region_len: self.len_bytes(),
+            }),
+        }
+    }
+
+    /// Copies words starting at word `first` into `buf` (little-endian).
+    #[inline]
+    pub fn read_words(&self, first: usize, buf: &mut [u8]) {
+        let words = &self.words()[first..first + buf.len() / 8];
+        for (w, chunk) in words.iter().zip(buf.chunks_exact_mut(8)) {
+            chunk.copy_from_slice(&w.load(Ordering::Acquire).to_le_bytes());
+        }
+    }
+
+    /// Stores `data` (little-endian words) starting at word `first`.
+    #[inline]
+    pub fn write_words(&self, first: usize, data: &[u8]) {
+        let words = &self.words()[first..first + data.len() / 8];
+        for (w, chunk) in words.iter().zip(data.chunks_exact(8)) {
+            let v = u64::from_le_bytes(chunk.try_into().expect("chunks_exact(8)"));
+            w.store(v, Ordering::Release);
+        }
+    }
+
+    /// Compare-and-swap on word `index`; returns the previous value.
+    #[inline]
+    pub fn cas_word(&self, index: usize, expected: u64, new: u64) -> u64 {
+        match self.words()[index].compare_exchange(
+            expected,
+            new,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(prev) | Err(prev) => prev,
+        }
+    }
+
+    /// Fetch-and-add on word `index`; returns the previous value.
+    #[inline]
+    pub fn fetch_add_word(&self, index: usize, add: u64) -> u64 {
+        self.words()[index].fetch_add(add, Ordering::AcqRel)
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if self.len_words > 0 {
+            let layout = Layout::array::<AtomicU64>(self.len_words).expect("checked at allocation");
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { dealloc(self.words.as_ptr() as *mut u8, layout) }
+        }
+    }
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("name", &self.name)
+            .field("len_bytes", &self.len_bytes())
+            .finish()
+    }
+}
+
+/// A message waiting in an inbox, with the time it becomes visible.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub(crate) visible_at_ns: u64,
+    pub(crate) message: Message,
+}
+
+/// The memory one machine exposes: its regions and its message inbox.
+#[derive(Debug)]
+pub struct MachineMemory {
+    id: MachineId,
+    regions: RwLock<Vec<Arc<Region>>>,
+    inbox: Mutex<VecDeque<Queued>>,
+    inbox_messages_max: usize,
+    /// Modelled NIC: time (ns since the fabric's epoch) when its link is free.
+    pub(crate) nic_free_ns: AtomicU64,
+}
+
+impl MachineMemory {
+    /// An empty machine with an inbox of at most `inbox_messages_max` messages.
+    pub fn new(id: MachineId, inbox_messages_max: usize) -> Self {
+        MachineMemory {
+            id,
+            regions: RwLock::new(Vec::new()),
+            inbox: Mutex::new(VecDeque::new()),
+            inbox_messages_max,
+            nic_free_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// The machine's id.
+    pub fn id(&self) -> MachineId {
+        self.id
+    }
+
+    /// Registers a new zeroed region.
+    pub fn register(&self, name: &str, len_bytes: u64) -> Result<RegionInfo> {
+        let mut regions = self.regions.write().unwrap_or_else(|e| e.into_inner());
+        if regions.iter().any(|r| r.name() == name) {
+            return Err(FabricError::DuplicateRegion {
+                machine: self.id,
+                name: name.to_string(),
+            });
+        }
+        if regions.len() >= u16::MAX as usize {
+            return Err(FabricError::Config(format!(
+                "machine {} has too many regions",
+                self.id
+            )));
+        }
+        let region = Region::new(name, len_bytes)?;
+        let id = RegionId(regions.len() as u16);
+        regions.push(Arc::new(region));
+        Ok(RegionInfo { id, len_bytes })
+    }
+
+    /// Looks a region up by name.
+    pub fn lookup(&self, name: &str) -> Result<RegionInfo> {
+        let regions = self.regions.read().unwrap_or_else(|e| e.into_inner());
+        regions
+            .iter()
+            .position(|r| r.name() == name)
+            .map(|i| RegionInfo {
+                id: RegionId(i as u16),
+                len_bytes: regions[i].len_bytes(),
+            })
+            .ok_or_else(|| FabricError::NoSuchRegion {
+                machine: self.id,
+                region: format!("'{name}'"),
+            })
+    }
+
+    /// The region with id `region`.
+    pub fn region(&self, region: RegionId) -> Result<Arc<Region>> {
+        let regions = self.regions.read().unwrap_or_else(|e| e.into_inner());
+        regions
+            .get(region.0 as usize)
+            .cloned()
+            .ok_or_else(|| FabricError::NoSuchRegion {
+                machine: self.id,
+                region: region.to_string(),
+            })
+    }
+
+    /// Number of registered regions.
+    pub fn region_count(&self) -> usize {
+        self.regions.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Queues a message, visible from `visible_at_ns` on.
+    pub(crate) fn deliver(&self, message: Message, visible_at_ns: u64) -> Result<()> {
+        let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        if inbox.len() >= self.inbox_messages_max {
+            return Err(FabricError::InboxFull {
+                machine: self.id,
+                limit: self.inbox_messages_max,
+            });
+        }
+        inbox.push_back(Queued {
+            visible_at_ns,
+            message,
+        });
+        Ok(())
+    }
+
+    /// Takes the oldest message if it is visible at `now_ns`.
+    pub(crate) fn take(&self, now_ns: u64) -> Option<Message> {
+        let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        match inbox.front() {
+            Some(q) if q.visible_at_ns <= now_ns => inbox.pop_front().map(|q| q.message),
+            _ => None,
+        }
+    }
+}
+
+/// Executes a one-sided verb on local memory. Shared by every fabric that
+/// holds memory (the in-process fabric, and the TCP fabric's service thread
+/// and local path), so all of them have exactly the same semantics.
+pub(crate) fn apply(
+    memory: &MachineMemory,
+    region: RegionId,
+    offset: u64,
+    verb: crate::Verb,
+) -> Result<crate::Output> {
+    use crate::{Output, Verb};
+    let r = memory.region(region)?;
+    let id = memory.id();
+    match verb {
+        Verb::Read { mut buf } => {
+            let first = r.check(id, region, offset, buf.len() as u64)?;
+            r.read_words(first, &mut buf);
+            Ok(Output::Data(buf))
+        }
+        Verb::Write { data } => {
+            let first = r.check(id, region, offset, data.len() as u64)?;
+            r.write_words(first, &data);
+            Ok(Output::Written(data))
+        }
+        Verb::Cas { expected, new } => {
+            let first = r.check(id, region, offset, 8)?;
+            Ok(Output::Word(r.cas_word(first, expected, new)))
+        }
+        Verb::FetchAdd { add } => {
+            let first = r.check(id, region, offset, 8)?;
+            Ok(Output::Word(r.fetch_add_word(first, add)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_limits() {
+        assert!(matches!(
+            Region::new("big", REGION_BYTES_MAX + 8),
+            Err(FabricError::RegionTooLarge { .. })
+        ));
+        assert!(matches!(
+            Region::new("odd", 12),
+            Err(FabricError::Misaligned { .. })
+        ));
+        let r = Region::new("r", 64).unwrap();
+        assert!(r.check(0, RegionId(0), 56, 8).is_ok());
+        assert!(r.check(0, RegionId(0), 56, 16).is_err());
+        assert!(r.check(0, RegionId(0), u64::MAX - 7, 8).is_err());
+    }
+
+    #[test]
+    fn words_round_trip_little_endian() {
+        let r = Region::new("r", 32).unwrap();
+        let data: Vec<u8> = (0..16).collect();
+        r.write_words(1, &data);
+        let mut out = vec![0u8; 16];
+        r.read_words(1, &mut out);
+        assert_eq!(out, data);
+        assert_eq!(
+            r.words()[1].load(Ordering::Relaxed),
+            u64::from_le_bytes(data[..8].try_into().unwrap())
+        );
+    }
+}
