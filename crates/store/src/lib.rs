@@ -1,1 +1,33 @@
-//! placeholder
+//! The graph key-value store (Pragh 2.1, 3, 4.1).
+//!
+//! Vertices are keys and adjacency lists are values, hash-partitioned over the
+//! machines of a [`locus_fabric::Fabric`]: a vertex's key lives in the key
+//! region of its home machine (`vertex % machines`), a fixed-size hash table
+//! of buckets ([`table`]); each slot holds the key and a 64-bit address word
+//! ([`addr`]) pointing at the value, which lives in some machine's value
+//! region behind a header word holding its size. Readers fetch a whole bucket
+//! with one READ, then the value with another, and check the header against
+//! the address (passive invalidation). Updates are out of place: write a new
+//! value, CAS the address word, zero the old header, retire the old block for
+//! a lease ([`alloc`]).
+//!
+//! [`Store`] is the cluster-wide handle (regions, allocators, settings);
+//! [`Worker`] is one thread's handle acting as one machine, with its port and
+//! scratch buffers. Every operation goes through the fabric, so the same code
+//! runs on the in-process and the TCP fabric, and counters see every access.
+
+#![warn(missing_docs)]
+
+pub mod addr;
+pub mod adjacency;
+pub mod alloc;
+mod error;
+mod store;
+pub mod table;
+
+pub use error::{Result, StoreError};
+pub use store::{MachineUsage, Store, StoreConfig, Worker, WorkerStats};
+pub use table::{home_of, Key};
+
+/// A vertex id.
+pub type VertexId = u32;

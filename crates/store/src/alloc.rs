@@ -1,0 +1,250 @@
+//! The value-region allocator of one machine (Pragh 2.1: variable-sized values
+//! stored in a value region, 8-byte aligned).
+//!
+//! Metadata lives in the owning machine's process, not in the region: only the
+//! owner allocates in its region. Blocks come from a bump pointer and are
+//! recycled through size-class free lists: exact classes up to
+//! [`EXACT_CLASSES`] units, then four classes per power of two (at most 25%
+//! waste). A block's class is a function of the value's size, so freeing needs
+//! only the address word's size.
+//!
+//! Freed memory is not reused at once. An out-of-place update or a migration
+//! leaves readers that fetched the old address a moment ago; they must be able
+//! to read the old header and find it zeroed rather than find someone else's
+//! value there. So blocks are *retired* with a timestamp and only returned to
+//! the free lists after the reclaim lease (default 60 s, Pragh 4.1) has passed.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::{Result, StoreError};
+use locus_fabric::MachineId;
+
+/// Sizes (in units) that have a class of their own.
+pub const EXACT_CLASSES: u64 = 64;
+
+/// The block size (units) a value of `size_units` occupies.
+pub fn block_units(size_units: u64) -> u64 {
+    debug_assert!(size_units > 0);
+    if size_units <= EXACT_CLASSES {
+        return size_units;
+    }
+    // Four steps per power of two: round up to a multiple of 2^(p-2).
+    let p = 63 - size_units.leading_zeros() as u64; // floor(log2)
+    let step = 1u64 << (p - 2);
+    size_units.div_ceil(step) * step
+}
+
+fn class_of(block: u64) -> usize {
+    if block <= EXACT_CLASSES {
+        return block as usize;
+    }
+    let p = 63 - block.leading_zeros() as u64;
+    let step = 1u64 << (p - 2);
+    let quarter = block / step - 4; // 0..4 (block = (4 + q) * step)
+    EXACT_CLASSES as usize + 1 + ((p - 6) * 4 + quarter) as usize
+}
+
+const CLASSES: usize = EXACT_CLASSES as usize + 1 + 60 * 4;
+
+struct Retired {
+    at: Instant,
+    offset_units: u64,
+    size_units: u64,
+}
+
+/// One machine's allocator over `[base_units, capacity_units)` of its value region.
+pub struct ValueAllocator {
+    machine: MachineId,
+    capacity_units: u64,
+    next_units: AtomicU64,
+    free: Vec<Mutex<Vec<u64>>>,
+    retired: Mutex<VecDeque<Retired>>,
+    lease: Duration,
+    live_units: AtomicU64,
+}
+
+impl std::fmt::Debug for ValueAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueAllocator")
+            .field("machine", &self.machine)
+            .field("capacity_units", &self.capacity_units)
+            .field("bumped_units", &self.next_units.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl ValueAllocator {
+    /// An allocator handing out `[base_units, capacity_units)`.
+    pub fn new(machine: MachineId, base_units: u64, capacity_units: u64, lease: Duration) -> Self {
+        ValueAllocator {
+            machine,
+            capacity_units,
+            next_units: AtomicU64::new(base_units),
+            free: (0..CLASSES).map(|_| Mutex::new(Vec::new())).collect(),
+            retired: Mutex::new(VecDeque::new()),
+            lease,
+            live_units: AtomicU64::new(0),
+        }
+    }
+
+    /// Allocates room for a value of `size_units`; returns its offset in units.
+    pub fn alloc(&self, size_units: u64) -> Result<u64> {
+        let block = block_units(size_units);
+        let class = class_of(block);
+        if let Some(off) = self.free[class]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+        {
+            self.live_units.fetch_add(block, Ordering::Relaxed);
+            return Ok(off);
+        }
+        // Bump allocation; on overflow, undo and report.
+        let off = self.next_units.fetch_add(block, Ordering::Relaxed);
+        if off + block > self.capacity_units {
+            self.next_units.fetch_sub(block, Ordering::Relaxed);
+            self.collect(Instant::now());
+            return Err(StoreError::RegionFull {
+                machine: self.machine,
+                requested_bytes: block * 8,
+                capacity_bytes: self.capacity_units * 8,
+            });
+        }
+        self.live_units.fetch_add(block, Ordering::Relaxed);
+        Ok(off)
+    }
+
+    /// Returns a block to its free list at once. Only for blocks no reader can
+    /// have an address of (never published, or retired for a full lease).
+    pub fn free_now(&self, offset_units: u64, size_units: u64) {
+        let block = block_units(size_units);
+        self.live_units.fetch_sub(block, Ordering::Relaxed);
+        self.free[class_of(block)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(offset_units);
+    }
+
+    /// Retires a published block whose header was already zeroed; it is freed
+    /// once the lease has passed. Also frees whatever has expired meanwhile.
+    pub fn retire(&self, offset_units: u64, size_units: u64) {
+        let now = Instant::now();
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Retired {
+                at: now,
+                offset_units,
+                size_units,
+            });
+        self.collect(now);
+    }
+
+    /// Frees every retired block whose lease has expired by `now`; returns how many.
+    pub fn collect(&self, now: Instant) -> usize {
+        let mut freed = 0;
+        loop {
+            let next = {
+                let mut r = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+                match r.front() {
+                    Some(x) if now.saturating_duration_since(x.at) >= self.lease => r.pop_front(),
+                    _ => None,
+                }
+            };
+            match next {
+                Some(x) => {
+                    self.free_now(x.offset_units, x.size_units);
+                    freed += 1;
+                }
+                None => return freed,
+            }
+        }
+    }
+
+    /// Bytes in live (allocated, not retired-and-freed) blocks.
+    pub fn live_bytes(&self) -> u64 {
+        self.live_units.load(Ordering::Relaxed) * 8
+    }
+
+    /// Bytes ever taken from the bump pointer (high-water mark).
+    pub fn used_bytes(&self) -> u64 {
+        self.next_units
+            .load(Ordering::Relaxed)
+            .min(self.capacity_units)
+            * 8
+    }
+
+    /// Blocks waiting for their lease.
+    pub fn retired_count(&self) -> usize {
+        self.retired.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_sizes_cover_the_value_with_bounded_waste() {
+        for s in 1..5000u64 {
+            let b = block_units(s);
+            assert!(b >= s, "{s} -> {b}");
+            assert!(b * 4 <= s * 5 + 4, "waste over 25% for {s} -> {b}");
+            assert_eq!(block_units(b), b, "a block size is its own class");
+            assert!(class_of(b) < CLASSES);
+        }
+        let big = crate::addr::LOCAL_SIZE_UNITS_MAX;
+        assert!(class_of(block_units(big)) < CLASSES);
+    }
+
+    #[test]
+    fn classes_are_distinct_per_block_size() {
+        let mut seen = std::collections::HashMap::new();
+        for s in 1..100_000u64 {
+            let b = block_units(s);
+            if let Some(prev) = seen.insert(class_of(b), b) {
+                assert_eq!(prev, b, "two block sizes share a class");
+            }
+        }
+    }
+
+    #[test]
+    fn alloc_free_reuse_and_full_region() {
+        let a = ValueAllocator::new(0, 8, 108, Duration::ZERO);
+        let x = a.alloc(10).unwrap();
+        assert_eq!(x, 8);
+        let y = a.alloc(10).unwrap();
+        assert_eq!(y, 18);
+        a.free_now(x, 10);
+        assert_eq!(a.alloc(10).unwrap(), x, "freed block is reused");
+        let e = a.alloc(200).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StoreError::RegionFull {
+                    requested_bytes: 1792,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            a.alloc(80).unwrap(),
+            28,
+            "a failed allocation does not leak"
+        );
+    }
+
+    #[test]
+    fn retired_blocks_wait_for_the_lease() {
+        let a = ValueAllocator::new(0, 0, 1000, Duration::from_secs(3600));
+        let x = a.alloc(4).unwrap();
+        a.retire(x, 4);
+        assert_ne!(a.alloc(4).unwrap(), x, "not reused before the lease");
+        assert_eq!(a.collect(Instant::now() + Duration::from_secs(3601)), 1);
+        assert_eq!(a.alloc(4).unwrap(), x, "reused after the lease");
+    }
+}

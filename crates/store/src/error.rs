@@ -1,0 +1,72 @@
+//! The store's error type.
+
+use locus_fabric::{FabricError, MachineId};
+
+/// What a store operation can fail with.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The fabric failed (peer down, bounds, ...).
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
+    /// A field of the address word would overflow (Pragh 4.1's limits).
+    #[error("address limit: {0}")]
+    Limit(String),
+    /// A value larger than a value can be.
+    #[error("value of {bytes} bytes exceeds the limit of {limit} bytes; lower part_neighbors_max to decompose the vertex")]
+    ValueTooLarge {
+        /// Bytes the value needs (header included).
+        bytes: u64,
+        /// Largest value.
+        limit: u64,
+    },
+    /// The value region of a machine has no room.
+    #[error("the value region of machine {machine} is full: {requested_bytes} bytes requested, {capacity_bytes} bytes in all; raise value_region_bytes")]
+    RegionFull {
+        /// The machine.
+        machine: MachineId,
+        /// The block asked for.
+        requested_bytes: u64,
+        /// The region's capacity.
+        capacity_bytes: u64,
+    },
+    /// The key table of a machine has no free slot.
+    #[error("the key table of machine {machine} is full ({capacity_keys} keys); raise buckets_per_machine")]
+    TableFull {
+        /// The machine.
+        machine: MachineId,
+        /// Keys it can hold.
+        capacity_keys: u64,
+    },
+    /// An update was issued on a machine that does not hold the vertex's value;
+    /// updates run where the value is (Pragh 4.3).
+    #[error("vertex {vertex}'s value is held by machine {holder}, not machine {this}; run the update there")]
+    NotHolder {
+        /// The vertex.
+        vertex: u32,
+        /// The machine holding its value.
+        holder: MachineId,
+        /// The machine that tried.
+        this: MachineId,
+    },
+    /// A port was asked for a machine whose memory lives in another process.
+    #[error("machine {machine} is not hosted by this process")]
+    NotHosted {
+        /// The machine.
+        machine: MachineId,
+    },
+    /// A read kept finding invalidated values (a live-lock guard).
+    #[error("gave up on key {key:#x} after {retries} retries on invalidated values")]
+    Contention {
+        /// The key.
+        key: u64,
+        /// Retries made.
+        retries: u32,
+    },
+    /// A configuration that cannot work.
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+}
+
+/// Result alias for the store.
+pub type Result<T> = std::result::Result<T, StoreError>;

@@ -1,0 +1,961 @@
+//! The store handle, its settings, and the per-thread worker that runs operations.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use locus_fabric::{Completion, Fabric, MachineId, Output, Port, RegionId, WorkRequest};
+
+use crate::addr::{units_for_payload, Addr, Header, LOCAL_SIZE_UNITS_MAX, REMOTE_SIZE_UNITS_MAX};
+use crate::adjacency::{self, PartView, MORE, PREFIX_BYTES};
+use crate::alloc::{block_units, ValueAllocator};
+use crate::table::{
+    addr_word_offset, home_of, key_word_offset, link_offset, BucketView, Key, TableLayout,
+    BUCKET_BYTES, KEY_SLOTS, MAGIC, OVERFLOW_USED_OFFSET,
+};
+use crate::{Result, StoreError, VertexId};
+
+/// Name of the key region on every machine.
+pub const KEYS_REGION: &str = "keys";
+/// Name of the value region on every machine.
+pub const VALUES_REGION: &str = "values";
+/// Units reserved at the start of the value region (offset 0 is never a value).
+const VALUE_BASE_UNITS: u64 = 8;
+/// Retries on invalidated values before a read gives up (live-lock guard).
+pub const READ_RETRIES_MAX: u32 = 1_000_000;
+
+/// Settings of the store; the same on every machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Main buckets of each machine's key table (a power of two).
+    pub buckets_per_machine: u64,
+    /// Overflow buckets of each machine's key table.
+    pub overflow_buckets_per_machine: u64,
+    /// Bytes of each machine's value region (reserved lazily).
+    pub value_region_bytes: u64,
+    /// Vertex decomposition: neighbours per key-value pair at most.
+    pub part_neighbors_max: u32,
+    /// Reclaim lease: a retired value's memory is reused only after this long (Pragh 4.1).
+    pub reclaim_lease_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            buckets_per_machine: 1 << 12,
+            overflow_buckets_per_machine: 1 << 10,
+            value_region_bytes: 64 << 20,
+            part_neighbors_max: 1 << 16,
+            reclaim_lease_ms: 60_000,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Settings sized for a graph of `vertices` vertices and `adjacency_entries`
+    /// stored neighbour ids, spread over `machines` machines, with room for
+    /// updates (the value regions are reserved lazily, so headroom is cheap).
+    pub fn for_graph(
+        vertices: u64,
+        adjacency_entries: u64,
+        machines: usize,
+        part_neighbors_max: u32,
+    ) -> Self {
+        let machines = machines.max(1) as u64;
+        let keys = vertices.div_ceil(machines)
+            + adjacency_entries / part_neighbors_max.max(1) as u64 / machines
+            + 64;
+        // About 3.5 keys per 7-slot bucket on average.
+        let buckets = (keys * 2 / KEY_SLOTS).max(64).next_power_of_two();
+        let per_machine_values =
+            vertices.div_ceil(machines) * 8 * 3 + adjacency_entries.div_ceil(machines) * 4;
+        let value_region_bytes = (per_machine_values * 5 / 4 * 2 + (64 << 20)).next_multiple_of(8);
+        StoreConfig {
+            buckets_per_machine: buckets,
+            overflow_buckets_per_machine: buckets / 4 + 64,
+            value_region_bytes,
+            part_neighbors_max,
+            ..Self::default()
+        }
+    }
+
+    /// Rejects settings that cannot work.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(StoreError::Config(m));
+        if !self.buckets_per_machine.is_power_of_two() {
+            return bad(format!(
+                "buckets_per_machine = {} must be a power of two",
+                self.buckets_per_machine
+            ));
+        }
+        if !self.value_region_bytes.is_multiple_of(8) || self.value_region_bytes < VALUE_BASE_UNITS * 8 + 64 {
+            return bad(format!(
+                "value_region_bytes = {} must be a multiple of 8 and at least 128",
+                self.value_region_bytes
+            ));
+        }
+        if self.value_region_bytes > locus_fabric::REGION_BYTES_MAX {
+            return bad(format!(
+                "value_region_bytes = {} exceeds the 128 GiB an address word can reach",
+                self.value_region_bytes
+            ));
+        }
+        let part_units = units_for_payload(PREFIX_BYTES + self.part_neighbors_max as usize * 4);
+        if self.part_neighbors_max == 0 || part_units > REMOTE_SIZE_UNITS_MAX {
+            return bad(format!(
+                "part_neighbors_max = {} must be 1..={} so every part can migrate (32 MiB remote values, Pragh 4.1)",
+                self.part_neighbors_max,
+                ((REMOTE_SIZE_UNITS_MAX - 1) * 8 - PREFIX_BYTES as u64) / 4
+            ));
+        }
+        if self.reclaim_lease_ms == 0 {
+            return bad("reclaim_lease_ms must be positive".into());
+        }
+        Ok(())
+    }
+
+    fn layout(&self) -> TableLayout {
+        TableLayout {
+            buckets: self.buckets_per_machine,
+            overflow_buckets: self.overflow_buckets_per_machine,
+        }
+    }
+}
+
+struct Shared<F: Fabric> {
+    fabric: F,
+    config: StoreConfig,
+    layout: TableLayout,
+    machines: usize,
+    /// (keys, values) region ids of each machine, looked up on first use.
+    regions: Vec<OnceLock<(RegionId, RegionId)>>,
+    /// Allocators of the machines this process hosts.
+    allocs: Vec<Option<ValueAllocator>>,
+}
+
+/// The graph store over a fabric. Cheap to clone.
+pub struct Store<F: Fabric> {
+    shared: Arc<Shared<F>>,
+}
+
+impl<F: Fabric> Clone for Store<F> {
+    fn clone(&self) -> Self {
+        Store {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// Memory use of one machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MachineUsage {
+    /// The machine.
+    pub machine: MachineId,
+    /// Bytes of its key region.
+    pub key_region_bytes: u64,
+    /// Bytes in live values.
+    pub value_live_bytes: u64,
+    /// Bytes taken from the value region so far.
+    pub value_used_bytes: u64,
+}
+
+impl<F: Fabric> Store<F> {
+    /// Creates the store's regions on every machine this process hosts.
+    pub fn create(fabric: F, config: StoreConfig) -> Result<Self> {
+        config.validate()?;
+        let machines = fabric.machine_count();
+        let layout = config.layout();
+        let lease = Duration::from_millis(config.reclaim_lease_ms);
+        let mut allocs = Vec::with_capacity(machines);
+        for m in 0..machines {
+            let m = m as MachineId;
+            if !fabric.hosts(m) {
+                allocs.push(None);
+                continue;
+            }
+            let keys = fabric.register(m, KEYS_REGION, layout.region_bytes())?;
+            fabric.register(m, VALUES_REGION, config.value_region_bytes)?;
+            let mut port = fabric.port(m)?;
+            for (i, w) in [MAGIC, layout.buckets, layout.overflow_buckets]
+                .into_iter()
+                .enumerate()
+            {
+                port.write_word(m, keys.id, i as u64 * 8, w)?;
+            }
+            allocs.push(Some(ValueAllocator::new(
+                m,
+                VALUE_BASE_UNITS,
+                config.value_region_bytes / 8,
+                lease,
+            )));
+        }
+        Ok(Store {
+            shared: Arc::new(Shared {
+                fabric,
+                layout,
+                machines,
+                regions: (0..machines).map(|_| OnceLock::new()).collect(),
+                allocs,
+                config,
+            }),
+        })
+    }
+
+    /// The fabric.
+    pub fn fabric(&self) -> &F {
+        &self.shared.fabric
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &StoreConfig {
+        &self.shared.config
+    }
+
+    /// Machines in the cluster.
+    pub fn machines(&self) -> usize {
+        self.shared.machines
+    }
+
+    /// A worker that runs operations as `machine` (which must be hosted here).
+    pub fn worker(&self, machine: MachineId) -> Result<Worker<F>> {
+        if !self.shared.fabric.hosts(machine) {
+            return Err(StoreError::NotHosted { machine });
+        }
+        let port = self.shared.fabric.port(machine)?;
+        let mut w = Worker {
+            shared: Arc::clone(&self.shared),
+            port,
+            machine,
+            regions: Vec::with_capacity(self.shared.machines),
+            bucket: vec![0; BUCKET_BYTES as usize],
+            value: Vec::new(),
+            encode: Vec::new(),
+            scratch: Vec::new(),
+            completions: Vec::new(),
+            stats: WorkerStats::default(),
+        };
+        for m in 0..self.shared.machines {
+            let r = w.regions_of(m as MachineId)?;
+            w.regions.push(r);
+        }
+        Ok(w)
+    }
+
+    /// Memory use of each hosted machine.
+    pub fn usage(&self) -> Vec<MachineUsage> {
+        self.shared
+            .allocs
+            .iter()
+            .enumerate()
+            .filter_map(|(m, a)| {
+                a.as_ref().map(|a| MachineUsage {
+                    machine: m as MachineId,
+                    key_region_bytes: self.shared.layout.region_bytes(),
+                    value_live_bytes: a.live_bytes(),
+                    value_used_bytes: a.used_bytes(),
+                })
+            })
+            .collect()
+    }
+
+    /// Value-region bytes a vertex of `degree` neighbours occupies (all parts).
+    pub fn value_bytes_for_degree(&self, degree: u64) -> u64 {
+        let max = self.shared.config.part_neighbors_max as u64;
+        let parts = degree.div_ceil(max).max(1);
+        let mut bytes = 0;
+        for p in 0..parts {
+            let n = (degree - p * max).min(max);
+            bytes += block_units(units_for_payload(PREFIX_BYTES + n as usize * 4)) * 8;
+        }
+        bytes
+    }
+
+    /// Checks before a bulk load that every machine's value region and key
+    /// table can take the graph, so a load never fails half-way for lack of room.
+    /// `degree(v)` gives each vertex's stored degree.
+    pub fn check_capacity(&self, vertices: u64, degree: impl Fn(u64) -> u64) -> Result<()> {
+        let n = self.shared.machines;
+        let mut bytes = vec![0u64; n];
+        let mut keys = vec![0u64; n];
+        let max = self.shared.config.part_neighbors_max as u64;
+        for v in 0..vertices {
+            let d = degree(v);
+            let m = home_of(v as VertexId, n) as usize;
+            bytes[m] += self.value_bytes_for_degree(d);
+            keys[m] += d.div_ceil(max).max(1);
+        }
+        let cap_bytes = self.shared.config.value_region_bytes - VALUE_BASE_UNITS * 8;
+        // Keep a quarter of the table's slots free: hashing is not perfectly even.
+        let cap_keys = self.shared.layout.capacity_keys() * 3 / 4;
+        for m in 0..n {
+            if bytes[m] > cap_bytes {
+                return Err(StoreError::RegionFull {
+                    machine: m as MachineId,
+                    requested_bytes: bytes[m],
+                    capacity_bytes: cap_bytes,
+                });
+            }
+            if keys[m] > cap_keys {
+                return Err(StoreError::TableFull {
+                    machine: m as MachineId,
+                    capacity_keys: cap_keys,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a worker has done (for reports; never read on hot paths by others).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Values read.
+    pub values_read: u64,
+    /// Reads that found an invalidated value and looked the key up again.
+    pub invalid_retries: u64,
+    /// Address-word CASes lost to a concurrent update.
+    pub cas_conflicts: u64,
+    /// Overflow buckets followed.
+    pub overflow_hops: u64,
+}
+
+/// Where a key's slot is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    home: MachineId,
+    bucket_offset: u64,
+    slot: u64,
+    addr_word: u64,
+}
+
+/// One thread's handle acting as one machine.
+pub struct Worker<F: Fabric> {
+    shared: Arc<Shared<F>>,
+    port: F::Port,
+    machine: MachineId,
+    regions: Vec<(RegionId, RegionId)>,
+    bucket: Vec<u8>,
+    value: Vec<u8>,
+    encode: Vec<u8>,
+    scratch: Vec<u32>,
+    completions: Vec<Completion>,
+    /// Counts of what this worker did.
+    pub stats: WorkerStats,
+}
+
+/// What a read-modify-write step decides.
+enum Change {
+    /// Leave the value as it is.
+    Keep,
+    /// Replace it with the part in `Worker::encode`.
+    Replace,
+    /// Stop and start the whole operation again.
+    Restart,
+}
+
+impl<F: Fabric> Worker<F> {
+    /// The machine this worker acts as.
+    pub fn machine(&self) -> MachineId {
+        self.machine
+    }
+
+    /// The port (for callers that want to post their own operations).
+    pub fn port(&mut self) -> &mut F::Port {
+        &mut self.port
+    }
+
+    fn regions_of(&mut self, m: MachineId) -> Result<(RegionId, RegionId)> {
+        if let Some(r) = self.shared.regions[m as usize].get() {
+            return Ok(*r);
+        }
+        let k = self.shared.fabric.lookup(m, KEYS_REGION)?.id;
+        let v = self.shared.fabric.lookup(m, VALUES_REGION)?.id;
+        Ok(*self.shared.regions[m as usize].get_or_init(|| (k, v)))
+    }
+
+    #[inline]
+    fn keys_region(&self, m: MachineId) -> RegionId {
+        self.regions[m as usize].0
+    }
+
+    #[inline]
+    fn values_region(&self, m: MachineId) -> RegionId {
+        self.regions[m as usize].1
+    }
+
+    #[inline]
+    fn home(&self, key: Key) -> MachineId {
+        home_of(key.vertex(), self.shared.machines)
+    }
+
+    /// Finds a key's slot (LOOKUP in Pragh Fig. 8): reads whole buckets along its chain.
+    fn lookup(&mut self, key: Key) -> Result<Option<Slot>> {
+        let home = self.home(key);
+        let layout = self.shared.layout;
+        let mut off = layout.bucket_offset(layout.bucket_of(key));
+        let kr = self.keys_region(home);
+        loop {
+            self.port.read(home, kr, off, &mut self.bucket)?;
+            let view = BucketView::parse(&self.bucket);
+            for (i, &(kw, aw)) in view.slots.iter().enumerate() {
+                if kw == key.word() {
+                    return Ok(Some(Slot {
+                        home,
+                        bucket_offset: off,
+                        slot: i as u64,
+                        addr_word: aw,
+                    }));
+                }
+                if kw == 0 {
+                    return Ok(None);
+                }
+            }
+            if view.link == 0 {
+                return Ok(None);
+            }
+            self.stats.overflow_hops += 1;
+            off = layout.overflow_offset(view.link - 1);
+        }
+    }
+
+    /// Finds a key's slot, claiming the first empty one on its chain if absent.
+    fn find_or_claim(&mut self, key: Key) -> Result<Slot> {
+        let home = self.home(key);
+        let layout = self.shared.layout;
+        let kr = self.keys_region(home);
+        let mut off = layout.bucket_offset(layout.bucket_of(key));
+        loop {
+            self.port.read(home, kr, off, &mut self.bucket)?;
+            let view = BucketView::parse(&self.bucket);
+            for (i, &(kw, aw)) in view.slots.iter().enumerate() {
+                let i = i as u64;
+                let found = |addr_word| Slot {
+                    home,
+                    bucket_offset: off,
+                    slot: i,
+                    addr_word,
+                };
+                if kw == key.word() {
+                    return Ok(found(aw));
+                }
+                if kw == 0 {
+                    let prev = self
+                        .port
+                        .cas(home, kr, key_word_offset(off, i), 0, key.word())?;
+                    if prev == 0 {
+                        return Ok(found(0));
+                    }
+                    if prev == key.word() {
+                        let aw = self.port.read_word(home, kr, addr_word_offset(off, i))?;
+                        return Ok(found(aw));
+                    }
+                    // Another key took the slot; slots fill in order, go on.
+                }
+            }
+            let link = if view.link != 0 {
+                view.link
+            } else {
+                let idx = self.port.fetch_add(home, kr, OVERFLOW_USED_OFFSET, 1)?;
+                if idx >= layout.overflow_buckets {
+                    return Err(StoreError::TableFull {
+                        machine: home,
+                        capacity_keys: layout.capacity_keys(),
+                    });
+                }
+                let prev = self.port.cas(home, kr, link_offset(off), 0, idx + 1)?;
+                if prev == 0 {
+                    idx + 1
+                } else {
+                    prev
+                }
+            };
+            self.stats.overflow_hops += 1;
+            off = layout.overflow_offset(link - 1);
+        }
+    }
+
+    /// Reads a key's value into `self.value` (GET in Pragh Fig. 8, without the
+    /// location cache): returns the slot whose address matched a valid header,
+    /// or `None` if the key has no published value.
+    fn read_value(&mut self, key: Key) -> Result<Option<(Slot, Addr)>> {
+        let mut retries = 0;
+        loop {
+            let Some(slot) = self.lookup(key)? else {
+                return Ok(None);
+            };
+            let Some(addr) = Addr::decode(slot.addr_word) else {
+                return Ok(None);
+            };
+            if self.fetch(slot.home, addr)? {
+                return Ok(Some((slot, addr)));
+            }
+            // Invalidated under us (updated or migrated): look the key up again.
+            self.stats.invalid_retries += 1;
+            retries += 1;
+            if retries >= READ_RETRIES_MAX {
+                return Err(StoreError::Contention {
+                    key: key.0,
+                    retries,
+                });
+            }
+        }
+    }
+
+    /// Reads the value at `addr` into `self.value`; false if its header does not match.
+    fn fetch(&mut self, home: MachineId, addr: Addr) -> Result<bool> {
+        let holder = addr.holder(home);
+        let bytes = (addr.size_units() * 8) as usize;
+        self.value.resize(bytes, 0);
+        let vr = self.values_region(holder);
+        self.port
+            .read(holder, vr, addr.offset_units() * 8, &mut self.value)?;
+        self.stats.values_read += 1;
+        let header = Header::decode(u64::from_le_bytes(
+            self.value[..8].try_into().expect("8 bytes"),
+        ));
+        Ok(header.matches(addr) && PartView::parse(self.payload(header)).is_some())
+    }
+
+    fn payload(&self, header: Header) -> &[u8] {
+        &self.value[8..8 + header.payload_bytes as usize]
+    }
+
+    fn current_part(&self) -> PartView<'_> {
+        let header = Header::decode(u64::from_le_bytes(
+            self.value[..8].try_into().expect("8 bytes"),
+        ));
+        PartView::parse(self.payload(header)).expect("checked in fetch")
+    }
+
+    /// Appends up to `k` neighbours of `v` to `out` (all of them for `usize::MAX`).
+    /// Returns false if the vertex does not exist.
+    pub fn neighbors(&mut self, v: VertexId, k: usize, out: &mut Vec<VertexId>) -> Result<bool> {
+        let start = out.len();
+        let mut part = 0;
+        loop {
+            if self.read_value(Key::part(v, part))?.is_none() {
+                debug_assert!(part == 0, "a MORE flag points at a missing part");
+                return Ok(part > 0);
+            }
+            let view = self.current_part();
+            let want = k - (out.len() - start);
+            view.extend_into(want, out);
+            if out.len() - start >= k || !view.more() {
+                return Ok(true);
+            }
+            part += 1;
+        }
+    }
+
+    /// All neighbours of `v`, or `None` if it does not exist.
+    pub fn get(&mut self, v: VertexId) -> Result<Option<Vec<VertexId>>> {
+        let mut out = Vec::new();
+        Ok(self.neighbors(v, usize::MAX, &mut out)?.then_some(out))
+    }
+
+    /// Two-hop query (Pragh 6): up to `k` neighbours of `v`, then up to `k`
+    /// neighbours of each of those, one synchronous GET at a time as in Pragh
+    /// Fig. 8. Appends the second hop to `out`; returns vertices visited.
+    pub fn two_hop(&mut self, v: VertexId, k: usize, out: &mut Vec<VertexId>) -> Result<usize> {
+        let mut first = std::mem::take(&mut self.scratch);
+        first.clear();
+        let r = (|| {
+            self.neighbors(v, k, &mut first)?;
+            for &u in &first {
+                self.neighbors(u, k, out)?;
+            }
+            Ok(1 + first.len())
+        })();
+        self.scratch = first;
+        r
+    }
+
+    /// Two-hop query with the second hop pipelined: the buckets of all
+    /// first-hop vertices are read with one batch of posted READs, then their
+    /// values with another. Vertices that need more (overflow chains, several
+    /// parts, invalidated values) fall back to the synchronous path. Same
+    /// result as [`Worker::two_hop`].
+    pub fn two_hop_pipelined(
+        &mut self,
+        v: VertexId,
+        k: usize,
+        out: &mut Vec<VertexId>,
+    ) -> Result<usize> {
+        let mut first = std::mem::take(&mut self.scratch);
+        first.clear();
+        let r = self.two_hop_pipelined_inner(v, k, &mut first, out);
+        self.scratch = first;
+        r
+    }
+
+    fn two_hop_pipelined_inner(
+        &mut self,
+        v: VertexId,
+        k: usize,
+        first: &mut Vec<VertexId>,
+        out: &mut Vec<VertexId>,
+    ) -> Result<usize> {
+        self.neighbors(v, k, first)?;
+        let n = first.len();
+        let layout = self.shared.layout;
+        // Stage 1: buckets.
+        for (i, &u) in first.iter().enumerate() {
+            let key = Key::part(u, 0);
+            let home = self.home(key);
+            let kr = self.keys_region(home);
+            let off = layout.bucket_offset(layout.bucket_of(key));
+            self.port.post(WorkRequest::read(
+                i as u64,
+                home,
+                kr,
+                off,
+                BUCKET_BYTES as usize,
+            ))?;
+        }
+        let mut addrs: Vec<Option<Addr>> = vec![None; n];
+        let mut fallback = vec![false; n];
+        self.drain(n)?;
+        for c in std::mem::take(&mut self.completions) {
+            let i = c.id as usize;
+            let Output::Data(bytes) = c.result? else {
+                unreachable!("a READ completes with data")
+            };
+            let view = BucketView::parse(&bytes);
+            let key = Key::part(first[i], 0);
+            match view.slots.iter().find(|s| s.0 == key.word() || s.0 == 0) {
+                Some(&(kw, aw)) if kw == key.word() => addrs[i] = Addr::decode(aw),
+                Some(_) => {}
+                None => fallback[i] = view.link != 0,
+            }
+        }
+        // Stage 2: values.
+        let mut posted = 0;
+        for i in 0..n {
+            if let Some(a) = addrs[i] {
+                let home = self.home(Key::part(first[i], 0));
+                let holder = a.holder(home);
+                let vr = self.values_region(holder);
+                self.port.post(WorkRequest::read(
+                    i as u64,
+                    holder,
+                    vr,
+                    a.offset_units() * 8,
+                    (a.size_units() * 8) as usize,
+                ))?;
+                posted += 1;
+            }
+        }
+        self.drain(posted)?;
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; n];
+        for c in std::mem::take(&mut self.completions) {
+            let Output::Data(bytes) = c.result? else {
+                unreachable!("a READ completes with data")
+            };
+            values[c.id as usize] = Some(bytes);
+        }
+        self.stats.values_read += posted as u64;
+        for i in 0..n {
+            let done = match (&values[i], addrs[i]) {
+                (Some(bytes), Some(a)) => {
+                    let header =
+                        Header::decode(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
+                    match PartView::parse(&bytes[8..8 + header.payload_bytes as usize]) {
+                        Some(view) if header.matches(a) && (!view.more() || view.len() >= k) => {
+                            view.extend_into(k, out);
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+                _ => !fallback[i] && addrs[i].is_none(),
+            };
+            if !done {
+                self.neighbors(first[i], k, out)?;
+            }
+        }
+        Ok(1 + n)
+    }
+
+    fn drain(&mut self, n: usize) -> Result<()> {
+        self.completions.clear();
+        while self.completions.len() < n {
+            self.port.wait(&mut self.completions)?;
+        }
+        Ok(())
+    }
+
+    /// Read-modify-write of one key (PUT in Pragh Fig. 9): reads the current
+    /// part, lets `decide` look at it (`None`: no value yet) and fill
+    /// `self.encode`, writes the new value out of place, CASes the address
+    /// word, then invalidates and retires the old value. Retries on a lost
+    /// CAS. Returns false if `decide` asked for a restart.
+    fn rmw(
+        &mut self,
+        key: Key,
+        mut decide: impl FnMut(Option<PartView<'_>>, &mut Vec<u8>) -> Change,
+    ) -> Result<bool> {
+        loop {
+            let (slot, old) = match self.read_value(key)? {
+                Some((slot, addr)) => (slot, Some(addr)),
+                None => (self.find_or_claim(key)?, None),
+            };
+            let old = match (old, Addr::decode(slot.addr_word)) {
+                (None, Some(_)) => continue, // published meanwhile: read it
+                (o, _) => o,
+            };
+            let holder = old.map_or(slot.home, |a| a.holder(slot.home));
+            if holder != self.machine {
+                return Err(StoreError::NotHolder {
+                    vertex: key.vertex(),
+                    holder,
+                    this: self.machine,
+                });
+            }
+            let mut encode = std::mem::take(&mut self.encode);
+            let change = {
+                let view = old.map(|_| self.current_part());
+                decide(view, &mut encode)
+            };
+            let r = match change {
+                Change::Keep => Ok(Some(true)),
+                Change::Restart => Ok(Some(false)),
+                Change::Replace => self.publish(slot, old, &encode),
+            };
+            self.encode = encode;
+            match r? {
+                Some(done) => return Ok(done),
+                None => {
+                    self.stats.cas_conflicts += 1;
+                    continue;
+                }
+            }
+        }
+    }
+
+    /// Writes `payload` as a new value here and CASes it into `slot`.
+    /// `Some(true)` on success, `None` if the CAS lost.
+    fn publish(&mut self, slot: Slot, old: Option<Addr>, payload: &[u8]) -> Result<Option<bool>> {
+        let header = Header::for_payload(payload.len())?;
+        let size_units = header.size_units as u64;
+        let me = self.machine;
+        let new_addr_probe = Addr::at(slot.home, me, size_units, 0)?;
+        debug_assert!(size_units <= LOCAL_SIZE_UNITS_MAX);
+        let alloc = self.shared.allocs[me as usize]
+            .as_ref()
+            .ok_or(StoreError::NotHosted { machine: me })?;
+        let offset_units = alloc.alloc(size_units)?;
+        let new_addr = match new_addr_probe {
+            Addr::Local { .. } => Addr::local(size_units, offset_units)?,
+            Addr::Remote { .. } => Addr::remote(me, size_units, offset_units)?,
+        };
+        let vr = self.values_region(me);
+        let mut bytes = std::mem::take(&mut self.value);
+        bytes.clear();
+        bytes.extend_from_slice(&header.encode().to_le_bytes());
+        bytes.extend_from_slice(payload);
+        bytes.resize((size_units * 8) as usize, 0);
+        let w = self.port.write(me, vr, offset_units * 8, &bytes);
+        self.value = bytes;
+        w?;
+        let kr = self.keys_region(slot.home);
+        let prev = self.port.cas(
+            slot.home,
+            kr,
+            addr_word_offset(slot.bucket_offset, slot.slot),
+            slot.addr_word,
+            new_addr.encode(),
+        )?;
+        if prev != slot.addr_word {
+            // Never published: nobody can hold its address, free it at once.
+            alloc.free_now(offset_units, size_units);
+            return Ok(None);
+        }
+        if let Some(old) = old {
+            // Passive invalidation (Pragh 4.1): zero the old header, then retire
+            // its block for a lease. The old value is ours (holder == me).
+            debug_assert_eq!(old.holder(slot.home), me);
+            self.port.write_word(me, vr, old.offset_units() * 8, 0)?;
+            alloc.retire(old.offset_units(), old.size_units());
+        }
+        Ok(Some(true))
+    }
+
+    /// Replaces `v`'s adjacency list. Runs on the machine holding `v`'s value
+    /// (its home unless migrated). A list longer than `part_neighbors_max` is
+    /// split into several keys (vertex decomposition); each part is replaced
+    /// atomically, the list as a whole is not.
+    pub fn put(&mut self, v: VertexId, neighbors: &[VertexId]) -> Result<()> {
+        let max = self.shared.config.part_neighbors_max as usize;
+        let parts: Vec<&[VertexId]> = if neighbors.is_empty() {
+            vec![&[]]
+        } else {
+            neighbors.chunks(max).collect()
+        };
+        let last = parts.len() - 1;
+        // Write parts from the last to the first, so a MORE flag never points
+        // at a part that is not there yet.
+        for (i, chunk) in parts.iter().enumerate().rev() {
+            let flags = if i < last { MORE } else { 0 };
+            self.rmw(Key::part(v, i as u32), |_, enc| {
+                adjacency::encode(chunk, flags, enc);
+                Change::Replace
+            })?;
+        }
+        // Empty what is left of a longer previous list.
+        let mut p = parts.len() as u32;
+        loop {
+            let mut had_more = false;
+            let existed = self.read_value(Key::part(v, p))?.is_some();
+            if !existed {
+                break;
+            }
+            self.rmw(Key::part(v, p), |cur, enc| {
+                had_more = cur.is_some_and(|c| c.more());
+                adjacency::encode(&[], 0, enc);
+                Change::Replace
+            })?;
+            if !had_more {
+                break;
+            }
+            p += 1;
+        }
+        Ok(())
+    }
+
+    /// Adds the edge v -> u unless present. Returns whether it was added.
+    /// Runs on the machine holding `v`'s value.
+    pub fn insert_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        let max = self.shared.config.part_neighbors_max as usize;
+        loop {
+            // Find the last part, and whether u is already there.
+            let mut part = 0u32;
+            let mut present = false;
+            loop {
+                if self.read_value(Key::part(v, part))?.is_none() {
+                    break;
+                }
+                let view = self.current_part();
+                present = view.iter().any(|x| x == u);
+                if present || !view.more() {
+                    break;
+                }
+                part += 1;
+            }
+            if present {
+                return Ok(false);
+            }
+            let mut outcome = None;
+            let mut ids = Vec::new();
+            let done = self.rmw(Key::part(v, part), |cur, enc| {
+                ids.clear();
+                let flags = match cur {
+                    Some(c) if c.iter().any(|x| x == u) => {
+                        outcome = Some(false);
+                        return Change::Keep;
+                    }
+                    Some(c) if c.more() => return Change::Restart,
+                    Some(c) if c.len() >= max => {
+                        outcome = None;
+                        return Change::Keep;
+                    }
+                    Some(c) => {
+                        ids.extend(c.iter());
+                        c.flags
+                    }
+                    None if part > 0 => return Change::Restart,
+                    None => 0,
+                };
+                ids.push(u);
+                adjacency::encode(&ids, flags, enc);
+                outcome = Some(true);
+                Change::Replace
+            })?;
+            if !done {
+                continue;
+            }
+            if let Some(added) = outcome {
+                return Ok(added);
+            }
+            // The last part is full: publish a new part, then flag the full one.
+            let next = Key::part(v, part + 1);
+            let mut mine = false;
+            self.rmw(next, |cur, enc| match cur {
+                Some(_) => {
+                    mine = false;
+                    Change::Keep
+                }
+                None => {
+                    adjacency::encode(&[u], 0, enc);
+                    mine = true;
+                    Change::Replace
+                }
+            })?;
+            self.set_more(Key::part(v, part))?;
+            if mine {
+                return Ok(true);
+            }
+            // A racing inserter (or an emptied part from an earlier, longer
+            // list) was there first: we helped flag it; scan again.
+        }
+    }
+
+    /// Sets the MORE flag of a part (idempotent).
+    fn set_more(&mut self, key: Key) -> Result<()> {
+        let mut ids = Vec::new();
+        self.rmw(key, |cur, enc| match cur {
+            Some(c) if c.more() => Change::Keep,
+            Some(c) => {
+                ids.clear();
+                ids.extend(c.iter());
+                adjacency::encode(&ids, c.flags | MORE, enc);
+                Change::Replace
+            }
+            None => Change::Keep,
+        })?;
+        Ok(())
+    }
+
+    /// Removes every occurrence of the edge v -> u. Returns whether there was one.
+    /// Runs on the machine holding `v`'s value.
+    pub fn delete_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        let mut part = 0u32;
+        let mut any = false;
+        loop {
+            let mut removed = false;
+            let mut more = false;
+            let mut ids = Vec::new();
+            if self.read_value(Key::part(v, part))?.is_none() {
+                return Ok(any);
+            }
+            self.rmw(Key::part(v, part), |cur, enc| {
+                removed = false;
+                let Some(c) = cur else { return Change::Keep };
+                more = c.more();
+                if !c.iter().any(|x| x == u) {
+                    return Change::Keep;
+                }
+                ids.clear();
+                ids.extend(c.iter().filter(|&x| x != u));
+                adjacency::encode(&ids, c.flags, enc);
+                removed = true;
+                Change::Replace
+            })?;
+            any |= removed;
+            if !more {
+                return Ok(any);
+            }
+            part += 1;
+        }
+    }
+
+    /// The address word of `v`'s first part as stored at its home (0: absent).
+    pub fn address_word(&mut self, v: VertexId) -> Result<u64> {
+        Ok(self.lookup(Key::part(v, 0))?.map_or(0, |s| s.addr_word))
+    }
+
+    /// Frees retired values whose lease has expired, on this worker's machine.
+    pub fn collect_garbage(&self) -> usize {
+        self.shared.allocs[self.machine as usize]
+            .as_ref()
+            .map_or(0, |a| a.collect(std::time::Instant::now()))
+    }
+}
