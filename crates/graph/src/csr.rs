@@ -1,0 +1,502 @@
+//! Compressed sparse row adjacency, built in two passes over an [`EdgeSource`].
+//!
+//! ```text
+//!   offsets: [0, 2, 2, 5]          (vertex_count + 1 entries, offsets[n] = edge count)
+//!   targets: [1, 2 | | 0, 1, 2]    neighbors(v) = targets[offsets[v] .. offsets[v + 1]]
+//! ```
+//!
+//! Pass one counts degrees with atomic increments; a prefix sum turns the counts into
+//! offsets; pass two visits the source again and drops every target into its slot.
+//! Visiting twice instead of buffering means an R-MAT graph is regenerated, never
+//! stored as an edge list: peak memory is the CSR plus one cursor per vertex.
+//! Every adjacency list is then sorted (in parallel over vertex ranges), so the result
+//! is the same for any thread count; with `dedup` duplicates are removed too.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{GraphError, Result};
+use crate::input::EdgeList;
+use crate::progress::{self, Unit};
+use crate::rmat::Rmat;
+use crate::{Edge, VertexId, VERTEX_COUNT_MAX};
+
+/// Edges per work item when a slice is visited in parallel.
+const SLICE_EDGES_PER_CHUNK: usize = 1 << 16;
+
+/// Something that can hand its edges to the CSR builder, possibly more than once.
+pub trait EdgeSource: Sync {
+    /// How many edges one visit yields (used for progress).
+    fn edge_count(&self) -> u64;
+
+    /// Calls `f` on every edge exactly once, in chunks, from up to `threads` threads.
+    /// Every visit must yield the same multiset of edges.
+    fn visit_chunks(&self, threads: usize, f: &(dyn Fn(&[Edge]) + Sync));
+}
+
+impl EdgeSource for [Edge] {
+    fn edge_count(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn visit_chunks(&self, threads: usize, f: &(dyn Fn(&[Edge]) + Sync)) {
+        let chunks = self.len().div_ceil(SLICE_EDGES_PER_CHUNK);
+        let threads = crate::clamp_threads(threads).min(chunks.max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            if k >= chunks {
+                break;
+            }
+            let start = k * SLICE_EDGES_PER_CHUNK;
+            let end = (start + SLICE_EDGES_PER_CHUNK).min(self.len());
+            f(&self[start..end]);
+        };
+        if threads == 1 {
+            work();
+        } else {
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(work);
+                }
+            });
+        }
+    }
+}
+
+impl EdgeSource for Vec<Edge> {
+    fn edge_count(&self) -> u64 {
+        self.as_slice().edge_count()
+    }
+
+    fn visit_chunks(&self, threads: usize, f: &(dyn Fn(&[Edge]) + Sync)) {
+        self.as_slice().visit_chunks(threads, f)
+    }
+}
+
+impl EdgeSource for EdgeList {
+    fn edge_count(&self) -> u64 {
+        self.edges.edge_count()
+    }
+
+    fn visit_chunks(&self, threads: usize, f: &(dyn Fn(&[Edge]) + Sync)) {
+        self.edges.visit_chunks(threads, f)
+    }
+}
+
+impl EdgeSource for Rmat {
+    fn edge_count(&self) -> u64 {
+        Rmat::edge_count(self)
+    }
+
+    fn visit_chunks(&self, threads: usize, f: &(dyn Fn(&[Edge]) + Sync)) {
+        self.for_each_chunk(threads, |_, edges| f(edges))
+    }
+}
+
+/// How edges become adjacency entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CsrOptions {
+    /// Also store `dst -> src` for every `src -> dst`. A self loop is stored once.
+    pub symmetrize: bool,
+    /// Remove repeated targets from each adjacency list.
+    pub dedup: bool,
+    /// Skip edges `v -> v`.
+    pub drop_self_loops: bool,
+}
+
+impl Default for CsrOptions {
+    /// The store's default: an undirected simple graph (all three options on).
+    fn default() -> Self {
+        CsrOptions {
+            symmetrize: true,
+            dedup: true,
+            drop_self_loops: true,
+        }
+    }
+}
+
+impl CsrOptions {
+    /// Edges exactly as given: directed, duplicates and self loops kept.
+    pub const RAW: CsrOptions = CsrOptions {
+        symmetrize: false,
+        dedup: false,
+        drop_self_loops: false,
+    };
+}
+
+/// Adjacency lists of a graph with vertices `0..vertex_count`, each list sorted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Csr {
+    offsets: Vec<u64>,
+    targets: Vec<VertexId>,
+    max_degree: u64,
+}
+
+impl Csr {
+    /// Builds the CSR of `source` on vertices `0..vertex_count`, using every core.
+    pub fn build<S: EdgeSource + ?Sized>(
+        vertex_count: u64,
+        opts: CsrOptions,
+        source: &S,
+    ) -> Result<Csr> {
+        Self::build_with_threads(vertex_count, opts, source, crate::default_threads())
+    }
+
+    /// Builds the CSR of an R-MAT graph by generating its edges twice.
+    pub fn from_rmat(rmat: &Rmat, opts: CsrOptions) -> Result<Csr> {
+        Self::build(rmat.vertex_count(), opts, rmat)
+    }
+
+    /// Builds the CSR of a loaded edge list on its own vertex count.
+    pub fn from_edge_list(list: &EdgeList, opts: CsrOptions) -> Result<Csr> {
+        Self::build(list.vertex_count, opts, list)
+    }
+
+    /// Like [`Csr::build`] with an explicit thread count; the result does not depend on it.
+    pub fn build_with_threads<S: EdgeSource + ?Sized>(
+        vertex_count: u64,
+        opts: CsrOptions,
+        source: &S,
+        threads: usize,
+    ) -> Result<Csr> {
+        if vertex_count > VERTEX_COUNT_MAX {
+            return Err(GraphError::TooManyVertices {
+                vertex_count,
+                vertex_count_max: VERTEX_COUNT_MAX,
+            });
+        }
+        let threads = crate::clamp_threads(threads);
+        let n = vertex_count as usize;
+        let pb = progress::bar(
+            source.edge_count().saturating_mul(2),
+            Unit::Edges,
+            "building CSR",
+        );
+
+        // Pass 1: degrees.
+        let degrees: Vec<AtomicU64> = (0..=n).map(|_| AtomicU64::new(0)).collect();
+        let bad_edge: Mutex<Option<Edge>> = Mutex::new(None);
+        source.visit_chunks(threads, &|chunk| {
+            for &(u, v) in chunk {
+                if u as usize >= n || v as usize >= n {
+                    let mut slot = bad_edge.lock().unwrap_or_else(|e| e.into_inner());
+                    slot.get_or_insert((u, v));
+                    continue;
+                }
+                if u == v && opts.drop_self_loops {
+                    continue;
+                }
+                degrees[u as usize].fetch_add(1, Ordering::Relaxed);
+                if opts.symmetrize && u != v {
+                    degrees[v as usize].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            pb.inc(chunk.len() as u64);
+        });
+        if let Some((src, dst)) = bad_edge.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            pb.finish_and_clear();
+            return Err(GraphError::EdgeOutOfRange {
+                src,
+                dst,
+                vertex_count,
+            });
+        }
+
+        // Exclusive prefix sum in place; the collect reuses the allocation.
+        let mut offsets: Vec<u64> = degrees.into_iter().map(AtomicU64::into_inner).collect();
+        let mut total = 0u64;
+        for slot in offsets.iter_mut() {
+            let degree = *slot;
+            *slot = total;
+            total += degree;
+        }
+        let entries = usize::try_from(total).map_err(|_| GraphError::TooManyVertices {
+            vertex_count,
+            vertex_count_max: VERTEX_COUNT_MAX,
+        })?;
+
+        // Pass 2: fill. Each vertex owns targets[offsets[v]..offsets[v + 1]]; a cursor
+        // per vertex hands out its slots.
+        let targets: Vec<AtomicU32> = (0..entries).map(|_| AtomicU32::new(0)).collect();
+        let cursors: Vec<AtomicU64> = offsets[..n].iter().map(|&o| AtomicU64::new(o)).collect();
+        let unstable = AtomicBool::new(false);
+        source.visit_chunks(threads, &|chunk| {
+            // Claim every slot of the chunk first, then store. A locked fetch_add waits
+            // for all earlier stores to drain, so interleaving claims with stores that
+            // miss the cache serialises the misses; batching lets the stores overlap.
+            let mut claims: Vec<(u64, VertexId)> = Vec::with_capacity(2 * chunk.len());
+            let mut claim = |u: VertexId, v: VertexId| {
+                let pos = cursors[u as usize].fetch_add(1, Ordering::Relaxed);
+                if pos < offsets[u as usize + 1] {
+                    claims.push((pos, v));
+                } else {
+                    unstable.store(true, Ordering::Relaxed);
+                }
+            };
+            for &(u, v) in chunk {
+                if u as usize >= n || v as usize >= n {
+                    unstable.store(true, Ordering::Relaxed);
+                    continue;
+                }
+                if u == v && opts.drop_self_loops {
+                    continue;
+                }
+                claim(u, v);
+                if opts.symmetrize && u != v {
+                    claim(v, u);
+                }
+            }
+            for &(pos, v) in &claims {
+                targets[pos as usize].store(v, Ordering::Relaxed);
+            }
+            pb.inc(chunk.len() as u64);
+        });
+        pb.finish_and_clear();
+        let filled = cursors
+            .iter()
+            .zip(&offsets[1..])
+            .all(|(c, &end)| c.load(Ordering::Relaxed) == end);
+        if unstable.into_inner() || !filled {
+            return Err(GraphError::UnstableSource);
+        }
+        drop(cursors);
+        let mut targets: Vec<VertexId> = targets.into_iter().map(AtomicU32::into_inner).collect();
+
+        let new_lengths = sort_lists(&offsets, &mut targets, opts.dedup, threads);
+        if let Some(lengths) = new_lengths {
+            compact(&mut offsets, &mut targets, &lengths);
+        }
+        let max_degree = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let csr = Csr {
+            offsets,
+            targets,
+            max_degree,
+        };
+        debug_assert!(csr.check_invariants());
+        Ok(csr)
+    }
+
+    /// Number of vertices.
+    pub fn vertex_count(&self) -> u64 {
+        (self.offsets.len() - 1) as u64
+    }
+
+    /// Number of adjacency entries (a symmetrized edge counts twice, a self loop once).
+    pub fn edge_count(&self) -> u64 {
+        self.targets.len() as u64
+    }
+
+    /// Out-degree of `v`; panics if `v >= vertex_count()`.
+    #[inline]
+    pub fn degree(&self, v: VertexId) -> u64 {
+        self.offsets[v as usize + 1] - self.offsets[v as usize]
+    }
+
+    /// The sorted adjacency list of `v`; panics if `v >= vertex_count()`.
+    #[inline]
+    pub fn neighbors(&self, v: VertexId) -> &[VertexId] {
+        let start = self.offsets[v as usize] as usize;
+        let end = self.offsets[v as usize + 1] as usize;
+        &self.targets[start..end]
+    }
+
+    /// The largest degree (0 for a graph without edges).
+    pub fn max_degree(&self) -> u64 {
+        self.max_degree
+    }
+
+    /// The offsets array: `vertex_count() + 1` entries, non-decreasing, last = edge count.
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets
+    }
+
+    /// All adjacency lists back to back.
+    pub fn targets(&self) -> &[VertexId] {
+        &self.targets
+    }
+
+    /// Gives up the arrays: `(offsets, targets)`.
+    pub fn into_parts(self) -> (Vec<u64>, Vec<VertexId>) {
+        (self.offsets, self.targets)
+    }
+
+    fn check_invariants(&self) -> bool {
+        let n = self.vertex_count();
+        self.offsets.first() == Some(&0)
+            && self.offsets.last() == Some(&(self.targets.len() as u64))
+            && self.offsets.windows(2).all(|w| w[0] <= w[1])
+            && self.targets.iter().all(|&t| u64::from(t) < n)
+    }
+}
+
+/// Sorts every adjacency list, in parallel over vertex ranges balanced by entries.
+/// With `dedup`, also removes duplicates inside each list and returns the new lengths
+/// (the tails of the lists are left as garbage for [`compact`]).
+fn sort_lists(
+    offsets: &[u64],
+    targets: &mut [VertexId],
+    dedup: bool,
+    threads: usize,
+) -> Option<Vec<u64>> {
+    let n = offsets.len() - 1;
+    let total = offsets[n];
+    let mut lengths = if dedup { vec![0u64; n] } else { Vec::new() };
+    // Piece boundaries: the first vertex whose list starts at or after t/T of the entries.
+    let pieces = if total < SLICE_EDGES_PER_CHUNK as u64 {
+        1
+    } else {
+        threads
+    };
+    let mut bounds: Vec<usize> = (0..pieces)
+        .map(|t| offsets[..n].partition_point(|&o| o < total * t as u64 / pieces as u64))
+        .collect();
+    bounds.push(n);
+    bounds.dedup();
+
+    let work = |v0: usize, v1: usize, lists: &mut [VertexId], lens: &mut [u64]| {
+        let base = offsets[v0];
+        for v in v0..v1 {
+            let list = &mut lists[(offsets[v] - base) as usize..(offsets[v + 1] - base) as usize];
+            list.sort_unstable();
+            if dedup {
+                lens[v - v0] = dedup_sorted(list) as u64;
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        let mut rest_targets = targets;
+        let mut rest_lengths = lengths.as_mut_slice();
+        for w in bounds.windows(2) {
+            let (v0, v1) = (w[0], w[1]);
+            let (mine, tail) = rest_targets.split_at_mut((offsets[v1] - offsets[v0]) as usize);
+            rest_targets = tail;
+            let lens = if dedup {
+                let (mine, tail) = rest_lengths.split_at_mut(v1 - v0);
+                rest_lengths = tail;
+                mine
+            } else {
+                &mut []
+            };
+            if bounds.len() == 2 {
+                work(v0, v1, mine, lens);
+            } else {
+                s.spawn(move || work(v0, v1, mine, lens));
+            }
+        }
+    });
+    dedup.then_some(lengths)
+}
+
+/// Moves the unique prefix of each sorted list to the front; returns its length.
+fn dedup_sorted(list: &mut [VertexId]) -> usize {
+    if list.is_empty() {
+        return 0;
+    }
+    let mut write = 1;
+    for read in 1..list.len() {
+        if list[read] != list[write - 1] {
+            list[write] = list[read];
+            write += 1;
+        }
+    }
+    write
+}
+
+/// Closes the gaps left by dedup: list `v` keeps its first `lengths[v]` entries.
+fn compact(offsets: &mut [u64], targets: &mut Vec<VertexId>, lengths: &[u64]) {
+    let n = lengths.len();
+    if offsets[n] == lengths.iter().sum::<u64>() {
+        return; // nothing was removed; every list is already in place
+    }
+    let mut write = 0u64;
+    for v in 0..n {
+        // offsets[v] still holds the old start: it is overwritten only below.
+        let start = offsets[v] as usize;
+        let len = lengths[v] as usize;
+        targets.copy_within(start..start + len, write as usize);
+        offsets[v] = write;
+        write += len as u64;
+    }
+    offsets[n] = write;
+    targets.truncate(write as usize);
+    targets.shrink_to_fit();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_graph_layout() {
+        let edges: Vec<Edge> = vec![(0, 1), (0, 2), (2, 0), (2, 1), (2, 2), (2, 1)];
+        let csr = Csr::build(3, CsrOptions::RAW, &edges).expect("valid");
+        assert_eq!(csr.offsets(), &[0, 2, 2, 6]);
+        assert_eq!(csr.neighbors(2), &[0, 1, 1, 2]);
+        assert_eq!(csr.max_degree(), 4);
+
+        let csr = Csr::build(3, CsrOptions::default(), &edges).expect("valid");
+        assert_eq!(csr.neighbors(0), &[1, 2]);
+        assert_eq!(csr.neighbors(1), &[0, 2]);
+        assert_eq!(csr.neighbors(2), &[0, 1]);
+        assert_eq!(csr.edge_count(), 6);
+    }
+
+    #[test]
+    fn out_of_range_edge_is_an_error() {
+        let edges: Vec<Edge> = vec![(0, 1), (3, 0)];
+        match Csr::build(3, CsrOptions::default(), &edges) {
+            Err(GraphError::EdgeOutOfRange {
+                src: 3,
+                dst: 0,
+                vertex_count: 3,
+            }) => {}
+            other => panic!("expected EdgeOutOfRange, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_graph() {
+        let edges: Vec<Edge> = Vec::new();
+        let csr = Csr::build(4, CsrOptions::default(), &edges).expect("valid");
+        assert_eq!(csr.vertex_count(), 4);
+        assert_eq!(csr.edge_count(), 0);
+        assert_eq!(csr.max_degree(), 0);
+        assert!(csr.neighbors(3).is_empty());
+    }
+
+    #[test]
+    fn too_many_vertices_is_an_error() {
+        let edges: Vec<Edge> = Vec::new();
+        assert!(matches!(
+            Csr::build(VERTEX_COUNT_MAX + 1, CsrOptions::default(), &edges),
+            Err(GraphError::TooManyVertices { .. })
+        ));
+    }
+
+    /// A source that yields one more edge on every visit, as a buggy source might.
+    struct Growing(std::sync::atomic::AtomicUsize);
+
+    impl EdgeSource for Growing {
+        fn edge_count(&self) -> u64 {
+            0
+        }
+        fn visit_chunks(&self, _threads: usize, f: &(dyn Fn(&[Edge]) + Sync)) {
+            let k = self.0.fetch_add(1, Ordering::Relaxed) + 1;
+            let edges: Vec<Edge> = (0..k).map(|_| (0, 1)).collect();
+            f(&edges);
+        }
+    }
+
+    #[test]
+    fn unstable_source_is_detected() {
+        let src = Growing(std::sync::atomic::AtomicUsize::new(0));
+        assert!(matches!(
+            Csr::build(2, CsrOptions::RAW, &src),
+            Err(GraphError::UnstableSource)
+        ));
+    }
+}

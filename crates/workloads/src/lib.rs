@@ -1,0 +1,8 @@
+//! Workloads: how start vertices are chosen ([`zipf`], uniform) and the
+//! driver that runs traversal queries on a worker pool ([`traversal`]),
+//! measuring throughput, latency percentiles and the remote-access rate.
+
+#![warn(missing_docs)]
+
+pub mod traversal;
+pub mod zipf;
