@@ -1,1 +1,106 @@
-fn main() {}
+//! `locus`: the command-line front end of Locus.
+
+mod bench;
+mod cluster;
+mod commands;
+mod config;
+mod demo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Locus: a distributed in-memory graph store that keeps traversals local by
+/// migrating values live, one vertex at a time.
+///
+/// Every command runs an embedded cluster: N machines in this process over the
+/// in-process one-sided fabric, with a modelled remote latency (2.0 us plus
+/// payload at 12.5 GB/s by default). Settings come from a TOML file
+/// (--config) and flags override them.
+#[derive(Parser, Debug)]
+#[command(name = "locus", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate an R-MAT graph, load it into 1 machine (Ideal) and into N
+    /// machines (hash-partitioned), run two-hop queries on both and print
+    /// throughput, p50/p99 latency and the remote-access rate.
+    Demo(demo::DemoArgs),
+    /// Write a Graph500 R-MAT edge list to a file (text or GridGraph binary).
+    Generate(commands::GenerateArgs),
+    /// Validate an edge list, load it into an embedded cluster and summarise it
+    /// (vertices, edges, max degree, bytes per machine).
+    Load(commands::LoadArgs),
+    /// Run a k-hop query from one vertex and print what it found and what it cost.
+    Query(commands::QueryArgs),
+    /// Measure the foundation's figures (fabric latencies, TCP round trips,
+    /// two-hop throughput) and write them as JSON.
+    Bench(bench::BenchArgs),
+    /// Serve machines' memory over TCP (a memory node of the TCP fabric).
+    Serve(bench::ServeArgs),
+}
+
+/// Flags shared by commands that build an embedded cluster.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterFlags {
+    /// TOML config file (see ARCHITECTURE.md or `locus demo --help` for keys).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Machines in the embedded cluster (1..=128).
+    #[arg(long)]
+    pub machines: Option<usize>,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Modelled remote latency in nanoseconds (0 together with --bandwidth 0 turns the model off).
+    #[arg(long, value_name = "NS")]
+    pub latency_ns: Option<u64>,
+    /// Modelled link bandwidth in bytes per second (0: infinite).
+    #[arg(long, value_name = "BYTES_PER_S")]
+    pub bandwidth: Option<u64>,
+}
+
+impl ClusterFlags {
+    /// The config file with these flags applied, validated.
+    pub fn resolve(&self) -> Result<config::Config, String> {
+        let mut c = config::Config::load(self.config.as_deref())?;
+        if let Some(m) = self.machines {
+            c.cluster.machines = m;
+        }
+        if let Some(t) = self.threads {
+            c.cluster.threads = t;
+        }
+        if let Some(l) = self.latency_ns {
+            c.cluster.latency_ns = l;
+        }
+        if let Some(b) = self.bandwidth {
+            c.cluster.bandwidth_bytes_per_s = b;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Generate(a) => commands::generate(a),
+        Command::Load(a) => commands::load(a),
+        Command::Query(a) => commands::query(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Serve(a) => bench::serve(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

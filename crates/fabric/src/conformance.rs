@@ -349,6 +349,17 @@ pub fn pipelining<C: Cluster>(c: &C) {
     p.post(WorkRequest::read(2, 2, r2, 0, 8).fenced()).unwrap();
     let done = drain(&mut p, 2);
     assert_eq!(done.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1, 2]);
+    // A fenced request to the port's own machine also waits for earlier remote ones.
+    p.post(WorkRequest::write(3, 1, r1, 8, 7u64.to_le_bytes().to_vec()))
+        .unwrap();
+    let r0 = region_on(c, 0, "pipe", 64);
+    p.post(WorkRequest::read(4, 0, r0, 0, 8).fenced()).unwrap();
+    let done = drain(&mut p, 2);
+    assert_eq!(
+        done.iter().map(|c| c.id).collect::<Vec<_>>(),
+        vec![3, 4],
+        "fence to the local machine"
+    );
     // Nothing in flight: wait returns at once.
     let mut none = Vec::new();
     assert_eq!(p.wait(&mut none).unwrap(), 0);

@@ -1,6 +1,8 @@
 //! A decorator that counts every operation, per machine, local versus remote,
-//! by kind, in operations and payload bytes. Exact: every issued operation is
-//! counted once, on the machine that issued it.
+//! by kind, in operations and payload bytes. Exact: every operation issued to
+//! the fabric is counted once, on the machine that issued it, whether or not
+//! it then fails (a rejected access still cost a round trip); a `post`
+//! refused for too many in flight was never issued and is not counted.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -152,8 +154,9 @@ impl MachineStats {
         let mut s = *self;
         for loc in 0..2 {
             for k in 0..OpKind::COUNT {
-                s.ops[loc][k] -= earlier.ops[loc][k];
-                s.bytes[loc][k] -= earlier.bytes[loc][k];
+                // Saturating: a reset between the two snapshots must not underflow.
+                s.ops[loc][k] = s.ops[loc][k].saturating_sub(earlier.ops[loc][k]);
+                s.bytes[loc][k] = s.bytes[loc][k].saturating_sub(earlier.bytes[loc][k]);
             }
         }
         s

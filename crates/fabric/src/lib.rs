@@ -36,7 +36,12 @@
 //!    starts only after every earlier request of its port has completed.
 //! 6. **Completions** of one port to one target are reported in posting order.
 //! 7. **Messages** from one sender to one receiver arrive in sending order,
-//!    exactly once, or the send fails with an error.
+//!    at most once.
+//! 8. **Failures.** An error from a peer that became unavailable means
+//!    "maybe applied": over a network the operation (or message) may have taken
+//!    effect before the connection broke. Callers that retry must be idempotent
+//!    or re-read first. Validation errors (bounds, alignment, unknown region)
+//!    mean "not applied".
 
 #![warn(missing_docs)]
 

@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::memory::{apply, MachineMemory};
+use crate::memory::{apply_on, apply_region, MachineMemory, VerbRef};
 use crate::{
     check_machine, Completion, Fabric, FabricError, MachineId, Message, Output, Port, RegionId,
     RegionInfo, Result, Verb, WorkRequest, MACHINES_MAX,
@@ -216,6 +216,9 @@ impl Fabric for LocalFabric {
             ready: VecDeque::new(),
             timed: VecDeque::new(),
             last_ready_ns: 0,
+            regions: (0..self.inner.config.machines)
+                .map(|_| Vec::new())
+                .collect(),
         })
     }
 }
@@ -230,20 +233,52 @@ pub struct LocalPort {
     timed: VecDeque<(u64, Completion)>,
     /// Latest ready time handed out, for fences.
     last_ready_ns: u64,
+    /// Regions seen by this port, per machine by id. Regions are never
+    /// unregistered, so a cached handle stays valid; caching avoids a lock and
+    /// a reference-count update on every operation.
+    regions: Vec<Vec<Arc<crate::Region>>>,
 }
 
 impl LocalPort {
+    /// The region `region` of `target`, from the port's cache.
+    #[inline]
+    fn region(&mut self, target: MachineId, region: RegionId) -> Result<&crate::Region> {
+        check_machine(target, self.inner.config.machines)?;
+        let cache = &mut self.regions[target as usize];
+        let i = region.0 as usize;
+        if i >= cache.len() {
+            let memory = &self.inner.machines[target as usize];
+            for id in cache.len()..=i {
+                cache.push(memory.region(RegionId(id as u16))?);
+            }
+        }
+        Ok(&cache[i])
+    }
+
     /// Applies `verb`; errors (bad machine, region, bounds) are returned.
     #[inline]
     fn apply(
-        &self,
+        &mut self,
         target: MachineId,
         region: RegionId,
         offset: u64,
         verb: Verb,
     ) -> Result<Output> {
-        check_machine(target, self.inner.config.machines)?;
-        apply(&self.inner.machines[target as usize], region, offset, verb)
+        let r = self.region(target, region)?;
+        apply_on(r, target, region, offset, verb)
+    }
+
+    /// Applies a verb on borrowed buffers (the synchronous fast path, no allocation).
+    #[inline]
+    fn apply_ref(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        verb: VerbRef<'_>,
+    ) -> Result<u64> {
+        let r = self.region(target, region)?;
+        apply_region(r, target, region, offset, verb)
     }
 
     #[inline]
@@ -258,22 +293,6 @@ impl LocalPort {
             let ready = self.inner.reserve(self.machine, bytes, 0);
             self.inner.spin_until(ready);
         }
-    }
-
-    /// Runs `f` on the target region directly (the synchronous fast path, no allocation).
-    #[inline]
-    fn with_region<T>(
-        &self,
-        target: MachineId,
-        region: RegionId,
-        offset: u64,
-        len: u64,
-        f: impl FnOnce(&crate::Region, usize) -> T,
-    ) -> Result<T> {
-        check_machine(target, self.inner.config.machines)?;
-        let r = self.inner.machines[target as usize].region(region)?;
-        let first = r.check(target, region, offset, len)?;
-        Ok(f(&r, first))
     }
 }
 
@@ -307,6 +326,9 @@ impl Port for LocalPort {
             let ready = self.inner.reserve(self.machine, bytes, floor);
             self.last_ready_ns = self.last_ready_ns.max(ready);
             self.timed.push_back((ready, completion));
+        } else if wr.fence && !self.timed.is_empty() {
+            // A fenced local request completes no earlier than what precedes it.
+            self.timed.push_back((self.last_ready_ns, completion));
         } else {
             self.ready.push_back(completion);
         }
@@ -364,18 +386,16 @@ impl Port for LocalPort {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<()> {
-        self.with_region(target, region, offset, buf.len() as u64, |r, first| {
-            r.read_words(first, buf)
-        })?;
+        self.apply_ref(target, region, offset, VerbRef::Read(buf))?;
         self.charge_sync(target, buf.len() as u64);
         Ok(())
     }
 
     #[inline]
     fn read_word(&mut self, target: MachineId, region: RegionId, offset: u64) -> Result<u64> {
-        let w = self.with_region(target, region, offset, 8, |r, first| {
-            r.words()[first].load(Ordering::Acquire)
-        })?;
+        let mut b = [0u8; 8];
+        self.apply_ref(target, region, offset, VerbRef::Read(&mut b))?;
+        let w = u64::from_le_bytes(b);
         self.charge_sync(target, 8);
         Ok(w)
     }
@@ -388,9 +408,7 @@ impl Port for LocalPort {
         offset: u64,
         data: &[u8],
     ) -> Result<()> {
-        self.with_region(target, region, offset, data.len() as u64, |r, first| {
-            r.write_words(first, data)
-        })?;
+        self.apply_ref(target, region, offset, VerbRef::Write(data))?;
         self.charge_sync(target, data.len() as u64);
         Ok(())
     }
@@ -404,9 +422,7 @@ impl Port for LocalPort {
         expected: u64,
         new: u64,
     ) -> Result<u64> {
-        let prev = self.with_region(target, region, offset, 8, |r, first| {
-            r.cas_word(first, expected, new)
-        })?;
+        let prev = self.apply_ref(target, region, offset, VerbRef::Cas { expected, new })?;
         self.charge_sync(target, 8);
         Ok(prev)
     }
@@ -419,9 +435,7 @@ impl Port for LocalPort {
         offset: u64,
         add: u64,
     ) -> Result<u64> {
-        let prev = self.with_region(target, region, offset, 8, |r, first| {
-            r.fetch_add_word(first, add)
-        })?;
+        let prev = self.apply_ref(target, region, offset, VerbRef::FetchAdd { add })?;
         self.charge_sync(target, 8);
         Ok(prev)
     }

@@ -34,7 +34,7 @@ unsafe impl Sync for Region {}
 impl Region {
     /// Allocates a zeroed region of `len_bytes` (a multiple of 8).
     pub fn new(name: &str, len_bytes: u64) -> Result<Region> {
-        if len_bytes % 8 != 0 {
+        if !len_bytes.is_multiple_of(8) {
             return Err(FabricError::Misaligned {
                 offset: 0,
                 len: len_bytes,
@@ -295,27 +295,101 @@ pub(crate) fn apply(
     offset: u64,
     verb: crate::Verb,
 ) -> Result<crate::Output> {
-    use crate::{Output, Verb};
     let r = memory.region(region)?;
-    let id = memory.id();
+    apply_on(&r, memory.id(), region, offset, verb)
+}
+
+/// [`apply`] on a region the caller already holds (the in-process port caches them).
+pub(crate) fn apply_on(
+    r: &Region,
+    machine: MachineId,
+    region: RegionId,
+    offset: u64,
+    verb: crate::Verb,
+) -> Result<crate::Output> {
+    use crate::{Output, Verb};
     match verb {
         Verb::Read { mut buf } => {
-            let first = r.check(id, region, offset, buf.len() as u64)?;
-            r.read_words(first, &mut buf);
+            apply_region(r, machine, region, offset, VerbRef::Read(&mut buf))?;
             Ok(Output::Data(buf))
         }
         Verb::Write { data } => {
-            let first = r.check(id, region, offset, data.len() as u64)?;
-            r.write_words(first, &data);
+            apply_region(r, machine, region, offset, VerbRef::Write(&data))?;
             Ok(Output::Written(data))
         }
-        Verb::Cas { expected, new } => {
-            let first = r.check(id, region, offset, 8)?;
-            Ok(Output::Word(r.cas_word(first, expected, new)))
+        Verb::Cas { expected, new } => Ok(Output::Word(apply_region(
+            r,
+            machine,
+            region,
+            offset,
+            VerbRef::Cas { expected, new },
+        )?)),
+        Verb::FetchAdd { add } => Ok(Output::Word(apply_region(
+            r,
+            machine,
+            region,
+            offset,
+            VerbRef::FetchAdd { add },
+        )?)),
+    }
+}
+
+/// A one-sided verb on borrowed buffers: the form the TCP fabric executes
+/// straight from its receive buffer into its send buffer (no owned
+/// [`crate::Verb`], so no allocation per operation).
+#[derive(Debug)]
+pub(crate) enum VerbRef<'a> {
+    /// Read `buf.len()` bytes into `buf`.
+    Read(&'a mut [u8]),
+    /// Write `data`.
+    Write(&'a [u8]),
+    /// Compare-and-swap one word.
+    Cas { expected: u64, new: u64 },
+    /// Fetch-and-add one word.
+    FetchAdd { add: u64 },
+}
+
+/// Executes a verb on borrowed buffers: the one implementation behind
+/// [`apply`]. Returns the previous word for CAS and fetch-add, 0 otherwise.
+/// Checks happen before any effect, so a rejected access changes nothing.
+pub(crate) fn apply_ref(
+    memory: &MachineMemory,
+    region: RegionId,
+    offset: u64,
+    verb: VerbRef<'_>,
+) -> Result<u64> {
+    let r = memory.region(region)?;
+    apply_region(&r, memory.id(), region, offset, verb)
+}
+
+/// The one implementation of every verb on a region (checks first, so a
+/// rejected access changes nothing). `machine` and `region` name it in errors.
+#[inline]
+pub(crate) fn apply_region(
+    r: &Region,
+    machine: MachineId,
+    region: RegionId,
+    offset: u64,
+    verb: VerbRef<'_>,
+) -> Result<u64> {
+    match verb {
+        VerbRef::Read(buf) => {
+            let first = r.check(machine, region, offset, buf.len() as u64)?;
+            r.read_words(first, buf);
+            Ok(0)
         }
-        Verb::FetchAdd { add } => {
-            let first = r.check(id, region, offset, 8)?;
-            Ok(Output::Word(r.fetch_add_word(first, add)))
+        VerbRef::Write(data) => {
+            let first = r.check(machine, region, offset, data.len() as u64)?;
+            r.write_words(first, data);
+            Ok(0)
+        }
+        VerbRef::Cas { expected, new } => {
+            let first = r.check(machine, region, offset, 8)?;
+            Ok(r.cas_word(first, expected, new))
+        }
+        VerbRef::FetchAdd { add } => {
+            let first = r.check(machine, region, offset, 8)?;
+            Ok(r.fetch_add_word(first, add))
         }
     }
 }

@@ -189,7 +189,7 @@ impl WorkRequest {
 
 /// Checks that an access is in whole 8-byte words.
 pub fn check_alignment(offset: u64, len: u64) -> Result<(), FabricError> {
-    if offset % 8 != 0 || len % 8 != 0 {
+    if !offset.is_multiple_of(8) || !len.is_multiple_of(8) {
         return Err(FabricError::Misaligned { offset, len });
     }
     Ok(())

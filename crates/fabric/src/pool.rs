@@ -64,10 +64,11 @@ pub fn default_threads() -> usize {
 
 impl<C: 'static> Pool<C> {
     /// Starts `threads` workers for a cluster of `machines`; `factory(m)` builds
-    /// a thread's context for machine `m` on first use, on that thread.
+    /// a thread's context for machine `m` on first use, on that thread. A
+    /// factory error poisons the pool like a panicking job.
     pub fn new<Fac>(threads: usize, machines: usize, factory: Fac) -> Result<Self>
     where
-        Fac: Fn(MachineId) -> C + Send + Sync + 'static,
+        Fac: Fn(MachineId) -> std::result::Result<C, String> + Send + Sync + 'static,
     {
         if threads == 0 || threads > 1024 {
             return Err(FabricError::Config(format!(
@@ -95,8 +96,12 @@ impl<C: 'static> Pool<C> {
                         if shared.check().is_ok() {
                             let slot = &mut contexts[machine as usize];
                             let run = catch_unwind(AssertUnwindSafe(|| {
-                                let ctx = slot.get_or_insert_with(|| factory(machine));
-                                job(ctx);
+                                if slot.is_none() {
+                                    *slot = Some(factory(machine).unwrap_or_else(|e| {
+                                        panic!("cannot set up machine {machine}: {e}")
+                                    }));
+                                }
+                                job(slot.as_mut().expect("just set"));
                             }));
                             if let Err(panic) = run {
                                 let reason = panic
@@ -178,7 +183,7 @@ mod tests {
 
     #[test]
     fn jobs_run_in_their_machines_context() {
-        let pool = Pool::new(2, 4, |m| (m, 0u64)).unwrap();
+        let pool = Pool::new(2, 4, |m| Ok((m, 0u64))).unwrap();
         let sum = Arc::new(AtomicU64::new(0));
         for i in 0..400u64 {
             let sum = Arc::clone(&sum);
@@ -197,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_poisons_the_pool() {
-        let pool = Pool::new(2, 1, |_| ()).unwrap();
+        let pool = Pool::new(2, 1, |_| Ok(())).unwrap();
         pool.execute(0, |_| panic!("boom")).unwrap();
         let err = pool.wait_idle().unwrap_err();
         assert!(err.to_string().contains("boom"), "{err}");
@@ -205,7 +210,15 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_factory_poisons_the_pool() {
+        let pool: Pool<()> = Pool::new(1, 1, |_| Err("no memory".to_string())).unwrap();
+        pool.execute(0, |_| {}).unwrap();
+        let err = pool.wait_idle().unwrap_err().to_string();
+        assert!(err.contains("no memory"), "{err}");
+    }
+
+    #[test]
     fn zero_threads_is_a_config_error() {
-        assert!(Pool::new(0, 1, |_| ()).is_err());
+        assert!(Pool::new(0, 1, |_| Ok(())).is_err());
     }
 }

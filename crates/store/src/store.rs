@@ -20,6 +20,10 @@ pub const KEYS_REGION: &str = "keys";
 pub const VALUES_REGION: &str = "values";
 /// Units reserved at the start of the value region (offset 0 is never a value).
 const VALUE_BASE_UNITS: u64 = 8;
+/// Largest read buffer a worker keeps for reuse.
+const SPARE_BYTES_MAX: usize = 4096;
+/// Read buffers a worker keeps for reuse.
+const SPARE_BUFFERS_MAX: usize = 1024;
 /// Retries on invalidated values before a read gives up (live-lock guard).
 pub const READ_RETRIES_MAX: u32 = 1_000_000;
 
@@ -87,7 +91,9 @@ impl StoreConfig {
                 self.buckets_per_machine
             ));
         }
-        if !self.value_region_bytes.is_multiple_of(8) || self.value_region_bytes < VALUE_BASE_UNITS * 8 + 64 {
+        if !self.value_region_bytes.is_multiple_of(8)
+            || self.value_region_bytes < VALUE_BASE_UNITS * 8 + 64
+        {
             return bad(format!(
                 "value_region_bytes = {} must be a multiple of 8 and at least 128",
                 self.value_region_bytes
@@ -231,6 +237,7 @@ impl<F: Fabric> Store<F> {
             encode: Vec::new(),
             scratch: Vec::new(),
             completions: Vec::new(),
+            spare: Vec::new(),
             stats: WorkerStats::default(),
         };
         for m in 0..self.shared.machines {
@@ -338,6 +345,8 @@ pub struct Worker<F: Fabric> {
     encode: Vec<u8>,
     scratch: Vec<u32>,
     completions: Vec<Completion>,
+    /// Read buffers handed back by completions, reused by later posts.
+    spare: Vec<Vec<u8>>,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -620,6 +629,7 @@ impl<F: Fabric> Worker<F> {
                 unreachable!("a READ completes with data")
             };
             let view = BucketView::parse(&bytes);
+            self.keep(bytes);
             let key = Key::part(first[i], 0);
             match view.slots.iter().find(|s| s.0 == key.word() || s.0 == 0) {
                 Some(&(kw, aw)) if kw == key.word() => addrs[i] = Addr::decode(aw),
@@ -634,12 +644,13 @@ impl<F: Fabric> Worker<F> {
                 let home = self.home(Key::part(first[i], 0));
                 let holder = a.holder(home);
                 let vr = self.values_region(holder);
-                self.port.post(WorkRequest::read(
+                let buf = self.buffer((a.size_units() * 8) as usize);
+                self.port.post(WorkRequest::read_into(
                     i as u64,
                     holder,
                     vr,
                     a.offset_units() * 8,
-                    (a.size_units() * 8) as usize,
+                    buf,
                 ))?;
                 posted += 1;
             }
@@ -668,11 +679,33 @@ impl<F: Fabric> Worker<F> {
                 }
                 _ => !fallback[i] && addrs[i].is_none(),
             };
+            if let Some(b) = values[i].take() {
+                self.keep(b);
+            }
             if !done {
                 self.neighbors(first[i], k, out)?;
             }
         }
         Ok(1 + n)
+    }
+
+    /// A buffer of `len` bytes, reusing one handed back by an earlier completion.
+    fn buffer(&mut self, len: usize) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(mut b) if b.capacity() >= len => {
+                b.resize(len, 0);
+                b
+            }
+            _ => vec![0; len],
+        }
+    }
+
+    /// Keeps a buffer for reuse unless it is large (large reads are rare and
+    /// would pin memory) or enough are kept already.
+    fn keep(&mut self, b: Vec<u8>) {
+        if b.capacity() <= SPARE_BYTES_MAX && self.spare.len() < SPARE_BUFFERS_MAX {
+            self.spare.push(b);
+        }
     }
 
     fn drain(&mut self, n: usize) -> Result<()> {

@@ -46,12 +46,16 @@ pub fn start_vertices(
     eligible: impl Fn(VertexId) -> bool,
 ) -> Result<Vec<VertexId>, String> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let pool: Vec<VertexId> = (0..vertex_count as VertexId).filter(|&v| eligible(v)).collect();
+    let pool: Vec<VertexId> = (0..vertex_count as VertexId)
+        .filter(|&v| eligible(v))
+        .collect();
     if pool.is_empty() {
         return Err("no vertex qualifies as a start vertex (is the graph empty?)".into());
     }
     match dist {
-        StartDist::Uniform => Ok((0..queries).map(|_| pool[rng.gen_range(0..pool.len())]).collect()),
+        StartDist::Uniform => Ok((0..queries)
+            .map(|_| pool[rng.gen_range(0..pool.len())])
+            .collect()),
         StartDist::Zipf { theta, scope } => {
             let scope = scope.min(pool.len() as u64);
             let chosen: Vec<VertexId> = pool
@@ -59,7 +63,9 @@ pub fn start_vertices(
                 .copied()
                 .collect();
             let z = Zipf::new(scope, theta)?;
-            Ok((0..queries).map(|_| chosen[z.sample(&mut rng) as usize]).collect())
+            Ok((0..queries)
+                .map(|_| chosen[z.sample(&mut rng) as usize])
+                .collect())
         }
     }
 }
@@ -110,8 +116,10 @@ pub fn run_two_hop<F: Fabric>(
 ) -> Result<RunReport, String> {
     let machines = store.machines();
     let s = store.clone();
-    let pool = Pool::new(threads, machines, move |m| s.worker(m).map_err(|e| e.to_string()))
-        .map_err(|e| e.to_string())?;
+    let pool = Pool::new(threads, machines, move |m| {
+        s.worker(m).map_err(|e| e.to_string())
+    })
+    .map_err(|e| e.to_string())?;
     let n = starts.len();
     let latencies: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let results = Arc::new(AtomicU64::new(0));
@@ -164,7 +172,10 @@ pub fn run_two_hop<F: Fabric>(
         return Err(e);
     }
     let delta = counters.total().minus(&before);
-    let mut lat: Vec<u64> = latencies.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    let mut lat: Vec<u64> = latencies
+        .iter()
+        .map(|a| a.load(Ordering::Relaxed))
+        .collect();
     lat.sort_unstable();
     let pct = |p: f64| -> f64 {
         if lat.is_empty() {
@@ -183,7 +194,8 @@ pub fn run_two_hop<F: Fabric>(
         p999_us: pct(0.999),
         remote_rate: delta.remote_rate(),
         results: results.load(Ordering::Relaxed),
-        reads: delta.ops_of(Locality::Local, OpKind::Read) + delta.ops_of(Locality::Remote, OpKind::Read),
+        reads: delta.ops_of(Locality::Local, OpKind::Read)
+            + delta.ops_of(Locality::Remote, OpKind::Read),
     })
 }
 
@@ -193,8 +205,28 @@ mod tests {
 
     #[test]
     fn starts_are_deterministic_and_eligible() {
-        let a = start_vertices(1000, 500, StartDist::Zipf { theta: 0.99, scope: 64 }, 7, |v| v % 2 == 0).unwrap();
-        let b = start_vertices(1000, 500, StartDist::Zipf { theta: 0.99, scope: 64 }, 7, |v| v % 2 == 0).unwrap();
+        let a = start_vertices(
+            1000,
+            500,
+            StartDist::Zipf {
+                theta: 0.99,
+                scope: 64,
+            },
+            7,
+            |v| v % 2 == 0,
+        )
+        .unwrap();
+        let b = start_vertices(
+            1000,
+            500,
+            StartDist::Zipf {
+                theta: 0.99,
+                scope: 64,
+            },
+            7,
+            |v| v % 2 == 0,
+        )
+        .unwrap();
         assert_eq!(a, b);
         assert!(a.iter().all(|v| v % 2 == 0));
         let distinct: std::collections::HashSet<_> = a.iter().collect();

@@ -91,6 +91,9 @@ mod tests {
         assert!(Zipf::new(0, 0.5).is_err());
         assert!(Zipf::new(10, 1.0).is_err());
         assert!(Zipf::new(10, 0.0).is_err());
-        assert_eq!(Zipf::new(1, 0.5).unwrap().sample(&mut rand::thread_rng()), 0);
+        assert_eq!(
+            Zipf::new(1, 0.5).unwrap().sample(&mut rand::thread_rng()),
+            0
+        );
     }
 }

@@ -1,0 +1,294 @@
+//! `locus generate`, `locus load`, `locus query`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use locus_fabric::counting::Locality;
+use locus_graph::{input, Csr, CsrOptions, Format, LoadOptions, Rmat, RmatConfig};
+use locus_store::home_of;
+use serde::Serialize;
+
+use crate::cluster;
+use crate::demo::rmat_csr;
+use crate::ClusterFlags;
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// R-MAT scale: 2^scale vertices (1..=30).
+    #[arg(long, default_value_t = 16)]
+    pub scale: u32,
+    /// Edges per vertex.
+    #[arg(long, default_value_t = 16)]
+    pub edge_factor: u32,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Keep Graph500's vertex numbering unpermuted (hubs at low ids).
+    #[arg(long)]
+    pub no_permute: bool,
+    /// Output format: text (SNAP) or binary (GridGraph u32 pairs). Default: from the extension.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Output file.
+    #[arg(long, short)]
+    pub out: PathBuf,
+}
+
+pub fn generate(a: GenerateArgs) -> Result<(), String> {
+    let rmat = Rmat::new(RmatConfig {
+        scale: a.scale,
+        edge_factor: a.edge_factor,
+        seed: a.seed,
+        permute: !a.no_permute,
+        ..RmatConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let format = Format::resolve(a.format, &a.out);
+    let t0 = Instant::now();
+    let n = input::write_rmat(&a.out, format, &rmat, locus_graph::default_threads())
+        .map_err(|e| e.to_string())?;
+    println!(
+        "wrote {} edges over {} vertices to {} ({format}) in {:.1} s",
+        n,
+        rmat.vertex_count(),
+        a.out.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Edge list: SNAP text (`src dst` per line, `#` comments) or GridGraph binary (u32 pairs).
+    pub file: PathBuf,
+    /// Input format; default: binary for .bin/.u32/.gridgraph, text otherwise.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Reject vertex ids above this.
+    #[arg(long)]
+    pub max_vertex_id: Option<u32>,
+    /// Keep edges directed (default: store both directions, drop duplicates and self loops).
+    #[arg(long)]
+    pub directed: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
+}
+
+#[derive(Serialize)]
+struct MachineSummary {
+    machine: u8,
+    vertices: u64,
+    key_region_bytes: u64,
+    value_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct LoadSummary {
+    file: String,
+    input_edges: u64,
+    vertex_ids: u64,
+    vertices_with_edges: u64,
+    stored_edges: u64,
+    max_degree: u64,
+    machines: Vec<MachineSummary>,
+    parse_s: f64,
+    load_s: f64,
+}
+
+/// Reads and validates an edge list into a CSR; nothing is loaded on error.
+pub fn read_graph(
+    file: &PathBuf,
+    format: Option<Format>,
+    max_vertex_id: Option<u32>,
+    directed: bool,
+) -> Result<(u64, Csr), String> {
+    let mut opts = LoadOptions::default();
+    if let Some(m) = max_vertex_id {
+        opts.max_vertex_id = m;
+    }
+    let list = input::load(file, format, &opts).map_err(|e| e.to_string())?;
+    let csr_opts = if directed {
+        CsrOptions {
+            symmetrize: false,
+            ..CsrOptions::default()
+        }
+    } else {
+        CsrOptions::default()
+    };
+    let edges = list.edge_count();
+    let csr = Csr::from_edge_list(&list, csr_opts).map_err(|e| e.to_string())?;
+    Ok((edges, csr))
+}
+
+pub fn load(a: LoadArgs) -> Result<(), String> {
+    let c = a.cluster.resolve()?;
+    let t0 = Instant::now();
+    let (input_edges, csr) = read_graph(&a.file, a.format, a.max_vertex_id, a.directed)?;
+    let parse_s = t0.elapsed().as_secs_f64();
+    let machines = c.cluster.machines;
+    let e = cluster::build(&csr, machines, &c)?;
+    let mut per = vec![0u64; machines];
+    let mut with_edges = 0;
+    for v in 0..csr.vertex_count() {
+        if csr.degree(v as u32) > 0 {
+            with_edges += 1;
+            per[home_of(v as u32, machines) as usize] += 1;
+        }
+    }
+    let summary = LoadSummary {
+        file: a.file.display().to_string(),
+        input_edges,
+        vertex_ids: csr.vertex_count(),
+        vertices_with_edges: with_edges,
+        stored_edges: csr.edge_count(),
+        max_degree: csr.max_degree(),
+        machines: e
+            .store
+            .usage()
+            .into_iter()
+            .map(|u| MachineSummary {
+                machine: u.machine,
+                vertices: per[u.machine as usize],
+                key_region_bytes: u.key_region_bytes,
+                value_bytes: u.value_live_bytes,
+            })
+            .collect(),
+        parse_s,
+        load_s: e.load_s,
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!(
+        "{}: {} edges read in {:.1} s",
+        summary.file, summary.input_edges, parse_s
+    );
+    println!(
+        "vertices: {} ids, {} with edges; stored edges: {}{}; max degree: {}",
+        summary.vertex_ids,
+        summary.vertices_with_edges,
+        summary.stored_edges,
+        if a.directed {
+            ""
+        } else {
+            " (both directions, duplicates and self loops dropped)"
+        },
+        summary.max_degree
+    );
+    println!("loaded into {machines} machine(s) in {:.1} s", e.load_s);
+    println!(
+        "{:>8} {:>12} {:>14} {:>14}",
+        "machine", "vertices", "key bytes", "value bytes"
+    );
+    for m in &summary.machines {
+        println!(
+            "{:>8} {:>12} {:>14} {:>14}",
+            m.machine, m.vertices, m.key_region_bytes, m.value_bytes
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    /// Edge list to load (default: the config's R-MAT graph).
+    #[arg(long)]
+    pub graph: Option<PathBuf>,
+    /// R-MAT scale to generate when no --graph is given.
+    #[arg(long)]
+    pub scale: Option<u32>,
+    /// Input format of --graph.
+    #[arg(long)]
+    pub format: Option<Format>,
+    /// Start vertex.
+    #[arg(long)]
+    pub vertex: u32,
+    /// Hops.
+    #[arg(long, default_value_t = 2)]
+    pub hops: u32,
+    /// Neighbours followed per vertex per hop.
+    #[arg(long, default_value_t = 100)]
+    pub k: usize,
+    /// How many result vertices to print.
+    #[arg(long, default_value_t = 20)]
+    pub show: usize,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
+}
+
+pub fn query(a: QueryArgs) -> Result<(), String> {
+    let mut c = a.cluster.resolve()?;
+    if let Some(s) = a.scale {
+        c.graph.scale = s;
+    }
+    if a.hops == 0 || a.hops > 8 {
+        return Err(format!("--hops {} must be 1..=8", a.hops));
+    }
+    let csr = match &a.graph {
+        Some(f) => read_graph(f, a.format, None, false)?.1,
+        None => rmat_csr(&c)?,
+    };
+    if a.vertex as u64 >= csr.vertex_count() {
+        return Err(format!(
+            "vertex {} is not in the graph (ids 0..{})",
+            a.vertex,
+            csr.vertex_count()
+        ));
+    }
+    let machines = c.cluster.machines;
+    let e = cluster::build(&csr, machines, &c)?;
+    let home = home_of(a.vertex, machines);
+    let mut w = e.store.worker(home).map_err(|e| e.to_string())?;
+    let before = e.fabric.counters().total();
+    let t0 = Instant::now();
+    let mut frontier = vec![a.vertex];
+    let mut next = Vec::new();
+    for _ in 0..a.hops {
+        next.clear();
+        for &v in &frontier {
+            w.neighbors(v, a.k, &mut next).map_err(|e| e.to_string())?;
+        }
+        std::mem::swap(&mut frontier, &mut next);
+    }
+    let took = t0.elapsed();
+    let d = e.fabric.counters().total().minus(&before);
+    let mut distinct = frontier.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    println!(
+        "{}-hop from vertex {} (home machine {home} of {machines}), {} neighbours per hop:",
+        a.hops, a.vertex, a.k
+    );
+    println!(
+        "  {} vertices reached ({} distinct) in {:.1} us",
+        frontier.len(),
+        distinct.len(),
+        took.as_secs_f64() * 1e6
+    );
+    println!(
+        "  one-sided operations: {} local, {} remote ({:.1}% remote)",
+        d.ops_total(Locality::Local),
+        d.ops_total(Locality::Remote),
+        d.remote_rate() * 100.0
+    );
+    let shown: Vec<String> = frontier
+        .iter()
+        .take(a.show)
+        .map(|v| v.to_string())
+        .collect();
+    println!(
+        "  first {}: {}{}",
+        shown.len(),
+        shown.join(" "),
+        if frontier.len() > a.show { " ..." } else { "" }
+    );
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! The TOML configuration file; command-line flags override its values.
+//!
+//! ```toml
+//! [cluster]
+//! machines = 8                 # 1..=128
+//! threads = 0                  # worker threads; 0 = one per core
+//! latency_ns = 2000            # modelled remote latency (0 with bandwidth 0: off)
+//! bandwidth_bytes_per_s = 12500000000
+//!
+//! [store]
+//! part_neighbors_max = 65536   # vertex decomposition
+//! reclaim_lease_ms = 60000
+//!
+//! [graph]                      # the R-MAT graph of `demo`, `query --scale`
+//! scale = 18
+//! edge_factor = 16
+//! seed = 1
+//!
+//! [workload]
+//! queries = 20000
+//! k = 100                      # neighbours per hop
+//! dist = "zipf"                # or "uniform"
+//! zipf_theta = 0.99
+//! scope = 1024                 # distinct start vertices under zipf
+//! pipelined = false            # pipeline the second hop's reads
+//! seed = 7
+//! ```
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub cluster: ClusterConfig,
+    pub store: StoreSection,
+    pub graph: GraphSection,
+    pub workload: WorkloadSection,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub machines: usize,
+    pub threads: usize,
+    pub latency_ns: u64,
+    pub bandwidth_bytes_per_s: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            machines: 8,
+            threads: 0,
+            latency_ns: 2000,
+            bandwidth_bytes_per_s: 12_500_000_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSection {
+    pub part_neighbors_max: u32,
+    pub reclaim_lease_ms: u64,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        StoreSection {
+            part_neighbors_max: 1 << 16,
+            reclaim_lease_ms: 60_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GraphSection {
+    pub scale: u32,
+    pub edge_factor: u32,
+    pub seed: u64,
+}
+
+impl Default for GraphSection {
+    fn default() -> Self {
+        GraphSection {
+            scale: 18,
+            edge_factor: 16,
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Dist {
+    Zipf,
+    Uniform,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkloadSection {
+    pub queries: usize,
+    pub k: usize,
+    pub dist: Dist,
+    pub zipf_theta: f64,
+    pub scope: u64,
+    pub pipelined: bool,
+    pub seed: u64,
+}
+
+impl Default for WorkloadSection {
+    fn default() -> Self {
+        WorkloadSection {
+            queries: 20_000,
+            k: 100,
+            dist: Dist::Zipf,
+            zipf_theta: 0.99,
+            scope: 1024,
+            pipelined: false,
+            seed: 7,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a config file, or the defaults when `path` is `None`.
+    pub fn load(path: Option<&Path>) -> Result<Config, String> {
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+    }
+
+    /// Rejects values that cannot work, naming the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        let c = &self.cluster;
+        if c.machines == 0 || c.machines > locus_fabric::MACHINES_MAX {
+            return Err(format!(
+                "cluster.machines = {} but must be 1..={}",
+                c.machines,
+                locus_fabric::MACHINES_MAX
+            ));
+        }
+        if c.threads > 1024 {
+            return Err(format!("cluster.threads = {} is more than 1024", c.threads));
+        }
+        let w = &self.workload;
+        if w.queries == 0 {
+            return Err("workload.queries must be positive".into());
+        }
+        if w.k == 0 {
+            return Err("workload.k must be positive".into());
+        }
+        if !(w.zipf_theta > 0.0 && w.zipf_theta < 1.0) {
+            return Err(format!(
+                "workload.zipf_theta = {} must be in (0, 1)",
+                w.zipf_theta
+            ));
+        }
+        if w.scope == 0 {
+            return Err("workload.scope must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Worker threads to run (resolving 0 to one per core).
+    pub fn threads(&self) -> usize {
+        if self.cluster.threads == 0 {
+            locus_fabric::pool::default_threads()
+        } else {
+            self.cluster.threads
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_round_trip_through_toml() {
+        let c = Config::default();
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(toml::from_str::<Config>(&text).unwrap(), c);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        assert!(toml::from_str::<Config>("[cluster]\nmachnes = 3\n").is_err());
+        let c: Config = toml::from_str("[cluster]\nmachines = 200\n").unwrap();
+        assert!(c.validate().unwrap_err().contains("cluster.machines"));
+        let c: Config = toml::from_str("[workload]\nzipf_theta = 1.5\n").unwrap();
+        assert!(c.validate().unwrap_err().contains("zipf_theta"));
+    }
+}
