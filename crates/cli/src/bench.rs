@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::{Args, Subcommand};
-use locus_fabric::counting::Counting;
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_fabric::{Fabric, Port, WorkRequest};
 use locus_store::{Store, StoreConfig};
@@ -322,18 +321,184 @@ pub fn serve(a: ServeArgs) -> Result<(), String> {
 }
 
 mod tcp {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{SocketAddr, TcpListener};
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
+
+    use locus_fabric::tcp::{TcpConfig, TcpFabric};
+
     use super::*;
 
-    pub fn measure(_out: &mut Foundation) -> Result<(), String> {
-        Err("the TCP fabric is not wired into the bench yet; pass --no-tcp".into())
+    /// Parses `NAME:BYTES` (BYTES may end in K, M or G).
+    fn parse_region(spec: &str) -> Result<(String, u64), String> {
+        let (name, size) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("--region {spec}: expected NAME:BYTES, e.g. bench:1M"))?;
+        let (digits, mult) = match size.chars().last() {
+            Some('K' | 'k') => (&size[..size.len() - 1], 1u64 << 10),
+            Some('M' | 'm') => (&size[..size.len() - 1], 1 << 20),
+            Some('G' | 'g') => (&size[..size.len() - 1], 1 << 30),
+            _ => (size, 1),
+        };
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| format!("--region {spec}: '{size}' is not a byte count"))?;
+        Ok((name.to_string(), n * mult))
     }
 
-    pub fn serve(_a: ServeArgs) -> Result<(), String> {
-        Err("the TCP fabric is not wired into serve yet".into())
+    /// Placeholder address for machines a node never talks to.
+    fn unused_peer() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 9))
     }
-}
 
-#[allow(dead_code)]
-fn _counting_is_a_fabric(f: LocalFabric) -> impl Fabric {
-    Counting::new(f)
+    pub fn serve(a: ServeArgs) -> Result<(), String> {
+        if a.machines < 2 || a.machines > locus_fabric::MACHINES_MAX {
+            return Err(format!("--machines {} must be 2..=128", a.machines));
+        }
+        if a.machine as usize >= a.machines {
+            return Err(format!(
+                "--machine {} is not below --machines {}",
+                a.machine, a.machines
+            ));
+        }
+        let listener = TcpListener::bind(&a.listen)
+            .map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let mut peers = vec![unused_peer(); a.machines];
+        peers[a.machine as usize] = addr;
+        let fabric = TcpFabric::from_listener(TcpConfig::new(vec![a.machine], peers), listener)
+            .map_err(|e| e.to_string())?;
+        for spec in &a.regions {
+            let (name, bytes) = parse_region(spec)?;
+            fabric
+                .register(a.machine, &name, bytes)
+                .map_err(|e| e.to_string())?;
+        }
+        println!("listening on {addr}");
+        std::io::stdout().flush().map_err(|e| e.to_string())?;
+        // Serve until the lifetime ends or standard input closes (the parent went away).
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let mut sink = [0u8; 64];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(Duration::from_secs(a.lifetime_s));
+        fabric.shutdown();
+        Ok(())
+    }
+
+    /// A `locus serve` child; killed when dropped.
+    struct Server {
+        child: Child,
+        addr: SocketAddr,
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn start_server() -> Result<Server, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .args([
+                "serve",
+                "--machines",
+                "2",
+                "--machine",
+                "1",
+                "--region",
+                "bench:1M",
+                "--lifetime-s",
+                "300",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start `locus serve`: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout from `locus serve`")?;
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .map_err(|e| format!("reading from `locus serve`: {e}"))?;
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| format!("`locus serve` said {line:?}, expected 'listening on ADDR'"))?;
+        Ok(Server { child, addr })
+    }
+
+    pub fn measure(out: &mut Foundation) -> Result<(), String> {
+        let server = start_server()?;
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let me = listener.local_addr().map_err(|e| e.to_string())?;
+        let node =
+            TcpFabric::from_listener(TcpConfig::new(vec![0], vec![me, server.addr]), listener)
+                .map_err(|e| e.to_string())?;
+        let region = node.lookup(1, "bench").map_err(|e| e.to_string())?.id;
+        let mut p = node.port(0).map_err(|e| e.to_string())?;
+        let mut ok = true;
+        let rtt_ns = median_ns(201, 20, || {
+            ok &= p.read_word(1, region, 0).is_ok();
+        });
+        out.tcp_read_8b_rtt_median_us = Some(rtt_ns / 1000.0);
+        // Keep `window` reads in flight on one connection for `total` reads.
+        let window = 64usize;
+        let total = 200_000u64;
+        let mut done = Vec::with_capacity(window);
+        let mut spare: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; 8]).collect();
+        let (mut posted, mut completed) = (0u64, 0u64);
+        let t = Instant::now();
+        while completed < total {
+            while posted < total && p.inflight() < window {
+                let buf = spare.pop().unwrap_or_else(|| vec![0u8; 8]);
+                p.post(WorkRequest::read_into(
+                    posted,
+                    1,
+                    region,
+                    (posted % 1024) * 8,
+                    buf,
+                ))
+                .map_err(|e| e.to_string())?;
+                posted += 1;
+            }
+            done.clear();
+            p.wait(&mut done).map_err(|e| e.to_string())?;
+            for c in done.drain(..) {
+                completed += 1;
+                match c.result.map(|o| o.into_buf()) {
+                    Ok(Some(b)) => spare.push(b),
+                    _ => ok = false,
+                }
+            }
+        }
+        out.tcp_pipelined_reads_per_s = Some(total as f64 / t.elapsed().as_secs_f64());
+        out.tcp_pipeline_window = Some(window);
+        if !ok {
+            return Err("a TCP read failed during the benchmark".into());
+        }
+        drop(p);
+        node.shutdown();
+        drop(server);
+        Ok(())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::parse_region;
+
+        #[test]
+        fn region_specs() {
+            assert_eq!(parse_region("a:1M").unwrap(), ("a".to_string(), 1 << 20));
+            assert_eq!(parse_region("b:4096").unwrap(), ("b".to_string(), 4096));
+            assert!(parse_region("c").is_err());
+            assert!(parse_region("c:x").is_err());
+        }
+    }
 }
