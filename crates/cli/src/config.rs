@@ -12,7 +12,7 @@
 //! reclaim_lease_ms = 60000
 //!
 //! [graph]                      # the R-MAT graph of `demo`, `query --scale`
-//! scale = 18
+//! scale = 20
 //! edge_factor = 16
 //! seed = 1
 //!
@@ -87,7 +87,7 @@ pub struct GraphSection {
 impl Default for GraphSection {
     fn default() -> Self {
         GraphSection {
-            scale: 18,
+            scale: 20,
             edge_factor: 16,
             seed: 1,
         }

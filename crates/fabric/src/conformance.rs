@@ -360,6 +360,28 @@ pub fn pipelining<C: Cluster>(c: &C) {
         vec![3, 4],
         "fence to the local machine"
     );
+    // A local request posted after a fenced local one completes after it (per-target order).
+    p.post(WorkRequest::read(5, 1, r1, 0, 8)).unwrap();
+    p.post(WorkRequest::write(6, 0, r0, 0, vec![1; 8]).fenced())
+        .unwrap();
+    p.post(WorkRequest::read(7, 0, r0, 0, 8)).unwrap();
+    let done = drain(&mut p, 3);
+    let local: Vec<u64> = done
+        .iter()
+        .filter(|c| c.target == 0)
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(
+        local,
+        vec![6, 7],
+        "completions to one target in posting order"
+    );
+    let last = done.iter().find(|c| c.id == 7).map(|c| c.result.clone());
+    assert_eq!(
+        last,
+        Some(Ok(Output::Data(vec![1; 8]))),
+        "the read sees the fenced write"
+    );
     // Nothing in flight: wait returns at once.
     let mut none = Vec::new();
     assert_eq!(p.wait(&mut none).unwrap(), 0);

@@ -125,10 +125,10 @@ impl Inner {
     }
 
     /// Reserves the initiator's link for `bytes` and returns when the
-    /// operation completes. `floor_ns` is the earliest start (fences).
+    /// operation completes.
     #[inline]
-    fn reserve(&self, initiator: MachineId, bytes: u64, floor_ns: u64) -> u64 {
-        let now = self.now_ns().max(floor_ns);
+    fn reserve(&self, initiator: MachineId, bytes: u64) -> u64 {
+        let now = self.now_ns();
         let xfer = self.config.xfer_ns(bytes);
         let nic = &self.machines[initiator as usize].nic_free_ns;
         let mut free = nic.load(Ordering::Relaxed);
@@ -140,6 +140,12 @@ impl Inner {
                 Err(cur) => free = cur,
             }
         }
+    }
+
+    /// Modelled time of an operation of `bytes` on an idle link.
+    #[inline]
+    fn cost_ns(&self, bytes: u64) -> u64 {
+        self.config.xfer_ns(bytes) + self.config.latency_ns
     }
 
     #[inline]
@@ -224,6 +230,7 @@ impl Fabric for LocalFabric {
             ready: VecDeque::new(),
             timed: VecDeque::new(),
             last_ready_ns: 0,
+            local_timed: 0,
             regions: (0..self.inner.config.machines)
                 .map(|_| Vec::new())
                 .collect(),
@@ -241,6 +248,8 @@ pub struct LocalPort {
     timed: VecDeque<(u64, Completion)>,
     /// Latest ready time handed out, for fences.
     last_ready_ns: u64,
+    /// Local completions waiting in `timed` behind a fence.
+    local_timed: usize,
     /// Regions seen by this port, per machine by id. Regions are never
     /// unregistered, so a cached handle stays valid; caching avoids a lock and
     /// a reference-count update on every operation.
@@ -298,7 +307,7 @@ impl LocalPort {
     #[inline]
     fn charge_sync(&mut self, target: MachineId, bytes: u64) {
         if self.is_remote(target) {
-            let ready = self.inner.reserve(self.machine, bytes, 0);
+            let ready = self.inner.reserve(self.machine, bytes);
             self.inner.spin_until(ready);
         }
     }
@@ -330,13 +339,19 @@ impl Port for LocalPort {
             result,
         };
         if remote {
-            let floor = if wr.fence { self.last_ready_ns } else { 0 };
-            let ready = self.inner.reserve(self.machine, bytes, floor);
+            let mut ready = self.inner.reserve(self.machine, bytes);
+            if wr.fence {
+                // Starts after everything earlier; the shared link is not held for it.
+                ready = ready.max(self.last_ready_ns + self.inner.cost_ns(bytes));
+            }
             self.last_ready_ns = self.last_ready_ns.max(ready);
             self.timed.push_back((ready, completion));
-        } else if wr.fence && !self.timed.is_empty() {
-            // A fenced local request completes no earlier than what precedes it.
-            self.timed.push_back((self.last_ready_ns, completion));
+        } else if (wr.fence && !self.timed.is_empty()) || self.local_timed > 0 {
+            // A fenced local request completes no earlier than what precedes
+            // it, and later local requests queue behind it (per-target order).
+            let at = self.timed.back().map_or(0, |b| b.0).max(self.last_ready_ns);
+            self.local_timed += 1;
+            self.timed.push_back((at, completion));
         } else {
             self.ready.push_back(completion);
         }
@@ -354,6 +369,9 @@ impl Port for LocalPort {
                         break;
                     }
                     let (_, c) = self.timed.pop_front().expect("front exists");
+                    if c.target == self.machine {
+                        self.local_timed -= 1;
+                    }
                     out.push(c);
                 }
             }
@@ -379,8 +397,10 @@ impl Port for LocalPort {
         let target = wr.target;
         let out = self.apply(target, wr.region, wr.offset, wr.verb);
         if self.is_remote(target) {
-            let floor = if wr.fence { self.last_ready_ns } else { 0 };
-            let ready = self.inner.reserve(self.machine, bytes, floor);
+            let mut ready = self.inner.reserve(self.machine, bytes);
+            if wr.fence {
+                ready = ready.max(self.last_ready_ns + self.inner.cost_ns(bytes));
+            }
             self.inner.spin_until(ready);
         }
         out
@@ -457,7 +477,7 @@ impl Port for LocalPort {
             });
         }
         let visible_at = if self.is_remote(target) {
-            self.inner.reserve(self.machine, payload.len() as u64, 0)
+            self.inner.reserve(self.machine, payload.len() as u64)
         } else {
             0
         };

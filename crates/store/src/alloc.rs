@@ -64,6 +64,7 @@ pub struct ValueAllocator {
     retired: Mutex<VecDeque<Retired>>,
     lease: Duration,
     live_units: AtomicU64,
+    retired_units: AtomicU64,
 }
 
 impl std::fmt::Debug for ValueAllocator {
@@ -87,11 +88,32 @@ impl ValueAllocator {
             retired: Mutex::new(VecDeque::new()),
             lease,
             live_units: AtomicU64::new(0),
+            retired_units: AtomicU64::new(0),
         }
     }
 
     /// Allocates room for a value of `size_units`; returns its offset in units.
+    /// If the region is full, frees what the lease allows and tries once more.
     pub fn alloc(&self, size_units: u64) -> Result<u64> {
+        match self.try_alloc(size_units) {
+            Some(off) => Ok(off),
+            None if self.collect(Instant::now()) > 0 => self
+                .try_alloc(size_units)
+                .ok_or_else(|| self.full(size_units)),
+            None => Err(self.full(size_units)),
+        }
+    }
+
+    fn full(&self, size_units: u64) -> StoreError {
+        StoreError::RegionFull {
+            machine: self.machine,
+            requested_bytes: block_units(size_units) * 8,
+            capacity_bytes: self.capacity_units * 8,
+            retired_bytes: self.retired_units.load(Ordering::Relaxed) * 8,
+        }
+    }
+
+    fn try_alloc(&self, size_units: u64) -> Option<u64> {
         let block = block_units(size_units);
         let class = class_of(block);
         if let Some(off) = self.free[class]
@@ -100,21 +122,30 @@ impl ValueAllocator {
             .pop()
         {
             self.live_units.fetch_add(block, Ordering::Relaxed);
-            return Ok(off);
+            return Some(off);
         }
-        // Bump allocation; on overflow, undo and report.
-        let off = self.next_units.fetch_add(block, Ordering::Relaxed);
-        if off + block > self.capacity_units {
-            self.next_units.fetch_sub(block, Ordering::Relaxed);
-            self.collect(Instant::now());
-            return Err(StoreError::RegionFull {
-                machine: self.machine,
-                requested_bytes: block * 8,
-                capacity_bytes: self.capacity_units * 8,
-            });
+        // Bump allocation by CAS: never move the pointer past the end, so a
+        // failed request cannot make room appear that another one then takes
+        // twice (a fetch-add-then-undo would).
+        let mut cur = self.next_units.load(Ordering::Relaxed);
+        loop {
+            let end = cur.checked_add(block)?;
+            if end > self.capacity_units {
+                return None;
+            }
+            match self.next_units.compare_exchange_weak(
+                cur,
+                end,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.live_units.fetch_add(block, Ordering::Relaxed);
+                    return Some(cur);
+                }
+                Err(now) => cur = now,
+            }
         }
-        self.live_units.fetch_add(block, Ordering::Relaxed);
-        Ok(off)
     }
 
     /// Returns a block to its free list at once. Only for blocks no reader can
@@ -132,6 +163,8 @@ impl ValueAllocator {
     /// once the lease has passed. Also frees whatever has expired meanwhile.
     pub fn retire(&self, offset_units: u64, size_units: u64) {
         let now = Instant::now();
+        self.retired_units
+            .fetch_add(block_units(size_units), Ordering::Relaxed);
         self.retired
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -156,6 +189,8 @@ impl ValueAllocator {
             };
             match next {
                 Some(x) => {
+                    self.retired_units
+                        .fetch_sub(block_units(x.size_units), Ordering::Relaxed);
                     self.free_now(x.offset_units, x.size_units);
                     freed += 1;
                 }
@@ -221,6 +256,7 @@ mod tests {
         a.free_now(x, 10);
         assert_eq!(a.alloc(10).unwrap(), x, "freed block is reused");
         let e = a.alloc(200).unwrap_err();
+        assert!(e.to_string().contains("0 bytes are retired"), "{e}");
         assert!(
             matches!(
                 e,
@@ -235,6 +271,51 @@ mod tests {
             a.alloc(80).unwrap(),
             28,
             "a failed allocation does not leak"
+        );
+    }
+
+    #[test]
+    fn concurrent_allocations_never_overlap_and_fail_only_when_full() {
+        let a = ValueAllocator::new(0, 0, 10_000, Duration::ZERO);
+        let got: Vec<Vec<(u64, u64)>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let a = &a;
+                    s.spawn(move || {
+                        let mut mine = Vec::new();
+                        for i in 0..2000u64 {
+                            // Thread 0 keeps asking for blocks that cannot fit.
+                            let size = if t == 0 && i % 2 == 0 {
+                                20_000
+                            } else {
+                                1 + (i + t) % 7
+                            };
+                            if let Ok(off) = a.alloc(size) {
+                                mine.push((off, block_units(size)));
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<(u64, u64)> = got.into_iter().flatten().collect();
+        all.sort_unstable();
+        for w in all.windows(2) {
+            assert!(
+                w[0].0 + w[0].1 <= w[1].0,
+                "blocks {:?} and {:?} overlap",
+                w[0],
+                w[1]
+            );
+        }
+        let used: u64 = all.iter().map(|b| b.1).sum();
+        assert!(all.last().map_or(0, |b| b.0 + b.1) <= 10_000);
+        // Small requests only fail once the region is really (nearly) full.
+        assert!(
+            used > 10_000 - 7 || all.len() == 7000,
+            "used {used} of 10000"
         );
     }
 

@@ -21,7 +21,7 @@ pub enum StoreError {
         limit: u64,
     },
     /// The value region of a machine has no room.
-    #[error("the value region of machine {machine} is full: {requested_bytes} bytes requested, {capacity_bytes} bytes in all; raise value_region_bytes")]
+    #[error("the value region of machine {machine} is full: {requested_bytes} bytes requested, {capacity_bytes} bytes in all, of which {retired_bytes} bytes are retired and wait out the reclaim lease; raise value_region_bytes (or lower reclaim_lease_ms if updates are frequent)")]
     RegionFull {
         /// The machine.
         machine: MachineId,
@@ -29,14 +29,18 @@ pub enum StoreError {
         requested_bytes: u64,
         /// The region's capacity.
         capacity_bytes: u64,
+        /// Bytes held by retired values until their lease expires.
+        retired_bytes: u64,
     },
     /// The key table of a machine has no free slot.
-    #[error("the key table of machine {machine} is full ({capacity_keys} keys); raise buckets_per_machine")]
+    #[error("the key table of machine {machine} has no free slot for the key: all {overflow_buckets} overflow buckets are in use ({capacity_keys} key slots in all); raise buckets_per_machine or overflow_buckets_per_machine")]
     TableFull {
         /// The machine.
         machine: MachineId,
-        /// Keys it can hold.
+        /// Key slots in all (main and overflow buckets).
         capacity_keys: u64,
+        /// Overflow buckets of the table.
+        overflow_buckets: u64,
     },
     /// An update was issued on a machine that does not hold the vertex's value;
     /// updates run where the value is (Pragh 4.3).

@@ -20,6 +20,8 @@ pub const KEYS_REGION: &str = "keys";
 pub const VALUES_REGION: &str = "values";
 /// Units reserved at the start of the value region (offset 0 is never a value).
 const VALUE_BASE_UNITS: u64 = 8;
+/// Second-hop reads a pipelined traversal keeps in flight at most.
+pub const PIPELINE_WINDOW: usize = 256;
 /// Largest read buffer a worker keeps for reuse.
 const SPARE_BYTES_MAX: usize = 4096;
 /// Read buffers a worker keeps for reuse.
@@ -91,6 +93,16 @@ impl StoreConfig {
                 self.buckets_per_machine
             ));
         }
+        let key_region = self
+            .buckets_per_machine
+            .checked_add(self.overflow_buckets_per_machine)
+            .and_then(|b| b.checked_mul(BUCKET_BYTES));
+        if key_region.is_none_or(|b| b > locus_fabric::REGION_BYTES_MAX / 2) {
+            return bad(format!(
+                "buckets_per_machine + overflow_buckets_per_machine = {} + {} buckets of {BUCKET_BYTES} bytes exceed 64 GiB per machine",
+                self.buckets_per_machine, self.overflow_buckets_per_machine
+            ));
+        }
         if !self.value_region_bytes.is_multiple_of(8)
             || self.value_region_bytes < VALUE_BASE_UNITS * 8 + 64
         {
@@ -136,6 +148,25 @@ struct Shared<F: Fabric> {
     regions: Vec<OnceLock<(RegionId, RegionId)>>,
     /// Allocators of the machines this process hosts.
     allocs: Vec<Option<ValueAllocator>>,
+    /// Per hosted machine, striped locks that serialise updates of one vertex
+    /// on the machine holding it. A list spanning several parts cannot be
+    /// changed atomically by CASes on separate keys; readers never lock.
+    update_locks: Vec<Option<Box<[std::sync::Mutex<()>]>>>,
+}
+
+/// Update lock stripes per machine.
+const UPDATE_LOCK_STRIPES: usize = 1024;
+
+impl<F: Fabric> Shared<F> {
+    fn update_lock(
+        &self,
+        machine: MachineId,
+        v: VertexId,
+    ) -> Option<std::sync::MutexGuard<'_, ()>> {
+        let stripes = self.update_locks[machine as usize].as_ref()?;
+        let i = crate::table::mix(v as u64) as usize % stripes.len();
+        Some(stripes[i].lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// The graph store over a fabric. Cheap to clone.
@@ -200,6 +231,16 @@ impl<F: Fabric> Store<F> {
                 layout,
                 machines,
                 regions: (0..machines).map(|_| OnceLock::new()).collect(),
+                update_locks: allocs
+                    .iter()
+                    .map(|a| {
+                        a.as_ref().map(|_| {
+                            (0..UPDATE_LOCK_STRIPES)
+                                .map(|_| std::sync::Mutex::new(()))
+                                .collect()
+                        })
+                    })
+                    .collect(),
                 allocs,
                 config,
             }),
@@ -299,12 +340,14 @@ impl<F: Fabric> Store<F> {
                     machine: m as MachineId,
                     requested_bytes: bytes[m],
                     capacity_bytes: cap_bytes,
+                    retired_bytes: 0,
                 });
             }
             if keys[m] > cap_keys {
                 return Err(StoreError::TableFull {
                     machine: m as MachineId,
                     capacity_keys: cap_keys,
+                    overflow_buckets: self.shared.layout.overflow_buckets,
                 });
             }
         }
@@ -365,11 +408,6 @@ impl<F: Fabric> Worker<F> {
     /// The machine this worker acts as.
     pub fn machine(&self) -> MachineId {
         self.machine
-    }
-
-    /// The port (for callers that want to post their own operations).
-    pub fn port(&mut self) -> &mut F::Port {
-        &mut self.port
     }
 
     fn regions_of(&mut self, m: MachineId) -> Result<(RegionId, RegionId)> {
@@ -465,16 +503,23 @@ impl<F: Fabric> Worker<F> {
             } else {
                 let idx = self.port.fetch_add(home, kr, OVERFLOW_USED_OFFSET, 1)?;
                 if idx >= layout.overflow_buckets {
-                    return Err(StoreError::TableFull {
-                        machine: home,
-                        capacity_keys: layout.capacity_keys(),
-                    });
-                }
-                let prev = self.port.cas(home, kr, link_offset(off), 0, idx + 1)?;
-                if prev == 0 {
-                    idx + 1
+                    // Another inserter may have linked a bucket since we read this one.
+                    let link = self.port.read_word(home, kr, link_offset(off))?;
+                    if link == 0 {
+                        return Err(StoreError::TableFull {
+                            machine: home,
+                            capacity_keys: layout.capacity_keys(),
+                            overflow_buckets: layout.overflow_buckets,
+                        });
+                    }
+                    link
                 } else {
-                    prev
+                    let prev = self.port.cas(home, kr, link_offset(off), 0, idx + 1)?;
+                    if prev == 0 {
+                        idx + 1
+                    } else {
+                        prev
+                    }
                 }
             };
             self.stats.overflow_hops += 1;
@@ -604,44 +649,60 @@ impl<F: Fabric> Worker<F> {
         out: &mut Vec<VertexId>,
     ) -> Result<usize> {
         self.neighbors(v, k, first)?;
-        let n = first.len();
+        for batch in first.chunks(PIPELINE_WINDOW) {
+            if let Err(e) = self.second_hop_batch(batch, k, out) {
+                // Leave the port empty: a later call must not meet stale completions.
+                self.drain_all();
+                return Err(e);
+            }
+        }
+        Ok(1 + first.len())
+    }
+
+    /// Second hop for up to [`PIPELINE_WINDOW`] vertices: their buckets with
+    /// one batch of posted READs, then their values with another.
+    fn second_hop_batch(
+        &mut self,
+        batch: &[VertexId],
+        k: usize,
+        out: &mut Vec<VertexId>,
+    ) -> Result<()> {
+        let n = batch.len();
         let layout = self.shared.layout;
-        // Stage 1: buckets.
-        for (i, &u) in first.iter().enumerate() {
+        for (i, &u) in batch.iter().enumerate() {
             let key = Key::part(u, 0);
             let home = self.home(key);
             let kr = self.keys_region(home);
             let off = layout.bucket_offset(layout.bucket_of(key));
-            self.port.post(WorkRequest::read(
-                i as u64,
-                home,
-                kr,
-                off,
-                BUCKET_BYTES as usize,
-            ))?;
+            let buf = self.buffer(BUCKET_BYTES as usize);
+            self.port
+                .post(WorkRequest::read_into(i as u64, home, kr, off, buf))?;
         }
         let mut addrs: Vec<Option<Addr>> = vec![None; n];
         let mut fallback = vec![false; n];
         self.drain(n)?;
         for c in std::mem::take(&mut self.completions) {
             let i = c.id as usize;
+            debug_assert!(i < n, "a completion this batch did not post");
             let Output::Data(bytes) = c.result? else {
                 unreachable!("a READ completes with data")
             };
+            if i >= n {
+                continue;
+            }
             let view = BucketView::parse(&bytes);
             self.keep(bytes);
-            let key = Key::part(first[i], 0);
+            let key = Key::part(batch[i], 0);
             match view.slots.iter().find(|s| s.0 == key.word() || s.0 == 0) {
                 Some(&(kw, aw)) if kw == key.word() => addrs[i] = Addr::decode(aw),
                 Some(_) => {}
                 None => fallback[i] = view.link != 0,
             }
         }
-        // Stage 2: values.
         let mut posted = 0;
         for i in 0..n {
             if let Some(a) = addrs[i] {
-                let home = self.home(Key::part(first[i], 0));
+                let home = self.home(Key::part(batch[i], 0));
                 let holder = a.holder(home);
                 let vr = self.values_region(holder);
                 let buf = self.buffer((a.size_units() * 8) as usize);
@@ -661,7 +722,9 @@ impl<F: Fabric> Worker<F> {
             let Output::Data(bytes) = c.result? else {
                 unreachable!("a READ completes with data")
             };
-            values[c.id as usize] = Some(bytes);
+            if let Some(slot) = values.get_mut(c.id as usize) {
+                *slot = Some(bytes);
+            }
         }
         self.stats.values_read += posted as u64;
         for i in 0..n {
@@ -669,8 +732,15 @@ impl<F: Fabric> Worker<F> {
                 (Some(bytes), Some(a)) => {
                     let header =
                         Header::decode(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
-                    match PartView::parse(&bytes[8..8 + header.payload_bytes as usize]) {
-                        Some(view) if header.matches(a) && (!view.more() || view.len() >= k) => {
+                    // Check the header before trusting its length (an invalidated
+                    // value's header is zero; `matches` bounds the payload).
+                    let view = if header.matches(a) {
+                        PartView::parse(&bytes[8..8 + header.payload_bytes as usize])
+                    } else {
+                        None
+                    };
+                    match view {
+                        Some(view) if !view.more() || view.len() >= k => {
                             view.extend_into(k, out);
                             true
                         }
@@ -683,10 +753,10 @@ impl<F: Fabric> Worker<F> {
                 self.keep(b);
             }
             if !done {
-                self.neighbors(first[i], k, out)?;
+                self.neighbors(batch[i], k, out)?;
             }
         }
-        Ok(1 + n)
+        Ok(())
     }
 
     /// A buffer of `len` bytes, reusing one handed back by an earlier completion.
@@ -706,6 +776,19 @@ impl<F: Fabric> Worker<F> {
         if b.capacity() <= SPARE_BYTES_MAX && self.spare.len() < SPARE_BUFFERS_MAX {
             self.spare.push(b);
         }
+    }
+
+    /// Waits out everything in flight, dropping the completions.
+    fn drain_all(&mut self) {
+        let mut sink = Vec::new();
+        while self.port.inflight() > 0 {
+            sink.clear();
+            match self.port.wait(&mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        self.completions.clear();
     }
 
     fn drain(&mut self, n: usize) -> Result<()> {
@@ -729,7 +812,19 @@ impl<F: Fabric> Worker<F> {
         loop {
             let (slot, old) = match self.read_value(key)? {
                 Some((slot, addr)) => (slot, Some(addr)),
-                None => (self.find_or_claim(key)?, None),
+                None => {
+                    // A new key's value starts at its home: refuse elsewhere
+                    // before claiming a slot that would then stay empty.
+                    let home = self.home(key);
+                    if home != self.machine {
+                        return Err(StoreError::NotHolder {
+                            vertex: key.vertex(),
+                            holder: home,
+                            this: self.machine,
+                        });
+                    }
+                    (self.find_or_claim(key)?, None)
+                }
             };
             let old = match (old, Addr::decode(slot.addr_word)) {
                 (None, Some(_)) => continue, // published meanwhile: read it
@@ -788,8 +883,14 @@ impl<F: Fabric> Worker<F> {
         bytes.resize((size_units * 8) as usize, 0);
         let w = self.port.write(me, vr, offset_units * 8, &bytes);
         self.value = bytes;
-        w?;
+        if let Err(e) = w {
+            alloc.free_now(offset_units, size_units);
+            return Err(e.into());
+        }
         let kr = self.keys_region(slot.home);
+        // If this CAS fails with a peer error it may still have been applied
+        // (fabric guarantee 8): the new block then stays allocated, never freed
+        // twice, and the old one is not retired (a bounded leak, not a wrong answer).
         let prev = self.port.cas(
             slot.home,
             kr,
@@ -814,9 +915,16 @@ impl<F: Fabric> Worker<F> {
 
     /// Replaces `v`'s adjacency list. Runs on the machine holding `v`'s value
     /// (its home unless migrated). A list longer than `part_neighbors_max` is
-    /// split into several keys (vertex decomposition); each part is replaced
-    /// atomically, the list as a whole is not.
+    /// split into several keys (vertex decomposition). Updates of one vertex
+    /// are serialised on its holder; a reader may still see a multi-part list
+    /// half replaced (each part is replaced atomically, the list is not).
     pub fn put(&mut self, v: VertexId, neighbors: &[VertexId]) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        let _serial = shared.update_lock(self.machine, v);
+        self.put_serialised(v, neighbors)
+    }
+
+    fn put_serialised(&mut self, v: VertexId, neighbors: &[VertexId]) -> Result<()> {
         let max = self.shared.config.part_neighbors_max as usize;
         let parts: Vec<&[VertexId]> = if neighbors.is_empty() {
             vec![&[]]
@@ -857,6 +965,12 @@ impl<F: Fabric> Worker<F> {
     /// Adds the edge v -> u unless present. Returns whether it was added.
     /// Runs on the machine holding `v`'s value.
     pub fn insert_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        let shared = Arc::clone(&self.shared);
+        let _serial = shared.update_lock(self.machine, v);
+        self.insert_edge_serialised(v, u)
+    }
+
+    fn insert_edge_serialised(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
         let max = self.shared.config.part_neighbors_max as usize;
         loop {
             // Find the last part, and whether u is already there.
@@ -950,6 +1064,12 @@ impl<F: Fabric> Worker<F> {
     /// Removes every occurrence of the edge v -> u. Returns whether there was one.
     /// Runs on the machine holding `v`'s value.
     pub fn delete_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        let shared = Arc::clone(&self.shared);
+        let _serial = shared.update_lock(self.machine, v);
+        self.delete_edge_serialised(v, u)
+    }
+
+    fn delete_edge_serialised(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
         let mut part = 0u32;
         let mut any = false;
         loop {

@@ -98,3 +98,39 @@ fn decomposed_values() {
 fn with_the_latency_model() {
     run(1 << 16, true);
 }
+
+/// Concurrent `put`s of multi-part lists on one vertex: the result is one of the lists written,
+/// never a mix (updates of a vertex are serialised on its holder).
+#[test]
+fn concurrent_multi_part_puts_do_not_mix() {
+    let fabric = LocalFabric::new(LocalConfig::with_machines(2).without_model()).unwrap();
+    let config = StoreConfig {
+        buckets_per_machine: 16,
+        overflow_buckets_per_machine: 64,
+        value_region_bytes: 64 << 20,
+        part_neighbors_max: 2,
+        reclaim_lease_ms: 60_000,
+    };
+    let store = Store::create(fabric, config).unwrap();
+    let long: Vec<u32> = (1..=7).collect();
+    let short: Vec<u32> = vec![9];
+    for round in 0..200 {
+        std::thread::scope(|s| {
+            for list in [&long, &short] {
+                let mut w = store.worker(0).unwrap();
+                s.spawn(move || w.put(0, list).unwrap());
+            }
+            let mut w = store.worker(0).unwrap();
+            s.spawn(move || {
+                let _ = w.insert_edge(0, 100 + round);
+            });
+        });
+        let got = store.worker(1).unwrap().get(0).unwrap().unwrap();
+        let base: Vec<u32> = got.iter().copied().filter(|&x| x < 100).collect();
+        assert!(
+            base == long || base == short,
+            "round {round}: {got:?} mixes two puts"
+        );
+        assert!(got.iter().filter(|&&x| x >= 100).count() <= 1);
+    }
+}
