@@ -1,0 +1,71 @@
+//! Micro-benchmarks of store operations on the in-process fabric (default
+//! latency model): local and remote `get` of a 100-neighbour vertex, an edge
+//! insert, and a 100 x 100 two-hop. `cargo bench -p locus-store`.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use locus_fabric::local::{LocalConfig, LocalFabric};
+use locus_store::{Store, StoreConfig};
+
+fn ops(c: &mut Criterion) {
+    let fabric = LocalFabric::new(LocalConfig::with_machines(8)).expect("fabric");
+    let store = Store::create(
+        fabric,
+        StoreConfig {
+            buckets_per_machine: 1 << 12,
+            value_region_bytes: 256 << 20,
+            // Updates retire a block per operation; a short lease keeps the
+            // region from filling during millions of benchmark iterations.
+            reclaim_lease_ms: 100,
+            ..StoreConfig::default()
+        },
+    )
+    .expect("store");
+    // Vertices 0..20000, each with 100 neighbours, put by their home machines.
+    let mut workers: Vec<_> = (0..8).map(|m| store.worker(m).expect("worker")).collect();
+    for v in 0..20_000u32 {
+        let list: Vec<u32> = (1..=100)
+            .map(|i| (v.wrapping_mul(7919) + i * 131) % 20_000)
+            .collect();
+        workers[(v % 8) as usize].put(v, &list).expect("put");
+    }
+    let w = &mut workers[0];
+    let mut out = Vec::with_capacity(10_000);
+    c.bench_function("get 100 neighbours, local", |b| {
+        b.iter(|| {
+            out.clear();
+            w.neighbors(8, usize::MAX, &mut out).expect("get")
+        })
+    });
+    c.bench_function("get 100 neighbours, remote", |b| {
+        b.iter(|| {
+            out.clear();
+            w.neighbors(9, usize::MAX, &mut out).expect("get")
+        })
+    });
+    let mut n = 0u32;
+    c.bench_function("insert + delete edge, local", |b| {
+        b.iter(|| {
+            n = n.wrapping_add(1);
+            w.insert_edge(16, 1_000_000 + n % 64).expect("insert");
+            w.delete_edge(16, 1_000_000 + n % 64).expect("delete")
+        })
+    });
+    let mut g = c.benchmark_group("two-hop 100x100, 8 machines");
+    g.sample_size(20);
+    g.bench_function("one GET at a time", |b| {
+        b.iter(|| {
+            out.clear();
+            w.two_hop(8, 100, &mut out).expect("two-hop")
+        })
+    });
+    g.bench_function("second hop pipelined", |b| {
+        b.iter(|| {
+            out.clear();
+            w.two_hop_pipelined(8, 100, &mut out).expect("two-hop")
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, ops);
+criterion_main!(benches);
