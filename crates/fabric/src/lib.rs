@@ -53,6 +53,7 @@ pub mod local;
 mod memory;
 mod op;
 pub mod pool;
+pub mod sim;
 pub mod tcp;
 
 pub use error::{FabricError, Result};

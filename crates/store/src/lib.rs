@@ -21,8 +21,10 @@
 pub mod addr;
 pub mod adjacency;
 pub mod alloc;
+pub mod cache;
 mod error;
 mod store;
+pub mod reclaim;
 pub mod table;
 
 pub use error::{Result, StoreError};

@@ -1,0 +1,1 @@
+//! Simulated fabric (being written).

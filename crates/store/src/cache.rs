@@ -1,0 +1,1 @@
+//! Location cache (being written).

@@ -1,0 +1,1 @@
+//! Reclaim ring (being written).
