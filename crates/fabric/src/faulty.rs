@@ -241,6 +241,12 @@ impl<P: Port> Port for FaultyPort<P> {
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.inner.try_recv()
     }
+    fn relax(&mut self) {
+        self.inner.relax()
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
     fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Message>> {
         self.inner.recv_timeout(timeout)
     }

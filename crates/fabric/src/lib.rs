@@ -232,6 +232,25 @@ pub trait Port: Send {
     /// Takes the next message delivered to this port's machine, if any.
     fn try_recv(&mut self) -> Result<Option<Message>>;
 
+    /// Hint that the caller is waiting for another thread (spinning on a lock or a
+    /// flag). Real fabrics yield the CPU; the simulated fabric makes it a
+    /// scheduling point so the awaited thread can run.
+    fn relax(&mut self) {
+        std::thread::yield_now()
+    }
+
+    /// Nanoseconds on this fabric's clock (monotonic; its origin is
+    /// unspecified). Leases are measured with it; the simulated fabric makes
+    /// it simulated time, so lease expiry is deterministic there.
+    fn now_ns(&self) -> u64 {
+        use std::sync::OnceLock;
+        static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+        EPOCH
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
+    }
+
     /// Waits up to `timeout` for a message.
     fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Message>> {
         let deadline = std::time::Instant::now() + timeout;

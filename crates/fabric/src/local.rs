@@ -490,6 +490,10 @@ impl Port for LocalPort {
         )
     }
 
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+
     fn try_recv(&mut self) -> Result<Option<Message>> {
         let now = self.inner.now_ns();
         Ok(self.inner.machines[self.machine as usize].take(now))

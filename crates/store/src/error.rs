@@ -67,6 +67,14 @@ pub enum StoreError {
         /// Retries made.
         retries: u32,
     },
+    /// A forwarded update failed at, or got no answer from, another machine.
+    #[error("update forwarded to machine {machine} failed: {reason}")]
+    Forwarded {
+        /// The machine it was forwarded to.
+        machine: MachineId,
+        /// What happened there.
+        reason: String,
+    },
     /// A configuration that cannot work.
     #[error("invalid store configuration: {0}")]
     Config(String),

@@ -23,8 +23,9 @@ pub mod adjacency;
 pub mod alloc;
 pub mod cache;
 mod error;
-mod store;
+pub mod forward;
 pub mod reclaim;
+mod store;
 pub mod table;
 
 pub use error::{Result, StoreError};

@@ -8,6 +8,7 @@ use locus_fabric::{Completion, Fabric, MachineId, Output, Port, RegionId, WorkRe
 use crate::addr::{units_for_payload, Addr, Header, LOCAL_SIZE_UNITS_MAX, REMOTE_SIZE_UNITS_MAX};
 use crate::adjacency::{self, PartView, MORE, PREFIX_BYTES};
 use crate::alloc::{block_units, ValueAllocator};
+use crate::forward::{self, Envelope, PartOp, PartReply, Reply, Request, VertexOp};
 use crate::table::{
     addr_word_offset, home_of, key_word_offset, link_offset, BucketView, Key, TableLayout,
     BUCKET_BYTES, KEY_SLOTS, MAGIC, OVERFLOW_USED_OFFSET,
@@ -22,6 +23,10 @@ pub const VALUES_REGION: &str = "values";
 const VALUE_BASE_UNITS: u64 = 8;
 /// Second-hop reads a pipelined traversal keeps in flight at most.
 pub const PIPELINE_WINDOW: usize = 256;
+/// Machines a part op follows its value through before giving up.
+pub const FORWARD_HOPS_MAX: u32 = 64;
+/// How long a forwarded request waits for its reply, by default.
+pub const FORWARD_TIMEOUT_MS: u64 = 30_000;
 /// Largest read buffer a worker keeps for reuse.
 const SPARE_BYTES_MAX: usize = 4096;
 /// Read buffers a worker keeps for reuse.
@@ -42,6 +47,8 @@ pub struct StoreConfig {
     pub part_neighbors_max: u32,
     /// Reclaim lease: a retired value's memory is reused only after this long (Pragh 4.1).
     pub reclaim_lease_ms: u64,
+    /// How long a forwarded update waits for its reply before failing.
+    pub forward_timeout_ms: u64,
 }
 
 impl Default for StoreConfig {
@@ -52,6 +59,7 @@ impl Default for StoreConfig {
             value_region_bytes: 64 << 20,
             part_neighbors_max: 1 << 16,
             reclaim_lease_ms: 60_000,
+            forward_timeout_ms: FORWARD_TIMEOUT_MS,
         }
     }
 }
@@ -152,6 +160,19 @@ struct Shared<F: Fabric> {
     /// on the machine holding it. A list spanning several parts cannot be
     /// changed atomically by CASes on separate keys; readers never lock.
     update_locks: Vec<Option<Box<[std::sync::Mutex<()>]>>>,
+    /// Per hosted machine, the state of check-and-forward messaging.
+    mail: Vec<Option<Mailroom>>,
+}
+
+/// One machine's forwarding state, shared by every worker acting as it
+/// (they share the machine's inbox, so a reply may be read by any of them).
+#[derive(Default)]
+struct Mailroom {
+    next_id: std::sync::atomic::AtomicU64,
+    replies: std::sync::Mutex<std::collections::HashMap<u64, Reply>>,
+    /// Vertex ops read by a worker that was only waiting for a reply; the
+    /// machine's service runs them.
+    deferred: std::sync::Mutex<std::collections::VecDeque<(MachineId, u64, Request)>>,
 }
 
 /// Update lock stripes per machine.
@@ -240,6 +261,10 @@ impl<F: Fabric> Store<F> {
                                 .collect()
                         })
                     })
+                    .collect(),
+                mail: allocs
+                    .iter()
+                    .map(|a| a.as_ref().map(|_| Mailroom::default()))
                     .collect(),
                 allocs,
                 config,
@@ -355,6 +380,94 @@ impl<F: Fabric> Store<F> {
     }
 }
 
+/// Service threads, one per hosted machine, that answer forwarded updates
+/// and collect garbage. Stopped and joined on drop.
+pub struct Services {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    failure: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+/// Idle rounds a service spins (yielding) before it starts sleeping.
+const SERVICE_SPINS_MAX: u32 = 64;
+/// How long an idle service sleeps between looks at its inbox.
+const SERVICE_IDLE_SLEEP_US: u64 = 200;
+
+impl Services {
+    /// The first error a service thread stopped on, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl<F: Fabric> Store<F> {
+    /// Starts one service thread per machine this process hosts. Updates
+    /// forwarded to a machine (check-and-forward) complete only while some
+    /// thread serves it; with services running, any worker may update any vertex.
+    pub fn spawn_services(&self) -> Result<Services> {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let failure = Arc::new(std::sync::Mutex::new(None));
+        let mut threads = Vec::new();
+        for m in 0..self.shared.machines {
+            let m = m as MachineId;
+            if !self.shared.fabric.hosts(m) {
+                continue;
+            }
+            let mut w = self.worker(m)?;
+            let (stop, failure) = (Arc::clone(&stop), Arc::clone(&failure));
+            let t = std::thread::Builder::new()
+                .name(format!("locus-service-{m}"))
+                .spawn(move || {
+                    let mut idle = 0u32;
+                    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                        match w.serve() {
+                            Ok(0) => {
+                                idle = idle.saturating_add(1);
+                                if idle < SERVICE_SPINS_MAX {
+                                    std::thread::yield_now();
+                                } else {
+                                    if idle % 64 == 0 {
+                                        w.collect_garbage();
+                                    }
+                                    std::thread::sleep(Duration::from_micros(
+                                        SERVICE_IDLE_SLEEP_US,
+                                    ));
+                                }
+                            }
+                            Ok(_) => idle = 0,
+                            Err(e) => {
+                                failure
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .get_or_insert(format!("service of machine {m}: {e}"));
+                                return;
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| StoreError::Config(format!("cannot start a service thread: {e}")))?;
+            threads.push(t);
+        }
+        Ok(Services {
+            stop,
+            threads,
+            failure,
+        })
+    }
+}
+
 /// What a worker has done (for reports; never read on hot paths by others).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WorkerStats {
@@ -366,15 +479,20 @@ pub struct WorkerStats {
     pub cas_conflicts: u64,
     /// Overflow buckets followed.
     pub overflow_hops: u64,
+    /// Requests forwarded to another machine (check-and-forward).
+    pub forwarded: u64,
 }
 
 /// Where a key's slot is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
     home: MachineId,
-    bucket_offset: u64,
-    slot: u64,
+    /// Byte offset of the key's address word in the home's key region.
+    addr_offset: u64,
+    /// The address word as read (or as cached).
     addr_word: u64,
+    /// Whether `addr_word` came from the location cache.
+    cached: bool,
 }
 
 /// One thread's handle acting as one machine.
@@ -400,8 +518,6 @@ enum Change {
     Keep,
     /// Replace it with the part in `Worker::encode`.
     Replace,
-    /// Stop and start the whole operation again.
-    Restart,
 }
 
 impl<F: Fabric> Worker<F> {
@@ -447,9 +563,9 @@ impl<F: Fabric> Worker<F> {
                 if kw == key.word() {
                     return Ok(Some(Slot {
                         home,
-                        bucket_offset: off,
-                        slot: i as u64,
+                        addr_offset: addr_word_offset(off, i as u64),
                         addr_word: aw,
+                        cached: false,
                     }));
                 }
                 if kw == 0 {
@@ -477,9 +593,9 @@ impl<F: Fabric> Worker<F> {
                 let i = i as u64;
                 let found = |addr_word| Slot {
                     home,
-                    bucket_offset: off,
-                    slot: i,
+                    addr_offset: addr_word_offset(off, i),
                     addr_word,
+                    cached: false,
                 };
                 if kw == key.word() {
                     return Ok(found(aw));
@@ -845,7 +961,6 @@ impl<F: Fabric> Worker<F> {
             };
             let r = match change {
                 Change::Keep => Ok(Some(true)),
-                Change::Restart => Ok(Some(false)),
                 Change::Replace => self.publish(slot, old, &encode),
             };
             self.encode = encode;
@@ -894,7 +1009,7 @@ impl<F: Fabric> Worker<F> {
         let prev = self.port.cas(
             slot.home,
             kr,
-            addr_word_offset(slot.bucket_offset, slot.slot),
+            slot.addr_offset,
             slot.addr_word,
             new_addr.encode(),
         )?;
@@ -913,18 +1028,53 @@ impl<F: Fabric> Worker<F> {
         Ok(Some(true))
     }
 
-    /// Replaces `v`'s adjacency list. Runs on the machine holding `v`'s value
-    /// (its home unless migrated). A list longer than `part_neighbors_max` is
-    /// split into several keys (vertex decomposition). Updates of one vertex
-    /// are serialised on its holder; a reader may still see a multi-part list
-    /// half replaced (each part is replaced atomically, the list is not).
+    /// Replaces `v`'s adjacency list. Runs anywhere: the update is carried to
+    /// `v`'s home, which coordinates it under its per-vertex lock, and each
+    /// part is rewritten by the machine holding it (check-and-forward, Pragh
+    /// 4.3). A list longer than `part_neighbors_max` is split into several
+    /// keys (vertex decomposition); a reader may see such a list half
+    /// replaced (each part is replaced atomically, the list is not).
     pub fn put(&mut self, v: VertexId, neighbors: &[VertexId]) -> Result<()> {
-        let shared = Arc::clone(&self.shared);
-        let _serial = shared.update_lock(self.machine, v);
-        self.put_serialised(v, neighbors)
+        self.vertex_op(v, VertexOp::Put(neighbors.to_vec()))
+            .map(|_| ())
     }
 
-    fn put_serialised(&mut self, v: VertexId, neighbors: &[VertexId]) -> Result<()> {
+    /// Adds the edge v -> u unless present. Returns whether it was added.
+    pub fn insert_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        self.vertex_op(v, VertexOp::Insert(u))
+    }
+
+    /// Removes every occurrence of the edge v -> u. Returns whether there was one.
+    pub fn delete_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        self.vertex_op(v, VertexOp::Delete(u))
+    }
+
+    /// Runs a vertex op at `v`'s home: here under the vertex's lock, or by
+    /// forwarding it there and waiting for the reply.
+    fn vertex_op(&mut self, v: VertexId, op: VertexOp) -> Result<bool> {
+        let home = home_of(v, self.shared.machines);
+        if home != self.machine {
+            return match self.forward(home, Request::Vertex { vertex: v, op })? {
+                Reply::Vertex(Ok(b)) => Ok(b),
+                Reply::Vertex(Err(e)) => Err(StoreError::Forwarded {
+                    machine: home,
+                    reason: e,
+                }),
+                Reply::Part(_) => Err(StoreError::Config(
+                    "a vertex op was answered with a part reply".into(),
+                )),
+            };
+        }
+        let shared = Arc::clone(&self.shared);
+        let _serial = shared.update_lock(self.machine, v);
+        match op {
+            VertexOp::Put(list) => self.put_at_home(v, &list).map(|_| true),
+            VertexOp::Insert(u) => self.insert_at_home(v, u),
+            VertexOp::Delete(u) => self.delete_at_home(v, u),
+        }
+    }
+
+    fn put_at_home(&mut self, v: VertexId, neighbors: &[VertexId]) -> Result<()> {
         let max = self.shared.config.part_neighbors_max as usize;
         let parts: Vec<&[VertexId]> = if neighbors.is_empty() {
             vec![&[]]
@@ -936,24 +1086,27 @@ impl<F: Fabric> Worker<F> {
         // at a part that is not there yet.
         for (i, chunk) in parts.iter().enumerate().rev() {
             let flags = if i < last { MORE } else { 0 };
-            self.rmw(Key::part(v, i as u32), |_, enc| {
-                adjacency::encode(chunk, flags, enc);
-                Change::Replace
-            })?;
+            let op = PartOp::Replace {
+                ids: chunk.to_vec(),
+                flags,
+            };
+            self.part_op(Key::part(v, i as u32), op)?;
         }
-        // Empty what is left of a longer previous list.
+        // Empty what is left of a longer previous list (updates of v are
+        // serialised here, so what we read cannot change under us).
         let mut p = parts.len() as u32;
         loop {
-            let mut had_more = false;
-            let existed = self.read_value(Key::part(v, p))?.is_some();
-            if !existed {
+            if self.read_value(Key::part(v, p))?.is_none() {
                 break;
             }
-            self.rmw(Key::part(v, p), |cur, enc| {
-                had_more = cur.is_some_and(|c| c.more());
-                adjacency::encode(&[], 0, enc);
-                Change::Replace
-            })?;
+            let had_more = self.current_part().more();
+            self.part_op(
+                Key::part(v, p),
+                PartOp::Replace {
+                    ids: Vec::new(),
+                    flags: 0,
+                },
+            )?;
             if !had_more {
                 break;
             }
@@ -962,142 +1115,268 @@ impl<F: Fabric> Worker<F> {
         Ok(())
     }
 
-    /// Adds the edge v -> u unless present. Returns whether it was added.
-    /// Runs on the machine holding `v`'s value.
-    pub fn insert_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
-        let shared = Arc::clone(&self.shared);
-        let _serial = shared.update_lock(self.machine, v);
-        self.insert_edge_serialised(v, u)
-    }
-
-    fn insert_edge_serialised(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
-        let max = self.shared.config.part_neighbors_max as usize;
-        loop {
+    fn insert_at_home(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        let max = self.shared.config.part_neighbors_max;
+        for _ in 0..READ_RETRIES_MAX {
             // Find the last part, and whether u is already there.
             let mut part = 0u32;
-            let mut present = false;
             loop {
                 if self.read_value(Key::part(v, part))?.is_none() {
                     break;
                 }
                 let view = self.current_part();
-                present = view.iter().any(|x| x == u);
-                if present || !view.more() {
+                if view.iter().any(|x| x == u) {
+                    return Ok(false);
+                }
+                if !view.more() {
                     break;
                 }
                 part += 1;
             }
-            if present {
-                return Ok(false);
-            }
-            let mut outcome = None;
-            let mut ids = Vec::new();
-            let done = self.rmw(Key::part(v, part), |cur, enc| {
-                ids.clear();
-                let flags = match cur {
-                    Some(c) if c.iter().any(|x| x == u) => {
-                        outcome = Some(false);
-                        return Change::Keep;
+            let key = Key::part(v, part);
+            match self.part_op(key, PartOp::Append { u, max })? {
+                PartReply::Done { changed, .. } => return Ok(changed),
+                PartReply::HasMore => continue,
+                PartReply::Absent => {
+                    if let PartReply::Done { changed: true, .. } =
+                        self.part_op(key, PartOp::CreateWith { u })?
+                    {
+                        return Ok(true);
                     }
-                    Some(c) if c.more() => return Change::Restart,
-                    Some(c) if c.len() >= max => {
-                        outcome = None;
-                        return Change::Keep;
-                    }
-                    Some(c) => {
-                        ids.extend(c.iter());
-                        c.flags
-                    }
-                    None if part > 0 => return Change::Restart,
-                    None => 0,
-                };
-                ids.push(u);
-                adjacency::encode(&ids, flags, enc);
-                outcome = Some(true);
-                Change::Replace
-            })?;
-            if !done {
-                continue;
-            }
-            if let Some(added) = outcome {
-                return Ok(added);
-            }
-            // The last part is full: publish a new part, then flag the full one.
-            let next = Key::part(v, part + 1);
-            let mut mine = false;
-            self.rmw(next, |cur, enc| match cur {
-                Some(_) => {
-                    mine = false;
-                    Change::Keep
                 }
-                None => {
-                    adjacency::encode(&[u], 0, enc);
-                    mine = true;
-                    Change::Replace
+                PartReply::Full => {
+                    // Publish the next part, then flag the full one.
+                    let next = Key::part(v, part + 1);
+                    let created = matches!(
+                        self.part_op(next, PartOp::CreateWith { u })?,
+                        PartReply::Done { changed: true, .. }
+                    );
+                    self.part_op(key, PartOp::SetMore)?;
+                    if created {
+                        return Ok(true);
+                    }
+                    // An emptied part from a longer earlier list was there:
+                    // it is linked now; scan again.
                 }
-            })?;
-            self.set_more(Key::part(v, part))?;
-            if mine {
-                return Ok(true);
+                PartReply::Moved(m) => unreachable!("part_op follows moves, got Moved({m})"),
             }
-            // A racing inserter (or an emptied part from an earlier, longer
-            // list) was there first: we helped flag it; scan again.
         }
+        Err(StoreError::Contention {
+            key: Key::part(v, 0).0,
+            retries: READ_RETRIES_MAX,
+        })
     }
 
-    /// Sets the MORE flag of a part (idempotent).
-    fn set_more(&mut self, key: Key) -> Result<()> {
-        let mut ids = Vec::new();
-        self.rmw(key, |cur, enc| match cur {
-            Some(c) if c.more() => Change::Keep,
-            Some(c) => {
-                ids.clear();
-                ids.extend(c.iter());
-                adjacency::encode(&ids, c.flags | MORE, enc);
-                Change::Replace
-            }
-            None => Change::Keep,
-        })?;
-        Ok(())
-    }
-
-    /// Removes every occurrence of the edge v -> u. Returns whether there was one.
-    /// Runs on the machine holding `v`'s value.
-    pub fn delete_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
-        let shared = Arc::clone(&self.shared);
-        let _serial = shared.update_lock(self.machine, v);
-        self.delete_edge_serialised(v, u)
-    }
-
-    fn delete_edge_serialised(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
-        let mut part = 0u32;
+    fn delete_at_home(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
         let mut any = false;
+        let mut part = 0u32;
         loop {
-            let mut removed = false;
-            let mut more = false;
-            let mut ids = Vec::new();
-            if self.read_value(Key::part(v, part))?.is_none() {
-                return Ok(any);
-            }
-            self.rmw(Key::part(v, part), |cur, enc| {
-                removed = false;
-                let Some(c) = cur else { return Change::Keep };
-                more = c.more();
-                if !c.iter().any(|x| x == u) {
-                    return Change::Keep;
+            match self.part_op(Key::part(v, part), PartOp::Remove { u })? {
+                PartReply::Done { changed, more } => {
+                    any |= changed;
+                    if !more {
+                        return Ok(any);
+                    }
                 }
-                ids.clear();
-                ids.extend(c.iter().filter(|&x| x != u));
-                adjacency::encode(&ids, c.flags, enc);
-                removed = true;
-                Change::Replace
-            })?;
-            any |= removed;
-            if !more {
-                return Ok(any);
+                _ => return Ok(any),
             }
             part += 1;
         }
+    }
+
+    /// Applies a part op where the key's value is: here if it is held here,
+    /// else at its holder (following moves). Pragh 4.3's check-and-forward.
+    fn part_op(&mut self, key: Key, op: PartOp) -> Result<PartReply> {
+        let mut target = self.machine;
+        for _ in 0..FORWARD_HOPS_MAX {
+            let reply = if target == self.machine {
+                self.part_op_here(key, &op)?
+            } else {
+                match self.forward(
+                    target,
+                    Request::Part {
+                        key: key.0,
+                        op: op.clone(),
+                    },
+                )? {
+                    Reply::Part(r) => r,
+                    Reply::Vertex(_) => {
+                        return Err(StoreError::Config(
+                            "a part op was answered with a vertex reply".into(),
+                        ))
+                    }
+                }
+            };
+            match reply {
+                PartReply::Moved(m) => target = m,
+                r => return Ok(r),
+            }
+        }
+        Err(StoreError::Contention {
+            key: key.0,
+            retries: FORWARD_HOPS_MAX,
+        })
+    }
+
+    /// Applies a part op on this machine; `Moved` if the value is held elsewhere.
+    fn part_op_here(&mut self, key: Key, op: &PartOp) -> Result<PartReply> {
+        let mut reply = PartReply::Absent;
+        let mut ids: Vec<VertexId> = Vec::new();
+        let r = self.rmw(key, |cur, enc| {
+            let (change, r) = decide_part_op(op, cur, enc, &mut ids);
+            reply = r;
+            change
+        });
+        match r {
+            Ok(_) => Ok(reply),
+            Err(StoreError::NotHolder { holder, .. }) => Ok(PartReply::Moved(holder)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends `request` to `target` and waits for its reply, answering part
+    /// ops addressed to this machine meanwhile (so two machines forwarding to
+    /// each other cannot deadlock).
+    fn forward(&mut self, target: MachineId, request: Request) -> Result<Reply> {
+        let shared = Arc::clone(&self.shared);
+        let mail = shared.mail[self.machine as usize]
+            .as_ref()
+            .ok_or(StoreError::NotHosted {
+                machine: self.machine,
+            })?;
+        let id = mail
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut bytes = Vec::new();
+        forward::encode_request(self.machine, id, &request, &mut bytes);
+        self.send_with_backpressure(target, &bytes)?;
+        self.stats.forwarded += 1;
+        let timeout_ms = self.shared.config.forward_timeout_ms;
+        let deadline = self.port.now_ns() + timeout_ms * 1_000_000;
+        loop {
+            if let Some(r) = mail
+                .replies
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id)
+            {
+                return Ok(r);
+            }
+            if self.pump(false)? == 0 {
+                if self.port.now_ns() > deadline {
+                    return Err(StoreError::Forwarded {
+                        machine: target,
+                        reason: format!(
+                            "no reply within {FORWARD_TIMEOUT_MS} ms (is its service running?)"
+                        ),
+                    });
+                }
+                self.port.relax();
+            }
+        }
+    }
+
+    fn send_with_backpressure(&mut self, target: MachineId, bytes: &[u8]) -> Result<()> {
+        loop {
+            match self.port.send(target, bytes) {
+                Err(locus_fabric::FabricError::InboxFull { .. }) => {
+                    self.pump(false)?;
+                    self.port.relax();
+                }
+                r => return Ok(r?),
+            }
+        }
+    }
+
+    /// Handles the messages in this machine's inbox: replies are filed for
+    /// their waiters, part ops are applied and answered, vertex ops are run
+    /// if `vertex_ops` (else kept for the service). Returns messages handled.
+    fn pump(&mut self, vertex_ops: bool) -> Result<usize> {
+        let shared = Arc::clone(&self.shared);
+        let mail = shared.mail[self.machine as usize]
+            .as_ref()
+            .ok_or(StoreError::NotHosted {
+                machine: self.machine,
+            })?;
+        let mut handled = 0;
+        while let Some(m) = self.port.try_recv()? {
+            handled += 1;
+            match forward::decode(&m.payload)? {
+                Envelope::Reply { id, reply } => {
+                    mail.replies
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id, reply);
+                }
+                Envelope::Request { from, id, request } => match request {
+                    Request::Part { key, op } => {
+                        let reply = Reply::Part(self.part_op_here(Key(key), &op)?);
+                        self.reply(from, id, &reply)?;
+                    }
+                    vertex @ Request::Vertex { .. } => {
+                        if vertex_ops {
+                            self.run_vertex_request(from, id, vertex)?;
+                        } else {
+                            mail.deferred
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push_back((from, id, vertex));
+                        }
+                    }
+                },
+            }
+        }
+        Ok(handled)
+    }
+
+    fn reply(&mut self, to: MachineId, id: u64, reply: &Reply) -> Result<()> {
+        let mut bytes = Vec::new();
+        forward::encode_reply(self.machine, id, reply, &mut bytes);
+        self.send_with_backpressure(to, &bytes)
+    }
+
+    fn run_vertex_request(&mut self, from: MachineId, id: u64, request: Request) -> Result<()> {
+        let Request::Vertex { vertex, op } = request else {
+            unreachable!("only vertex requests are deferred")
+        };
+        let outcome = match self.vertex_op(vertex, op) {
+            Ok(b) => Ok(b),
+            // The requester gets the error; this machine's service goes on.
+            Err(
+                e @ (StoreError::RegionFull { .. }
+                | StoreError::TableFull { .. }
+                | StoreError::Contention { .. }),
+            ) => Err(e.to_string()),
+            Err(e) => return Err(e),
+        };
+        self.reply(from, id, &Reply::Vertex(outcome))
+    }
+
+    /// One round of this machine's service: runs vertex ops left by waiting
+    /// workers, then handles the inbox. Returns the work done (0: idle).
+    /// Some thread acting as each machine must call this regularly (see
+    /// [`Store::spawn_services`]) for updates forwarded to it to complete.
+    pub fn serve(&mut self) -> Result<usize> {
+        let shared = Arc::clone(&self.shared);
+        let mail = shared.mail[self.machine as usize]
+            .as_ref()
+            .ok_or(StoreError::NotHosted {
+                machine: self.machine,
+            })?;
+        let mut done = 0;
+        loop {
+            let next = mail
+                .deferred
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
+            let Some((from, id, request)) = next else {
+                break;
+            };
+            self.run_vertex_request(from, id, request)?;
+            done += 1;
+        }
+        Ok(done + self.pump(true)?)
     }
 
     /// The address word of `v`'s first part as stored at its home (0: absent).
@@ -1110,5 +1389,117 @@ impl<F: Fabric> Worker<F> {
         self.shared.allocs[self.machine as usize]
             .as_ref()
             .map_or(0, |a| a.collect(std::time::Instant::now()))
+    }
+}
+
+/// What a part op does to the current part (or its absence): the change to
+/// make and the reply to give. `ids` is scratch space.
+fn decide_part_op(
+    op: &PartOp,
+    cur: Option<PartView<'_>>,
+    enc: &mut Vec<u8>,
+    ids: &mut Vec<VertexId>,
+) -> (Change, PartReply) {
+    let more_of = |c: &PartView<'_>| c.more();
+    match (op, cur) {
+        (PartOp::Replace { ids: new, flags }, _) => {
+            adjacency::encode(new, *flags, enc);
+            (
+                Change::Replace,
+                PartReply::Done {
+                    changed: true,
+                    more: flags & MORE != 0,
+                },
+            )
+        }
+        (PartOp::CreateWith { u }, None) => {
+            adjacency::encode(&[*u], 0, enc);
+            (
+                Change::Replace,
+                PartReply::Done {
+                    changed: true,
+                    more: false,
+                },
+            )
+        }
+        (PartOp::CreateWith { .. }, Some(c)) => (
+            Change::Keep,
+            PartReply::Done {
+                changed: false,
+                more: more_of(&c),
+            },
+        ),
+        (_, None) => (Change::Keep, PartReply::Absent),
+        (PartOp::Append { u, max }, Some(c)) => {
+            if c.iter().any(|x| x == *u) {
+                (
+                    Change::Keep,
+                    PartReply::Done {
+                        changed: false,
+                        more: c.more(),
+                    },
+                )
+            } else if c.more() {
+                (Change::Keep, PartReply::HasMore)
+            } else if c.len() >= *max as usize {
+                (Change::Keep, PartReply::Full)
+            } else {
+                ids.clear();
+                ids.extend(c.iter());
+                ids.push(*u);
+                adjacency::encode(ids, c.flags, enc);
+                (
+                    Change::Replace,
+                    PartReply::Done {
+                        changed: true,
+                        more: false,
+                    },
+                )
+            }
+        }
+        (PartOp::Remove { u }, Some(c)) => {
+            if c.iter().any(|x| x == *u) {
+                ids.clear();
+                ids.extend(c.iter().filter(|x| x != u));
+                adjacency::encode(ids, c.flags, enc);
+                (
+                    Change::Replace,
+                    PartReply::Done {
+                        changed: true,
+                        more: c.more(),
+                    },
+                )
+            } else {
+                (
+                    Change::Keep,
+                    PartReply::Done {
+                        changed: false,
+                        more: c.more(),
+                    },
+                )
+            }
+        }
+        (PartOp::SetMore, Some(c)) => {
+            if c.more() {
+                (
+                    Change::Keep,
+                    PartReply::Done {
+                        changed: false,
+                        more: true,
+                    },
+                )
+            } else {
+                ids.clear();
+                ids.extend(c.iter());
+                adjacency::encode(ids, c.flags | MORE, enc);
+                (
+                    Change::Replace,
+                    PartReply::Done {
+                        changed: true,
+                        more: true,
+                    },
+                )
+            }
+        }
     }
 }

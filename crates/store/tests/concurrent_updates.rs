@@ -22,6 +22,7 @@ fn run(part_neighbors_max: u32, latency: bool) {
         value_region_bytes: 64 << 20,
         part_neighbors_max,
         reclaim_lease_ms: 60_000,
+        ..StoreConfig::default()
     };
     let store = Store::create(fabric, config).unwrap();
     let vertices: Vec<u32> = (0..8).map(|i| i * machines as u32).collect(); // all homed on machine 0
@@ -110,6 +111,7 @@ fn concurrent_multi_part_puts_do_not_mix() {
         value_region_bytes: 64 << 20,
         part_neighbors_max: 2,
         reclaim_lease_ms: 60_000,
+        ..StoreConfig::default()
     };
     let store = Store::create(fabric, config).unwrap();
     let long: Vec<u32> = (1..=7).collect();

@@ -15,7 +15,7 @@ fn small() -> StoreConfig {
         overflow_buckets_per_machine: 2,
         value_region_bytes: 4096,
         part_neighbors_max: 64,
-        reclaim_lease_ms: 60_000,
+        ..StoreConfig::default()
     }
 }
 
@@ -126,30 +126,35 @@ fn capacity_check_before_a_load() {
 }
 
 #[test]
-fn updates_run_where_the_value_is() {
+fn updates_are_forwarded_to_the_home() {
     let s = Store::create(
         fabric(2),
         StoreConfig {
             value_region_bytes: 1 << 20,
+            forward_timeout_ms: 300,
             ..small()
         },
     )
     .unwrap();
     let mut w1 = s.worker(1).unwrap();
+    // Nobody serves machine 0: the forwarded update fails with a clear error.
+    // Like any peer failure it means "maybe applied": the request stays queued.
     let e = w1.insert_edge(0, 5).unwrap_err();
+    assert!(matches!(e, StoreError::Forwarded { machine: 0, .. }), "{e}");
+    assert!(e.to_string().contains("service"), "{e}");
+    let services = s.spawn_services().unwrap();
+    let mut w1 = s.worker(1).unwrap();
+    assert!(w1.insert_edge(0, 6).unwrap(), "forwarded to machine 0 and applied there");
+    assert!(!w1.insert_edge(0, 6).unwrap());
+    assert_eq!(w1.get(0).unwrap(), Some(vec![5, 6]), "the queued update ran first");
+    assert!(w1.delete_edge(0, 5).unwrap());
+    w1.put(0, &[7, 8]).unwrap();
+    assert_eq!(s.worker(0).unwrap().get(0).unwrap(), Some(vec![7, 8]));
     assert!(
-        matches!(
-            e,
-            StoreError::NotHolder {
-                vertex: 0,
-                holder: 0,
-                this: 1
-            }
-        ),
-        "{e}"
+        w1.insert_edge(1, 5).unwrap(),
+        "local vertices need no forwarding"
     );
-    assert!(w1.get(0).unwrap().is_none(), "nothing was written");
-    assert!(w1.insert_edge(1, 5).unwrap());
+    assert!(services.failure().is_none());
 }
 
 #[test]

@@ -17,6 +17,7 @@ fn store(machines: usize, part_neighbors_max: u32) -> Store<LocalFabric> {
         value_region_bytes: 8 << 20,
         part_neighbors_max,
         reclaim_lease_ms: 1,
+        ..StoreConfig::default()
     };
     Store::create(fabric, config).unwrap()
 }

@@ -329,6 +329,7 @@ fn store_config(part_neighbors_max: u32) -> StoreConfig {
         part_neighbors_max,
         // Long: no block is reused while a reader may hold its address.
         reclaim_lease_ms: 60_000,
+        ..StoreConfig::default()
     }
 }
 

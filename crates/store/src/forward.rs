@@ -1,0 +1,439 @@
+//! Check-and-forward (Pragh 4.3): the two-sided messages that carry an update
+//! to the machine that can apply it, and their replies.
+//!
+//! Two kinds of request:
+//! * a **vertex op** (`put`, `insert_edge`, `delete_edge` of a whole vertex) goes
+//!   to the vertex's home, which coordinates it under its per-vertex lock;
+//! * a **part op** (one read-modify-write of one key) goes to the machine
+//!   holding that key's value, which writes the new value into its own value
+//!   region and CASes the address word at the key's home. If the value moved
+//!   again meanwhile, the reply says where (`Moved`) and the sender follows.
+//!
+//! A part op never waits for anything, so a service that is coordinating a
+//! vertex op (and waits for part-op replies) can always be answered: there is
+//! no cycle of waiting machines.
+//!
+//! ```text
+//!  message (little-endian)
+//!  +------+-------+--------+----------------+---------------------
+//!  | kind | from  | op     | request id u64 | body ...
+//!  | u8   | u8    | u8 pad | (at byte 8)    |
+//!  +------+-------+--------+----------------+---------------------
+//!  kind 1 = request, 2 = reply
+//!  request body:  key u64 (part ops) or vertex u32 (vertex ops), then the op's arguments
+//!  reply body:    outcome u8, then outcome fields
+//! ```
+
+use crate::{Result, StoreError, VertexId};
+use locus_fabric::MachineId;
+
+const KIND_REQUEST: u8 = 1;
+const KIND_REPLY: u8 = 2;
+const HEADER_BYTES: usize = 16;
+
+/// One read-modify-write of one key's part, applied by the holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartOp {
+    /// Replace the part with these ids and flags.
+    Replace {
+        /// New ids.
+        ids: Vec<VertexId>,
+        /// New flags.
+        flags: u32,
+    },
+    /// Append `u` unless present, the part is full (`max` ids) or another part follows.
+    Append {
+        /// The neighbour.
+        u: VertexId,
+        /// Part capacity.
+        max: u32,
+    },
+    /// Remove every `u`.
+    Remove {
+        /// The neighbour.
+        u: VertexId,
+    },
+    /// Set the MORE flag.
+    SetMore,
+    /// Create the part holding `[u]` if it does not exist.
+    CreateWith {
+        /// The neighbour.
+        u: VertexId,
+    },
+}
+
+/// What a part op found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartReply {
+    /// Applied, and the part had (after the op) the MORE flag if `more`.
+    Done {
+        /// Whether the op changed the value.
+        changed: bool,
+        /// Whether another part follows.
+        more: bool,
+    },
+    /// `Append` found the part full.
+    Full,
+    /// `Append` found another part following: the caller must rescan.
+    HasMore,
+    /// The key has no value (ops other than `CreateWith` and `Replace`).
+    Absent,
+    /// The value is held by another machine now.
+    Moved(MachineId),
+}
+
+/// A whole-vertex update, coordinated by the vertex's home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VertexOp {
+    /// Replace the adjacency list.
+    Put(Vec<VertexId>),
+    /// Add an edge unless present.
+    Insert(VertexId),
+    /// Remove every occurrence of an edge.
+    Delete(VertexId),
+}
+
+/// A request as carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// A part op on a key.
+    Part {
+        /// The key.
+        key: u64,
+        /// The op.
+        op: PartOp,
+    },
+    /// A vertex op.
+    Vertex {
+        /// The vertex.
+        vertex: VertexId,
+        /// The op.
+        op: VertexOp,
+    },
+}
+
+/// A reply as carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Outcome of a part op.
+    Part(PartReply),
+    /// Outcome of a vertex op: whether it changed anything (insert/delete), or an error text.
+    Vertex(std::result::Result<bool, String>),
+}
+
+/// A decoded message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Envelope {
+    /// A request from `from`, to be answered with `id`.
+    Request {
+        /// Sender.
+        from: MachineId,
+        /// Request id (sender-chosen).
+        id: u64,
+        /// The request.
+        request: Request,
+    },
+    /// A reply to request `id`.
+    Reply {
+        /// Request id.
+        id: u64,
+        /// The reply.
+        reply: Reply,
+    },
+}
+
+fn header(kind: u8, from: MachineId, op: u8, id: u64, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&[kind, from, op, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&id.to_le_bytes());
+}
+
+fn put_ids(ids: &[VertexId], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+    for id in ids {
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+}
+
+/// Encodes a request.
+pub fn encode_request(from: MachineId, id: u64, request: &Request, out: &mut Vec<u8>) {
+    match request {
+        Request::Part { key, op } => {
+            let code = match op {
+                PartOp::Replace { .. } => 1,
+                PartOp::Append { .. } => 2,
+                PartOp::Remove { .. } => 3,
+                PartOp::SetMore => 4,
+                PartOp::CreateWith { .. } => 5,
+            };
+            header(KIND_REQUEST, from, code, id, out);
+            out.extend_from_slice(&key.to_le_bytes());
+            match op {
+                PartOp::Replace { ids, flags } => {
+                    out.extend_from_slice(&flags.to_le_bytes());
+                    put_ids(ids, out);
+                }
+                PartOp::Append { u, max } => {
+                    out.extend_from_slice(&u.to_le_bytes());
+                    out.extend_from_slice(&max.to_le_bytes());
+                }
+                PartOp::Remove { u } | PartOp::CreateWith { u } => {
+                    out.extend_from_slice(&u.to_le_bytes())
+                }
+                PartOp::SetMore => {}
+            }
+        }
+        Request::Vertex { vertex, op } => {
+            let code = match op {
+                VertexOp::Put(_) => 11,
+                VertexOp::Insert(_) => 12,
+                VertexOp::Delete(_) => 13,
+            };
+            header(KIND_REQUEST, from, code, id, out);
+            out.extend_from_slice(&vertex.to_le_bytes());
+            match op {
+                VertexOp::Put(ids) => put_ids(ids, out),
+                VertexOp::Insert(u) | VertexOp::Delete(u) => {
+                    out.extend_from_slice(&u.to_le_bytes())
+                }
+            }
+        }
+    }
+}
+
+/// Encodes a reply.
+pub fn encode_reply(from: MachineId, id: u64, reply: &Reply, out: &mut Vec<u8>) {
+    header(KIND_REPLY, from, 0, id, out);
+    match reply {
+        Reply::Part(p) => {
+            out.push(1);
+            match *p {
+                PartReply::Done { changed, more } => {
+                    out.extend_from_slice(&[1, changed as u8, more as u8])
+                }
+                PartReply::Full => out.push(2),
+                PartReply::HasMore => out.push(3),
+                PartReply::Absent => out.push(4),
+                PartReply::Moved(m) => out.extend_from_slice(&[5, m]),
+            }
+        }
+        Reply::Vertex(Ok(b)) => out.extend_from_slice(&[2, 1, *b as u8]),
+        Reply::Vertex(Err(e)) => {
+            out.extend_from_slice(&[2, 0]);
+            out.extend_from_slice(e.as_bytes());
+        }
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        let s = self
+            .b
+            .get(self.at..self.at + n)
+            .ok_or_else(|| malformed("truncated message"))?;
+        self.at += n;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn ids(&mut self) -> Result<Vec<VertexId>> {
+        let n = self.u32()? as usize;
+        if n > (self.b.len() - self.at) / 4 {
+            return Err(malformed("id count exceeds the message"));
+        }
+        (0..n).map(|_| self.u32()).collect()
+    }
+}
+
+fn malformed(why: &str) -> StoreError {
+    StoreError::Config(format!("malformed forwarding message: {why}"))
+}
+
+/// Decodes a message; malformed input is an error, never a panic.
+pub fn decode(bytes: &[u8]) -> Result<Envelope> {
+    if bytes.len() < HEADER_BYTES {
+        return Err(malformed("shorter than its header"));
+    }
+    let (kind, from, op) = (bytes[0], bytes[1], bytes[2]);
+    let id = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let mut r = Reader {
+        b: bytes,
+        at: HEADER_BYTES,
+    };
+    match kind {
+        KIND_REQUEST => {
+            let request = match op {
+                1..=5 => {
+                    let key = r.u64()?;
+                    let op = match op {
+                        1 => {
+                            let flags = r.u32()?;
+                            PartOp::Replace {
+                                flags,
+                                ids: r.ids()?,
+                            }
+                        }
+                        2 => PartOp::Append {
+                            u: r.u32()?,
+                            max: r.u32()?,
+                        },
+                        3 => PartOp::Remove { u: r.u32()? },
+                        4 => PartOp::SetMore,
+                        _ => PartOp::CreateWith { u: r.u32()? },
+                    };
+                    Request::Part { key, op }
+                }
+                11..=13 => {
+                    let vertex = r.u32()?;
+                    let op = match op {
+                        11 => VertexOp::Put(r.ids()?),
+                        12 => VertexOp::Insert(r.u32()?),
+                        _ => VertexOp::Delete(r.u32()?),
+                    };
+                    Request::Vertex { vertex, op }
+                }
+                other => return Err(malformed(&format!("unknown request op {other}"))),
+            };
+            Ok(Envelope::Request { from, id, request })
+        }
+        KIND_REPLY => {
+            let reply = match r.u8()? {
+                1 => Reply::Part(match r.u8()? {
+                    1 => PartReply::Done {
+                        changed: r.u8()? != 0,
+                        more: r.u8()? != 0,
+                    },
+                    2 => PartReply::Full,
+                    3 => PartReply::HasMore,
+                    4 => PartReply::Absent,
+                    5 => PartReply::Moved(r.u8()?),
+                    other => return Err(malformed(&format!("unknown part reply {other}"))),
+                }),
+                2 => match r.u8()? {
+                    1 => Reply::Vertex(Ok(r.u8()? != 0)),
+                    _ => Reply::Vertex(Err(String::from_utf8_lossy(&bytes[r.at..]).into_owned())),
+                },
+                other => return Err(malformed(&format!("unknown reply kind {other}"))),
+            };
+            Ok(Envelope::Reply { id, reply })
+        }
+        other => Err(malformed(&format!("unknown message kind {other}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip_request(r: Request) {
+        let mut b = Vec::new();
+        encode_request(7, 99, &r, &mut b);
+        assert_eq!(
+            decode(&b).unwrap(),
+            Envelope::Request {
+                from: 7,
+                id: 99,
+                request: r
+            }
+        );
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        round_trip_request(Request::Part {
+            key: u64::MAX >> 1,
+            op: PartOp::Replace {
+                ids: vec![1, u32::MAX],
+                flags: 1,
+            },
+        });
+        round_trip_request(Request::Part {
+            key: 3,
+            op: PartOp::Append { u: 5, max: 9 },
+        });
+        round_trip_request(Request::Part {
+            key: 3,
+            op: PartOp::Remove { u: 5 },
+        });
+        round_trip_request(Request::Part {
+            key: 3,
+            op: PartOp::SetMore,
+        });
+        round_trip_request(Request::Part {
+            key: 3,
+            op: PartOp::CreateWith { u: 8 },
+        });
+        round_trip_request(Request::Vertex {
+            vertex: 4,
+            op: VertexOp::Put(vec![]),
+        });
+        round_trip_request(Request::Vertex {
+            vertex: 4,
+            op: VertexOp::Insert(1),
+        });
+        round_trip_request(Request::Vertex {
+            vertex: 4,
+            op: VertexOp::Delete(2),
+        });
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        for reply in [
+            Reply::Part(PartReply::Done {
+                changed: true,
+                more: false,
+            }),
+            Reply::Part(PartReply::Full),
+            Reply::Part(PartReply::HasMore),
+            Reply::Part(PartReply::Absent),
+            Reply::Part(PartReply::Moved(127)),
+            Reply::Vertex(Ok(true)),
+            Reply::Vertex(Err("region full".into())),
+        ] {
+            let mut b = Vec::new();
+            encode_reply(1, 5, &reply, &mut b);
+            assert_eq!(decode(&b).unwrap(), Envelope::Reply { id: 5, reply });
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        let mut b = Vec::new();
+        encode_request(
+            1,
+            2,
+            &Request::Part {
+                key: 1,
+                op: PartOp::Replace {
+                    ids: vec![1, 2, 3],
+                    flags: 0,
+                },
+            },
+            &mut b,
+        );
+        for n in 0..b.len() {
+            assert!(decode(&b[..n]).is_err(), "prefix of {n} bytes");
+        }
+        let mut lying = b.clone();
+        lying[28] = 0xFF; // id count far beyond the message
+        assert!(decode(&lying).is_err());
+        assert!(decode(&[9; 16]).is_err());
+    }
+}
