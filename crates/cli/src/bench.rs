@@ -25,6 +25,8 @@ pub struct BenchArgs {
 pub enum Bench {
     /// Fabric and store micro-figures plus two-hop throughput, Ideal vs 8 machines.
     Foundation(FoundationArgs),
+    /// Split-migration speed (Pragh Fig. 13): values/s and bytes/s by payload and threads.
+    MigrateSpeed(crate::migrate_speed::MigrateSpeedArgs),
 }
 
 #[derive(Args, Debug)]
@@ -207,7 +209,10 @@ fn two_hop_rows(out: &mut Foundation, full: bool) -> Result<(), String> {
 }
 
 pub fn run(a: BenchArgs) -> Result<(), String> {
-    let Bench::Foundation(f) = a.which;
+    let f = match a.which {
+        Bench::Foundation(f) => f,
+        Bench::MigrateSpeed(m) => return crate::migrate_speed::run(m),
+    };
     let full = match f.preset.as_str() {
         "quick" => false,
         "full" => true,

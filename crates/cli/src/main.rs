@@ -5,6 +5,7 @@ mod cluster;
 mod commands;
 mod config;
 mod demo;
+mod migrate_speed;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

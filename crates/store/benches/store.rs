@@ -67,5 +67,24 @@ fn ops(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, ops);
+/// A location-cache hit (Pragh 4.2), with the cache holding few or many keys.
+fn cache(c: &mut Criterion) {
+    use locus_store::cache::{CacheConfig, LocationCache};
+    use locus_store::Key;
+    for keys in [1u64 << 10, 1 << 20] {
+        let cache = LocationCache::new(CacheConfig::default()).expect("cache");
+        for k in 0..keys {
+            cache.insert(Key(k), k + 1, 0);
+        }
+        let mut i = 0u64;
+        c.bench_function(&format!("location cache hit ({keys} keys)"), |b| {
+            b.iter(|| {
+                i = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                cache.get(Key((i >> 17) & (keys - 1)), 1)
+            })
+        });
+    }
+}
+
+criterion_group!(benches, ops, cache);
 criterion_main!(benches);

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::{Result, StoreError};
 use locus_fabric::MachineId;
@@ -50,7 +50,7 @@ fn class_of(block: u64) -> usize {
 const CLASSES: usize = EXACT_CLASSES as usize + 1 + 60 * 4;
 
 struct Retired {
-    at: Instant,
+    at_ns: u64,
     offset_units: u64,
     size_units: u64,
 }
@@ -93,11 +93,12 @@ impl ValueAllocator {
     }
 
     /// Allocates room for a value of `size_units`; returns its offset in units.
-    /// If the region is full, frees what the lease allows and tries once more.
-    pub fn alloc(&self, size_units: u64) -> Result<u64> {
+    /// If the region is full, frees what the lease allows at `now_ns` (the
+    /// fabric's clock) and tries once more.
+    pub fn alloc(&self, size_units: u64, now_ns: u64) -> Result<u64> {
         match self.try_alloc(size_units) {
             Some(off) => Ok(off),
-            None if self.collect(Instant::now()) > 0 => self
+            None if self.collect(now_ns) > 0 => self
                 .try_alloc(size_units)
                 .ok_or_else(|| self.full(size_units)),
             None => Err(self.full(size_units)),
@@ -159,31 +160,34 @@ impl ValueAllocator {
             .push(offset_units);
     }
 
-    /// Retires a published block whose header was already zeroed; it is freed
-    /// once the lease has passed. Also frees whatever has expired meanwhile.
-    pub fn retire(&self, offset_units: u64, size_units: u64) {
-        let now = Instant::now();
+    /// Retires a published block whose header was already zeroed, at
+    /// `now_ns` on the fabric's clock; it is freed once the lease has passed.
+    /// Also frees whatever has expired meanwhile.
+    pub fn retire(&self, offset_units: u64, size_units: u64, now_ns: u64) {
+        let now = now_ns;
         self.retired_units
             .fetch_add(block_units(size_units), Ordering::Relaxed);
         self.retired
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push_back(Retired {
-                at: now,
+                at_ns: now,
                 offset_units,
                 size_units,
             });
         self.collect(now);
     }
 
-    /// Frees every retired block whose lease has expired by `now`; returns how many.
-    pub fn collect(&self, now: Instant) -> usize {
+    /// Frees every retired block whose lease has expired by `now_ns`; returns how many.
+    pub fn collect(&self, now_ns: u64) -> usize {
         let mut freed = 0;
         loop {
             let next = {
                 let mut r = self.retired.lock().unwrap_or_else(|e| e.into_inner());
                 match r.front() {
-                    Some(x) if now.saturating_duration_since(x.at) >= self.lease => r.pop_front(),
+                    Some(x) if now_ns.saturating_sub(x.at_ns) >= self.lease.as_nanos() as u64 => {
+                        r.pop_front()
+                    }
                     _ => None,
                 }
             };
@@ -249,13 +253,13 @@ mod tests {
     #[test]
     fn alloc_free_reuse_and_full_region() {
         let a = ValueAllocator::new(0, 8, 108, Duration::ZERO);
-        let x = a.alloc(10).unwrap();
+        let x = a.alloc(10, 0).unwrap();
         assert_eq!(x, 8);
-        let y = a.alloc(10).unwrap();
+        let y = a.alloc(10, 0).unwrap();
         assert_eq!(y, 18);
         a.free_now(x, 10);
-        assert_eq!(a.alloc(10).unwrap(), x, "freed block is reused");
-        let e = a.alloc(200).unwrap_err();
+        assert_eq!(a.alloc(10, 0).unwrap(), x, "freed block is reused");
+        let e = a.alloc(200, 0).unwrap_err();
         assert!(e.to_string().contains("0 bytes are retired"), "{e}");
         assert!(
             matches!(
@@ -268,7 +272,7 @@ mod tests {
             "{e}"
         );
         assert_eq!(
-            a.alloc(80).unwrap(),
+            a.alloc(80, 0).unwrap(),
             28,
             "a failed allocation does not leak"
         );
@@ -290,7 +294,7 @@ mod tests {
                             } else {
                                 1 + (i + t) % 7
                             };
-                            if let Ok(off) = a.alloc(size) {
+                            if let Ok(off) = a.alloc(size, 0) {
                                 mine.push((off, block_units(size)));
                             }
                         }
@@ -322,10 +326,15 @@ mod tests {
     #[test]
     fn retired_blocks_wait_for_the_lease() {
         let a = ValueAllocator::new(0, 0, 1000, Duration::from_secs(3600));
-        let x = a.alloc(4).unwrap();
-        a.retire(x, 4);
-        assert_ne!(a.alloc(4).unwrap(), x, "not reused before the lease");
-        assert_eq!(a.collect(Instant::now() + Duration::from_secs(3601)), 1);
-        assert_eq!(a.alloc(4).unwrap(), x, "reused after the lease");
+        let x = a.alloc(4, 0).unwrap();
+        a.retire(x, 4, 1_000);
+        assert_ne!(a.alloc(4, 0).unwrap(), x, "not reused before the lease");
+        assert_eq!(
+            a.collect(1_000 + 3_599_999_999_999),
+            0,
+            "one nanosecond early"
+        );
+        assert_eq!(a.collect(1_000 + 3_600_000_000_000), 1);
+        assert_eq!(a.alloc(4, 0).unwrap(), x, "reused after the lease");
     }
 }

@@ -1,1 +1,750 @@
-//! Location cache (being written).
+//! The location cache (Pragh 4.2, reused by the monitor of 4.4).
+//!
+//! **What is cached.** Each machine keeps the 64-bit address words
+//! ([`crate::addr`]) of keys whose home is another machine, and of keys whose
+//! values were migrated to this machine. A hit gives the value's address
+//! without the remote READ of the key's bucket, so after a split migration a
+//! read of a migrated value is fully local. Only addresses are cached, never
+//! values: an entry is a few words, so a small cache covers the hot keys.
+//!
+//! **Lease rule.** An address cached `lease_ms` or more ago is never returned
+//! (Pragh Fig. 8 lines 21-26): `get` at `now_ns >= cached_at_ns + lease` is a
+//! miss and drops the entry. The cache lease must not exceed the reclaim
+//! lease ([`CacheConfig::check_against_reclaim`]): a retired value's block is
+//! reused only after the reclaim lease, so an address that may be used for
+//! longer could point at memory that now holds another value. Time is passed
+//! in (`now_ns`), never read here, so a simulation controls it.
+//!
+//! **Shards and locks.** The cache is shared by all worker threads acting as
+//! one machine. Keys are spread over `shards` (a power of two) shards by bits
+//! 32.. of `mix(key)`; each shard is a `std::sync::Mutex` over a `HashMap`
+//! and is padded to its own cache lines. The map is keyed by `mix(key)`
+//! itself (`mix` is a bijection, inverted by [`unmix`] when entries are
+//! listed) and hashes with a pass-through hasher: no per-process random
+//! state, so runs are reproducible, and no second hash. Bits 32.. do not
+//! overlap the low bits the map indexes with nor the top 7 bits it tags with,
+//! so one shard's keys still spread over its table. A hit takes one lock,
+//! one lookup and no allocation; counters live inside the shards (no shared
+//! atomics on the hot path).
+//!
+//! **Replacement: sampled LFU with aging.** Every entry counts the `get` hits
+//! it served. When an insertion finds its shard full, [`SAMPLE_ENTRIES`]
+//! entries are drawn from the shard's dense key array by a per-shard
+//! deterministic generator; an expired one is evicted at once, otherwise the
+//! one with the lowest count (ties: the oldest `cached_at_ns`). Every
+//! [`AGING_INSERTS_PER_STEP`] insertions of new keys, an aging hand sweeping
+//! the key array halves one entry's count, so every count halves once per
+//! about four turnovers of the shard: keys that were hot long ago give way to
+//! keys hot now, while a key hit a few times per turnover keeps a count above
+//! the cold keys' zeros (plain LRU would drop it if more keys than fit pass
+//! between its hits). All of this is O(1) per operation, needs no list links on the hit
+//! path (unlike LRU, a hit only bumps a counter), and is deterministic for a
+//! given sequence of operations. The counts are exactly what the monitor
+//! needs (Pragh 4.4): the replacement policy keeps the frequently accessed
+//! remote keys and [`LocationCache::take_access_counts`] reads one interval's
+//! accesses and starts the next.
+//!
+//! **Bytes per entry.** The byte bound is accounted as [`ENTRY_BYTES`] = 64
+//! bytes per entry: a map slot of 32 bytes (8-byte mixed key, 8-byte address
+//! word, 8-byte `cached_at_ns`, 4-byte count, 4-byte index into the key
+//! array) plus one control byte, at the map's load factor (7/16 to 7/8, so
+//! 38 to 75 bytes), plus 8 bytes in the shard's dense key array. Each shard
+//! holds at most `bytes_max / ENTRY_BYTES / shards` entries, so
+//! [`LocationCache::bytes`] never exceeds `bytes_max`; the memory really
+//! used may differ from the accounted bytes by the table's load.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::table::{mix, Key};
+use crate::{Result, StoreError};
+
+/// Bytes accounted per cached entry (see the module doc for the breakdown).
+pub const ENTRY_BYTES: u64 = 64;
+/// Entries examined per eviction.
+pub const SAMPLE_ENTRIES: usize = 8;
+/// Insertions of new keys into a shard per step of its aging hand: every
+/// count halves once per about this many turnovers of the shard.
+pub const AGING_INSERTS_PER_STEP: u64 = 4;
+/// Most shards a cache may have (shards are picked with 16 bits of the hash).
+pub const SHARDS_MAX: usize = 1 << 16;
+
+const NS_PER_MS: u64 = 1_000_000;
+/// Bit where the shard index starts in `mix(key)` (see the module doc).
+const SHARD_SHIFT: u32 = 32;
+/// Weyl increment of the per-shard sampling generator (SplitMix64's).
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Settings of one machine's location cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Bytes the cache may account for at most ([`ENTRY_BYTES`] per entry).
+    pub bytes_max: u64,
+    /// An address cached this long ago or longer is never returned (Pragh 4.2).
+    pub lease_ms: u64,
+    /// Lock shards (a power of two, at most [`SHARDS_MAX`]).
+    pub shards: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            bytes_max: 128 << 20,
+            lease_ms: 60_000,
+            shards: 64,
+        }
+    }
+}
+
+impl CacheConfig {
+    /// Rejects settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(StoreError::Config(m));
+        if !self.shards.is_power_of_two() || self.shards > SHARDS_MAX {
+            return bad(format!(
+                "cache shards = {} must be a power of two in 1..={SHARDS_MAX} (a shard is picked by masking bits of the key's hash)",
+                self.shards
+            ));
+        }
+        let shards = self.shards as u64;
+        if self.bytes_max / ENTRY_BYTES < shards {
+            return bad(format!(
+                "cache bytes_max = {} must hold at least one {ENTRY_BYTES}-byte entry per shard ({} bytes for {} shards); raise bytes_max or lower shards",
+                self.bytes_max,
+                ENTRY_BYTES * shards,
+                self.shards
+            ));
+        }
+        if self.entries_max_per_shard() > u32::MAX as u64 {
+            return bad(format!(
+                "cache bytes_max = {} gives {} entries per shard, more than the {} a shard can index; raise shards",
+                self.bytes_max,
+                self.entries_max_per_shard(),
+                u32::MAX
+            ));
+        }
+        if self.lease_ms == 0 {
+            return bad("cache lease_ms must be positive".into());
+        }
+        if self.lease_ms.checked_mul(NS_PER_MS).is_none() {
+            return bad(format!(
+                "cache lease_ms = {} is too long to count in nanoseconds",
+                self.lease_ms
+            ));
+        }
+        Ok(())
+    }
+
+    /// Errors when the cache lease is longer than the reclaim lease: a cached
+    /// address could then outlive the memory it points to (Pragh 4.2).
+    pub fn check_against_reclaim(&self, reclaim_lease_ms: u64) -> Result<()> {
+        if self.lease_ms > reclaim_lease_ms {
+            return Err(StoreError::Config(format!(
+                "cache lease_ms = {} exceeds reclaim_lease_ms = {reclaim_lease_ms}: a cached address could outlive the memory it points to (a retired value's block is reused after the reclaim lease while the cache would still return its address); set the cache lease_ms at most the reclaim lease",
+                self.lease_ms
+            )));
+        }
+        Ok(())
+    }
+
+    /// Entries one shard holds at most.
+    pub fn entries_max_per_shard(&self) -> u64 {
+        self.bytes_max / ENTRY_BYTES / self.shards.max(1) as u64
+    }
+
+    /// Entries the cache holds at most.
+    pub fn entries_max(&self) -> u64 {
+        self.entries_max_per_shard() * self.shards as u64
+    }
+}
+
+/// Counters of a cache, summed over its shards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// `get`s that returned an address.
+    pub hits: u64,
+    /// `get`s that returned nothing (expired ones included).
+    pub misses: u64,
+    /// Misses that found an expired entry (and dropped it).
+    pub expired: u64,
+    /// Insertions of a key not cached.
+    pub inserts: u64,
+    /// Insertions that replaced a cached key's address.
+    pub replaces: u64,
+    /// Entries evicted to stay within `bytes_max`.
+    pub evictions: u64,
+    /// Entries dropped by `remove` or a matching `remove_if`.
+    pub removes: u64,
+}
+
+impl CacheStats {
+    /// Hits over all `get`s (0 when there were none).
+    pub fn hit_rate(&self) -> f64 {
+        let gets = self.hits + self.misses;
+        if gets == 0 {
+            0.0
+        } else {
+            self.hits as f64 / gets as f64
+        }
+    }
+
+    fn add(&mut self, o: &CacheStats) {
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.expired += o.expired;
+        self.inserts += o.inserts;
+        self.replaces += o.replaces;
+        self.evictions += o.evictions;
+        self.removes += o.removes;
+    }
+}
+
+/// The location cache of one machine: `Send + Sync`, shared by its workers.
+#[derive(Debug)]
+pub struct LocationCache {
+    config: CacheConfig,
+    lease_ns: u64,
+    entries_max_per_shard: usize,
+    shard_mask: u64,
+    shards: Box<[Padded]>,
+}
+
+/// A shard on cache lines of its own, so locking one does not slow its neighbours.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded(Mutex<Shard>);
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    word: u64,
+    cached_at_ns: u64,
+    count: u32,
+    /// Index of this entry's key in `Shard::keys`.
+    slot: u32,
+}
+
+/// Passes the already-mixed key through as the hash (keys are `mix(key)`).
+#[derive(Debug, Default, Clone, Copy)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Never called for u64 keys; folded anyway so the hasher is total.
+        for &b in bytes {
+            self.0 = mix(self.0 ^ b as u64);
+        }
+    }
+}
+
+type Map = HashMap<u64, Entry, BuildHasherDefault<PassThrough>>;
+
+#[derive(Debug)]
+struct Shard {
+    /// `mix(key)` to entry.
+    map: Map,
+    /// Every cached `mix(key)`, densely, so evictions can sample in O(1).
+    keys: Vec<u64>,
+    /// State of the sampling generator (a Weyl sequence fed through `mix`).
+    sample_state: u64,
+    /// Next index of `keys` whose count is halved.
+    age_hand: usize,
+    stats: CacheStats,
+}
+
+#[inline]
+fn expired(cached_at_ns: u64, now_ns: u64, lease_ns: u64) -> bool {
+    // A clock read by another thread may be a little behind: age 0, not a wrap.
+    now_ns.saturating_sub(cached_at_ns) >= lease_ns
+}
+
+impl Shard {
+    fn new(seed: u64) -> Shard {
+        Shard {
+            map: Map::default(),
+            keys: Vec::new(),
+            sample_state: seed,
+            age_hand: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// Drops the entry of mixed key `h`, keeping `keys` dense.
+    fn remove_mixed(&mut self, h: u64) -> Option<Entry> {
+        let e = self.map.remove(&h)?;
+        let slot = e.slot as usize;
+        debug_assert_eq!(self.keys[slot], h);
+        self.keys.swap_remove(slot);
+        if let Some(&moved) = self.keys.get(slot) {
+            self.map
+                .get_mut(&moved)
+                .expect("every key in the key array is in the map")
+                .slot = slot as u32;
+        }
+        debug_assert_eq!(self.map.len(), self.keys.len());
+        Some(e)
+    }
+
+    /// Evicts one entry: an expired one if the sample has one, else the
+    /// sampled entry with the lowest count, ties to the oldest.
+    fn evict(&mut self, now_ns: u64, lease_ns: u64) {
+        let len = self.keys.len();
+        assert!(len > 0, "evicting from an empty shard");
+        let mut victim = self.keys[0];
+        let mut best = (u32::MAX, u64::MAX);
+        for i in 0..SAMPLE_ENTRIES {
+            self.sample_state = self.sample_state.wrapping_add(GOLDEN);
+            let r = mix(self.sample_state);
+            // Multiply-shift maps r onto 0..len without a division.
+            let idx = ((r as u128 * len as u128) >> 64) as usize;
+            let h = self.keys[idx];
+            let e = &self.map[&h];
+            if expired(e.cached_at_ns, now_ns, lease_ns) {
+                victim = h;
+                break;
+            }
+            let rank = (e.count, e.cached_at_ns);
+            if i == 0 || rank < best {
+                best = rank;
+                victim = h;
+            }
+        }
+        self.remove_mixed(victim);
+        self.stats.evictions += 1;
+    }
+
+    /// Halves the count of the entry under the aging hand and moves the hand.
+    fn age_one(&mut self) {
+        if self.keys.is_empty() {
+            return;
+        }
+        if self.age_hand >= self.keys.len() {
+            self.age_hand = 0;
+        }
+        let h = self.keys[self.age_hand];
+        self.map
+            .get_mut(&h)
+            .expect("every key in the key array is in the map")
+            .count >>= 1;
+        self.age_hand += 1;
+    }
+}
+
+impl LocationCache {
+    /// A cache with `config`, checked with [`CacheConfig::validate`].
+    pub fn new(config: CacheConfig) -> Result<LocationCache> {
+        config.validate()?;
+        let shards = (0..config.shards as u64)
+            .map(|i| Padded(Mutex::new(Shard::new(mix(i ^ 0x4c4f_4355_5343_4143)))))
+            .collect();
+        Ok(LocationCache {
+            config,
+            lease_ns: config.lease_ms * NS_PER_MS,
+            entries_max_per_shard: config.entries_max_per_shard() as usize,
+            shard_mask: config.shards as u64 - 1,
+            shards,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    #[inline]
+    fn shard_of(&self, h: u64) -> MutexGuard<'_, Shard> {
+        let i = ((h >> SHARD_SHIFT) & self.shard_mask) as usize;
+        lock(&self.shards[i])
+    }
+
+    /// The cached address word of `key`, if it was cached less than a lease
+    /// before `now_ns` (Pragh Fig. 8 lines 21-23); counts an access on the
+    /// entry. An expired entry is dropped and is a miss.
+    #[inline]
+    pub fn get(&self, key: Key, now_ns: u64) -> Option<u64> {
+        let h = mix(key.0);
+        let mut guard = self.shard_of(h);
+        let s = &mut *guard;
+        match s.map.get_mut(&h) {
+            Some(e) if !expired(e.cached_at_ns, now_ns, self.lease_ns) => {
+                e.count = e.count.saturating_add(1);
+                s.stats.hits += 1;
+                Some(e.word)
+            }
+            Some(_) => {
+                s.remove_mixed(h);
+                s.stats.misses += 1;
+                s.stats.expired += 1;
+                None
+            }
+            None => {
+                s.stats.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Caches `addr_word` for `key`, stamped `now_ns` (Fig. 8 lines 25-26),
+    /// replacing a cached word and keeping its access count; a new entry
+    /// starts at count 0 and may evict another to stay within `bytes_max`.
+    ///
+    /// Pass as `now_ns` the time taken *before* the READ that found the
+    /// address: the lease must count from when the address was observed,
+    /// or a slow reader could cache an address already retired.
+    pub fn insert(&self, key: Key, addr_word: u64, now_ns: u64) {
+        debug_assert_ne!(addr_word, 0, "caching the null address of key {key:?}");
+        let h = mix(key.0);
+        let mut guard = self.shard_of(h);
+        let s = &mut *guard;
+        if let Some(e) = s.map.get_mut(&h) {
+            e.word = addr_word;
+            e.cached_at_ns = now_ns;
+            s.stats.replaces += 1;
+            return;
+        }
+        if s.keys.len() >= self.entries_max_per_shard {
+            s.evict(now_ns, self.lease_ns);
+        }
+        let slot = s.keys.len();
+        s.keys.push(h);
+        s.map.insert(
+            h,
+            Entry {
+                word: addr_word,
+                cached_at_ns: now_ns,
+                count: 0,
+                slot: slot as u32,
+            },
+        );
+        s.stats.inserts += 1;
+        if s.stats.inserts.is_multiple_of(AGING_INSERTS_PER_STEP) {
+            s.age_one();
+        }
+        assert!(
+            s.keys.len() <= self.entries_max_per_shard && s.map.len() == s.keys.len(),
+            "location cache shard over its bound or out of step"
+        );
+    }
+
+    /// Drops `key`'s entry; true if there was one.
+    pub fn remove(&self, key: Key) -> bool {
+        let h = mix(key.0);
+        let mut s = self.shard_of(h);
+        let removed = s.remove_mixed(h).is_some();
+        s.stats.removes += removed as u64;
+        removed
+    }
+
+    /// Drops `key`'s entry only if it still holds `addr_word` (Fig. 8 lines
+    /// 16-17): a reader that found its cached address invalid must not drop
+    /// a newer address another thread just cached. True if it dropped one.
+    pub fn remove_if(&self, key: Key, addr_word: u64) -> bool {
+        let h = mix(key.0);
+        let mut s = self.shard_of(h);
+        if s.map.get(&h).is_none_or(|e| e.word != addr_word) {
+            return false;
+        }
+        s.remove_mixed(h);
+        s.stats.removes += 1;
+        true
+    }
+
+    /// Visits every entry (expired ones included) as (key, address word,
+    /// access count), shard by shard in a deterministic order. `f` runs
+    /// under a shard's lock: it must not call back into the cache.
+    pub fn access_counts(&self, mut f: impl FnMut(Key, u64, u32)) {
+        for p in self.shards.iter() {
+            let s = lock(p);
+            for (&h, e) in s.map.iter() {
+                f(Key(unmix(h)), e.word, e.count);
+            }
+        }
+    }
+
+    /// Like [`LocationCache::access_counts`], and resets every count to 0:
+    /// one monitoring interval's accesses (Pragh 4.4).
+    pub fn take_access_counts(&self, mut f: impl FnMut(Key, u64, u32)) {
+        for p in self.shards.iter() {
+            let mut s = lock(p);
+            for (&h, e) in s.map.iter_mut() {
+                f(Key(unmix(h)), e.word, e.count);
+                e.count = 0;
+            }
+        }
+    }
+
+    /// Entries cached.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|p| lock(p).map.len()).sum()
+    }
+
+    /// True if nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes accounted for the entries ([`ENTRY_BYTES`] each), at most `bytes_max`.
+    pub fn bytes(&self) -> u64 {
+        self.len() as u64 * ENTRY_BYTES
+    }
+
+    /// Counters summed over the shards.
+    pub fn stats(&self) -> CacheStats {
+        let mut total = CacheStats::default();
+        for p in self.shards.iter() {
+            total.add(&lock(p).stats);
+        }
+        total
+    }
+}
+
+fn lock(p: &Padded) -> MutexGuard<'_, Shard> {
+    // A panic under the lock may have left the map and the key array out of
+    // step: fail loudly rather than serve from a broken shard.
+    p.0.lock()
+        .expect("location cache shard poisoned: a thread panicked while holding it")
+}
+
+/// Modular inverse of an odd `c` modulo 2^64 (Newton's iteration).
+const fn inverse_odd(c: u64) -> u64 {
+    let mut y = c; // correct to 3 bits for odd c; each step doubles the bits
+    let mut i = 0;
+    while i < 5 {
+        y = y.wrapping_mul(2u64.wrapping_sub(c.wrapping_mul(y)));
+        i += 1;
+    }
+    y
+}
+
+/// Inverse of [`mix`] (`unmix(mix(x)) == x`): entries are keyed by `mix(key)`.
+pub fn unmix(mut x: u64) -> u64 {
+    const INV_2: u64 = inverse_odd(0x94d0_49bb_1331_11eb);
+    const INV_1: u64 = inverse_odd(0xbf58_476d_1ce4_e5b9);
+    x ^= (x >> 31) ^ (x >> 62);
+    x = x.wrapping_mul(INV_2);
+    x ^= (x >> 27) ^ (x >> 54);
+    x = x.wrapping_mul(INV_1);
+    x ^= (x >> 30) ^ (x >> 60);
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = NS_PER_MS;
+
+    fn cache(entries_per_shard: u64, shards: usize, lease_ms: u64) -> LocationCache {
+        LocationCache::new(CacheConfig {
+            bytes_max: entries_per_shard * shards as u64 * ENTRY_BYTES,
+            lease_ms,
+            shards,
+        })
+        .unwrap()
+    }
+
+    fn counts(c: &LocationCache) -> Vec<(u64, u64, u32)> {
+        let mut v = Vec::new();
+        c.access_counts(|k, w, n| v.push((k.0, w, n)));
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn unmix_inverts_mix() {
+        for x in [0, 1, 2, u64::MAX, 1 << 63, 0x1234_5678_9abc_def0] {
+            assert_eq!(unmix(mix(x)), x);
+            assert_eq!(mix(unmix(x)), x);
+        }
+        let mut x = 7u64;
+        for _ in 0..10_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            assert_eq!(unmix(mix(x)), x);
+        }
+    }
+
+    #[test]
+    fn hit_and_miss() {
+        let c = cache(16, 4, 1000);
+        assert_eq!(c.get(Key(5), 0), None);
+        c.insert(Key(5), 0xabc, 0);
+        assert_eq!(c.get(Key(5), 1), Some(0xabc));
+        assert_eq!(c.get(Key(6), 1), None);
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.inserts), (1, 2, 1));
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.bytes(), ENTRY_BYTES);
+    }
+
+    #[test]
+    fn lease_expires_exactly_at_the_boundary() {
+        let c = cache(16, 1, 10);
+        let t0 = 1_000;
+        c.insert(Key(1), 0x10, t0);
+        assert_eq!(c.get(Key(1), t0 + 10 * MS - 1), Some(0x10));
+        assert_eq!(
+            c.get(Key(1), t0 + 10 * MS),
+            None,
+            "cached_at + lease is expired"
+        );
+        assert!(c.is_empty(), "an expired entry is dropped");
+        assert_eq!(c.stats().expired, 1);
+        // A hit does not extend the lease; only an insert restamps.
+        c.insert(Key(1), 0x10, t0);
+        assert_eq!(c.get(Key(1), t0 + 5 * MS), Some(0x10));
+        assert_eq!(c.get(Key(1), t0 + 10 * MS), None);
+        c.insert(Key(1), 0x10, t0);
+        c.insert(Key(1), 0x10, t0 + 5 * MS);
+        assert_eq!(c.get(Key(1), t0 + 10 * MS), Some(0x10));
+        // A reader whose clock is behind the stamp sees age 0, not a wrap.
+        assert_eq!(c.get(Key(1), 0), Some(0x10));
+    }
+
+    #[test]
+    fn replace_keeps_count_and_restamps() {
+        let c = cache(16, 2, 10);
+        c.insert(Key(9), 0x1, 0);
+        for _ in 0..3 {
+            c.get(Key(9), 0);
+        }
+        c.insert(Key(9), 0x2, 8 * MS);
+        assert_eq!(counts(&c), vec![(9, 0x2, 3)]);
+        assert_eq!(c.get(Key(9), 12 * MS), Some(0x2));
+        assert_eq!(c.stats().replaces, 1);
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn remove_if_only_drops_the_same_word() {
+        let c = cache(16, 2, 10);
+        c.insert(Key(3), 0x30, 0);
+        assert!(!c.remove_if(Key(3), 0x31), "a newer address is kept");
+        assert_eq!(c.get(Key(3), 0), Some(0x30));
+        assert!(c.remove_if(Key(3), 0x30));
+        assert_eq!(c.get(Key(3), 0), None);
+        assert!(!c.remove_if(Key(3), 0x30));
+        c.insert(Key(4), 0x40, 0);
+        assert!(c.remove(Key(4)));
+        assert!(!c.remove(Key(4)));
+        assert_eq!(c.stats().removes, 2);
+    }
+
+    #[test]
+    fn removal_keeps_the_key_array_dense() {
+        let c = cache(64, 1, 10);
+        for k in 0..50 {
+            c.insert(Key(k), k + 1, 0);
+        }
+        for k in (0..50).step_by(3) {
+            assert!(c.remove(Key(k)));
+        }
+        let s = lock(&c.shards[0]);
+        assert_eq!(s.keys.len(), s.map.len());
+        for (i, &h) in s.keys.iter().enumerate() {
+            assert_eq!(s.map[&h].slot as usize, i);
+        }
+    }
+
+    #[test]
+    fn eviction_prefers_expired_then_cold() {
+        // Seven expired entries and one live: the live one survives.
+        let c = cache(8, 1, 10);
+        for k in 0..7 {
+            c.insert(Key(k), k + 1, 0);
+        }
+        c.insert(Key(7), 8, 15 * MS);
+        c.insert(Key(100), 101, 20 * MS);
+        assert!(counts(&c).iter().any(|&(k, _, _)| k == 7));
+        assert_eq!(c.stats().evictions, 1);
+        assert_eq!(c.len(), 8);
+        // Two live entries, one hot and one cold: the cold one goes.
+        let c = cache(2, 1, 10);
+        c.insert(Key(1), 1, 0);
+        c.insert(Key(2), 2, 0);
+        for _ in 0..5 {
+            c.get(Key(1), 0);
+        }
+        c.insert(Key(3), 3, 0);
+        let left: Vec<u64> = counts(&c).iter().map(|&(k, _, _)| k).collect();
+        assert_eq!(left, vec![1, 3]);
+    }
+
+    #[test]
+    fn aging_halves_counts() {
+        let c = cache(4, 1, 1000);
+        c.insert(Key(1), 1, 0);
+        for _ in 0..8 {
+            c.get(Key(1), 0);
+        }
+        // The hand is at key 1's slot and steps on the fourth insertion.
+        for k in 2..AGING_INSERTS_PER_STEP {
+            c.insert(Key(k), k, 0);
+        }
+        assert_eq!(counts(&c)[0], (1, 1, 8));
+        c.insert(Key(10), 10, 0);
+        assert_eq!(counts(&c)[0], (1, 1, 4));
+    }
+
+    #[test]
+    fn config_validation() {
+        let ok = CacheConfig::default();
+        ok.validate().unwrap();
+        assert_eq!(ok.entries_max(), (128 << 20) / ENTRY_BYTES);
+        let msg = |c: CacheConfig| c.validate().unwrap_err().to_string();
+        assert!(msg(CacheConfig { shards: 3, ..ok }).contains("shards"));
+        assert!(msg(CacheConfig { shards: 0, ..ok }).contains("shards"));
+        assert!(msg(CacheConfig {
+            shards: SHARDS_MAX * 2,
+            ..ok
+        })
+        .contains("shards"));
+        assert!(msg(CacheConfig {
+            bytes_max: ENTRY_BYTES * 64 - 1,
+            ..ok
+        })
+        .contains("bytes_max"));
+        CacheConfig {
+            bytes_max: ENTRY_BYTES * 64,
+            ..ok
+        }
+        .validate()
+        .unwrap();
+        assert!(msg(CacheConfig {
+            bytes_max: u64::MAX,
+            shards: 1,
+            ..ok
+        })
+        .contains("bytes_max"));
+        assert!(msg(CacheConfig { lease_ms: 0, ..ok }).contains("lease_ms"));
+        assert!(msg(CacheConfig {
+            lease_ms: u64::MAX,
+            ..ok
+        })
+        .contains("lease_ms"));
+        assert!(LocationCache::new(CacheConfig { shards: 5, ..ok }).is_err());
+    }
+
+    #[test]
+    fn cache_lease_within_reclaim_lease() {
+        let c = CacheConfig::default();
+        c.check_against_reclaim(60_000).unwrap();
+        c.check_against_reclaim(120_000).unwrap();
+        let e = c.check_against_reclaim(59_999).unwrap_err();
+        assert!(matches!(e, StoreError::Config(_)));
+        assert!(e.to_string().contains("outlive the memory"));
+    }
+
+    #[test]
+    fn cache_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<LocationCache>();
+    }
+}

@@ -29,7 +29,7 @@ mod store;
 pub mod table;
 
 pub use error::{Result, StoreError};
-pub use store::{MachineUsage, Store, StoreConfig, Worker, WorkerStats};
+pub use store::{MachineUsage, Migration, Services, Store, StoreConfig, Worker, WorkerStats};
 pub use table::{home_of, Key};
 
 /// A vertex id.

@@ -8,7 +8,9 @@ use locus_fabric::{Completion, Fabric, MachineId, Output, Port, RegionId, WorkRe
 use crate::addr::{units_for_payload, Addr, Header, LOCAL_SIZE_UNITS_MAX, REMOTE_SIZE_UNITS_MAX};
 use crate::adjacency::{self, PartView, MORE, PREFIX_BYTES};
 use crate::alloc::{block_units, ValueAllocator};
+use crate::cache::{CacheConfig, LocationCache};
 use crate::forward::{self, Envelope, PartOp, PartReply, Reply, Request, VertexOp};
+use crate::reclaim::{Appended, Collector, CollectorConfig, RingLayout};
 use crate::table::{
     addr_word_offset, home_of, key_word_offset, link_offset, BucketView, Key, TableLayout,
     BUCKET_BYTES, KEY_SLOTS, MAGIC, OVERFLOW_USED_OFFSET,
@@ -27,6 +29,8 @@ pub const PIPELINE_WINDOW: usize = 256;
 pub const FORWARD_HOPS_MAX: u32 = 64;
 /// How long a forwarded request waits for its reply, by default.
 pub const FORWARD_TIMEOUT_MS: u64 = 30_000;
+/// `Slot::addr_offset` of a slot taken from the location cache.
+const UNKNOWN_OFFSET: u64 = u64::MAX;
 /// Largest read buffer a worker keeps for reuse.
 const SPARE_BYTES_MAX: usize = 4096;
 /// Read buffers a worker keeps for reuse.
@@ -49,6 +53,12 @@ pub struct StoreConfig {
     pub reclaim_lease_ms: u64,
     /// How long a forwarded update waits for its reply before failing.
     pub forward_timeout_ms: u64,
+    /// Location cache of each machine, in bytes (Pragh 4.2).
+    pub cache_bytes_max: u64,
+    /// Location cache lease: a cached address older than this is not used (at most the reclaim lease).
+    pub cache_lease_ms: u64,
+    /// Entries of each machine's reclaim ring (Pragh 4.1, footnote 5).
+    pub reclaim_ring_entries: u64,
 }
 
 impl Default for StoreConfig {
@@ -60,6 +70,9 @@ impl Default for StoreConfig {
             part_neighbors_max: 1 << 16,
             reclaim_lease_ms: 60_000,
             forward_timeout_ms: FORWARD_TIMEOUT_MS,
+            cache_bytes_max: 128 << 20,
+            cache_lease_ms: 60_000,
+            reclaim_ring_entries: crate::reclaim::CAPACITY_DEFAULT,
         }
     }
 }
@@ -136,7 +149,19 @@ impl StoreConfig {
         if self.reclaim_lease_ms == 0 {
             return bad("reclaim_lease_ms must be positive".into());
         }
+        self.cache_config().validate()?;
+        self.cache_config()
+            .check_against_reclaim(self.reclaim_lease_ms)?;
+        crate::reclaim::RingLayout::new(self.reclaim_ring_entries)?;
         Ok(())
+    }
+
+    fn cache_config(&self) -> CacheConfig {
+        CacheConfig {
+            bytes_max: self.cache_bytes_max,
+            lease_ms: self.cache_lease_ms,
+            ..CacheConfig::default()
+        }
     }
 
     fn layout(&self) -> TableLayout {
@@ -162,6 +187,12 @@ struct Shared<F: Fabric> {
     update_locks: Vec<Option<Box<[std::sync::Mutex<()>]>>>,
     /// Per hosted machine, the state of check-and-forward messaging.
     mail: Vec<Option<Mailroom>>,
+    /// Per hosted machine, its location cache (Pragh 4.2).
+    caches: Vec<Option<LocationCache>>,
+    /// Per hosted machine, the collector of its reclaim ring (opened on first use).
+    collectors: Vec<Option<std::sync::Mutex<Option<Collector>>>>,
+    /// Every machine's reclaim ring, looked up on first use.
+    rings: Vec<OnceLock<(RegionId, RingLayout)>>,
 }
 
 /// One machine's forwarding state, shared by every worker acting as it
@@ -179,14 +210,25 @@ struct Mailroom {
 const UPDATE_LOCK_STRIPES: usize = 1024;
 
 impl<F: Fabric> Shared<F> {
-    fn update_lock(
+    /// Tries to take the update lock of `v` on `machine`. Never blocks: the
+    /// caller spins with `Port::relax`, which the simulated fabric turns into a
+    /// scheduling point (a blocking lock held across fabric operations would
+    /// stall a simulation).
+    #[allow(clippy::type_complexity)]
+    fn try_update_lock(
         &self,
         machine: MachineId,
         v: VertexId,
-    ) -> Option<std::sync::MutexGuard<'_, ()>> {
-        let stripes = self.update_locks[machine as usize].as_ref()?;
+    ) -> Option<Option<std::sync::MutexGuard<'_, ()>>> {
+        let Some(stripes) = self.update_locks[machine as usize].as_ref() else {
+            return Some(None);
+        };
         let i = crate::table::mix(v as u64) as usize % stripes.len();
-        Some(stripes[i].lock().unwrap_or_else(|e| e.into_inner()))
+        match stripes[i].try_lock() {
+            Ok(g) => Some(Some(g)),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(Some(p.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 }
 
@@ -224,14 +266,18 @@ impl<F: Fabric> Store<F> {
         let layout = config.layout();
         let lease = Duration::from_millis(config.reclaim_lease_ms);
         let mut allocs = Vec::with_capacity(machines);
+        let mut caches = Vec::with_capacity(machines);
         for m in 0..machines {
             let m = m as MachineId;
             if !fabric.hosts(m) {
                 allocs.push(None);
+                caches.push(None);
                 continue;
             }
+            caches.push(Some(LocationCache::new(config.cache_config())?));
             let keys = fabric.register(m, KEYS_REGION, layout.region_bytes())?;
             fabric.register(m, VALUES_REGION, config.value_region_bytes)?;
+            crate::reclaim::register(&fabric, m, RingLayout::new(config.reclaim_ring_entries)?)?;
             let mut port = fabric.port(m)?;
             for (i, w) in [MAGIC, layout.buckets, layout.overflow_buckets]
                 .into_iter()
@@ -266,6 +312,12 @@ impl<F: Fabric> Store<F> {
                     .iter()
                     .map(|a| a.as_ref().map(|_| Mailroom::default()))
                     .collect(),
+                caches,
+                collectors: allocs
+                    .iter()
+                    .map(|a| a.as_ref().map(|_| std::sync::Mutex::new(None)))
+                    .collect(),
+                rings: (0..machines).map(|_| OnceLock::new()).collect(),
                 allocs,
                 config,
             }),
@@ -304,6 +356,7 @@ impl<F: Fabric> Store<F> {
             scratch: Vec::new(),
             completions: Vec::new(),
             spare: Vec::new(),
+            reclaim_queue: Vec::new(),
             stats: WorkerStats::default(),
         };
         for m in 0..self.shared.machines {
@@ -438,8 +491,16 @@ impl<F: Fabric> Store<F> {
                                 if idle < SERVICE_SPINS_MAX {
                                     std::thread::yield_now();
                                 } else {
-                                    if idle % 64 == 0 {
-                                        w.collect_garbage();
+                                    if idle.is_multiple_of(64) {
+                                        if let Err(e) = w.collect_garbage() {
+                                            failure
+                                                .lock()
+                                                .unwrap_or_else(|p| p.into_inner())
+                                                .get_or_insert(format!(
+                                                    "garbage collection on machine {m}: {e}"
+                                                ));
+                                            return;
+                                        }
                                     }
                                     std::thread::sleep(Duration::from_micros(
                                         SERVICE_IDLE_SLEEP_US,
@@ -481,6 +542,69 @@ pub struct WorkerStats {
     pub overflow_hops: u64,
     /// Requests forwarded to another machine (check-and-forward).
     pub forwarded: u64,
+    /// Values migrated here.
+    pub migrated: u64,
+    /// Migrations that lost their CAS and retried.
+    pub migrate_conflicts: u64,
+    /// Times a full reclaim ring made a migration wait.
+    pub reclaim_waits: u64,
+}
+
+/// A step of a pipelined migration ([`Worker::migrate_batch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MigrateStage {
+    Bucket,
+    Value,
+    Invalidate,
+    Publish,
+}
+
+/// One key's pipelined migration.
+#[derive(Debug, Clone)]
+struct MigrateJob {
+    index: usize,
+    key: Key,
+    stage: MigrateStage,
+    home: MachineId,
+    addr_offset: u64,
+    addr_word: u64,
+    addr: Option<Addr>,
+    holder: MachineId,
+    new_addr: Option<Addr>,
+    result: Option<Migration>,
+}
+
+impl MigrateJob {
+    fn new(index: usize, key: Key) -> Self {
+        MigrateJob {
+            index,
+            key,
+            stage: MigrateStage::Bucket,
+            home: 0,
+            addr_offset: 0,
+            addr_word: 0,
+            addr: None,
+            holder: 0,
+            new_addr: None,
+            result: None,
+        }
+    }
+}
+
+/// What [`Worker::migrate`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Migration {
+    /// The value moved here from `from`.
+    Moved {
+        /// The previous holder.
+        from: MachineId,
+        /// Bytes copied (header included).
+        bytes: u64,
+    },
+    /// The value was here already.
+    AlreadyHere,
+    /// The key has no value.
+    Absent,
 }
 
 /// Where a key's slot is.
@@ -508,6 +632,9 @@ pub struct Worker<F: Fabric> {
     completions: Vec<Completion>,
     /// Read buffers handed back by completions, reused by later posts.
     spare: Vec<Vec<u8>>,
+    /// Retired blocks (holder, entry) waiting to be appended to their
+    /// holder's reclaim ring in bulk ([`Worker::flush_reclaims`]).
+    reclaim_queue: Vec<(MachineId, u64)>,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -649,7 +776,7 @@ impl<F: Fabric> Worker<F> {
     fn read_value(&mut self, key: Key) -> Result<Option<(Slot, Addr)>> {
         let mut retries = 0;
         loop {
-            let Some(slot) = self.lookup(key)? else {
+            let Some(slot) = self.locate(key)? else {
                 return Ok(None);
             };
             let Some(addr) = Addr::decode(slot.addr_word) else {
@@ -658,7 +785,84 @@ impl<F: Fabric> Worker<F> {
             if self.fetch(slot.home, addr)? {
                 return Ok(Some((slot, addr)));
             }
-            // Invalidated under us (updated or migrated): look the key up again.
+            // Invalidated (updated or migrated, Pragh Fig. 8 lines 15-18): drop
+            // a cached address and look the key up again.
+            if slot.cached {
+                self.cache().remove_if(key, slot.addr_word);
+            }
+            self.stats.invalid_retries += 1;
+            retries += 1;
+            if retries >= READ_RETRIES_MAX {
+                return Err(StoreError::Contention {
+                    key: key.0,
+                    retries,
+                });
+            }
+        }
+    }
+
+    /// This worker's machine's location cache.
+    fn cache(&self) -> &LocationCache {
+        self.shared.caches[self.machine as usize]
+            .as_ref()
+            .expect("workers exist only for hosted machines")
+    }
+
+    /// LOOKUP with the location cache (Pragh Fig. 8 lines 19-27): a key homed
+    /// here is read from the local table; another machine's key is taken from
+    /// the cache if its entry is younger than the cache lease, else read
+    /// remotely and cached. A slot taken from the cache does not know where
+    /// the address word lives (`addr_offset` is `UNKNOWN_OFFSET`): operations
+    /// that CAS it use [`Worker::locate_fresh`].
+    fn locate(&mut self, key: Key) -> Result<Option<Slot>> {
+        let home = self.home(key);
+        if home == self.machine {
+            return self.lookup(key);
+        }
+        let now = self.port.now_ns();
+        if let Some(addr_word) = self.cache().get(key, now) {
+            return Ok(Some(Slot {
+                home,
+                addr_offset: UNKNOWN_OFFSET,
+                addr_word,
+                cached: true,
+            }));
+        }
+        self.locate_fresh(key)
+    }
+
+    /// LOOKUP that reads the key's bucket (and refreshes the cache).
+    fn locate_fresh(&mut self, key: Key) -> Result<Option<Slot>> {
+        let slot = self.lookup(key)?;
+        if let Some(s) = &slot {
+            if s.addr_word != 0 {
+                self.remember(key, s.addr_word);
+            }
+        }
+        Ok(slot)
+    }
+
+    /// Caches a key's address word, for keys homed elsewhere.
+    fn remember(&mut self, key: Key, addr_word: u64) {
+        if self.home(key) != self.machine {
+            let now = self.port.now_ns();
+            self.cache().insert(key, addr_word, now);
+        }
+    }
+
+    /// Like [`Worker::read_value`] but with the slot's position known (for CAS).
+    fn read_value_fresh(&mut self, key: Key) -> Result<Option<(Slot, Addr)>> {
+        let mut retries = 0;
+        loop {
+            let Some(slot) = self.locate_fresh(key)? else {
+                return Ok(None);
+            };
+            let Some(addr) = Addr::decode(slot.addr_word) else {
+                return Ok(None);
+            };
+            if self.fetch(slot.home, addr)? {
+                return Ok(Some((slot, addr)));
+            }
             self.stats.invalid_retries += 1;
             retries += 1;
             if retries >= READ_RETRIES_MAX {
@@ -926,7 +1130,7 @@ impl<F: Fabric> Worker<F> {
         mut decide: impl FnMut(Option<PartView<'_>>, &mut Vec<u8>) -> Change,
     ) -> Result<bool> {
         loop {
-            let (slot, old) = match self.read_value(key)? {
+            let (slot, old) = match self.read_value_fresh(key)? {
                 Some((slot, addr)) => (slot, Some(addr)),
                 None => {
                     // A new key's value starts at its home: refuse elsewhere
@@ -985,7 +1189,7 @@ impl<F: Fabric> Worker<F> {
         let alloc = self.shared.allocs[me as usize]
             .as_ref()
             .ok_or(StoreError::NotHosted { machine: me })?;
-        let offset_units = alloc.alloc(size_units)?;
+        let offset_units = alloc.alloc(size_units, self.port.now_ns())?;
         let new_addr = match new_addr_probe {
             Addr::Local { .. } => Addr::local(size_units, offset_units)?,
             Addr::Remote { .. } => Addr::remote(me, size_units, offset_units)?,
@@ -1002,6 +1206,16 @@ impl<F: Fabric> Worker<F> {
             alloc.free_now(offset_units, size_units);
             return Err(e.into());
         }
+        // Invalidate the old value *before* publishing the new one (a
+        // deliberate change of Fig. 9's order, see the protocol notes in
+        // ARCHITECTURE.md): a reader holding the old address, even a cached
+        // one, then either finds the old header zeroed and looks again, or read
+        // before this point, when the old value was still current. So reads
+        // stay linearizable with location caches. The old value is ours.
+        if let Some(old) = old {
+            debug_assert_eq!(old.holder(slot.home), me);
+            self.port.write_word(me, vr, old.offset_units() * 8, 0)?;
+        }
         let kr = self.keys_region(slot.home);
         // If this CAS fails with a peer error it may still have been applied
         // (fabric guarantee 8): the new block then stays allocated, never freed
@@ -1015,15 +1229,14 @@ impl<F: Fabric> Worker<F> {
         )?;
         if prev != slot.addr_word {
             // Never published: nobody can hold its address, free it at once.
+            // The old value was superseded by whoever changed the word (only
+            // a migration can, updates of a vertex being serialised), and that
+            // migration reclaims it.
             alloc.free_now(offset_units, size_units);
             return Ok(None);
         }
         if let Some(old) = old {
-            // Passive invalidation (Pragh 4.1): zero the old header, then retire
-            // its block for a lease. The old value is ours (holder == me).
-            debug_assert_eq!(old.holder(slot.home), me);
-            self.port.write_word(me, vr, old.offset_units() * 8, 0)?;
-            alloc.retire(old.offset_units(), old.size_units());
+            alloc.retire(old.offset_units(), old.size_units(), self.port.now_ns());
         }
         Ok(Some(true))
     }
@@ -1066,7 +1279,12 @@ impl<F: Fabric> Worker<F> {
             };
         }
         let shared = Arc::clone(&self.shared);
-        let _serial = shared.update_lock(self.machine, v);
+        let _serial = loop {
+            match shared.try_update_lock(self.machine, v) {
+                Some(g) => break g,
+                None => self.port.relax(),
+            }
+        };
         match op {
             VertexOp::Put(list) => self.put_at_home(v, &list).map(|_| true),
             VertexOp::Insert(u) => self.insert_at_home(v, u),
@@ -1379,16 +1597,419 @@ impl<F: Fabric> Worker<F> {
         Ok(done + self.pump(true)?)
     }
 
+    /// MIGRATE (Pragh 4.1, Fig. 6): moves `key`'s value into this machine's
+    /// value region, alone, with one-sided operations; the holder's and the
+    /// home's threads take no part.
+    ///
+    /// Steps: READ the value (verifying its header), ALLOC here and copy it,
+    /// WRITE zero over the old header (invalidation), CAS the key's address
+    /// word at its home from the old address to the new one (retry on
+    /// conflict with an update or another migration), then WRITE the old block
+    /// into the old holder's reclaim ring. Invalidating before the CAS (Fig. 6
+    /// does it after) means no reader can see the old copy once the new one is
+    /// published, and so the next update of the key can never race a pending
+    /// invalidation (Pragh footnote 10).
+    pub fn migrate(&mut self, key: Key) -> Result<Migration> {
+        let me = self.machine;
+        for _ in 0..READ_RETRIES_MAX {
+            let Some((slot, addr)) = self.read_value_fresh(key)? else {
+                return Ok(Migration::Absent);
+            };
+            let home = slot.home;
+            let holder = addr.holder(home);
+            if holder == me {
+                return Ok(Migration::AlreadyHere);
+            }
+            let size_units = addr.size_units();
+            // A value held away from its home must fit the remote address's size field.
+            Addr::at(home, me, size_units, 0)?;
+            let alloc = self.shared.allocs[me as usize]
+                .as_ref()
+                .ok_or(StoreError::NotHosted { machine: me })?;
+            let offset_units = alloc.alloc(size_units, self.port.now_ns())?;
+            let new_addr = Addr::at(home, me, size_units, offset_units)?;
+            let vr_here = self.values_region(me);
+            let copy = std::mem::take(&mut self.value);
+            let w = self.port.write(me, vr_here, offset_units * 8, &copy);
+            self.value = copy;
+            if let Err(e) = w {
+                alloc.free_now(offset_units, size_units);
+                return Err(e.into());
+            }
+            let vr_old = self.values_region(holder);
+            self.port
+                .write_word(holder, vr_old, addr.offset_units() * 8, 0)?;
+            let kr = self.keys_region(home);
+            let prev = self.port.cas(
+                home,
+                kr,
+                slot.addr_offset,
+                slot.addr_word,
+                new_addr.encode(),
+            )?;
+            if prev != slot.addr_word {
+                // Lost to an update or another migration: ours was never published.
+                alloc.free_now(offset_units, size_units);
+                self.stats.migrate_conflicts += 1;
+                continue;
+            }
+            self.reclaim(
+                holder,
+                Addr::local(size_units, addr.offset_units())?.encode(),
+            )?;
+            self.remember(key, new_addr.encode());
+            self.stats.migrated += 1;
+            return Ok(Migration::Moved {
+                from: holder,
+                bytes: size_units * 8,
+            });
+        }
+        Err(StoreError::Contention {
+            key: key.0,
+            retries: READ_RETRIES_MAX,
+        })
+    }
+
+    /// Migrates many keys here with their one-sided operations pipelined
+    /// (Pragh 5, "Optimizations"): up to [`PIPELINE_WINDOW`] keys are in
+    /// flight at once, each advancing through the steps of [`Worker::migrate`]
+    /// as its previous operation completes, so one thread keeps the network
+    /// busy instead of waiting out one round trip per step. Invalidation still
+    /// completes before the CAS that publishes the new copy; the reclaim ring
+    /// append of a published key proceeds in the background of the others.
+    /// Returns what happened to each key, in order.
+    pub fn migrate_batch(&mut self, keys: &[Key]) -> Result<Vec<Migration>> {
+        let mut results: Vec<Option<Migration>> = vec![None; keys.len()];
+        // A fixed set of slots; a slot's index is the id of its job's one
+        // operation in flight, and a slot is reused only once its job is done.
+        let window = PIPELINE_WINDOW.min(keys.len());
+        let mut slots: Vec<Option<MigrateJob>> = (0..window).map(|_| None).collect();
+        let mut next = 0;
+        let mut active = 0;
+        let mut done = Vec::new();
+        let r = (|| -> Result<()> {
+            loop {
+                for (id, slot) in slots.iter_mut().enumerate() {
+                    if slot.is_none() && next < keys.len() {
+                        let mut job = MigrateJob::new(next, keys[next]);
+                        next += 1;
+                        self.post_bucket_read(&mut job, id)?;
+                        *slot = Some(job);
+                        active += 1;
+                    }
+                }
+                if active == 0 {
+                    return Ok(());
+                }
+                done.clear();
+                self.port.wait(&mut done)?;
+                for c in done.drain(..) {
+                    let id = c.id as usize;
+                    let job = slots[id].as_mut().expect("a completion for a live job");
+                    self.advance(job, id, c.result?)?;
+                    if let Some(m) = job.result {
+                        results[job.index] = Some(m);
+                        slots[id] = None;
+                        active -= 1;
+                    }
+                }
+            }
+        })();
+        if let Err(e) = r {
+            self.drain_all();
+            // Blocks of keys already published must still reach their rings.
+            let _ = self.flush_reclaims();
+            return Err(e);
+        }
+        self.flush_reclaims()?;
+        Ok(results
+            .into_iter()
+            .map(|m| m.expect("every key finished"))
+            .collect())
+    }
+
+    /// Appends the queued retired blocks to their holders' reclaim rings,
+    /// reserving a run of slots with one CAS per holder and writing the run
+    /// with one or two WRITEs (two when it wraps). Waits while a ring is full
+    /// (back-pressure; the owner's GC drains it).
+    fn flush_reclaims(&mut self) -> Result<()> {
+        let mut queue = std::mem::take(&mut self.reclaim_queue);
+        queue.sort_by_key(|e| e.0);
+        for group in queue.chunk_by(|a, b| a.0 == b.0) {
+            let holder = group[0].0;
+            let (region, layout) = self.ring_of(holder)?;
+            let mut rest: Vec<u64> = group.iter().map(|e| e.1).collect();
+            while !rest.is_empty() {
+                let c = crate::reclaim::read_counters(&mut self.port, holder, region)?;
+                let used = c.tail.saturating_sub(c.head).min(layout.capacity);
+                let room = layout.capacity - used;
+                if room == 0 {
+                    self.stats.reclaim_waits += 1;
+                    self.port.relax();
+                    continue;
+                }
+                let k = (rest.len() as u64).min(room);
+                let tail = c.tail;
+                let prev =
+                    self.port
+                        .cas(holder, region, crate::reclaim::TAIL_OFFSET, tail, tail + k)?;
+                if prev != tail {
+                    continue;
+                }
+                // Slots tail..tail+k are ours: write them, in at most two runs.
+                let taken: Vec<u64> = rest.drain(..k as usize).collect();
+                let mut t = tail;
+                let mut at = 0usize;
+                while at < taken.len() {
+                    let first = t % layout.capacity;
+                    let run = ((layout.capacity - first) as usize).min(taken.len() - at);
+                    let mut bytes = Vec::with_capacity(run * 8);
+                    for e in &taken[at..at + run] {
+                        bytes.extend_from_slice(&e.to_le_bytes());
+                    }
+                    self.port
+                        .write(holder, region, layout.slot_offset(t), &bytes)?;
+                    t += run as u64;
+                    at += run;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn post_bucket_read(&mut self, job: &mut MigrateJob, id: usize) -> Result<()> {
+        let home = self.home(job.key);
+        let layout = self.shared.layout;
+        let off = layout.bucket_offset(layout.bucket_of(job.key));
+        let kr = self.keys_region(home);
+        let buf = self.buffer(BUCKET_BYTES as usize);
+        job.home = home;
+        job.stage = MigrateStage::Bucket;
+        self.port
+            .post(WorkRequest::read_into(id as u64, home, kr, off, buf))?;
+        Ok(())
+    }
+
+    /// Moves a pipelined migration one step on, given its last operation's output.
+    fn advance(&mut self, job: &mut MigrateJob, id: usize, output: Output) -> Result<()> {
+        let me = self.machine;
+        let id64 = id as u64;
+        match job.stage {
+            MigrateStage::Bucket => {
+                let Output::Data(bytes) = output else {
+                    unreachable!("a READ")
+                };
+                let view = BucketView::parse(&bytes);
+                let found = view
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .find(|(_, s)| s.0 == job.key.word() || s.0 == 0)
+                    .map(|(i, s)| (i, *s));
+                self.keep(bytes);
+                let (i, (kw, aw)) = match found {
+                    Some(f) if f.1 .0 == job.key.word() => f,
+                    Some(_) => {
+                        job.result = Some(Migration::Absent);
+                        return Ok(());
+                    }
+                    None if view.link == 0 => {
+                        job.result = Some(Migration::Absent);
+                        return Ok(());
+                    }
+                    None => {
+                        // Overflow chain: take the synchronous path for this key.
+                        job.result = Some(self.migrate(job.key)?);
+                        return Ok(());
+                    }
+                };
+                debug_assert_eq!(kw, job.key.word());
+                let layout = self.shared.layout;
+                let bucket = layout.bucket_offset(layout.bucket_of(job.key));
+                job.addr_offset = addr_word_offset(bucket, i as u64);
+                job.addr_word = aw;
+                let Some(addr) = Addr::decode(aw) else {
+                    job.result = Some(Migration::Absent);
+                    return Ok(());
+                };
+                job.holder = addr.holder(job.home);
+                if job.holder == me {
+                    job.result = Some(Migration::AlreadyHere);
+                    return Ok(());
+                }
+                job.addr = Some(addr);
+                let vr = self.values_region(job.holder);
+                let buf = self.buffer((addr.size_units() * 8) as usize);
+                job.stage = MigrateStage::Value;
+                self.port.post(WorkRequest::read_into(
+                    id64,
+                    job.holder,
+                    vr,
+                    addr.offset_units() * 8,
+                    buf,
+                ))?;
+            }
+            MigrateStage::Value => {
+                let Output::Data(bytes) = output else {
+                    unreachable!("a READ")
+                };
+                let addr = job.addr.expect("set with the bucket");
+                let header =
+                    Header::decode(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
+                if !header.matches(addr) {
+                    // Invalidated meanwhile: start this key again.
+                    self.keep(bytes);
+                    return self.post_bucket_read(job, id);
+                }
+                let size_units = addr.size_units();
+                Addr::at(job.home, me, size_units, 0)?;
+                let shared = Arc::clone(&self.shared);
+                let alloc = shared.allocs[me as usize]
+                    .as_ref()
+                    .ok_or(StoreError::NotHosted { machine: me })?;
+                let off = alloc.alloc(size_units, self.port.now_ns())?;
+                let vr_here = self.values_region(me);
+                let w = self.port.write(me, vr_here, off * 8, &bytes);
+                self.keep(bytes);
+                if let Err(e) = w {
+                    alloc.free_now(off, size_units);
+                    return Err(e.into());
+                }
+                job.new_addr = Some(Addr::at(job.home, me, size_units, off)?);
+                let vr_old = self.values_region(job.holder);
+                job.stage = MigrateStage::Invalidate;
+                self.port.post(WorkRequest::write(
+                    id64,
+                    job.holder,
+                    vr_old,
+                    addr.offset_units() * 8,
+                    vec![0; 8],
+                ))?;
+            }
+            MigrateStage::Invalidate => {
+                let kr = self.keys_region(job.home);
+                let new = job.new_addr.expect("allocated").encode();
+                job.stage = MigrateStage::Publish;
+                self.port.post(WorkRequest::cas(
+                    id64,
+                    job.home,
+                    kr,
+                    job.addr_offset,
+                    job.addr_word,
+                    new,
+                ))?;
+            }
+            MigrateStage::Publish => {
+                let prev = output.word().expect("a CAS");
+                let new = job.new_addr.expect("allocated");
+                if prev != job.addr_word {
+                    let alloc = self.shared.allocs[me as usize].as_ref().expect("hosted");
+                    alloc.free_now(new.offset_units(), new.size_units());
+                    self.stats.migrate_conflicts += 1;
+                    return self.post_bucket_read(job, id);
+                }
+                self.remember(job.key, new.encode());
+                let addr = job.addr.expect("set");
+                self.reclaim_queue.push((
+                    job.holder,
+                    Addr::local(addr.size_units(), addr.offset_units())?.encode(),
+                ));
+                self.stats.migrated += 1;
+                job.result = Some(Migration::Moved {
+                    from: job.holder,
+                    bytes: addr.size_units() * 8,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn ring_of(&mut self, machine: MachineId) -> Result<(RegionId, RingLayout)> {
+        match self.shared.rings[machine as usize].get() {
+            Some(r) => Ok(*r),
+            None => {
+                let r = crate::reclaim::lookup(&self.shared.fabric, machine)?;
+                Ok(*self.shared.rings[machine as usize].get_or_init(|| r))
+            }
+        }
+    }
+
+    /// Migrates every part of vertex `v` here. Returns how many parts moved.
+    pub fn migrate_vertex(&mut self, v: VertexId) -> Result<u32> {
+        let mut moved = 0;
+        let mut part = 0;
+        loop {
+            match self.migrate(Key::part(v, part))? {
+                Migration::Absent => return Ok(moved),
+                Migration::Moved { .. } => moved += 1,
+                Migration::AlreadyHere => {}
+            }
+            if self.read_value(Key::part(v, part))?.is_none() || !self.current_part().more() {
+                return Ok(moved);
+            }
+            part += 1;
+        }
+    }
+
+    /// Appends a retired block to its machine's reclaim ring (Pragh 4.1, Fig. 6 line 11).
+    fn reclaim(&mut self, machine: MachineId, entry: u64) -> Result<()> {
+        let (region, layout) = self.ring_of(machine)?;
+        loop {
+            match crate::reclaim::append(&mut self.port, machine, region, layout, entry)? {
+                Appended::Done { .. } => return Ok(()),
+                // Back-pressure: the owner's collector is behind. Waiting keeps
+                // the entry (a dropped one would leak the block for good).
+                Appended::Full | Appended::Contended => {
+                    self.stats.reclaim_waits += 1;
+                    self.port.relax();
+                }
+            }
+        }
+    }
+
     /// The address word of `v`'s first part as stored at its home (0: absent).
     pub fn address_word(&mut self, v: VertexId) -> Result<u64> {
         Ok(self.lookup(Key::part(v, 0))?.map_or(0, |s| s.addr_word))
     }
 
-    /// Frees retired values whose lease has expired, on this worker's machine.
-    pub fn collect_garbage(&self) -> usize {
-        self.shared.allocs[self.machine as usize]
-            .as_ref()
-            .map_or(0, |a| a.collect(std::time::Instant::now()))
+    /// Garbage collection on this worker's machine: frees the blocks this
+    /// machine retired itself, and those other machines appended to its
+    /// reclaim ring, once the reclaim lease has passed. Returns blocks freed.
+    pub fn collect_garbage(&mut self) -> Result<usize> {
+        let me = self.machine;
+        let shared = Arc::clone(&self.shared);
+        let Some(alloc) = shared.allocs[me as usize].as_ref() else {
+            return Ok(0);
+        };
+        let mut freed = alloc.collect(self.port.now_ns());
+        let Some(slot) = shared.collectors[me as usize].as_ref() else {
+            return Ok(freed);
+        };
+        // One collector per machine; if another thread is collecting, leave it to it.
+        let mut guard = match slot.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(freed),
+        };
+        if guard.is_none() {
+            let (region, layout) = crate::reclaim::lookup(&shared.fabric, me)?;
+            let config = CollectorConfig {
+                lease_ns: shared.config.reclaim_lease_ms * 1_000_000,
+                ..CollectorConfig::default()
+            };
+            *guard = Some(Collector::open(&mut self.port, region, layout, config)?);
+        }
+        let collector = guard.as_mut().expect("opened above");
+        let mut entries = Vec::new();
+        let now = self.port.now_ns();
+        collector.collect(&mut self.port, now, &mut entries)?;
+        for e in entries {
+            if let Some(a) = Addr::decode(e) {
+                alloc.free_now(a.offset_units(), a.size_units());
+                freed += 1;
+            }
+        }
+        Ok(freed)
     }
 }
 

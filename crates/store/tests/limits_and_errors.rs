@@ -144,9 +144,16 @@ fn updates_are_forwarded_to_the_home() {
     assert!(e.to_string().contains("service"), "{e}");
     let services = s.spawn_services().unwrap();
     let mut w1 = s.worker(1).unwrap();
-    assert!(w1.insert_edge(0, 6).unwrap(), "forwarded to machine 0 and applied there");
+    assert!(
+        w1.insert_edge(0, 6).unwrap(),
+        "forwarded to machine 0 and applied there"
+    );
     assert!(!w1.insert_edge(0, 6).unwrap());
-    assert_eq!(w1.get(0).unwrap(), Some(vec![5, 6]), "the queued update ran first");
+    assert_eq!(
+        w1.get(0).unwrap(),
+        Some(vec![5, 6]),
+        "the queued update ran first"
+    );
     assert!(w1.delete_edge(0, 5).unwrap());
     w1.put(0, &[7, 8]).unwrap();
     assert_eq!(s.worker(0).unwrap().get(0).unwrap(), Some(vec![7, 8]));

@@ -17,6 +17,7 @@ fn store(machines: usize, part_neighbors_max: u32) -> Store<LocalFabric> {
         value_region_bytes: 8 << 20,
         part_neighbors_max,
         reclaim_lease_ms: 1,
+        cache_lease_ms: 1,
         ..StoreConfig::default()
     };
     Store::create(fabric, config).unwrap()
@@ -98,8 +99,8 @@ fn run(machines: usize, part_neighbors_max: u32, seed: u64) {
         }
         if step % 500 == 0 {
             std::thread::sleep(std::time::Duration::from_millis(2));
-            for w in &workers {
-                w.collect_garbage();
+            for w in &mut workers {
+                w.collect_garbage().unwrap();
             }
         }
     }
