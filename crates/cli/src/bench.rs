@@ -103,6 +103,8 @@ fn micro(out: &mut Foundation) -> Result<(), String> {
         StoreConfig {
             buckets_per_machine: 1 << 10,
             value_region_bytes: 16 << 20,
+            // The foundation's figures: hash placement, no location cache.
+            cache_bytes_max: 0,
             ..StoreConfig::default()
         },
     )

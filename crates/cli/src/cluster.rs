@@ -51,6 +51,8 @@ pub fn build(csr: &Csr, machines: usize, config: &Config) -> Result<Embedded, St
     );
     let store_config = StoreConfig {
         reclaim_lease_ms: config.store.reclaim_lease_ms,
+        cache_bytes_max: config.store.location_cache_mb << 20,
+        cache_lease_ms: config.store.reclaim_lease_ms.min(60_000),
         ..StoreConfig::for_graph(
             csr.vertex_count(),
             csr.edge_count(),

@@ -10,6 +10,7 @@
 //! [store]
 //! part_neighbors_max = 65536   # vertex decomposition
 //! reclaim_lease_ms = 60000
+//! location_cache_mb = 0        # per machine; 0 = off (hash placement, Pragh's "Orig")
 //!
 //! [graph]                      # the R-MAT graph of `demo`, `query --scale`
 //! scale = 20
@@ -65,6 +66,7 @@ impl Default for ClusterConfig {
 pub struct StoreSection {
     pub part_neighbors_max: u32,
     pub reclaim_lease_ms: u64,
+    pub location_cache_mb: u64,
 }
 
 impl Default for StoreSection {
@@ -72,6 +74,7 @@ impl Default for StoreSection {
         StoreSection {
             part_neighbors_max: 1 << 16,
             reclaim_lease_ms: 60_000,
+            location_cache_mb: 0,
         }
     }
 }

@@ -16,6 +16,7 @@ fn ops(c: &mut Criterion) {
             // Updates retire a block per operation; a short lease keeps the
             // region from filling during millions of benchmark iterations.
             reclaim_lease_ms: 100,
+            cache_lease_ms: 100,
             ..StoreConfig::default()
         },
     )
@@ -36,10 +37,22 @@ fn ops(c: &mut Criterion) {
             w.neighbors(8, usize::MAX, &mut out).expect("get")
         })
     });
-    c.bench_function("get 100 neighbours, remote", |b| {
+    c.bench_function(
+        "get 100 neighbours, remote (address in the location cache)",
+        |b| {
+            b.iter(|| {
+                out.clear();
+                w.neighbors(9, usize::MAX, &mut out).expect("get")
+            })
+        },
+    );
+    // Vertex 17 is homed on machine 1; after it migrates to machine 0, a GET
+    // on machine 0 finds its address in the location cache and reads it locally.
+    w.migrate_vertex(17).expect("migrate");
+    c.bench_function("get 100 neighbours, migrated here (cache hit)", |b| {
         b.iter(|| {
             out.clear();
-            w.neighbors(9, usize::MAX, &mut out).expect("get")
+            w.neighbors(17, usize::MAX, &mut out).expect("get")
         })
     });
     let mut n = 0u32;

@@ -153,7 +153,11 @@ impl ValueAllocator {
     /// have an address of (never published, or retired for a full lease).
     pub fn free_now(&self, offset_units: u64, size_units: u64) {
         let block = block_units(size_units);
-        self.live_units.fetch_sub(block, Ordering::Relaxed);
+        let live = self.live_units.fetch_sub(block, Ordering::Relaxed);
+        debug_assert!(
+            live >= block,
+            "freeing {block} units with only {live} live: a double free"
+        );
         self.free[class_of(block)]
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -53,7 +53,7 @@ pub struct StoreConfig {
     pub reclaim_lease_ms: u64,
     /// How long a forwarded update waits for its reply before failing.
     pub forward_timeout_ms: u64,
-    /// Location cache of each machine, in bytes (Pragh 4.2).
+    /// Location cache of each machine, in bytes (Pragh 4.2); 0 turns it off.
     pub cache_bytes_max: u64,
     /// Location cache lease: a cached address older than this is not used (at most the reclaim lease).
     pub cache_lease_ms: u64,
@@ -149,9 +149,11 @@ impl StoreConfig {
         if self.reclaim_lease_ms == 0 {
             return bad("reclaim_lease_ms must be positive".into());
         }
-        self.cache_config().validate()?;
-        self.cache_config()
-            .check_against_reclaim(self.reclaim_lease_ms)?;
+        if self.cache_bytes_max > 0 {
+            self.cache_config().validate()?;
+            self.cache_config()
+                .check_against_reclaim(self.reclaim_lease_ms)?;
+        }
         crate::reclaim::RingLayout::new(self.reclaim_ring_entries)?;
         Ok(())
     }
@@ -274,7 +276,11 @@ impl<F: Fabric> Store<F> {
                 caches.push(None);
                 continue;
             }
-            caches.push(Some(LocationCache::new(config.cache_config())?));
+            caches.push(if config.cache_bytes_max == 0 {
+                None
+            } else {
+                Some(LocationCache::new(config.cache_config())?)
+            });
             let keys = fabric.register(m, KEYS_REGION, layout.region_bytes())?;
             fabric.register(m, VALUES_REGION, config.value_region_bytes)?;
             crate::reclaim::register(&fabric, m, RingLayout::new(config.reclaim_ring_entries)?)?;
@@ -788,7 +794,9 @@ impl<F: Fabric> Worker<F> {
             // Invalidated (updated or migrated, Pragh Fig. 8 lines 15-18): drop
             // a cached address and look the key up again.
             if slot.cached {
-                self.cache().remove_if(key, slot.addr_word);
+                if let Some(c) = self.cache() {
+                    c.remove_if(key, slot.addr_word);
+                }
             }
             self.stats.invalid_retries += 1;
             retries += 1;
@@ -802,10 +810,9 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// This worker's machine's location cache.
-    fn cache(&self) -> &LocationCache {
-        self.shared.caches[self.machine as usize]
-            .as_ref()
-            .expect("workers exist only for hosted machines")
+    /// This machine's location cache, unless caching is off (`cache_bytes_max = 0`).
+    fn cache(&self) -> Option<&LocationCache> {
+        self.shared.caches[self.machine as usize].as_ref()
     }
 
     /// LOOKUP with the location cache (Pragh Fig. 8 lines 19-27): a key homed
@@ -820,7 +827,7 @@ impl<F: Fabric> Worker<F> {
             return self.lookup(key);
         }
         let now = self.port.now_ns();
-        if let Some(addr_word) = self.cache().get(key, now) {
+        if let Some(addr_word) = self.cache().and_then(|c| c.get(key, now)) {
             return Ok(Some(Slot {
                 home,
                 addr_offset: UNKNOWN_OFFSET,
@@ -833,10 +840,13 @@ impl<F: Fabric> Worker<F> {
 
     /// LOOKUP that reads the key's bucket (and refreshes the cache).
     fn locate_fresh(&mut self, key: Key) -> Result<Option<Slot>> {
+        // Stamp the cache entry with the time *before* the READ: the address
+        // may have been retired just after we read it, and its lease started then.
+        let now = self.port.now_ns();
         let slot = self.lookup(key)?;
         if let Some(s) = &slot {
             if s.addr_word != 0 {
-                self.remember(key, s.addr_word);
+                self.remember_at(key, s.addr_word, now);
             }
         }
         Ok(slot)
@@ -844,9 +854,15 @@ impl<F: Fabric> Worker<F> {
 
     /// Caches a key's address word, for keys homed elsewhere.
     fn remember(&mut self, key: Key, addr_word: u64) {
+        let now = self.port.now_ns();
+        self.remember_at(key, addr_word, now);
+    }
+
+    fn remember_at(&mut self, key: Key, addr_word: u64, now: u64) {
         if self.home(key) != self.machine {
-            let now = self.port.now_ns();
-            self.cache().insert(key, addr_word, now);
+            if let Some(c) = self.cache() {
+                c.insert(key, addr_word, now);
+            }
         }
     }
 
