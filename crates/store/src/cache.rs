@@ -44,11 +44,11 @@
 //! remote keys and [`LocationCache::take_access_counts`] reads one interval's
 //! accesses and starts the next.
 //!
-//! **Bytes per entry.** The byte bound is accounted as [`ENTRY_BYTES`] = 64
+//! **Bytes per entry.** The byte bound is accounted as [`ENTRY_BYTES`] = 72
 //! bytes per entry: a map slot of 32 bytes (8-byte mixed key, 8-byte address
 //! word, 8-byte `cached_at_ns`, 4-byte count, 4-byte index into the key
 //! array) plus one control byte, at the map's load factor (7/16 to 7/8, so
-//! 38 to 75 bytes), plus 8 bytes in the shard's dense key array. Each shard
+//! 46 to 83 bytes with the 8-byte position), plus 8 bytes in the shard's dense key array. Each shard
 //! holds at most `bytes_max / ENTRY_BYTES / shards` entries, so
 //! [`LocationCache::bytes`] never exceeds `bytes_max`; the memory really
 //! used may differ from the accounted bytes by the table's load.
@@ -61,7 +61,7 @@ use crate::table::{mix, Key};
 use crate::{Result, StoreError};
 
 /// Bytes accounted per cached entry (see the module doc for the breakdown).
-pub const ENTRY_BYTES: u64 = 64;
+pub const ENTRY_BYTES: u64 = 72;
 /// Entries examined per eviction.
 pub const SAMPLE_ENTRIES: usize = 8;
 /// Insertions of new keys into a shard per step of its aging hand: every
@@ -218,6 +218,9 @@ struct Padded(Mutex<Shard>);
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     word: u64,
+    /// Where the key's address word lives in its home's key region
+    /// (keys never move, so this never goes stale); `u64::MAX` if unknown.
+    position: u64,
     cached_at_ns: u64,
     count: u32,
     /// Index of this entry's key in `Shard::keys`.
@@ -370,6 +373,14 @@ impl LocationCache {
     /// entry. An expired entry is dropped and is a miss.
     #[inline]
     pub fn get(&self, key: Key, now_ns: u64) -> Option<u64> {
+        self.get_with_position(key, now_ns).map(|(w, _)| w)
+    }
+
+    /// Like [`LocationCache::get`], also returning where the key's address
+    /// word lives at its home (`u64::MAX` if it was cached without it). A
+    /// migration uses it to skip the lookup READ (Pragh 5).
+    #[inline]
+    pub fn get_with_position(&self, key: Key, now_ns: u64) -> Option<(u64, u64)> {
         let h = mix(key.0);
         let mut guard = self.shard_of(h);
         let s = &mut *guard;
@@ -377,7 +388,7 @@ impl LocationCache {
             Some(e) if !expired(e.cached_at_ns, now_ns, self.lease_ns) => {
                 e.count = e.count.saturating_add(1);
                 s.stats.hits += 1;
-                Some(e.word)
+                Some((e.word, e.position))
             }
             Some(_) => {
                 s.remove_mixed(h);
@@ -400,12 +411,21 @@ impl LocationCache {
     /// address: the lease must count from when the address was observed,
     /// or a slow reader could cache an address already retired.
     pub fn insert(&self, key: Key, addr_word: u64, now_ns: u64) {
+        self.insert_at(key, addr_word, u64::MAX, now_ns)
+    }
+
+    /// [`LocationCache::insert`] that also records where the key's address
+    /// word lives at its home (`position`, a byte offset in its key region).
+    pub fn insert_at(&self, key: Key, addr_word: u64, position: u64, now_ns: u64) {
         debug_assert_ne!(addr_word, 0, "caching the null address of key {key:?}");
         let h = mix(key.0);
         let mut guard = self.shard_of(h);
         let s = &mut *guard;
         if let Some(e) = s.map.get_mut(&h) {
             e.word = addr_word;
+            if position != u64::MAX {
+                e.position = position;
+            }
             e.cached_at_ns = now_ns;
             s.stats.replaces += 1;
             return;
@@ -419,6 +439,7 @@ impl LocationCache {
             h,
             Entry {
                 word: addr_word,
+                position,
                 cached_at_ns: now_ns,
                 count: 0,
                 slot: slot as u32,
@@ -697,7 +718,7 @@ mod tests {
     fn config_validation() {
         let ok = CacheConfig::default();
         ok.validate().unwrap();
-        assert_eq!(ok.entries_max(), (128 << 20) / ENTRY_BYTES);
+        assert_eq!(ok.entries_max(), (128 << 20) / ENTRY_BYTES / 64 * 64);
         let msg = |c: CacheConfig| c.validate().unwrap_err().to_string();
         assert!(msg(CacheConfig { shards: 3, ..ok }).contains("shards"));
         assert!(msg(CacheConfig { shards: 0, ..ok }).contains("shards"));

@@ -29,8 +29,6 @@ pub const PIPELINE_WINDOW: usize = 256;
 pub const FORWARD_HOPS_MAX: u32 = 64;
 /// How long a forwarded request waits for its reply, by default.
 pub const FORWARD_TIMEOUT_MS: u64 = 30_000;
-/// `Slot::addr_offset` of a slot taken from the location cache.
-const UNKNOWN_OFFSET: u64 = u64::MAX;
 /// Largest read buffer a worker keeps for reuse.
 const SPARE_BYTES_MAX: usize = 4096;
 /// Read buffers a worker keeps for reuse.
@@ -577,6 +575,8 @@ struct MigrateJob {
     addr: Option<Addr>,
     holder: MachineId,
     new_addr: Option<Addr>,
+    /// Whether `addr_word` came from the location cache (drop it if stale).
+    from_cache: bool,
     result: Option<Migration>,
 }
 
@@ -592,6 +592,7 @@ impl MigrateJob {
             addr: None,
             holder: 0,
             new_addr: None,
+            from_cache: false,
             result: None,
         }
     }
@@ -818,19 +819,19 @@ impl<F: Fabric> Worker<F> {
     /// LOOKUP with the location cache (Pragh Fig. 8 lines 19-27): a key homed
     /// here is read from the local table; another machine's key is taken from
     /// the cache if its entry is younger than the cache lease, else read
-    /// remotely and cached. A slot taken from the cache does not know where
-    /// the address word lives (`addr_offset` is `UNKNOWN_OFFSET`): operations
-    /// that CAS it use [`Worker::locate_fresh`].
+    /// remotely and cached with the position of its address word (keys never
+    /// move), so a CAS needs no lookup READ either (Pragh 5, first optimization).
     fn locate(&mut self, key: Key) -> Result<Option<Slot>> {
         let home = self.home(key);
         if home == self.machine {
             return self.lookup(key);
         }
         let now = self.port.now_ns();
-        if let Some(addr_word) = self.cache().and_then(|c| c.get(key, now)) {
+        let hit = self.cache().and_then(|c| c.get_with_position(key, now));
+        if let Some((addr_word, addr_offset)) = hit.filter(|h| h.1 != u64::MAX) {
             return Ok(Some(Slot {
                 home,
-                addr_offset: UNKNOWN_OFFSET,
+                addr_offset,
                 addr_word,
                 cached: true,
             }));
@@ -846,46 +847,22 @@ impl<F: Fabric> Worker<F> {
         let slot = self.lookup(key)?;
         if let Some(s) = &slot {
             if s.addr_word != 0 {
-                self.remember_at(key, s.addr_word, now);
+                self.remember_at(key, s.addr_word, s.addr_offset, now);
             }
         }
         Ok(slot)
     }
 
     /// Caches a key's address word, for keys homed elsewhere.
-    fn remember(&mut self, key: Key, addr_word: u64) {
+    fn remember(&mut self, key: Key, addr_word: u64, addr_offset: u64) {
         let now = self.port.now_ns();
-        self.remember_at(key, addr_word, now);
+        self.remember_at(key, addr_word, addr_offset, now);
     }
 
-    fn remember_at(&mut self, key: Key, addr_word: u64, now: u64) {
+    fn remember_at(&mut self, key: Key, addr_word: u64, addr_offset: u64, now: u64) {
         if self.home(key) != self.machine {
             if let Some(c) = self.cache() {
-                c.insert(key, addr_word, now);
-            }
-        }
-    }
-
-    /// Like [`Worker::read_value`] but with the slot's position known (for CAS).
-    fn read_value_fresh(&mut self, key: Key) -> Result<Option<(Slot, Addr)>> {
-        let mut retries = 0;
-        loop {
-            let Some(slot) = self.locate_fresh(key)? else {
-                return Ok(None);
-            };
-            let Some(addr) = Addr::decode(slot.addr_word) else {
-                return Ok(None);
-            };
-            if self.fetch(slot.home, addr)? {
-                return Ok(Some((slot, addr)));
-            }
-            self.stats.invalid_retries += 1;
-            retries += 1;
-            if retries >= READ_RETRIES_MAX {
-                return Err(StoreError::Contention {
-                    key: key.0,
-                    retries,
-                });
+                c.insert_at(key, addr_word, addr_offset, now);
             }
         }
     }
@@ -1146,7 +1123,7 @@ impl<F: Fabric> Worker<F> {
         mut decide: impl FnMut(Option<PartView<'_>>, &mut Vec<u8>) -> Change,
     ) -> Result<bool> {
         loop {
-            let (slot, old) = match self.read_value_fresh(key)? {
+            let (slot, old) = match self.read_value(key)? {
                 Some((slot, addr)) => (slot, Some(addr)),
                 None => {
                     // A new key's value starts at its home: refuse elsewhere
@@ -1181,7 +1158,7 @@ impl<F: Fabric> Worker<F> {
             };
             let r = match change {
                 Change::Keep => Ok(Some(true)),
-                Change::Replace => self.publish(slot, old, &encode),
+                Change::Replace => self.publish(key, slot, old, &encode),
             };
             self.encode = encode;
             match r? {
@@ -1196,7 +1173,13 @@ impl<F: Fabric> Worker<F> {
 
     /// Writes `payload` as a new value here and CASes it into `slot`.
     /// `Some(true)` on success, `None` if the CAS lost.
-    fn publish(&mut self, slot: Slot, old: Option<Addr>, payload: &[u8]) -> Result<Option<bool>> {
+    fn publish(
+        &mut self,
+        key: Key,
+        slot: Slot,
+        old: Option<Addr>,
+        payload: &[u8],
+    ) -> Result<Option<bool>> {
         let header = Header::for_payload(payload.len())?;
         let size_units = header.size_units as u64;
         let me = self.machine;
@@ -1244,6 +1227,12 @@ impl<F: Fabric> Worker<F> {
             new_addr.encode(),
         )?;
         if prev != slot.addr_word {
+            // The cached word (if any) is stale: drop it so the retry looks again.
+            if slot.cached {
+                if let Some(c) = self.cache() {
+                    c.remove_if(key, slot.addr_word);
+                }
+            }
             // Never published: nobody can hold its address, free it at once.
             // The old value was superseded by whoever changed the word (only
             // a migration can, updates of a vertex being serialised), and that
@@ -1628,7 +1617,7 @@ impl<F: Fabric> Worker<F> {
     pub fn migrate(&mut self, key: Key) -> Result<Migration> {
         let me = self.machine;
         for _ in 0..READ_RETRIES_MAX {
-            let Some((slot, addr)) = self.read_value_fresh(key)? else {
+            let Some((slot, addr)) = self.read_value(key)? else {
                 return Ok(Migration::Absent);
             };
             let home = slot.home;
@@ -1666,6 +1655,9 @@ impl<F: Fabric> Worker<F> {
             if prev != slot.addr_word {
                 // Lost to an update or another migration: ours was never published.
                 alloc.free_now(offset_units, size_units);
+                if let Some(c) = self.cache() {
+                    c.remove_if(key, slot.addr_word);
+                }
                 self.stats.migrate_conflicts += 1;
                 continue;
             }
@@ -1673,7 +1665,7 @@ impl<F: Fabric> Worker<F> {
                 holder,
                 Addr::local(size_units, addr.offset_units())?.encode(),
             )?;
-            self.remember(key, new_addr.encode());
+            self.remember(key, new_addr.encode(), slot.addr_offset);
             self.stats.migrated += 1;
             return Ok(Migration::Moved {
                 from: holder,
@@ -1795,6 +1787,38 @@ impl<F: Fabric> Worker<F> {
 
     fn post_bucket_read(&mut self, job: &mut MigrateJob, id: usize) -> Result<()> {
         let home = self.home(job.key);
+        // Address cached (with its position): skip the lookup READ (Pragh 5).
+        let now = self.port.now_ns();
+        let hit = self
+            .cache()
+            .and_then(|c| c.get_with_position(job.key, now))
+            .filter(|h| h.1 != u64::MAX);
+        if let Some((word, position)) = hit {
+            if let Some(addr) = Addr::decode(word) {
+                job.home = home;
+                job.addr_offset = position;
+                job.addr_word = word;
+                job.holder = addr.holder(home);
+                if job.holder == self.machine {
+                    job.result = Some(Migration::AlreadyHere);
+                    return Ok(());
+                }
+                job.addr = Some(addr);
+                job.from_cache = true;
+                let vr = self.values_region(job.holder);
+                let buf = self.buffer((addr.size_units() * 8) as usize);
+                job.stage = MigrateStage::Value;
+                self.port.post(WorkRequest::read_into(
+                    id as u64,
+                    job.holder,
+                    vr,
+                    addr.offset_units() * 8,
+                    buf,
+                ))?;
+                return Ok(());
+            }
+        }
+        job.from_cache = false;
         let layout = self.shared.layout;
         let off = layout.bucket_offset(layout.bucket_of(job.key));
         let kr = self.keys_region(home);
@@ -1873,8 +1897,9 @@ impl<F: Fabric> Worker<F> {
                 let header =
                     Header::decode(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
                 if !header.matches(addr) {
-                    // Invalidated meanwhile: start this key again.
+                    // Invalidated meanwhile (or a stale cached address): start again.
                     self.keep(bytes);
+                    self.forget_cached(job);
                     return self.post_bucket_read(job, id);
                 }
                 let size_units = addr.size_units();
@@ -1922,9 +1947,10 @@ impl<F: Fabric> Worker<F> {
                     let alloc = self.shared.allocs[me as usize].as_ref().expect("hosted");
                     alloc.free_now(new.offset_units(), new.size_units());
                     self.stats.migrate_conflicts += 1;
+                    self.forget_cached(job);
                     return self.post_bucket_read(job, id);
                 }
-                self.remember(job.key, new.encode());
+                self.remember(job.key, new.encode(), job.addr_offset);
                 let addr = job.addr.expect("set");
                 self.reclaim_queue.push((
                     job.holder,
@@ -1938,6 +1964,16 @@ impl<F: Fabric> Worker<F> {
             }
         }
         Ok(())
+    }
+
+    /// Drops a stale cached address a pipelined migration started from.
+    fn forget_cached(&mut self, job: &mut MigrateJob) {
+        if job.from_cache {
+            if let Some(c) = self.cache() {
+                c.remove_if(job.key, job.addr_word);
+            }
+            job.from_cache = false;
+        }
     }
 
     fn ring_of(&mut self, machine: MachineId) -> Result<(RegionId, RingLayout)> {
