@@ -142,6 +142,37 @@ fn measure<F: Fabric>(
     })
 }
 
+/// Values per second against payload size, one line per fabric and thread count (Fig. 13).
+fn plot(rows: &[Row], path: &std::path::Path) -> Result<(), String> {
+    let mut series = Vec::new();
+    for fabric in ["local", "tcp"] {
+        for threads in [1usize, 2] {
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.fabric == fabric && r.threads == threads)
+                .map(|r| (r.payload_bytes as f64, r.values_per_s))
+                .collect();
+            if !points.is_empty() {
+                let label = format!(
+                    "{fabric}, {threads} thread{}",
+                    if threads == 1 { "" } else { "s" }
+                );
+                series.push(locus_plot::Series { label, points });
+            }
+        }
+    }
+    locus_plot::LineChart {
+        title: "Split-migration speed".into(),
+        x_label: "payload (bytes)".into(),
+        y_label: "values migrated per second".into(),
+        x_log: true,
+        y_log: true,
+        series,
+    }
+    .write_png(path)
+    .map_err(|e| e.to_string())
+}
+
 pub fn run(a: MigrateSpeedArgs) -> Result<(), String> {
     let full = match a.preset.as_str() {
         "quick" => false,
@@ -197,6 +228,9 @@ pub fn run(a: MigrateSpeedArgs) -> Result<(), String> {
         std::fs::write(&path, &json)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprintln!("wrote {}", path.display());
+        let png = dir.join("migrate-speed.png");
+        plot(&rows, &png)?;
+        eprintln!("wrote {}", png.display());
     }
     if a.json {
         println!("{json}");
