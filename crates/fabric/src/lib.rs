@@ -54,6 +54,7 @@ mod memory;
 mod op;
 pub mod pool;
 pub mod sim;
+pub mod sync;
 pub mod tcp;
 
 pub use error::{FabricError, Result};

@@ -5,12 +5,21 @@
 //! guarantee RDMA gives (Pragh footnote 2). Regions are zero-filled and
 //! allocated with `alloc_zeroed`, which for large sizes maps fresh pages
 //! lazily: a 4 GiB value region costs nothing until it is written.
+//!
+//! A region's words are [`crate::sync::AtomicU64`]: `std`'s, or loom's under
+//! `cfg(loom)`. Loom atomics cannot be conjured from zeroed memory, so under
+//! loom a region is a boxed slice of atomics created one by one (loom models
+//! use regions of a few words); the methods are the same.
 
+#[cfg(not(loom))]
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::VecDeque;
+#[cfg(not(loom))]
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
+
+use crate::sync::{self, Ordering};
 
 use crate::{FabricError, MachineId, Message, RegionId, RegionInfo, Result};
 
@@ -21,14 +30,19 @@ pub const REGION_BYTES_MAX: u64 = 1 << 37;
 /// A zero-initialised, fixed-size array of atomic words.
 pub struct Region {
     name: String,
-    words: NonNull<AtomicU64>,
+    #[cfg(not(loom))]
+    words: NonNull<sync::AtomicU64>,
+    #[cfg(loom)]
+    words: Box<[sync::AtomicU64]>,
     len_words: usize,
 }
 
 // SAFETY: the region owns its allocation and only hands out shared references
 // to `AtomicU64`s, which are `Sync`.
+#[cfg(not(loom))]
 unsafe impl Send for Region {}
 // SAFETY: as above; all access goes through atomics.
+#[cfg(not(loom))]
 unsafe impl Sync for Region {}
 
 impl Region {
@@ -48,18 +62,22 @@ impl Region {
             });
         }
         let len_words = (len_bytes / 8) as usize;
+        #[cfg(loom)]
+        let words = (0..len_words).map(|_| sync::AtomicU64::new(0)).collect();
+        #[cfg(not(loom))]
         let words = if len_words == 0 {
             NonNull::dangling()
         } else {
-            let layout =
-                Layout::array::<AtomicU64>(len_words).map_err(|_| FabricError::RegionTooLarge {
+            let layout = Layout::array::<sync::AtomicU64>(len_words).map_err(|_| {
+                FabricError::RegionTooLarge {
                     name: name.to_string(),
                     len: len_bytes,
                     limit: REGION_BYTES_MAX,
-                })?;
+                }
+            })?;
             // SAFETY: the layout has non-zero size; an all-zero bit pattern is a
             // valid AtomicU64 (it has the same representation as u64).
-            let ptr = unsafe { alloc_zeroed(layout) } as *mut AtomicU64;
+            let ptr = unsafe { alloc_zeroed(layout) } as *mut sync::AtomicU64;
             NonNull::new(ptr).ok_or_else(|| FabricError::RegionTooLarge {
                 name: name.to_string(),
                 len: len_bytes,
@@ -84,8 +102,16 @@ impl Region {
     }
 
     /// The words, as atomics.
+    #[cfg(loom)]
     #[inline]
-    pub fn words(&self) -> &[AtomicU64] {
+    pub fn words(&self) -> &[sync::AtomicU64] {
+        &self.words
+    }
+
+    /// The words, as atomics.
+    #[cfg(not(loom))]
+    #[inline]
+    pub fn words(&self) -> &[sync::AtomicU64] {
         // SAFETY: `words` points to `len_words` initialised atomics owned by self
         // (or is dangling with length 0).
         unsafe { std::slice::from_raw_parts(self.words.as_ptr(), self.len_words) }
@@ -152,10 +178,12 @@ impl Region {
     }
 }
 
+#[cfg(not(loom))]
 impl Drop for Region {
     fn drop(&mut self) {
         if self.len_words > 0 {
-            let layout = Layout::array::<AtomicU64>(self.len_words).expect("checked at allocation");
+            let layout =
+                Layout::array::<sync::AtomicU64>(self.len_words).expect("checked at allocation");
             // SAFETY: allocated in `new` with this layout.
             unsafe { dealloc(self.words.as_ptr() as *mut u8, layout) }
         }
