@@ -575,6 +575,9 @@ struct MigrateJob {
     addr: Option<Addr>,
     holder: MachineId,
     new_addr: Option<Addr>,
+    /// When the publishing CAS was posted: the cache entry for the new
+    /// address is stamped with it (its lease counts from before the CAS).
+    cas_ns: u64,
     /// Whether `addr_word` came from the location cache (drop it if stale).
     from_cache: bool,
     result: Option<Migration>,
@@ -592,6 +595,7 @@ impl MigrateJob {
             addr: None,
             holder: 0,
             new_addr: None,
+            cas_ns: 0,
             from_cache: false,
             result: None,
         }
@@ -853,12 +857,8 @@ impl<F: Fabric> Worker<F> {
         Ok(slot)
     }
 
-    /// Caches a key's address word, for keys homed elsewhere.
-    fn remember(&mut self, key: Key, addr_word: u64, addr_offset: u64) {
-        let now = self.port.now_ns();
-        self.remember_at(key, addr_word, addr_offset, now);
-    }
-
+    /// Caches a key's address word, for keys homed elsewhere, stamped `now`
+    /// (a time before the READ or CAS that made the address current).
     fn remember_at(&mut self, key: Key, addr_word: u64, addr_offset: u64, now: u64) {
         if self.home(key) != self.machine {
             if let Some(c) = self.cache() {
@@ -1490,7 +1490,7 @@ impl<F: Fabric> Worker<F> {
                     return Err(StoreError::Forwarded {
                         machine: target,
                         reason: format!(
-                            "no reply within {FORWARD_TIMEOUT_MS} ms (is its service running?)"
+                            "no reply within {timeout_ms} ms (is its service running?)"
                         ),
                     });
                 }
@@ -1645,6 +1645,10 @@ impl<F: Fabric> Worker<F> {
             self.port
                 .write_word(holder, vr_old, addr.offset_units() * 8, 0)?;
             let kr = self.keys_region(home);
+            // Stamp the new address's cache entry with a time before the CAS:
+            // a reclaim wait below may outlast a lease, and by then the new
+            // block may itself have been replaced, freed and reused.
+            let cas_ns = self.port.now_ns();
             let prev = self.port.cas(
                 home,
                 kr,
@@ -1665,7 +1669,7 @@ impl<F: Fabric> Worker<F> {
                 holder,
                 Addr::local(size_units, addr.offset_units())?.encode(),
             )?;
-            self.remember(key, new_addr.encode(), slot.addr_offset);
+            self.remember_at(key, new_addr.encode(), slot.addr_offset, cas_ns);
             self.stats.migrated += 1;
             return Ok(Migration::Moved {
                 from: holder,
@@ -1698,12 +1702,17 @@ impl<F: Fabric> Worker<F> {
         let r = (|| -> Result<()> {
             loop {
                 for (id, slot) in slots.iter_mut().enumerate() {
-                    if slot.is_none() && next < keys.len() {
+                    while slot.is_none() && next < keys.len() {
                         let mut job = MigrateJob::new(next, keys[next]);
                         next += 1;
                         self.post_bucket_read(&mut job, id)?;
-                        *slot = Some(job);
-                        active += 1;
+                        // A job can finish without posting (value already here).
+                        if let Some(m) = job.result {
+                            results[job.index] = Some(m);
+                        } else {
+                            *slot = Some(job);
+                            active += 1;
+                        }
                     }
                 }
                 if active == 0 {
@@ -1799,12 +1808,22 @@ impl<F: Fabric> Worker<F> {
                 job.addr_offset = position;
                 job.addr_word = word;
                 job.holder = addr.holder(home);
+                job.from_cache = true;
                 if job.holder == self.machine {
-                    job.result = Some(Migration::AlreadyHere);
-                    return Ok(());
+                    // Only if our copy is still live: a stale entry may name
+                    // a copy that has moved on (its header is zero then).
+                    let vr = self.values_region(self.machine);
+                    let header = self
+                        .port
+                        .read_word(self.machine, vr, addr.offset_units() * 8)?;
+                    if Header::decode(header).matches(addr) {
+                        job.result = Some(Migration::AlreadyHere);
+                        return Ok(());
+                    }
+                    self.forget_cached(job);
+                    return self.post_bucket_read(job, id);
                 }
                 job.addr = Some(addr);
-                job.from_cache = true;
                 let vr = self.values_region(job.holder);
                 let buf = self.buffer((addr.size_units() * 8) as usize);
                 job.stage = MigrateStage::Value;
@@ -1931,6 +1950,7 @@ impl<F: Fabric> Worker<F> {
                 let kr = self.keys_region(job.home);
                 let new = job.new_addr.expect("allocated").encode();
                 job.stage = MigrateStage::Publish;
+                job.cas_ns = self.port.now_ns();
                 self.port.post(WorkRequest::cas(
                     id64,
                     job.home,
@@ -1950,7 +1970,7 @@ impl<F: Fabric> Worker<F> {
                     self.forget_cached(job);
                     return self.post_bucket_read(job, id);
                 }
-                self.remember(job.key, new.encode(), job.addr_offset);
+                self.remember_at(job.key, new.encode(), job.addr_offset, job.cas_ns);
                 let addr = job.addr.expect("set");
                 self.reclaim_queue.push((
                     job.holder,

@@ -1,0 +1,816 @@
+//! Linearizability under the seeded simulated fabric (Pragh 4.1-4.3: split
+//! live migration must be invisible to GET, PUT and edge updates).
+//!
+//! Each seed builds a 3-machine cluster on [`locus_fabric::sim`], loads a few
+//! short adjacency lists from setup code, then runs per machine
+//! [`CLIENTS_PER_MACHINE`] client actors doing a seeded random mix of
+//! `neighbors`/`get`, `put`, `insert_edge`, `delete_edge`, `migrate_vertex`,
+//! `migrate_batch` and `collect_garbage`, plus one service actor that answers
+//! forwarded updates (`serve`) and collects garbage until every client is
+//! done. Every fabric operation is a scheduling point, so the seed picks one
+//! interleaving of all one-sided operations. Leases are 1 ms of simulated time
+//! (200 scheduling points), so location-cache entries expire and retired
+//! blocks are reused within a run; the reclaim ring has one slot, so
+//! migrations meet back-pressure.
+//!
+//! Each client records, per vertex, every operation with its invocation and
+//! response (a global sequence number: one actor runs at a time, so it is an
+//! exact real-time order; the simulated clock is shown too) and its result.
+//! Migration and GC are not recorded: they must not change any vertex's
+//! value. After the run every machine reads every vertex once more. Each
+//! vertex's history (linearizability is compositional) must then have a
+//! linearization against a sequential model of one adjacency list: a Wing &
+//! Gong search with memoisation on (operations done, list).
+//!
+//! A failure panics with a message that starts with `seed N:`. Replay one seed
+//! with `LOCUS_SIM_SEED=N`; run more seeds with `LOCUS_SIM_SEEDS=K` (default
+//! [`SEEDS_DEFAULT`]); `LOCUS_SIM_KEEP_GOING=1` runs every seed and lists all
+//! that fail instead of stopping at the first.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use locus_fabric::sim::{Actor, Sim, SimConfig, SimFabric, SimRng};
+use locus_fabric::{Fabric, MachineId, Port};
+use locus_store::addr::{Addr, Header};
+use locus_store::{home_of, Key, Store, StoreConfig, VertexId, Worker, WorkerStats};
+
+const MACHINES: usize = 3;
+const VERTICES: u32 = 5;
+const CLIENTS_PER_MACHINE: usize = 2;
+const OPS_PER_CLIENT: usize = 24;
+/// Neighbour ids are drawn from this small range so inserts and deletes collide.
+const NEIGHBOR_IDS: std::ops::Range<u32> = 100..104;
+/// Longest list a `put` writes (and the setup loads).
+const PUT_LEN_MAX: u64 = 3;
+/// Service rounds between two garbage collections.
+const SERVICE_GC_EVERY: u64 = 32;
+const SEEDS_DEFAULT: u64 = 1000;
+/// Simulated time per scheduling point: a 1 ms lease is 200 points, a small
+/// part of a run, yet far longer than any step of the protocol (an actor is
+/// descheduled for 200 points with probability (8/9)^200, about 1e-10).
+const CLOCK_STEP_NS: u64 = 5_000;
+/// Scheduling points a run may take: a seed takes 3,000 to 8,000, so more is
+/// a livelock.
+const STEPS_MAX: u64 = 50_000;
+/// Search nodes one vertex's check may visit before it gives up, loudly.
+const SEARCH_NODES_MAX: u64 = 2_000_000;
+/// Operations one vertex's history may hold (the search keeps a `u128` set).
+const HISTORY_OPS_MAX: usize = 128;
+
+fn store_config() -> StoreConfig {
+    StoreConfig {
+        buckets_per_machine: 2,
+        overflow_buckets_per_machine: 2,
+        value_region_bytes: 64 << 10,
+        // Every list is one part, so every operation is exactly linearizable
+        // (ARCHITECTURE.md, invariant 9).
+        part_neighbors_max: 64,
+        // 200 scheduling points at CLOCK_STEP_NS: leases pass within a run.
+        reclaim_lease_ms: 1,
+        cache_lease_ms: 1,
+        // Forwarded updates never time out: a reply always comes while the
+        // target is served, and a timeout would leave a "maybe applied" op.
+        forward_timeout_ms: 3_600_000,
+        cache_bytes_max: 64 * locus_store::cache::ENTRY_BYTES,
+        // One slot: a migration often waits for the old holder's GC
+        // (back-pressure), sometimes longer than a lease.
+        reclaim_ring_entries: 1,
+    }
+}
+
+fn initial_list(v: VertexId) -> Vec<VertexId> {
+    (0..v % 3)
+        .map(|i| NEIGHBOR_IDS.start + (v + i) % 4)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Histories
+
+/// What an operation asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Call {
+    /// `neighbors(v, k)` (`get` for `usize::MAX`).
+    Read {
+        k: usize,
+    },
+    Put(Vec<VertexId>),
+    Insert(VertexId),
+    Delete(VertexId),
+}
+
+/// What an operation returned.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Ret {
+    List(Vec<VertexId>),
+    /// A read found no vertex (never right here: every vertex is loaded).
+    Missing,
+    Bool(bool),
+    Done,
+}
+
+/// One completed operation on one vertex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Event {
+    vertex: VertexId,
+    /// Client index, or `usize::MAX` for the reads after the run.
+    client: usize,
+    machine: MachineId,
+    call: Call,
+    ret: Ret,
+    /// Global order of invocations and responses (exact real-time order).
+    invoke: u64,
+    response: u64,
+    invoke_ns: u64,
+    response_ns: u64,
+}
+
+/// The sequential specification: one adjacency list as a sequence.
+fn apply(state: &mut Vec<VertexId>, call: &Call) -> Ret {
+    match call {
+        Call::Read { k } => Ret::List(state.iter().take(*k).copied().collect()),
+        Call::Put(list) => {
+            state.clone_from(list);
+            Ret::Done
+        }
+        Call::Insert(u) => {
+            let absent = !state.contains(u);
+            if absent {
+                state.push(*u);
+            }
+            Ret::Bool(absent)
+        }
+        Call::Delete(u) => {
+            let present = state.contains(u);
+            state.retain(|x| x != u);
+            Ret::Bool(present)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Checker (Wing & Gong with memoisation, as in Lowe's and Porcupine's checkers)
+
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// A linearization: indexes into the history, in order.
+    Linearizable(Vec<usize>),
+    /// None exists; the longest linearizable prefix the search found.
+    Violation { deepest: Vec<usize> },
+    /// The search visited more than `SEARCH_NODES_MAX` nodes.
+    TooLong { nodes: u64 },
+}
+
+struct Search<'a> {
+    ops: &'a [Event],
+    all: u128,
+    nodes: u64,
+    nodes_max: u64,
+    /// (done set, list) configurations known to lead nowhere.
+    dead: HashSet<(u128, Vec<VertexId>)>,
+    order: Vec<usize>,
+    deepest: Vec<usize>,
+}
+
+impl Search<'_> {
+    fn run(&mut self, done: u128, state: &[VertexId]) -> Option<bool> {
+        if done == self.all {
+            return Some(true);
+        }
+        self.nodes += 1;
+        if self.nodes > self.nodes_max {
+            return None;
+        }
+        if self.dead.contains(&(done, state.to_vec())) {
+            return Some(false);
+        }
+        let pending = |i: &usize| done & (1u128 << i) == 0;
+        // An op may go next only if no pending op responded before it was invoked.
+        let horizon = (0..self.ops.len())
+            .filter(pending)
+            .map(|i| self.ops[i].response)
+            .min()
+            .expect("some op is pending");
+        for i in (0..self.ops.len()).filter(pending) {
+            let op = &self.ops[i];
+            if op.invoke > horizon {
+                continue;
+            }
+            let mut next = state.to_vec();
+            if apply(&mut next, &op.call) != op.ret {
+                continue;
+            }
+            self.order.push(i);
+            if self.order.len() > self.deepest.len() {
+                self.deepest.clone_from(&self.order);
+            }
+            if self.run(done | 1u128 << i, &next)? {
+                return Some(true);
+            }
+            self.order.pop();
+        }
+        self.dead.insert((done, state.to_vec()));
+        Some(false)
+    }
+}
+
+/// Searches for a linearization of `ops` (one vertex) from `initial`.
+fn check_history(initial: &[VertexId], ops: &[Event], nodes_max: u64) -> Verdict {
+    assert!(
+        ops.len() <= HISTORY_OPS_MAX,
+        "{} ops on one vertex: more than the checker's {HISTORY_OPS_MAX}",
+        ops.len()
+    );
+    let mut s = Search {
+        ops,
+        all: if ops.len() == 128 {
+            u128::MAX
+        } else {
+            (1u128 << ops.len()) - 1
+        },
+        nodes: 0,
+        nodes_max,
+        dead: HashSet::new(),
+        order: Vec::new(),
+        deepest: Vec::new(),
+    };
+    match s.run(0, initial) {
+        Some(true) => Verdict::Linearizable(s.order),
+        Some(false) => Verdict::Violation { deepest: s.deepest },
+        None => Verdict::TooLong { nodes: s.nodes },
+    }
+}
+
+fn show_call(c: &Call) -> String {
+    match c {
+        Call::Read { k: usize::MAX } => "get".into(),
+        Call::Read { k } => format!("neighbors(k={k})"),
+        Call::Put(l) => format!("put({l:?})"),
+        Call::Insert(u) => format!("insert({u})"),
+        Call::Delete(u) => format!("delete({u})"),
+    }
+}
+
+fn show_ret(r: &Ret) -> String {
+    match r {
+        Ret::List(l) => format!("{l:?}"),
+        Ret::Missing => "None (vertex missing)".into(),
+        Ret::Bool(b) => b.to_string(),
+        Ret::Done => "ok".into(),
+    }
+}
+
+/// The history as a table, in invocation order.
+fn show_history(initial: &[VertexId], ops: &[Event]) -> String {
+    let mut s = format!("  initial list {initial:?}\n");
+    for (i, e) in ops.iter().enumerate() {
+        let who = if e.client == usize::MAX {
+            format!("after-run read on m{}", e.machine)
+        } else {
+            format!("client {} on m{}", e.client, e.machine)
+        };
+        let _ = writeln!(
+            s,
+            "  #{i:<3} seq {:>5}..{:<5} t {:>9}..{:<9} ns  {who:<22} {} -> {}",
+            e.invoke,
+            e.response,
+            e.invoke_ns,
+            e.response_ns,
+            show_call(&e.call),
+            show_ret(&e.ret)
+        );
+    }
+    s
+}
+
+/// Checks every vertex's history; the error is the report of the first bad one.
+fn check_all(seed: u64, histories: &[Vec<Event>]) -> Result<(), String> {
+    for (v, ops) in histories.iter().enumerate() {
+        let v = v as VertexId;
+        let initial = initial_list(v);
+        if ops.len() > HISTORY_OPS_MAX {
+            return Err(format!(
+                "seed {seed}: vertex {v}: {} ops, more than the checker's {HISTORY_OPS_MAX}; \
+                 shrink the per-seed work",
+                ops.len()
+            ));
+        }
+        match check_history(&initial, ops, SEARCH_NODES_MAX) {
+            Verdict::Linearizable(_) => {}
+            Verdict::Violation { deepest } => {
+                let mut state = initial.clone();
+                for &i in &deepest {
+                    apply(&mut state, &ops[i].call);
+                }
+                return Err(format!(
+                    "seed {seed}: vertex {v}: history is not linearizable \
+                     (replay with LOCUS_SIM_SEED={seed})\n{}  longest linearizable prefix: {:?} \
+                     (ops by #), list then {state:?}",
+                    show_history(&initial, ops),
+                    deepest
+                ));
+            }
+            Verdict::TooLong { nodes } => {
+                return Err(format!(
+                    "seed {seed}: vertex {v}: the linearizability search gave up after {nodes} \
+                     nodes (SEARCH_NODES_MAX); shrink the per-seed work\n{}",
+                    show_history(&initial, ops)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The simulation
+
+/// What a seed exercised (summed over seeds to show the races were reached).
+#[derive(Debug, Default, Clone, Copy)]
+struct Coverage {
+    steps: u64,
+    /// Most scheduling points one seed took (compare with `STEPS_MAX`).
+    steps_one_seed_max: u64,
+    ops: u64,
+    forwarded: u64,
+    migrated: u64,
+    migrate_conflicts: u64,
+    cas_conflicts: u64,
+    invalid_retries: u64,
+    reclaim_waits: u64,
+    blocks_freed: u64,
+}
+
+impl Coverage {
+    fn add_stats(&mut self, s: &WorkerStats) {
+        self.forwarded += s.forwarded;
+        self.migrated += s.migrated;
+        self.migrate_conflicts += s.migrate_conflicts;
+        self.cas_conflicts += s.cas_conflicts;
+        self.invalid_retries += s.invalid_retries;
+        self.reclaim_waits += s.reclaim_waits;
+    }
+
+    fn add(&mut self, o: &Coverage) {
+        self.steps += o.steps;
+        self.steps_one_seed_max = self.steps_one_seed_max.max(o.steps_one_seed_max);
+        self.ops += o.ops;
+        self.forwarded += o.forwarded;
+        self.migrated += o.migrated;
+        self.migrate_conflicts += o.migrate_conflicts;
+        self.cas_conflicts += o.cas_conflicts;
+        self.invalid_retries += o.invalid_retries;
+        self.reclaim_waits += o.reclaim_waits;
+        self.blocks_freed += o.blocks_freed;
+    }
+}
+
+/// State the actors share. Locks are never held across a scheduling point.
+struct Shared {
+    seq: AtomicU64,
+    clients_done: AtomicUsize,
+    log: Mutex<Vec<Event>>,
+    coverage: Mutex<Coverage>,
+    /// What each client is doing (shown when a run fails, e.g. a livelock).
+    doing: Mutex<Vec<String>>,
+}
+
+impl Shared {
+    fn record(&self, e: Event) {
+        self.log.lock().unwrap().push(e);
+    }
+
+    fn doing(&self, client: usize, what: String) {
+        self.doing.lock().unwrap()[client] = what;
+    }
+
+    fn add_stats(&self, s: &WorkerStats, freed: u64) {
+        let mut c = self.coverage.lock().unwrap();
+        c.add_stats(s);
+        c.blocks_freed += freed;
+    }
+}
+
+fn random_list(rng: &mut SimRng) -> Vec<VertexId> {
+    let len = rng.below(PUT_LEN_MAX + 1);
+    (0..len).map(|_| random_neighbor(rng)).collect()
+}
+
+fn random_neighbor(rng: &mut SimRng) -> VertexId {
+    NEIGHBOR_IDS.start + rng.below((NEIGHBOR_IDS.end - NEIGHBOR_IDS.start) as u64) as u32
+}
+
+/// One client: a seeded mix of recorded updates and reads, and unrecorded
+/// migrations and garbage collections.
+fn client(
+    f: &SimFabric,
+    shared: &Shared,
+    id: usize,
+    mut w: Worker<SimFabric>,
+    mut rng: SimRng,
+) -> Result<(), String> {
+    let m = w.machine();
+    let mut freed = 0u64;
+    for _ in 0..OPS_PER_CLIENT {
+        let v = rng.below(VERTICES as u64) as VertexId;
+        let dice = rng.below(100);
+        let call = match dice {
+            0..=29 => Call::Read {
+                k: [1, 2, usize::MAX, usize::MAX][rng.below(4) as usize],
+            },
+            30..=39 => Call::Put(random_list(&mut rng)),
+            40..=57 => Call::Insert(random_neighbor(&mut rng)),
+            58..=71 => Call::Delete(random_neighbor(&mut rng)),
+            72..=85 => {
+                shared.doing(
+                    id,
+                    format!("migrate_vertex({v}) on m{m} since t={} ns", f.now_ns()),
+                );
+                w.migrate_vertex(v)
+                    .map_err(|e| format!("migrate_vertex({v}) on m{m}: {e}"))?;
+                continue;
+            }
+            86..=93 => {
+                // A few distinct vertices, pipelined.
+                let n = 2 + rng.below(2) as u32;
+                let first = rng.below(VERTICES as u64) as u32;
+                let keys: Vec<Key> = (0..n)
+                    .map(|i| Key::part((first + i) % VERTICES, 0))
+                    .collect();
+                shared.doing(
+                    id,
+                    format!("migrate_batch({keys:?}) on m{m} since t={} ns", f.now_ns()),
+                );
+                w.migrate_batch(&keys)
+                    .map_err(|e| format!("migrate_batch({keys:?}) on m{m}: {e}"))?;
+                continue;
+            }
+            _ => {
+                shared.doing(
+                    id,
+                    format!("collect_garbage on m{m} since t={} ns", f.now_ns()),
+                );
+                freed += w
+                    .collect_garbage()
+                    .map_err(|e| format!("collect_garbage on m{m}: {e}"))?
+                    as u64;
+                continue;
+            }
+        };
+        let invoke = shared.seq.fetch_add(1, Ordering::Relaxed);
+        let invoke_ns = f.now_ns();
+        shared.doing(
+            id,
+            format!(
+                "{} of vertex {v} on m{m} since t={invoke_ns} ns",
+                show_call(&call)
+            ),
+        );
+        let ret = match &call {
+            Call::Read { k } => {
+                let mut out = Vec::new();
+                match w.neighbors(v, *k, &mut out) {
+                    Ok(true) => Ok(Ret::List(out)),
+                    Ok(false) => Ok(Ret::Missing),
+                    Err(e) => Err(e),
+                }
+            }
+            Call::Put(list) => w.put(v, list).map(|()| Ret::Done),
+            Call::Insert(u) => w.insert_edge(v, *u).map(Ret::Bool),
+            Call::Delete(u) => w.delete_edge(v, *u).map(Ret::Bool),
+        }
+        .map_err(|e| format!("{} of vertex {v} on m{m}: {e}", show_call(&call)))?;
+        let response = shared.seq.fetch_add(1, Ordering::Relaxed);
+        shared.record(Event {
+            vertex: v,
+            client: id,
+            machine: m,
+            call,
+            ret,
+            invoke,
+            response,
+            invoke_ns,
+            response_ns: f.now_ns(),
+        });
+    }
+    shared.add_stats(&w.stats, freed);
+    shared.doing(id, "done".into());
+    Ok(())
+}
+
+/// One machine's service: answers forwarded requests and collects garbage
+/// until every client is done (read between scheduling points: deterministic).
+fn service(shared: &Shared, clients: usize, mut w: Worker<SimFabric>) -> Result<(), String> {
+    let m = w.machine();
+    let mut freed = 0u64;
+    let mut round = 0u64;
+    while shared.clients_done.load(Ordering::Relaxed) < clients {
+        w.serve().map_err(|e| format!("service of m{m}: {e}"))?;
+        round += 1;
+        if round.is_multiple_of(SERVICE_GC_EVERY) {
+            freed +=
+                w.collect_garbage()
+                    .map_err(|e| format!("GC in the service of m{m}: {e}"))? as u64;
+        }
+    }
+    shared.add_stats(&w.stats, freed);
+    Ok(())
+}
+
+/// Where every vertex's value is and what its header says (for failure reports).
+fn show_values(store: &Store<SimFabric>) -> String {
+    let mut s = String::new();
+    let fabric = store.fabric();
+    for v in 0..VERTICES {
+        let home = home_of(v, MACHINES);
+        let Ok(mut w) = store.worker(home) else {
+            continue;
+        };
+        let word = w.address_word(v).unwrap_or(0);
+        let _ = write!(s, "\n  vertex {v} (home m{home}): address word {word:#x}");
+        if let Some(a) = Addr::decode(word) {
+            let holder = a.holder(home);
+            let header = fabric.lookup(holder, "values").and_then(|r| {
+                fabric
+                    .port(holder)?
+                    .read_word(holder, r.id, a.offset_units() * 8)
+            });
+            let _ = match header {
+                Ok(h) => write!(s, " = {a:?}, header {:?}", Header::decode(h)),
+                Err(e) => write!(s, " = {a:?}, header unreadable: {e}"),
+            };
+        }
+    }
+    s
+}
+
+/// Runs one seed; returns the per-vertex histories (in invocation order) and
+/// what it exercised, or the failure (starting with `seed N:`).
+fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
+    let mut sim = Sim::new(SimConfig {
+        machines: MACHINES,
+        seed,
+        steps_max: STEPS_MAX,
+        clock_step_ns: CLOCK_STEP_NS,
+        ..SimConfig::default()
+    })
+    .map_err(|e| format!("seed {seed}: sim config: {e}"))?;
+    let fabric = sim.fabric().clone();
+    let store = Store::create(fabric.clone(), store_config())
+        .map_err(|e| format!("seed {seed}: store config: {e}"))?;
+    let setup = |e: locus_store::StoreError| format!("seed {seed}: setup: {e}");
+    for v in 0..VERTICES {
+        let home = home_of(v, MACHINES);
+        store
+            .worker(home)
+            .map_err(setup)?
+            .put(v, &initial_list(v))
+            .map_err(setup)?;
+    }
+    let shared = Shared {
+        seq: AtomicU64::new(0),
+        clients_done: AtomicUsize::new(0),
+        log: Mutex::new(Vec::new()),
+        coverage: Mutex::new(Coverage::default()),
+        doing: Mutex::new(vec![String::new(); MACHINES * CLIENTS_PER_MACHINE]),
+    };
+    let clients = MACHINES * CLIENTS_PER_MACHINE;
+    // Workers (and so ports) are opened here in a fixed order: deterministic.
+    let mut actors: Vec<Actor> = Vec::new();
+    for m in 0..MACHINES {
+        for c in 0..CLIENTS_PER_MACHINE {
+            let id = m * CLIENTS_PER_MACHINE + c;
+            let w = store.worker(m as MachineId).map_err(setup)?;
+            let rng = fabric.rng(id as u64);
+            let shared = &shared;
+            actors.push(Box::new(move |f: &SimFabric| {
+                let r = client(f, shared, id, w, rng);
+                shared.clients_done.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = r {
+                    panic!("{e}");
+                }
+            }));
+        }
+    }
+    for m in 0..MACHINES {
+        let w = store.worker(m as MachineId).map_err(setup)?;
+        let shared = &shared;
+        actors.push(Box::new(move |_: &SimFabric| {
+            if let Err(e) = service(shared, clients, w) {
+                panic!("{e}");
+            }
+        }));
+    }
+    let report = sim.run(actors).map_err(|failure| {
+        let doing = shared.doing.lock().unwrap();
+        let mut msg = failure.to_string();
+        for (c, what) in doing.iter().enumerate() {
+            let _ = write!(msg, "\n  client {c} (actor {c}): {what}");
+        }
+        msg.push_str(&show_values(&store));
+        msg
+    })?;
+    // Every machine reads every vertex once more, after everything else.
+    let mut log = shared.log.into_inner().unwrap();
+    let mut seq = shared.seq.into_inner();
+    for m in 0..MACHINES {
+        let mut w = store.worker(m as MachineId).map_err(setup)?;
+        for v in 0..VERTICES {
+            let got = w
+                .get(v)
+                .map_err(|e| format!("seed {seed}: final get of {v} on m{m}: {e}"))?;
+            let now = fabric.now_ns();
+            log.push(Event {
+                vertex: v,
+                client: usize::MAX,
+                machine: m as MachineId,
+                call: Call::Read { k: usize::MAX },
+                ret: got.map_or(Ret::Missing, Ret::List),
+                invoke: seq,
+                response: seq + 1,
+                invoke_ns: now,
+                response_ns: now,
+            });
+            seq += 2;
+        }
+    }
+    let mut coverage = shared.coverage.into_inner().unwrap();
+    coverage.steps = report.steps;
+    coverage.steps_one_seed_max = report.steps;
+    coverage.ops = log.len() as u64;
+    let mut histories: Vec<Vec<Event>> = (0..VERTICES).map(|_| Vec::new()).collect();
+    log.sort_by_key(|e| e.invoke);
+    for e in log {
+        histories[e.vertex as usize].push(e);
+    }
+    Ok((histories, coverage))
+}
+
+fn run_seed(seed: u64) -> Result<Coverage, String> {
+    let (histories, coverage) = simulate(seed)?;
+    check_all(seed, &histories)?;
+    Ok(coverage)
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    let s = std::env::var(name).ok()?;
+    Some(
+        s.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} = {s:?} is not a number")),
+    )
+}
+
+/// Random GET / PUT / insert / delete / MIGRATE / GC mixes over many seeds;
+/// every vertex's history must be linearizable.
+#[test]
+fn histories_are_linearizable_under_migration_and_gc() {
+    let seeds: Vec<u64> = match env_u64("LOCUS_SIM_SEED") {
+        Some(seed) => vec![seed],
+        None => (0..env_u64("LOCUS_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT)).collect(),
+    };
+    // Seeds are independent simulations: run them on every core. Each one is
+    // a function of its seed alone, whichever thread runs it.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Triage: run every seed and list all that fail.
+    let keep_going = std::env::var_os("LOCUS_SIM_KEEP_GOING").is_some();
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let failures = Mutex::new(Vec::<(u64, String)>::new());
+    let total = Mutex::new(Coverage::default());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(seeds.len()) {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    match run_seed(seed) {
+                        Ok(c) => total.lock().unwrap().add(&c),
+                        Err(msg) => {
+                            failures.lock().unwrap().push((seed, msg));
+                            stop.store(!keep_going, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let mut failures = failures.into_inner().unwrap();
+    failures.sort_by_key(|f| f.0);
+    if let Some((_, msg)) = failures.first() {
+        let others: Vec<u64> = failures[1..].iter().map(|f| f.0).collect();
+        panic!(
+            "{msg}\n({} failing seeds; the others seen: {others:?})",
+            failures.len()
+        );
+    }
+    let c = total.into_inner().unwrap();
+    eprintln!("{} seeds: {c:?}", seeds.len());
+    if seeds.len() >= 100 {
+        // The races this test is for were reached (each is common per seed).
+        assert!(c.forwarded > 0 && c.migrated > 0, "{c:?}");
+        assert!(c.migrate_conflicts > 0 && c.invalid_retries > 0, "{c:?}");
+        assert!(c.blocks_freed > 0 && c.reclaim_waits > 0, "{c:?}");
+    }
+}
+
+#[test]
+fn a_seed_replays_the_same_histories() {
+    for seed in [3, 77] {
+        let a = simulate(seed).unwrap().0;
+        let b = simulate(seed).unwrap().0;
+        assert_eq!(a, b, "seed {seed} ran two different histories");
+    }
+    assert_ne!(simulate(3).unwrap().0, simulate(77).unwrap().0);
+}
+
+// ---------------------------------------------------------------------------
+// The checker can fail
+
+fn ev(call: Call, ret: Ret, invoke: u64, response: u64) -> Event {
+    Event {
+        vertex: 0,
+        client: 0,
+        machine: 0,
+        call,
+        ret,
+        invoke,
+        response,
+        invoke_ns: invoke,
+        response_ns: response,
+    }
+}
+
+#[test]
+fn checker_accepts_linearizable_and_rejects_other_histories() {
+    let get = |l: &[u32], i, r| ev(Call::Read { k: usize::MAX }, Ret::List(l.to_vec()), i, r);
+    // Concurrent put and get: the get may see either list.
+    for seen in [&[1][..], &[7, 8][..]] {
+        let h = vec![ev(Call::Put(vec![7, 8]), Ret::Done, 0, 3), get(seen, 1, 2)];
+        assert!(matches!(
+            check_history(&[1], &h, 1000),
+            Verdict::Linearizable(_)
+        ));
+    }
+    // Sequential: a get after the put returned must see it.
+    let stale = vec![ev(Call::Put(vec![7, 8]), Ret::Done, 0, 1), get(&[1], 2, 3)];
+    assert!(matches!(
+        check_history(&[1], &stale, 1000),
+        Verdict::Violation { .. }
+    ));
+    // Two concurrent inserts of one id cannot both report that they added it.
+    let twice = vec![
+        ev(Call::Insert(5), Ret::Bool(true), 0, 3),
+        ev(Call::Insert(5), Ret::Bool(true), 1, 2),
+    ];
+    assert!(matches!(
+        check_history(&[], &twice, 1000),
+        Verdict::Violation { .. }
+    ));
+    // One of them may lose; the list is a sequence (append at the end).
+    let h = vec![
+        ev(Call::Insert(5), Ret::Bool(true), 0, 3),
+        ev(Call::Insert(5), Ret::Bool(false), 1, 2),
+        ev(Call::Insert(6), Ret::Bool(true), 4, 5),
+        get(&[2, 5, 6], 6, 7),
+        ev(Call::Read { k: 2 }, Ret::List(vec![2, 5]), 6, 9),
+        ev(Call::Delete(5), Ret::Bool(true), 8, 11),
+        ev(Call::Delete(5), Ret::Bool(false), 12, 13),
+        get(&[2, 6], 12, 14),
+    ];
+    assert_eq!(
+        check_history(&[2], &h, 1000),
+        Verdict::Linearizable(vec![0, 1, 2, 3, 4, 5, 6, 7])
+    );
+    // Order matters: [6, 5] is not a state any linearization reaches.
+    let mut wrong = h.clone();
+    wrong[3] = get(&[2, 6, 5], 6, 7);
+    assert!(matches!(
+        check_history(&[2], &wrong, 1000),
+        Verdict::Violation { .. }
+    ));
+    // A reader seeing a value that was never written (a reused block).
+    let h = vec![get(&[9], 0, 1)];
+    let report = match check_all(42, &[h]) {
+        Err(r) => r,
+        Ok(()) => panic!("accepted a read of a list never written"),
+    };
+    assert!(
+        report.starts_with("seed 42: vertex 0: history is not linearizable"),
+        "{report}"
+    );
+    assert!(report.contains("get -> [9]"), "{report}");
+    // The search bound is loud.
+    let mut many: Vec<Event> = (0..20)
+        .map(|i| ev(Call::Insert(i), Ret::Bool(true), 0, 100))
+        .collect();
+    many.push(get(&[], 101, 102));
+    assert!(matches!(
+        check_history(&[], &many, 1000),
+        Verdict::TooLong { .. }
+    ));
+}
