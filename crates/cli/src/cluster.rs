@@ -45,6 +45,7 @@ pub fn build(csr: &Csr, machines: usize, config: &Config) -> Result<Embedded, St
             machines,
             latency_ns: config.cluster.latency_ns,
             bandwidth_bytes_per_s: config.cluster.bandwidth_bytes_per_s,
+            pin_memory: config.cluster.pin_memory,
             ..LocalConfig::default()
         })
         .map_err(|e| e.to_string())?,

@@ -48,6 +48,8 @@ pub struct ClusterConfig {
     pub threads: usize,
     pub latency_ns: u64,
     pub bandwidth_bytes_per_s: u64,
+    /// Fault in region pages at registration, as RDMA registration pins memory.
+    pub pin_memory: bool,
 }
 
 impl Default for ClusterConfig {
@@ -57,6 +59,7 @@ impl Default for ClusterConfig {
             threads: 0,
             latency_ns: 2000,
             bandwidth_bytes_per_s: 12_500_000_000,
+            pin_memory: true,
         }
     }
 }

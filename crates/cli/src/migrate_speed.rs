@@ -17,7 +17,7 @@ use std::time::Instant;
 use clap::Args;
 use locus_fabric::counting::{Counting, Locality};
 use locus_fabric::local::{LocalConfig, LocalFabric};
-use locus_fabric::tcp::loopback_cluster;
+use locus_fabric::tcp::{loopback_cluster_with, TcpConfig};
 use locus_fabric::Fabric;
 use locus_store::{Key, Migration, Store, StoreConfig};
 use serde::Serialize;
@@ -185,7 +185,11 @@ pub fn run(a: MigrateSpeedArgs) -> Result<(), String> {
             let n = count(payload, full);
             eprintln!("local, {threads} thread(s), {payload} B x {n} ...");
             let fabric = Counting::new(
-                LocalFabric::new(LocalConfig::with_machines(2)).map_err(|e| e.to_string())?,
+                LocalFabric::new(LocalConfig {
+                    pin_memory: true,
+                    ..LocalConfig::with_machines(2)
+                })
+                .map_err(|e| e.to_string())?,
             );
             let store =
                 Store::create(fabric.clone(), config(n, payload)).map_err(|e| e.to_string())?;
@@ -201,11 +205,15 @@ pub fn run(a: MigrateSpeedArgs) -> Result<(), String> {
             for payload in PAYLOADS {
                 let n = count(payload, false).min(if full { 20_000 } else { 4_000 });
                 eprintln!("tcp, {threads} thread(s), {payload} B x {n} ...");
-                let nodes: Vec<Counting<_>> = loopback_cluster(2)
-                    .map_err(|e| e.to_string())?
-                    .into_iter()
-                    .map(Counting::new)
-                    .collect();
+                let nodes: Vec<Counting<_>> = loopback_cluster_with(TcpConfig {
+                    machines: 2,
+                    pin_memory: true,
+                    ..TcpConfig::default()
+                })
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(Counting::new)
+                .collect();
                 let stores = nodes
                     .iter()
                     .map(|f| Store::create(f.clone(), config(n, payload)))

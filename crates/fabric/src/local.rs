@@ -45,6 +45,9 @@ pub struct LocalConfig {
     pub inbox_messages_max: usize,
     /// Largest message payload.
     pub message_bytes_max: usize,
+    /// Fault in every region's pages when it is registered, as RDMA
+    /// registration pins memory (off: pages are mapped on first write).
+    pub pin_memory: bool,
 }
 
 impl Default for LocalConfig {
@@ -56,6 +59,7 @@ impl Default for LocalConfig {
             inflight_ops_max: 4096,
             inbox_messages_max: 65_536,
             message_bytes_max: 1 << 20,
+            pin_memory: false,
         }
     }
 }
@@ -175,7 +179,9 @@ impl LocalFabric {
     pub fn new(config: LocalConfig) -> Result<Self> {
         config.validate()?;
         let machines = (0..config.machines)
-            .map(|m| MachineMemory::new(m as MachineId, config.inbox_messages_max))
+            .map(|m| {
+                MachineMemory::new(m as MachineId, config.inbox_messages_max, config.pin_memory)
+            })
             .collect();
         Ok(LocalFabric {
             inner: Arc::new({

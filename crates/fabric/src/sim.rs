@@ -609,7 +609,7 @@ impl Sim {
     pub fn new(config: SimConfig) -> Result<Sim> {
         config.validate()?;
         let machines = (0..config.machines)
-            .map(|m| MachineMemory::new(m as MachineId, config.inbox_messages_max))
+            .map(|m| MachineMemory::new(m as MachineId, config.inbox_messages_max, false))
             .collect();
         let sched = Sched {
             id: SIM_IDS.fetch_add(1, Ordering::Relaxed),

@@ -109,6 +109,9 @@ pub struct TcpConfig {
     /// Largest frame on the wire, header included; bounds the data of one READ
     /// or WRITE to `frame_bytes_max - 24` bytes.
     pub frame_bytes_max: usize,
+    /// Fault in the hosted machines' regions when registered (see
+    /// [`crate::LocalConfig::pin_memory`]).
+    pub pin_memory: bool,
 }
 
 impl Default for TcpConfig {
@@ -124,6 +127,7 @@ impl Default for TcpConfig {
             inbox_messages_max: 65_536,
             message_bytes_max: 1 << 20,
             frame_bytes_max: 16 << 20,
+            pin_memory: false,
         }
     }
 }
@@ -347,7 +351,11 @@ impl TcpFabric {
             .map_err(|e| FabricError::Config(format!("the listener is not usable: {e}")))?;
         let mut memories: Vec<Option<MachineMemory>> = (0..config.machines).map(|_| None).collect();
         for &m in &config.hosted {
-            memories[m as usize] = Some(MachineMemory::new(m, config.inbox_messages_max));
+            memories[m as usize] = Some(MachineMemory::new(
+                m,
+                config.inbox_messages_max,
+                config.pin_memory,
+            ));
         }
         let mut nodes: Vec<SocketAddr> = Vec::new();
         let node_of = (0..config.machines)
