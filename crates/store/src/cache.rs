@@ -67,6 +67,9 @@ pub const SAMPLE_ENTRIES: usize = 8;
 /// Insertions of new keys into a shard per step of its aging hand: every
 /// count halves once per about this many turnovers of the shard.
 pub const AGING_INSERTS_PER_STEP: u64 = 4;
+/// Hot keys a shard lists between two looks of the monitor; more are counted
+/// in [`CacheStats::hot_dropped`] and still reported with the interval.
+pub const HOT_KEYS_MAX_PER_SHARD: usize = 256;
 /// Most shards a cache may have (shards are picked with 16 bits of the hash).
 pub const SHARDS_MAX: usize = 1 << 16;
 
@@ -85,6 +88,9 @@ pub struct CacheConfig {
     pub lease_ms: u64,
     /// Lock shards (a power of two, at most [`SHARDS_MAX`]).
     pub shards: usize,
+    /// An entry whose interval count reaches this is listed as hot for the
+    /// monitor's instant report (Pragh 4.4, 6.4); 0 turns the list off.
+    pub hot_count: u32,
 }
 
 impl Default for CacheConfig {
@@ -93,6 +99,7 @@ impl Default for CacheConfig {
             bytes_max: 128 << 20,
             lease_ms: 60_000,
             shards: 64,
+            hot_count: 0,
         }
     }
 }
@@ -176,6 +183,8 @@ pub struct CacheStats {
     pub evictions: u64,
     /// Entries dropped by `remove` or a matching `remove_if`.
     pub removes: u64,
+    /// Hot keys not listed because a shard's hot list was full.
+    pub hot_dropped: u64,
 }
 
 impl CacheStats {
@@ -197,6 +206,7 @@ impl CacheStats {
         self.replaces += o.replaces;
         self.evictions += o.evictions;
         self.removes += o.removes;
+        self.hot_dropped += o.hot_dropped;
     }
 }
 
@@ -260,6 +270,9 @@ struct Shard {
     sample_state: u64,
     /// Next index of `keys` whose count is halved.
     age_hand: usize,
+    /// Keys whose count reached `hot_count` since the monitor last looked
+    /// (at most [`HOT_KEYS_MAX_PER_SHARD`]).
+    hot: Vec<Key>,
     stats: CacheStats,
 }
 
@@ -276,6 +289,7 @@ impl Shard {
             keys: Vec::new(),
             sample_state: seed,
             age_hand: 0,
+            hot: Vec::new(),
             stats: CacheStats::default(),
         }
     }
@@ -322,6 +336,14 @@ impl Shard {
         }
         self.remove_mixed(victim);
         self.stats.evictions += 1;
+    }
+
+    fn note_hot(&mut self, key: Key) {
+        if self.hot.len() < HOT_KEYS_MAX_PER_SHARD {
+            self.hot.push(key);
+        } else {
+            self.stats.hot_dropped += 1;
+        }
     }
 
     /// Halves the count of the entry under the aging hand and moves the hand.
@@ -387,8 +409,13 @@ impl LocationCache {
         match s.map.get_mut(&h) {
             Some(e) if !expired(e.cached_at_ns, now_ns, self.lease_ns) => {
                 e.count = e.count.saturating_add(1);
+                let hot = e.count == self.config.hot_count;
+                let found = (e.word, e.position);
                 s.stats.hits += 1;
-                Some((e.word, e.position))
+                if hot {
+                    s.note_hot(key);
+                }
+                Some(found)
             }
             Some(_) => {
                 s.remove_mixed(h);
@@ -453,6 +480,43 @@ impl LocationCache {
             s.keys.len() <= self.entries_max_per_shard && s.map.len() == s.keys.len(),
             "location cache shard over its bound or out of step"
         );
+    }
+
+    /// Counts one access to `key` whose address word is `addr_word` without
+    /// serving a lookup: caches the word if absent (as `insert`) and counts
+    /// the access either way. The monitor's view of accesses the cache does
+    /// not serve (a key homed here whose value is elsewhere, or lookups with
+    /// the cache off for locations, the "Split" scheme of Pragh 6).
+    pub fn record(&self, key: Key, addr_word: u64, now_ns: u64) {
+        let h = mix(key.0);
+        {
+            let mut guard = self.shard_of(h);
+            let s = &mut *guard;
+            if let Some(e) = s.map.get_mut(&h) {
+                e.word = addr_word;
+                e.cached_at_ns = now_ns;
+                e.count = e.count.saturating_add(1);
+                if e.count == self.config.hot_count {
+                    s.note_hot(key);
+                }
+                return;
+            }
+        }
+        self.insert(key, addr_word, now_ns);
+        let mut s = self.shard_of(h);
+        if let Some(e) = s.map.get_mut(&h) {
+            e.count = 1;
+        }
+    }
+
+    /// Hands every key listed hot since the last call to `f` and clears the lists.
+    pub fn take_hot(&self, mut f: impl FnMut(Key)) {
+        for p in self.shards.iter() {
+            let hot = std::mem::take(&mut lock(p).hot);
+            for k in hot {
+                f(k);
+            }
+        }
     }
 
     /// Drops `key`'s entry; true if there was one.
@@ -568,8 +632,33 @@ mod tests {
             bytes_max: entries_per_shard * shards as u64 * ENTRY_BYTES,
             lease_ms,
             shards,
+            hot_count: 3,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn hot_keys_are_listed_once_when_their_count_reaches_the_threshold() {
+        let c = cache(16, 2, 1_000);
+        c.insert(Key(1), 11, 0);
+        c.insert(Key(2), 22, 0);
+        for _ in 0..5 {
+            c.get(Key(1), 1);
+        }
+        c.get(Key(2), 1);
+        let mut hot = Vec::new();
+        c.take_hot(|k| hot.push(k.0));
+        assert_eq!(hot, vec![1]);
+        hot.clear();
+        c.take_hot(|k| hot.push(k.0));
+        assert!(hot.is_empty(), "listed once");
+        // record counts without serving, and lists a key reaching the threshold.
+        for _ in 0..3 {
+            c.record(Key(9), 99, 2);
+        }
+        c.take_hot(|k| hot.push(k.0));
+        assert_eq!(hot, vec![9]);
+        assert!(counts(&c).contains(&(9, 99, 3)));
     }
 
     fn counts(c: &LocationCache) -> Vec<(u64, u64, u32)> {

@@ -27,6 +27,7 @@ pub mod forward;
 pub mod reclaim;
 mod store;
 pub mod table;
+pub mod track;
 
 pub use error::{Result, StoreError};
 pub use store::{MachineUsage, Migration, Services, Store, StoreConfig, Worker, WorkerStats};

@@ -15,6 +15,7 @@ use crate::table::{
     addr_word_offset, home_of, key_word_offset, link_offset, BucketView, Key, TableLayout,
     BUCKET_BYTES, KEY_SLOTS, MAGIC, OVERFLOW_USED_OFFSET,
 };
+use crate::track::{AccessTracker, TrackerView};
 use crate::{Result, StoreError, VertexId};
 
 /// Name of the key region on every machine.
@@ -57,6 +58,13 @@ pub struct StoreConfig {
     pub cache_lease_ms: u64,
     /// Entries of each machine's reclaim ring (Pragh 4.1, footnote 5).
     pub reclaim_ring_entries: u64,
+    /// Use the location cache to find addresses (Pragh 4.2). Off, the cache
+    /// still counts accesses for the monitor but every lookup reads the
+    /// key's bucket: Pragh's "Split" scheme (migration without the cache).
+    pub cache_lookups: bool,
+    /// A cached key accessed this many times in one monitoring interval is
+    /// reported at once (Pragh 6.4: 100 accesses/s; 0: no instant reports).
+    pub hot_accesses: u32,
 }
 
 impl Default for StoreConfig {
@@ -71,6 +79,8 @@ impl Default for StoreConfig {
             cache_bytes_max: 128 << 20,
             cache_lease_ms: 60_000,
             reclaim_ring_entries: crate::reclaim::CAPACITY_DEFAULT,
+            cache_lookups: true,
+            hot_accesses: 100,
         }
     }
 }
@@ -160,6 +170,7 @@ impl StoreConfig {
         CacheConfig {
             bytes_max: self.cache_bytes_max,
             lease_ms: self.cache_lease_ms,
+            hot_count: self.hot_accesses,
             ..CacheConfig::default()
         }
     }
@@ -189,6 +200,8 @@ struct Shared<F: Fabric> {
     mail: Vec<Option<Mailroom>>,
     /// Per hosted machine, its location cache (Pragh 4.2).
     caches: Vec<Option<LocationCache>>,
+    /// Per machine, the on-demand table of tracked local accesses (Pragh 4.4).
+    trackers: Vec<AccessTracker>,
     /// Per hosted machine, the collector of its reclaim ring (opened on first use).
     collectors: Vec<Option<std::sync::Mutex<Option<Collector>>>>,
     /// Every machine's reclaim ring, looked up on first use.
@@ -317,6 +330,7 @@ impl<F: Fabric> Store<F> {
                     .map(|a| a.as_ref().map(|_| Mailroom::default()))
                     .collect(),
                 caches,
+                trackers: (0..machines).map(|_| AccessTracker::default()).collect(),
                 collectors: allocs
                     .iter()
                     .map(|a| a.as_ref().map(|_| std::sync::Mutex::new(None)))
@@ -361,6 +375,7 @@ impl<F: Fabric> Store<F> {
             completions: Vec::new(),
             spare: Vec::new(),
             reclaim_queue: Vec::new(),
+            tracker: TrackerView::default(),
             stats: WorkerStats::default(),
         };
         for m in 0..self.shared.machines {
@@ -368,6 +383,17 @@ impl<F: Fabric> Store<F> {
             w.regions.push(r);
         }
         Ok(w)
+    }
+
+    /// `machine`'s location cache, if it is hosted here and caching is on.
+    /// The monitor reads its access counts (Pragh 4.4).
+    pub fn cache(&self, machine: MachineId) -> Option<&LocationCache> {
+        self.shared.caches.get(machine as usize)?.as_ref()
+    }
+
+    /// `machine`'s on-demand table of tracked accesses (Pragh 4.4).
+    pub fn tracker(&self, machine: MachineId) -> Option<&AccessTracker> {
+        self.shared.trackers.get(machine as usize)
     }
 
     /// Memory use of each hosted machine.
@@ -646,6 +672,8 @@ pub struct Worker<F: Fabric> {
     /// Retired blocks (holder, entry) waiting to be appended to their
     /// holder's reclaim ring in bulk ([`Worker::flush_reclaims`]).
     reclaim_queue: Vec<(MachineId, u64)>,
+    /// This machine's tracked-key set as last seen (Pragh 4.4, on demand).
+    tracker: TrackerView,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -794,6 +822,7 @@ impl<F: Fabric> Worker<F> {
                 return Ok(None);
             };
             if self.fetch(slot.home, addr)? {
+                self.note_access(key, &slot, addr);
                 return Ok(Some((slot, addr)));
             }
             // Invalidated (updated or migrated, Pragh Fig. 8 lines 15-18): drop
@@ -814,7 +843,33 @@ impl<F: Fabric> Worker<F> {
         }
     }
 
-    /// This worker's machine's location cache.
+    /// Counts a successful read of `key` for the monitor (Pragh 4.4): in the
+    /// on-demand table if the key is tracked, and in the location cache when
+    /// the cache did not see it (a key homed here whose value is elsewhere,
+    /// or any remote key when the cache is not used for lookups).
+    #[inline]
+    fn note_access(&mut self, key: Key, slot: &Slot, addr: Addr) {
+        self.shared.trackers[self.machine as usize].refresh(&mut self.tracker);
+        if !self.tracker.tracked().is_empty() {
+            self.tracker.tracked().note(key);
+        }
+        if slot.cached {
+            return;
+        }
+        let home_here = slot.home == self.machine;
+        let record = if home_here {
+            addr.holder(slot.home) != self.machine
+        } else {
+            !self.shared.config.cache_lookups
+        };
+        if record {
+            let now = self.port.now_ns();
+            if let Some(c) = self.cache() {
+                c.record(key, slot.addr_word, now);
+            }
+        }
+    }
+
     /// This machine's location cache, unless caching is off (`cache_bytes_max = 0`).
     fn cache(&self) -> Option<&LocationCache> {
         self.shared.caches[self.machine as usize].as_ref()
@@ -827,7 +882,7 @@ impl<F: Fabric> Worker<F> {
     /// move), so a CAS needs no lookup READ either (Pragh 5, first optimization).
     fn locate(&mut self, key: Key) -> Result<Option<Slot>> {
         let home = self.home(key);
-        if home == self.machine {
+        if home == self.machine || !self.shared.config.cache_lookups {
             return self.lookup(key);
         }
         let now = self.port.now_ns();

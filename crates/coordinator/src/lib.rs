@@ -1,0 +1,18 @@
+//! Deciding what to migrate where (Pragh 3, 4.4).
+//!
+//! Each machine's **monitor** ([`monitor`]) turns its location cache's
+//! access counts (the replacement policy's statistics, Pragh 4.4) into
+//! periodic reports, and hot keys into instant ones. The **coordinator**
+//! ([`policy`]) is a pure state machine that applies the threshold policy in
+//! eager or deferred mode; its approvals are made durable in a redb file
+//! ([`record`]) before any migration starts. The **driver** ([`driver`])
+//! runs them as threads over an embedded cluster: monitor, coordinator and
+//! migration executors, which keep working while the coordinator is down.
+
+#![warn(missing_docs)]
+
+pub mod policy;
+pub mod record;
+
+pub use policy::{Access, Action, Coordinator, Event, Mode, PolicyConfig, Stats};
+pub use record::{Record, RecordError};

@@ -1,0 +1,511 @@
+//! The coordinator's decisions as a pure state machine (Pragh 3, 4.4).
+//!
+//! Events go in ([`Event`]: the monitors' periodic and instant reports, the
+//! answers of on-demand tracking, migrations finishing, time passing);
+//! actions come out ([`Action`]) for a driver to carry out. Nothing here
+//! reads a clock or touches the network, so every decision is testable.
+//!
+//! **Threshold policy.** For each reported key the coordinator keeps the
+//! latest access rate of every machine (accesses per second over that
+//! machine's last report) and where the value is held. The applicant is the
+//! machine with the highest rate other than the holder. A move is approved
+//! when the applicant's rate exceeds the holder's by the profit threshold
+//! (`rate_applicant > rate_holder * (1 + profit)`, Pragh's 50% by default).
+//!
+//! **Eager and deferred** (Pragh 4.4). A machine's own accesses to a value it
+//! holds are seen only for values migrated to it (its location cache counts
+//! them); a home's accesses to its own values are not tracked. *Eager* mode
+//! takes an untracked holder's rate as zero and approves at once; after the
+//! move the old holder's accesses are remote, its cache counts them, and the
+//! value comes back if they dominate. *Deferred* mode first asks the holder to
+//! track the candidate keys ([`Action::Track`]) for one interval, then
+//! collects the counts ([`Action::Collect`]) and decides with both sides.
+//!
+//! **No ping-pong.** A key whose two busiest non-holder machines are within
+//! the profit threshold of each other is contended and stays put (moving it
+//! would only make another machine remote); a key moved less than
+//! `dwell_ms` ago is not moved again; a key with a migration in flight is
+//! left alone until it finishes.
+//!
+//! **Durability.** Every approval is preceded by [`Action::Persist`] of the
+//! key's latest target: the driver must make it durable before it starts the
+//! migration that follows it in the same batch. [`Coordinator::restore`]
+//! rebuilds the holders from that record after a restart.
+//!
+//! **Bounds.** At most `keys_max` keys are remembered; keys not reported for
+//! `forget_after_ms` are dropped first, and beyond the bound new keys are
+//! ignored (counted in [`Stats::keys_ignored`]).
+
+use std::collections::{BTreeMap, HashMap};
+
+use locus_fabric::MachineId;
+use locus_store::Key;
+
+/// How holders' own accesses are learned (Pragh 4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Approve at once; an untracked holder counts as zero accesses.
+    Eager,
+    /// Track the holder's accesses for one interval, then decide.
+    Deferred,
+}
+
+/// Policy settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyConfig {
+    /// Eager or deferred.
+    pub mode: Mode,
+    /// Profit threshold: the applicant's rate must exceed the holder's by this fraction (Pragh: 0.5).
+    pub profit: f64,
+    /// Monitoring interval (Pragh: 10 s); also how long deferred tracking lasts.
+    pub interval_ms: u64,
+    /// A key is not moved again sooner than this after a move.
+    pub dwell_ms: u64,
+    /// Rates below this (accesses/s) are not worth a migration.
+    pub rate_min_per_s: f64,
+    /// Keys remembered at most.
+    pub keys_max: usize,
+    /// A key whose rates are all older than this is forgotten.
+    pub forget_after_ms: u64,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            mode: Mode::Eager,
+            profit: 0.5,
+            interval_ms: 10_000,
+            dwell_ms: 10_000,
+            rate_min_per_s: 1.0,
+            keys_max: 1 << 22,
+            forget_after_ms: 30_000,
+        }
+    }
+}
+
+impl PolicyConfig {
+    /// Rejects settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.profit >= 0.0 && self.profit.is_finite()) {
+            return Err(format!(
+                "profit = {} must be a finite fraction >= 0 (Pragh: 0.5)",
+                self.profit
+            ));
+        }
+        if self.interval_ms == 0 {
+            return Err("interval_ms must be positive (Pragh: 10000)".into());
+        }
+        if !(self.rate_min_per_s >= 0.0 && self.rate_min_per_s.is_finite()) {
+            return Err(format!(
+                "rate_min_per_s = {} must be finite and >= 0",
+                self.rate_min_per_s
+            ));
+        }
+        if self.keys_max == 0 {
+            return Err("keys_max must be positive".into());
+        }
+        if self.forget_after_ms < self.interval_ms {
+            return Err(format!(
+                "forget_after_ms = {} must be at least interval_ms = {}",
+                self.forget_after_ms, self.interval_ms
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Accesses by one machine to one key over an interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Access {
+    /// The key.
+    pub key: Key,
+    /// Where the reporting machine found the value.
+    pub holder: MachineId,
+    /// Accesses counted.
+    pub count: u32,
+}
+
+/// What the coordinator is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A monitor's periodic report: `machine`'s accesses over `interval_ms`.
+    Report {
+        /// Reporting machine.
+        machine: MachineId,
+        /// Length of the interval the counts cover.
+        interval_ms: u64,
+        /// Counted accesses.
+        accesses: Vec<Access>,
+    },
+    /// A monitor's instant report: a key passed the rate threshold after
+    /// `elapsed_ms` of the current interval.
+    Hot {
+        /// Reporting machine.
+        machine: MachineId,
+        /// Time into the interval when the count was taken.
+        elapsed_ms: u64,
+        /// The key and its count so far.
+        access: Access,
+    },
+    /// Counts of on-demand tracking (deferred mode) over `interval_ms`.
+    Tracked {
+        /// The holder that tracked.
+        machine: MachineId,
+        /// How long it tracked.
+        interval_ms: u64,
+        /// Accesses per tracked key.
+        counts: Vec<(Key, u32)>,
+    },
+    /// A migration ended: `ok` if the value is now at `to`.
+    Migrated {
+        /// The key.
+        key: Key,
+        /// Where it was to go.
+        to: MachineId,
+        /// Whether it got there.
+        ok: bool,
+    },
+    /// Time passes.
+    Tick,
+}
+
+/// What the driver must do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Record durably that `key`'s latest target is `target` (before the
+    /// migration that follows).
+    Persist {
+        /// The key.
+        key: Key,
+        /// Its new target.
+        target: MachineId,
+    },
+    /// Migrate `key`'s value to `to` (the target runs it, Pragh 4.1).
+    Migrate {
+        /// The key.
+        key: Key,
+        /// Its current holder.
+        from: MachineId,
+        /// The applicant.
+        to: MachineId,
+    },
+    /// Start counting `machine`'s accesses to `keys` (deferred mode).
+    Track {
+        /// The holder.
+        machine: MachineId,
+        /// Candidate keys it holds.
+        keys: Vec<Key>,
+    },
+    /// Stop tracking on `machine` and report the counts as [`Event::Tracked`].
+    Collect {
+        /// The holder.
+        machine: MachineId,
+    },
+}
+
+/// What the coordinator did, for reports and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Migrations approved.
+    pub approved: u64,
+    /// Migrations reported finished.
+    pub completed: u64,
+    /// Migrations reported failed.
+    pub failed: u64,
+    /// Decisions not to move a key because several machines want it.
+    pub contended: u64,
+    /// Decisions not to move a key because it moved recently.
+    pub dwelling: u64,
+    /// Keys not remembered because `keys_max` was reached.
+    pub keys_ignored: u64,
+    /// Tracking requests sent (deferred).
+    pub track_requests: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct KeyState {
+    holder: MachineId,
+    /// Per machine: (accesses/s, time of the report in ms).
+    rates: BTreeMap<MachineId, (f64, u64)>,
+    in_flight: bool,
+    moved_at_ms: Option<u64>,
+    /// Deferred: the holder is tracking this key until this time.
+    tracking_until_ms: Option<u64>,
+}
+
+/// The coordinator state machine.
+#[derive(Debug)]
+pub struct Coordinator {
+    config: PolicyConfig,
+    now_ms: u64,
+    keys: HashMap<Key, KeyState>,
+    /// Deferred: per holder, when its tracking interval ends.
+    tracking: BTreeMap<MachineId, u64>,
+    /// Deferred: keys to ask each holder to track at the next opportunity.
+    to_track: BTreeMap<MachineId, Vec<Key>>,
+    stats: Stats,
+}
+
+impl Coordinator {
+    /// A coordinator with nothing known.
+    pub fn new(config: PolicyConfig) -> Result<Self, String> {
+        config.validate()?;
+        Ok(Coordinator {
+            config,
+            now_ms: 0,
+            keys: HashMap::new(),
+            tracking: BTreeMap::new(),
+            to_track: BTreeMap::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    /// A coordinator restarted from its durable record: each key's latest
+    /// approved target is taken as its holder (a migration that was in flight
+    /// when the old coordinator stopped either finished, and the record is
+    /// right, or failed, and the next report corrects the holder).
+    pub fn restore(
+        config: PolicyConfig,
+        record: impl IntoIterator<Item = (Key, MachineId)>,
+    ) -> Result<Self, String> {
+        let mut c = Coordinator::new(config)?;
+        for (key, target) in record {
+            c.keys.insert(
+                key,
+                KeyState {
+                    holder: target,
+                    ..KeyState::default()
+                },
+            );
+        }
+        Ok(c)
+    }
+
+    /// Settings.
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    /// Counts of decisions so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Where the coordinator believes `key`'s value is, if it knows the key.
+    pub fn holder(&self, key: Key) -> Option<MachineId> {
+        self.keys.get(&key).map(|k| k.holder)
+    }
+
+    /// Handles one event at time `now_ms` (monotonic, from the driver) and
+    /// returns the actions it calls for, in the order they must run.
+    pub fn step(&mut self, now_ms: u64, event: Event) -> Vec<Action> {
+        self.now_ms = self.now_ms.max(now_ms);
+        let mut out = Vec::new();
+        match event {
+            Event::Report {
+                machine,
+                interval_ms,
+                accesses,
+            } => {
+                let secs = interval_ms.max(1) as f64 / 1000.0;
+                let mut touched = Vec::with_capacity(accesses.len());
+                for a in accesses {
+                    if self.note(machine, a.key, a.holder, a.count as f64 / secs) {
+                        touched.push(a.key);
+                    }
+                }
+                touched.sort_unstable();
+                touched.dedup();
+                for key in touched {
+                    self.consider(key, &mut out);
+                }
+            }
+            Event::Hot {
+                machine,
+                elapsed_ms,
+                access,
+            } => {
+                let secs = elapsed_ms.max(1) as f64 / 1000.0;
+                if self.note(
+                    machine,
+                    access.key,
+                    access.holder,
+                    access.count as f64 / secs,
+                ) {
+                    self.consider(access.key, &mut out);
+                }
+            }
+            Event::Tracked {
+                machine,
+                interval_ms,
+                counts,
+            } => {
+                let secs = interval_ms.max(1) as f64 / 1000.0;
+                for (key, count) in counts {
+                    let now = self.now_ms;
+                    if let Some(k) = self.keys.get_mut(&key) {
+                        k.tracking_until_ms = None;
+                        if k.holder == machine {
+                            k.rates.insert(machine, (count as f64 / secs, now));
+                        }
+                    }
+                    self.consider(key, &mut out);
+                }
+            }
+            Event::Migrated { key, to, ok } => {
+                let now = self.now_ms;
+                if let Some(k) = self.keys.get_mut(&key) {
+                    k.in_flight = false;
+                    if ok {
+                        k.holder = to;
+                        k.moved_at_ms = Some(now);
+                        // The old rates describe the old placement.
+                        k.rates.clear();
+                    }
+                }
+                if ok {
+                    self.stats.completed += 1;
+                } else {
+                    self.stats.failed += 1;
+                }
+            }
+            Event::Tick => {}
+        }
+        self.deferred_housekeeping(&mut out);
+        out
+    }
+
+    /// Records a rate; false if the key is not remembered.
+    fn note(&mut self, machine: MachineId, key: Key, holder: MachineId, rate: f64) -> bool {
+        let now = self.now_ms;
+        if !self.keys.contains_key(&key) && self.keys.len() >= self.config.keys_max {
+            self.forget_stale();
+            if self.keys.len() >= self.config.keys_max {
+                self.stats.keys_ignored += 1;
+                return false;
+            }
+        }
+        let k = self.keys.entry(key).or_insert_with(|| KeyState {
+            holder,
+            ..KeyState::default()
+        });
+        if !k.in_flight {
+            // A reporter saw the value at `holder` during its interval.
+            k.holder = holder;
+        }
+        k.rates.insert(machine, (rate, now));
+        true
+    }
+
+    fn forget_stale(&mut self) {
+        let horizon = self.now_ms.saturating_sub(self.config.forget_after_ms);
+        self.keys.retain(|_, k| {
+            k.in_flight
+                || k.tracking_until_ms.is_some()
+                || k.rates.values().any(|&(_, at)| at >= horizon)
+        });
+    }
+
+    /// Applies the threshold policy to one key.
+    fn consider(&mut self, key: Key, out: &mut Vec<Action>) {
+        let now = self.now_ms;
+        let cfg = &self.config;
+        let Some(k) = self.keys.get_mut(&key) else {
+            return;
+        };
+        if k.in_flight || k.tracking_until_ms.is_some() {
+            return;
+        }
+        let fresh = now.saturating_sub(cfg.forget_after_ms);
+        let mut best: Option<(MachineId, f64)> = None;
+        let mut second = 0.0f64;
+        for (&m, &(rate, at)) in &k.rates {
+            if m == k.holder || at < fresh {
+                continue;
+            }
+            match best {
+                Some((_, r)) if rate <= r => second = second.max(rate),
+                _ => {
+                    if let Some((_, r)) = best {
+                        second = second.max(r);
+                    }
+                    best = Some((m, rate));
+                }
+            }
+        }
+        let Some((applicant, rate)) = best else {
+            return;
+        };
+        if rate < cfg.rate_min_per_s {
+            return;
+        }
+        if second * (1.0 + cfg.profit) >= rate {
+            self.stats.contended += 1;
+            return;
+        }
+        if let Some(at) = k.moved_at_ms {
+            if now < at + cfg.dwell_ms {
+                self.stats.dwelling += 1;
+                return;
+            }
+        }
+        let holder_rate = k.rates.get(&k.holder).filter(|r| r.1 >= fresh).map(|r| r.0);
+        let holder_rate = match (holder_rate, cfg.mode) {
+            (Some(r), _) => r,
+            (None, Mode::Eager) => 0.0,
+            (None, Mode::Deferred) => {
+                k.tracking_until_ms = Some(u64::MAX);
+                self.to_track.entry(k.holder).or_default().push(key);
+                return;
+            }
+        };
+        if rate <= holder_rate * (1.0 + cfg.profit) {
+            return;
+        }
+        k.in_flight = true;
+        let from = k.holder;
+        self.stats.approved += 1;
+        out.push(Action::Persist {
+            key,
+            target: applicant,
+        });
+        out.push(Action::Migrate {
+            key,
+            from,
+            to: applicant,
+        });
+    }
+
+    /// Deferred mode: starts tracking rounds and collects finished ones.
+    fn deferred_housekeeping(&mut self, out: &mut Vec<Action>) {
+        let now = self.now_ms;
+        let due: Vec<MachineId> = self
+            .tracking
+            .iter()
+            .filter(|(_, &until)| until <= now)
+            .map(|(&m, _)| m)
+            .collect();
+        for m in due {
+            self.tracking.remove(&m);
+            out.push(Action::Collect { machine: m });
+        }
+        let ready: Vec<MachineId> = self
+            .to_track
+            .keys()
+            .copied()
+            .filter(|m| !self.tracking.contains_key(m))
+            .collect();
+        for m in ready {
+            let keys = self.to_track.remove(&m).unwrap_or_default();
+            let until = now + self.config.interval_ms;
+            for key in &keys {
+                if let Some(k) = self.keys.get_mut(key) {
+                    k.tracking_until_ms = Some(until);
+                }
+            }
+            self.tracking.insert(m, until);
+            self.stats.track_requests += 1;
+            out.push(Action::Track { machine: m, keys });
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The coordinator's durable record of approved migrations (Pragh 3).
+//!
+//! One redb table maps a key (`u64`) to the latest target approved for it
+//! (`u8`, a machine id). [`Record::persist`] writes a batch in one
+//! transaction and returns only once redb has committed it (redb's default
+//! durability: the commit is on disk), so a driver that persists before it
+//! starts the migrations cannot lose an approval to a crash.
+
+use std::path::{Path, PathBuf};
+
+use locus_fabric::MachineId;
+use locus_store::Key;
+use redb::{Database, ReadableTable, TableDefinition};
+
+const TARGETS: TableDefinition<u64, u8> = TableDefinition::new("latest_target");
+
+/// Errors of the durable record.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The file could not be opened or is not a record.
+    #[error("coordinator record {path}: {reason}; delete it to start with an empty record, or point --record elsewhere")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What redb said.
+        reason: String,
+    },
+    /// A read or write failed.
+    #[error("coordinator record {path}: {reason}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What redb said.
+        reason: String,
+    },
+}
+
+/// The record file.
+#[derive(Debug)]
+pub struct Record {
+    db: Database,
+    path: PathBuf,
+}
+
+impl Record {
+    /// Opens `path`, creating an empty record if it does not exist.
+    pub fn open(path: &Path) -> Result<Record, RecordError> {
+        let db = Database::create(path).map_err(|e| RecordError::Open {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let r = Record {
+            db,
+            path: path.to_path_buf(),
+        };
+        // Create the table so an empty record reads as empty.
+        r.persist(&[])?;
+        Ok(r)
+    }
+
+    fn io(&self, e: impl std::fmt::Display) -> RecordError {
+        RecordError::Io {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    /// Durably records each (key, latest target), in one transaction.
+    pub fn persist(&self, entries: &[(Key, MachineId)]) -> Result<(), RecordError> {
+        let tx = self.db.begin_write().map_err(|e| self.io(e))?;
+        {
+            let mut t = tx.open_table(TARGETS).map_err(|e| self.io(e))?;
+            for &(key, target) in entries {
+                t.insert(key.0, target).map_err(|e| self.io(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.io(e))
+    }
+
+    /// Every recorded (key, latest target), by key.
+    pub fn load(&self) -> Result<Vec<(Key, MachineId)>, RecordError> {
+        let tx = self.db.begin_read().map_err(|e| self.io(e))?;
+        let t = tx.open_table(TARGETS).map_err(|e| self.io(e))?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(|e| self.io(e))? {
+            let (k, v) = row.map_err(|e| self.io(e))?;
+            out.push((Key(k.value()), v.value()));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn survives_reopen_and_keeps_the_latest_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("coord.redb");
+        {
+            let r = Record::open(&path).unwrap();
+            assert!(r.load().unwrap().is_empty());
+            r.persist(&[(Key(7), 3), (Key(9), 1)]).unwrap();
+            r.persist(&[(Key(7), 5)]).unwrap();
+        }
+        let r = Record::open(&path).unwrap();
+        assert_eq!(r.load().unwrap(), vec![(Key(7), 5), (Key(9), 1)]);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_record_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junk.redb");
+        std::fs::write(
+            &path,
+            b"this is not a redb file, just some text that is long enough",
+        )
+        .unwrap();
+        let e = Record::open(&path).unwrap_err().to_string();
+        assert!(e.contains("junk.redb"), "{e}");
+    }
+}

@@ -1,0 +1,239 @@
+//! The coordinator's decisions, driven through its state machine (Pragh 4.4).
+
+use locus_coordinator::{Access, Action, Coordinator, Event, Mode, PolicyConfig, Record};
+use locus_store::Key;
+
+fn eager() -> PolicyConfig {
+    PolicyConfig {
+        interval_ms: 1_000,
+        dwell_ms: 1_000,
+        forget_after_ms: 3_000,
+        ..PolicyConfig::default()
+    }
+}
+
+fn report(machine: u8, accesses: &[(u64, u8, u32)]) -> Event {
+    Event::Report {
+        machine,
+        interval_ms: 1_000,
+        accesses: accesses
+            .iter()
+            .map(|&(k, holder, count)| Access {
+                key: Key(k),
+                holder,
+                count,
+            })
+            .collect(),
+    }
+}
+
+fn migrations(actions: &[Action]) -> Vec<(u64, u8, u8)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Migrate { key, from, to } => Some((key.0, *from, *to)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn eager_approves_at_once_and_persists_before_migrating() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    let a = c.step(0, report(3, &[(10, 1, 500)]));
+    assert_eq!(
+        a,
+        vec![
+            Action::Persist {
+                key: Key(10),
+                target: 3
+            },
+            Action::Migrate {
+                key: Key(10),
+                from: 1,
+                to: 3
+            }
+        ]
+    );
+    // While it is in flight, more reports do not approve it again.
+    assert!(c.step(10, report(3, &[(10, 1, 900)])).is_empty());
+    assert_eq!(c.stats().approved, 1);
+}
+
+#[test]
+fn the_applicant_must_beat_the_holder_by_the_profit_threshold() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    // Machine 2 holds key 5 (migrated there) and reports 400/s on it.
+    assert!(c.step(0, report(2, &[(5, 2, 400)])).is_empty());
+    // 590/s is less than 400 * 1.5: stays.
+    assert!(migrations(&c.step(1, report(4, &[(5, 2, 590)]))).is_empty());
+    // 610/s beats it.
+    assert_eq!(
+        migrations(&c.step(2, report(4, &[(5, 2, 610)]))),
+        vec![(5, 2, 4)]
+    );
+}
+
+#[test]
+fn keys_wanted_by_several_machines_stay_put() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    let a = c.step(0, report(3, &[(8, 0, 300)]));
+    assert_eq!(migrations(&a), vec![(8, 0, 3)], "alone, machine 3 wins");
+    let mut c = Coordinator::new(eager()).unwrap();
+    c.step(0, report(5, &[(8, 0, 250)])); // approved to 5 ...
+    c.step(
+        1,
+        Event::Migrated {
+            key: Key(8),
+            to: 5,
+            ok: false,
+        },
+    ); // ... but failed
+       // Now 3 and 5 both want it, within 50% of each other: contended.
+    let a = c.step(2, report(3, &[(8, 0, 300)]));
+    assert!(migrations(&a).is_empty(), "{a:?}");
+    assert!(c.stats().contended >= 1);
+}
+
+#[test]
+fn no_ping_pong_within_the_dwell_time_but_eager_moves_back_after() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    assert_eq!(
+        migrations(&c.step(0, report(3, &[(1, 0, 200)]))),
+        vec![(1, 0, 3)]
+    );
+    c.step(
+        100,
+        Event::Migrated {
+            key: Key(1),
+            to: 3,
+            ok: true,
+        },
+    );
+    assert_eq!(c.holder(Key(1)), Some(3));
+    // The old holder now reads it remotely and reports more accesses than 3,
+    // but within the dwell time nothing moves.
+    let a = c.step(200, report(0, &[(1, 3, 900)]));
+    assert!(migrations(&a).is_empty());
+    assert_eq!(c.stats().dwelling, 1);
+    // After the dwell time, with 3 reporting its own (migrated-here) rate,
+    // the old holder wins by more than 50% and the value moves back.
+    let a = c.step(1_200, report(3, &[(1, 3, 100)]));
+    assert_eq!(migrations(&a), vec![(1, 3, 0)]);
+}
+
+#[test]
+fn deferred_tracks_the_holder_for_an_interval_then_decides_with_both_sides() {
+    let cfg = PolicyConfig {
+        mode: Mode::Deferred,
+        ..eager()
+    };
+    let mut c = Coordinator::new(cfg).unwrap();
+    let a = c.step(0, report(6, &[(40, 2, 300), (41, 2, 300)]));
+    assert_eq!(
+        a,
+        vec![Action::Track {
+            machine: 2,
+            keys: vec![Key(40), Key(41)]
+        }]
+    );
+    // Nothing happens before the interval ends.
+    assert!(c.step(500, Event::Tick).is_empty());
+    assert_eq!(
+        c.step(1_000, Event::Tick),
+        vec![Action::Collect { machine: 2 }]
+    );
+    // Holder 2 used key 40 a lot itself (250/s: 300 < 375, stays) and key 41 little.
+    let a = c.step(
+        1_001,
+        Event::Tracked {
+            machine: 2,
+            interval_ms: 1_000,
+            counts: vec![(Key(40), 250), (Key(41), 10)],
+        },
+    );
+    assert_eq!(migrations(&a), vec![(41, 2, 6)]);
+}
+
+#[test]
+fn restart_from_the_durable_record_keeps_the_latest_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("coordinator.redb");
+    {
+        let record = Record::open(&path).unwrap();
+        let mut c = Coordinator::new(eager()).unwrap();
+        let actions = c.step(0, report(3, &[(77, 0, 500), (78, 1, 400)]));
+        // The driver's duty: persist before migrating.
+        let persist: Vec<_> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Persist { key, target } => Some((*key, *target)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(persist.len(), 2);
+        record.persist(&persist).unwrap();
+        // The coordinator stops here (crash): the migrations run on.
+    }
+    let record = Record::open(&path).unwrap();
+    let mut c = Coordinator::restore(eager(), record.load().unwrap()).unwrap();
+    assert_eq!(c.holder(Key(77)), Some(3));
+    assert_eq!(c.holder(Key(78)), Some(3));
+    // Machine 3 now holds both and uses them; machine 0 asks for 77 at a
+    // rate below the threshold: no move back.
+    c.step(1, report(3, &[(77, 3, 400)]));
+    assert!(migrations(&c.step(2, report(0, &[(77, 3, 500)]))).is_empty());
+}
+
+#[test]
+fn keys_beyond_the_bound_are_ignored_and_counted() {
+    let cfg = PolicyConfig {
+        keys_max: 2,
+        ..eager()
+    };
+    let mut c = Coordinator::new(cfg).unwrap();
+    let a = c.step(0, report(1, &[(1, 0, 100), (2, 0, 100), (3, 0, 100)]));
+    assert_eq!(migrations(&a).len(), 2);
+    assert_eq!(c.stats().keys_ignored, 1);
+}
+
+#[test]
+fn slow_keys_are_not_worth_a_migration_and_bad_settings_are_refused() {
+    let cfg = PolicyConfig {
+        rate_min_per_s: 50.0,
+        ..eager()
+    };
+    let mut c = Coordinator::new(cfg).unwrap();
+    assert!(c.step(0, report(1, &[(1, 0, 20)])).is_empty());
+    let bad = PolicyConfig {
+        profit: -1.0,
+        ..eager()
+    };
+    assert!(Coordinator::new(bad).unwrap_err().contains("profit"));
+    let bad = PolicyConfig {
+        forget_after_ms: 10,
+        ..eager()
+    };
+    assert!(Coordinator::new(bad)
+        .unwrap_err()
+        .contains("forget_after_ms"));
+}
+
+#[test]
+fn an_instant_report_is_judged_on_its_rate_so_far() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    // 100 accesses within 200 ms: 500/s.
+    let a = c.step(
+        0,
+        Event::Hot {
+            machine: 4,
+            elapsed_ms: 200,
+            access: Access {
+                key: Key(3),
+                holder: 1,
+                count: 100,
+            },
+        },
+    );
+    assert_eq!(migrations(&a), vec![(3, 1, 4)]);
+}
