@@ -19,6 +19,7 @@ fn config(entries_per_shard: u64, shards: usize, lease_ms: u64) -> CacheConfig {
         bytes_max: entries_per_shard * shards as u64 * ENTRY_BYTES,
         lease_ms,
         shards,
+        hot_count: 0,
     }
 }
 
