@@ -78,6 +78,8 @@ fn store_config() -> StoreConfig {
         // One slot: a migration often waits for the old holder's GC
         // (back-pressure), sometimes longer than a lease.
         reclaim_ring_entries: 1,
+        cache_lookups: true,
+        hot_accesses: 2,
     }
 }
 
