@@ -1,6 +1,6 @@
 //! Deciding what to migrate where (Pragh 3, 4.4).
 //!
-//! Each machine's **monitor** ([`monitor`]) turns its location cache's
+//! Each machine's **monitor** (a loop in [`driver`]) turns its location cache's
 //! access counts (the replacement policy's statistics, Pragh 4.4) into
 //! periodic reports, and hot keys into instant ones. The **coordinator**
 //! ([`policy`]) is a pure state machine that applies the threshold policy in
@@ -11,8 +11,10 @@
 
 #![warn(missing_docs)]
 
+pub mod driver;
 pub mod policy;
 pub mod record;
 
+pub use driver::{Driver, DriverConfig, DriverStats};
 pub use policy::{Access, Action, Coordinator, Event, Mode, PolicyConfig, Stats};
 pub use record::{Record, RecordError};

@@ -509,6 +509,14 @@ impl LocationCache {
         }
     }
 
+    /// `key`'s cached word and access count, without counting an access or
+    /// checking the lease (for the monitor, never for a lookup).
+    pub fn peek(&self, key: Key) -> Option<(u64, u32)> {
+        let h = mix(key.0);
+        let s = self.shard_of(h);
+        s.map.get(&h).map(|e| (e.word, e.count))
+    }
+
     /// Hands every key listed hot since the last call to `f` and clears the lists.
     pub fn take_hot(&self, mut f: impl FnMut(Key)) {
         for p in self.shards.iter() {

@@ -1,0 +1,499 @@
+//! Runs monitor, coordinator and migration executors as threads over an
+//! embedded cluster (Pragh 3 "Execution flow", 4.4).
+//!
+//! ```text
+//!  monitor thread ──Report/Hot──▶ events ──▶ coordinator thread ──Migrate──▶ jobs ──▶ executor threads
+//!  (every machine's cache)          ▲          (policy + record)                       (migrate_batch as
+//!                                   └───────────── Migrated / Tracked ◀────────────────  the target)
+//! ```
+//!
+//! * The **monitor** wakes every `hot_poll_ms`: it drains each machine's
+//!   hot-key list (instant reports, Pragh 6.4) and, once per interval, takes
+//!   the interval's access counts from each location cache (periodic
+//!   reports, Pragh 4.4).
+//! * The **coordinator** thread feeds events to [`Coordinator::step`],
+//!   persists every approval in the [`Record`] (one transaction per batch)
+//!   and only then hands the migrations to the executors; `Track`/`Collect`
+//!   are carried out on the holder's [`locus_store::track::AccessTracker`].
+//! * **Executors** migrate as the target machine with the pipelined
+//!   [`Worker::migrate_batch`]; the source's threads are never involved.
+//!
+//! The coordinator can be stopped and restarted ([`Driver::stop_coordinator`],
+//! [`Driver::start_coordinator`]): meanwhile workers serve as before, queued
+//! migrations finish, and reports that find the event queue full are dropped
+//! and counted. Every queue is bounded.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use locus_fabric::{Fabric, MachineId};
+use locus_store::addr::Addr;
+use locus_store::{home_of, Key, Migration, Store, Worker};
+
+use crate::policy::{Access, Action, Coordinator, Event, PolicyConfig};
+use crate::record::Record;
+
+/// Events the coordinator's queue holds at most.
+pub const EVENTS_MAX: usize = 4096;
+/// Migrations waiting for an executor at most.
+pub const JOBS_MAX: usize = 1 << 20;
+
+/// Driver settings.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// The coordinator's policy.
+    pub policy: PolicyConfig,
+    /// How often the monitor drains hot-key lists (instant reports).
+    pub hot_poll_ms: u64,
+    /// The coordinator's durable record; `None` keeps it in a temporary file.
+    pub record_path: Option<PathBuf>,
+    /// Migration executor threads.
+    pub migration_threads: usize,
+    /// Keys one executor migrates per pipelined batch at most.
+    pub batch_keys_max: usize,
+    /// Periodic reports carry keys with at least this many accesses.
+    pub report_count_min: u32,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            policy: PolicyConfig::default(),
+            hot_poll_ms: 100,
+            record_path: None,
+            migration_threads: 1,
+            batch_keys_max: 256,
+            report_count_min: 2,
+        }
+    }
+}
+
+/// Counters of what the driver did.
+#[derive(Debug, Default)]
+pub struct DriverStats {
+    /// Periodic reports sent.
+    pub reports: AtomicU64,
+    /// Instant (hot) reports sent.
+    pub hot_reports: AtomicU64,
+    /// Reports dropped because the coordinator's queue was full (or it was down).
+    pub reports_dropped: AtomicU64,
+    /// Migrations approved and queued.
+    pub approved: AtomicU64,
+    /// Values moved.
+    pub moved: AtomicU64,
+    /// Bytes moved (headers included).
+    pub bytes_moved: AtomicU64,
+    /// Migrations that failed (error message in `last_error`).
+    pub failed: AtomicU64,
+}
+
+/// What executors and the coordinator share.
+struct Shared<F: Fabric> {
+    store: Store<F>,
+    config: DriverConfig,
+    stats: DriverStats,
+    stop: AtomicBool,
+    last_error: Mutex<Option<String>>,
+    events_tx: Sender<Event>,
+    events_rx: Receiver<Event>,
+    jobs_tx: Sender<(Key, MachineId)>,
+    jobs_rx: Receiver<(Key, MachineId)>,
+    record: Mutex<Option<Arc<Record>>>,
+    record_path: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// The running monitor, coordinator and executors.
+pub struct Driver<F: Fabric> {
+    shared: Arc<Shared<F>>,
+    threads: Vec<JoinHandle<()>>,
+    coordinator: Option<(Arc<AtomicBool>, JoinHandle<Coordinator>)>,
+}
+
+impl<F: Fabric> Driver<F> {
+    /// Starts the threads over `store`.
+    pub fn start(store: Store<F>, config: DriverConfig) -> Result<Self, String> {
+        config.policy.validate()?;
+        if config.migration_threads == 0 || config.batch_keys_max == 0 || config.hot_poll_ms == 0 {
+            return Err(
+                "migration_threads, batch_keys_max and hot_poll_ms must be positive".into(),
+            );
+        }
+        let lease_ms = store.config().cache_lease_ms;
+        if store.config().cache_bytes_max > 0 && lease_ms < config.policy.interval_ms {
+            return Err(format!(
+                "cache_lease_ms = {lease_ms} is shorter than the monitoring interval_ms = {}: access counts live in cache entries and would expire before they are reported; raise the cache lease (Pragh: 60 s lease, 10 s interval) or shorten the interval",
+                config.policy.interval_ms
+            ));
+        }
+        if store.config().cache_bytes_max == 0 {
+            return Err("the monitor reads the location cache's access counts (Pragh 4.4): set cache_bytes_max > 0 (use cache_lookups = false for migration without the cache)".into());
+        }
+        let (tmp, record_path) = match &config.record_path {
+            Some(p) => (None, p.clone()),
+            None => {
+                let d = tempfile::tempdir().map_err(|e| format!("temporary record: {e}"))?;
+                let p = d.path().join("coordinator.redb");
+                (Some(d), p)
+            }
+        };
+        let (events_tx, events_rx) = bounded(EVENTS_MAX);
+        let (jobs_tx, jobs_rx) = bounded(JOBS_MAX);
+        let shared = Arc::new(Shared {
+            store,
+            config,
+            stats: DriverStats::default(),
+            stop: AtomicBool::new(false),
+            last_error: Mutex::new(None),
+            events_tx,
+            events_rx,
+            jobs_tx,
+            jobs_rx,
+            record: Mutex::new(None),
+            record_path,
+            _tmp: tmp,
+        });
+        let mut d = Driver {
+            shared: Arc::clone(&shared),
+            threads: Vec::new(),
+            coordinator: None,
+        };
+        let s = Arc::clone(&shared);
+        d.threads
+            .push(spawn("locus-monitor", move || monitor_loop(&s))?);
+        for i in 0..shared.config.migration_threads {
+            let s = Arc::clone(&shared);
+            d.threads
+                .push(spawn(&format!("locus-migrate-{i}"), move || {
+                    executor_loop(&s)
+                })?);
+        }
+        d.start_coordinator()?;
+        Ok(d)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &DriverStats {
+        &self.shared.stats
+    }
+
+    /// The first error an executor or the coordinator met, if any.
+    pub fn error(&self) -> Option<String> {
+        self.shared
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Migrations queued and not yet taken by an executor.
+    pub fn queued(&self) -> usize {
+        self.shared.jobs_rx.len()
+    }
+
+    /// Starts (or restarts) the coordinator from its durable record.
+    pub fn start_coordinator(&mut self) -> Result<(), String> {
+        if self.coordinator.is_some() {
+            return Ok(());
+        }
+        let record = Arc::new(Record::open(&self.shared.record_path).map_err(|e| e.to_string())?);
+        let restored = record.load().map_err(|e| e.to_string())?;
+        let coordinator = Coordinator::restore(self.shared.config.policy.clone(), restored)?;
+        *self.shared.record.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&record));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (Arc::clone(&self.shared), Arc::clone(&stop));
+        let h = std::thread::Builder::new()
+            .name("locus-coordinator".into())
+            .spawn(move || coordinator_loop(&s, &st, coordinator, &record))
+            .map_err(|e| format!("spawning the coordinator: {e}"))?;
+        self.coordinator = Some((stop, h));
+        Ok(())
+    }
+
+    /// Stops the coordinator (as a crash would, minus the lost thread): its
+    /// record stays on disk; monitors and executors keep running.
+    pub fn stop_coordinator(&mut self) -> Option<Coordinator> {
+        let (stop, h) = self.coordinator.take()?;
+        stop.store(true, Ordering::Release);
+        let c = h.join().ok();
+        *self.shared.record.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        c
+    }
+
+    /// Waits until no migration is queued (or `timeout` passes); true if drained.
+    pub fn wait_drained(&self, timeout: Duration) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < timeout {
+            if self.shared.jobs_rx.is_empty() && self.shared.events_rx.is_empty() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    /// Stops every thread and returns the coordinator's final state.
+    pub fn stop(mut self) -> Option<Coordinator> {
+        let c = self.stop_coordinator();
+        self.shared.stop.store(true, Ordering::Release);
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        c
+    }
+}
+
+impl<F: Fabric> Drop for Driver<F> {
+    fn drop(&mut self) {
+        if let Some((stop, h)) = self.coordinator.take() {
+            stop.store(true, Ordering::Release);
+            let _ = h.join();
+        }
+        self.shared.stop.store(true, Ordering::Release);
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| format!("spawning {name}: {e}"))
+}
+
+fn fail<F: Fabric>(s: &Shared<F>, msg: String) {
+    s.stats.failed.fetch_add(1, Ordering::Relaxed);
+    s.last_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert(msg);
+}
+
+fn send<F: Fabric>(s: &Shared<F>, e: Event) {
+    if s.events_tx.try_send(e).is_err() {
+        s.stats.reports_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Where `word` (an address word of `key`) says the value is.
+fn holder_of(key: Key, word: u64, machines: usize) -> Option<MachineId> {
+    let home = home_of(key.vertex(), machines);
+    Addr::decode(word).map(|a| a.holder(home))
+}
+
+fn monitor_loop<F: Fabric>(s: &Shared<F>) {
+    let machines = s.store.machines();
+    let interval = Duration::from_millis(s.config.policy.interval_ms);
+    let poll = Duration::from_millis(s.config.hot_poll_ms);
+    let hosted: Vec<MachineId> = (0..machines as MachineId)
+        .filter(|&m| s.store.cache(m).is_some())
+        .collect();
+    let mut interval_start = Instant::now();
+    while !s.stop.load(Ordering::Acquire) {
+        std::thread::sleep(poll);
+        let elapsed = interval_start.elapsed();
+        for &m in &hosted {
+            let Some(cache) = s.store.cache(m) else {
+                continue;
+            };
+            let mut hot = Vec::new();
+            cache.take_hot(|k| hot.push(k));
+            for key in hot {
+                let Some((word, count)) = cache.peek(key) else {
+                    continue;
+                };
+                let Some(holder) = holder_of(key, word, machines) else {
+                    continue;
+                };
+                s.stats.hot_reports.fetch_add(1, Ordering::Relaxed);
+                send(
+                    s,
+                    Event::Hot {
+                        machine: m,
+                        elapsed_ms: elapsed.as_millis() as u64,
+                        access: Access { key, holder, count },
+                    },
+                );
+            }
+        }
+        if elapsed >= interval {
+            for &m in &hosted {
+                let Some(cache) = s.store.cache(m) else {
+                    continue;
+                };
+                let mut accesses = Vec::new();
+                cache.take_access_counts(|key, word, count| {
+                    if count >= s.config.report_count_min {
+                        if let Some(holder) = holder_of(key, word, machines) {
+                            accesses.push(Access { key, holder, count });
+                        }
+                    }
+                });
+                if !accesses.is_empty() {
+                    s.stats.reports.fetch_add(1, Ordering::Relaxed);
+                    send(
+                        s,
+                        Event::Report {
+                            machine: m,
+                            interval_ms: elapsed.as_millis() as u64,
+                            accesses,
+                        },
+                    );
+                }
+            }
+            interval_start = Instant::now();
+        }
+    }
+}
+
+fn coordinator_loop<F: Fabric>(
+    s: &Shared<F>,
+    stop: &AtomicBool,
+    mut c: Coordinator,
+    record: &Record,
+) -> Coordinator {
+    let t0 = Instant::now();
+    let tick = Duration::from_millis(50);
+    let mut tracking_since: HashMap<MachineId, Instant> = HashMap::new();
+    let mut pending: Vec<Event> = Vec::new();
+    while !stop.load(Ordering::Acquire) && !s.stop.load(Ordering::Acquire) {
+        let event = match s.events_rx.recv_timeout(tick) {
+            Ok(e) => e,
+            Err(RecvTimeoutError::Timeout) => Event::Tick,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        pending.push(event);
+        while let Some(event) = pending.pop() {
+            let actions = c.step(t0.elapsed().as_millis() as u64, event);
+            let persist: Vec<(Key, MachineId)> = actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Persist { key, target } => Some((*key, *target)),
+                    _ => None,
+                })
+                .collect();
+            if !persist.is_empty() {
+                if let Err(e) = record.persist(&persist) {
+                    // Not durable: approve nothing (the coordinator will see
+                    // the keys again in the next report).
+                    fail(s, e.to_string());
+                    for (key, to) in persist {
+                        pending.push(Event::Migrated { key, to, ok: false });
+                    }
+                    continue;
+                }
+            }
+            for a in actions {
+                match a {
+                    Action::Persist { .. } => {}
+                    Action::Migrate { key, to, .. } => {
+                        s.stats.approved.fetch_add(1, Ordering::Relaxed);
+                        if s.jobs_tx.try_send((key, to)).is_err() {
+                            pending.push(Event::Migrated { key, to, ok: false });
+                        }
+                    }
+                    Action::Track { machine, keys } => {
+                        if let Some(t) = s.store.tracker(machine) {
+                            if let Err(e) = t.install(keys) {
+                                fail(s, e.to_string());
+                            }
+                            tracking_since.insert(machine, Instant::now());
+                        }
+                    }
+                    Action::Collect { machine } => {
+                        if let Some(t) = s.store.tracker(machine) {
+                            let since = tracking_since.remove(&machine).unwrap_or(t0);
+                            pending.push(Event::Tracked {
+                                machine,
+                                interval_ms: since.elapsed().as_millis() as u64,
+                                counts: t.take(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    c
+}
+
+fn executor_loop<F: Fabric>(s: &Shared<F>) {
+    let mut workers: HashMap<MachineId, Worker<F>> = HashMap::new();
+    let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
+    while !s.stop.load(Ordering::Acquire) {
+        let first = match s.jobs_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(j) => j,
+            Err(_) => continue,
+        };
+        by_target.entry(first.1).or_default().push(first.0);
+        let mut n = 1;
+        while n < s.config.batch_keys_max {
+            match s.jobs_rx.try_recv() {
+                Ok((k, to)) => {
+                    by_target.entry(to).or_default().push(k);
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        for (to, keys) in by_target.drain() {
+            let w = match workers.entry(to) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => match s.store.worker(to) {
+                    Ok(w) => v.insert(w),
+                    Err(e) => {
+                        fail(s, format!("migration executor for machine {to}: {e}"));
+                        for key in keys {
+                            send(s, Event::Migrated { key, to, ok: false });
+                        }
+                        continue;
+                    }
+                },
+            };
+            match w.migrate_batch(&keys) {
+                Ok(results) => {
+                    for (key, r) in keys.iter().zip(results) {
+                        let ok = match r {
+                            Migration::Moved { bytes, .. } => {
+                                s.stats.moved.fetch_add(1, Ordering::Relaxed);
+                                s.stats.bytes_moved.fetch_add(bytes, Ordering::Relaxed);
+                                true
+                            }
+                            Migration::AlreadyHere => true,
+                            Migration::Absent => false,
+                        };
+                        migrated(s, *key, to, ok);
+                    }
+                }
+                Err(e) => {
+                    fail(
+                        s,
+                        format!("migrating {} keys to machine {to}: {e}", keys.len()),
+                    );
+                    for key in keys {
+                        migrated(s, key, to, false);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Tells the coordinator a migration ended. Unlike reports this must not be
+/// dropped while the coordinator runs, so it blocks briefly on a full queue.
+fn migrated<F: Fabric>(s: &Shared<F>, key: Key, to: MachineId, ok: bool) {
+    let e = Event::Migrated { key, to, ok };
+    if s.events_tx
+        .send_timeout(e, Duration::from_millis(100))
+        .is_err()
+    {
+        s.stats.reports_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,137 @@
+//! The driver end to end on a small in-process cluster (Pragh 3 "Execution
+//! flow"): a machine that keeps reading remote values gets them migrated to
+//! it, reads stay correct throughout, and the coordinator can stop and
+//! restart from its record while workers serve and queued migrations finish.
+
+use std::time::{Duration, Instant};
+
+use locus_coordinator::{Driver, DriverConfig, PolicyConfig};
+use locus_fabric::local::{LocalConfig, LocalFabric};
+use locus_store::addr::Addr;
+use locus_store::{home_of, Store, StoreConfig};
+
+const MACHINES: usize = 4;
+const READER: u8 = 3;
+
+fn cluster() -> Store<LocalFabric> {
+    let fabric = LocalFabric::new(LocalConfig::with_machines(MACHINES).without_model()).unwrap();
+    Store::create(
+        fabric,
+        StoreConfig {
+            buckets_per_machine: 256,
+            value_region_bytes: 8 << 20,
+            // Counts live in cache entries: a lease shorter than the monitoring
+            // interval would drop them before they are reported.
+            reclaim_lease_ms: 1_000,
+            cache_lease_ms: 1_000,
+            cache_bytes_max: 1 << 20,
+            hot_accesses: 20,
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+fn list(v: u32) -> Vec<u32> {
+    (0..8).map(|i| v * 100 + i).collect()
+}
+
+fn holder(store: &Store<LocalFabric>, v: u32) -> u8 {
+    let word = store.worker(0).unwrap().address_word(v).unwrap();
+    Addr::decode(word).unwrap().holder(home_of(v, MACHINES))
+}
+
+/// Reads every vertex in `vs` from the reader machine, checking each value.
+fn read_all(store: &Store<LocalFabric>, vs: &[u32]) {
+    let mut w = store.worker(READER).unwrap();
+    for &v in vs {
+        assert_eq!(w.get(v).unwrap(), Some(list(v)), "vertex {v}");
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn hot_remote_values_move_to_their_reader_and_survive_a_coordinator_restart() {
+    let store = cluster();
+    let _services = store.spawn_services().unwrap();
+    let hot: Vec<u32> = (0..40)
+        .filter(|&v| home_of(v, MACHINES) != READER)
+        .collect();
+    for v in 0..40 {
+        store
+            .worker(home_of(v, MACHINES))
+            .unwrap()
+            .put(v, &list(v))
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let too_long = DriverConfig {
+        policy: PolicyConfig {
+            interval_ms: 5_000,
+            ..PolicyConfig::default()
+        },
+        ..DriverConfig::default()
+    };
+    let e = Driver::start(store.clone(), too_long)
+        .err()
+        .expect("refused");
+    assert!(e.contains("cache_lease_ms"), "{e}");
+    let mut driver = Driver::start(
+        store.clone(),
+        DriverConfig {
+            policy: PolicyConfig {
+                interval_ms: 200,
+                dwell_ms: 200,
+                forget_after_ms: 1_000,
+                ..PolicyConfig::default()
+            },
+            hot_poll_ms: 20,
+            record_path: Some(dir.path().join("coordinator.redb")),
+            ..DriverConfig::default()
+        },
+    )
+    .unwrap();
+    // Keep reading until every hot value is held by the reader.
+    wait_until(
+        "hot values to move to the reader",
+        Duration::from_secs(60),
+        || {
+            read_all(&store, &hot);
+            hot.iter().all(|&v| holder(&store, v) == READER)
+        },
+    );
+    assert!(
+        driver
+            .stats()
+            .moved
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= hot.len() as u64
+    );
+    assert!(driver.error().is_none(), "{:?}", driver.error());
+
+    // Stop the coordinator: reads go on, nothing moves back.
+    let c = driver.stop_coordinator().expect("it was running");
+    assert!(c.stats().approved >= hot.len() as u64);
+    for _ in 0..20 {
+        read_all(&store, &hot);
+    }
+    // Restart: the record says where every hot value went.
+    driver.start_coordinator().unwrap();
+    let restored = driver.stop_coordinator().unwrap();
+    for &v in &hot {
+        assert_eq!(
+            restored.holder(locus_store::Key::part(v, 0)),
+            Some(READER),
+            "vertex {v}"
+        );
+    }
+    driver.stop();
+    read_all(&store, &hot);
+}
