@@ -27,6 +27,8 @@ pub enum Bench {
     Foundation(FoundationArgs),
     /// Split-migration speed (Pragh Fig. 13): values/s and bytes/s by payload and threads.
     MigrateSpeed(crate::migrate_speed::MigrateSpeedArgs),
+    /// Pragh's traversal benchmark (section 6): schemes side by side in one run.
+    Pragh(crate::pragh::PraghArgs),
 }
 
 #[derive(Args, Debug)]
@@ -214,6 +216,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
     let f = match a.which {
         Bench::Foundation(f) => f,
         Bench::MigrateSpeed(m) => return crate::migrate_speed::run(m),
+        Bench::Pragh(p) => return crate::pragh::run(p),
     };
     let full = match f.preset.as_str() {
         "quick" => false,

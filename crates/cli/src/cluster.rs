@@ -40,6 +40,16 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
 /// vertex with at least one neighbour becomes a key at its home machine.
 /// Capacity is checked first, so a load either completes or loads nothing.
 pub fn build(csr: &Csr, machines: usize, config: &Config) -> Result<Embedded, String> {
+    build_with(csr, machines, config, |_| {})
+}
+
+/// [`build`] with the store settings adjusted by `tweak` before the cluster is made.
+pub fn build_with(
+    csr: &Csr,
+    machines: usize,
+    config: &Config,
+    tweak: impl FnOnce(&mut StoreConfig),
+) -> Result<Embedded, String> {
     let fabric = Counting::new(
         LocalFabric::new(LocalConfig {
             machines,
@@ -61,6 +71,8 @@ pub fn build(csr: &Csr, machines: usize, config: &Config) -> Result<Embedded, St
             config.store.part_neighbors_max,
         )
     };
+    let mut store_config = store_config;
+    tweak(&mut store_config);
     let store = Store::create(fabric.clone(), store_config).map_err(|e| e.to_string())?;
     store
         .check_capacity(csr.vertex_count(), |v| csr.degree(v as u32))

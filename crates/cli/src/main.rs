@@ -6,6 +6,7 @@ mod commands;
 mod config;
 mod demo;
 mod migrate_speed;
+mod pragh;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

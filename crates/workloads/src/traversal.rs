@@ -104,6 +104,60 @@ pub struct TwoHop {
     pub pipelined: bool,
 }
 
+/// One operation of a traversal workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// A two-hop query from this vertex, run on its home machine.
+    TwoHop(VertexId),
+    /// Insert the edge (v, u) (Pragh 6: "edge updates/inserts"), run on v's home.
+    InsertEdge(VertexId, VertexId),
+}
+
+impl Op {
+    /// The vertex whose home machine runs the operation.
+    pub fn start(self) -> VertexId {
+        match self {
+            Op::TwoHop(v) | Op::InsertEdge(v, _) => v,
+        }
+    }
+}
+
+/// Turns start vertices into a mix: each becomes an edge insert with
+/// probability `update_fraction` (from that vertex to a uniform vertex below
+/// `vertex_count`), a two-hop query otherwise. Deterministic in `seed`.
+pub fn mix_ops(starts: &[VertexId], update_fraction: f64, vertex_count: u64, seed: u64) -> Vec<Op> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5550_4441_5445);
+    starts
+        .iter()
+        .map(|&v| {
+            if rng.gen_bool(update_fraction.clamp(0.0, 1.0)) {
+                Op::InsertEdge(v, rng.gen_range(0..vertex_count.max(1)) as VertexId)
+            } else {
+                Op::TwoHop(v)
+            }
+        })
+        .collect()
+}
+
+/// What a mixed run measured, per kind of operation.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MixReport {
+    /// The queries (two-hop) part; `throughput_qps` counts queries only.
+    pub queries: RunReport,
+    /// Two-sided messages sent between machines during the run (a forwarded
+    /// update is a request and a reply, Pragh 4.3).
+    pub remote_sends: u64,
+    /// Update latencies (microseconds, sorted ascending), for CDFs.
+    pub update_latencies_us: Vec<f64>,
+    /// Completion time of every operation (seconds since the start, in
+    /// completion order), for throughput timelines.
+    #[serde(skip)]
+    pub done_at_s: Vec<f64>,
+    /// Which of `done_at_s` were queries.
+    #[serde(skip)]
+    pub done_is_query: Vec<bool>,
+}
+
 /// Runs one two-hop query per start vertex on `threads` workers and reports.
 /// `counters` must be the counters of `store`'s fabric.
 pub fn run_two_hop<F: Fabric>(
@@ -114,47 +168,64 @@ pub fn run_two_hop<F: Fabric>(
     q: TwoHop,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<RunReport, String> {
+    let ops: Vec<Op> = starts.iter().map(|&v| Op::TwoHop(v)).collect();
+    Ok(run_ops(store, counters, threads, &ops, q, progress)?.queries)
+}
+
+/// Runs `ops` on `threads` workers, each on its start vertex's home machine,
+/// and reports queries and updates separately.
+pub fn run_ops<F: Fabric>(
+    store: &Store<F>,
+    counters: &Counters,
+    threads: usize,
+    ops: &[Op],
+    q: TwoHop,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<MixReport, String> {
     let machines = store.machines();
     let s = store.clone();
     let pool = Pool::new(threads, machines, move |m| {
         s.worker(m).map_err(|e| e.to_string())
     })
     .map_err(|e| e.to_string())?;
-    let n = starts.len();
+    let n = ops.len();
     let latencies: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let finished: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let results = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
     let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let before = counters.total();
     let t0 = Instant::now();
-    for (i, &v) in starts.iter().enumerate() {
-        let (latencies, results, done_job, error) = (
+    for (i, &op) in ops.iter().enumerate() {
+        let (latencies, finished, results, done_job, error) = (
             Arc::clone(&latencies),
+            Arc::clone(&finished),
             Arc::clone(&results),
             Arc::clone(&done),
             Arc::clone(&error),
         );
-        pool.execute(home_of(v, machines), move |w| {
+        pool.execute(home_of(op.start(), machines), move |w| {
             thread_local!(static OUT: std::cell::RefCell<Vec<VertexId>> = const { std::cell::RefCell::new(Vec::new()) });
             OUT.with(|out| {
                 let mut out = out.borrow_mut();
                 out.clear();
                 let t = Instant::now();
-                let r = if q.pipelined {
-                    w.two_hop_pipelined(v, q.k, &mut out)
-                } else {
-                    w.two_hop(v, q.k, &mut out)
+                let r = match op {
+                    Op::TwoHop(v) if q.pipelined => w.two_hop_pipelined(v, q.k, &mut out).map(|_| ()),
+                    Op::TwoHop(v) => w.two_hop(v, q.k, &mut out).map(|_| ()),
+                    Op::InsertEdge(v, u) => w.insert_edge(v, u).map(|_| ()),
                 };
                 latencies[i].store(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                finished[i].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 match r {
-                    Ok(_) => {
+                    Ok(()) => {
                         results.fetch_add(out.len() as u64, Ordering::Relaxed);
                     }
                     Err(e) => {
                         error
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
-                            .get_or_insert(format!("query from vertex {v}: {e}"));
+                            .get_or_insert(format!("{op:?}: {e}"));
                     }
                 }
             });
@@ -172,31 +243,51 @@ pub fn run_two_hop<F: Fabric>(
         return Err(e);
     }
     let delta = counters.total().minus(&before);
-    let mut lat: Vec<u64> = latencies
-        .iter()
-        .map(|a| a.load(Ordering::Relaxed))
-        .collect();
-    lat.sort_unstable();
-    let pct = |p: f64| -> f64 {
-        if lat.is_empty() {
-            return 0.0;
+    let mut query_lat = Vec::new();
+    let mut update_lat = Vec::new();
+    let mut done_at: Vec<(u64, bool)> = Vec::with_capacity(n);
+    for (i, op) in ops.iter().enumerate() {
+        let l = latencies[i].load(Ordering::Relaxed);
+        let is_query = matches!(op, Op::TwoHop(_));
+        if is_query {
+            query_lat.push(l);
+        } else {
+            update_lat.push(l);
         }
-        let idx = ((p * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1;
-        lat[idx] as f64 / 1000.0
-    };
-    Ok(RunReport {
-        queries: n as u64,
-        threads,
-        elapsed_s: elapsed,
-        throughput_qps: n as f64 / elapsed.max(1e-9),
-        p50_us: pct(0.50),
-        p99_us: pct(0.99),
-        p999_us: pct(0.999),
-        remote_rate: delta.remote_rate(),
-        results: results.load(Ordering::Relaxed),
-        reads: delta.ops_of(Locality::Local, OpKind::Read)
-            + delta.ops_of(Locality::Remote, OpKind::Read),
+        done_at.push((finished[i].load(Ordering::Relaxed), is_query));
+    }
+    query_lat.sort_unstable();
+    update_lat.sort_unstable();
+    done_at.sort_unstable();
+    let queries = query_lat.len();
+    Ok(MixReport {
+        queries: RunReport {
+            queries: queries as u64,
+            threads,
+            elapsed_s: elapsed,
+            throughput_qps: queries as f64 / elapsed.max(1e-9),
+            p50_us: percentile_us(&query_lat, 0.50),
+            p99_us: percentile_us(&query_lat, 0.99),
+            p999_us: percentile_us(&query_lat, 0.999),
+            remote_rate: delta.remote_rate(),
+            results: results.load(Ordering::Relaxed),
+            reads: delta.ops_of(Locality::Local, OpKind::Read)
+                + delta.ops_of(Locality::Remote, OpKind::Read),
+        },
+        remote_sends: delta.ops_of(Locality::Remote, OpKind::Send),
+        update_latencies_us: update_lat.iter().map(|&l| l as f64 / 1000.0).collect(),
+        done_at_s: done_at.iter().map(|&(t, _)| t as f64 / 1e9).collect(),
+        done_is_query: done_at.iter().map(|&(_, q)| q).collect(),
     })
+}
+
+/// The `p` quantile of sorted nanosecond latencies, in microseconds.
+pub fn percentile_us(sorted_ns: &[u64], p: f64) -> f64 {
+    if sorted_ns.is_empty() {
+        return 0.0;
+    }
+    let idx = ((p * sorted_ns.len() as f64).ceil() as usize).clamp(1, sorted_ns.len()) - 1;
+    sorted_ns[idx] as f64 / 1000.0
 }
 
 #[cfg(test)]
