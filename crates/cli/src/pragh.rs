@@ -60,7 +60,7 @@ pub struct PraghArgs {
     /// Workload seed.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    /// Run only these schemes (comma-separated: Ideal,Orig,Split,Cache,Split+Cache).
+    /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache).
     #[arg(long, value_delimiter = ',')]
     pub schemes: Vec<String>,
 }
@@ -70,6 +70,7 @@ pub struct PraghArgs {
 pub enum Scheme {
     Ideal,
     Orig,
+    Shard,
     Split,
     Cache,
     SplitCache,
@@ -80,6 +81,7 @@ impl Scheme {
         match self {
             Scheme::Ideal => "Ideal",
             Scheme::Orig => "Orig",
+            Scheme::Shard => "Shard",
             Scheme::Split => "Split",
             Scheme::Cache => "Cache",
             Scheme::SplitCache => "Split+Cache",
@@ -287,6 +289,14 @@ fn build(scheme: Scheme, csr: &Csr, p: &Preset) -> Result<Embedded, String> {
     };
     cluster::build_with(csr, machines, &c, |s: &mut StoreConfig| match scheme {
         Scheme::Ideal | Scheme::Orig => s.cache_bytes_max = 0,
+        Scheme::Shard => {
+            s.cache_bytes_max = 0;
+            s.shards_per_machine = locus_store::shard::SHARDS_PER_MACHINE_DEFAULT;
+            // Room for the shards a machine may receive (the plan allows 2x its share).
+            s.buckets_per_machine *= 2;
+            s.overflow_buckets_per_machine *= 2;
+            s.value_region_bytes *= 2;
+        }
         Scheme::Cache | Scheme::SplitCache => s.cache_bytes_max = 128 << 20,
         Scheme::Split => {
             // The cache still counts accesses for the monitor, but no lookup uses it.
@@ -325,6 +335,11 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
     // Warm-up: fills caches; for migrating schemes, runs until a round of at
     // least one interval approves nothing new.
     let t0 = Instant::now();
+    let mut shard_moved = (0u64, 0u64);
+    if scheme == Scheme::Shard {
+        run_seq(&e, p, &w.warm, "Shard: warm-up")?;
+        shard_moved = move_shards_optimally(&e, w, p)?;
+    }
     let mut last_approved = u64::MAX;
     loop {
         let round_start = Instant::now();
@@ -367,13 +382,16 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
             .collect();
         run_seq(&e, p, &ops, &format!("{}: measuring", scheme.name()))?
     };
-    let (bytes_moved, moved, approved) = driver.as_ref().map_or((0, 0, 0), |d| {
-        (
-            d.stats().bytes_moved.load(Ordering::Relaxed),
-            d.stats().moved.load(Ordering::Relaxed),
-            d.stats().approved.load(Ordering::Relaxed),
-        )
-    });
+    let (bytes_moved, moved, approved) =
+        driver
+            .as_ref()
+            .map_or((shard_moved.1, shard_moved.0, 0), |d| {
+                (
+                    d.stats().bytes_moved.load(Ordering::Relaxed),
+                    d.stats().moved.load(Ordering::Relaxed),
+                    d.stats().approved.load(Ordering::Relaxed),
+                )
+            });
     let contended = driver
         .and_then(|d| d.stop())
         .map_or(0, |c| c.stats().contended);
@@ -418,6 +436,44 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
         contended_decisions: contended,
         update_latencies_us: report.update_latencies_us.clone(),
     })
+}
+
+/// The shard baseline's plan and move (Pragh 6: "optimal migration plans ...
+/// by tracking every access", tracking cost not charged): the warm-up
+/// sequence's accesses are counted per shard and machine offline, the plan
+/// sends each shard to its busiest accessor within 2x a machine's share of
+/// keys, and the shards move with traffic paused. Returns (keys, bytes) moved.
+fn move_shards_optimally(e: &Embedded, w: &Workload, p: &Preset) -> Result<(u64, u64), String> {
+    let store = &e.store;
+    let map = store
+        .shard_map()
+        .ok_or("Shard scheme without a shard map")?;
+    let shards = map.shards() as usize;
+    let machines = store.machines();
+    let mut counts = vec![vec![0u64; machines]; shards];
+    for op in &w.warm {
+        let at = store.owner(op.start()) as usize;
+        match *op {
+            Op::TwoHop(s) => {
+                counts[map.shard_of(s) as usize][at] += 1;
+                for &u in w.csr.neighbors(s).iter().take(p.k) {
+                    counts[map.shard_of(u) as usize][at] += 1;
+                }
+            }
+            Op::InsertEdge(v, _) => counts[map.shard_of(v) as usize][at] += 1,
+        }
+    }
+    let mut keys = vec![0u64; shards];
+    for v in 0..w.csr.vertex_count() as u32 {
+        if w.csr.degree(v) > 0 {
+            keys[map.shard_of(v) as usize] += 1;
+        }
+    }
+    let current: Vec<u8> = (0..shards as u32).map(|s| map.owner_of_shard(s)).collect();
+    let total: u64 = keys.iter().sum();
+    let moves = locus_store::shard::plan(&counts, &keys, &current, total * 2 / machines as u64 + 1);
+    eprintln!("Shard: moving {} of {} shards", moves.len(), shards);
+    store.move_shards(&moves).map_err(|e| e.to_string())
 }
 
 fn fill_ratios(rows: &mut [Row]) {
@@ -483,6 +539,7 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
     let all = [
         Scheme::Ideal,
         Scheme::Orig,
+        Scheme::Shard,
         Scheme::Split,
         Scheme::Cache,
         Scheme::SplitCache,
@@ -490,7 +547,7 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
     for name in &a.schemes {
         if !all.iter().any(|s| s.name().eq_ignore_ascii_case(name)) {
             return Err(format!(
-                "--schemes {name}: expected one of Ideal, Orig, Split, Cache, Split+Cache"
+                "--schemes {name}: expected one of Ideal, Orig, Shard, Split, Cache, Split+Cache"
             ));
         }
     }
@@ -531,9 +588,14 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
             for scope in scopes {
                 let w = workload(&csr, &p, StartDist::Zipf { theta: 0.99, scope })?;
                 let mut group = Vec::new();
-                for s in [Scheme::Ideal, Scheme::Orig, Scheme::SplitCache]
-                    .into_iter()
-                    .filter(|&s| wanted(s))
+                for s in [
+                    Scheme::Ideal,
+                    Scheme::Orig,
+                    Scheme::Shard,
+                    Scheme::SplitCache,
+                ]
+                .into_iter()
+                .filter(|&s| wanted(s))
                 {
                     eprintln!("scope {scope}: {} ...", s.name());
                     let mut r = run_scheme(s, &w, &p, Mode::Eager)?;

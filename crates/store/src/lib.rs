@@ -25,6 +25,7 @@ pub mod cache;
 mod error;
 pub mod forward;
 pub mod reclaim;
+pub mod shard;
 mod store;
 pub mod table;
 pub mod track;

@@ -11,6 +11,7 @@ use crate::alloc::{block_units, ValueAllocator};
 use crate::cache::{CacheConfig, LocationCache};
 use crate::forward::{self, Envelope, PartOp, PartReply, Reply, Request, VertexOp};
 use crate::reclaim::{Appended, Collector, CollectorConfig, RingLayout};
+use crate::shard::ShardMap;
 use crate::table::{
     addr_word_offset, home_of, key_word_offset, link_offset, BucketView, Key, TableLayout,
     BUCKET_BYTES, KEY_SLOTS, MAGIC, OVERFLOW_USED_OFFSET,
@@ -65,6 +66,10 @@ pub struct StoreConfig {
     /// A cached key accessed this many times in one monitoring interval is
     /// reported at once (Pragh 6.4: 100 accesses/s; 0: no instant reports).
     pub hot_accesses: u32,
+    /// Shard-based placement (Pragh 2.3, the "Shard" baseline): shards per
+    /// machine (Pragh: 100), consulted through a shard map on every access;
+    /// 0 places keys by hash alone (`vertex % machines`), as Pragh does.
+    pub shards_per_machine: u32,
 }
 
 impl Default for StoreConfig {
@@ -81,6 +86,7 @@ impl Default for StoreConfig {
             reclaim_ring_entries: crate::reclaim::CAPACITY_DEFAULT,
             cache_lookups: true,
             hot_accesses: 100,
+            shards_per_machine: 0,
         }
     }
 }
@@ -163,6 +169,13 @@ impl StoreConfig {
                 .check_against_reclaim(self.reclaim_lease_ms)?;
         }
         crate::reclaim::RingLayout::new(self.reclaim_ring_entries)?;
+        if self.shards_per_machine > crate::shard::SHARDS_PER_MACHINE_MAX {
+            return bad(format!(
+                "shards_per_machine = {} exceeds {} (Pragh uses 100)",
+                self.shards_per_machine,
+                crate::shard::SHARDS_PER_MACHINE_MAX
+            ));
+        }
         Ok(())
     }
 
@@ -202,6 +215,8 @@ struct Shared<F: Fabric> {
     caches: Vec<Option<LocationCache>>,
     /// Per machine, the on-demand table of tracked local accesses (Pragh 4.4).
     trackers: Vec<AccessTracker>,
+    /// Shard-based placement, if configured.
+    shard_map: Option<ShardMap>,
     /// Per hosted machine, the collector of its reclaim ring (opened on first use).
     collectors: Vec<Option<std::sync::Mutex<Option<Collector>>>>,
     /// Every machine's reclaim ring, looked up on first use.
@@ -331,6 +346,8 @@ impl<F: Fabric> Store<F> {
                     .collect(),
                 caches,
                 trackers: (0..machines).map(|_| AccessTracker::default()).collect(),
+                shard_map: (config.shards_per_machine > 0)
+                    .then(|| ShardMap::new(machines, config.shards_per_machine)),
                 collectors: allocs
                     .iter()
                     .map(|a| a.as_ref().map(|_| std::sync::Mutex::new(None)))
@@ -389,6 +406,76 @@ impl<F: Fabric> Store<F> {
     /// The monitor reads its access counts (Pragh 4.4).
     pub fn cache(&self, machine: MachineId) -> Option<&LocationCache> {
         self.shared.caches.get(machine as usize)?.as_ref()
+    }
+
+    /// The machine whose key table holds `v`'s keys (and runs its queries):
+    /// `v % machines`, or its shard's machine under shard-based placement.
+    pub fn owner(&self, v: VertexId) -> MachineId {
+        match &self.shared.shard_map {
+            None => home_of(v, self.shared.machines),
+            Some(m) => m.owner(v, 0),
+        }
+    }
+
+    /// The shard map, under shard-based placement.
+    pub fn shard_map(&self) -> Option<&ShardMap> {
+        self.shared.shard_map.as_ref()
+    }
+
+    /// Moves whole shards (the shard-based baseline, Pragh 2.3): for each
+    /// `(shard, from, to)`, a worker acting as `to` scans `from`'s key table
+    /// with large READs, copies every key of the shard and its value into its
+    /// own table and value region, and then every machine's shard map names
+    /// `to`; the old blocks go to their holders' reclaim rings. The stale key
+    /// slots at `from` are unreachable (no map names `from` for the shard) and
+    /// are reused if the shard comes back.
+    ///
+    /// Stop-the-world: no other operation may run on the cluster meanwhile,
+    /// and the machines' services must be running (they drain the reclaim
+    /// rings). Returns (keys moved, bytes moved: values plus 16-byte slots).
+    pub fn move_shards(&self, moves: &[(u32, MachineId, MachineId)]) -> Result<(u64, u64)> {
+        let map = self.shared.shard_map.as_ref().ok_or_else(|| {
+            StoreError::Config(
+                "move_shards needs shard-based placement (shards_per_machine > 0)".into(),
+            )
+        })?;
+        let mut sources: Vec<MachineId> = moves.iter().map(|m| m.1).collect();
+        sources.sort_unstable();
+        sources.dedup();
+        let (mut keys_moved, mut bytes_moved) = (0u64, 0u64);
+        for from in sources {
+            let mine: Vec<(u32, MachineId)> = moves
+                .iter()
+                .filter(|m| m.1 == from)
+                .map(|m| (m.0, m.2))
+                .collect();
+            for &(shard, _) in &mine {
+                if map.owner_of_shard(shard) != from {
+                    return Err(StoreError::Config(format!(
+                        "shard {shard} is on machine {}, not {from}",
+                        map.owner_of_shard(shard)
+                    )));
+                }
+            }
+            let mut scanner = self.worker(mine[0].1)?;
+            let entries = scanner.scan_table(from)?;
+            for (shard, to) in mine {
+                let mut w = self.worker(to)?;
+                for &(key, word) in entries
+                    .iter()
+                    .filter(|(k, _)| map.shard_of(k.vertex()) == shard)
+                {
+                    bytes_moved += w.copy_key_here(key, word, from)?;
+                    keys_moved += 1;
+                    if w.reclaim_queue.len() >= 4096 {
+                        w.flush_reclaims()?;
+                    }
+                }
+                w.flush_reclaims()?;
+                map.set(shard, to);
+            }
+        }
+        Ok((keys_moved, bytes_moved))
     }
 
     /// `machine`'s on-demand table of tracked accesses (Pragh 4.4).
@@ -711,9 +798,19 @@ impl<F: Fabric> Worker<F> {
         self.regions[m as usize].1
     }
 
+    /// The machine whose key table holds `key`: its hash home, or with
+    /// shard-based placement the machine this worker's shard map names.
     #[inline]
     fn home(&self, key: Key) -> MachineId {
-        home_of(key.vertex(), self.shared.machines)
+        self.vertex_home(key.vertex())
+    }
+
+    #[inline]
+    fn vertex_home(&self, v: VertexId) -> MachineId {
+        match &self.shared.shard_map {
+            None => home_of(v, self.shared.machines),
+            Some(m) => m.owner(v, self.machine),
+        }
     }
 
     /// Finds a key's slot (LOOKUP in Pragh Fig. 8): reads whole buckets along its chain.
@@ -748,7 +845,11 @@ impl<F: Fabric> Worker<F> {
 
     /// Finds a key's slot, claiming the first empty one on its chain if absent.
     fn find_or_claim(&mut self, key: Key) -> Result<Slot> {
-        let home = self.home(key);
+        self.find_or_claim_at(key, self.home(key))
+    }
+
+    /// [`Worker::find_or_claim`] in machine `home`'s key table.
+    fn find_or_claim_at(&mut self, key: Key, home: MachineId) -> Result<Slot> {
         let layout = self.shared.layout;
         let kr = self.keys_region(home);
         let mut off = layout.bucket_offset(layout.bucket_of(key));
@@ -1325,7 +1426,7 @@ impl<F: Fabric> Worker<F> {
     /// Runs a vertex op at `v`'s home: here under the vertex's lock, or by
     /// forwarding it there and waiting for the reply.
     fn vertex_op(&mut self, v: VertexId, op: VertexOp) -> Result<bool> {
-        let home = home_of(v, self.shared.machines);
+        let home = self.vertex_home(v);
         if home != self.machine {
             return match self.forward(home, Request::Vertex { vertex: v, op })? {
                 Reply::Vertex(Ok(b)) => Ok(b),
@@ -1798,6 +1899,83 @@ impl<F: Fabric> Worker<F> {
             .into_iter()
             .map(|m| m.expect("every key finished"))
             .collect())
+    }
+
+    /// Every (key, address word) in machine `m`'s key table, read with large
+    /// READs over its main and used overflow buckets.
+    fn scan_table(&mut self, m: MachineId) -> Result<Vec<(Key, u64)>> {
+        const CHUNK_BUCKETS: u64 = 1024;
+        let layout = self.shared.layout;
+        let kr = self.keys_region(m);
+        let used = self
+            .port
+            .read_word(m, kr, OVERFLOW_USED_OFFSET)?
+            .min(layout.overflow_buckets);
+        let total = layout.buckets + used;
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        let mut b = 0;
+        while b < total {
+            let n = (total - b).min(CHUNK_BUCKETS);
+            buf.resize((n * BUCKET_BYTES) as usize, 0);
+            self.port.read(m, kr, layout.bucket_offset(b), &mut buf)?;
+            for chunk in buf.chunks_exact(BUCKET_BYTES as usize) {
+                for &(kw, aw) in BucketView::parse(chunk).slots.iter() {
+                    if let (Some(k), true) = (Key::from_word(kw), aw != 0) {
+                        out.push((k, aw));
+                    }
+                }
+            }
+            b += n;
+        }
+        Ok(out)
+    }
+
+    /// Copies `key` (address word `word`, keyed at `from`) with its value into
+    /// this machine's key table and value region; returns the bytes copied.
+    fn copy_key_here(&mut self, key: Key, word: u64, from: MachineId) -> Result<u64> {
+        let Some(addr) = Addr::decode(word) else {
+            return Ok(0);
+        };
+        let me = self.machine;
+        if !self.fetch(from, addr)? {
+            return Err(StoreError::Config(format!(
+                "key {} changed while its shard was moving: shard moves need the cluster paused",
+                key.0
+            )));
+        }
+        let size_units = addr.size_units();
+        let shared = Arc::clone(&self.shared);
+        let alloc = shared.allocs[me as usize]
+            .as_ref()
+            .ok_or(StoreError::NotHosted { machine: me })?;
+        let off = alloc.alloc(size_units, self.port.now_ns())?;
+        let vr = self.values_region(me);
+        let bytes = std::mem::take(&mut self.value);
+        let w = self.port.write(me, vr, off * 8, &bytes);
+        self.value = bytes;
+        if let Err(e) = w {
+            alloc.free_now(off, size_units);
+            return Err(e.into());
+        }
+        let slot = self.find_or_claim_at(key, me)?;
+        let new = Addr::local(size_units, off)?;
+        let kr = self.keys_region(me);
+        let prev = self
+            .port
+            .cas(me, kr, slot.addr_offset, slot.addr_word, new.encode())?;
+        if prev != slot.addr_word {
+            alloc.free_now(off, size_units);
+            return Err(StoreError::Config(format!(
+                "key {} was written while its shard was moving: shard moves need the cluster paused",
+                key.0
+            )));
+        }
+        self.reclaim_queue.push((
+            addr.holder(from),
+            Addr::local(size_units, addr.offset_units())?.encode(),
+        ));
+        Ok(size_units * 8 + 16)
     }
 
     /// Appends the queued retired blocks to their holders' reclaim rings,

@@ -14,7 +14,7 @@ use std::time::Instant;
 use locus_fabric::counting::{Counters, Locality};
 use locus_fabric::pool::Pool;
 use locus_fabric::{Fabric, OpKind};
-use locus_store::{home_of, Store, VertexId};
+use locus_store::{Store, VertexId};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -204,7 +204,7 @@ pub fn run_ops<F: Fabric>(
             Arc::clone(&done),
             Arc::clone(&error),
         );
-        pool.execute(home_of(op.start(), machines), move |w| {
+        pool.execute(store.owner(op.start()), move |w| {
             thread_local!(static OUT: std::cell::RefCell<Vec<VertexId>> = const { std::cell::RefCell::new(Vec::new()) });
             OUT.with(|out| {
                 let mut out = out.borrow_mut();
