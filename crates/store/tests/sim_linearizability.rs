@@ -80,6 +80,7 @@ fn store_config() -> StoreConfig {
         reclaim_ring_entries: 1,
         cache_lookups: true,
         hot_accesses: 2,
+        shards_per_machine: 0,
     }
 }
 
