@@ -35,6 +35,10 @@ pub enum Experiment {
     Scope,
     /// 50% updates: update latency with and without migration (Pragh Fig. 12).
     PutHeavy,
+    /// Throughput timeline from a cold start, eager vs deferred (Pragh Fig. 14).
+    EagerDeferred,
+    /// Throughput timeline as the start scope switches, Shard vs Split+Cache (Pragh Fig. 15).
+    Dynamic,
 }
 
 #[derive(Args, Debug)]
@@ -476,6 +480,165 @@ fn move_shards_optimally(e: &Embedded, w: &Workload, p: &Preset) -> Result<(u64,
     store.move_shards(&moves).map_err(|e| e.to_string())
 }
 
+/// A point of a throughput timeline.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TimePoint {
+    pub t_s: f64,
+    pub throughput_qps: f64,
+}
+
+/// One timeline of a timeline experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeline {
+    pub scheme: String,
+    pub mode: String,
+    pub points: Vec<TimePoint>,
+    /// Times (s) when the workload switched (dynamic).
+    pub switches_s: Vec<f64>,
+    /// Per switch: seconds until throughput first reached 90% of the
+    /// phase's final level (`None` if it never did).
+    pub recover_s: Vec<Option<f64>>,
+    pub migrations_approved: u64,
+    pub bytes_moved: u64,
+}
+
+/// Runs `phases` (each an op sequence, cycled for `phase_s` seconds) on a
+/// fresh cluster of `scheme`, recording query completions; the driver runs
+/// from the start (no warm-up). Shard re-plans one interval into each phase.
+fn timeline(
+    scheme: Scheme,
+    mode: Mode,
+    csr: &Csr,
+    p: &Preset,
+    phases: &[Vec<Op>],
+    phase_s: f64,
+    bin_s: f64,
+) -> Result<Timeline, String> {
+    let e = build(scheme, csr, p)?;
+    let _services = e.store.spawn_services().map_err(|x| x.to_string())?;
+    let driver = if scheme.migrates() {
+        Some(Driver::start(e.store.clone(), driver_config(p, mode))?)
+    } else {
+        None
+    };
+    let chunk = 4_000usize;
+    let t0 = Instant::now();
+    let mut done: Vec<f64> = Vec::new();
+    let mut switches = Vec::new();
+    let mut bytes_moved = 0;
+    for (i, ops) in phases.iter().enumerate() {
+        let start = t0.elapsed().as_secs_f64();
+        switches.push(start);
+        let mut replanned = scheme != Scheme::Shard;
+        let mut at = 0usize;
+        while t0.elapsed().as_secs_f64() - start < phase_s {
+            if !replanned && t0.elapsed().as_secs_f64() - start >= p.interval_ms as f64 / 1000.0 {
+                let w = Workload {
+                    csr,
+                    warm: ops.clone(),
+                    measure: Vec::new(),
+                };
+                bytes_moved += move_shards_optimally(&e, &w, p)?.1;
+                replanned = true;
+            }
+            let seq: Vec<Op> = ops.iter().copied().cycle().skip(at).take(chunk).collect();
+            at = (at + chunk) % ops.len().max(1);
+            let offset = t0.elapsed().as_secs_f64();
+            let r = run_seq(&e, p, &seq, &format!("{} phase {i}", scheme.name()))?;
+            done.extend(
+                r.done_at_s
+                    .iter()
+                    .zip(&r.done_is_query)
+                    .filter(|(_, q)| **q)
+                    .map(|(t, _)| t + offset),
+            );
+        }
+    }
+    let end = t0.elapsed().as_secs_f64();
+    let (approved, moved_bytes) = driver.as_ref().map_or((0, bytes_moved), |d| {
+        (
+            d.stats().approved.load(Ordering::Relaxed),
+            d.stats().bytes_moved.load(Ordering::Relaxed),
+        )
+    });
+    if let Some(d) = driver {
+        if let Some(err) = d.error() {
+            return Err(format!("{}: migration failed: {err}", scheme.name()));
+        }
+        d.stop();
+    }
+    let bins = (end / bin_s).ceil() as usize;
+    let mut counts = vec![0u64; bins.max(1)];
+    for t in &done {
+        let b = ((t / bin_s) as usize).min(counts.len() - 1);
+        counts[b] += 1;
+    }
+    let points: Vec<TimePoint> = counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| TimePoint {
+            t_s: (i as f64 + 0.5) * bin_s,
+            throughput_qps: c as f64 / bin_s,
+        })
+        .collect();
+    // Recovery: per phase, the first bin at >= 90% of the level of the
+    // phase's last three full bins.
+    let mut recover = Vec::new();
+    for (i, &sw) in switches.iter().enumerate() {
+        let stop = switches.get(i + 1).copied().unwrap_or(end);
+        let phase: Vec<&TimePoint> = points
+            .iter()
+            .filter(|pt| pt.t_s >= sw && pt.t_s < stop - bin_s)
+            .collect();
+        let tail = phase.len().clamp(1, 3);
+        let level = phase
+            .iter()
+            .rev()
+            .take(tail)
+            .map(|pt| pt.throughput_qps)
+            .sum::<f64>()
+            / tail as f64;
+        recover.push(
+            phase
+                .iter()
+                .find(|pt| pt.throughput_qps >= 0.9 * level)
+                .map(|pt| pt.t_s - sw),
+        );
+    }
+    Ok(Timeline {
+        scheme: scheme.name().into(),
+        mode: format!("{mode:?}").to_lowercase(),
+        points,
+        switches_s: switches,
+        recover_s: recover,
+        migrations_approved: approved,
+        bytes_moved: moved_bytes,
+    })
+}
+
+fn plot_timelines(dir: &std::path::Path, name: &str, tls: &[Timeline]) -> Result<(), String> {
+    locus_plot::LineChart {
+        title: format!("{name}: throughput timeline"),
+        x_label: "time (s)".into(),
+        y_label: "queries per second".into(),
+        x_log: false,
+        y_log: false,
+        series: tls
+            .iter()
+            .map(|t| locus_plot::Series {
+                label: format!("{} ({})", t.scheme, t.mode),
+                points: t
+                    .points
+                    .iter()
+                    .map(|pt| (pt.t_s, pt.throughput_qps))
+                    .collect(),
+            })
+            .collect(),
+    }
+    .write_png(&dir.join(format!("{name}.png")))
+    .map_err(|e| e.to_string())
+}
+
 fn fill_ratios(rows: &mut [Row]) {
     let find = |rows: &[Row], name: &str| {
         rows.iter()
@@ -606,6 +769,7 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
                 rows.extend(group);
             }
         }
+        Experiment::EagerDeferred | Experiment::Dynamic => {}
         Experiment::PutHeavy => {
             let p = Preset {
                 update_fraction: 0.5,
@@ -622,18 +786,90 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
             fill_ratios(&mut rows);
         }
     }
+    let mut timelines: Vec<Timeline> = Vec::new();
+    match a.experiment {
+        Experiment::EagerDeferred => {
+            let w = workload(&csr, &p, skewed)?;
+            let run_s = p.interval_ms as f64 / 1000.0 * 4.0;
+            for mode in [Mode::Eager, Mode::Deferred] {
+                eprintln!("Split+Cache, {mode:?} ...");
+                timelines.push(timeline(
+                    Scheme::SplitCache,
+                    mode,
+                    &csr,
+                    &p,
+                    std::slice::from_ref(&w.measure),
+                    run_s,
+                    p.interval_ms as f64 / 4000.0,
+                )?);
+            }
+        }
+        Experiment::Dynamic => {
+            // Non-overlapping start scopes, one per phase.
+            let mut used = std::collections::HashSet::new();
+            let mut phases = Vec::new();
+            for i in 0..3u64 {
+                let starts =
+                    start_vertices(csr.vertex_count(), p.ops, skewed, p.seed + 100 * i, |v| {
+                        csr.degree(v) > 0 && !used.contains(&v)
+                    })?;
+                used.extend(starts.iter().copied());
+                phases.push(mix_ops(
+                    &starts,
+                    p.update_fraction,
+                    csr.vertex_count(),
+                    p.seed + i,
+                ));
+            }
+            let phase_s = p.interval_ms as f64 / 1000.0 * 5.0;
+            for s in [Scheme::Shard, Scheme::SplitCache] {
+                eprintln!("{} ...", s.name());
+                timelines.push(timeline(
+                    s,
+                    Mode::Eager,
+                    &csr,
+                    &p,
+                    &phases,
+                    phase_s,
+                    p.interval_ms as f64 / 4000.0,
+                )?);
+            }
+        }
+        _ => {}
+    }
+    for t in &timelines {
+        let peak = t
+            .points
+            .iter()
+            .map(|pt| pt.throughput_qps)
+            .fold(0.0, f64::max);
+        println!(
+            "{:<12} {:<9} peak {:>9.0} q/s, {} migrations, {:.1} MB moved, recovery after each switch (s): {:?}",
+            t.scheme,
+            t.mode,
+            peak,
+            t.migrations_approved,
+            t.bytes_moved as f64 / 1e6,
+            t.recover_s
+        );
+    }
     let name = format!(
         "pragh-{}",
         a.experiment
             .to_possible_value()
             .map_or("x".into(), |v| v.get_name().to_string())
     );
-    if a.json {
+    if a.json && !timelines.is_empty() {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&timelines).map_err(|e| e.to_string())?
+        );
+    } else if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
         );
-    } else {
+    } else if !rows.is_empty() {
         println!(
             "R-MAT scale {} ({} vertices, {} stored edges), {} machines, {} worker threads, interval {} ms",
             p.scale,
@@ -653,10 +889,18 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
             eprintln!("wrote {}", path.display());
             Ok(())
         };
-        write(
-            format!("{name}.json"),
-            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?,
-        )?;
+        if timelines.is_empty() {
+            write(
+                format!("{name}.json"),
+                serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?,
+            )?;
+        } else {
+            write(
+                format!("{name}.json"),
+                serde_json::to_string_pretty(&timelines).map_err(|e| e.to_string())?,
+            )?;
+            plot_timelines(dir, &name, &timelines)?;
+        }
         let meta = serde_json::json!({
             "experiment": name,
             "preset": a.preset,
@@ -678,7 +922,9 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
             format!("{name}.meta.json"),
             serde_json::to_string_pretty(&meta).map_err(|e| e.to_string())?,
         )?;
-        plot_rows(dir, &name, &rows)?;
+        if !rows.is_empty() {
+            plot_rows(dir, &name, &rows)?;
+        }
     }
     Ok(())
 }

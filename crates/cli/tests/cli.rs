@@ -134,3 +134,61 @@ fn bad_settings_are_clear_errors() {
         "quick or full",
     );
 }
+
+#[test]
+fn pragh_bench_runs_shard_against_orig_and_writes_json_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = locus(&[
+        "bench",
+        "pragh",
+        "schemes",
+        "--scale",
+        "8",
+        "--schemes",
+        "Orig,Shard",
+        "--out",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rows: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("pragh-schemes.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        for field in [
+            "scheme",
+            "throughput_qps",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "remote_rate",
+            "migrated_fraction",
+            "bytes_moved",
+            "vs_orig",
+            "vs_ideal",
+        ] {
+            assert!(r.get(field).is_some(), "row lacks {field}: {r}");
+        }
+        let rate = r["remote_rate"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&rate));
+    }
+    assert_eq!(rows[0]["scheme"], "Orig");
+    assert_eq!(rows[1]["scheme"], "Shard");
+    assert!(
+        rows[1]["bytes_moved"].as_u64().unwrap() > 0,
+        "Shard moved nothing"
+    );
+    assert!(dir.path().join("pragh-schemes-throughput.png").exists());
+    assert!(dir.path().join("pragh-schemes.meta.json").exists());
+    fails_with(
+        &["bench", "pragh", "schemes", "--schemes", "Foo"],
+        "Split+Cache",
+    );
+    fails_with(
+        &["bench", "pragh", "schemes", "--preset", "huge"],
+        "quick or full",
+    );
+}
