@@ -17,7 +17,7 @@ use locus_coordinator::{Driver, DriverConfig, Mode, PolicyConfig};
 use locus_graph::Csr;
 use locus_store::StoreConfig;
 use locus_workloads::traversal::{
-    mix_ops, run_ops, start_vertices, MixReport, Op, StartDist, TwoHop,
+    mix_ops, repeat_fresh, run_ops, start_vertices, MixReport, Op, StartDist, TwoHop,
 };
 use serde::Serialize;
 
@@ -165,7 +165,11 @@ pub struct Row {
     pub p99_us: f64,
     pub p999_us: f64,
     pub remote_rate: f64,
+    /// Share of vertices held away from their key's machine at the end
+    /// (Split schemes), or keys moved with their shards (Shard).
     pub migrated_fraction: f64,
+    /// Values (Split) or keys (Shard) moved in all, moves back and forth included.
+    pub values_moved: u64,
     pub bytes_moved: u64,
     pub vs_orig: f64,
     pub vs_ideal: f64,
@@ -345,15 +349,22 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
         shard_moved = move_shards_optimally(&e, w, p)?;
     }
     let mut last_approved = u64::MAX;
+    let n = w.csr.vertex_count();
+    let mut round = 1u64;
+    let mut warm_round = |e: &Embedded| -> Result<(), String> {
+        round += 1;
+        let ops = repeat_fresh(&w.warm, round, 1, n);
+        run_seq(e, p, &ops, &format!("{}: warm-up", scheme.name())).map(|_| ())
+    };
     loop {
         let round_start = Instant::now();
-        run_seq(&e, p, &w.warm, &format!("{}: warm-up", scheme.name()))?;
+        warm_round(&e)?;
         let Some(d) = &driver else { break };
         if round_start.elapsed() < Duration::from_millis(p.interval_ms + p.interval_ms / 2) {
             // Keep the round going until a full interval has been reported.
             std::thread::sleep(Duration::from_millis(10));
             while round_start.elapsed() < Duration::from_millis(p.interval_ms + p.interval_ms / 2) {
-                run_seq(&e, p, &w.warm, &format!("{}: warm-up", scheme.name()))?;
+                warm_round(&e)?;
             }
         }
         d.wait_drained(Duration::from_secs(30));
@@ -377,13 +388,8 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
         first
     } else {
         let reps = (p.measure_s_min / took.max(1e-3)).ceil() as usize;
-        let ops: Vec<Op> = w
-            .measure
-            .iter()
-            .copied()
-            .cycle()
-            .take(w.measure.len() * reps)
-            .collect();
+        // Repetitions 1.. insert edges the probe (repetition 0) did not.
+        let ops = repeat_fresh(&w.measure, 1, reps, n);
         run_seq(&e, p, &ops, &format!("{}: measuring", scheme.name()))?
     };
     let (bytes_moved, moved, approved) =
@@ -396,6 +402,24 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
                     d.stats().approved.load(Ordering::Relaxed),
                 )
             });
+    // The share of vertices whose value is away from its key's machine now.
+    let away = if scheme.migrates() {
+        let mut w0 = e.store.worker(0).map_err(|x| x.to_string())?;
+        let mut away = 0u64;
+        for v in 0..w.csr.vertex_count() as u32 {
+            if w.csr.degree(v) == 0 {
+                continue;
+            }
+            let word = w0.address_word(v).map_err(|x| x.to_string())?;
+            let home = e.store.owner(v);
+            if locus_store::addr::Addr::decode(word).is_some_and(|a| a.holder(home) != home) {
+                away += 1;
+            }
+        }
+        Some(away)
+    } else {
+        None
+    };
     let contended = driver
         .and_then(|d| d.stop())
         .map_or(0, |c| c.stats().contended);
@@ -419,7 +443,8 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
         p99_us: q.p99_us,
         p999_us: q.p999_us,
         remote_rate: q.remote_rate,
-        migrated_fraction: moved as f64 / loaded as f64,
+        migrated_fraction: away.unwrap_or(moved) as f64 / loaded as f64,
+        values_moved: moved,
         bytes_moved,
         vs_orig: 0.0,
         vs_ideal: 0.0,
@@ -541,8 +566,13 @@ fn timeline(
                 bytes_moved += move_shards_optimally(&e, &w, p)?.1;
                 replanned = true;
             }
-            let seq: Vec<Op> = ops.iter().copied().cycle().skip(at).take(chunk).collect();
-            at = (at + chunk) % ops.len().max(1);
+            let rep = (at / ops.len().max(1)) as u64;
+            let seq: Vec<Op> = repeat_fresh(ops, rep, 2, csr.vertex_count())
+                .into_iter()
+                .skip(at % ops.len().max(1))
+                .take(chunk)
+                .collect();
+            at += chunk;
             let offset = t0.elapsed().as_secs_f64();
             let r = run_seq(&e, p, &seq, &format!("{} phase {i}", scheme.name()))?;
             done.extend(
@@ -567,11 +597,13 @@ fn timeline(
         }
         d.stop();
     }
-    let bins = (end / bin_s).ceil() as usize;
-    let mut counts = vec![0u64; bins.max(1)];
+    // Whole bins only: a last partial bin would read as a drop.
+    let bins = ((end / bin_s).floor() as usize).max(1);
+    let mut counts = vec![0u64; bins];
     for t in &done {
-        let b = ((t / bin_s) as usize).min(counts.len() - 1);
-        counts[b] += 1;
+        if let Some(c) = counts.get_mut((t / bin_s) as usize) {
+            *c += 1;
+        }
     }
     let points: Vec<TimePoint> = counts
         .iter()

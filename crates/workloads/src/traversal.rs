@@ -123,20 +123,42 @@ impl Op {
 }
 
 /// Turns start vertices into a mix: each becomes an edge insert with
-/// probability `update_fraction` (from that vertex to a uniform vertex below
-/// `vertex_count`), a two-hop query otherwise. Deterministic in `seed`.
+/// probability `update_fraction`, between two uniform vertices below
+/// `vertex_count` (so an update meets a migrated value about as often as a
+/// value is migrated, as in Pragh 6.1: 0.11% forwarded for 0.13% migrated),
+/// and a two-hop query otherwise. Deterministic in `seed`.
 pub fn mix_ops(starts: &[VertexId], update_fraction: f64, vertex_count: u64, seed: u64) -> Vec<Op> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5550_4441_5445);
     starts
         .iter()
         .map(|&v| {
             if rng.gen_bool(update_fraction.clamp(0.0, 1.0)) {
-                Op::InsertEdge(v, rng.gen_range(0..vertex_count.max(1)) as VertexId)
+                let n = vertex_count.max(1);
+                Op::InsertEdge(
+                    rng.gen_range(0..n) as VertexId,
+                    rng.gen_range(0..n) as VertexId,
+                )
             } else {
                 Op::TwoHop(v)
             }
         })
         .collect()
+}
+
+/// `ops` repeated as repetitions `first..first + reps`, each inserting
+/// different edges (the `u` of repetition `r` is shifted by `r` times a prime,
+/// modulo `vertex_count`; repetition 0 is `ops` itself): a repeated insert of
+/// an existing edge would be a read, not an update.
+pub fn repeat_fresh(ops: &[Op], first: u64, reps: usize, vertex_count: u64) -> Vec<Op> {
+    let n = vertex_count.max(1);
+    let mut out = Vec::with_capacity(ops.len() * reps);
+    for r in first..first + reps as u64 {
+        out.extend(ops.iter().map(|&op| match op {
+            Op::InsertEdge(v, u) => Op::InsertEdge(v, ((u as u64 + r * 7_919) % n) as VertexId),
+            q => q,
+        }));
+    }
+    out
 }
 
 /// What a mixed run measured, per kind of operation.
@@ -293,6 +315,26 @@ pub fn percentile_us(sorted_ns: &[u64], p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mixes_are_deterministic_and_repetitions_insert_new_edges() {
+        let starts: Vec<VertexId> = (0..1000).collect();
+        let ops = mix_ops(&starts, 0.3, 5000, 9);
+        assert_eq!(ops, mix_ops(&starts, 0.3, 5000, 9));
+        let updates = ops.iter().filter(|o| matches!(o, Op::InsertEdge(..))).count();
+        assert!((200..400).contains(&updates), "{updates} updates of 1000 at 30%");
+        let again = repeat_fresh(&ops, 0, 3, 5000);
+        assert_eq!(&again[..1000], &ops[..]);
+        for (a, b) in again[..1000].iter().zip(&again[1000..2000]) {
+            match (a, b) {
+                (Op::InsertEdge(v, u), Op::InsertEdge(v2, u2)) => {
+                    assert_eq!(v, v2);
+                    assert_ne!(u, u2, "a repetition must insert another edge");
+                }
+                (x, y) => assert_eq!(x, y),
+            }
+        }
+    }
 
     #[test]
     fn starts_are_deterministic_and_eligible() {
