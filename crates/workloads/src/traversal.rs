@@ -321,8 +321,14 @@ mod tests {
         let starts: Vec<VertexId> = (0..1000).collect();
         let ops = mix_ops(&starts, 0.3, 5000, 9);
         assert_eq!(ops, mix_ops(&starts, 0.3, 5000, 9));
-        let updates = ops.iter().filter(|o| matches!(o, Op::InsertEdge(..))).count();
-        assert!((200..400).contains(&updates), "{updates} updates of 1000 at 30%");
+        let updates = ops
+            .iter()
+            .filter(|o| matches!(o, Op::InsertEdge(..)))
+            .count();
+        assert!(
+            (200..400).contains(&updates),
+            "{updates} updates of 1000 at 30%"
+        );
         let again = repeat_fresh(&ops, 0, 3, 5000);
         assert_eq!(&again[..1000], &ops[..]);
         for (a, b) in again[..1000].iter().zip(&again[1000..2000]) {
