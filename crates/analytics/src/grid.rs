@@ -186,7 +186,7 @@ impl Divider {
     #[inline]
     fn div(&self, x: u64) -> u64 {
         // q is floor(x/d) or one more: m exceeds 2^32/d by less than 1.
-        let q = (x as u128 * self.m as u128 >> 32) as u64;
+        let q = ((x as u128 * self.m as u128) >> 32) as u64;
         let q = q - u64::from(q * self.d > x);
         debug_assert_eq!(q, x / self.d);
         q

@@ -163,7 +163,17 @@ impl<P: Port> Control<P> {
         client: MachineId,
         server: MachineId,
     ) -> Result<Control<P>> {
-        let deadline = Instant::now() + Duration::from_millis(ANSWER_TIMEOUT_MS);
+        Control::connect_within(fabric, client, server, ANSWER_TIMEOUT_MS)
+    }
+
+    /// [`Control::connect`], waiting at most `timeout_ms` for the server.
+    pub fn connect_within<F: Fabric<Port = P>>(
+        fabric: &F,
+        client: MachineId,
+        server: MachineId,
+        timeout_ms: u64,
+    ) -> Result<Control<P>> {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
         let control = loop {
             match fabric.lookup(server, CONTROL_REGION) {
                 Ok(info) => break info.id,
@@ -174,9 +184,9 @@ impl<P: Port> Control<P> {
                     return Err(AnalyticsError::Server {
                         machine: server,
                         reason: format!(
-                            "no region '{CONTROL_REGION}' after {ANSWER_TIMEOUT_MS} ms: is it a far-memory \
+                        "no region '{CONTROL_REGION}' after {timeout_ms} ms: is it a far-memory \
                              server? start one with `locus analytics serve`"
-                        ),
+                    ),
                     })
                 }
                 Err(e) => return Err(e.into()),

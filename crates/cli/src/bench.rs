@@ -27,6 +27,8 @@ pub enum Bench {
     Foundation(FoundationArgs),
     /// Split-migration speed (Pragh Fig. 13): values/s and bytes/s by payload and threads.
     MigrateSpeed(crate::migrate_speed::MigrateSpeedArgs),
+    /// Far-memory analytics (Fargraph+ Figs. 15, 18, 19, Table 4, threads).
+    Fargraph(crate::fargraph_bench::FargraphArgs),
 }
 
 #[derive(Args, Debug)]
@@ -214,6 +216,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
     let f = match a.which {
         Bench::Foundation(f) => f,
         Bench::MigrateSpeed(m) => return crate::migrate_speed::run(m),
+        Bench::Fargraph(g) => return crate::fargraph_bench::run(g),
     };
     let full = match f.preset.as_str() {
         "quick" => false,

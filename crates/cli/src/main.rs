@@ -1,10 +1,12 @@
 //! `locus`: the command-line front end of Locus.
 
+mod analytics;
 mod bench;
 mod cluster;
 mod commands;
 mod config;
 mod demo;
+mod fargraph_bench;
 mod migrate_speed;
 
 use std::path::PathBuf;
@@ -44,6 +46,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve machines' memory over TCP (a memory node of the TCP fabric).
     Serve(bench::ServeArgs),
+    /// Far-memory graph analytics (Fargraph+): run an algorithm on a backend,
+    /// serve far memory over TCP, or build the thread table.
+    Analytics(analytics::AnalyticsArgs),
 }
 
 /// Flags shared by commands that build an embedded cluster.
@@ -96,6 +101,7 @@ fn main() -> ExitCode {
         Command::Query(a) => commands::query(a),
         Command::Bench(a) => bench::run(a),
         Command::Serve(a) => bench::serve(a),
+        Command::Analytics(a) => analytics::run_command(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -324,7 +324,8 @@ impl Resident {
 
 /// Checks a chunk size.
 pub fn check_chunk_bytes(chunk_bytes: u64) -> Result<()> {
-    if !(CHUNK_BYTES_MIN..=CHUNK_BYTES_MAX).contains(&chunk_bytes) || chunk_bytes % EDGE_BYTES != 0
+    if !(CHUNK_BYTES_MIN..=CHUNK_BYTES_MAX).contains(&chunk_bytes)
+        || !chunk_bytes.is_multiple_of(EDGE_BYTES)
     {
         return Err(config_err(
             "chunk_bytes",

@@ -261,3 +261,35 @@ impl<F: Fabric> FetchStream for PagedStream<'_, F> {
         self.stats
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(b: u8) -> Arc<Vec<u8>> {
+        Arc::new(vec![b; 8])
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used_page() {
+        let mut lru = Lru::new(3);
+        for p in 0..3 {
+            assert!(lru.insert(p, page(p as u8)).is_none());
+        }
+        assert!(lru.get(0).is_some()); // 1 is now the oldest
+        let evicted = lru.insert(3, page(3)).expect("full: 1 goes, unshared");
+        assert_eq!(evicted, vec![1u8; 8]);
+        assert!(lru.get(1).is_none());
+        for p in [0, 2, 3] {
+            assert!(lru.get(p).is_some(), "page {p}");
+        }
+        // A page still held by a reader is evicted but not handed back for reuse.
+        let held = lru.get(0).unwrap();
+        lru.get(2);
+        lru.get(3);
+        assert!(lru.insert(4, page(4)).is_none());
+        assert!(lru.get(0).is_none());
+        assert_eq!(held[0], 0);
+        assert_eq!(lru.pages.len(), 3);
+    }
+}
