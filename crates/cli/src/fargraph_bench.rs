@@ -15,8 +15,11 @@
 //!   experiment first builds on a smaller graph (or reads with
 //!   `--profile-table`).
 //!
-//! Each point is one run after an untimed profiling run on the Oracle (which
-//! placement needs); placement for every ratio comes from that one profile.
+//! Each configuration runs `--repeat` times (default 3), round-robin over the
+//! configurations so that interference from other processes on the machine
+//! spreads evenly; derived numbers use each configuration's fastest run, and
+//! the JSON keeps every time. Placement comes from one untimed profiling run
+//! per algorithm on the Oracle.
 
 use std::path::{Path, PathBuf};
 
@@ -61,7 +64,7 @@ impl Experiment {
 pub struct FargraphArgs {
     /// Which experiment.
     pub experiment: Experiment,
-    /// quick (R-MAT scale 18, a minute or so each) or full (scale 22).
+    /// quick (R-MAT scale 20, about a minute each) or full (scale 22).
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// R-MAT scale instead of the preset's.
@@ -73,6 +76,9 @@ pub struct FargraphArgs {
     /// Directory to write EXPERIMENT.json and EXPERIMENT.png into.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Runs per configuration (default 3); the fastest is used.
+    #[arg(long)]
+    pub repeat: Option<usize>,
     /// `threads`: read the offline table from here instead of building one.
     #[arg(long, value_name = "FILE")]
     pub profile_table: Option<PathBuf>,
@@ -89,8 +95,10 @@ struct Output {
     machine: String,
     fabric: String,
     graph: GraphInfo,
-    /// Every run, in the order made.
-    runs: Vec<Report>,
+    /// Runs of each configuration (round-robin, `repeat` each).
+    repeat: usize,
+    /// Every configuration: its fastest run's report and all its times.
+    runs: Vec<Sample>,
     /// Numbers derived from the runs (normalised times, speedups).
     derived: serde_json::Value,
     /// `threads`: the offline table `auto` picked from.
@@ -120,8 +128,16 @@ struct Bench<'g> {
     grid: &'g Grid,
     threads: usize,
     disk_dir: PathBuf,
-    runs: Vec<Report>,
+    repeat: usize,
+    runs: Vec<Sample>,
     profiles: Vec<(Algo, Profile)>,
+}
+
+/// A measured configuration: the report of its fastest run and every run's time.
+#[derive(Serialize, Clone)]
+struct Sample {
+    report: Report,
+    times_s: Vec<f64>,
 }
 
 impl Bench<'_> {
@@ -149,26 +165,45 @@ impl Bench<'_> {
         }
     }
 
-    /// Runs `cfg` (on a fresh in-process fabric) and records it.
-    fn measure(&mut self, cfg: &RunConfig) -> Result<Report, String> {
-        let profile = self.profile(cfg.algo)?;
-        let fabric = local_fabric().map_err(|e| e.to_string())?;
-        let (r, _, _) = run_analytics(self.grid, Some(&fabric), cfg, Some(&profile))
-            .map_err(|e| e.to_string())?;
-        eprintln!(
-            "  {:<8} {:<6} ratio {:.2} threads {} chunk {:>8} buffering {:<5} {:>9.3} s  fetched {:>12} B  digest {}",
-            cfg.algo.name(),
-            cfg.backend.name(),
-            cfg.far_ratio,
-            cfg.engine.threads,
-            cfg.chunk_bytes,
-            cfg.engine.buffering,
-            r.time_s,
-            r.bytes_fetched,
-            r.digest
-        );
-        self.runs.push(r.clone());
-        Ok(r)
+    /// Runs every config `self.repeat` times, round-robin (so interference
+    /// from other processes spreads evenly), each on a fresh in-process
+    /// fabric; returns per config the report of its fastest run, whose time
+    /// the derived numbers use. Every time is kept in `times`.
+    fn measure_all(&mut self, cfgs: &[RunConfig]) -> Result<Vec<Report>, String> {
+        let mut best: Vec<Option<Report>> = vec![None; cfgs.len()];
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); cfgs.len()];
+        for round in 0..self.repeat {
+            for (k, cfg) in cfgs.iter().enumerate() {
+                let profile = self.profile(cfg.algo)?;
+                let fabric = local_fabric().map_err(|e| e.to_string())?;
+                let (r, _, _) = run_analytics(self.grid, Some(&fabric), cfg, Some(&profile))
+                    .map_err(|e| e.to_string())?;
+                eprintln!(
+                    "  [{round}] {:<8} {:<6} ratio {:.2} threads {} chunk {:>8} buffering {:<5} {:>9.3} s  fetched {:>12} B  digest {}",
+                    cfg.algo.name(),
+                    cfg.backend.name(),
+                    cfg.far_ratio,
+                    cfg.engine.threads,
+                    cfg.chunk_bytes,
+                    cfg.engine.buffering,
+                    r.time_s,
+                    r.bytes_fetched,
+                    r.digest
+                );
+                times[k].push(r.time_s);
+                if best[k].as_ref().is_none_or(|b| r.time_s < b.time_s) {
+                    best[k] = Some(r);
+                }
+            }
+        }
+        let best: Vec<Report> = best.into_iter().map(|b| b.expect("repeat >= 1")).collect();
+        for (r, t) in best.iter().zip(times) {
+            self.runs.push(Sample {
+                report: r.clone(),
+                times_s: t,
+            });
+        }
+        Ok(best)
     }
 }
 
@@ -178,7 +213,11 @@ pub fn run(a: FargraphArgs) -> Result<(), String> {
         "full" => true,
         other => return Err(format!("--preset {other}: expected quick or full")),
     };
-    let scale = a.scale.unwrap_or(if full { 22 } else { 18 });
+    let scale = a.scale.unwrap_or(if full { 22 } else { 20 });
+    let repeat = a.repeat.unwrap_or(3);
+    if repeat == 0 || repeat > REPEAT_MAX {
+        return Err(format!("--repeat {repeat}: must be 1..={REPEAT_MAX}"));
+    }
     let cores = crate::analytics::cores();
     eprintln!("generating and partitioning R-MAT scale {scale} ...");
     let grid = rmat_grid(scale)?;
@@ -186,6 +225,7 @@ pub fn run(a: FargraphArgs) -> Result<(), String> {
         grid: &grid,
         threads: cores,
         disk_dir: a.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
+        repeat,
         runs: Vec::new(),
         profiles: Vec::new(),
     };
@@ -233,6 +273,7 @@ pub fn run(a: FargraphArgs) -> Result<(), String> {
             partitions: grid.shape().partitions,
             seed: 1,
         },
+        repeat,
         runs: b.runs,
         derived,
         table,
@@ -261,23 +302,31 @@ pub fn run(a: FargraphArgs) -> Result<(), String> {
 }
 
 const OVERALL_RATIO: f64 = 0.8;
+/// Most runs per configuration.
+const REPEAT_MAX: usize = 20;
 
 fn overall(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
-    let mut rows = Vec::new();
+    let mut cfgs = Vec::new();
     for algo in Algo::ALL {
-        let mut times = Vec::new();
         for backend in Backend::ALL {
             let ratio = if backend == Backend::Local {
                 0.0
             } else {
                 OVERALL_RATIO
             };
-            let r = b.measure(&b.config(algo, backend, ratio))?;
-            times.push((backend, r.time_s, r.digest));
+            cfgs.push(b.config(algo, backend, ratio));
         }
-        let oracle = times[0].1;
-        let t = |k: Backend| times.iter().find(|x| x.0 == k).map_or(f64::NAN, |x| x.1);
-        let same = times.windows(2).all(|w| w[0].2 == w[1].2);
+    }
+    let reports = b.measure_all(&cfgs)?;
+    let mut rows = Vec::new();
+    for (algo, runs) in Algo::ALL.iter().zip(reports.chunks(Backend::ALL.len())) {
+        let t = |k: Backend| {
+            runs.iter()
+                .find(|r| r.backend == k)
+                .map_or(f64::NAN, |r| r.time_s)
+        };
+        let oracle = t(Backend::Local);
+        let same = runs.windows(2).all(|w| w[0].digest == w[1].digest);
         rows.push(serde_json::json!({
             "algo": algo.name(),
             "oracle_s": oracle,
@@ -298,89 +347,129 @@ fn overall(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
 const RATIOS: [f64; 8] = [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95];
 
 fn ratio(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
-    let mut rows = Vec::new();
-    for r in RATIOS {
-        let far = b.measure(&b.config(Algo::Bfs, Backend::Far, r))?;
-        let paged = b.measure(&b.config(Algo::Bfs, Backend::Paged, r))?;
-        rows.push(serde_json::json!({
-            "far_ratio": r,
-            "far_s": far.time_s,
-            "far_ratio_achieved": far.far_ratio_achieved,
-            "paged_s": paged.time_s,
-            "paged_far_ratio_achieved": paged.far_ratio_achieved,
-            "paged_page_faults": paged.page_faults,
-            "paged_over_far": paged.time_s / far.time_s,
-        }));
-    }
+    let cfgs: Vec<RunConfig> = RATIOS
+        .iter()
+        .flat_map(|&r| {
+            [
+                b.config(Algo::Bfs, Backend::Far, r),
+                b.config(Algo::Bfs, Backend::Paged, r),
+            ]
+        })
+        .collect();
+    let reports = b.measure_all(&cfgs)?;
+    let rows: Vec<_> = RATIOS
+        .iter()
+        .zip(reports.chunks(2))
+        .map(|(r, pair)| {
+            let (far, paged) = (&pair[0], &pair[1]);
+            serde_json::json!({
+                "far_ratio": r,
+                "far_s": far.time_s,
+                "far_ratio_achieved": far.far_ratio_achieved,
+                "paged_s": paged.time_s,
+                "paged_far_ratio_achieved": paged.far_ratio_achieved,
+                "paged_page_faults": paged.page_faults,
+                "paged_over_far": paged.time_s / far.time_s,
+            })
+        })
+        .collect();
     Ok(serde_json::json!({ "algo": "bfs", "by_ratio": rows }))
 }
 
 const CHUNKS: [u64; 6] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
 
 fn chunk(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
-    let mut out = Vec::new();
-    for algo in [Algo::Bfs, Algo::PageRank] {
-        let mut rows = Vec::new();
+    let algos = [Algo::Bfs, Algo::PageRank];
+    let mut cfgs = Vec::new();
+    for algo in algos {
         for c in CHUNKS {
             let mut cfg = b.config(algo, Backend::Far, OVERALL_RATIO);
             cfg.chunk_bytes = c;
-            let r = b.measure(&cfg)?;
-            rows.push((c, r.time_s));
+            cfgs.push(cfg);
         }
-        let base = rows[0].1;
-        out.push(serde_json::json!({
-            "algo": algo.name(),
-            "by_chunk": rows.iter().map(|(c, s)| serde_json::json!({
-                "chunk_bytes": c, "time_s": s, "normalised_to_4k": s / base,
-            })).collect::<Vec<_>>(),
-        }));
     }
+    let reports = b.measure_all(&cfgs)?;
+    let out: Vec<_> = algos
+        .iter()
+        .zip(reports.chunks(CHUNKS.len()))
+        .map(|(algo, runs)| {
+            let base = runs[0].time_s;
+            serde_json::json!({
+                "algo": algo.name(),
+                "by_chunk": runs.iter().map(|r| serde_json::json!({
+                    "chunk_bytes": r.chunk_bytes,
+                    "time_s": r.time_s,
+                    "normalised_to_4k": r.time_s / base,
+                    "fetch_ops": r.fetch_ops,
+                    "buffer_bytes_peak": r.buffer_bytes_peak,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
     Ok(serde_json::json!({ "far_ratio": OVERALL_RATIO, "by_algo": out }))
 }
 
 fn buffering(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
-    let mut out = Vec::new();
-    for algo in [Algo::Bfs, Algo::PageRank] {
-        let mut cfg = b.config(algo, Backend::Far, OVERALL_RATIO);
-        cfg.engine.buffering = false;
-        let off = b.measure(&cfg)?;
-        cfg.engine.buffering = true;
-        let on = b.measure(&cfg)?;
-        out.push(serde_json::json!({
-            "algo": algo.name(),
-            "without_buffering_s": off.time_s,
-            "with_buffering_s": on.time_s,
-            "reduction_s": off.time_s - on.time_s,
-            "reduction_relative": (off.time_s - on.time_s) / off.time_s,
-            "buffer_bytes_peak": on.buffer_bytes_peak,
-            "wait_s_without": off.wait_s,
-            "wait_s_with": on.wait_s,
-        }));
+    let algos = [Algo::Bfs, Algo::PageRank];
+    let mut cfgs = Vec::new();
+    for algo in algos {
+        for on in [false, true] {
+            let mut cfg = b.config(algo, Backend::Far, OVERALL_RATIO);
+            cfg.engine.buffering = on;
+            cfgs.push(cfg);
+        }
     }
+    let reports = b.measure_all(&cfgs)?;
+    let out: Vec<_> = algos
+        .iter()
+        .zip(reports.chunks(2))
+        .map(|(algo, pair)| {
+            let (off, on) = (&pair[0], &pair[1]);
+            serde_json::json!({
+                "algo": algo.name(),
+                "without_buffering_s": off.time_s,
+                "with_buffering_s": on.time_s,
+                "reduction_s": off.time_s - on.time_s,
+                "reduction_relative": (off.time_s - on.time_s) / off.time_s,
+                "buffer_bytes_peak": on.buffer_bytes_peak,
+                "wait_s_without": off.wait_s,
+                "wait_s_with": on.wait_s,
+            })
+        })
+        .collect();
     Ok(serde_json::json!({ "far_ratio": OVERALL_RATIO, "by_algo": out }))
 }
 
 fn threads(b: &mut Bench<'_>, table: &Table, cores: usize) -> Result<serde_json::Value, String> {
-    let mut out = Vec::new();
+    let mut cfgs = Vec::new();
+    let mut autos = Vec::new();
     for algo in Algo::ALL {
         let auto = table
             .pick_threads(algo, b.grid.edge_count(), OVERALL_RATIO, cores)
             .map_err(|e| e.to_string())?;
-        let mut times = Vec::new();
+        autos.push(auto);
         for t in [1usize, 2, auto] {
             let mut cfg = b.config(algo, Backend::Far, OVERALL_RATIO);
             cfg.engine.threads = t;
-            times.push(b.measure(&cfg)?.time_s);
+            cfgs.push(cfg);
         }
-        out.push(serde_json::json!({
-            "algo": algo.name(),
-            "one_thread_s": times[0],
-            "two_threads_s": times[1],
-            "auto_threads": auto,
-            "auto_s": times[2],
-            "speedup_two_over_one": times[0] / times[1],
-        }));
     }
+    let reports = b.measure_all(&cfgs)?;
+    let out: Vec<_> = Algo::ALL
+        .iter()
+        .zip(reports.chunks(3))
+        .zip(autos)
+        .map(|((algo, r), auto)| {
+            serde_json::json!({
+                "algo": algo.name(),
+                "one_thread_s": r[0].time_s,
+                "two_threads_s": r[1].time_s,
+                "auto_threads": auto,
+                "auto_s": r[2].time_s,
+                "speedup_two_over_one": r[0].time_s / r[1].time_s,
+            })
+        })
+        .collect();
     Ok(serde_json::json!({ "far_ratio": OVERALL_RATIO, "by_algo": out }))
 }
 
