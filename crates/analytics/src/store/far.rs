@@ -267,11 +267,12 @@ impl<F: Fabric> FarStream<'_, F> {
         let t = Instant::now();
         let mut got = Vec::new();
         while got.is_empty() {
-            if self.port.wait(&mut got)? == 0 && self.port.inflight() == 0 {
-                return Err(AnalyticsError::WorkerPanicked(
-                    "a far segment's READs vanished from the port".into(),
-                ));
-            }
+            let n = self.port.wait(&mut got)?;
+            // A begun segment's READs are in flight until consumed: an idle port is a bug.
+            assert!(
+                n > 0 || self.port.inflight() > 0,
+                "a far segment's READs vanished from the port"
+            );
         }
         self.stats.wait_ns += ns_since(t);
         let mut it = got.into_iter();
