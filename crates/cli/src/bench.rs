@@ -29,6 +29,8 @@ pub enum Bench {
     MigrateSpeed(crate::migrate_speed::MigrateSpeedArgs),
     /// Pragh's traversal benchmark (section 6): schemes side by side in one run.
     Pragh(crate::pragh::PraghArgs),
+    /// Far-memory analytics (Fargraph+ Figs. 15, 18, 19, Table 4, threads).
+    Fargraph(crate::fargraph_bench::FargraphArgs),
 }
 
 #[derive(Args, Debug)]
@@ -217,6 +219,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
         Bench::Foundation(f) => f,
         Bench::MigrateSpeed(m) => return crate::migrate_speed::run(m),
         Bench::Pragh(p) => return crate::pragh::run(p),
+        Bench::Fargraph(g) => return crate::fargraph_bench::run(g),
     };
     let full = match f.preset.as_str() {
         "quick" => false,

@@ -1,10 +1,12 @@
 //! `locus`: the command-line front end of Locus.
 
+mod analytics;
 mod bench;
 mod cluster;
 mod commands;
 mod config;
 mod demo;
+mod fargraph_bench;
 mod migrate_speed;
 mod pragh;
 
@@ -45,6 +47,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve machines' memory over TCP (a memory node of the TCP fabric).
     Serve(bench::ServeArgs),
+    /// Far-memory graph analytics (Fargraph+): run an algorithm on a backend,
+    /// serve far memory over TCP, or build the thread table.
+    Analytics(analytics::AnalyticsArgs),
 }
 
 /// Flags shared by commands that build an embedded cluster.
@@ -97,6 +102,7 @@ fn main() -> ExitCode {
         Command::Query(a) => commands::query(a),
         Command::Bench(a) => bench::run(a),
         Command::Serve(a) => bench::serve(a),
+        Command::Analytics(a) => analytics::run_command(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,511 @@
+//! The four algorithms of Fargraph+ 9.3 (Table 3) on the streaming engine:
+//! BFS, WCC, PageRank and Radii, as GridGraph writes them (vertex data in
+//! local arrays, edges streamed block by block with selective scheduling).
+//!
+//! Every update goes to the owned side of a column-order (or row-order) pass,
+//! so results do not depend on the thread count or the backend. WCC and
+//! Radii are synchronous (Jacobi): a pass reads last iteration's labels and
+//! writes a copy; BFS writes each vertex once; PageRank sums into a fresh
+//! array. [`crate::reference`] has the plain in-memory versions the tests
+//! compare against.
+
+use serde::Serialize;
+
+use crate::bitmap::Bitmap;
+use crate::engine::Engine;
+use crate::error::{config_err, Result};
+use crate::grid::Order;
+
+/// Depth and radius of a vertex no search reached.
+pub const UNREACHED: u32 = u32::MAX;
+/// PageRank iterations (Fargraph+ 9.3: "We run 20 iterations for PageRank").
+pub const PAGERANK_ITERATIONS_DEFAULT: u32 = 20;
+/// PageRank damping factor (the usual 0.85).
+pub const PAGERANK_DAMPING: f64 = 0.85;
+/// Radii: sources searched at once, one bit each of a u64 (Ligra/GridGraph radii estimation).
+pub const RADII_SAMPLES_MAX: u32 = 64;
+/// Radii: the default seed of the sample choice.
+pub const RADII_SEED_DEFAULT: u64 = 1;
+/// Most iterations any algorithm runs (a bound, far above any diameter met here).
+pub const ITERATIONS_MAX: u32 = 100_000;
+
+/// Which algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algo {
+    /// Breadth-first search from a root, along edge directions.
+    Bfs,
+    /// Weakly connected components (label = smallest vertex id of the component).
+    Wcc,
+    /// PageRank.
+    PageRank,
+    /// Radii estimation: multi-source BFS from up to 64 sampled vertices.
+    Radii,
+}
+
+impl Algo {
+    /// Every algorithm.
+    pub const ALL: [Algo; 4] = [Algo::Bfs, Algo::Wcc, Algo::PageRank, Algo::Radii];
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Bfs => "bfs",
+            Algo::Wcc => "wcc",
+            Algo::PageRank => "pagerank",
+            Algo::Radii => "radii",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(s: &str) -> Result<Algo> {
+        match s.to_ascii_lowercase().as_str() {
+            "bfs" => Ok(Algo::Bfs),
+            "wcc" | "cc" => Ok(Algo::Wcc),
+            "pagerank" | "pr" => Ok(Algo::PageRank),
+            "radii" => Ok(Algo::Radii),
+            _ => Err(config_err(
+                "algo",
+                format!("'{s}' is not one of bfs, wcc, pagerank, radii"),
+            )),
+        }
+    }
+
+    /// The grid orders it streams: WCC follows edges both ways (column order
+    /// pushes labels to destinations, row order to sources).
+    pub fn orders(self) -> &'static [Order] {
+        match self {
+            Algo::Wcc => &[Order::Column, Order::Row],
+            _ => &[Order::Column],
+        }
+    }
+
+    /// Its vertex arrays and how it touches them (Fargraph+ Fig. 8-9's
+    /// vertex-related data segments), for placement and the memory budget.
+    pub fn vertex_segments(self) -> &'static [VertexSegment] {
+        match self {
+            Algo::Bfs => BFS_SEGMENTS,
+            Algo::Wcc => WCC_SEGMENTS,
+            Algo::PageRank => PAGERANK_SEGMENTS,
+            Algo::Radii => RADII_SEGMENTS,
+        }
+    }
+
+    /// Bytes of its vertex data for `vertices` vertices (bitmaps rounded up).
+    pub fn vertex_bytes(self, vertices: u64) -> u64 {
+        self.vertex_segments()
+            .iter()
+            .map(|s| s.bytes(vertices))
+            .sum()
+    }
+}
+
+const fn seg(
+    name: &'static str,
+    bytes_per_vertex: u64,
+    per_edge: (u32, u32),
+    per_vertex: (u32, u32),
+) -> VertexSegment {
+    VertexSegment {
+        name,
+        bytes_per_vertex,
+        reads_per_edge: per_edge.0,
+        writes_per_edge: per_edge.1,
+        reads_per_vertex: per_vertex.0,
+        writes_per_vertex: per_vertex.1,
+    }
+}
+
+// (name, bytes per vertex, (reads, writes) per edge, (reads, writes) per vertex)
+const BFS_SEGMENTS: &[VertexSegment] = &[
+    seg("depth+parent", 8, (1, 0), (1, 0)),
+    seg("frontier", 1, (1, 0), (0, 1)),
+];
+const WCC_SEGMENTS: &[VertexSegment] = &[
+    seg("label", 4, (1, 0), (1, 1)),
+    seg("next-label", 4, (1, 1), (1, 1)),
+    seg("active", 1, (1, 0), (0, 1)),
+];
+const PAGERANK_SEGMENTS: &[VertexSegment] = &[
+    seg("rank", 8, (0, 0), (2, 1)),
+    seg("contrib", 8, (1, 0), (0, 1)),
+    seg("sum", 8, (1, 1), (1, 1)),
+    seg("out-degree", 4, (0, 0), (1, 0)),
+];
+const RADII_SEGMENTS: &[VertexSegment] = &[
+    seg("visited", 8, (1, 0), (1, 1)),
+    seg("next-visited", 8, (1, 1), (1, 0)),
+    seg("radius", 4, (0, 0), (0, 1)),
+    seg("active", 1, (1, 0), (0, 1)),
+];
+
+/// A vertex array of an algorithm and its access pattern per edge applied
+/// and per vertex visited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct VertexSegment {
+    /// Array name.
+    pub name: &'static str,
+    /// Bytes per vertex (1 stands for a bitmap: one bit).
+    pub bytes_per_vertex: u64,
+    /// Reads per edge applied.
+    pub reads_per_edge: u32,
+    /// Writes per edge applied.
+    pub writes_per_edge: u32,
+    /// Reads per vertex visited.
+    pub reads_per_vertex: u32,
+    /// Writes per vertex visited.
+    pub writes_per_vertex: u32,
+}
+
+impl VertexSegment {
+    /// Bytes for `vertices` vertices.
+    pub fn bytes(&self, vertices: u64) -> u64 {
+        if self.bytes_per_vertex == 1 {
+            vertices.div_ceil(64) * 8
+        } else {
+            vertices * self.bytes_per_vertex
+        }
+    }
+}
+
+/// Per-algorithm settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Params {
+    /// BFS root (None: the vertex with the largest out-degree, lowest id on ties).
+    pub root: Option<u32>,
+    /// PageRank iterations.
+    pub iterations: u32,
+    /// Radii sample seed.
+    pub seed: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            root: None,
+            iterations: PAGERANK_ITERATIONS_DEFAULT,
+            seed: RADII_SEED_DEFAULT,
+        }
+    }
+}
+
+/// What an algorithm computed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// BFS: depth (edges from the root, [`UNREACHED`]) and parent of every vertex.
+    Bfs {
+        /// The root.
+        root: u32,
+        /// Depth per vertex.
+        depth: Vec<u32>,
+        /// Parent per vertex (the root is its own; [`UNREACHED`] if not reached).
+        parent: Vec<u32>,
+    },
+    /// WCC: the smallest vertex id of each vertex's weakly connected component.
+    Wcc {
+        /// Label per vertex.
+        label: Vec<u32>,
+    },
+    /// PageRank: scores summing to 1.
+    PageRank {
+        /// Score per vertex.
+        rank: Vec<f64>,
+    },
+    /// Radii: per vertex, the largest distance from any sample that reaches
+    /// it ([`UNREACHED`] if none does).
+    Radii {
+        /// The sampled sources.
+        samples: Vec<u32>,
+        /// Radius estimate per vertex.
+        radius: Vec<u32>,
+    },
+}
+
+impl Output {
+    /// A 64-bit digest of the result (FNV-1a over little-endian values): BFS
+    /// depths, WCC labels, PageRank scores' bits, Radii radii. Equal across
+    /// backends and thread counts, since the engine's update order is fixed.
+    pub fn digest(&self) -> u64 {
+        let mut h = Fnv::new();
+        match self {
+            Output::Bfs { depth, .. } => depth.iter().for_each(|d| h.write(&d.to_le_bytes())),
+            Output::Wcc { label } => label.iter().for_each(|l| h.write(&l.to_le_bytes())),
+            Output::PageRank { rank } => rank.iter().for_each(|r| h.write(&r.to_le_bytes())),
+            Output::Radii { radius, .. } => radius.iter().for_each(|r| h.write(&r.to_le_bytes())),
+        }
+        h.0
+    }
+
+    /// A one-line summary (reached vertices, components, top score, radius).
+    pub fn summary(&self) -> String {
+        match self {
+            Output::Bfs { root, depth, .. } => {
+                let reached = depth.iter().filter(|&&d| d != UNREACHED).count();
+                let max = depth
+                    .iter()
+                    .filter(|&&d| d != UNREACHED)
+                    .max()
+                    .unwrap_or(&0);
+                format!("root {root}: {reached} vertices reached, deepest at {max}")
+            }
+            Output::Wcc { label } => {
+                let comps = label
+                    .iter()
+                    .enumerate()
+                    .filter(|&(v, &l)| v as u32 == l)
+                    .count();
+                format!("{comps} weakly connected components")
+            }
+            Output::PageRank { rank } => {
+                let (v, r) =
+                    rank.iter()
+                        .enumerate()
+                        .fold((0, f64::MIN), |b, (v, &r)| if r > b.1 { (v, r) } else { b });
+                format!("top vertex {v} with score {r:.6e}")
+            }
+            Output::Radii { samples, radius } => {
+                let max = radius
+                    .iter()
+                    .filter(|&&r| r != UNREACHED)
+                    .max()
+                    .unwrap_or(&0);
+                format!("{} samples: estimated radius {max}", samples.len())
+            }
+        }
+    }
+}
+
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// An algorithm's result and how many edge-streaming iterations it took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    /// The result.
+    pub output: Output,
+    /// Iterations (rounds of edge passes).
+    pub iterations: u32,
+}
+
+/// The default BFS root: the vertex with the largest out-degree (lowest id on ties).
+pub fn default_root(out_degree: &[u32]) -> u32 {
+    let mut best = 0usize;
+    for (v, &d) in out_degree.iter().enumerate() {
+        if d > out_degree[best] {
+            best = v;
+        }
+    }
+    best as u32
+}
+
+/// The Radii samples: `min(64, V)` distinct vertices chosen by a seeded hash.
+pub fn radii_samples(vertices: u64, seed: u64) -> Vec<u32> {
+    let k = u64::from(RADII_SAMPLES_MAX).min(vertices);
+    if vertices <= u64::from(RADII_SAMPLES_MAX) {
+        return (0..vertices as u32).collect();
+    }
+    let mut out: Vec<u32> = Vec::with_capacity(k as usize);
+    let mut i = 0u64;
+    while (out.len() as u64) < k {
+        let v = (mix64(seed ^ mix64(i)) % vertices) as u32;
+        if !out.contains(&v) {
+            out.push(v);
+        }
+        i += 1;
+    }
+    out
+}
+
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Runs `algo` on `engine`; `out_degree` is the grid's (local vertex data).
+pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params) -> Result<Run> {
+    let v = engine.vertex_count();
+    assert_eq!(out_degree.len() as u64, v, "one degree per vertex");
+    match algo {
+        Algo::Bfs => {
+            let root = params.root.unwrap_or_else(|| default_root(out_degree));
+            if u64::from(root) >= v {
+                return Err(config_err(
+                    "root",
+                    format!("vertex {root} is not below the vertex count {v}"),
+                ));
+            }
+            bfs(engine, root)
+        }
+        Algo::Wcc => wcc(engine),
+        Algo::PageRank => pagerank(engine, out_degree, params.iterations),
+        Algo::Radii => radii(engine, params.seed),
+    }
+}
+
+fn bfs(engine: &Engine<'_>, root: u32) -> Result<Run> {
+    let v = engine.vertex_count();
+    // (depth, parent): the owned side of the column pass.
+    let mut state = vec![(UNREACHED, UNREACHED); v as usize];
+    state[root as usize] = (0, root);
+    let mut frontier = Bitmap::new(v);
+    frontier.set(u64::from(root));
+    let mut level = 0u32;
+    loop {
+        let next = level + 1;
+        engine.stream_edges(Order::Column, Some(&frontier), &mut state, |s, _, st| {
+            if st.0 == UNREACHED {
+                *st = (next, s);
+            }
+        })?;
+        level = next;
+        frontier = engine.vertex_bitmap(|x| state[x as usize].0 == next);
+        if frontier.count() == 0 || level >= ITERATIONS_MAX {
+            break;
+        }
+    }
+    let (depth, parent) = state.into_iter().unzip();
+    Ok(Run {
+        output: Output::Bfs {
+            root,
+            depth,
+            parent,
+        },
+        iterations: level,
+    })
+}
+
+fn wcc(engine: &Engine<'_>) -> Result<Run> {
+    let v = engine.vertex_count();
+    let mut label: Vec<u32> = (0..v as u32).collect();
+    let mut active: Option<Bitmap> = None;
+    let mut iterations = 0u32;
+    loop {
+        let mut next = label.clone();
+        let old = &label;
+        engine.stream_edges(Order::Column, active.as_ref(), &mut next, |s, _, x| {
+            let l = old[s as usize];
+            if l < *x {
+                *x = l;
+            }
+        })?;
+        engine.stream_edges(Order::Row, active.as_ref(), &mut next, |_, d, x| {
+            let l = old[d as usize];
+            if l < *x {
+                *x = l;
+            }
+        })?;
+        iterations += 1;
+        let changed = engine.vertex_bitmap(|x| next[x as usize] != label[x as usize]);
+        label = next;
+        if changed.count() == 0 || iterations >= ITERATIONS_MAX {
+            break;
+        }
+        active = Some(changed);
+    }
+    Ok(Run {
+        output: Output::Wcc { label },
+        iterations,
+    })
+}
+
+fn pagerank(engine: &Engine<'_>, out_degree: &[u32], iterations: u32) -> Result<Run> {
+    if iterations == 0 || iterations > ITERATIONS_MAX {
+        return Err(config_err(
+            "iterations",
+            format!("{iterations} is not between 1 and {ITERATIONS_MAX}"),
+        ));
+    }
+    let n = engine.vertex_count() as usize;
+    let vf = n as f64;
+    let d = PAGERANK_DAMPING;
+    let mut rank = vec![1.0 / vf; n];
+    let mut contrib = vec![0.0f64; n];
+    let mut sum = vec![0.0f64; n];
+    for _ in 0..iterations {
+        // Each vertex hands rank/out-degree to its out-neighbours; a vertex
+        // without out-edges hands its rank to everyone (the dangling mass).
+        let r = &rank;
+        let dangling: f64 = engine.stream_vertices(&mut contrib, |x, c| {
+            let deg = out_degree[x as usize];
+            if deg == 0 {
+                *c = 0.0;
+                r[x as usize]
+            } else {
+                *c = r[x as usize] / f64::from(deg);
+                0.0
+            }
+        });
+        let c = &contrib;
+        engine.stream_edges(Order::Column, None, &mut sum, |s, _, acc| {
+            *acc += c[s as usize];
+        })?;
+        let base = (1.0 - d) / vf + d * dangling / vf;
+        engine.stream_vertices2(&mut rank, &mut sum, |_, r, s| {
+            *r = base + d * *s;
+            *s = 0.0;
+            0.0f64
+        });
+    }
+    // Normalised: the scores sum to 1 (they do up to rounding; make it exact-ish).
+    let total: f64 = engine.stream_vertices(&mut rank, |_, r| *r);
+    engine.stream_vertices(&mut rank, |_, r| {
+        *r /= total;
+        0.0f64
+    });
+    Ok(Run {
+        output: Output::PageRank { rank },
+        iterations,
+    })
+}
+
+fn radii(engine: &Engine<'_>, seed: u64) -> Result<Run> {
+    let v = engine.vertex_count();
+    let samples = radii_samples(v, seed);
+    let mut visited = vec![0u64; v as usize];
+    let mut radius = vec![UNREACHED; v as usize];
+    let mut active = Bitmap::new(v);
+    for (b, &s) in samples.iter().enumerate() {
+        visited[s as usize] |= 1 << b;
+        radius[s as usize] = 0;
+        active.set(u64::from(s));
+    }
+    let mut iterations = 0u32;
+    loop {
+        let mut next = visited.clone();
+        let old = &visited;
+        engine.stream_edges(Order::Column, Some(&active), &mut next, |s, _, x| {
+            *x |= old[s as usize];
+        })?;
+        iterations += 1;
+        let it = iterations;
+        let changed = engine.vertex_bitmap(|x| next[x as usize] != visited[x as usize]);
+        let ch = &changed;
+        engine.stream_vertices(&mut radius, |x, r| {
+            if ch.get(u64::from(x)) {
+                *r = it;
+            }
+            0u64
+        });
+        visited = next;
+        if changed.count() == 0 || iterations >= ITERATIONS_MAX {
+            break;
+        }
+        active = changed;
+    }
+    Ok(Run {
+        output: Output::Radii { samples, radius },
+        iterations,
+    })
+}

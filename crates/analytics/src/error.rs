@@ -1,0 +1,84 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+/// Everything analytics can fail with. Each variant says what was wrong, where
+/// (file, setting, machine) and, in its message, what to do about it.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyticsError {
+    /// Loading or generating the input graph failed (the message names the
+    /// file and the line or byte offset).
+    #[error(transparent)]
+    Graph(#[from] locus_graph::GraphError),
+
+    /// A fabric operation failed (far memory unreachable, out of bounds, ...).
+    #[error("far memory: {0}")]
+    Fabric(#[from] locus_fabric::FabricError),
+
+    /// An operating-system I/O call failed on `path`.
+    #[error("cannot {action} '{}': {source}", path.display())]
+    Io {
+        /// What was being done: "create", "write", "read", "open".
+        action: &'static str,
+        /// The file involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A setting is out of range.
+    #[error("invalid setting `{field}`: {reason}")]
+    Config {
+        /// The offending setting.
+        field: &'static str,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+
+    /// The memory server refused a control request.
+    #[error("the far-memory server on machine {machine} refused: {reason}")]
+    Server {
+        /// The server's machine.
+        machine: u8,
+        /// What it said, and what to do.
+        reason: String,
+    },
+
+    /// A parallelism profile table that cannot be used.
+    #[error("profile table '{}': {reason}", path.display())]
+    Profile {
+        /// The table's file.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+
+    /// A worker thread of the engine panicked (a bug); the run is abandoned.
+    #[error("an engine thread panicked: {0}")]
+    WorkerPanicked(String),
+}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, AnalyticsError>;
+
+/// A closure turning an `io::Error` into [`AnalyticsError::Io`] for `path`.
+pub(crate) fn io_err<'p>(
+    action: &'static str,
+    path: &'p std::path::Path,
+) -> impl FnOnce(std::io::Error) -> AnalyticsError + 'p {
+    move |source| AnalyticsError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A [`AnalyticsError::Config`].
+pub(crate) fn config_err(field: &'static str, reason: impl Into<String>) -> AnalyticsError {
+    AnalyticsError::Config {
+        field,
+        reason: reason.into(),
+    }
+}

@@ -1,0 +1,407 @@
+//! Grid preprocessing (GridGraph 3, used by Fargraph+ 5.3): an edge list cut
+//! into P x P blocks by source and destination vertex range.
+//!
+//! Vertices `0..V` fall into P partitions of `width = ceil(V / P)` ids each
+//! (the last one may be shorter). Block `(i, j)` holds the edges whose source
+//! is in partition `i` and destination in partition `j`, in input order. The
+//! grid keeps every edge twice: once in **row order** (blocks `(0,0), (0,1),
+//! ..., (1,0), ...`) and once in **column order** (`(0,0), (1,0), ...,
+//! (0,1), ...`), each with `P*P + 1` block offsets counted in edges (u64, so
+//! edge counts above 2^32 are fine). An edge is 8 bytes, as in GridGraph's
+//! binary format:
+//!
+//! ```text
+//!  order bytes:  | block 0 edges | block 1 edges | ... | block P*P-1 edges |
+//!  offsets:      0               o1              o2   ...                 E   (in edges)
+//!  edge:         | src u32 LE | dst u32 LE |
+//! ```
+//!
+//! Column order lets a thread own a destination range (no atomics, a fixed
+//! update order); row order lets it own a source range. Preprocessing is two
+//! passes over the input (count per block and out-degree, then fill), so its
+//! extra memory is the two copies plus the offsets.
+
+use std::ops::Range;
+use std::path::Path;
+
+use locus_graph::{Edge, EdgeList, Format, LoadOptions, Rmat, VertexId, VERTEX_COUNT_MAX};
+use serde::Serialize;
+
+use crate::error::{config_err, Result};
+
+/// Bytes of one edge in a block: `src: u32 LE, dst: u32 LE` (GridGraph's format).
+pub const EDGE_BYTES: u64 = 8;
+/// Most partitions per side; P*P blocks, so at most 2^20 blocks.
+pub const PARTITIONS_MAX: u32 = 1024;
+/// Fewest partitions the automatic choice makes (so two threads have columns to share).
+pub const PARTITIONS_AUTO_MIN: u32 = 8;
+/// Vertices per partition the automatic choice aims at: 2^18 ids, so a
+/// partition's 4-byte vertex values (1 MiB) stay in cache while its blocks
+/// stream (GridGraph 3.2: P is chosen so a chunk of vertex data fits in the cache).
+pub const PARTITION_VERTICES_AUTO: u64 = 1 << 18;
+
+/// Which copy of the edges, by block order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Blocks `(i, 0..P)` of source partition `i` are adjacent.
+    Row,
+    /// Blocks `(0..P, j)` of destination partition `j` are adjacent.
+    Column,
+}
+
+impl Order {
+    /// Both orders.
+    pub const ALL: [Order; 2] = [Order::Row, Order::Column];
+
+    /// Index into per-order arrays.
+    pub fn index(self) -> usize {
+        match self {
+            Order::Row => 0,
+            Order::Column => 1,
+        }
+    }
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Row => "row",
+            Order::Column => "column",
+        }
+    }
+}
+
+/// Where an edge list comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum GraphInput<'a> {
+    /// Edges already in memory, on vertices `0..vertex_count`.
+    Edges {
+        /// The vertex count (every id must be below it).
+        vertex_count: u64,
+        /// The edges.
+        edges: &'a [Edge],
+    },
+    /// A generated R-MAT graph.
+    Rmat(&'a Rmat),
+}
+
+/// Shape of a grid: vertex count, partitions, and the partition width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    /// Vertices `0..vertex_count`.
+    pub vertex_count: u64,
+    /// P: partitions per side.
+    pub partitions: u32,
+    /// Vertex ids per partition (the last may hold fewer).
+    pub width: u64,
+}
+
+impl Shape {
+    /// The shape for `vertex_count` vertices and `partitions` (None: automatic).
+    pub fn new(vertex_count: u64, partitions: Option<u32>) -> Result<Shape> {
+        if vertex_count == 0 {
+            return Err(config_err(
+                "vertex_count",
+                "a graph needs at least one vertex",
+            ));
+        }
+        if vertex_count > VERTEX_COUNT_MAX {
+            return Err(config_err(
+                "vertex_count",
+                format!("{vertex_count} exceeds {VERTEX_COUNT_MAX}: vertex ids are u32"),
+            ));
+        }
+        let asked = match partitions {
+            Some(0) => return Err(config_err("partitions", "must be at least 1")),
+            Some(p) if p > PARTITIONS_MAX => {
+                return Err(config_err(
+                    "partitions",
+                    format!("{p} exceeds {PARTITIONS_MAX} (P*P blocks)"),
+                ))
+            }
+            Some(p) => u64::from(p),
+            None => vertex_count
+                .div_ceil(PARTITION_VERTICES_AUTO)
+                .clamp(u64::from(PARTITIONS_AUTO_MIN), u64::from(PARTITIONS_MAX)),
+        };
+        let asked = asked.min(vertex_count);
+        let width = vertex_count.div_ceil(asked);
+        // With rounding, fewer partitions may cover the ids (e.g. V = 5, P = 4 -> 3 of 2).
+        let partitions = vertex_count.div_ceil(width) as u32;
+        Ok(Shape {
+            vertex_count,
+            partitions,
+            width,
+        })
+    }
+
+    /// Number of blocks, P*P.
+    pub fn blocks(&self) -> usize {
+        self.partitions as usize * self.partitions as usize
+    }
+
+    /// The vertex ids of partition `p`.
+    pub fn range(&self, p: u32) -> Range<u64> {
+        let lo = u64::from(p) * self.width;
+        lo..(lo + self.width).min(self.vertex_count)
+    }
+
+    /// Position of block `(i, j)` in `order`.
+    pub fn position(&self, order: Order, i: u32, j: u32) -> usize {
+        let p = self.partitions as usize;
+        match order {
+            Order::Row => i as usize * p + j as usize,
+            Order::Column => j as usize * p + i as usize,
+        }
+    }
+
+    /// `(i, j)` of the block at `position` in `order`.
+    pub fn block_at(&self, order: Order, position: usize) -> (u32, u32) {
+        let p = self.partitions as usize;
+        let (a, b) = ((position / p) as u32, (position % p) as u32);
+        match order {
+            Order::Row => (a, b),
+            Order::Column => (b, a),
+        }
+    }
+}
+
+/// Exact `x / d` for `x < 2^32` by one multiplication and one correction
+/// (preprocessing divides twice per edge per pass).
+#[derive(Clone, Copy)]
+struct Divider {
+    d: u64,
+    m: u64,
+}
+
+impl Divider {
+    fn new(d: u64) -> Divider {
+        debug_assert!(d > 0);
+        Divider {
+            d,
+            m: (1u64 << 32).div_ceil(d),
+        }
+    }
+
+    #[inline]
+    fn div(&self, x: u64) -> u64 {
+        // q is floor(x/d) or one more: m exceeds 2^32/d by less than 1.
+        let q = ((x as u128 * self.m as u128) >> 32) as u64;
+        let q = q - u64::from(q * self.d > x);
+        debug_assert_eq!(q, x / self.d);
+        q
+    }
+}
+
+/// A preprocessed graph: both block orders, their offsets, and out-degrees.
+pub struct Grid {
+    shape: Shape,
+    edge_count: u64,
+    out_degree: Vec<u32>,
+    /// Per order: edge bytes and `blocks + 1` offsets in edges.
+    bytes: [Vec<u8>; 2],
+    offsets: [Vec<u64>; 2],
+}
+
+impl std::fmt::Debug for Grid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grid")
+            .field("shape", &self.shape)
+            .field("edge_count", &self.edge_count)
+            .finish()
+    }
+}
+
+impl Grid {
+    /// Loads an edge-list file (SNAP text or GridGraph binary, validated by
+    /// `locus-graph`: errors name the file and line or byte offset) and
+    /// partitions it. Nothing is built unless the whole file is valid.
+    pub fn load(
+        path: &Path,
+        format: Option<Format>,
+        opts: &LoadOptions,
+        partitions: Option<u32>,
+    ) -> Result<Grid> {
+        let list: EdgeList = locus_graph::input::load(path, format, opts)?;
+        Grid::build(
+            GraphInput::Edges {
+                vertex_count: list.vertex_count,
+                edges: &list.edges,
+            },
+            partitions,
+        )
+    }
+
+    /// Partitions `input` into a grid with `partitions` per side (None: automatic).
+    pub fn build(input: GraphInput<'_>, partitions: Option<u32>) -> Result<Grid> {
+        match input {
+            GraphInput::Edges {
+                vertex_count,
+                edges,
+            } => Grid::from_edges(vertex_count, edges, partitions),
+            GraphInput::Rmat(rmat) => {
+                let mut edges = Vec::with_capacity(rmat.edge_count() as usize);
+                rmat.try_for_each_chunk_in_order(locus_graph::default_threads(), |_, chunk| {
+                    edges.extend_from_slice(chunk);
+                    Ok::<(), std::convert::Infallible>(())
+                })
+                .unwrap_or_else(|e| match e {});
+                Grid::from_edges(rmat.vertex_count(), &edges, partitions)
+            }
+        }
+    }
+
+    fn from_edges(vertex_count: u64, edges: &[Edge], partitions: Option<u32>) -> Result<Grid> {
+        let shape = Shape::new(vertex_count, partitions)?;
+        if edges.is_empty() {
+            return Err(config_err("edges", "the graph has no edges"));
+        }
+        let div = Divider::new(shape.width);
+        let p = shape.partitions as usize;
+        // Pass 1: edges per block (row-order position) and out-degrees.
+        let mut counts = vec![0u64; shape.blocks()];
+        let mut out_degree = vec![0u32; vertex_count as usize];
+        for (k, &(s, d)) in edges.iter().enumerate() {
+            if u64::from(s) >= vertex_count || u64::from(d) >= vertex_count {
+                return Err(config_err(
+                    "edges",
+                    format!(
+                        "edge {k} ({s}, {d}) names a vertex outside 0..{vertex_count}; \
+                         give a vertex count above the largest id"
+                    ),
+                ));
+            }
+            let (i, j) = (
+                div.div(u64::from(s)) as usize,
+                div.div(u64::from(d)) as usize,
+            );
+            counts[i * p + j] += 1;
+            out_degree[s as usize] = out_degree[s as usize].checked_add(1).ok_or_else(|| {
+                config_err(
+                    "edges",
+                    format!("vertex {s} has more than {} out-edges", u32::MAX),
+                )
+            })?;
+        }
+        // Offsets of both orders.
+        let mut offsets = [vec![0u64; p * p + 1], vec![0u64; p * p + 1]];
+        for order in Order::ALL {
+            let o = &mut offsets[order.index()];
+            for pos in 0..p * p {
+                let (i, j) = shape.block_at(order, pos);
+                o[pos + 1] = o[pos] + counts[i as usize * p + j as usize];
+            }
+        }
+        // Pass 2: fill, in input order within each block.
+        let total = edges.len() * EDGE_BYTES as usize;
+        let mut bytes = [vec![0u8; total], vec![0u8; total]];
+        let mut cursor = [offsets[0][..p * p].to_vec(), offsets[1][..p * p].to_vec()];
+        for &(s, d) in edges {
+            let (i, j) = (div.div(u64::from(s)) as u32, div.div(u64::from(d)) as u32);
+            for order in Order::ALL {
+                let k = order.index();
+                let c = &mut cursor[k][shape.position(order, i, j)];
+                let at = (*c * EDGE_BYTES) as usize;
+                bytes[k][at..at + 4].copy_from_slice(&s.to_le_bytes());
+                bytes[k][at + 4..at + 8].copy_from_slice(&d.to_le_bytes());
+                *c += 1;
+            }
+        }
+        Ok(Grid {
+            shape,
+            edge_count: edges.len() as u64,
+            out_degree,
+            bytes,
+            offsets,
+        })
+    }
+
+    /// The grid's shape.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// Vertices.
+    pub fn vertex_count(&self) -> u64 {
+        self.shape.vertex_count
+    }
+
+    /// Edges (each stored once per order).
+    pub fn edge_count(&self) -> u64 {
+        self.edge_count
+    }
+
+    /// Out-degree of every vertex.
+    pub fn out_degree(&self) -> &[u32] {
+        &self.out_degree
+    }
+
+    /// The edge bytes of `order`.
+    pub fn bytes(&self, order: Order) -> &[u8] {
+        &self.bytes[order.index()]
+    }
+
+    /// The `blocks + 1` offsets of `order`, in edges.
+    pub fn offsets(&self, order: Order) -> &[u64] {
+        &self.offsets[order.index()]
+    }
+
+    /// Byte range of the block at `position` of `order`.
+    pub fn block_bytes(&self, order: Order, position: usize) -> Range<u64> {
+        let o = &self.offsets[order.index()];
+        o[position] * EDGE_BYTES..o[position + 1] * EDGE_BYTES
+    }
+
+    /// Bytes of one order's edges.
+    pub fn edge_bytes(&self) -> u64 {
+        self.edge_count * EDGE_BYTES
+    }
+}
+
+/// Decodes the edge at the start of `b` (8 bytes).
+#[inline(always)]
+pub fn decode(b: &[u8]) -> (VertexId, VertexId) {
+    let s = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let d = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    (s, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divider_is_exact() {
+        for d in [1u64, 2, 3, 7, 1000, 65_537, (1 << 18) + 3, u32::MAX as u64] {
+            let div = Divider::new(d);
+            for x in [0u64, 1, d - 1, d, d + 1, 12345, 1 << 31, u32::MAX as u64] {
+                assert_eq!(div.div(x), x / d, "{x} / {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn shape_rounds_partitions() {
+        let s = Shape::new(5, Some(4)).unwrap();
+        assert_eq!((s.partitions, s.width), (3, 2));
+        assert_eq!(s.range(2), 4..5);
+        let s = Shape::new(1 << 22, None).unwrap();
+        assert_eq!(s.partitions, 16);
+        let s = Shape::new(34, None).unwrap();
+        assert_eq!(s.partitions, 7); // 8 asked: width 5, 7 partitions cover 34 ids
+        assert!(Shape::new(10, Some(0)).is_err());
+        assert!(Shape::new(10, Some(PARTITIONS_MAX + 1)).is_err());
+        assert!(Shape::new(0, None).is_err());
+    }
+
+    #[test]
+    fn positions_round_trip() {
+        let s = Shape::new(100, Some(7)).unwrap();
+        for order in Order::ALL {
+            for pos in 0..s.blocks() {
+                let (i, j) = s.block_at(order, pos);
+                assert_eq!(s.position(order, i, j), pos);
+            }
+        }
+    }
+}

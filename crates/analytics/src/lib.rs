@@ -1,0 +1,41 @@
+//! Far-memory graph analytics for Locus: Fargraph+ (JPDC 2023) on GridGraph's
+//! design, over the one-sided fabric.
+//!
+//! How it works. [`grid`] cuts an edge list into P x P blocks by source and
+//! destination range, kept in row and column order. The [`engine`] streams
+//! blocks to `stream_edges` callbacks with selective scheduling, one fetch
+//! stream per thread, double buffered; vertex data lives in local arrays.
+//! Edge blocks come from an [`store::EdgeStore`]: [`store::local`] (Oracle,
+//! all in memory), [`store::disk`] (GridGraph out-of-core), [`store::far`]
+//! (Fargraph+: blocks in another machine's memory, chunked one-sided READs)
+//! or [`store::paged`] (Fastswap-like: 4 KB pages into an LRU cache). Under a
+//! far-memory ratio, [`placement`] classifies data segments into Fig. 9's
+//! four groups from an offline profile and decides which blocks stay local.
+//! [`server`] is the far-memory daemon and its control protocol, [`control`]
+//! the offline thread table and the online choice from it, [`algo`] BFS,
+//! WCC, PageRank and Radii, [`reference`] their plain versions for tests,
+//! and [`run`] a whole run with its report.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod algo;
+pub mod bitmap;
+pub mod control;
+pub mod engine;
+mod error;
+pub mod grid;
+mod parallel;
+pub mod placement;
+pub mod reference;
+pub mod run;
+pub mod server;
+pub mod store;
+
+pub use algo::{Algo, Output, Params};
+pub use bitmap::Bitmap;
+pub use engine::{Engine, EngineConfig, Profile};
+pub use error::{AnalyticsError, Result};
+pub use grid::{GraphInput, Grid, Order, Shape};
+pub use run::{local_fabric, run, Report, RunConfig};
+pub use store::{Backend, EdgeStore};

@@ -1,0 +1,234 @@
+//! Graph-aware data segment offloading (Fargraph+ 5.1, 5.2, Fig. 9).
+//!
+//! Data segments are the algorithm's vertex arrays and the grid's edge
+//! blocks. An offline profile (one run on the Oracle, counted by the engine:
+//! bytes streamed per block, edges applied, vertices visited, times each
+//! array's declared accesses per edge and per vertex) gives every segment a
+//! read and a write frequency per 4 KB page. As in 5.1's offline analysis, a
+//! frequency at or above the average over all segments is "much", below is
+//! "few", which puts each segment in one of the four groups of Fig. 9:
+//!
+//! | group | write | read | what it holds here | placement |
+//! |---|---|---|---|---|
+//! | 1 MO-sensitive | much | much | vertex values, labels | always local |
+//! | 2 MO-less-sensitive | much | few | per-iteration temporaries | always local |
+//! | 3 MO-less-insensitive | few | much | edge blocks streamed often | transferable |
+//! | 4 MO-insensitive | few | few | blocks rarely or never streamed | transferable, first to go |
+//!
+//! Vertex data stays local whatever its group (5.2's resistant set plus the
+//! issue's rule). The far-memory ratio α of 3.1 sets the local budget to
+//! `(1 - α) * (vertex bytes + edge bytes)`; after the vertex data, the
+//! budget is filled with transferable blocks in priority order (group 3
+//! before group 4, then by read frequency, hottest first); every other block
+//! goes far. When vertex data alone exceeds the budget, everything
+//! transferable goes far and the achieved ratio is below the requested one;
+//! reports show both.
+
+use serde::Serialize;
+
+use crate::algo::Algo;
+use crate::engine::Profile;
+use crate::error::{config_err, Result};
+use crate::grid::{Order, EDGE_BYTES};
+use crate::store::{BlockTable, Residency, PAGE_BYTES};
+
+/// The four data segment groups of Fargraph+ Fig. 9.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Group {
+    /// Read and written much: memory-offloading sensitive.
+    G1,
+    /// Written much, read little.
+    G2,
+    /// Read much, written little (edge blocks): transferable.
+    G3,
+    /// Read and written little (cold): transferable, first to go far.
+    G4,
+}
+
+impl Group {
+    fn of(read_much: bool, write_much: bool) -> Group {
+        match (write_much, read_much) {
+            (true, true) => Group::G1,
+            (true, false) => Group::G2,
+            (false, true) => Group::G3,
+            (false, false) => Group::G4,
+        }
+    }
+}
+
+/// One classified data segment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SegmentClass {
+    /// Array name, or `block ORDER (i,j)`.
+    pub name: String,
+    /// Bytes.
+    pub bytes: u64,
+    /// Reads per 4 KB page in the profiled run.
+    pub reads_per_page: f64,
+    /// Writes per 4 KB page in the profiled run.
+    pub writes_per_page: f64,
+    /// Its group.
+    pub group: Group,
+    /// Whether it went to far memory (or disk).
+    pub far: bool,
+}
+
+/// Bytes and segments per group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GroupTotals {
+    /// Segments in the group.
+    pub segments: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Bytes of them placed far.
+    pub far_bytes: u64,
+}
+
+/// A placement decision.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    /// The α asked for.
+    pub far_ratio_requested: f64,
+    /// Far bytes over all bytes, as placed.
+    pub far_ratio_achieved: f64,
+    /// `(1 - α) * total`.
+    pub local_budget_bytes: u64,
+    /// Vertex data (always local).
+    pub vertex_bytes: u64,
+    /// Edge bytes of the orders streamed.
+    pub edge_bytes: u64,
+    /// Edge bytes kept local.
+    pub resident_edge_bytes: u64,
+    /// Edge bytes placed far.
+    pub far_edge_bytes: u64,
+    /// Per group G1..G4.
+    pub groups: [GroupTotals; 4],
+    /// The vertex arrays' classes (blocks are summarised in `groups`).
+    pub vertex_segments: Vec<SegmentClass>,
+    /// Which blocks stay local.
+    #[serde(skip)]
+    pub residency: Residency,
+}
+
+/// Checks a far-memory ratio.
+pub fn check_ratio(far_ratio: f64) -> Result<()> {
+    if !(0.0..=1.0).contains(&far_ratio) {
+        return Err(config_err(
+            "far_ratio",
+            format!("{far_ratio} is not between 0 and 1"),
+        ));
+    }
+    Ok(())
+}
+
+fn pages(bytes: u64) -> f64 {
+    bytes.div_ceil(PAGE_BYTES).max(1) as f64
+}
+
+/// The local budget for α: `(1 - α) * total`, rounded down.
+pub fn local_budget(far_ratio: f64, total_bytes: u64) -> u64 {
+    ((1.0 - far_ratio) * total_bytes as f64).floor() as u64
+}
+
+/// Classifies the segments of `algo` on `table` from `profile` and places
+/// them for the far-memory ratio `far_ratio`.
+pub fn plan(algo: Algo, table: &BlockTable, profile: &Profile, far_ratio: f64) -> Result<Plan> {
+    check_ratio(far_ratio)?;
+    let vertices = table.shape().vertex_count;
+    // Segments: vertex arrays first, then every non-empty block.
+    let mut classes: Vec<SegmentClass> = Vec::new();
+    for s in algo.vertex_segments() {
+        let bytes = s.bytes(vertices);
+        let reads = u64::from(s.reads_per_edge) * profile.edges_applied
+            + u64::from(s.reads_per_vertex) * profile.vertex_visits;
+        let writes = u64::from(s.writes_per_edge) * profile.edges_applied
+            + u64::from(s.writes_per_vertex) * profile.vertex_visits;
+        classes.push(SegmentClass {
+            name: s.name.to_string(),
+            bytes,
+            reads_per_page: reads as f64 / pages(bytes),
+            writes_per_page: writes as f64 / pages(bytes),
+            group: Group::G4,
+            far: false,
+        });
+    }
+    let vertex_count_segments = classes.len();
+    let mut block_ids: Vec<(Order, usize)> = Vec::new();
+    for (o, p) in table.blocks() {
+        let len = table.block_len(o, p);
+        if len == 0 {
+            continue;
+        }
+        let streamed = profile.block_bytes[o.index()].get(p).copied().unwrap_or(0);
+        let (i, j) = table.shape().block_at(o, p);
+        classes.push(SegmentClass {
+            name: format!("block {} ({i},{j})", o.name()),
+            bytes: len,
+            reads_per_page: (streamed / EDGE_BYTES) as f64 / pages(len),
+            writes_per_page: 0.0,
+            group: Group::G4,
+            far: false,
+        });
+        block_ids.push((o, p));
+    }
+    let n = classes.len() as f64;
+    let avg_r = classes.iter().map(|c| c.reads_per_page).sum::<f64>() / n;
+    let avg_w = classes.iter().map(|c| c.writes_per_page).sum::<f64>() / n;
+    for c in &mut classes {
+        let read_much = c.reads_per_page > 0.0 && c.reads_per_page >= avg_r;
+        let write_much = c.writes_per_page > 0.0 && c.writes_per_page >= avg_w;
+        c.group = Group::of(read_much, write_much);
+    }
+    let vertex_bytes: u64 = classes[..vertex_count_segments]
+        .iter()
+        .map(|c| c.bytes)
+        .sum();
+    let edge_bytes = table.total_bytes();
+    let total = vertex_bytes + edge_bytes;
+    let budget = local_budget(far_ratio, total);
+    // Transferable blocks, most worth keeping first: group 3 before 4, hotter first.
+    let mut order: Vec<usize> = (vertex_count_segments..classes.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ca, cb) = (&classes[a], &classes[b]);
+        ca.group
+            .cmp(&cb.group)
+            .then(cb.reads_per_page.total_cmp(&ca.reads_per_page))
+            .then(a.cmp(&b))
+    });
+    let mut residency = Residency::all(table, false);
+    let mut room = budget.saturating_sub(vertex_bytes);
+    let mut resident_edge_bytes = 0u64;
+    for k in order {
+        let c = &mut classes[k];
+        if c.bytes <= room {
+            room -= c.bytes;
+            resident_edge_bytes += c.bytes;
+            let (o, p) = block_ids[k - vertex_count_segments];
+            residency.set(o, p, true);
+        } else {
+            c.far = true;
+        }
+    }
+    let mut groups = [GroupTotals::default(); 4];
+    for c in &classes {
+        let g = &mut groups[c.group as usize];
+        g.segments += 1;
+        g.bytes += c.bytes;
+        if c.far {
+            g.far_bytes += c.bytes;
+        }
+    }
+    let far_edge_bytes = edge_bytes - resident_edge_bytes;
+    Ok(Plan {
+        far_ratio_requested: far_ratio,
+        far_ratio_achieved: far_edge_bytes as f64 / total as f64,
+        local_budget_bytes: budget,
+        vertex_bytes,
+        edge_bytes,
+        resident_edge_bytes,
+        far_edge_bytes,
+        groups,
+        vertex_segments: classes[..vertex_count_segments].to_vec(),
+        residency,
+    })
+}

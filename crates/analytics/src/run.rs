@@ -1,0 +1,287 @@
+//! One analytics run end to end: profile (when placement needs it), place,
+//! build the backend's store, stream, report.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use locus_fabric::local::{LocalConfig, LocalFabric};
+use locus_fabric::Fabric;
+use serde::Serialize;
+
+use crate::algo::{self, Algo, Params};
+use crate::engine::{Engine, EngineConfig, Profile};
+use crate::error::{config_err, Result};
+use crate::grid::Grid;
+use crate::placement::{self, Plan};
+use crate::server;
+use crate::store::disk::DiskStore;
+use crate::store::far::{segment_bytes_for, FarConfig, FarStore};
+use crate::store::local::LocalStore;
+use crate::store::paged::PagedStore;
+use crate::store::{check_chunk_bytes, Backend, BlockTable, EdgeStore, CHUNK_BYTES_DEFAULT};
+
+/// Memory the in-process far-memory server may lend (no limit beyond the machine's).
+pub const LOCAL_SERVER_BYTES_MAX: u64 = u64::MAX;
+
+/// Everything one run needs besides the graph and the fabric.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The algorithm.
+    pub algo: Algo,
+    /// Its settings.
+    pub params: Params,
+    /// Where edge blocks live.
+    pub backend: Backend,
+    /// α: far memory over all memory (Fargraph+ 3.1).
+    pub far_ratio: f64,
+    /// Threads and double buffering.
+    pub engine: EngineConfig,
+    /// Far backend: bytes per one-sided READ.
+    pub chunk_bytes: u64,
+    /// Disk backend: where its block file goes.
+    pub disk_dir: PathBuf,
+    /// Far and paged: the machine that computes and the far-memory server.
+    pub far: FarConfig,
+}
+
+impl RunConfig {
+    /// Defaults for `algo` on `backend` at ratio `far_ratio`, one thread.
+    pub fn new(algo: Algo, backend: Backend, far_ratio: f64) -> RunConfig {
+        RunConfig {
+            algo,
+            params: Params::default(),
+            backend,
+            far_ratio,
+            engine: EngineConfig::default(),
+            chunk_bytes: CHUNK_BYTES_DEFAULT,
+            disk_dir: std::env::temp_dir(),
+            far: FarConfig::default(),
+        }
+    }
+}
+
+/// What a run did, for the CLI and the benchmarks.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Algorithm.
+    pub algo: Algo,
+    /// Backend.
+    pub backend: Backend,
+    /// Engine threads.
+    pub threads: usize,
+    /// Double buffering on.
+    pub buffering: bool,
+    /// Far chunk size.
+    pub chunk_bytes: u64,
+    /// Vertices.
+    pub vertices: u64,
+    /// Edges (per order).
+    pub edges: u64,
+    /// Partitions per side.
+    pub partitions: u32,
+    /// α asked for.
+    pub far_ratio: f64,
+    /// α as placed (paged: page-cache-less bytes over all).
+    pub far_ratio_achieved: f64,
+    /// Seconds building the store (copying, writing far memory or the file).
+    pub setup_s: f64,
+    /// Seconds of the algorithm itself.
+    pub time_s: f64,
+    /// Iterations.
+    pub iterations: u32,
+    /// Edges handed to the update function.
+    pub edges_applied: u64,
+    /// Bytes fetched from far memory or disk.
+    pub bytes_fetched: u64,
+    /// One-sided READs or disk reads.
+    pub fetch_ops: u64,
+    /// Paged: faults and hits.
+    pub page_faults: u64,
+    /// Paged: hits.
+    pub page_hits: u64,
+    /// Seconds threads spent waiting for data (summed over threads).
+    pub wait_s: f64,
+    /// Local memory budget.
+    pub local_budget_bytes: u64,
+    /// Vertex data (local).
+    pub vertex_bytes: u64,
+    /// Edge bytes kept local.
+    pub resident_edge_bytes: u64,
+    /// Edge bytes far or on disk.
+    pub remote_edge_bytes: u64,
+    /// Paged: page cache capacity.
+    pub page_cache_bytes: u64,
+    /// Fetch buffers held at once, all threads.
+    pub buffer_bytes_peak: u64,
+    /// Disk: whether reads bypassed the page cache.
+    pub direct_io: Option<bool>,
+    /// Result digest (hex).
+    pub digest: String,
+    /// Result summary.
+    pub summary: String,
+    /// Placement (disk, far).
+    pub placement: Option<Plan>,
+}
+
+/// A two-machine in-process fabric (machine 0 computes, 1 serves far
+/// memory) with the default model: 2 us per operation plus payload at 12.5
+/// GB/s; regions are faulted in when registered, as RDMA pins them.
+pub fn local_fabric() -> Result<LocalFabric> {
+    Ok(LocalFabric::new(LocalConfig {
+        machines: 2,
+        pin_memory: true,
+        ..LocalConfig::default()
+    })?)
+}
+
+/// The store of `cfg.backend` for `grid`. Far and paged borrow memory from
+/// the server on `fabric` (started in this process when the fabric hosts it).
+pub fn build_store<F: Fabric + Clone>(
+    grid: &Grid,
+    fabric: Option<&F>,
+    cfg: &RunConfig,
+    plan: Option<&Plan>,
+) -> Result<Box<dyn EdgeStore>> {
+    let orders = cfg.algo.orders();
+    let need_fabric = || {
+        fabric.ok_or_else(|| {
+            config_err(
+                "backend",
+                format!(
+                    "{} needs a fabric with a far-memory server",
+                    cfg.backend.name()
+                ),
+            )
+        })
+    };
+    let need_plan = || plan.ok_or_else(|| config_err("placement", "no placement plan"));
+    Ok(match cfg.backend {
+        Backend::Local => Box::new(LocalStore::new(grid, orders)?),
+        Backend::Disk => Box::new(DiskStore::new(
+            grid,
+            orders,
+            &need_plan()?.residency,
+            &cfg.disk_dir,
+        )?),
+        Backend::Far => {
+            let f = need_fabric()?;
+            let far = FarConfig {
+                chunk_bytes: cfg.chunk_bytes,
+                ..cfg.far
+            };
+            let residency = &need_plan()?.residency;
+            server::with_server(f, cfg.far.server, LOCAL_SERVER_BYTES_MAX, || {
+                Ok(
+                    Box::new(FarStore::new(f.clone(), grid, orders, residency, far)?)
+                        as Box<dyn EdgeStore>,
+                )
+            })?
+        }
+        Backend::Paged => {
+            let f = need_fabric()?;
+            let cache = paged_cache_bytes(grid, cfg)?;
+            server::with_server(f, cfg.far.server, LOCAL_SERVER_BYTES_MAX, || {
+                Ok(
+                    Box::new(PagedStore::new(f.clone(), grid, orders, cache, cfg.far)?)
+                        as Box<dyn EdgeStore>,
+                )
+            })?
+        }
+    })
+}
+
+/// The paged baseline's page cache: what the budget leaves after vertex data
+/// (the same room the far backend fills with resident blocks), but never
+/// less than the far backend's fetch buffers at the same settings, so both
+/// hold the same local memory for edges.
+pub fn paged_cache_bytes(grid: &Grid, cfg: &RunConfig) -> Result<u64> {
+    placement::check_ratio(cfg.far_ratio)?;
+    let table = BlockTable::new(grid, cfg.algo.orders())?;
+    let vertex = cfg.algo.vertex_bytes(grid.vertex_count());
+    let budget = placement::local_budget(cfg.far_ratio, vertex + table.total_bytes());
+    let buffers = cfg.engine.threads as u64 * 2 * segment_bytes_for(CHUNK_BYTES_DEFAULT);
+    Ok(budget.saturating_sub(vertex).max(buffers))
+}
+
+/// Runs `cfg` on `grid`. Disk and far need a placement: from `profile` if
+/// given, else from an untimed profiling run on the Oracle. Returns the
+/// report, the result, and the engine's profile of this run.
+pub fn run<F: Fabric + Clone>(
+    grid: &Grid,
+    fabric: Option<&F>,
+    cfg: &RunConfig,
+    profile: Option<&Profile>,
+) -> Result<(Report, algo::Run, Profile)> {
+    placement::check_ratio(cfg.far_ratio)?;
+    check_chunk_bytes(cfg.chunk_bytes)?;
+    let plan = match cfg.backend {
+        Backend::Disk | Backend::Far => {
+            let owned;
+            let prof = match profile {
+                Some(p) => p,
+                None => {
+                    let oracle = RunConfig {
+                        backend: Backend::Local,
+                        ..cfg.clone()
+                    };
+                    owned = run::<F>(grid, None, &oracle, None)?.2;
+                    &owned
+                }
+            };
+            let table = BlockTable::new(grid, cfg.algo.orders())?;
+            Some(placement::plan(cfg.algo, &table, prof, cfg.far_ratio)?)
+        }
+        _ => None,
+    };
+    let t = Instant::now();
+    let store = build_store(grid, fabric, cfg, plan.as_ref())?;
+    let setup_s = t.elapsed().as_secs_f64();
+    let direct_io = store.direct_io();
+    let engine = Engine::new(store.as_ref(), cfg.engine)?;
+    let t = Instant::now();
+    let result = algo::run(&engine, cfg.algo, grid.out_degree(), &cfg.params)?;
+    let time_s = t.elapsed().as_secs_f64();
+    let stats = engine.stream_stats();
+    let profile = engine.profile();
+    let fp = store.footprint();
+    let vertex_bytes = cfg.algo.vertex_bytes(grid.vertex_count());
+    let total = vertex_bytes + store.table().total_bytes();
+    let far_ratio_achieved = match cfg.backend {
+        Backend::Paged => {
+            (fp.remote_bytes.saturating_sub(fp.page_cache_bytes)) as f64 / total as f64
+        }
+        _ => fp.remote_bytes as f64 / total as f64,
+    };
+    let report = Report {
+        algo: cfg.algo,
+        backend: cfg.backend,
+        threads: cfg.engine.threads,
+        buffering: cfg.engine.buffering,
+        chunk_bytes: cfg.chunk_bytes,
+        vertices: grid.vertex_count(),
+        edges: grid.edge_count(),
+        partitions: grid.shape().partitions,
+        far_ratio: cfg.far_ratio,
+        far_ratio_achieved,
+        setup_s,
+        time_s,
+        iterations: result.iterations,
+        edges_applied: profile.edges_applied,
+        bytes_fetched: stats.bytes_fetched,
+        fetch_ops: stats.fetch_ops,
+        page_faults: stats.page_faults,
+        page_hits: stats.page_hits,
+        wait_s: stats.wait_ns as f64 / 1e9,
+        local_budget_bytes: placement::local_budget(cfg.far_ratio, total),
+        vertex_bytes,
+        resident_edge_bytes: fp.resident_bytes,
+        remote_edge_bytes: fp.remote_bytes,
+        page_cache_bytes: fp.page_cache_bytes,
+        buffer_bytes_peak: stats.buffer_bytes_peak,
+        direct_io,
+        digest: format!("{:016x}", result.output.digest()),
+        summary: result.output.summary(),
+        placement: plan,
+    };
+    Ok((report, result, profile))
+}

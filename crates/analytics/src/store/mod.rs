@@ -1,0 +1,344 @@
+//! Edge-block storage backends behind one trait (Fargraph+ 3.1, 5.2, 6; Table 1).
+//!
+//! A store holds the edge blocks of the grid orders an algorithm streams. The
+//! engine asks for **segments** (a byte range of one block, at most
+//! [`EdgeStore::segment_bytes_max`]) through a [`FetchStream`], one stream per
+//! engine thread: `begin` starts fetching a segment, `consume` waits for the
+//! oldest begun segment and hands its bytes over in pieces. Double buffering
+//! is the engine beginning segment k+1 before consuming segment k.
+//!
+//! | backend | where non-resident blocks live | unit of transfer |
+//! |---|---|---|
+//! | [`local`] (Oracle) | nowhere: every block is in local memory | none |
+//! | [`disk`] (GridGraph's out-of-core original) | a file, block-aligned | one large read per segment (O_DIRECT when the file system allows) |
+//! | [`far`] (Fargraph+) | another machine's memory on the fabric | one-sided READs of `chunk_bytes`, all of a segment posted at once |
+//! | [`paged`] (Fastswap-like) | another machine's memory on the fabric | 4 KB pages demand-fetched into a shared LRU page cache |
+//!
+//! Local, disk and far keep the blocks the placement marks resident in local
+//! memory (graph-aware placement, [`crate::placement`]); paged is graph-unaware:
+//! all edge bytes are in the swap space and its page cache gets the same local
+//! budget.
+
+pub mod disk;
+pub mod far;
+pub mod local;
+pub mod paged;
+
+use serde::Serialize;
+
+use crate::error::{config_err, Result};
+use crate::grid::{Grid, Order, Shape, EDGE_BYTES};
+
+/// Fetch size of the far backend (Fargraph+ 10.3: 256 KB performed best).
+pub const CHUNK_BYTES_DEFAULT: u64 = 256 << 10;
+/// Smallest chunk (one edge).
+pub const CHUNK_BYTES_MIN: u64 = EDGE_BYTES;
+/// Largest chunk (the TCP fabric's frames carry up to 16 MiB).
+pub const CHUNK_BYTES_MAX: u64 = 8 << 20;
+/// Largest segment the engine asks for at once when chunks are smaller: a
+/// block bigger than this is streamed in several segments, so a stream's
+/// buffers stay bounded whatever the block sizes.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1 << 20;
+/// Page size of the paged (Fastswap) baseline: the kernel's 4 KB page.
+pub const PAGE_BYTES: u64 = 4096;
+
+/// The four schemes of Fargraph+ Table 1 that Locus runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Oracle: all edge blocks in local memory.
+    Local,
+    /// GridGraph out-of-core: non-resident blocks on disk.
+    Disk,
+    /// Fargraph+: non-resident blocks in far memory, chunked one-sided reads.
+    Far,
+    /// Fastswap-like: 4 KB pages demand-fetched from far memory, LRU page cache.
+    Paged,
+}
+
+impl Backend {
+    /// Every backend.
+    pub const ALL: [Backend; 4] = [Backend::Local, Backend::Disk, Backend::Far, Backend::Paged];
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Disk => "disk",
+            Backend::Far => "far",
+            Backend::Paged => "paged",
+        }
+    }
+
+    /// Parses a name (`oracle` is accepted for `local`).
+    pub fn parse(s: &str) -> Result<Backend> {
+        match s.to_ascii_lowercase().as_str() {
+            "local" | "oracle" => Ok(Backend::Local),
+            "disk" => Ok(Backend::Disk),
+            "far" | "fargraph" => Ok(Backend::Far),
+            "paged" | "fastswap" => Ok(Backend::Paged),
+            _ => Err(config_err(
+                "backend",
+                format!("'{s}' is not one of local, disk, far, paged"),
+            )),
+        }
+    }
+}
+
+/// A byte range of one block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// The order whose block it is.
+    pub order: Order,
+    /// The block's position in that order.
+    pub position: u32,
+    /// First byte, relative to the block's start (a multiple of 8).
+    pub offset: u64,
+    /// Bytes (a positive multiple of 8).
+    pub len: u64,
+}
+
+/// What a stream did, for reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StreamStats {
+    /// Bytes brought in from far memory or disk.
+    pub bytes_fetched: u64,
+    /// One-sided READs (far, paged) or read calls (disk).
+    pub fetch_ops: u64,
+    /// Bytes handed over from resident blocks or cached pages.
+    pub bytes_resident: u64,
+    /// Paged: page faults (misses) and hits.
+    pub page_faults: u64,
+    /// Paged: pages found in the cache.
+    pub page_hits: u64,
+    /// Nanoseconds spent waiting for data in `consume`.
+    pub wait_ns: u64,
+    /// Most bytes of fetch buffers this stream held at once.
+    pub buffer_bytes_peak: u64,
+}
+
+impl StreamStats {
+    /// Field-wise sum (peaks add: streams hold their buffers at the same time).
+    pub fn plus(&self, o: &StreamStats) -> StreamStats {
+        StreamStats {
+            bytes_fetched: self.bytes_fetched + o.bytes_fetched,
+            fetch_ops: self.fetch_ops + o.fetch_ops,
+            bytes_resident: self.bytes_resident + o.bytes_resident,
+            page_faults: self.page_faults + o.page_faults,
+            page_hits: self.page_hits + o.page_hits,
+            wait_ns: self.wait_ns + o.wait_ns,
+            buffer_bytes_peak: self.buffer_bytes_peak + o.buffer_bytes_peak,
+        }
+    }
+}
+
+/// One thread's fetch stream (its own queue pair, file handle or fault path).
+pub trait FetchStream: Send {
+    /// Starts fetching `seg`. At most [`FetchStream::depth_max`] segments may be
+    /// begun and not yet consumed.
+    fn begin(&mut self, seg: Segment) -> Result<()>;
+
+    /// Waits for the oldest begun segment and calls `f` on its bytes, in
+    /// order, in one or more pieces (each a whole number of edges).
+    fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> Result<()>;
+
+    /// Segments that may be outstanding at once (2 = double buffering).
+    fn depth_max(&self) -> usize {
+        2
+    }
+
+    /// What the stream did so far.
+    fn stats(&self) -> StreamStats;
+}
+
+/// Edge blocks of some grid orders, wherever they live.
+pub trait EdgeStore: Send + Sync {
+    /// Which backend this is.
+    fn backend(&self) -> Backend;
+
+    /// The blocks' table (shape and per-order offsets).
+    fn table(&self) -> &BlockTable;
+
+    /// Opens a fetch stream for one engine thread.
+    fn open_stream(&self) -> Result<Box<dyn FetchStream + '_>>;
+
+    /// Largest segment the engine should ask for.
+    fn segment_bytes_max(&self) -> u64;
+
+    /// Where the edge bytes are: local memory versus far memory or disk.
+    fn footprint(&self) -> Footprint;
+
+    /// Disk: whether reads bypass the operating system's page cache.
+    fn direct_io(&self) -> Option<bool> {
+        None
+    }
+}
+
+/// Edge bytes by location, and the local cache of the paged baseline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Footprint {
+    /// Edge bytes kept in local memory (resident blocks).
+    pub resident_bytes: u64,
+    /// Edge bytes in far memory or on disk.
+    pub remote_bytes: u64,
+    /// Paged: the page cache's capacity in bytes.
+    pub page_cache_bytes: u64,
+}
+
+/// Shape and block offsets of the orders a store holds.
+#[derive(Clone, Debug)]
+pub struct BlockTable {
+    shape: Shape,
+    /// Per order (by `Order::index`): `blocks + 1` offsets in edges, if held.
+    offsets: [Option<Vec<u64>>; 2],
+}
+
+impl BlockTable {
+    /// The table of `orders` of `grid`.
+    pub fn new(grid: &Grid, orders: &[Order]) -> Result<BlockTable> {
+        if orders.is_empty() {
+            return Err(config_err("orders", "a store needs at least one order"));
+        }
+        let mut offsets = [None, None];
+        for &o in orders {
+            offsets[o.index()] = Some(grid.offsets(o).to_vec());
+        }
+        Ok(BlockTable {
+            shape: grid.shape(),
+            offsets,
+        })
+    }
+
+    /// The grid's shape.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// Whether `order` is held.
+    pub fn has(&self, order: Order) -> bool {
+        self.offsets[order.index()].is_some()
+    }
+
+    /// The orders held.
+    pub fn orders(&self) -> Vec<Order> {
+        Order::ALL.into_iter().filter(|&o| self.has(o)).collect()
+    }
+
+    /// Bytes of the block at `position` of `order` (0 if the order is not held).
+    pub fn block_len(&self, order: Order, position: usize) -> u64 {
+        self.offsets[order.index()]
+            .as_ref()
+            .map_or(0, |o| (o[position + 1] - o[position]) * EDGE_BYTES)
+    }
+
+    /// Bytes of every held order.
+    pub fn total_bytes(&self) -> u64 {
+        self.offsets
+            .iter()
+            .flatten()
+            .map(|o| o[o.len() - 1] * EDGE_BYTES)
+            .sum()
+    }
+
+    /// Every (order, position) held, orders in `Order::ALL` order.
+    pub fn blocks(&self) -> impl Iterator<Item = (Order, usize)> + '_ {
+        let n = self.shape.blocks();
+        self.orders()
+            .into_iter()
+            .flat_map(move |o| (0..n).map(move |p| (o, p)))
+    }
+}
+
+/// Which blocks stay in local memory: `resident[order][position]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Residency {
+    resident: [Vec<bool>; 2],
+}
+
+impl Residency {
+    /// Every block resident (`true`) or every block remote (`false`).
+    pub fn all(table: &BlockTable, resident: bool) -> Residency {
+        let n = table.shape().blocks();
+        Residency {
+            resident: [vec![resident; n], vec![resident; n]],
+        }
+    }
+
+    /// Marks one block.
+    pub fn set(&mut self, order: Order, position: usize, resident: bool) {
+        self.resident[order.index()][position] = resident;
+    }
+
+    /// Whether a block is resident.
+    pub fn is_resident(&self, order: Order, position: usize) -> bool {
+        self.resident[order.index()][position]
+    }
+}
+
+/// The bytes of resident blocks, copied out of the grid, and where each block is.
+pub(crate) struct Resident {
+    bytes: Vec<u8>,
+    /// Per order: the block's start in `bytes` if resident.
+    at: [Vec<Option<u64>>; 2],
+}
+
+impl Resident {
+    /// Copies the blocks `keep` says are resident.
+    pub(crate) fn copy(
+        grid: &Grid,
+        table: &BlockTable,
+        keep: &dyn Fn(Order, usize) -> bool,
+    ) -> Resident {
+        let n = table.shape().blocks();
+        let mut at = [vec![None; n], vec![None; n]];
+        let total: u64 = table
+            .blocks()
+            .filter(|&(o, p)| keep(o, p))
+            .map(|(o, p)| table.block_len(o, p))
+            .sum();
+        let mut bytes = Vec::with_capacity(total as usize);
+        for (o, p) in table.blocks() {
+            if keep(o, p) {
+                let r = grid.block_bytes(o, p);
+                at[o.index()][p] = Some(bytes.len() as u64);
+                bytes.extend_from_slice(&grid.bytes(o)[r.start as usize..r.end as usize]);
+            }
+        }
+        Resident { bytes, at }
+    }
+
+    /// The bytes of `seg` if its block is resident.
+    #[inline]
+    pub(crate) fn get(&self, seg: &Segment) -> Option<&[u8]> {
+        self.at[seg.order.index()][seg.position as usize].map(|start| {
+            let a = (start + seg.offset) as usize;
+            &self.bytes[a..a + seg.len as usize]
+        })
+    }
+
+    /// Resident bytes.
+    pub(crate) fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+}
+
+/// Checks a chunk size.
+pub fn check_chunk_bytes(chunk_bytes: u64) -> Result<()> {
+    if !(CHUNK_BYTES_MIN..=CHUNK_BYTES_MAX).contains(&chunk_bytes)
+        || !chunk_bytes.is_multiple_of(EDGE_BYTES)
+    {
+        return Err(config_err(
+            "chunk_bytes",
+            format!(
+                "{chunk_bytes} must be a multiple of {EDGE_BYTES} between {CHUNK_BYTES_MIN} \
+                 and {CHUNK_BYTES_MAX}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Nanoseconds since `t`.
+pub(crate) fn ns_since(t: std::time::Instant) -> u64 {
+    t.elapsed().as_nanos() as u64
+}

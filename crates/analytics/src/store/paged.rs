@@ -1,0 +1,295 @@
+//! The Fastswap-like baseline (Fargraph+ 2.2, 3.1, 9.2): edge data lives in
+//! far memory as 4 KB pages and is demand-fetched into a bounded local page
+//! cache with LRU eviction.
+//!
+//! It models what kernel swapping to far memory does to the edge stream,
+//! without knowing anything about the graph: every edge byte is in the swap
+//! space (no placement), a touch of a page that is not cached is a fault that
+//! fetches exactly that page with one synchronous one-sided READ (no
+//! prefetch, no overlap with computation), and the least recently used page
+//! is evicted when the cache is full. The cache is shared by all threads, as
+//! the kernel's is. What it does not model (so it is kinder than Fastswap):
+//! the kernel's fault and reclaim time, and swapping of vertex data, which
+//! Locus keeps in local memory for every backend.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use locus_fabric::{Fabric, Port, WorkRequest};
+
+use super::{
+    ns_since, BlockTable, EdgeStore, FetchStream, Footprint, Segment, StreamStats,
+    SEGMENT_BYTES_DEFAULT,
+};
+use crate::error::{config_err, Result};
+use crate::grid::{Grid, Order};
+use crate::server::{Control, Lease};
+use crate::store::far::FarConfig;
+use crate::store::{Backend, PAGE_BYTES};
+
+/// A page cache with exact least-recently-used eviction.
+struct Lru {
+    capacity_pages: usize,
+    /// page -> (its bytes, last-use stamp)
+    pages: HashMap<u64, (Arc<Vec<u8>>, u64)>,
+    /// stamp -> page, oldest first
+    by_age: BTreeMap<u64, u64>,
+    clock: u64,
+}
+
+impl Lru {
+    fn new(capacity_pages: usize) -> Lru {
+        Lru {
+            capacity_pages,
+            pages: HashMap::with_capacity(capacity_pages.min(1 << 20)),
+            by_age: BTreeMap::new(),
+            clock: 0,
+        }
+    }
+
+    /// The page if cached, marked most recently used.
+    fn get(&mut self, page: u64) -> Option<Arc<Vec<u8>>> {
+        let (bytes, stamp) = self.pages.get_mut(&page)?;
+        self.by_age.remove(stamp);
+        self.clock += 1;
+        *stamp = self.clock;
+        self.by_age.insert(self.clock, page);
+        Some(Arc::clone(bytes))
+    }
+
+    /// Caches `page`, evicting the least recently used page if full. Returns
+    /// the evicted page's buffer when nobody else holds it, for reuse.
+    fn insert(&mut self, page: u64, bytes: Arc<Vec<u8>>) -> Option<Vec<u8>> {
+        if self.pages.contains_key(&page) {
+            return None; // another thread faulted it in meanwhile
+        }
+        let mut evicted = None;
+        if self.pages.len() >= self.capacity_pages {
+            let (_, old) = self.by_age.pop_first().expect("a full cache has pages");
+            let (buf, _) = self.pages.remove(&old).expect("indexed page");
+            evicted = Arc::try_unwrap(buf).ok();
+        }
+        self.clock += 1;
+        self.pages.insert(page, (bytes, self.clock));
+        self.by_age.insert(self.clock, page);
+        debug_assert!(self.pages.len() <= self.capacity_pages);
+        debug_assert_eq!(self.pages.len(), self.by_age.len());
+        evicted
+    }
+}
+
+/// All edge bytes in far memory, paged into a bounded LRU cache.
+pub struct PagedStore<F: Fabric> {
+    fabric: F,
+    config: FarConfig,
+    table: BlockTable,
+    lease: Lease,
+    /// Per order: the block's offset in the far region (every block is remote).
+    at: [Vec<u64>; 2],
+    bytes: u64,
+    cache: Mutex<Lru>,
+    cache_bytes: u64,
+}
+
+impl<F: Fabric> PagedStore<F> {
+    /// Writes every block of `orders` to far memory; the page cache holds at
+    /// most `cache_bytes` (at least one page).
+    pub fn new(
+        fabric: F,
+        grid: &Grid,
+        orders: &[Order],
+        cache_bytes: u64,
+        config: FarConfig,
+    ) -> Result<PagedStore<F>> {
+        let table = BlockTable::new(grid, orders)?;
+        let n = table.shape().blocks();
+        let mut at = [vec![0; n], vec![0; n]];
+        let mut bytes = 0u64;
+        for (o, p) in table.blocks() {
+            at[o.index()][p] = bytes;
+            bytes += table.block_len(o, p);
+        }
+        let region_bytes = bytes.next_multiple_of(PAGE_BYTES);
+        let capacity_pages = (cache_bytes / PAGE_BYTES).max(1);
+        if capacity_pages > usize::MAX as u64 {
+            return Err(config_err("page_cache_bytes", "too large for this machine"));
+        }
+        let mut control = Control::connect(&fabric, config.client, config.server)?;
+        let lease = control.alloc(region_bytes)?;
+        // The swap space is written once, like pages swapped out before the run.
+        let mut port = fabric.port(config.client)?;
+        for (o, p) in table.blocks() {
+            let r = grid.block_bytes(o, p);
+            let src = &grid.bytes(o)[r.start as usize..r.end as usize];
+            for (k, piece) in src.chunks(1 << 20).enumerate() {
+                port.execute(WorkRequest::write(
+                    0,
+                    config.server,
+                    lease.region,
+                    at[o.index()][p] + (k << 20) as u64,
+                    piece.to_vec(),
+                ))?;
+            }
+        }
+        Ok(PagedStore {
+            fabric,
+            config,
+            table,
+            lease,
+            at,
+            bytes,
+            cache: Mutex::new(Lru::new(capacity_pages as usize)),
+            cache_bytes: capacity_pages * PAGE_BYTES,
+        })
+    }
+}
+
+impl<F: Fabric> EdgeStore for PagedStore<F> {
+    fn backend(&self) -> Backend {
+        Backend::Paged
+    }
+
+    fn table(&self) -> &BlockTable {
+        &self.table
+    }
+
+    fn open_stream(&self) -> Result<Box<dyn FetchStream + '_>> {
+        Ok(Box::new(PagedStream {
+            store: self,
+            port: self.fabric.port(self.config.client)?,
+            pending: VecDeque::with_capacity(2),
+            spare: Vec::new(),
+            stats: StreamStats::default(),
+        }))
+    }
+
+    fn segment_bytes_max(&self) -> u64 {
+        SEGMENT_BYTES_DEFAULT
+    }
+
+    fn footprint(&self) -> Footprint {
+        Footprint {
+            resident_bytes: 0,
+            remote_bytes: self.bytes,
+            page_cache_bytes: self.cache_bytes,
+        }
+    }
+}
+
+impl<F: Fabric> Drop for PagedStore<F> {
+    fn drop(&mut self) {
+        // Best effort: a server that is gone keeps nothing to return.
+        if let Ok(mut c) = Control::connect_quick(&self.fabric, self.config) {
+            let _ = c.free(self.lease);
+        }
+    }
+}
+
+struct PagedStream<'s, F: Fabric> {
+    store: &'s PagedStore<F>,
+    port: F::Port,
+    pending: VecDeque<Segment>,
+    spare: Vec<Vec<u8>>,
+    stats: StreamStats,
+}
+
+impl<F: Fabric> PagedStream<'_, F> {
+    /// The page, from the cache or by a synchronous fault.
+    fn page(&mut self, page: u64) -> Result<(Arc<Vec<u8>>, bool)> {
+        let cache = &self.store.cache;
+        if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(page) {
+            self.stats.page_hits += 1;
+            return Ok((p, true));
+        }
+        let mut buf = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| vec![0u8; PAGE_BYTES as usize]);
+        let t = Instant::now();
+        self.port.read(
+            self.store.config.server,
+            self.store.lease.region,
+            page * PAGE_BYTES,
+            &mut buf,
+        )?;
+        self.stats.wait_ns += ns_since(t);
+        self.stats.page_faults += 1;
+        self.stats.fetch_ops += 1;
+        self.stats.bytes_fetched += PAGE_BYTES;
+        let p = Arc::new(buf);
+        let evicted = cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(page, Arc::clone(&p));
+        if let Some(b) = evicted {
+            if self.spare.len() < 2 {
+                self.spare.push(b);
+            }
+        }
+        Ok((p, false))
+    }
+}
+
+impl<F: Fabric> FetchStream for PagedStream<'_, F> {
+    fn begin(&mut self, seg: Segment) -> Result<()> {
+        debug_assert!(self.pending.len() < self.depth_max());
+        // Demand paging: nothing happens until the bytes are touched.
+        self.pending.push_back(seg);
+        Ok(())
+    }
+
+    fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let seg = self.pending.pop_front().expect("consume after begin");
+        let a = self.store.at[seg.order.index()][seg.position as usize] + seg.offset;
+        let b = a + seg.len;
+        for page in a / PAGE_BYTES..b.div_ceil(PAGE_BYTES) {
+            let base = page * PAGE_BYTES;
+            let lo = (a.max(base) - base) as usize;
+            let hi = (b.min(base + PAGE_BYTES) - base) as usize;
+            let (p, hit) = self.page(page)?;
+            if hit {
+                self.stats.bytes_resident += (hi - lo) as u64;
+            }
+            f(&p[lo..hi]);
+        }
+        self.stats.buffer_bytes_peak = PAGE_BYTES * (1 + self.spare.len() as u64);
+        Ok(())
+    }
+
+    fn stats(&self) -> StreamStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(b: u8) -> Arc<Vec<u8>> {
+        Arc::new(vec![b; 8])
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used_page() {
+        let mut lru = Lru::new(3);
+        for p in 0..3 {
+            assert!(lru.insert(p, page(p as u8)).is_none());
+        }
+        assert!(lru.get(0).is_some()); // 1 is now the oldest
+        let evicted = lru.insert(3, page(3)).expect("full: 1 goes, unshared");
+        assert_eq!(evicted, vec![1u8; 8]);
+        assert!(lru.get(1).is_none());
+        for p in [0, 2, 3] {
+            assert!(lru.get(p).is_some(), "page {p}");
+        }
+        // A page still held by a reader is evicted but not handed back for reuse.
+        let held = lru.get(0).unwrap();
+        lru.get(2);
+        lru.get(3);
+        assert!(lru.insert(4, page(4)).is_none());
+        assert!(lru.get(0).is_none());
+        assert_eq!(held[0], 0);
+        assert_eq!(lru.pages.len(), 3);
+    }
+}

@@ -1,0 +1,105 @@
+//! Graph-aware placement (Fargraph+ 5.1, 5.2): the profile puts vertex data
+//! in the write-much groups and edge blocks in the transferable ones; vertex
+//! data never goes far; the ratio decides how much of the edges does.
+
+mod common;
+
+use locus_analytics::algo::Algo;
+use locus_analytics::placement::{plan, Group};
+use locus_analytics::run::{run, RunConfig};
+use locus_analytics::store::{Backend, BlockTable};
+use locus_fabric::local::LocalFabric;
+
+fn profile(g: &common::Graph, algo: Algo) -> locus_analytics::Profile {
+    let cfg = RunConfig::new(algo, Backend::Local, 0.0);
+    run::<LocalFabric>(&g.grid, None, &cfg, None).unwrap().2
+}
+
+#[test]
+fn pagerank_groups() {
+    let g = common::rmat(11, 1, None);
+    let p = profile(&g, Algo::PageRank);
+    let table = BlockTable::new(&g.grid, Algo::PageRank.orders()).unwrap();
+    let plan = plan(Algo::PageRank, &table, &p, 0.8).unwrap();
+    let group = |name: &str| {
+        plan.vertex_segments
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .group
+    };
+    // Vertex values read and written every iteration: MO-sensitive.
+    for name in ["sum", "contrib", "rank"] {
+        assert_eq!(group(name), Group::G1, "{name}");
+    }
+    // Only read: not write-much, but vertex data stays local anyway.
+    assert!(matches!(group("out-degree"), Group::G3 | Group::G4));
+    assert!(
+        plan.vertex_segments.iter().all(|s| !s.far),
+        "vertex data stays local"
+    );
+    // Edge blocks are read, never written: groups 3 and 4 only.
+    let blocks = plan.groups[2].segments + plan.groups[3].segments;
+    let nonempty = (0..table.shape().blocks())
+        .filter(|&b| table.block_len(locus_analytics::Order::Column, b) > 0)
+        .count();
+    // Blocks plus out-degree.
+    assert_eq!(blocks as usize, nonempty + 1);
+    assert_eq!(plan.groups[0].far_bytes + plan.groups[1].far_bytes, 0);
+}
+
+#[test]
+fn bfs_leaves_cold_blocks_in_group_4_and_sends_them_first() {
+    let g = common::rmat(11, 1, Some(16));
+    let p = profile(&g, Algo::Bfs);
+    let table = BlockTable::new(&g.grid, Algo::Bfs.orders()).unwrap();
+    let half = plan(Algo::Bfs, &table, &p, 0.5).unwrap();
+    assert!(
+        half.groups[3].segments > 0,
+        "some blocks are streamed rarely: {:?}",
+        half.groups
+    );
+    // Cold blocks go far before hot ones.
+    if half.groups[2].far_bytes > 0 {
+        assert_eq!(half.groups[3].far_bytes, half.groups[3].bytes);
+    }
+}
+
+#[test]
+fn the_ratio_decides_how_much_goes_far() {
+    let g = common::rmat(10, 7, None);
+    for algo in Algo::ALL {
+        let p = profile(&g, algo);
+        let table = BlockTable::new(&g.grid, algo.orders()).unwrap();
+        let mut last = -1.0;
+        for ratio in [0.0, 0.2, 0.5, 0.8, 0.9, 1.0] {
+            let pl = plan(algo, &table, &p, ratio).unwrap();
+            assert!(pl.far_ratio_achieved >= last, "{algo:?} {ratio}");
+            last = pl.far_ratio_achieved;
+            assert_eq!(pl.resident_edge_bytes + pl.far_edge_bytes, pl.edge_bytes);
+            assert!(
+                pl.vertex_bytes + pl.resident_edge_bytes
+                    <= pl.local_budget_bytes.max(pl.vertex_bytes)
+            );
+            if ratio == 0.0 {
+                assert_eq!(pl.far_edge_bytes, 0);
+            }
+            if ratio == 1.0 {
+                assert_eq!(pl.resident_edge_bytes, 0);
+            }
+            // What goes far is at least what the ratio asks of the edges.
+            let total = (pl.vertex_bytes + pl.edge_bytes) as f64;
+            assert!(
+                pl.far_edge_bytes as f64
+                    >= (ratio * total - pl.vertex_bytes as f64).min(pl.edge_bytes as f64) - 1.0
+            );
+        }
+    }
+    assert!(plan(
+        Algo::Bfs,
+        &BlockTable::new(&g.grid, Algo::Bfs.orders()).unwrap(),
+        &profile(&g, Algo::Bfs),
+        1.5
+    )
+    .is_err());
+}

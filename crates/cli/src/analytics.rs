@@ -1,0 +1,378 @@
+//! `locus analytics`: far-memory graph analytics (Fargraph+) from the command
+//! line. `run` runs one algorithm on one backend and prints time, iterations,
+//! bytes fetched and a result digest; `serve` is a far-memory server over
+//! TCP; `profile` builds the offline thread table that `--threads auto` uses.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use locus_analytics::algo::{Algo, Params, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT};
+use locus_analytics::control::{self, Table};
+use locus_analytics::run::{run, Report, RunConfig};
+use locus_analytics::store::Backend;
+use locus_analytics::{local_fabric, EngineConfig, GraphInput, Grid};
+use locus_fabric::tcp::{TcpConfig, TcpFabric};
+use locus_fabric::Fabric;
+use locus_graph::{Format, LoadOptions, Rmat, RmatConfig};
+
+/// Default file of the offline thread table.
+pub const PROFILE_TABLE_DEFAULT: &str = "fargraph-profile.json";
+
+#[derive(Args, Debug)]
+pub struct AnalyticsArgs {
+    #[command(subcommand)]
+    pub which: AnalyticsCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AnalyticsCommand {
+    /// Run BFS, WCC, PageRank or Radii on one backend and print time,
+    /// iterations, bytes fetched and a digest of the result.
+    Run(Box<RunArgs>),
+    /// Serve far memory over TCP for `analytics run --server ADDR`.
+    Serve(ServeArgs),
+    /// Build the offline table (algorithm, graph size, threads, far ratio ->
+    /// time) that `--threads auto` picks from (Fargraph+ 7).
+    Profile(ProfileArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// bfs, wcc, pagerank or radii.
+    #[arg(long)]
+    pub algo: String,
+    /// Edge list (SNAP text, or GridGraph binary u32 pairs for .bin).
+    #[arg(long, value_name = "FILE", conflicts_with = "rmat_scale")]
+    pub graph: Option<PathBuf>,
+    /// Edge-list format (text or binary; default: from the extension).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Vertex count of the edge list (default: largest id + 1).
+    #[arg(long)]
+    pub vertex_count: Option<u64>,
+    /// Generate a Graph500 R-MAT graph of 2^SCALE vertices instead of reading a file.
+    #[arg(long, value_name = "SCALE")]
+    pub rmat_scale: Option<u32>,
+    /// R-MAT edges per vertex.
+    #[arg(long, default_value_t = 16)]
+    pub edge_factor: u32,
+    /// R-MAT seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// local (Oracle), disk, far (Fargraph+) or paged (Fastswap-like).
+    #[arg(long, default_value = "far")]
+    pub backend: String,
+    /// Far-memory ratio: far memory over all memory the run uses (0..=1).
+    #[arg(long, default_value_t = 0.8)]
+    pub far_ratio: f64,
+    /// Engine threads, or `auto` (picked from the profile table; default: one per core).
+    #[arg(long)]
+    pub threads: Option<String>,
+    /// The offline table for `--threads auto`.
+    #[arg(long, value_name = "FILE", default_value = PROFILE_TABLE_DEFAULT)]
+    pub profile_table: PathBuf,
+    /// Bytes per one-sided READ of the far backend (K, M suffixes).
+    #[arg(long, default_value = "256K")]
+    pub chunk: String,
+    /// Fetch, then compute (no double buffering).
+    #[arg(long)]
+    pub no_buffering: bool,
+    /// Grid partitions per side (default: automatic).
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    /// PageRank iterations.
+    #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
+    pub iterations: u32,
+    /// BFS root (default: the vertex with the most out-edges).
+    #[arg(long)]
+    pub root: Option<u32>,
+    /// Radii sample seed.
+    #[arg(long, default_value_t = RADII_SEED_DEFAULT)]
+    pub radii_seed: u64,
+    /// Directory for the disk backend's block file.
+    #[arg(long, value_name = "DIR")]
+    pub disk_dir: Option<PathBuf>,
+    /// A far-memory server (`locus analytics serve`) to use over TCP instead
+    /// of the in-process fabric.
+    #[arg(long, value_name = "ADDR")]
+    pub server: Option<SocketAddr>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; printed on start).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// Most bytes of far memory to lend (K, M, G suffixes).
+    #[arg(long, default_value = "16G")]
+    pub memory: String,
+    /// Exit after this many seconds (or when standard input closes).
+    #[arg(long, default_value_t = 3600)]
+    pub lifetime_s: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    /// quick (R-MAT scales 14 and 16) or full (16, 18, 20).
+    #[arg(long, default_value = "quick")]
+    pub preset: String,
+    /// Where to write the table.
+    #[arg(long, value_name = "FILE", default_value = PROFILE_TABLE_DEFAULT)]
+    pub out: PathBuf,
+}
+
+/// Parses a byte count with an optional K, M or G suffix.
+pub fn parse_bytes(flag: &str, s: &str) -> Result<u64, String> {
+    let (digits, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{flag} {s}: not a byte count (e.g. 4096, 256K, 4M)"))
+}
+
+pub fn run_command(a: AnalyticsArgs) -> Result<(), String> {
+    match a.which {
+        AnalyticsCommand::Run(r) => run_one(*r),
+        AnalyticsCommand::Serve(s) => serve(s),
+        AnalyticsCommand::Profile(p) => profile(p),
+    }
+}
+
+/// The grid of a file or an R-MAT graph.
+pub fn load_grid(
+    graph: Option<&Path>,
+    format: Option<&str>,
+    vertex_count: Option<u64>,
+    rmat: Option<RmatConfig>,
+    partitions: Option<u32>,
+) -> Result<Grid, String> {
+    match (graph, rmat) {
+        (Some(path), _) => {
+            let format = format
+                .map(|f| f.parse::<Format>().map_err(|e| e.to_string()))
+                .transpose()?;
+            let opts = LoadOptions {
+                vertex_count,
+                ..LoadOptions::default()
+            };
+            Grid::load(path, format, &opts, partitions).map_err(|e| e.to_string())
+        }
+        (None, Some(cfg)) => {
+            let rmat = Rmat::new(cfg).map_err(|e| e.to_string())?;
+            Grid::build(GraphInput::Rmat(&rmat), partitions).map_err(|e| e.to_string())
+        }
+        (None, None) => Err("give --graph FILE or --rmat-scale SCALE".into()),
+    }
+}
+
+/// Cores this process may use.
+pub fn cores() -> usize {
+    locus_fabric::pool::default_threads()
+}
+
+fn run_one(a: RunArgs) -> Result<(), String> {
+    let algo = Algo::parse(&a.algo).map_err(|e| e.to_string())?;
+    let backend = Backend::parse(&a.backend).map_err(|e| e.to_string())?;
+    let chunk_bytes = parse_bytes("--chunk", &a.chunk)?;
+    let rmat = a.rmat_scale.map(|scale| RmatConfig {
+        scale,
+        edge_factor: a.edge_factor,
+        seed: a.seed,
+        ..RmatConfig::default()
+    });
+    let t = std::time::Instant::now();
+    let grid = load_grid(
+        a.graph.as_deref(),
+        a.format.as_deref(),
+        a.vertex_count,
+        rmat,
+        a.partitions,
+    )?;
+    let load_s = t.elapsed().as_secs_f64();
+    let threads = match a.threads.as_deref().unwrap_or("") {
+        "" => cores(),
+        "auto" => {
+            let table = Table::load(&a.profile_table).map_err(|e| {
+                format!("--threads auto needs the offline table: {e} (or give --threads N)")
+            })?;
+            table
+                .pick_threads(algo, grid.edge_count(), a.far_ratio, cores())
+                .map_err(|e| e.to_string())?
+        }
+        n => n
+            .parse::<usize>()
+            .map_err(|_| format!("--threads {n}: expected a number or auto"))?,
+    };
+    let cfg = RunConfig {
+        params: Params {
+            root: a.root,
+            iterations: a.iterations,
+            seed: a.radii_seed,
+        },
+        engine: EngineConfig {
+            threads,
+            buffering: !a.no_buffering,
+        },
+        chunk_bytes,
+        disk_dir: a.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
+        ..RunConfig::new(algo, backend, a.far_ratio)
+    };
+    let (report, fabric_name) = match a.server {
+        None => {
+            let fabric = local_fabric().map_err(|e| e.to_string())?;
+            (
+                run_with(&grid, &fabric, &cfg)?,
+                "in-process fabric (2 us + payload / 12.5 GB/s)",
+            )
+        }
+        Some(addr) => {
+            let fabric = tcp_client(addr)?;
+            let r = run_with(&grid, &fabric, &cfg)?;
+            fabric.shutdown();
+            (r, "TCP fabric")
+        }
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!(
+        "graph: {} vertices, {} edges, {}x{} grid (loaded in {load_s:.1} s)",
+        report.vertices, report.edges, report.partitions, report.partitions
+    );
+    println!(
+        "{} on {} at far ratio {:.2} (achieved {:.3}), {} thread(s), buffering {}, {}",
+        algo.name(),
+        backend.name(),
+        report.far_ratio,
+        report.far_ratio_achieved,
+        report.threads,
+        if report.buffering { "on" } else { "off" },
+        fabric_name
+    );
+    print_report(&report);
+    Ok(())
+}
+
+fn run_with<F: Fabric + Clone>(grid: &Grid, fabric: &F, cfg: &RunConfig) -> Result<Report, String> {
+    run(grid, Some(fabric), cfg, None)
+        .map(|(r, _, _)| r)
+        .map_err(|e| e.to_string())
+}
+
+pub fn print_report(r: &Report) {
+    println!(
+        "time            {:.3} s (setup {:.2} s)",
+        r.time_s, r.setup_s
+    );
+    println!("iterations      {}", r.iterations);
+    println!(
+        "bytes fetched   {} in {} reads ({} page faults, {} hits)",
+        r.bytes_fetched, r.fetch_ops, r.page_faults, r.page_hits
+    );
+    println!(
+        "local memory    budget {} B: vertex data {} B, resident edges {} B, page cache {} B, fetch buffers {} B",
+        r.local_budget_bytes,
+        r.vertex_bytes,
+        r.resident_edge_bytes,
+        r.page_cache_bytes,
+        r.buffer_bytes_peak
+    );
+    println!("remote edges    {} B", r.remote_edge_bytes);
+    if let Some(d) = r.direct_io {
+        println!("direct I/O      {d}");
+    }
+    println!("result          {}", r.summary);
+    println!("digest          {}", r.digest);
+}
+
+/// A TCP node hosting machine 0 whose machine 1 is the server at `addr`.
+fn tcp_client(addr: SocketAddr) -> Result<TcpFabric, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let me = listener.local_addr().map_err(|e| e.to_string())?;
+    TcpFabric::from_listener(TcpConfig::new(vec![0], vec![me, addr]), listener)
+        .map_err(|e| e.to_string())
+}
+
+fn serve(a: ServeArgs) -> Result<(), String> {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let memory = parse_bytes("--memory", &a.memory)?;
+    let listener =
+        TcpListener::bind(&a.listen).map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // Machine 1 of a two-machine cluster; the client (machine 0) is never called.
+    let unused = SocketAddr::from(([127, 0, 0, 1], 9));
+    let config = TcpConfig {
+        pin_memory: true,
+        ..TcpConfig::new(vec![1], vec![unused, addr])
+    };
+    let fabric = TcpFabric::from_listener(config, listener).map_err(|e| e.to_string())?;
+    println!("listening on {addr}");
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    let stop = AtomicBool::new(false);
+    let lifetime = Duration::from_secs(a.lifetime_s);
+    std::thread::scope(|s| {
+        let daemon = s.spawn(|| locus_analytics::server::serve(&fabric, 1, memory, &stop));
+        // Serve until the lifetime ends or standard input closes (the parent went away).
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let mut sink = [0u8; 64];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(lifetime);
+        stop.store(true, Ordering::Release);
+        let r = daemon
+            .join()
+            .map_err(|_| "the server thread panicked".to_string())?;
+        fabric.shutdown();
+        r.map_err(|e| e.to_string())
+    })
+}
+
+fn profile(a: ProfileArgs) -> Result<(), String> {
+    let cores = cores();
+    let mut threads: Vec<usize> = (1..=cores).collect();
+    threads.push(cores * 2);
+    let spec = match a.preset.as_str() {
+        "quick" => control::Collect {
+            scales: vec![14, 16],
+            algos: Algo::ALL.to_vec(),
+            threads,
+            ratios: vec![0.0, 0.8],
+        },
+        "full" => control::Collect {
+            scales: vec![16, 18, 20],
+            algos: Algo::ALL.to_vec(),
+            threads,
+            ratios: vec![0.0, 0.5, 0.8],
+        },
+        other => return Err(format!("--preset {other}: expected quick or full")),
+    };
+    let table = control::collect(&spec, &mut |r| {
+        eprintln!(
+            "{:<8} {:>10} edges  {:>2} threads  ratio {:.2}  {:>8.3} s",
+            r.algo, r.edges, r.threads, r.far_ratio, r.time_s
+        )
+    })
+    .map_err(|e| e.to_string())?;
+    table.save(&a.out).map_err(|e| e.to_string())?;
+    println!("wrote {} ({} rows)", a.out.display(), table.rows.len());
+    Ok(())
+}
