@@ -1,8 +1,10 @@
 //! Workloads: how start vertices are chosen ([`zipf`], uniform) and the
 //! driver that runs traversal queries on a worker pool ([`traversal`]),
-//! measuring throughput, latency percentiles and the remote-access rate.
+//! measuring throughput, latency percentiles and the remote-access rate;
+//! and YCSB's core workloads reproduced sample for sample ([`ycsb`]).
 
 #![warn(missing_docs)]
 
 pub mod traversal;
+pub mod ycsb;
 pub mod zipf;
