@@ -1,0 +1,1199 @@
+//! A KV server with its migration agent (NetMigrate 3, 4.1, 4.2) as a state machine without I/O:
+//! [`Server::handle`] takes one packet, [`Server::tick`] does background migration work, and both
+//! return the packets to send. Drivers (threads, the simulation) do the sending.
+//!
+//! A server owns shards; a shard is `Owner`, migrating out (`Source`, with a source agent),
+//! migrating in (`Dest`, with a destination agent), or `Moved` (its queries are forwarded).
+//!
+//! # Ordering the protocol relies on
+//! Each server has one FIFO inbox. The router forwards a query to the source before it handles
+//! any later control packet, and acks control packets into that same inbox, so when the source
+//! sees the router's GROUP-START ack, every write the router sent it for that group is already
+//! behind it. Writes the source executes after scanning a group and before that ack are the late
+//! writes of NetMigrate 4.3; they are forwarded before GROUP-COMPLETE is sent.
+//!
+//! # Versions
+//! A version is `era << 48 | sequence`. A destination raises its era above the source's when a
+//! migration starts, so every write taken by the destination is newer than anything the source
+//! wrote; migrated copies keep their versions and are installed only over older ones (7).
+//!
+//! # Destination failure
+//! With `mirror_writes` on, the destination sends every write it takes to the source and acks the
+//! client only after the source has applied it; reads of a key with a write in flight wait. So
+//! the source holds every acknowledged write, and an aborted migration (destination silent for
+//! `ack_timeout_us`) leaves the source authoritative and complete (NetMigrate 7, fault tolerance).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use crate::error::{Error, Result};
+use crate::group::Geometry;
+use crate::status::{MigrationPhase, MigrationStatus};
+use crate::table::Table;
+use crate::wire::{
+    op, Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE, FLAG_FROM_DEST,
+    FLAG_LATE, FLAG_PULLED,
+};
+
+/// Server limits and agent settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// This server's node id; its own shard has the same id.
+    pub id: NodeId,
+    /// The router's node id.
+    pub router: NodeId,
+    /// Shape of this server's own shard.
+    pub geometry: Geometry,
+    /// Pairs per DATA packet.
+    pub batch_items_max: usize,
+    /// Unacked DATA packets per migration.
+    pub batches_inflight_max: usize,
+    /// Groups migrating at once (the paper's parallel migration threads, 6.3: 4).
+    pub groups_inflight_max: usize,
+    /// Reads parked at a destination waiting for a PriorityPull or a mirrored write.
+    pub parked_reads_max: usize,
+    /// Queries held by a frozen source (stop-and-copy, source-based final pause).
+    pub held_queries_max: usize,
+    /// Dirty-log rounds of the source-based protocol before the final pause.
+    pub dirty_rounds_max: u32,
+    /// The source-based protocol pauses once the dirty set is at most this big.
+    pub final_dirty_keys_max: usize,
+    /// A source waiting this long for its destination aborts the migration.
+    pub ack_timeout_us: u64,
+    /// Destination writes are mirrored to the source before they are acked (see module doc).
+    pub mirror_writes: bool,
+    /// Finished migrations kept for the status API.
+    pub status_history_max: usize,
+}
+
+impl ServerConfig {
+    /// Defaults for server `id` behind router `router`.
+    pub fn new(id: NodeId, router: NodeId, geometry: Geometry) -> Self {
+        Self {
+            id,
+            router,
+            geometry,
+            batch_items_max: 32,
+            batches_inflight_max: 16,
+            groups_inflight_max: 4,
+            parked_reads_max: 4096,
+            held_queries_max: 4096,
+            dirty_rounds_max: 8,
+            final_dirty_keys_max: 64,
+            ack_timeout_us: 2_000_000,
+            mirror_writes: true,
+            status_history_max: 16,
+        }
+    }
+
+    /// Checks every limit.
+    pub fn validate(&self) -> Result<()> {
+        let per_batch = crate::wire::DATAGRAM_BYTES_MAX
+            / (crate::wire::ITEM_BYTES_MIN + crate::wire::VALUE_BYTES_MAX);
+        let checks: [(&str, usize, usize, usize); 5] = [
+            ("batch_items_max", self.batch_items_max, 1, per_batch),
+            ("batches_inflight_max", self.batches_inflight_max, 1, 1 << 16),
+            ("groups_inflight_max", self.groups_inflight_max, 1, 1 << 10),
+            ("parked_reads_max", self.parked_reads_max, 1, 1 << 20),
+            ("held_queries_max", self.held_queries_max, 1, 1 << 20),
+        ];
+        for (name, v, lo, hi) in checks {
+            if v < lo || v > hi {
+                return Err(Error::Config(format!("{name} = {v} must be in {lo}..={hi}")));
+            }
+        }
+        if self.ack_timeout_us == 0 {
+            return Err(Error::Config("ack_timeout_us must be > 0".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Counters of one server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Client queries executed here.
+    pub queries: u64,
+    /// Queries forwarded (shard moved away, or held queries released).
+    pub forwarded: u64,
+    /// PriorityPulls this server sent as a destination.
+    pub pulls: u64,
+    /// Late dirty writes forwarded as a source (NetMigrate 4.3 corner case).
+    pub late_writes: u64,
+    /// Writes that reached a source after their group's late writes were flushed (must be 0).
+    pub late_after_flush: u64,
+    /// Dirty pairs re-sent by the source-based protocol.
+    pub dirty_items: u64,
+    /// Writes mirrored from a destination to its source.
+    pub mirrored: u64,
+    /// Queries refused (limits, aborted migration).
+    pub refused: u64,
+    /// Packets that fit no state (stale after an abort), dropped.
+    pub dropped: u64,
+    /// Bytes of first-copy migration data sent.
+    pub data_bytes: u64,
+    /// Server-to-server bytes beyond the first copy: late/dirty batches, pulls, mirrors.
+    pub extra_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct GroupProgress {
+    start_acked: bool,
+    unacked: u32,
+    late: BTreeSet<Key>,
+    late_sent: bool,
+    complete_sent: bool,
+}
+
+#[derive(Debug)]
+struct SourceAgent {
+    dst: NodeId,
+    protocol: Protocol,
+    phase: MigrationPhase,
+    started_us: u64,
+    last_progress_us: u64,
+    next_group: u32,
+    groups_total: u32,
+    groups_done: u32,
+    groups: BTreeMap<u32, GroupProgress>,
+    batches: BTreeMap<u32, u32>,
+    queue: VecDeque<(u32, Vec<Item>, bool)>,
+    next_batch: u32,
+    completes_waiting: BTreeSet<u32>,
+    next_complete: u32,
+    dirty: BTreeSet<Key>,
+    dirty_rounds: u32,
+    frozen_since_us: Option<u64>,
+    pause_us: u64,
+    held: VecDeque<Packet>,
+    errors: u64,
+    last_error: Option<String>,
+    terminate_sent: bool,
+}
+
+#[derive(Debug)]
+struct DestAgent {
+    src: NodeId,
+    protocol: Protocol,
+    geometry: Geometry,
+    done: Vec<u64>,
+    owned: bool,
+    parked: HashMap<Key, Vec<Packet>>,
+    parked_count: usize,
+    pending: HashMap<u32, Packet>,
+    pending_keys: HashMap<Key, u32>,
+    next_token: u32,
+}
+
+impl DestAgent {
+    fn group_done(&self, key: Key) -> bool {
+        let g = self.geometry.group_of(key) as usize;
+        self.done[g / 64] & (1 << (g % 64)) != 0
+    }
+}
+
+enum Role {
+    Owner,
+    Source(Box<SourceAgent>),
+    Dest(Box<DestAgent>),
+    Moved(NodeId),
+}
+
+struct Shard {
+    table: Table,
+    role: Role,
+}
+
+/// One KV server and its migration agents.
+pub struct Server {
+    cfg: ServerConfig,
+    era: u16,
+    seq: u64,
+    now_us: u64,
+    shards: BTreeMap<ShardId, Shard>,
+    out: Vec<(NodeId, Packet)>,
+    stats: ServerStats,
+    history: VecDeque<MigrationStatus>,
+}
+
+fn key_of(body: &Body) -> Key {
+    match body {
+        Body::Get { key } | Body::Set { key, .. } | Body::Delete { key } => *key,
+        _ => unreachable!("key_of takes queries only"),
+    }
+}
+
+impl Server {
+    /// A server owning an empty shard of its own id.
+    pub fn new(cfg: ServerConfig) -> Result<Self> {
+        cfg.validate()?;
+        let mut shards = BTreeMap::new();
+        shards.insert(
+            cfg.id,
+            Shard {
+                table: Table::new(cfg.geometry),
+                role: Role::Owner,
+            },
+        );
+        Ok(Self {
+            era: 1,
+            seq: 0,
+            now_us: 0,
+            shards,
+            out: Vec::new(),
+            stats: ServerStats::default(),
+            history: VecDeque::new(),
+            cfg,
+        })
+    }
+
+    /// This server's id.
+    pub fn id(&self) -> NodeId {
+        self.cfg.id
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Keys with values in `shard` here (0 if the shard is not here).
+    pub fn live_keys(&self, shard: ShardId) -> usize {
+        self.shards.get(&shard).map_or(0, |s| s.table.live())
+    }
+
+    /// The current entry of `key` in `shard` here, bypassing routing (for tests and checks).
+    pub fn peek(&self, shard: ShardId, key: Key) -> Option<Item> {
+        self.shards.get(&shard)?.table.get(key)
+    }
+
+    /// Whether this server holds `shard` as its owner (not migrating).
+    pub fn owns(&self, shard: ShardId) -> bool {
+        match self.shards.get(&shard).map(|s| &s.role) {
+            Some(Role::Owner) => true,
+            Some(Role::Dest(d)) => d.owned,
+            _ => false,
+        }
+    }
+
+    fn next_version(&mut self, current: u64) -> u64 {
+        self.seq += 1;
+        (((self.era as u64) << 48) | self.seq).max(current + 1)
+    }
+
+    /// Bulk-loads a pair into an owned shard before any traffic (version 1..).
+    pub fn load(&mut self, shard: ShardId, key: Key, value: Vec<u8>) -> Result<()> {
+        let cur = self.shards.get(&shard).map(|s| s.table.version(key));
+        let Some(cur) = cur else {
+            return Err(Error::Config(format!("server {} has no shard {shard}", self.cfg.id)));
+        };
+        let version = self.next_version(cur);
+        if let Some(s) = self.shards.get_mut(&shard) {
+            s.table.put(Item {
+                key,
+                version,
+                value: Some(value),
+            });
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, to: NodeId, shard: ShardId, seq: u32, flags: u8, body: Body) {
+        self.out.push((
+            to,
+            Packet {
+                from: self.cfg.id,
+                shard,
+                seq,
+                flags,
+                body,
+            },
+        ));
+    }
+
+    fn send_extra(&mut self, to: NodeId, shard: ShardId, seq: u32, flags: u8, body: Body) {
+        self.send(to, shard, seq, flags, body);
+        if let Some((_, p)) = self.out.last() {
+            self.stats.extra_bytes += p.encoded_len() as u64;
+        }
+    }
+
+    fn reply(&mut self, q: &Packet, status: Status, version: u64, value: Vec<u8>, flags: u8) {
+        let flags = flags | (q.flags & FLAG_DOUBLE);
+        self.send(
+            q.from,
+            q.shard,
+            q.seq,
+            flags,
+            Body::Reply {
+                status,
+                version,
+                value,
+            },
+        );
+    }
+
+    fn reply_item(&mut self, q: &Packet, item: Option<Item>, flags: u8) {
+        match item {
+            Some(Item {
+                version,
+                value: Some(v),
+                ..
+            }) => self.reply(q, Status::Ok, version, v, flags),
+            Some(Item { version, .. }) => self.reply(q, Status::NotFound, version, vec![], flags),
+            None => self.reply(q, Status::NotFound, 0, vec![], flags),
+        }
+    }
+
+    /// Starts migrating `shard` (owned here) to `dst` with `protocol` (NetMigrate 4.1 step 1:
+    /// notify the destination; the router is registered once it answers).
+    pub fn start_migration(
+        &mut self,
+        now_us: u64,
+        shard: ShardId,
+        dst: NodeId,
+        protocol: Protocol,
+    ) -> Result<Vec<(NodeId, Packet)>> {
+        self.now_us = now_us;
+        let reject = |reason: &str| Error::MigrationRejected {
+            shard,
+            reason: reason.to_string(),
+        };
+        if dst == self.cfg.id || dst == self.cfg.router {
+            return Err(reject("the destination must be another server"));
+        }
+        let era = self.era;
+        let s = self.shards.get_mut(&shard).ok_or_else(|| reject("not on this server"))?;
+        if !matches!(s.role, Role::Owner) {
+            return Err(reject("already migrating or moved; wait for it to finish"));
+        }
+        let geometry = s.table.geometry();
+        s.role = Role::Source(Box::new(SourceAgent {
+            dst,
+            protocol,
+            phase: MigrationPhase::Registering,
+            started_us: now_us,
+            last_progress_us: now_us,
+            next_group: 0,
+            groups_total: geometry.groups(),
+            groups_done: 0,
+            groups: BTreeMap::new(),
+            batches: BTreeMap::new(),
+            queue: VecDeque::new(),
+            next_batch: 0,
+            completes_waiting: BTreeSet::new(),
+            next_complete: 0,
+            dirty: BTreeSet::new(),
+            dirty_rounds: 0,
+            frozen_since_us: None,
+            pause_us: 0,
+            held: VecDeque::new(),
+            errors: 0,
+            last_error: None,
+            terminate_sent: false,
+        }));
+        self.send(
+            dst,
+            shard,
+            0,
+            0,
+            Body::Init {
+                era,
+                protocol,
+                geometry,
+            },
+        );
+        Ok(std::mem::take(&mut self.out))
+    }
+
+    /// Handles one packet from the inbox.
+    pub fn handle(&mut self, now_us: u64, p: Packet) -> Vec<(NodeId, Packet)> {
+        self.now_us = now_us;
+        if p.body.is_query() {
+            self.on_query(p);
+        } else {
+            self.on_agent(p);
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// Background work: start groups, send batches, check timeouts.
+    pub fn tick(&mut self, now_us: u64) -> Vec<(NodeId, Packet)> {
+        self.now_us = now_us;
+        let shards: Vec<ShardId> = self
+            .shards
+            .iter()
+            .filter(|(_, s)| matches!(s.role, Role::Source(_)))
+            .map(|(&id, _)| id)
+            .collect();
+        for shard in shards {
+            self.source_step(shard);
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// Whether `tick` has work to do (a source agent is copying).
+    pub fn has_background_work(&self) -> bool {
+        self.shards.values().any(|s| match &s.role {
+            Role::Source(a) => {
+                matches!(
+                    a.phase,
+                    MigrationPhase::Copying | MigrationPhase::DirtyRounds | MigrationPhase::FinalPause
+                ) && (!a.queue.is_empty() && a.batches.len() < self.cfg.batches_inflight_max
+                    || a.next_group < a.groups_total
+                        && a.groups.len() < self.cfg.groups_inflight_max
+                    || a.queue.is_empty() && a.batches.is_empty() && a.groups.is_empty())
+            }
+            _ => false,
+        })
+    }
+
+    // ---------------------------------------------------------------- queries
+
+    fn on_query(&mut self, q: Packet) {
+        let shard = q.shard;
+        let Some(s) = self.shards.get_mut(&shard) else {
+            self.stats.refused += 1;
+            self.reply(&q, Status::Error, 0, vec![], 0);
+            return;
+        };
+        match &mut s.role {
+            Role::Moved(to) => {
+                let to = *to;
+                self.stats.forwarded += 1;
+                self.out.push((to, q));
+            }
+            Role::Dest(_) => self.dest_query(q),
+            Role::Source(a) if a.frozen_since_us.is_some() => {
+                if a.held.len() >= self.cfg.held_queries_max {
+                    self.stats.refused += 1;
+                    self.reply(&q, Status::Error, 0, vec![], 0);
+                } else {
+                    a.held.push_back(q);
+                }
+            }
+            Role::Source(_) | Role::Owner => self.execute(q, 0),
+        }
+    }
+
+    /// Executes a query on the local table (owner, or source before its pause).
+    fn execute(&mut self, q: Packet, flags: u8) {
+        self.stats.queries += 1;
+        let shard = q.shard;
+        let key = key_of(&q.body);
+        let new_value = match &q.body {
+            Body::Get { .. } => {
+                let item = self.shards.get(&shard).and_then(|s| s.table.get(key));
+                self.reply_item(&q, item, flags);
+                return;
+            }
+            Body::Set { value, .. } => Some(value.clone()),
+            _ => None,
+        };
+        let cur = self.shards.get(&shard).map_or(0, |s| s.table.version(key));
+        let version = self.next_version(cur);
+        let Some(s) = self.shards.get_mut(&shard) else {
+            return;
+        };
+        s.table.put(Item {
+            key,
+            version,
+            value: new_value,
+        });
+        let mut late_after_flush = false;
+        if let Role::Source(a) = &mut s.role {
+            let g = s.table.geometry().group_of(key);
+            match a.protocol {
+                Protocol::SourceBased | Protocol::StopAndCopy => {
+                    if g < a.next_group {
+                        a.dirty.insert(key);
+                    }
+                }
+                _ => {
+                    if let Some(gp) = a.groups.get_mut(&g) {
+                        if gp.late_sent {
+                            late_after_flush = true;
+                        } else {
+                            gp.late.insert(key);
+                        }
+                    } else if g < a.next_group {
+                        late_after_flush = true;
+                    }
+                }
+            }
+            if late_after_flush {
+                // The FIFO argument of the module doc says this cannot happen; forward anyway.
+                self.stats.late_after_flush += 1;
+                let dst = a.dst;
+                let items = s.table.get(key).into_iter().collect();
+                self.send_extra(dst, shard, 0, FLAG_LATE, Body::Data { batch: u32::MAX, group: g, items });
+                debug_assert!(false, "write to shard {shard} key {key} after its group's late flush");
+            }
+        }
+        self.reply(&q, Status::Ok, version, vec![], flags);
+    }
+
+    fn dest_query(&mut self, q: Packet) {
+        let shard = q.shard;
+        let key = key_of(&q.body);
+        let parked_max = self.cfg.parked_reads_max;
+        let mirror = self.cfg.mirror_writes;
+        let Some(s) = self.shards.get_mut(&shard) else {
+            return;
+        };
+        let Role::Dest(d) = &mut s.role else {
+            unreachable!("dest_query on a non-destination shard")
+        };
+        self.stats.queries += 1;
+        match &q.body {
+            Body::Get { .. } => {
+                if d.pending_keys.contains_key(&key) {
+                    // A mirrored write of this key is in flight: answer once it is settled.
+                    if d.parked_count >= parked_max {
+                        self.stats.refused += 1;
+                        self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
+                        return;
+                    }
+                    d.parked_count += 1;
+                    d.parked.entry(key).or_default().push(q);
+                    return;
+                }
+                if let Some(item) = s.table.get(key) {
+                    self.reply_item(&q, Some(item), FLAG_FROM_DEST);
+                    return;
+                }
+                let need_pull = !d.owned
+                    && q.flags & FLAG_DOUBLE == 0
+                    && !d.group_done(key)
+                    && !matches!(d.protocol, Protocol::SourceBased | Protocol::StopAndCopy);
+                if !need_pull {
+                    self.reply_item(&q, None, FLAG_FROM_DEST);
+                    return;
+                }
+                // S3 false positive or Rocksteady: PriorityPull from the source (NetMigrate 4.3).
+                if d.parked_count >= parked_max {
+                    self.stats.refused += 1;
+                    self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
+                    return;
+                }
+                d.parked_count += 1;
+                let first = !d.parked.contains_key(&key);
+                d.parked.entry(key).or_default().push(q);
+                if first {
+                    let src = d.src;
+                    self.stats.pulls += 1;
+                    self.send_extra(src, shard, 0, 0, Body::Pull { key });
+                }
+            }
+            Body::Set { .. } | Body::Delete { .. } => {
+                let value = match &q.body {
+                    Body::Set { value, .. } => Some(value.clone()),
+                    _ => None,
+                };
+                let cur = s.table.version(key);
+                let version = {
+                    self.seq += 1;
+                    (((self.era as u64) << 48) | self.seq).max(cur + 1)
+                };
+                let item = Item {
+                    key,
+                    version,
+                    value,
+                };
+                s.table.put(item.clone());
+                if mirror && !d.owned {
+                    let token = d.next_token;
+                    d.next_token = d.next_token.wrapping_add(1);
+                    *d.pending_keys.entry(key).or_default() += 1;
+                    d.pending.insert(token, q);
+                    let src = d.src;
+                    self.stats.mirrored += 1;
+                    self.send_extra(src, shard, token, 0, Body::Mirror { item });
+                } else {
+                    self.reply(&q, Status::Ok, version, vec![], FLAG_FROM_DEST);
+                }
+            }
+            _ => unreachable!("dest_query takes queries only"),
+        }
+    }
+
+    /// Answers the reads parked on `key` unless a mirrored write of it is still in flight.
+    fn answer_parked(&mut self, shard: ShardId, key: Key) {
+        let Some(s) = self.shards.get_mut(&shard) else {
+            return;
+        };
+        let Role::Dest(d) = &mut s.role else {
+            return;
+        };
+        if d.pending_keys.contains_key(&key) {
+            return;
+        }
+        let Some(reads) = d.parked.remove(&key) else {
+            return;
+        };
+        d.parked_count -= reads.len();
+        let item = s.table.get(key);
+        for q in reads {
+            self.reply_item(&q, item.clone(), FLAG_FROM_DEST | FLAG_PULLED);
+        }
+    }
+
+    // ---------------------------------------------------------------- agents
+
+    fn on_agent(&mut self, p: Packet) {
+        let shard = p.shard;
+        match p.body {
+            Body::Init {
+                era,
+                protocol,
+                geometry,
+            } => {
+                let ok = !self.shards.contains_key(&shard);
+                if ok {
+                    self.era = self.era.max(era.saturating_add(1));
+                    let groups = geometry.groups() as usize;
+                    self.shards.insert(
+                        shard,
+                        Shard {
+                            table: Table::new(geometry),
+                            role: Role::Dest(Box::new(DestAgent {
+                                src: p.from,
+                                protocol,
+                                geometry,
+                                done: vec![0; groups.div_ceil(64)],
+                                owned: false,
+                                parked: HashMap::new(),
+                                parked_count: 0,
+                                pending: HashMap::new(),
+                                pending_keys: HashMap::new(),
+                                next_token: 0,
+                            })),
+                        },
+                    );
+                }
+                self.send(p.from, shard, 0, 0, Body::InitAck { ok });
+            }
+            Body::Data { batch, items, .. } => {
+                let Some(s) = self.dest_shard(shard, p.from) else {
+                    return;
+                };
+                for item in items {
+                    s.table.install_if_newer(item);
+                }
+                self.send(p.from, shard, 0, 0, Body::DataAck { batch });
+            }
+            Body::GroupDone { group } => {
+                if let Some(s) = self.dest_shard(shard, p.from) {
+                    if let Role::Dest(d) = &mut s.role {
+                        let g = group as usize;
+                        if g / 64 < d.done.len() {
+                            d.done[g / 64] |= 1 << (g % 64);
+                        }
+                    }
+                }
+            }
+            Body::Finish => {
+                if let Some(s) = self.dest_shard(shard, p.from) {
+                    if let Role::Dest(d) = &mut s.role {
+                        d.owned = true;
+                    }
+                }
+            }
+            Body::PullReply { item } => {
+                let key = item.key;
+                let Some(s) = self.dest_shard(shard, p.from) else {
+                    return;
+                };
+                s.table.install_if_newer(item);
+                self.answer_parked(shard, key);
+            }
+            Body::MirrorAck { ok } => {
+                let Some(s) = self.dest_shard(shard, p.from) else {
+                    return;
+                };
+                let Role::Dest(d) = &mut s.role else {
+                    return;
+                };
+                let Some(q) = d.pending.remove(&p.seq) else {
+                    self.stats.dropped += 1;
+                    return;
+                };
+                let key = key_of(&q.body);
+                if let Some(n) = d.pending_keys.get_mut(&key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        d.pending_keys.remove(&key);
+                    }
+                }
+                let version = s.table.version(key);
+                if ok {
+                    self.reply(&q, Status::Ok, version, vec![], FLAG_FROM_DEST);
+                } else {
+                    self.stats.refused += 1;
+                    self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
+                }
+                self.answer_parked(shard, key);
+            }
+            Body::Abort => self.dest_abort(shard, p.from),
+            Body::Pull { key } => {
+                let item = match self.shards.get(&shard) {
+                    Some(s) => s.table.get(key),
+                    None => None,
+                };
+                let item = item.unwrap_or(Item {
+                    key,
+                    version: 0,
+                    value: None,
+                });
+                self.send_extra(p.from, shard, p.seq, 0, Body::PullReply { item });
+            }
+            Body::Mirror { item } => {
+                let from = p.from;
+                let ok = match self.shards.get_mut(&shard) {
+                    Some(Shard {
+                        table,
+                        role: Role::Source(a),
+                    }) if a.dst == from => {
+                        table.install_if_newer(item);
+                        true
+                    }
+                    Some(Shard {
+                        role: Role::Moved(to),
+                        ..
+                    }) => *to == from,
+                    _ => false,
+                };
+                self.send_extra(from, shard, p.seq, 0, Body::MirrorAck { ok });
+            }
+            Body::InitAck { ok } => self.source_init_ack(shard, p.from, ok),
+            Body::DataAck { batch } => self.source_data_ack(shard, p.from, batch),
+            Body::ControlAck { op: o, ok, group } if p.from == self.cfg.router => {
+                self.source_control_ack(shard, o, ok, group)
+            }
+            _ => self.stats.dropped += 1,
+        }
+    }
+
+    fn dest_shard(&mut self, shard: ShardId, from: NodeId) -> Option<&mut Shard> {
+        match self.shards.get_mut(&shard) {
+            Some(s) if matches!(&s.role, Role::Dest(d) if d.src == from) => Some(s),
+            _ => {
+                self.stats.dropped += 1;
+                None
+            }
+        }
+    }
+
+    fn dest_abort(&mut self, shard: ShardId, from: NodeId) {
+        if self.dest_shard(shard, from).is_none() {
+            return;
+        }
+        let Some(s) = self.shards.remove(&shard) else {
+            return;
+        };
+        if let Role::Dest(d) = s.role {
+            for q in d.parked.into_values().flatten().chain(d.pending.into_values()) {
+                self.stats.refused += 1;
+                self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
+            }
+        }
+    }
+
+    fn source(&mut self, shard: ShardId) -> Option<(&mut Table, &mut SourceAgent)> {
+        match self.shards.get_mut(&shard) {
+            Some(Shard {
+                table,
+                role: Role::Source(a),
+            }) => Some((table, a)),
+            _ => None,
+        }
+    }
+
+    fn source_init_ack(&mut self, shard: ShardId, from: NodeId, ok: bool) {
+        let (id, router, now) = (self.cfg.id, self.cfg.router, self.now_us);
+        let Some((table, a)) = self.source(shard) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        if a.dst != from || a.phase != MigrationPhase::Registering {
+            self.stats.dropped += 1;
+            return;
+        }
+        if !ok {
+            self.abort(shard, "the destination refused the shard (it already holds it)");
+            return;
+        }
+        a.last_progress_us = now;
+        let body = Body::Register {
+            src: id,
+            dst: a.dst,
+            mode: a.protocol.router_mode(),
+            geometry: table.geometry(),
+        };
+        self.send(router, shard, 0, 0, body);
+    }
+
+    fn source_data_ack(&mut self, shard: ShardId, from: NodeId, batch: u32) {
+        let now = self.now_us;
+        let Some((_, a)) = self.source(shard) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        if a.dst != from {
+            self.stats.dropped += 1;
+            return;
+        }
+        a.last_progress_us = now;
+        let Some(g) = a.batches.remove(&batch) else {
+            return;
+        };
+        if let Some(gp) = a.groups.get_mut(&g) {
+            gp.unacked -= 1;
+        }
+        self.try_finish_group(shard, g);
+        self.source_step(shard);
+    }
+
+    fn source_control_ack(&mut self, shard: ShardId, o: u8, ok: bool, group: u32) {
+        let now = self.now_us;
+        let Some((_, a)) = self.source(shard) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        a.last_progress_us = now;
+        match o {
+            op::REGISTER => {
+                if !ok {
+                    self.abort(shard, "the router refused the instance (table full or busy)");
+                    return;
+                }
+                a.phase = MigrationPhase::Copying;
+                if a.protocol == Protocol::StopAndCopy {
+                    a.frozen_since_us = Some(now);
+                }
+                self.source_step(shard);
+            }
+            op::GROUP_START => {
+                if let Some(gp) = a.groups.get_mut(&group) {
+                    gp.start_acked = ok;
+                }
+                if !ok {
+                    self.abort(shard, "the router refused GROUP-START");
+                    return;
+                }
+                self.try_finish_group(shard, group);
+            }
+            op::GROUP_COMPLETE => {
+                if !ok {
+                    self.abort(shard, "the router refused GROUP-COMPLETE");
+                    return;
+                }
+                if a.groups.remove(&group).is_some() {
+                    a.groups_done += 1;
+                }
+                self.source_step(shard);
+            }
+            op::TERMINATE => self.source_cleanup(shard),
+            op::ABORT => {}
+            _ => self.stats.dropped += 1,
+        }
+    }
+
+    /// Sends a batch list for group `g` into the queue.
+    fn enqueue(a: &mut SourceAgent, g: u32, items: Vec<Item>, late: bool, per: usize) -> u32 {
+        let mut n = 0;
+        for chunk in items.chunks(per) {
+            a.queue.push_back((g, chunk.to_vec(), late));
+            n += 1;
+        }
+        n
+    }
+
+    fn try_finish_group(&mut self, shard: ShardId, g: u32) {
+        let (router, per) = (self.cfg.router, self.cfg.batch_items_max);
+        let Some((table, a)) = self.source(shard) else {
+            return;
+        };
+        let protocol = a.protocol;
+        let dst = a.dst;
+        let Some(gp) = a.groups.get_mut(&g) else {
+            return;
+        };
+        if !gp.start_acked || gp.unacked > 0 || gp.complete_sent {
+            return;
+        }
+        if !gp.late_sent {
+            // NetMigrate 4.3 corner case: every write routed here before GROUP-START took
+            // effect by now (FIFO), so the late set is final. Forward it before completing.
+            gp.late_sent = true;
+            let items: Vec<Item> = gp.late.iter().filter_map(|&k| table.get(k)).collect();
+            let late = items.len() as u64;
+            if !items.is_empty() {
+                let n = Self::enqueue(a, g, items, true, per);
+                if let Some(gp) = a.groups.get_mut(&g) {
+                    gp.unacked += n;
+                }
+                self.stats.late_writes += late;
+                self.source_step(shard);
+                return;
+            }
+        }
+        gp.complete_sent = true;
+        self.send(dst, shard, 0, 0, Body::GroupDone { group: g });
+        let Some((_, a)) = self.source(shard) else {
+            return;
+        };
+        match protocol {
+            Protocol::NetMigrate => {
+                self.send(router, shard, 0, 0, Body::GroupComplete { group: g });
+            }
+            Protocol::Fulva => {
+                a.completes_waiting.insert(g);
+                let mut sends = Vec::new();
+                while a.completes_waiting.remove(&a.next_complete) {
+                    sends.push(a.next_complete);
+                    a.next_complete += 1;
+                }
+                for g in sends {
+                    self.send(router, shard, 0, 0, Body::GroupComplete { group: g });
+                }
+            }
+            _ => {
+                a.groups.remove(&g);
+                a.groups_done += 1;
+            }
+        }
+    }
+
+    fn source_step(&mut self, shard: ShardId) {
+        let cfg = self.cfg.clone();
+        let now = self.now_us;
+        let Some((table, a)) = self.source(shard) else {
+            return;
+        };
+        let waiting = a.phase == MigrationPhase::Registering || !a.batches.is_empty();
+        if waiting && now.saturating_sub(a.last_progress_us) > cfg.ack_timeout_us {
+            self.abort(shard, "the destination stopped answering (ack timeout)");
+            return;
+        }
+        if !matches!(
+            a.phase,
+            MigrationPhase::Copying | MigrationPhase::DirtyRounds | MigrationPhase::FinalPause
+        ) {
+            return;
+        }
+        let mut starts = Vec::new();
+        while a.phase == MigrationPhase::Copying
+            && a.next_group < a.groups_total
+            && a.groups.len() < cfg.groups_inflight_max
+        {
+            let g = a.next_group;
+            a.next_group += 1;
+            let items = table.scan_group(g);
+            let mut gp = GroupProgress {
+                start_acked: a.protocol != Protocol::NetMigrate,
+                ..GroupProgress::default()
+            };
+            for chunk in items.chunks(cfg.batch_items_max) {
+                a.queue.push_back((g, chunk.to_vec(), false));
+                gp.unacked += 1;
+            }
+            a.groups.insert(g, gp);
+            starts.push(g);
+        }
+        // Send what the window allows.
+        let mut sends = Vec::new();
+        while a.batches.len() < cfg.batches_inflight_max {
+            let Some((g, items, late)) = a.queue.pop_front() else {
+                break;
+            };
+            if a.batches.is_empty() {
+                a.last_progress_us = now;
+            }
+            let batch = a.next_batch;
+            a.next_batch = a.next_batch.wrapping_add(1);
+            a.batches.insert(batch, g);
+            sends.push((batch, g, items, late));
+        }
+        let (protocol, dst) = (a.protocol, a.dst);
+        for g in &starts {
+            if protocol == Protocol::NetMigrate {
+                // Pipelined as in the paper: scan without waiting for the ack; writes that
+                // land in between are the late writes.
+                self.send(cfg.router, shard, 0, 0, Body::GroupStart { group: *g });
+            }
+        }
+        for (batch, g, items, late) in sends {
+            let body = Body::Data { batch, group: g, items };
+            if late {
+                self.send_extra(dst, shard, 0, FLAG_LATE, body);
+            } else {
+                self.send(dst, shard, 0, 0, body);
+                if let Some((_, p)) = self.out.last() {
+                    self.stats.data_bytes += p.encoded_len() as u64;
+                }
+            }
+        }
+        for g in starts {
+            self.try_finish_group(shard, g);
+        }
+        self.advance_phase(shard);
+    }
+
+    fn advance_phase(&mut self, shard: ShardId) {
+        let cfg = self.cfg.clone();
+        let now = self.now_us;
+        let Some((table, a)) = self.source(shard) else {
+            return;
+        };
+        let idle = a.queue.is_empty() && a.batches.is_empty() && a.groups.is_empty();
+        if !idle || a.next_group < a.groups_total || a.terminate_sent {
+            return;
+        }
+        match (a.phase, a.protocol) {
+            (MigrationPhase::Copying, Protocol::SourceBased) => a.phase = MigrationPhase::DirtyRounds,
+            (MigrationPhase::Copying, Protocol::StopAndCopy) => a.phase = MigrationPhase::FinalPause,
+            (MigrationPhase::Copying, _) => a.phase = MigrationPhase::Terminating,
+            _ => {}
+        }
+        if a.phase == MigrationPhase::DirtyRounds {
+            if a.dirty.len() <= cfg.final_dirty_keys_max || a.dirty_rounds >= cfg.dirty_rounds_max {
+                a.phase = MigrationPhase::FinalPause;
+                a.frozen_since_us = Some(now);
+            } else {
+                a.dirty_rounds += 1;
+            }
+        }
+        if matches!(a.phase, MigrationPhase::DirtyRounds | MigrationPhase::FinalPause)
+            && !a.dirty.is_empty()
+        {
+            let keys = std::mem::take(&mut a.dirty);
+            let items: Vec<Item> = keys.iter().filter_map(|&k| table.get(k)).collect();
+            self.stats.dirty_items += items.len() as u64;
+            let Some((_, a)) = self.source(shard) else {
+                return;
+            };
+            Self::enqueue(a, u32::MAX, items, true, cfg.batch_items_max);
+            self.source_step(shard);
+            return;
+        }
+        if a.phase == MigrationPhase::FinalPause {
+            a.phase = MigrationPhase::Terminating;
+        }
+        if a.phase == MigrationPhase::Terminating {
+            // NetMigrate 4.1 step 3: the destination takes ownership, then the router drops the
+            // instance; the source cleans up when the router acks.
+            a.terminate_sent = true;
+            let dst = a.dst;
+            self.send(dst, shard, 0, 0, Body::Finish);
+            self.send(cfg.router, shard, 0, 0, Body::Terminate);
+        }
+    }
+
+    fn source_cleanup(&mut self, shard: ShardId) {
+        let now = self.now_us;
+        let Some(s) = self.shards.get_mut(&shard) else {
+            return;
+        };
+        let Role::Source(a) = std::mem::replace(&mut s.role, Role::Owner) else {
+            return;
+        };
+        let mut a = *a;
+        s.table.clear();
+        s.role = Role::Moved(a.dst);
+        if let Some(t) = a.frozen_since_us.take() {
+            a.pause_us = now.saturating_sub(t);
+        }
+        a.phase = MigrationPhase::Done;
+        a.groups_done = a.groups_total;
+        let held = std::mem::take(&mut a.held);
+        self.stats.forwarded += held.len() as u64;
+        for q in held {
+            self.out.push((a.dst, q));
+        }
+        let status = self.agent_status(shard, &a);
+        self.remember(status);
+    }
+
+    /// Aborts an outgoing migration: the source becomes the owner again (NetMigrate 7).
+    fn abort(&mut self, shard: ShardId, reason: &str) {
+        let now = self.now_us;
+        let router = self.cfg.router;
+        let Some(s) = self.shards.get_mut(&shard) else {
+            return;
+        };
+        let Role::Source(a) = std::mem::replace(&mut s.role, Role::Owner) else {
+            return;
+        };
+        let mut a = *a;
+        a.errors += 1;
+        a.last_error = Some(reason.to_string());
+        a.phase = MigrationPhase::Aborted;
+        if let Some(t) = a.frozen_since_us.take() {
+            a.pause_us = now.saturating_sub(t);
+        }
+        self.send(router, shard, 0, 0, Body::Abort);
+        self.send(a.dst, shard, 0, 0, Body::Abort);
+        let held = std::mem::take(&mut a.held);
+        let status = self.agent_status(shard, &a);
+        self.remember(status);
+        for q in held {
+            self.execute(q, 0);
+        }
+    }
+
+    /// Aborts the outgoing migration of `shard` now (operator request).
+    pub fn abort_migration(&mut self, now_us: u64, shard: ShardId) -> Vec<(NodeId, Packet)> {
+        self.now_us = now_us;
+        self.abort(shard, "aborted by the operator");
+        std::mem::take(&mut self.out)
+    }
+
+    fn remember(&mut self, status: MigrationStatus) {
+        if self.history.len() >= self.cfg.status_history_max {
+            self.history.pop_front();
+        }
+        self.history.push_back(status);
+    }
+
+    fn agent_status(&self, shard: ShardId, a: &SourceAgent) -> MigrationStatus {
+        let elapsed_us = self.now_us.saturating_sub(a.started_us);
+        let pause_us = a.pause_us
+            + a.frozen_since_us
+                .map_or(0, |t| self.now_us.saturating_sub(t));
+        MigrationStatus {
+            shard,
+            source: self.cfg.id,
+            destination: a.dst,
+            protocol: a.protocol,
+            phase: a.phase,
+            groups_done: a.groups_done,
+            groups_total: a.groups_total,
+            elapsed_us,
+            groups_per_s: if elapsed_us == 0 {
+                0.0
+            } else {
+                a.groups_done as f64 * 1e6 / elapsed_us as f64
+            },
+            idle_us: self.now_us.saturating_sub(a.last_progress_us),
+            errors: a.errors,
+            last_error: a.last_error.clone(),
+            late_writes: self.stats.late_writes,
+            dirty_rounds: a.dirty_rounds,
+            pause_us,
+        }
+    }
+
+    /// Every outgoing migration, running ones first, then finished and aborted ones (newest last).
+    pub fn migration_status(&self) -> Vec<MigrationStatus> {
+        let mut v: Vec<MigrationStatus> = self
+            .shards
+            .iter()
+            .filter_map(|(&id, s)| match &s.role {
+                Role::Source(a) => Some(self.agent_status(id, a)),
+                _ => None,
+            })
+            .collect();
+        v.extend(self.history.iter().cloned());
+        v
+    }
+}
