@@ -23,7 +23,7 @@
 //! the source holds every acknowledged write, and an aborted migration (destination silent for
 //! `ack_timeout_us`) leaves the source authoritative and complete (NetMigrate 7, fault tolerance).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::error::{Error, Result};
 use crate::group::Geometry;
@@ -177,10 +177,10 @@ struct DestAgent {
     geometry: Geometry,
     done: Vec<u64>,
     owned: bool,
-    parked: HashMap<Key, Vec<Packet>>,
+    parked: BTreeMap<Key, Vec<Packet>>,
     parked_count: usize,
-    pending: HashMap<u32, Packet>,
-    pending_keys: HashMap<Key, u32>,
+    pending: BTreeMap<u32, Packet>,
+    pending_keys: BTreeMap<Key, u32>,
     next_token: u32,
 }
 
@@ -661,10 +661,10 @@ impl Server {
                                 geometry,
                                 done: vec![0; groups.div_ceil(64)],
                                 owned: false,
-                                parked: HashMap::new(),
+                                parked: BTreeMap::new(),
                                 parked_count: 0,
-                                pending: HashMap::new(),
-                                pending_keys: HashMap::new(),
+                                pending: BTreeMap::new(),
+                                pending_keys: BTreeMap::new(),
                                 next_token: 0,
                             })),
                         },
