@@ -49,7 +49,9 @@ pub fn check_history(ops: &[Op], initial: impl Fn(Key) -> Option<Vec<u8>>) -> Re
                 return Err(format!("op {op:?} responds before it is invoked"));
             }
         } else if matches!(op.kind, OpKind::Read(_)) {
-            return Err(format!("read {op:?} has no response; leave failed reads out"));
+            return Err(format!(
+                "read {op:?} has no response; leave failed reads out"
+            ));
         }
         by_key.entry(op.key).or_default().push(op.clone());
     }
@@ -172,7 +174,12 @@ mod tests {
 
     #[test]
     fn sequential_and_concurrent_histories_pass() {
-        let h = vec![w(0, 1, 1, Some(2)), r(1, Some(1), 3, 4), w(0, 2, 5, Some(8)), r(1, Some(1), 6, 7)];
+        let h = vec![
+            w(0, 1, 1, Some(2)),
+            r(1, Some(1), 3, 4),
+            w(0, 2, 5, Some(8)),
+            r(1, Some(1), 6, 7),
+        ];
         check_history(&h, |_| None).unwrap();
         // A read concurrent with a write may see either value.
         let h = vec![w(0, 1, 1, Some(10)), r(1, None, 2, 3), r(2, Some(1), 4, 5)];
@@ -194,12 +201,24 @@ mod tests {
 
     #[test]
     fn lost_write_fails_and_unknown_writes_may_vanish() {
-        let h = vec![w(0, 1, 1, Some(2)), w(0, 2, 3, Some(4)), r(1, Some(1), 5, 6)];
+        let h = vec![
+            w(0, 1, 1, Some(2)),
+            w(0, 2, 3, Some(4)),
+            r(1, Some(1), 5, 6),
+        ];
         assert!(check_history(&h, |_| None).is_err());
-        let h = vec![w(0, 1, 1, Some(2)), w(0, 2, 3, None), r(1, Some(1), 5, 6), r(1, Some(2), 7, 8)];
+        let h = vec![
+            w(0, 1, 1, Some(2)),
+            w(0, 2, 3, None),
+            r(1, Some(1), 5, 6),
+            r(1, Some(2), 7, 8),
+        ];
         check_history(&h, |_| None).unwrap();
         let h = vec![w(0, 2, 3, None), r(1, Some(2), 7, 8), r(1, None, 9, 10)];
-        assert!(check_history(&h, |_| None).is_err(), "an unknown write cannot be undone");
+        assert!(
+            check_history(&h, |_| None).is_err(),
+            "an unknown write cannot be undone"
+        );
     }
 
     #[test]

@@ -516,7 +516,10 @@ mod tests {
         // Termination drops the instance and redirects the shard.
         r.on_packet(ctl(Body::Terminate));
         assert!(r.instances().is_empty());
-        assert_eq!(targets(&r.on_packet(query(Body::Delete { key: k }))), vec![DST]);
+        assert_eq!(
+            targets(&r.on_packet(query(Body::Delete { key: k }))),
+            vec![DST]
+        );
     }
 
     #[test]
@@ -526,14 +529,27 @@ mod tests {
         let geo = register(&mut r, RouterMode::Filters);
         let (a, b) = (key_in(geo, 1), key_in(geo, 2));
         r.on_packet(ctl(Body::GroupStart { group: 1 }));
-        assert_eq!(r.lookup(SRC, b), Some(GroupState::Migrating), "CBF false positive");
-        let out = r.on_packet(query(Body::Set { key: b, value: vec![1] }));
+        assert_eq!(
+            r.lookup(SRC, b),
+            Some(GroupState::Migrating),
+            "CBF false positive"
+        );
+        let out = r.on_packet(query(Body::Set {
+            key: b,
+            value: vec![1],
+        }));
         assert_eq!(targets(&out), vec![DST]);
         r.on_packet(ctl(Body::GroupComplete { group: 1 }));
         // Group 2 never started, but a write of it went to the destination.
         assert_ne!(r.lookup(SRC, b), Some(GroupState::NotStarted));
-        assert_eq!(targets(&r.on_packet(query(Body::Get { key: b }))), vec![DST]);
-        assert_eq!(targets(&r.on_packet(query(Body::Get { key: a }))), vec![DST]);
+        assert_eq!(
+            targets(&r.on_packet(query(Body::Get { key: b }))),
+            vec![DST]
+        );
+        assert_eq!(
+            targets(&r.on_packet(query(Body::Get { key: a }))),
+            vec![DST]
+        );
         assert_eq!(r.stats().sticky_writes, 1);
     }
 
@@ -612,10 +628,19 @@ mod tests {
         let geo = register(&mut r, RouterMode::ClientTracked);
         let k0 = key_in(geo, 0);
         let k1 = key_in(geo, 1);
-        assert_eq!(targets(&r.on_packet(query(Body::Get { key: k0 }))), vec![SRC, DST]);
-        assert_eq!(targets(&r.on_packet(query(Body::Delete { key: k1 }))), vec![DST]);
+        assert_eq!(
+            targets(&r.on_packet(query(Body::Get { key: k0 }))),
+            vec![SRC, DST]
+        );
+        assert_eq!(
+            targets(&r.on_packet(query(Body::Delete { key: k1 }))),
+            vec![DST]
+        );
         r.on_packet(ctl(Body::GroupComplete { group: 0 }));
-        assert_eq!(targets(&r.on_packet(query(Body::Get { key: k0 }))), vec![DST]);
+        assert_eq!(
+            targets(&r.on_packet(query(Body::Get { key: k0 }))),
+            vec![DST]
+        );
         // Out-of-order completion is refused in this mode.
         let out = r.on_packet(ctl(Body::GroupComplete { group: 3 }));
         assert!(matches!(out[0].1.body, Body::ControlAck { ok: false, .. }));

@@ -128,7 +128,10 @@ impl Cluster {
     /// Starts the router and server threads.
     pub fn start(cfg: ClusterConfig) -> Result<Self> {
         if cfg.servers < 2 || cfg.servers > 64 {
-            return Err(Error::Config(format!("servers = {} must be in 2..=64", cfg.servers)));
+            return Err(Error::Config(format!(
+                "servers = {} must be in 2..=64",
+                cfg.servers
+            )));
         }
         let nodes = 1 + cfg.servers as usize + cfg.clients_max as usize;
         if nodes > u16::MAX as usize {
@@ -214,7 +217,10 @@ impl Cluster {
     }
 
     fn command<T>(&self, server: NodeId, make: impl FnOnce(Sender<T>) -> Command) -> Result<T> {
-        let tx = self.commands.get(&server).ok_or(Error::Unreachable(server))?;
+        let tx = self
+            .commands
+            .get(&server)
+            .ok_or(Error::Unreachable(server))?;
         let (rtx, rrx) = crossbeam_channel::bounded(1);
         tx.send(make(rtx)).map_err(|_| Error::Unreachable(server))?;
         rrx.recv_timeout(Duration::from_millis(self.cfg.op_timeout_ms))
@@ -227,14 +233,24 @@ impl Cluster {
     }
 
     /// Starts migrating `shard` from its current server `source` to `dst`.
-    pub fn migrate(&self, source: NodeId, shard: ShardId, dst: NodeId, protocol: Protocol) -> Result<()> {
+    pub fn migrate(
+        &self,
+        source: NodeId,
+        shard: ShardId,
+        dst: NodeId,
+        protocol: Protocol,
+    ) -> Result<()> {
         self.command(source, |tx| Command::Migrate(shard, dst, protocol, tx))?
     }
 
     /// Asks `source` to abort its migration of `shard`.
     pub fn abort(&self, source: NodeId, shard: ShardId) -> Result<()> {
-        let tx = self.commands.get(&source).ok_or(Error::Unreachable(source))?;
-        tx.send(Command::Abort(shard)).map_err(|_| Error::Unreachable(source))
+        let tx = self
+            .commands
+            .get(&source)
+            .ok_or(Error::Unreachable(source))?;
+        tx.send(Command::Abort(shard))
+            .map_err(|_| Error::Unreachable(source))
     }
 
     /// A server's entry for `key` in `shard`, bypassing the router.
@@ -271,10 +287,12 @@ impl Cluster {
             let last = self
                 .migration_status()
                 .into_iter()
-                .filter(|s| s.shard == shard)
-                .last();
+                .rfind(|s| s.shard == shard);
             if let Some(s) = &last {
-                if matches!(s.phase, crate::MigrationPhase::Done | crate::MigrationPhase::Aborted) {
+                if matches!(
+                    s.phase,
+                    crate::MigrationPhase::Done | crate::MigrationPhase::Aborted
+                ) {
                     return Ok(s.clone());
                 }
             }
@@ -366,20 +384,24 @@ fn server_loop(
             let _ = t.send(to, p);
         }
     };
-    let allowance_us = budget.interval_us * budget.query_pct as u64 / 100;
+    let allowance_ns = budget.interval_us * 1000 * budget.query_pct as u64 / 100;
     let mut interval_start = now_us(epoch);
-    let mut used_us = 0u64;
+    let mut used_ns = 0u64;
     let mut last_publish = 0u64;
     while !stop.load(Ordering::Relaxed) {
         while let Ok(c) = commands.try_recv() {
             let now = now_us(epoch);
             match c {
                 Command::Load(shard, pairs, tx) => {
-                    let r = pairs.into_iter().try_for_each(|(k, v)| server.load(shard, k, v));
+                    let r = pairs
+                        .into_iter()
+                        .try_for_each(|(k, v)| server.load(shard, k, v));
                     let _ = tx.send(r);
                 }
                 Command::Migrate(shard, dst, protocol, tx) => {
-                    let r = server.start_migration(now, shard, dst, protocol).map(send_all);
+                    let r = server
+                        .start_migration(now, shard, dst, protocol)
+                        .map(send_all);
                     let _ = tx.send(r);
                 }
                 Command::Abort(shard) => send_all(server.abort_migration(now, shard)),
@@ -394,9 +416,9 @@ fn server_loop(
         let now = now_us(epoch);
         if now >= interval_start + budget.interval_us {
             interval_start = now;
-            used_us = 0;
+            used_ns = 0;
         }
-        if used_us < allowance_us || budget.query_pct >= 100 {
+        if used_ns < allowance_ns || budget.query_pct >= 100 {
             let wait = if server.has_background_work() {
                 Duration::ZERO
             } else {
@@ -411,7 +433,7 @@ fn server_loop(
                 Ok(Some(p)) => {
                     let start = Instant::now();
                     send_all(server.handle(now_us(epoch), p));
-                    used_us += start.elapsed().as_micros() as u64;
+                    used_ns += start.elapsed().as_nanos() as u64;
                 }
                 Ok(None) => {}
                 Err(_) => return, // killed

@@ -91,14 +91,21 @@ impl ServerConfig {
             / (crate::wire::ITEM_BYTES_MIN + crate::wire::VALUE_BYTES_MAX);
         let checks: [(&str, usize, usize, usize); 5] = [
             ("batch_items_max", self.batch_items_max, 1, per_batch),
-            ("batches_inflight_max", self.batches_inflight_max, 1, 1 << 16),
+            (
+                "batches_inflight_max",
+                self.batches_inflight_max,
+                1,
+                1 << 16,
+            ),
             ("groups_inflight_max", self.groups_inflight_max, 1, 1 << 10),
             ("parked_reads_max", self.parked_reads_max, 1, 1 << 20),
             ("held_queries_max", self.held_queries_max, 1, 1 << 20),
         ];
         for (name, v, lo, hi) in checks {
             if v < lo || v > hi {
-                return Err(Error::Config(format!("{name} = {v} must be in {lo}..={hi}")));
+                return Err(Error::Config(format!(
+                    "{name} = {v} must be in {lo}..={hi}"
+                )));
             }
         }
         if self.ack_timeout_us == 0 {
@@ -284,7 +291,10 @@ impl Server {
     pub fn load(&mut self, shard: ShardId, key: Key, value: Vec<u8>) -> Result<()> {
         let cur = self.shards.get(&shard).map(|s| s.table.version(key));
         let Some(cur) = cur else {
-            return Err(Error::Config(format!("server {} has no shard {shard}", self.cfg.id)));
+            return Err(Error::Config(format!(
+                "server {} has no shard {shard}",
+                self.cfg.id
+            )));
         };
         let version = self.next_version(cur);
         if let Some(s) = self.shards.get_mut(&shard) {
@@ -362,7 +372,10 @@ impl Server {
             return Err(reject("the destination must be another server"));
         }
         let era = self.era;
-        let s = self.shards.get_mut(&shard).ok_or_else(|| reject("not on this server"))?;
+        let s = self
+            .shards
+            .get_mut(&shard)
+            .ok_or_else(|| reject("not on this server"))?;
         if !matches!(s.role, Role::Owner) {
             return Err(reject("already migrating or moved; wait for it to finish"));
         }
@@ -437,7 +450,9 @@ impl Server {
             Role::Source(a) => {
                 matches!(
                     a.phase,
-                    MigrationPhase::Copying | MigrationPhase::DirtyRounds | MigrationPhase::FinalPause
+                    MigrationPhase::Copying
+                        | MigrationPhase::DirtyRounds
+                        | MigrationPhase::FinalPause
                 ) && (!a.queue.is_empty() && a.batches.len() < self.cfg.batches_inflight_max
                     || a.next_group < a.groups_total
                         && a.groups.len() < self.cfg.groups_inflight_max
@@ -525,8 +540,21 @@ impl Server {
                 self.stats.late_after_flush += 1;
                 let dst = a.dst;
                 let items = s.table.get(key).into_iter().collect();
-                self.send_extra(dst, shard, 0, FLAG_LATE, Body::Data { batch: u32::MAX, group: g, items });
-                debug_assert!(false, "write to shard {shard} key {key} after its group's late flush");
+                self.send_extra(
+                    dst,
+                    shard,
+                    0,
+                    FLAG_LATE,
+                    Body::Data {
+                        batch: u32::MAX,
+                        group: g,
+                        items,
+                    },
+                );
+                debug_assert!(
+                    false,
+                    "write to shard {shard} key {key} after its group's late flush"
+                );
             }
         }
         self.reply(&q, Status::Ok, version, vec![], flags);
@@ -791,7 +819,12 @@ impl Server {
             return;
         };
         if let Role::Dest(d) = s.role {
-            for q in d.parked.into_values().flatten().chain(d.pending.into_values()) {
+            for q in d
+                .parked
+                .into_values()
+                .flatten()
+                .chain(d.pending.into_values())
+            {
                 self.stats.refused += 1;
                 self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
             }
@@ -819,7 +852,10 @@ impl Server {
             return;
         }
         if !ok {
-            self.abort(shard, "the destination refused the shard (it already holds it)");
+            self.abort(
+                shard,
+                "the destination refused the shard (it already holds it)",
+            );
             return;
         }
         a.last_progress_us = now;
@@ -863,7 +899,10 @@ impl Server {
         match o {
             op::REGISTER => {
                 if !ok {
-                    self.abort(shard, "the router refused the instance (table full or busy)");
+                    self.abort(
+                        shard,
+                        "the router refused the instance (table full or busy)",
+                    );
                     return;
                 }
                 a.phase = MigrationPhase::Copying;
@@ -1023,7 +1062,11 @@ impl Server {
             }
         }
         for (batch, g, items, late) in sends {
-            let body = Body::Data { batch, group: g, items };
+            let body = Body::Data {
+                batch,
+                group: g,
+                items,
+            };
             if late {
                 self.send_extra(dst, shard, 0, FLAG_LATE, body);
             } else {
@@ -1050,8 +1093,12 @@ impl Server {
             return;
         }
         match (a.phase, a.protocol) {
-            (MigrationPhase::Copying, Protocol::SourceBased) => a.phase = MigrationPhase::DirtyRounds,
-            (MigrationPhase::Copying, Protocol::StopAndCopy) => a.phase = MigrationPhase::FinalPause,
+            (MigrationPhase::Copying, Protocol::SourceBased) => {
+                a.phase = MigrationPhase::DirtyRounds
+            }
+            (MigrationPhase::Copying, Protocol::StopAndCopy) => {
+                a.phase = MigrationPhase::FinalPause
+            }
             (MigrationPhase::Copying, _) => a.phase = MigrationPhase::Terminating,
             _ => {}
         }
@@ -1063,8 +1110,10 @@ impl Server {
                 a.dirty_rounds += 1;
             }
         }
-        if matches!(a.phase, MigrationPhase::DirtyRounds | MigrationPhase::FinalPause)
-            && !a.dirty.is_empty()
+        if matches!(
+            a.phase,
+            MigrationPhase::DirtyRounds | MigrationPhase::FinalPause
+        ) && !a.dirty.is_empty()
         {
             let keys = std::mem::take(&mut a.dirty);
             let items: Vec<Item> = keys.iter().filter_map(|&k| table.get(k)).collect();

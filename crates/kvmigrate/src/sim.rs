@@ -159,7 +159,9 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
     let mut initial = BTreeMap::new();
     for k in 0..cfg.keys {
         let v = format!("init-{k}").into_bytes();
-        servers[0].load(SOURCE, k, v.clone()).map_err(|e| fail(e.to_string()))?;
+        servers[0]
+            .load(SOURCE, k, v.clone())
+            .map_err(|e| fail(e.to_string()))?;
         initial.insert(k, v);
     }
     let nodes = FIRST_CLIENT as usize + cfg.clients as usize;
@@ -238,7 +240,9 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                     return Err(fail("no status".into()));
                 };
                 if servers[0].stats().late_after_flush != 0 {
-                    return Err(fail("a write reached the source after its late flush".into()));
+                    return Err(fail(
+                        "a write reached the source after its late flush".into(),
+                    ));
                 }
                 return Ok(SimReport {
                     history,
@@ -315,7 +319,9 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                         (OpKind::Read(_), Status::Ok) => {
                             Some((OpKind::Read(Some(outcome.value)), Some(step)))
                         }
-                        (OpKind::Read(_), Status::NotFound) => Some((OpKind::Read(None), Some(step))),
+                        (OpKind::Read(_), Status::NotFound) => {
+                            Some((OpKind::Read(None), Some(step)))
+                        }
                         (w, _) => Some((w, Some(step))),
                     };
                     if let Some((kind, response)) = kind {

@@ -150,7 +150,10 @@ mod tests {
         assert_eq!(t.get(1).unwrap().value.as_deref(), Some(&b"new"[..]));
         assert!(t.install_if_newer(item(1, 11, None)));
         assert_eq!(t.live(), 0);
-        assert!(!t.install_if_newer(item(1, 3, Some(b"zombie"))), "tombstone wins");
+        assert!(
+            !t.install_if_newer(item(1, 3, Some(b"zombie"))),
+            "tombstone wins"
+        );
         assert!(t.install_if_newer(item(2, 0, None)));
         assert_eq!(t.get(2).unwrap().version, 0);
     }

@@ -114,7 +114,10 @@ mod tests {
             t.send(1, pkt(s)).unwrap();
         }
         for s in 0..5 {
-            assert_eq!(t.recv(1, Duration::from_millis(10)).unwrap().unwrap().seq, s);
+            assert_eq!(
+                t.recv(1, Duration::from_millis(10)).unwrap().unwrap().seq,
+                s
+            );
         }
         assert!(t.recv(1, Duration::from_millis(1)).unwrap().is_none());
         t.set_down(2);

@@ -199,26 +199,72 @@ pub struct Packet {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub enum Body {
-    Get { key: Key },
-    Set { key: Key, value: Vec<u8> },
-    Delete { key: Key },
-    Reply { status: Status, version: u64, value: Vec<u8> },
-    Register { src: NodeId, dst: NodeId, mode: RouterMode, geometry: Geometry },
-    GroupStart { group: u32 },
-    GroupComplete { group: u32 },
+    Get {
+        key: Key,
+    },
+    Set {
+        key: Key,
+        value: Vec<u8>,
+    },
+    Delete {
+        key: Key,
+    },
+    Reply {
+        status: Status,
+        version: u64,
+        value: Vec<u8>,
+    },
+    Register {
+        src: NodeId,
+        dst: NodeId,
+        mode: RouterMode,
+        geometry: Geometry,
+    },
+    GroupStart {
+        group: u32,
+    },
+    GroupComplete {
+        group: u32,
+    },
     Terminate,
     Abort,
-    ControlAck { op: u8, ok: bool, group: u32 },
-    Init { era: u16, protocol: Protocol, geometry: Geometry },
-    InitAck { ok: bool },
-    Data { batch: u32, group: u32, items: Vec<Item> },
-    DataAck { batch: u32 },
-    GroupDone { group: u32 },
+    ControlAck {
+        op: u8,
+        ok: bool,
+        group: u32,
+    },
+    Init {
+        era: u16,
+        protocol: Protocol,
+        geometry: Geometry,
+    },
+    InitAck {
+        ok: bool,
+    },
+    Data {
+        batch: u32,
+        group: u32,
+        items: Vec<Item>,
+    },
+    DataAck {
+        batch: u32,
+    },
+    GroupDone {
+        group: u32,
+    },
     Finish,
-    Pull { key: Key },
-    PullReply { item: Item },
-    Mirror { item: Item },
-    MirrorAck { ok: bool },
+    Pull {
+        key: Key,
+    },
+    PullReply {
+        item: Item,
+    },
+    Mirror {
+        item: Item,
+    },
+    MirrorAck {
+        ok: bool,
+    },
 }
 
 /// Op codes.
@@ -275,7 +321,10 @@ impl Body {
 
     /// Whether this is a client query (GET, SET, DELETE).
     pub fn is_query(&self) -> bool {
-        matches!(self, Body::Get { .. } | Body::Set { .. } | Body::Delete { .. })
+        matches!(
+            self,
+            Body::Get { .. } | Body::Set { .. } | Body::Delete { .. }
+        )
     }
 }
 
@@ -695,7 +744,10 @@ mod tests {
         };
         let mut buf = Vec::new();
         p.encode(&mut buf).unwrap();
-        assert_eq!(&buf[..16], &[0x4E, 0x4D, 1, 1, 9, 0, 2, 1, 4, 3, 8, 7, 6, 5, 8, 0]);
+        assert_eq!(
+            &buf[..16],
+            &[0x4E, 0x4D, 1, 1, 9, 0, 2, 1, 4, 3, 8, 7, 6, 5, 8, 0]
+        );
         assert_eq!(&buf[16..18], &[0x22, 0x11]);
     }
 

@@ -6,7 +6,10 @@ use locus_kvmigrate::check::check_history;
 use locus_kvmigrate::sim::{run, SimConfig};
 use locus_kvmigrate::{MigrationPhase, Protocol};
 
-fn run_seeds(protocol: Protocol, seeds: std::ops::Range<u64>) -> Vec<locus_kvmigrate::sim::SimReport> {
+fn run_seeds(
+    protocol: Protocol,
+    seeds: std::ops::Range<u64>,
+) -> Vec<locus_kvmigrate::sim::SimReport> {
     seeds
         .map(|seed| {
             let mut cfg = SimConfig::small(seed, protocol);
@@ -19,8 +22,16 @@ fn run_seeds(protocol: Protocol, seeds: std::ops::Range<u64>) -> Vec<locus_kvmig
             // Every third seed mirrors destination writes to the source (fault-tolerant mode).
             cfg.mirror_writes = seed % 3 == 0;
             let report = run(&cfg).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(report.status.phase, MigrationPhase::Done, "seed {seed}: {:?}", report.status);
-            assert_eq!(report.status.groups_done, report.status.groups_total, "seed {seed}");
+            assert_eq!(
+                report.status.phase,
+                MigrationPhase::Done,
+                "seed {seed}: {:?}",
+                report.status
+            );
+            assert_eq!(
+                report.status.groups_done, report.status.groups_total,
+                "seed {seed}"
+            );
             if let Err(e) = check_history(&report.history, |k| report.initial.get(&k).cloned()) {
                 panic!("seed {seed} ({}): {e}", protocol.name());
             }
@@ -46,7 +57,12 @@ fn netmigrate_is_linearizable_under_false_positives() {
 
 #[test]
 fn baselines_are_linearizable() {
-    for p in [Protocol::StopAndCopy, Protocol::SourceBased, Protocol::Rocksteady, Protocol::Fulva] {
+    for p in [
+        Protocol::StopAndCopy,
+        Protocol::SourceBased,
+        Protocol::Rocksteady,
+        Protocol::Fulva,
+    ] {
         let reports = run_seeds(p, 0..15);
         assert!(reports.iter().all(|r| r.failed_ops == 0), "{}", p.name());
         if p == Protocol::Rocksteady {
