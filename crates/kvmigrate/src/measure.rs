@@ -1,1 +1,352 @@
-//! placeholder
+//! The measurement driver behind `locus bench netmigrate` (NetMigrate 6.1's metrics): a
+//! closed-loop client load against a source/destination pair while one protocol migrates the
+//! source's shard. It reports a throughput/latency timeline, average throughput, migration time,
+//! the source's pause, failed and lost operations, and the extra bytes on the client side
+//! (double-read copies and their replies) and the server side (late and dirty re-sends,
+//! PriorityPulls, mirrored writes) beside the first-copy migration bytes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::group::Geometry;
+use crate::router::{RouterConfig, RouterStats};
+use crate::runtime::{Cluster, ClusterConfig, CpuBudget, HistoryClock};
+use crate::server::ServerConfig;
+use crate::status::{MigrationPhase, MigrationStatus};
+use crate::wire::{Key, Protocol, VALUE_BYTES_MAX};
+
+/// Picks the next key for a client (YCSB generators plug in here).
+pub type KeyChooser = Arc<dyn Fn(&mut Xoshiro256PlusPlus) -> Key + Send + Sync>;
+
+/// One measured run.
+#[derive(Clone, Debug)]
+pub struct MeasureConfig {
+    /// Protocol to migrate with.
+    pub protocol: Protocol,
+    /// Closed-loop client threads.
+    pub clients: u16,
+    /// Share of queries that are SETs (0.0..=1.0); the rest are GETs.
+    pub write_ratio: f64,
+    /// Keys `0..keys` preloaded on the source.
+    pub keys: u64,
+    /// Value size (at least 16: a writer id and a counter are embedded).
+    pub value_bytes: usize,
+    /// Source table shape.
+    pub geometry: Geometry,
+    /// Router filter sizes and limits.
+    pub router: RouterConfig,
+    /// Server settings (batches, windows, mirroring).
+    pub server: ServerConfig,
+    /// Source CPU budget (NetMigrate 4.4 policies, 6.5 overload levels).
+    pub source_budget: CpuBudget,
+    /// Destination CPU budget.
+    pub destination_budget: CpuBudget,
+    /// Timeline bin width.
+    pub interval_ms: u64,
+    /// Load before the migration starts.
+    pub warmup_ms: u64,
+    /// Load after it ends.
+    pub cooldown_ms: u64,
+    /// Give up on the migration after this long (reported, not an error).
+    pub migration_timeout_ms: u64,
+    /// A client gives up on one query after this long.
+    pub op_timeout_ms: u64,
+    /// Seeds the clients' random choices.
+    pub seed: u64,
+}
+
+impl MeasureConfig {
+    /// A small configuration (seconds of run time) for `protocol`.
+    pub fn quick(protocol: Protocol) -> Self {
+        let geometry = Geometry {
+            buckets_log2: 14,
+            group_buckets_log2: 4,
+        };
+        Self {
+            protocol,
+            clients: 2,
+            write_ratio: 0.05,
+            keys: 20_000,
+            value_bytes: 64,
+            geometry,
+            router: RouterConfig::default(),
+            server: ServerConfig::new(0, 0, geometry),
+            source_budget: CpuBudget::default(),
+            destination_budget: CpuBudget::default(),
+            interval_ms: 100,
+            warmup_ms: 200,
+            cooldown_ms: 200,
+            migration_timeout_ms: 60_000,
+            op_timeout_ms: 5_000,
+            seed: 1,
+        }
+    }
+}
+
+/// One timeline bin.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct IntervalStats {
+    /// Bin start, ms since the load started.
+    pub start_ms: u64,
+    /// Queries completed in the bin.
+    pub ops: u64,
+    /// Throughput.
+    pub ops_per_s: f64,
+    /// Median latency.
+    pub p50_us: u64,
+    /// 99th percentile latency.
+    pub p99_us: u64,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct MeasureReport {
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Per-interval throughput and latency.
+    pub timeline: Vec<IntervalStats>,
+    /// Migration start, ms since the load started.
+    pub migration_start_ms: u64,
+    /// Migration end (done, aborted, or timed out), ms since the load started.
+    pub migration_end_ms: u64,
+    /// Migration time.
+    pub migration_ms: u64,
+    /// Time the source held queries (stop-and-copy, source-based final pause).
+    pub pause_ms: u64,
+    /// Average throughput while migrating.
+    pub avg_ops_per_s_migrating: f64,
+    /// Average throughput over the whole run.
+    pub avg_ops_per_s: f64,
+    /// Queries completed.
+    pub ops: u64,
+    /// Queries that failed or timed out.
+    pub failed_ops: u64,
+    /// Keys whose final value is older than an acknowledged write (must be 0).
+    pub lost_writes: u64,
+    /// Client bytes (queries and replies).
+    pub client_bytes: u64,
+    /// Extra client-side bytes (double-read copies and second replies).
+    pub client_extra_bytes: u64,
+    /// First-copy migration bytes.
+    pub server_data_bytes: u64,
+    /// Extra server-to-server bytes (late/dirty, pulls, mirrors).
+    pub server_extra_bytes: u64,
+    /// The migration's final status.
+    pub status: Option<MigrationStatus>,
+    /// Router counters at the end.
+    pub router: RouterStats,
+}
+
+struct ClientLog {
+    done: Vec<(u32, u32)>,
+    failed: u64,
+    writes: Vec<u64>,
+    last_acked_invoke: HashMap<Key, u64>,
+    bytes: u64,
+    extra_bytes: u64,
+}
+
+fn value_of(writer: u16, counter: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    v[..2].copy_from_slice(&(writer + 1).to_le_bytes());
+    v[2..10].copy_from_slice(&counter.to_le_bytes());
+    v
+}
+
+fn percentile(sorted: &[u32], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as u64
+}
+
+/// Runs the load, migrates shard 1 from server 1 to server 2 with `cfg.protocol`, and measures.
+pub fn measure(cfg: &MeasureConfig, choose_key: KeyChooser) -> Result<MeasureReport> {
+    if !(0.0..=1.0).contains(&cfg.write_ratio) {
+        return Err(Error::Config(format!(
+            "write_ratio = {} must be in 0..=1",
+            cfg.write_ratio
+        )));
+    }
+    if cfg.value_bytes < 16 || cfg.value_bytes > VALUE_BYTES_MAX {
+        return Err(Error::Config(format!(
+            "value_bytes = {} must be in 16..={VALUE_BYTES_MAX}",
+            cfg.value_bytes
+        )));
+    }
+    if cfg.clients == 0 || cfg.interval_ms == 0 {
+        return Err(Error::Config("clients and interval_ms must be > 0".into()));
+    }
+    let mut cc = ClusterConfig::new(
+        2,
+        cfg.clients + 1,
+        ServerConfig {
+            geometry: cfg.geometry,
+            ..cfg.server.clone()
+        },
+    );
+    cc.router = cfg.router.clone();
+    cc.op_timeout_ms = cfg.op_timeout_ms;
+    cc.budgets.insert(1, cfg.source_budget);
+    cc.budgets.insert(2, cfg.destination_budget);
+    let cluster = Cluster::start(cc)?;
+    let initial = value_of(u16::MAX - 1, 0, cfg.value_bytes);
+    let mut k = 0;
+    while k < cfg.keys {
+        let end = (k + 10_000).min(cfg.keys);
+        cluster.load(1, (k..end).map(|k| (k, initial.clone())).collect())?;
+        k = end;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let clock = Arc::new(HistoryClock::default());
+    let t0 = Instant::now();
+    let mut handles = Vec::new();
+    for c in 0..cfg.clients {
+        let mut client = cluster.client()?;
+        let (stop, clock, choose) = (stop.clone(), clock.clone(), choose_key.clone());
+        let (ratio, len, seed, keys) = (cfg.write_ratio, cfg.value_bytes, cfg.seed, cfg.keys);
+        handles.push(std::thread::spawn(move || {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed.wrapping_mul(1000) + c as u64);
+            let mut log = ClientLog {
+                done: Vec::new(),
+                failed: 0,
+                writes: Vec::new(),
+                last_acked_invoke: HashMap::new(),
+                bytes: 0,
+                extra_bytes: 0,
+            };
+            while !stop.load(Ordering::Relaxed) {
+                let key = choose(&mut rng) % keys.max(1);
+                let start = Instant::now();
+                let ok = if rng.gen_bool(ratio) {
+                    let counter = log.writes.len() as u64 + 1;
+                    let invoke = clock.tick();
+                    let r = client.set(1, key, value_of(c, counter, len));
+                    let response = clock.tick();
+                    log.writes.push(if r.is_ok() { response } else { u64::MAX });
+                    if r.is_ok() {
+                        let e = log.last_acked_invoke.entry(key).or_insert(0);
+                        *e = (*e).max(invoke);
+                    }
+                    r.is_ok()
+                } else {
+                    client.get(1, key).is_ok()
+                };
+                if ok {
+                    let at_ms = t0.elapsed().as_millis() as u32;
+                    let lat_us = start.elapsed().as_micros().min(u32::MAX as u128) as u32;
+                    log.done.push((at_ms, lat_us));
+                } else {
+                    log.failed += 1;
+                }
+            }
+            log.bytes = client.bytes_sent + client.bytes_received;
+            log.extra_bytes = client.extra_bytes;
+            log
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(cfg.warmup_ms));
+    let migration_start_ms = t0.elapsed().as_millis() as u64;
+    cluster.migrate(1, 1, 2, cfg.protocol)?;
+    let status = cluster
+        .wait_migration(1, Duration::from_millis(cfg.migration_timeout_ms))
+        .ok();
+    let migration_end_ms = t0.elapsed().as_millis() as u64;
+    std::thread::sleep(Duration::from_millis(cfg.cooldown_ms));
+    stop.store(true, Ordering::SeqCst);
+    let mut logs = Vec::new();
+    for h in handles {
+        logs.push(
+            h.join()
+                .map_err(|_| Error::Runtime("client thread panicked".into()))?,
+        );
+    }
+    let total_ms = t0.elapsed().as_millis() as u64;
+
+    // Lost writes: a key's final value must not predate an acknowledged write of it.
+    let mut last_acked: HashMap<Key, u64> = HashMap::new();
+    for log in &logs {
+        for (&k, &i) in &log.last_acked_invoke {
+            let e = last_acked.entry(k).or_insert(0);
+            *e = (*e).max(i);
+        }
+    }
+    let mut reader = cluster.client()?;
+    let mut lost_writes = 0;
+    for (&key, &invoke) in &last_acked {
+        let v = reader.get(1, key)?;
+        let final_response = match v.as_deref() {
+            Some(v) if v.len() >= 10 => {
+                let writer = u16::from_le_bytes([v[0], v[1]]).wrapping_sub(1);
+                let mut c = [0u8; 8];
+                c.copy_from_slice(&v[2..10]);
+                let counter = u64::from_le_bytes(c);
+                logs.get(writer as usize)
+                    .and_then(|l| l.writes.get(counter as usize - 1))
+                    .copied()
+                    .unwrap_or(0)
+            }
+            _ => 0,
+        };
+        if final_response < invoke {
+            lost_writes += 1;
+        }
+    }
+
+    let mut done: Vec<(u32, u32)> = logs.iter().flat_map(|l| l.done.iter().copied()).collect();
+    done.sort_unstable();
+    let bins = total_ms.div_ceil(cfg.interval_ms);
+    let mut timeline = Vec::new();
+    let mut lats: Vec<Vec<u32>> = vec![Vec::new(); bins as usize + 1];
+    for &(at, lat) in &done {
+        lats[(at as u64 / cfg.interval_ms) as usize].push(lat);
+    }
+    for (i, mut l) in lats.into_iter().enumerate().take(bins as usize) {
+        l.sort_unstable();
+        timeline.push(IntervalStats {
+            start_ms: i as u64 * cfg.interval_ms,
+            ops: l.len() as u64,
+            ops_per_s: l.len() as f64 * 1000.0 / cfg.interval_ms as f64,
+            p50_us: percentile(&l, 0.5),
+            p99_us: percentile(&l, 0.99),
+        });
+    }
+    let during = done
+        .iter()
+        .filter(|(at, _)| (migration_start_ms..migration_end_ms).contains(&(*at as u64)))
+        .count();
+    let migration_ms = migration_end_ms.saturating_sub(migration_start_ms);
+    let router = cluster.router_stats();
+    let (s1, s2) = (cluster.server_stats(1)?, cluster.server_stats(2)?);
+    let report = MeasureReport {
+        protocol: cfg.protocol,
+        timeline,
+        migration_start_ms,
+        migration_end_ms,
+        migration_ms,
+        pause_ms: status.as_ref().map_or(0, |s| s.pause_us / 1000),
+        avg_ops_per_s_migrating: during as f64 * 1000.0 / migration_ms.max(1) as f64,
+        avg_ops_per_s: done.len() as f64 * 1000.0 / total_ms.max(1) as f64,
+        ops: done.len() as u64,
+        failed_ops: logs.iter().map(|l| l.failed).sum(),
+        lost_writes,
+        client_bytes: logs.iter().map(|l| l.bytes).sum(),
+        client_extra_bytes: logs.iter().map(|l| l.extra_bytes).sum::<u64>()
+            + router.double_read_bytes,
+        server_data_bytes: s1.data_bytes + s2.data_bytes,
+        server_extra_bytes: s1.extra_bytes + s2.extra_bytes,
+        status: status
+            .filter(|s| matches!(s.phase, MigrationPhase::Done | MigrationPhase::Aborted)),
+        router,
+    };
+    cluster.shutdown()?;
+    Ok(report)
+}

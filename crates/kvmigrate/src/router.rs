@@ -123,7 +123,7 @@ struct Instance {
 }
 
 /// Counters the router keeps (what a switch exports through its control plane).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RouterStats {
     /// Queries forwarded.
     pub queries: u64,

@@ -42,6 +42,46 @@ impl Default for CpuBudget {
     }
 }
 
+/// Enforces a [`CpuBudget`] from observed handling times (pure; the server loop feeds it).
+#[derive(Clone, Debug)]
+pub struct BudgetMeter {
+    budget: CpuBudget,
+    allowance_ns: u64,
+    interval_start_us: u64,
+    used_ns: u64,
+}
+
+impl BudgetMeter {
+    /// A meter whose first interval starts at `now_us`.
+    pub fn new(budget: CpuBudget, now_us: u64) -> Self {
+        Self {
+            budget,
+            allowance_ns: budget.interval_us * 1000 * budget.query_pct.min(100) as u64 / 100,
+            interval_start_us: now_us,
+            used_ns: 0,
+        }
+    }
+
+    /// Whether the inbox may be served at `now_us` (starts a new interval when one is over).
+    pub fn may_serve(&mut self, now_us: u64) -> bool {
+        if now_us >= self.interval_start_us + self.budget.interval_us {
+            self.interval_start_us = now_us;
+            self.used_ns = 0;
+        }
+        self.budget.query_pct >= 100 || self.used_ns < self.allowance_ns
+    }
+
+    /// Charges handling time to the current interval.
+    pub fn charge(&mut self, ns: u64) {
+        self.used_ns += ns;
+    }
+
+    /// Microseconds left in the current interval.
+    pub fn interval_left_us(&self, now_us: u64) -> u64 {
+        (self.interval_start_us + self.budget.interval_us).saturating_sub(now_us)
+    }
+}
+
 /// NetMigrate's migration policies (4.4), as source budgets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -384,9 +424,7 @@ fn server_loop(
             let _ = t.send(to, p);
         }
     };
-    let allowance_ns = budget.interval_us * 1000 * budget.query_pct as u64 / 100;
-    let mut interval_start = now_us(epoch);
-    let mut used_ns = 0u64;
+    let mut meter = BudgetMeter::new(budget, now_us(epoch));
     let mut last_publish = 0u64;
     while !stop.load(Ordering::Relaxed) {
         while let Ok(c) = commands.try_recv() {
@@ -413,12 +451,7 @@ fn server_loop(
                 }
             }
         }
-        let now = now_us(epoch);
-        if now >= interval_start + budget.interval_us {
-            interval_start = now;
-            used_ns = 0;
-        }
-        if used_ns < allowance_ns || budget.query_pct >= 100 {
+        if meter.may_serve(now_us(epoch)) {
             let wait = if server.has_background_work() {
                 Duration::ZERO
             } else {
@@ -433,14 +466,14 @@ fn server_loop(
                 Ok(Some(p)) => {
                     let start = Instant::now();
                     send_all(server.handle(now_us(epoch), p));
-                    used_ns += start.elapsed().as_nanos() as u64;
+                    meter.charge(start.elapsed().as_nanos() as u64);
                 }
                 Ok(None) => {}
                 Err(_) => return, // killed
             }
         } else if !server.has_background_work() {
             // Budget spent and nothing to migrate: idle out the interval.
-            let left = (interval_start + budget.interval_us).saturating_sub(now_us(epoch));
+            let left = meter.interval_left_us(now_us(epoch));
             std::thread::sleep(Duration::from_micros(left.min(budget.interval_us)));
         }
         send_all(server.tick(now_us(epoch)));
@@ -549,5 +582,26 @@ impl HistoryClock {
     /// The next instant.
     pub fn tick(&self) -> u64 {
         self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_meter_enforces_the_share_per_interval() {
+        let mut m = BudgetMeter::new(Policy::MinimizeTime.source_budget(), 0);
+        assert!(m.may_serve(0));
+        m.charge(399_000);
+        assert!(m.may_serve(10), "399 us of 400 us used");
+        m.charge(2_000);
+        assert!(!m.may_serve(500), "40% of 1 ms spent");
+        assert_eq!(m.interval_left_us(500), 500);
+        assert!(m.may_serve(1000), "a new interval starts");
+        let mut full = BudgetMeter::new(Policy::MaximizeThroughput.source_budget(), 0);
+        full.charge(10_000_000);
+        assert!(full.may_serve(1));
+        assert_eq!(Policy::Medium.source_budget().query_pct, 70);
     }
 }

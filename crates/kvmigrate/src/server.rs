@@ -116,7 +116,7 @@ impl ServerConfig {
 }
 
 /// Counters of one server.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ServerStats {
     /// Client queries executed here.
     pub queries: u64,
