@@ -1,5 +1,5 @@
-//! Live shard migration for key-value stores (NetMigrate, ATC'24-style design, and its
-//! baselines).
+//! Live shard migration for key-value stores: NetMigrate (in-network migration tracking) and
+//! the classic baselines, under the same agents and transport.
 //!
 //! A shard moves from a source server to a destination server while clients keep querying it.
 //! Every query passes through a [`router::Router`] (the programmable switch of the paper), which
