@@ -376,6 +376,12 @@ impl Server {
             .shards
             .get_mut(&shard)
             .ok_or_else(|| reject("not on this server"))?;
+        // A shard received earlier becomes a plain owned shard once nothing of that migration
+        // is in flight, and can move on.
+        if matches!(&s.role, Role::Dest(d) if d.owned && d.pending.is_empty() && d.parked.is_empty())
+        {
+            s.role = Role::Owner;
+        }
         if !matches!(s.role, Role::Owner) {
             return Err(reject("already migrating or moved; wait for it to finish"));
         }
