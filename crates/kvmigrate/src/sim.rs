@@ -58,6 +58,9 @@ pub struct SimConfig {
     pub groups_inflight_max: usize,
     /// Destination writes mirrored to the source (see `server`); off is the paper's protocol.
     pub mirror_writes: bool,
+    /// NetMigrate 4.4 presets applied once the instance is registered: (every BF bit set,
+    /// every CBF counter at 1), i.e. Rocksteady-like and Fulva-like routing.
+    pub router_preset: (bool, bool),
 }
 
 impl SimConfig {
@@ -83,6 +86,7 @@ impl SimConfig {
             ack_timeout_us: 100_000,
             groups_inflight_max: 2,
             mirror_writes: false,
+            router_preset: (false, false),
         }
     }
 }
@@ -204,6 +208,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
     let mut now_us = 0u64;
     let mut read_back_queued = false;
     let mut started = false;
+    let mut preset_done = cfg.router_preset == (false, false);
 
     fn deliver(inbox: &mut [VecDeque<Packet>], dead: &[bool], out: Vec<(NodeId, Packet)>) {
         for (to, p) in out {
@@ -293,6 +298,10 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                 if node == ROUTER {
                     let out = router.on_packet(p);
                     deliver(&mut inbox, &dead, out);
+                    if !preset_done {
+                        let (bf, cbf) = cfg.router_preset;
+                        preset_done = router.preset(SOURCE, bf, cbf);
+                    }
                 } else if node == SOURCE || node == DEST {
                     let out = servers[(node - 1) as usize].handle(now_us, p);
                     deliver(&mut inbox, &dead, out);

@@ -42,7 +42,7 @@ fn run_seeds(
 
 #[test]
 fn netmigrate_is_linearizable_under_false_positives() {
-    let reports = run_seeds(Protocol::NetMigrate, 0..60);
+    let reports = run_seeds(Protocol::NetMigrate, 0..400);
     // The small filters must actually have produced the interesting paths somewhere.
     let double: u64 = reports.iter().map(|r| r.router.double_reads).sum();
     let pulls: u64 = reports.iter().map(|r| r.destination.pulls).sum();
@@ -63,13 +63,33 @@ fn baselines_are_linearizable() {
         Protocol::Rocksteady,
         Protocol::Fulva,
     ] {
-        let reports = run_seeds(p, 0..15);
+        let reports = run_seeds(p, 0..40);
         assert!(reports.iter().all(|r| r.failed_ops == 0), "{}", p.name());
         if p == Protocol::Rocksteady {
             assert!(reports.iter().map(|r| r.destination.pulls).sum::<u64>() > 0);
         }
         if p == Protocol::Fulva {
             assert!(reports.iter().map(|r| r.router.double_reads).sum::<u64>() > 0);
+        }
+    }
+}
+
+#[test]
+fn netmigrate_presets_4_4_stay_linearizable() {
+    for (preset, seed) in [
+        ((true, false), 1000u64),
+        ((false, true), 2000),
+        ((true, true), 3000),
+    ] {
+        for seed in seed..seed + 20 {
+            let mut cfg = SimConfig::small(seed, Protocol::NetMigrate);
+            cfg.router_preset = preset;
+            cfg.mirror_writes = seed % 2 == 0;
+            let r = run(&cfg).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(r.status.phase, MigrationPhase::Done, "seed {seed}");
+            if let Err(e) = check_history(&r.history, |k| r.initial.get(&k).cloned()) {
+                panic!("preset {preset:?} seed {seed}: {e}");
+            }
         }
     }
 }
