@@ -19,6 +19,9 @@ use crate::router::{Router, RouterConfig, RouterStats};
 use crate::server::{Server, ServerConfig, ServerStats};
 use crate::status::MigrationStatus;
 use crate::transport::{InProcess, Transport};
+
+/// A shared transport.
+pub type SharedTransport = Arc<dyn Transport>;
 use crate::wire::{Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE};
 
 /// The router's node id.
@@ -137,6 +140,11 @@ impl ClusterConfig {
             op_timeout_ms: 5000,
         }
     }
+
+    /// Nodes a transport for this cluster must serve: router, servers, clients.
+    pub fn nodes(&self) -> usize {
+        1 + self.servers as usize + self.clients_max as usize
+    }
 }
 
 enum Command {
@@ -149,7 +157,7 @@ enum Command {
 
 /// A running cluster. Dropping it stops every thread.
 pub struct Cluster {
-    transport: Arc<InProcess>,
+    transport: SharedTransport,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     commands: BTreeMap<NodeId, Sender<Command>>,
@@ -165,16 +173,22 @@ fn now_us(epoch: Instant) -> u64 {
 }
 
 impl Cluster {
-    /// Starts the router and server threads.
+    /// Starts the router and server threads over the in-process transport.
     pub fn start(cfg: ClusterConfig) -> Result<Self> {
+        let nodes = cfg.nodes();
+        Self::start_with(cfg, Arc::new(InProcess::new(nodes)))
+    }
+
+    /// Starts the router and server threads over `transport`, which must serve
+    /// [`ClusterConfig::nodes`] nodes.
+    pub fn start_with(cfg: ClusterConfig, transport: SharedTransport) -> Result<Self> {
         if cfg.servers < 2 || cfg.servers > 64 {
             return Err(Error::Config(format!(
                 "servers = {} must be in 2..=64",
                 cfg.servers
             )));
         }
-        let nodes = 1 + cfg.servers as usize + cfg.clients_max as usize;
-        if nodes > u16::MAX as usize {
+        if cfg.nodes() > u16::MAX as usize {
             return Err(Error::Config("too many clients".into()));
         }
         for b in cfg.budgets.values() {
@@ -185,7 +199,6 @@ impl Cluster {
                 )));
             }
         }
-        let transport = Arc::new(InProcess::new(nodes));
         let stop = Arc::new(AtomicBool::new(false));
         let status = Arc::new(Mutex::new(BTreeMap::new()));
         let router_stats = Arc::new(Mutex::new(RouterStats::default()));
@@ -252,7 +265,7 @@ impl Cluster {
     }
 
     /// The transport (for byte counters and fault injection).
-    pub fn transport(&self) -> &Arc<InProcess> {
+    pub fn transport(&self) -> &SharedTransport {
         &self.transport
     }
 
@@ -412,7 +425,7 @@ fn publish(to: &Mutex<RouterStats>, s: &RouterStats) {
 fn server_loop(
     mut server: Server,
     budget: CpuBudget,
-    t: Arc<InProcess>,
+    t: SharedTransport,
     commands: Receiver<Command>,
     stop: Arc<AtomicBool>,
     status: Arc<Mutex<BTreeMap<NodeId, Vec<MigrationStatus>>>>,
@@ -500,7 +513,7 @@ fn server_loop(
 /// A blocking client: one query at a time (closed loop), through the router.
 pub struct Client {
     id: NodeId,
-    transport: Arc<InProcess>,
+    transport: SharedTransport,
     seq: u32,
     timeout: Duration,
     /// Bytes of queries sent.
