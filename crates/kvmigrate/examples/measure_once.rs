@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 
-use locus_kvmigrate::measure::{measure, MeasureConfig};
+use locus_kvmigrate::measure::{measure, KeyChooser, MeasureConfig};
 use locus_kvmigrate::Protocol;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

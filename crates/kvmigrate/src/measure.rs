@@ -22,8 +22,9 @@ use crate::server::ServerConfig;
 use crate::status::{MigrationPhase, MigrationStatus};
 use crate::wire::{Key, Protocol, VALUE_BYTES_MAX};
 
-/// Picks the next key for a client (YCSB generators plug in here).
-pub type KeyChooser = Arc<dyn Fn(&mut Xoshiro256PlusPlus) -> Key + Send + Sync>;
+/// Makes each client thread's key generator, from (client index, seed); YCSB generators plug in
+/// here (for example a `ScrambledZipfian` and a `FastUniform` seeded per client).
+pub type KeyChooser = Arc<dyn Fn(u16, u64) -> Box<dyn FnMut() -> Key + Send> + Send + Sync>;
 
 /// One measured run.
 #[derive(Clone, Debug)]
@@ -211,10 +212,12 @@ pub fn measure(cfg: &MeasureConfig, choose_key: KeyChooser) -> Result<MeasureRep
     let mut handles = Vec::new();
     for c in 0..cfg.clients {
         let mut client = cluster.client()?;
-        let (stop, clock, choose) = (stop.clone(), clock.clone(), choose_key.clone());
+        let (stop, clock) = (stop.clone(), clock.clone());
         let (ratio, len, seed, keys) = (cfg.write_ratio, cfg.value_bytes, cfg.seed, cfg.keys);
+        let client_seed = seed.wrapping_mul(1000) + c as u64;
+        let mut choose = choose_key(c, client_seed);
         handles.push(std::thread::spawn(move || {
-            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed.wrapping_mul(1000) + c as u64);
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(client_seed ^ 0x5bd1_e995);
             let mut log = ClientLog {
                 done: Vec::new(),
                 failed: 0,
@@ -224,7 +227,7 @@ pub fn measure(cfg: &MeasureConfig, choose_key: KeyChooser) -> Result<MeasureRep
                 extra_bytes: 0,
             };
             while !stop.load(Ordering::Relaxed) {
-                let key = choose(&mut rng) % keys.max(1);
+                let key = choose() % keys.max(1);
                 let start = Instant::now();
                 let ok = if rng.gen_bool(ratio) {
                     let counter = log.writes.len() as u64 + 1;

@@ -4,10 +4,9 @@
 
 use std::sync::Arc;
 
-use rand::Rng;
-
-use locus_kvmigrate::measure::{measure, MeasureConfig};
+use locus_kvmigrate::measure::{measure, KeyChooser, MeasureConfig};
 use locus_kvmigrate::{MigrationPhase, Protocol};
+use locus_workloads::ycsb::{FastUniform, ScrambledZipfian};
 
 #[test]
 fn every_protocol_measures_without_losing_writes() {
@@ -18,13 +17,11 @@ fn every_protocol_measures_without_losing_writes() {
         cfg.warmup_ms = 30;
         cfg.cooldown_ms = 30;
         cfg.interval_ms = 10;
-        // Half the load on 64 hot keys, so writes and the migration collide.
-        let chooser = Arc::new(|rng: &mut rand_xoshiro::Xoshiro256PlusPlus| {
-            if rng.gen_bool(0.5) {
-                rng.gen_range(0..64)
-            } else {
-                rng.gen_range(0..4000)
-            }
+        // YCSB's scrambled Zipfian (theta 0.99) over the keys, one generator per client.
+        let chooser: KeyChooser = Arc::new(|_client, seed| {
+            let mut zipf = ScrambledZipfian::new(4000).expect("items > 0");
+            let mut uniform = FastUniform::new(seed);
+            Box::new(move || zipf.next(&mut uniform))
         });
         let r = measure(&cfg, chooser).unwrap();
         let status = r.status.clone().expect("migration finished");
@@ -48,7 +45,7 @@ fn every_protocol_measures_without_losing_writes() {
 
 #[test]
 fn bad_settings_are_refused() {
-    let chooser = Arc::new(|_: &mut rand_xoshiro::Xoshiro256PlusPlus| 0);
+    let chooser: KeyChooser = Arc::new(|_, _| Box::new(|| 0));
     let mut cfg = MeasureConfig::quick(Protocol::NetMigrate);
     cfg.write_ratio = 1.5;
     assert!(measure(&cfg, chooser.clone()).is_err());
