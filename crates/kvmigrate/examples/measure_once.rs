@@ -12,8 +12,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for protocol in Protocol::ALL {
         let cfg = MeasureConfig::quick(protocol);
         let keys = cfg.keys;
-        let chooser =
-            Arc::new(move |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| rng.gen_range(0..keys));
+        let chooser: KeyChooser = Arc::new(move |_client, seed| {
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+            Box::new(move || rng.gen_range(0..keys))
+        });
         let r = measure(&cfg, chooser)?;
         let line = serde_json::json!({
             "protocol": protocol.name(),
