@@ -306,13 +306,15 @@ pub fn measure(cfg: &MeasureConfig, choose_key: KeyChooser) -> Result<MeasureRep
 
     let mut done: Vec<(u32, u32)> = logs.iter().flat_map(|l| l.done.iter().copied()).collect();
     done.sort_unstable();
-    let bins = total_ms.div_ceil(cfg.interval_ms);
+    // Every completion happened at or before total_ms, so this many bins hold them all.
+    let bins = total_ms / cfg.interval_ms + 1;
     let mut timeline = Vec::new();
-    let mut lats: Vec<Vec<u32>> = vec![Vec::new(); bins as usize + 1];
+    let mut lats: Vec<Vec<u32>> = vec![Vec::new(); bins as usize];
     for &(at, lat) in &done {
-        lats[(at as u64 / cfg.interval_ms) as usize].push(lat);
+        let i = ((at as u64 / cfg.interval_ms) as usize).min(bins as usize - 1);
+        lats[i].push(lat);
     }
-    for (i, mut l) in lats.into_iter().enumerate().take(bins as usize) {
+    for (i, mut l) in lats.into_iter().enumerate() {
         l.sort_unstable();
         timeline.push(IntervalStats {
             start_ms: i as u64 * cfg.interval_ms,

@@ -9,7 +9,9 @@ use locus_kvmigrate::{Geometry, MigrationPhase, Protocol, ServerConfig};
 #[test]
 fn two_shards_migrate_at_once_then_one_moves_again() {
     let geometry = Geometry::new(10, 3).unwrap();
-    let mut cfg = ClusterConfig::new(4, 2, ServerConfig::new(0, 0, geometry));
+    let mut server = ServerConfig::new(0, 0, geometry);
+    server.ack_timeout_us = 30_000_000;
+    let mut cfg = ClusterConfig::new(4, 2, server);
     cfg.op_timeout_ms = 10_000;
     let cluster = Cluster::start(cfg).unwrap();
     for shard in [1u16, 2] {

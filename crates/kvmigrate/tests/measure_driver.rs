@@ -17,6 +17,9 @@ fn every_protocol_measures_without_losing_writes() {
         cfg.warmup_ms = 30;
         cfg.cooldown_ms = 30;
         cfg.interval_ms = 10;
+        // A loaded machine must not turn slowness into failures.
+        cfg.server.ack_timeout_us = 30_000_000;
+        cfg.op_timeout_ms = 30_000;
         // YCSB's scrambled Zipfian (theta 0.99) over the keys, one generator per client.
         let chooser: KeyChooser = Arc::new(|_client, seed| {
             let mut zipf = ScrambledZipfian::new(4000).expect("items > 0");

@@ -24,6 +24,8 @@ fn stress(protocol: Protocol, seed: u64, mirror: bool) {
     server.batch_items_max = 4;
     server.batches_inflight_max = 2;
     server.mirror_writes = mirror;
+    // A loaded machine must not turn slowness into an abort.
+    server.ack_timeout_us = 30_000_000;
     let mut cfg = ClusterConfig::new(2, CLIENTS + 1, server);
     cfg.router = RouterConfig {
         bf_bytes: 16,

@@ -15,6 +15,7 @@ fn netmigrate_over_udp_loopback() {
     // Small windows keep loopback receive buffers far from full.
     server.batch_items_max = 16;
     server.batches_inflight_max = 2;
+    server.ack_timeout_us = 30_000_000;
     let mut cfg = ClusterConfig::new(2, 1, server);
     cfg.router = RouterConfig {
         bf_bytes: 64,
