@@ -49,7 +49,8 @@ fn two_shards_migrate_at_once_then_one_moves_again() {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
-    for k in 0..2000u64 {
+    // Every written key, and a sample of the untouched ones.
+    for k in (0..400u64).chain((400..2000).step_by(7)) {
         let want1 = match k {
             0..300 => vec![11; 8],
             300..400 => vec![33; 8],
