@@ -681,7 +681,11 @@ impl Server {
                 protocol,
                 geometry,
             } => {
-                let ok = !self.shards.contains_key(&shard);
+                // A shard can come back to a server it left (its old copy was cleaned up).
+                let ok = match self.shards.get(&shard) {
+                    None => true,
+                    Some(s) => matches!(s.role, Role::Moved(_)),
+                };
                 if ok {
                     self.era = self.era.max(era.saturating_add(1));
                     let groups = geometry.groups() as usize;

@@ -79,9 +79,11 @@ impl Net {
                     any = true;
                 }
             }
-            let t = self.servers[0].tick(self.now_us);
-            any |= !t.is_empty();
-            self.push(t);
+            for i in 0..2 {
+                let t = self.servers[i].tick(self.now_us);
+                any |= !t.is_empty();
+                self.push(t);
+            }
             if !any {
                 return;
             }
@@ -301,4 +303,30 @@ fn baselines_2_2_same_agents_same_outcome() {
             );
         }
     }
+}
+
+#[test]
+fn workflow_4_1_shard_moves_back_to_its_first_home() {
+    let mut net = Net::new(20);
+    net.start(Protocol::NetMigrate);
+    net.pump();
+    net.query(Body::Set {
+        key: 3,
+        value: b"moved".to_vec(),
+    });
+    net.pump();
+    net.inbox[C as usize].clear();
+    // Server 2 now holds shard 1 and sends it back to server 1, which cleaned up its copy.
+    let err = net.servers[1].start_migration(net.now_us, S, D, Protocol::Fulva);
+    assert!(err.is_err(), "not to itself");
+    let out = net.servers[1]
+        .start_migration(net.now_us, S, S, Protocol::Fulva)
+        .unwrap();
+    net.push(out);
+    net.pump();
+    let s = net.servers[1].migration_status().pop().unwrap();
+    assert_eq!(s.phase, MigrationPhase::Done, "{s:?}");
+    assert!(net.servers[0].owns(S));
+    assert_eq!(net.get(3), Some(b"moved".to_vec()));
+    assert_eq!(net.get(4), Some(b"v4".to_vec()));
 }
