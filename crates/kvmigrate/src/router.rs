@@ -367,6 +367,11 @@ impl Router {
             }
             Body::GroupComplete { group } if group < inst.geometry.groups() => {
                 match inst.mode {
+                    // A zero counter proves the group never started (no false negatives):
+                    // a duplicate or stray COMPLETE is refused rather than corrupting the CBF.
+                    RouterMode::Filters if !self.cbfs[i].contains(group) => {
+                        return self.ack(from, &p, false, group)
+                    }
                     RouterMode::Filters => {
                         self.bfs[i].insert(group);
                         self.cbfs[i].decrement(group);
@@ -606,6 +611,58 @@ mod tests {
         let out = r.on_packet(ctl(Body::GroupStart { group: 1 << 20 }));
         assert!(matches!(out[0].1.body, Body::ControlAck { ok: false, .. }));
         assert_eq!(r.stats().controls_refused, 3);
+    }
+
+    #[test]
+    fn random_packets_never_panic_the_router() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut r = router(8, 2);
+        let geometry = Geometry::new(6, 1).unwrap();
+        for _ in 0..20_000 {
+            let from = rng.gen_range(0..4);
+            let shard = rng.gen_range(0..4);
+            let group = rng.gen_range(0..40);
+            let body = match rng.gen_range(0..9) {
+                0 => Body::Get { key: rng.gen() },
+                1 => Body::Set {
+                    key: rng.gen(),
+                    value: vec![1],
+                },
+                2 => Body::Delete { key: rng.gen() },
+                3 => Body::Register {
+                    src: rng.gen_range(0..4),
+                    dst: rng.gen_range(0..4),
+                    mode: [RouterMode::Filters, RouterMode::ClientTracked][rng.gen_range(0..2)],
+                    geometry,
+                },
+                4 => Body::GroupStart { group },
+                5 => Body::GroupComplete { group },
+                6 => Body::Terminate,
+                7 => Body::Abort,
+                _ => Body::DataAck { batch: 0 },
+            };
+            r.on_packet(Packet {
+                from,
+                shard,
+                seq: 0,
+                flags: 0,
+                body,
+            });
+        }
+        assert!(r.stats().controls_refused > 0);
+        assert!(r.stats().unexpected > 0);
+    }
+
+    #[test]
+    fn duplicate_group_complete_is_refused() {
+        let mut r = router(64, 64);
+        register(&mut r, RouterMode::Filters);
+        r.on_packet(ctl(Body::GroupStart { group: 2 }));
+        let ok = r.on_packet(ctl(Body::GroupComplete { group: 2 }));
+        assert!(matches!(ok[0].1.body, Body::ControlAck { ok: true, .. }));
+        let dup = r.on_packet(ctl(Body::GroupComplete { group: 2 }));
+        assert!(matches!(dup[0].1.body, Body::ControlAck { ok: false, .. }));
     }
 
     #[test]
