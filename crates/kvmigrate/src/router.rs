@@ -427,11 +427,6 @@ impl Router {
     }
 }
 
-/// Whether a control ack refers to `op_code`.
-pub fn is_ack_of(p: &Packet, op_code: u8) -> bool {
-    matches!(p.body, Body::ControlAck { op, .. } if op == op_code)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
