@@ -64,7 +64,7 @@ pub struct PraghArgs {
     /// Workload seed.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache).
+    /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache,Split+Cache+Replica).
     #[arg(long, value_delimiter = ',')]
     pub schemes: Vec<String>,
 }
@@ -78,6 +78,8 @@ pub enum Scheme {
     Split,
     Cache,
     SplitCache,
+    /// Split+Cache with read-only replicas of shared values (a Locus extension).
+    Replica,
 }
 
 impl Scheme {
@@ -89,11 +91,12 @@ impl Scheme {
             Scheme::Split => "Split",
             Scheme::Cache => "Cache",
             Scheme::SplitCache => "Split+Cache",
+            Scheme::Replica => "Split+Cache+Replica",
         }
     }
 
     fn migrates(self) -> bool {
-        matches!(self, Scheme::Split | Scheme::SplitCache)
+        matches!(self, Scheme::Split | Scheme::SplitCache | Scheme::Replica)
     }
 }
 
@@ -192,8 +195,17 @@ pub struct Row {
 
 pub struct Workload<'a> {
     csr: &'a Csr,
+    /// Vertices with a value (sorted): update endpoints are drawn from them.
+    endpoints: Vec<u32>,
     warm: Vec<Op>,
     measure: Vec<Op>,
+}
+
+/// The vertices a loaded graph has values for (degree > 0), sorted.
+fn endpoints(csr: &Csr) -> Vec<u32> {
+    (0..csr.vertex_count() as u32)
+        .filter(|&v| csr.degree(v) > 0)
+        .collect()
 }
 
 fn workload<'a>(csr: &'a Csr, p: &Preset, dist: StartDist) -> Result<Workload<'a>, String> {
@@ -203,10 +215,12 @@ fn workload<'a>(csr: &'a Csr, p: &Preset, dist: StartDist) -> Result<Workload<'a
     // the scope choice) but draw different operations from it.
     let starts = start_vertices(n, p.ops * 2, dist, p.seed, eligible)?;
     let (warm, measure) = starts.split_at(p.ops);
+    let ends = endpoints(csr);
     Ok(Workload {
         csr,
-        warm: mix_ops(warm, p.update_fraction, n, p.seed ^ 1),
-        measure: mix_ops(measure, p.update_fraction, n, p.seed ^ 2),
+        warm: mix_ops(warm, p.update_fraction, &ends, p.seed ^ 1),
+        measure: mix_ops(measure, p.update_fraction, &ends, p.seed ^ 2),
+        endpoints: ends,
     })
 }
 
@@ -275,13 +289,14 @@ fn base_config(p: &Preset) -> Config {
     c
 }
 
-fn driver_config(p: &Preset, mode: Mode) -> DriverConfig {
+fn driver_config(p: &Preset, mode: Mode, scheme: Scheme) -> DriverConfig {
     DriverConfig {
         policy: PolicyConfig {
             mode,
             interval_ms: p.interval_ms,
             dwell_ms: p.interval_ms,
             forget_after_ms: p.interval_ms * 3,
+            replicas: scheme == Scheme::Replica,
             ..PolicyConfig::default()
         },
         ..DriverConfig::default()
@@ -306,6 +321,10 @@ fn build(scheme: Scheme, csr: &Csr, p: &Preset) -> Result<Embedded, String> {
             s.value_region_bytes *= 2;
         }
         Scheme::Cache | Scheme::SplitCache => s.cache_bytes_max = 128 << 20,
+        Scheme::Replica => {
+            s.cache_bytes_max = 128 << 20;
+            s.replica_bytes_max = (s.value_region_bytes / 4).min(256 << 20) / 8 * 8;
+        }
         Scheme::Split => {
             // The cache still counts accesses for the monitor, but no lookup uses it.
             s.cache_bytes_max = 128 << 20;
@@ -336,7 +355,10 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
     let e = build(scheme, w.csr, p)?;
     let _services = e.store.spawn_services().map_err(|x| x.to_string())?;
     let driver = if scheme.migrates() {
-        Some(Driver::start(e.store.clone(), driver_config(p, mode))?)
+        Some(Driver::start(
+            e.store.clone(),
+            driver_config(p, mode, scheme),
+        )?)
     } else {
         None
     };
@@ -349,11 +371,10 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
         shard_moved = move_shards_optimally(&e, w, p)?;
     }
     let mut last_approved = u64::MAX;
-    let n = w.csr.vertex_count();
     let mut round = 1u64;
     let mut warm_round = |e: &Embedded| -> Result<(), String> {
         round += 1;
-        let ops = repeat_fresh(&w.warm, round, 1, n);
+        let ops = repeat_fresh(&w.warm, round, 1, &w.endpoints);
         run_seq(e, p, &ops, &format!("{}: warm-up", scheme.name())).map(|_| ())
     };
     loop {
@@ -368,7 +389,9 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
             }
         }
         d.wait_drained(Duration::from_secs(30));
-        let approved = d.stats().approved.load(Ordering::Relaxed);
+        // Settled when a round approves no migration and no replica.
+        let approved = d.stats().approved.load(Ordering::Relaxed)
+            + d.stats().replicas_approved.load(Ordering::Relaxed);
         if approved == last_approved || t0.elapsed().as_secs_f64() > p.warm_s_max {
             break;
         }
@@ -389,7 +412,7 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
     } else {
         let reps = (p.measure_s_min / took.max(1e-3)).ceil() as usize;
         // Repetitions 1.. insert edges the probe (repetition 0) did not.
-        let ops = repeat_fresh(&w.measure, 1, reps, n);
+        let ops = repeat_fresh(&w.measure, 1, reps, &w.endpoints);
         run_seq(&e, p, &ops, &format!("{}: measuring", scheme.name()))?
     };
     let (bytes_moved, moved, approved) =
@@ -539,10 +562,14 @@ fn timeline(
     phase_s: f64,
     bin_s: f64,
 ) -> Result<Timeline, String> {
+    let ends = endpoints(csr);
     let e = build(scheme, csr, p)?;
     let _services = e.store.spawn_services().map_err(|x| x.to_string())?;
     let driver = if scheme.migrates() {
-        Some(Driver::start(e.store.clone(), driver_config(p, mode))?)
+        Some(Driver::start(
+            e.store.clone(),
+            driver_config(p, mode, scheme),
+        )?)
     } else {
         None
     };
@@ -560,6 +587,7 @@ fn timeline(
             if !replanned && t0.elapsed().as_secs_f64() - start >= p.interval_ms as f64 / 1000.0 {
                 let w = Workload {
                     csr,
+                    endpoints: Vec::new(),
                     warm: ops.clone(),
                     measure: Vec::new(),
                 };
@@ -567,7 +595,7 @@ fn timeline(
                 replanned = true;
             }
             let rep = (at / ops.len().max(1)) as u64;
-            let seq: Vec<Op> = repeat_fresh(ops, rep, 2, csr.vertex_count())
+            let seq: Vec<Op> = repeat_fresh(ops, rep, 2, &ends)
                 .into_iter()
                 .skip(at % ops.len().max(1))
                 .take(chunk)
@@ -738,11 +766,12 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
         Scheme::Split,
         Scheme::Cache,
         Scheme::SplitCache,
+        Scheme::Replica,
     ];
     for name in &a.schemes {
         if !all.iter().any(|s| s.name().eq_ignore_ascii_case(name)) {
             return Err(format!(
-                "--schemes {name}: expected one of Ideal, Orig, Shard, Split, Cache, Split+Cache"
+                "--schemes {name}: expected one of Ideal, Orig, Shard, Split, Cache, Split+Cache, Split+Cache+Replica"
             ));
         }
     }
@@ -788,6 +817,7 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
                     Scheme::Orig,
                     Scheme::Shard,
                     Scheme::SplitCache,
+                    Scheme::Replica,
                 ]
                 .into_iter()
                 .filter(|&s| wanted(s))
@@ -808,7 +838,7 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
                 ..p.clone()
             };
             let w = workload(&csr, &p, skewed)?;
-            for s in [Scheme::Orig, Scheme::SplitCache]
+            for s in [Scheme::Orig, Scheme::SplitCache, Scheme::Replica]
                 .into_iter()
                 .filter(|&s| wanted(s))
             {
@@ -849,7 +879,7 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
                 phases.push(mix_ops(
                     &starts,
                     p.update_fraction,
-                    csr.vertex_count(),
+                    &endpoints(&csr),
                     p.seed + i,
                 ));
             }

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use locus_fabric::{Fabric, MachineId};
 use locus_store::addr::Addr;
-use locus_store::{home_of, Key, Migration, Store, Worker};
+use locus_store::{home_of, Key, Migration, Replication, Store, Worker};
 
 use crate::policy::{Access, Action, Coordinator, Event, PolicyConfig};
 use crate::record::Record;
@@ -90,6 +90,19 @@ pub struct DriverStats {
     pub bytes_moved: AtomicU64,
     /// Migrations that failed (error message in `last_error`).
     pub failed: AtomicU64,
+    /// Replicas approved and queued.
+    pub replicas_approved: AtomicU64,
+    /// Replicas made (listed at their home).
+    pub replicas_created: AtomicU64,
+    /// Bytes copied into replicas (headers included).
+    pub replica_bytes: AtomicU64,
+}
+
+/// Work for an executor: a migration or a replica, run as the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    Migrate(Key, MachineId),
+    Replicate(Key, MachineId),
 }
 
 /// What executors and the coordinator share.
@@ -101,8 +114,8 @@ struct Shared<F: Fabric> {
     last_error: Mutex<Option<String>>,
     events_tx: Sender<Event>,
     events_rx: Receiver<Event>,
-    jobs_tx: Sender<(Key, MachineId)>,
-    jobs_rx: Receiver<(Key, MachineId)>,
+    jobs_tx: Sender<Job>,
+    jobs_rx: Receiver<Job>,
     record: Mutex<Option<Arc<Record>>>,
     record_path: PathBuf,
     _tmp: Option<tempfile::TempDir>,
@@ -395,9 +408,14 @@ fn coordinator_loop<F: Fabric>(
                     Action::Persist { .. } => {}
                     Action::Migrate { key, to, .. } => {
                         s.stats.approved.fetch_add(1, Ordering::Relaxed);
-                        if s.jobs_tx.try_send((key, to)).is_err() {
+                        if s.jobs_tx.try_send(Job::Migrate(key, to)).is_err() {
                             pending.push(Event::Migrated { key, to, ok: false });
                         }
+                    }
+                    Action::Replicate { key, to } => {
+                        s.stats.replicas_approved.fetch_add(1, Ordering::Relaxed);
+                        // Soft state: a full queue only loses the replica.
+                        let _ = s.jobs_tx.try_send(Job::Replicate(key, to));
                     }
                     Action::Track { machine, keys } => {
                         if let Some(t) = s.store.tracker(machine) {
@@ -427,17 +445,22 @@ fn coordinator_loop<F: Fabric>(
 fn executor_loop<F: Fabric>(s: &Shared<F>) {
     let mut workers: HashMap<MachineId, Worker<F>> = HashMap::new();
     let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
+    let mut replicas: Vec<(Key, MachineId)> = Vec::new();
     while !s.stop.load(Ordering::Acquire) {
         let first = match s.jobs_rx.recv_timeout(Duration::from_millis(20)) {
             Ok(j) => j,
             Err(_) => continue,
         };
-        by_target.entry(first.1).or_default().push(first.0);
+        let mut take = |j: Job| match j {
+            Job::Migrate(k, to) => by_target.entry(to).or_default().push(k),
+            Job::Replicate(k, to) => replicas.push((k, to)),
+        };
+        take(first);
         let mut n = 1;
         while n < s.config.batch_keys_max {
             match s.jobs_rx.try_recv() {
-                Ok((k, to)) => {
-                    by_target.entry(to).or_default().push(k);
+                Ok(j) => {
+                    take(j);
                     n += 1;
                 }
                 Err(_) => break,
@@ -481,6 +504,26 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
                         migrated(s, key, to, false);
                     }
                 }
+            }
+        }
+        for (key, to) in replicas.drain(..) {
+            let w = match workers.entry(to) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => match s.store.worker(to) {
+                    Ok(w) => v.insert(w),
+                    Err(e) => {
+                        fail(s, format!("replica executor for machine {to}: {e}"));
+                        continue;
+                    }
+                },
+            };
+            match w.replicate(key) {
+                Ok(Replication::Created { bytes }) => {
+                    s.stats.replicas_created.fetch_add(1, Ordering::Relaxed);
+                    s.stats.replica_bytes.fetch_add(bytes, Ordering::Relaxed);
+                }
+                Ok(_) => {}
+                Err(e) => fail(s, format!("replicating {key:?} to machine {to}: {e}")),
             }
         }
     }

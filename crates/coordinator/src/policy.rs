@@ -27,6 +27,17 @@
 //! `dwell_ms` ago is not moved again; a key with a migration in flight is
 //! left alone until it finishes.
 //!
+//! **Replicas** (a Locus extension; off by default, as in Pragh). A value
+//! read by several machines stays remote for all but its holder. With
+//! `replicas` on, every machine other than the holder (and other than a
+//! migration's target) whose rate reaches `replica_rate_min_per_s` is
+//! approved a read-only replica ([`Action::Replicate`]; the store keeps it
+//! correct, see `locus_store::replica`). Reads served by a replica are local
+//! and not reported, so a machine that reports a key again has lost its
+//! replica (an update invalidated it) or never had one; a machine is approved
+//! a replica of a key at most once per `dwell_ms`, which bounds the churn of
+//! keys that are updated often. Replicas are soft state: nothing is persisted.
+//!
 //! **Durability.** Every approval is preceded by [`Action::Persist`] of the
 //! key's latest target: the driver must make it durable before it starts the
 //! migration that follows it in the same batch. [`Coordinator::restore`]
@@ -67,6 +78,10 @@ pub struct PolicyConfig {
     pub keys_max: usize,
     /// A key whose rates are all older than this is forgotten.
     pub forget_after_ms: u64,
+    /// Approve read-only replicas of values other machines read (Locus extension).
+    pub replicas: bool,
+    /// Rates below this (accesses/s) are not worth a replica.
+    pub replica_rate_min_per_s: f64,
 }
 
 impl Default for PolicyConfig {
@@ -79,6 +94,8 @@ impl Default for PolicyConfig {
             rate_min_per_s: 1.0,
             keys_max: 1 << 22,
             forget_after_ms: 30_000,
+            replicas: false,
+            replica_rate_min_per_s: 1.0,
         }
     }
 }
@@ -99,6 +116,12 @@ impl PolicyConfig {
             return Err(format!(
                 "rate_min_per_s = {} must be finite and >= 0",
                 self.rate_min_per_s
+            ));
+        }
+        if !(self.replica_rate_min_per_s >= 0.0 && self.replica_rate_min_per_s.is_finite()) {
+            return Err(format!(
+                "replica_rate_min_per_s = {} must be finite and >= 0",
+                self.replica_rate_min_per_s
             ));
         }
         if self.keys_max == 0 {
@@ -201,6 +224,13 @@ pub enum Action {
         /// The holder.
         machine: MachineId,
     },
+    /// Make a read-only replica of `key`'s value on `to` (Locus extension).
+    Replicate {
+        /// The key.
+        key: Key,
+        /// The reader that gets the replica.
+        to: MachineId,
+    },
 }
 
 /// What the coordinator did, for reports and tests.
@@ -220,6 +250,8 @@ pub struct Stats {
     pub keys_ignored: u64,
     /// Tracking requests sent (deferred).
     pub track_requests: u64,
+    /// Replicas approved.
+    pub replicas_approved: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -231,6 +263,8 @@ struct KeyState {
     moved_at_ms: Option<u64>,
     /// Deferred: the holder is tracking this key until this time.
     tracking_until_ms: Option<u64>,
+    /// When each machine was last approved a replica of this key.
+    replicated_at_ms: BTreeMap<MachineId, u64>,
 }
 
 /// The coordinator state machine.
@@ -406,16 +440,55 @@ impl Coordinator {
         });
     }
 
-    /// Applies the threshold policy to one key.
+    /// Applies the threshold policy to one key, then the replica rule.
     fn consider(&mut self, key: Key, out: &mut Vec<Action>) {
+        let target = match self.keys.get(&key) {
+            Some(k) if !k.in_flight && k.tracking_until_ms.is_none() => self.decide_move(key, out),
+            _ => return,
+        };
+        if self.config.replicas {
+            self.approve_replicas(key, target, out);
+        }
+    }
+
+    /// Replica rule: every fresh reader other than the holder and `target`
+    /// with a rate worth it, at most once per `dwell_ms` per machine.
+    fn approve_replicas(&mut self, key: Key, target: Option<MachineId>, out: &mut Vec<Action>) {
         let now = self.now_ms;
         let cfg = &self.config;
         let Some(k) = self.keys.get_mut(&key) else {
             return;
         };
-        if k.in_flight || k.tracking_until_ms.is_some() {
-            return;
+        if k.tracking_until_ms.is_some() {
+            return; // deferred: decide the move first
         }
+        let fresh = now.saturating_sub(cfg.forget_after_ms);
+        for (&m, &(rate, at)) in &k.rates {
+            if m == k.holder || Some(m) == target || at < fresh {
+                continue;
+            }
+            if rate < cfg.replica_rate_min_per_s || rate < cfg.rate_min_per_s {
+                continue;
+            }
+            // Only a report newer than the last approval asks again (reads
+            // served by a replica are not reported), and at most once per dwell.
+            if k.replicated_at_ms
+                .get(&m)
+                .is_some_and(|&t| at <= t || now < t + cfg.dwell_ms)
+            {
+                continue;
+            }
+            k.replicated_at_ms.insert(m, now);
+            self.stats.replicas_approved += 1;
+            out.push(Action::Replicate { key, to: m });
+        }
+    }
+
+    /// The threshold policy proper: returns the approved target, if any.
+    fn decide_move(&mut self, key: Key, out: &mut Vec<Action>) -> Option<MachineId> {
+        let now = self.now_ms;
+        let cfg = &self.config;
+        let k = self.keys.get_mut(&key)?;
         let fresh = now.saturating_sub(cfg.forget_after_ms);
         let mut best: Option<(MachineId, f64)> = None;
         let mut second = 0.0f64;
@@ -433,20 +506,18 @@ impl Coordinator {
                 }
             }
         }
-        let Some((applicant, rate)) = best else {
-            return;
-        };
+        let (applicant, rate) = best?;
         if rate < cfg.rate_min_per_s {
-            return;
+            return None;
         }
         if second * (1.0 + cfg.profit) >= rate {
             self.stats.contended += 1;
-            return;
+            return None;
         }
         if let Some(at) = k.moved_at_ms {
             if now < at + cfg.dwell_ms {
                 self.stats.dwelling += 1;
-                return;
+                return None;
             }
         }
         let holder_rate = k.rates.get(&k.holder).filter(|r| r.1 >= fresh).map(|r| r.0);
@@ -456,11 +527,11 @@ impl Coordinator {
             (None, Mode::Deferred) => {
                 k.tracking_until_ms = Some(u64::MAX);
                 self.to_track.entry(k.holder).or_default().push(key);
-                return;
+                return None;
             }
         };
         if rate <= holder_rate * (1.0 + cfg.profit) {
-            return;
+            return None;
         }
         k.in_flight = true;
         let from = k.holder;
@@ -474,6 +545,7 @@ impl Coordinator {
             from,
             to: applicant,
         });
+        Some(applicant)
     }
 
     /// Deferred mode: starts tracking rounds and collects finished ones.

@@ -237,3 +237,121 @@ fn an_instant_report_is_judged_on_its_rate_so_far() {
     );
     assert_eq!(migrations(&a), vec![(3, 1, 4)]);
 }
+
+fn replicas(actions: &[Action]) -> Vec<(u64, u8)> {
+    let mut r: Vec<(u64, u8)> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Replicate { key, to } => Some((key.0, *to)),
+            _ => None,
+        })
+        .collect();
+    r.sort_unstable();
+    r
+}
+
+fn with_replicas() -> PolicyConfig {
+    PolicyConfig {
+        replicas: true,
+        replica_rate_min_per_s: 50.0,
+        ..eager()
+    }
+}
+
+#[test]
+fn without_replicas_a_contended_key_is_read_remotely_by_all_but_its_holder() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    let mut all = c.step(0, report(3, &[(8, 0, 300)]));
+    all.extend(c.step(1, report(5, &[(8, 0, 290)])));
+    assert!(replicas(&all).is_empty());
+}
+
+#[test]
+fn replicas_go_to_every_busy_reader_that_does_not_get_the_value() {
+    let mut c = Coordinator::new(with_replicas()).unwrap();
+    // Machine 3 alone: the value moves there, no replica for anyone else.
+    let a = c.step(0, report(3, &[(8, 0, 300)]));
+    assert_eq!(migrations(&a), vec![(8, 0, 3)]);
+    assert!(replicas(&a).is_empty());
+    c.step(
+        1,
+        Event::Migrated {
+            key: Key(8),
+            to: 3,
+            ok: true,
+        },
+    );
+    // Machines 5 and 6 read it too, as much as the holder does: no move
+    // (the holder's own rate is known), but replicas; machine 7 is below
+    // the replica rate and gets nothing; the holder never gets one.
+    c.step(2, report(3, &[(8, 3, 300)]));
+    let mut a = c.step(3, report(5, &[(8, 3, 280)]));
+    a.extend(c.step(4, report(6, &[(8, 3, 250)])));
+    a.extend(c.step(5, report(7, &[(8, 3, 40)])));
+    assert!(migrations(&a).is_empty(), "{a:?}");
+    assert_eq!(replicas(&a), vec![(8, 5), (8, 6)]);
+    assert_eq!(c.stats().replicas_approved, 2);
+}
+
+#[test]
+fn a_contended_key_stays_put_and_is_replicated_to_its_readers() {
+    let mut c = Coordinator::new(with_replicas()).unwrap();
+    let mut a = c.step(0, report(3, &[(9, 0, 300)]));
+    // Still the only reader: approved to move. Suppose it failed.
+    assert_eq!(migrations(&a), vec![(9, 0, 3)]);
+    c.step(
+        1,
+        Event::Migrated {
+            key: Key(9),
+            to: 3,
+            ok: false,
+        },
+    );
+    a = c.step(2, report(5, &[(9, 0, 290)]));
+    a.extend(c.step(3, report(3, &[(9, 0, 300)])));
+    assert!(migrations(&a).is_empty());
+    assert_eq!(replicas(&a), vec![(9, 3), (9, 5)]);
+}
+
+#[test]
+fn a_replica_is_approved_again_only_after_a_newer_report_and_the_dwell() {
+    let mut c = Coordinator::new(with_replicas()).unwrap();
+    c.step(0, report(2, &[(4, 0, 300)]));
+    c.step(
+        1,
+        Event::Migrated {
+            key: Key(4),
+            to: 2,
+            ok: true,
+        },
+    );
+    c.step(2, report(2, &[(4, 2, 300)]));
+    assert_eq!(
+        replicas(&c.step(3, report(6, &[(4, 2, 200)]))),
+        vec![(4, 6)]
+    );
+    // Other machines' reports re-examine the key: machine 6's old rate does
+    // not ask again (its reads are served by the replica and not reported).
+    assert!(replicas(&c.step(1_500, report(2, &[(4, 2, 300)]))).is_empty());
+    // A newer report from 6 (the replica was invalidated): again.
+    assert_eq!(
+        replicas(&c.step(1_600, report(6, &[(4, 2, 200)]))),
+        vec![(4, 6)]
+    );
+    // And once more only after the dwell, however often 6 reports.
+    assert!(replicas(&c.step(2_000, report(6, &[(4, 2, 200)]))).is_empty());
+    assert_eq!(
+        replicas(&c.step(2_700, report(6, &[(4, 2, 200)]))),
+        vec![(4, 6)]
+    );
+}
+
+#[test]
+fn replica_settings_are_validated() {
+    let bad = PolicyConfig {
+        replica_rate_min_per_s: f64::NAN,
+        ..with_replicas()
+    };
+    let e = Coordinator::new(bad).unwrap_err();
+    assert!(e.contains("replica_rate_min_per_s"), "{e}");
+}

@@ -44,6 +44,16 @@
 //! remote keys and [`LocationCache::take_access_counts`] reads one interval's
 //! accesses and starts the next.
 //!
+//! **Replica entries.** With read-only replicas on ([`crate::replica`]), the
+//! entry of a key this machine keeps a replica of holds the replica's address
+//! (a block in this machine's value region) with [`REPLICA_POSITION`] as its
+//! position. Only the read path sees such entries
+//! ([`LocationCache::get_for_read`]); they do not expire (the replica is
+//! this machine's own block, checked by its header on every read), are never
+//! overwritten by an address learned elsewhere, are never listed hot, and are
+//! left out of the monitor's counts (a replica hit is a local access, nothing
+//! to migrate for). Every other lookup treats them as a miss.
+//!
 //! **Bytes per entry.** The byte bound is accounted as [`ENTRY_BYTES`] = 72
 //! bytes per entry: a map slot of 32 bytes (8-byte mixed key, 8-byte address
 //! word, 8-byte `cached_at_ns`, 4-byte count, 4-byte index into the key
@@ -72,6 +82,9 @@ pub const AGING_INSERTS_PER_STEP: u64 = 4;
 pub const HOT_KEYS_MAX_PER_SHARD: usize = 256;
 /// Most shards a cache may have (shards are picked with 16 bits of the hash).
 pub const SHARDS_MAX: usize = 1 << 16;
+/// The position recorded for a replica entry (see "Replica entries" above):
+/// no key region is that large, so it never names a real address word.
+pub const REPLICA_POSITION: u64 = u64::MAX - 1;
 
 const NS_PER_MS: u64 = 1_000_000;
 /// Bit where the shard index starts in `mix(key)` (see the module doc).
@@ -324,7 +337,7 @@ impl Shard {
             let idx = ((r as u128 * len as u128) >> 64) as usize;
             let h = self.keys[idx];
             let e = &self.map[&h];
-            if expired(e.cached_at_ns, now_ns, lease_ns) {
+            if e.position != REPLICA_POSITION && expired(e.cached_at_ns, now_ns, lease_ns) {
                 victim = h;
                 break;
             }
@@ -403,10 +416,33 @@ impl LocationCache {
     /// migration uses it to skip the lookup READ (Pragh 5).
     #[inline]
     pub fn get_with_position(&self, key: Key, now_ns: u64) -> Option<(u64, u64)> {
+        self.lookup(key, now_ns, false)
+    }
+
+    /// [`LocationCache::get_with_position`] for the read path: a replica
+    /// entry is returned too (with position [`REPLICA_POSITION`]), whatever
+    /// its age, and counts a hit but is never listed hot.
+    #[inline]
+    pub fn get_for_read(&self, key: Key, now_ns: u64) -> Option<(u64, u64)> {
+        self.lookup(key, now_ns, true)
+    }
+
+    #[inline]
+    fn lookup(&self, key: Key, now_ns: u64, replicas: bool) -> Option<(u64, u64)> {
         let h = mix(key.0);
         let mut guard = self.shard_of(h);
         let s = &mut *guard;
         match s.map.get_mut(&h) {
+            Some(e) if e.position == REPLICA_POSITION && replicas => {
+                e.count = e.count.saturating_add(1);
+                let found = (e.word, e.position);
+                s.stats.hits += 1;
+                Some(found)
+            }
+            Some(e) if e.position == REPLICA_POSITION => {
+                s.stats.misses += 1;
+                None
+            }
             Some(e) if !expired(e.cached_at_ns, now_ns, self.lease_ns) => {
                 e.count = e.count.saturating_add(1);
                 let hot = e.count == self.config.hot_count;
@@ -430,6 +466,23 @@ impl LocationCache {
         }
     }
 
+    /// Makes `key`'s entry a replica entry for the replica block at
+    /// `replica_word` (replacing whatever was cached for the key).
+    pub fn insert_replica(&self, key: Key, replica_word: u64, now_ns: u64) {
+        let h = mix(key.0);
+        {
+            let mut s = self.shard_of(h);
+            if let Some(e) = s.map.get_mut(&h) {
+                e.word = replica_word;
+                e.position = REPLICA_POSITION;
+                e.cached_at_ns = now_ns;
+                s.stats.replaces += 1;
+                return;
+            }
+        }
+        self.insert_at(key, replica_word, REPLICA_POSITION, now_ns);
+    }
+
     /// Caches `addr_word` for `key`, stamped `now_ns` (Fig. 8 lines 25-26),
     /// replacing a cached word and keeping its access count; a new entry
     /// starts at count 0 and may evict another to stay within `bytes_max`.
@@ -449,6 +502,10 @@ impl LocationCache {
         let mut guard = self.shard_of(h);
         let s = &mut *guard;
         if let Some(e) = s.map.get_mut(&h) {
+            if e.position == REPLICA_POSITION {
+                // The replica serves reads until it is found invalid.
+                return;
+            }
             e.word = addr_word;
             if position != u64::MAX {
                 e.position = position;
@@ -493,6 +550,9 @@ impl LocationCache {
             let mut guard = self.shard_of(h);
             let s = &mut *guard;
             if let Some(e) = s.map.get_mut(&h) {
+                if e.position == REPLICA_POSITION {
+                    return;
+                }
                 e.word = addr_word;
                 e.cached_at_ns = now_ns;
                 e.count = e.count.saturating_add(1);
@@ -514,7 +574,10 @@ impl LocationCache {
     pub fn peek(&self, key: Key) -> Option<(u64, u32)> {
         let h = mix(key.0);
         let s = self.shard_of(h);
-        s.map.get(&h).map(|e| (e.word, e.count))
+        s.map
+            .get(&h)
+            .filter(|e| e.position != REPLICA_POSITION)
+            .map(|e| (e.word, e.count))
     }
 
     /// Hands every key listed hot since the last call to `f` and clears the lists.
@@ -557,7 +620,9 @@ impl LocationCache {
         for p in self.shards.iter() {
             let s = lock(p);
             for (&h, e) in s.map.iter() {
-                f(Key(unmix(h)), e.word, e.count);
+                if e.position != REPLICA_POSITION {
+                    f(Key(unmix(h)), e.word, e.count);
+                }
             }
         }
     }
@@ -568,7 +633,9 @@ impl LocationCache {
         for p in self.shards.iter() {
             let mut s = lock(p);
             for (&h, e) in s.map.iter_mut() {
-                f(Key(unmix(h)), e.word, e.count);
+                if e.position != REPLICA_POSITION {
+                    f(Key(unmix(h)), e.word, e.count);
+                }
                 e.count = 0;
             }
         }

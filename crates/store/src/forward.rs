@@ -9,6 +9,10 @@
 //!   region and CASes the address word at the key's home. If the value moved
 //!   again meanwhile, the reply says where (`Moved`) and the sender follows.
 //!
+//! A third request, **replica registration** ([`crate::replica`]), goes from
+//! a machine that copied a value to the key's home, which lists the replica
+//! if the key's address word is still the one the copy came from.
+//!
 //! A part op never waits for anything, so a service that is coordinating a
 //! vertex op (and waits for part-op replies) can always be answered: there is
 //! no cycle of waiting machines.
@@ -20,8 +24,9 @@
 //!  | u8   | u8    | u8 pad | (at byte 8)    |
 //!  +------+-------+--------+----------------+---------------------
 //!  kind 1 = request, 2 = reply
-//!  request body:  key u64 (part ops) or vertex u32 (vertex ops), then the op's arguments
-//!  reply body:    outcome u8, then outcome fields
+//!  request body:  key u64 (part ops) or vertex u32 (vertex ops), then the op's arguments;
+//!                 op 21 (replica registration): key u64, seen word u64, offset_units u64
+//!  reply body:    outcome u8 (1 part, 2 vertex, 3 replica), then outcome fields
 //! ```
 
 use crate::{Result, StoreError, VertexId};
@@ -110,6 +115,15 @@ pub enum Request {
         /// The op.
         op: VertexOp,
     },
+    /// List a replica of `key` at the sender (see [`crate::replica`]).
+    Replica {
+        /// The key.
+        key: u64,
+        /// The address word the replica was copied from.
+        seen: u64,
+        /// The replica block in the sender's value region, in 8-byte units.
+        offset_units: u64,
+    },
 }
 
 /// A reply as carried.
@@ -117,6 +131,8 @@ pub enum Request {
 pub enum Reply {
     /// Outcome of a part op.
     Part(PartReply),
+    /// Whether a replica was listed.
+    Replica(bool),
     /// Outcome of a vertex op: whether it changed anything (insert/delete), or an error text.
     Vertex(std::result::Result<bool, String>),
 }
@@ -198,6 +214,16 @@ pub fn encode_request(from: MachineId, id: u64, request: &Request, out: &mut Vec
                 }
             }
         }
+        Request::Replica {
+            key,
+            seen,
+            offset_units,
+        } => {
+            header(KIND_REQUEST, from, 21, id, out);
+            for w in [key, seen, offset_units] {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
     }
 }
 
@@ -217,6 +243,7 @@ pub fn encode_reply(from: MachineId, id: u64, reply: &Reply, out: &mut Vec<u8>) 
                 PartReply::Moved(m) => out.extend_from_slice(&[5, m]),
             }
         }
+        Reply::Replica(b) => out.extend_from_slice(&[3, *b as u8]),
         Reply::Vertex(Ok(b)) => out.extend_from_slice(&[2, 1, *b as u8]),
         Reply::Vertex(Err(e)) => {
             out.extend_from_slice(&[2, 0]);
@@ -308,6 +335,11 @@ pub fn decode(bytes: &[u8]) -> Result<Envelope> {
                     };
                     Request::Vertex { vertex, op }
                 }
+                21 => Request::Replica {
+                    key: r.u64()?,
+                    seen: r.u64()?,
+                    offset_units: r.u64()?,
+                },
                 other => return Err(malformed(&format!("unknown request op {other}"))),
             };
             Ok(Envelope::Request { from, id, request })
@@ -329,6 +361,7 @@ pub fn decode(bytes: &[u8]) -> Result<Envelope> {
                     1 => Reply::Vertex(Ok(r.u8()? != 0)),
                     _ => Reply::Vertex(Err(String::from_utf8_lossy(&bytes[r.at..]).into_owned())),
                 },
+                3 => Reply::Replica(r.u8()? != 0),
                 other => return Err(malformed(&format!("unknown reply kind {other}"))),
             };
             Ok(Envelope::Reply { id, reply })
@@ -366,6 +399,11 @@ mod tests {
         round_trip_request(Request::Part {
             key: 3,
             op: PartOp::Append { u: 5, max: 9 },
+        });
+        round_trip_request(Request::Replica {
+            key: u64::MAX,
+            seen: 1 << 63,
+            offset_units: (1 << 34) - 1,
         });
         round_trip_request(Request::Part {
             key: 3,
@@ -405,6 +443,8 @@ mod tests {
             Reply::Part(PartReply::Absent),
             Reply::Part(PartReply::Moved(127)),
             Reply::Vertex(Ok(true)),
+            Reply::Replica(true),
+            Reply::Replica(false),
             Reply::Vertex(Err("region full".into())),
         ] {
             let mut b = Vec::new();

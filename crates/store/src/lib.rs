@@ -25,13 +25,16 @@ pub mod cache;
 mod error;
 pub mod forward;
 pub mod reclaim;
+pub mod replica;
 pub mod shard;
 mod store;
 pub mod table;
 pub mod track;
 
 pub use error::{Result, StoreError};
-pub use store::{MachineUsage, Migration, Services, Store, StoreConfig, Worker, WorkerStats};
+pub use store::{
+    MachineUsage, Migration, Replication, Services, Store, StoreConfig, Worker, WorkerStats,
+};
 pub use table::{home_of, Key};
 
 /// A vertex id.

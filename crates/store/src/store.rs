@@ -8,9 +8,10 @@ use locus_fabric::{Completion, Fabric, MachineId, Output, Port, RegionId, WorkRe
 use crate::addr::{units_for_payload, Addr, Header, LOCAL_SIZE_UNITS_MAX, REMOTE_SIZE_UNITS_MAX};
 use crate::adjacency::{self, PartView, MORE, PREFIX_BYTES};
 use crate::alloc::{block_units, ValueAllocator};
-use crate::cache::{CacheConfig, LocationCache};
+use crate::cache::{CacheConfig, LocationCache, REPLICA_POSITION};
 use crate::forward::{self, Envelope, PartOp, PartReply, Reply, Request, VertexOp};
 use crate::reclaim::{Appended, Collector, CollectorConfig, RingLayout};
+use crate::replica::{Listed, ReplicaDirectory, ReplicaSet, DIRECTORY_ENTRIES_MAX};
 use crate::shard::ShardMap;
 use crate::table::{
     addr_word_offset, home_of, key_word_offset, link_offset, BucketView, Key, TableLayout,
@@ -70,6 +71,10 @@ pub struct StoreConfig {
     /// machine (Pragh: 100), consulted through a shard map on every access;
     /// 0 places keys by hash alone (`vertex % machines`), as Pragh does.
     pub shards_per_machine: u32,
+    /// Read-only replicas of hot shared values ([`crate::replica`], a Locus
+    /// extension): bytes of replica blocks each machine may hold; 0 turns
+    /// replicas off (Pragh keeps one copy of every value).
+    pub replica_bytes_max: u64,
 }
 
 impl Default for StoreConfig {
@@ -87,6 +92,7 @@ impl Default for StoreConfig {
             cache_lookups: true,
             hot_accesses: 100,
             shards_per_machine: 0,
+            replica_bytes_max: 0,
         }
     }
 }
@@ -176,6 +182,25 @@ impl StoreConfig {
                 crate::shard::SHARDS_PER_MACHINE_MAX
             ));
         }
+        if self.replica_bytes_max > 0 {
+            if self.cache_bytes_max == 0 || !self.cache_lookups {
+                return bad(format!(
+                    "replica_bytes_max = {} needs the location cache (cache_bytes_max > 0 and cache_lookups): replicas are found through it",
+                    self.replica_bytes_max
+                ));
+            }
+            if self.shards_per_machine > 0 {
+                return bad(
+                    "replicas and shard-based placement do not go together (a shard move changes a key's home, which lists its replicas)".into(),
+                );
+            }
+            if self.replica_bytes_max > self.value_region_bytes {
+                return bad(format!(
+                    "replica_bytes_max = {} exceeds value_region_bytes = {} (replicas live in the value region)",
+                    self.replica_bytes_max, self.value_region_bytes
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -221,6 +246,13 @@ struct Shared<F: Fabric> {
     collectors: Vec<Option<std::sync::Mutex<Option<Collector>>>>,
     /// Every machine's reclaim ring, looked up on first use.
     rings: Vec<OnceLock<(RegionId, RingLayout)>>,
+    /// Per hosted machine, the replicas it holds (if replicas are on).
+    replica_sets: Vec<Option<ReplicaSet>>,
+    /// Per hosted machine, the replicas of the vertices homed there.
+    directories: Vec<Option<ReplicaDirectory>>,
+    /// Per hosted machine, its service thread, woken when a request is sent
+    /// to it (an idle service parks instead of polling).
+    wakers: Vec<std::sync::Mutex<Option<std::thread::Thread>>>,
 }
 
 /// One machine's forwarding state, shared by every worker acting as it
@@ -238,6 +270,17 @@ struct Mailroom {
 const UPDATE_LOCK_STRIPES: usize = 1024;
 
 impl<F: Fabric> Shared<F> {
+    /// Wakes `machine`'s service thread if this process runs it and it parked.
+    fn wake(&self, machine: MachineId) {
+        if let Some(t) = self.wakers[machine as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            t.unpark();
+        }
+    }
+
     /// Tries to take the update lock of `v` on `machine`. Never blocks: the
     /// caller spins with `Port::relax`, which the simulated fabric turns into a
     /// scheduling point (a blocking lock held across fabric operations would
@@ -353,6 +396,23 @@ impl<F: Fabric> Store<F> {
                     .map(|a| a.as_ref().map(|_| std::sync::Mutex::new(None)))
                     .collect(),
                 rings: (0..machines).map(|_| OnceLock::new()).collect(),
+                replica_sets: allocs
+                    .iter()
+                    .map(|a| {
+                        a.as_ref()
+                            .filter(|_| config.replica_bytes_max > 0)
+                            .map(|_| ReplicaSet::default())
+                    })
+                    .collect(),
+                directories: allocs
+                    .iter()
+                    .map(|a| {
+                        a.as_ref()
+                            .filter(|_| config.replica_bytes_max > 0)
+                            .map(|_| ReplicaDirectory::new(DIRECTORY_ENTRIES_MAX))
+                    })
+                    .collect(),
+                wakers: (0..machines).map(|_| std::sync::Mutex::new(None)).collect(),
                 allocs,
                 config,
             }),
@@ -560,7 +620,8 @@ pub struct Services {
 
 /// Idle rounds a service spins (yielding) before it starts sleeping.
 const SERVICE_SPINS_MAX: u32 = 64;
-/// How long an idle service sleeps between looks at its inbox.
+/// How long an idle service parks between looks at its inbox (a forwarded
+/// request wakes it at once).
 const SERVICE_IDLE_SLEEP_US: u64 = 200;
 
 impl Services {
@@ -597,9 +658,13 @@ impl<F: Fabric> Store<F> {
             }
             let mut w = self.worker(m)?;
             let (stop, failure) = (Arc::clone(&stop), Arc::clone(&failure));
+            let shared = Arc::clone(&self.shared);
             let t = std::thread::Builder::new()
                 .name(format!("locus-service-{m}"))
                 .spawn(move || {
+                    *shared.wakers[m as usize]
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
                     let mut idle = 0u32;
                     while !stop.load(std::sync::atomic::Ordering::Acquire) {
                         match w.serve() {
@@ -619,7 +684,9 @@ impl<F: Fabric> Store<F> {
                                             return;
                                         }
                                     }
-                                    std::thread::sleep(Duration::from_micros(
+                                    // A request sent here unparks us (`Shared::wake`);
+                                    // the timeout bounds the wait for anything else.
+                                    std::thread::park_timeout(Duration::from_micros(
                                         SERVICE_IDLE_SLEEP_US,
                                     ));
                                 }
@@ -665,6 +732,12 @@ pub struct WorkerStats {
     pub migrate_conflicts: u64,
     /// Times a full reclaim ring made a migration wait.
     pub reclaim_waits: u64,
+    /// Reads served by a replica held here ([`crate::replica`]).
+    pub replica_reads: u64,
+    /// Replicas this worker made and had listed.
+    pub replicas_created: u64,
+    /// Replicas invalidated by updates this worker coordinated (as a home).
+    pub replica_invalidations: u64,
 }
 
 /// A step of a pipelined migration ([`Worker::migrate_batch`]).
@@ -741,6 +814,8 @@ struct Slot {
     addr_word: u64,
     /// Whether `addr_word` came from the location cache.
     cached: bool,
+    /// Whether `addr_word` is this machine's replica of the value ([`crate::replica`]).
+    replica: bool,
 }
 
 /// One thread's handle acting as one machine.
@@ -829,6 +904,7 @@ impl<F: Fabric> Worker<F> {
                         addr_offset: addr_word_offset(off, i as u64),
                         addr_word: aw,
                         cached: false,
+                        replica: false,
                     }));
                 }
                 if kw == 0 {
@@ -863,6 +939,7 @@ impl<F: Fabric> Worker<F> {
                     addr_offset: addr_word_offset(off, i),
                     addr_word,
                     cached: false,
+                    replica: false,
                 };
                 if kw == key.word() {
                     return Ok(found(aw));
@@ -914,9 +991,15 @@ impl<F: Fabric> Worker<F> {
     /// location cache): returns the slot whose address matched a valid header,
     /// or `None` if the key has no published value.
     fn read_value(&mut self, key: Key) -> Result<Option<(Slot, Addr)>> {
+        self.read_value_from(key, false)
+    }
+
+    /// [`Worker::read_value`] for queries: with `replica_ok`, a replica of the
+    /// value held here may serve it ([`crate::replica`]).
+    fn read_value_from(&mut self, key: Key, replica_ok: bool) -> Result<Option<(Slot, Addr)>> {
         let mut retries = 0;
         loop {
-            let Some(slot) = self.locate(key)? else {
+            let Some(slot) = self.locate(key, replica_ok)? else {
                 return Ok(None);
             };
             let Some(addr) = Addr::decode(slot.addr_word) else {
@@ -928,7 +1011,9 @@ impl<F: Fabric> Worker<F> {
             }
             // Invalidated (updated or migrated, Pragh Fig. 8 lines 15-18): drop
             // a cached address and look the key up again.
-            if slot.cached {
+            if slot.replica {
+                self.drop_replica(key, slot.addr_word, addr);
+            } else if slot.cached {
                 if let Some(c) = self.cache() {
                     c.remove_if(key, slot.addr_word);
                 }
@@ -981,19 +1066,51 @@ impl<F: Fabric> Worker<F> {
     /// the cache if its entry is younger than the cache lease, else read
     /// remotely and cached with the position of its address word (keys never
     /// move), so a CAS needs no lookup READ either (Pragh 5, first optimization).
-    fn locate(&mut self, key: Key) -> Result<Option<Slot>> {
+    fn locate(&mut self, key: Key, replica_ok: bool) -> Result<Option<Slot>> {
         let home = self.home(key);
+        let replicas = replica_ok && self.shared.config.replica_bytes_max > 0;
         if home == self.machine || !self.shared.config.cache_lookups {
-            return self.lookup(key);
+            let slot = self.lookup(key)?;
+            // A key homed here whose value is away may have a replica here.
+            if replicas {
+                if let Some(s) = &slot {
+                    if Addr::decode(s.addr_word).is_some_and(|a| a.holder(home) != self.machine) {
+                        let now = self.port.now_ns();
+                        let hit = self.cache().and_then(|c| c.get_for_read(key, now));
+                        if let Some((word, REPLICA_POSITION)) = hit {
+                            self.stats.replica_reads += 1;
+                            return Ok(Some(Slot {
+                                addr_word: word,
+                                cached: true,
+                                replica: true,
+                                ..*s
+                            }));
+                        }
+                    }
+                }
+            }
+            return Ok(slot);
         }
         let now = self.port.now_ns();
-        let hit = self.cache().and_then(|c| c.get_with_position(key, now));
+        let hit = self.cache().and_then(|c| {
+            if replicas {
+                c.get_for_read(key, now)
+            } else {
+                c.get_with_position(key, now)
+            }
+        });
         if let Some((addr_word, addr_offset)) = hit.filter(|h| h.1 != u64::MAX) {
+            let replica = addr_offset == REPLICA_POSITION;
+            if replica {
+                self.stats.replica_reads += 1;
+            }
             return Ok(Some(Slot {
                 home,
+                // A replica slot is only read, never CASed: the position is unused.
                 addr_offset,
                 addr_word,
                 cached: true,
+                replica,
             }));
         }
         self.locate_fresh(key)
@@ -1055,7 +1172,7 @@ impl<F: Fabric> Worker<F> {
         let start = out.len();
         let mut part = 0;
         loop {
-            if self.read_value(Key::part(v, part))?.is_none() {
+            if self.read_value_from(Key::part(v, part), true)?.is_none() {
                 debug_assert!(part == 0, "a MORE flag points at a missing part");
                 return Ok(part > 0);
             }
@@ -1434,8 +1551,8 @@ impl<F: Fabric> Worker<F> {
                     machine: home,
                     reason: e,
                 }),
-                Reply::Part(_) => Err(StoreError::Config(
-                    "a vertex op was answered with a part reply".into(),
+                Reply::Part(_) | Reply::Replica(_) => Err(StoreError::Config(
+                    "a vertex op was answered with another op's reply".into(),
                 )),
             };
         }
@@ -1446,6 +1563,8 @@ impl<F: Fabric> Worker<F> {
                 None => self.port.relax(),
             }
         };
+        // Replicas go before anything publishes (replica invariant 1).
+        self.invalidate_replicas(v)?;
         match op {
             VertexOp::Put(list) => self.put_at_home(v, &list).map(|_| true),
             VertexOp::Insert(u) => self.insert_at_home(v, u),
@@ -1579,9 +1698,9 @@ impl<F: Fabric> Worker<F> {
                     },
                 )? {
                     Reply::Part(r) => r,
-                    Reply::Vertex(_) => {
+                    Reply::Vertex(_) | Reply::Replica(_) => {
                         return Err(StoreError::Config(
-                            "a part op was answered with a vertex reply".into(),
+                            "a part op was answered with another op's reply".into(),
                         ))
                     }
                 }
@@ -1629,6 +1748,7 @@ impl<F: Fabric> Worker<F> {
         let mut bytes = Vec::new();
         forward::encode_request(self.machine, id, &request, &mut bytes);
         self.send_with_backpressure(target, &bytes)?;
+        self.shared.wake(target);
         self.stats.forwarded += 1;
         let timeout_ms = self.shared.config.forward_timeout_ms;
         let deadline = self.port.now_ns() + timeout_ms * 1_000_000;
@@ -1691,6 +1811,14 @@ impl<F: Fabric> Worker<F> {
                     Request::Part { key, op } => {
                         let reply = Reply::Part(self.part_op_here(Key(key), &op)?);
                         self.reply(from, id, &reply)?;
+                    }
+                    Request::Replica {
+                        key,
+                        seen,
+                        offset_units,
+                    } => {
+                        let listed = self.list_replica(Key(key), from, seen, offset_units)?;
+                        self.reply(from, id, &Reply::Replica(listed))?;
                     }
                     vertex @ Request::Vertex { .. } => {
                         if vertex_ops {
@@ -2316,6 +2444,226 @@ impl<F: Fabric> Worker<F> {
         }
         Ok(freed)
     }
+
+    /// Makes a read-only replica of `key`'s value on this machine
+    /// ([`crate::replica`]): copy the value into a block here, have the key's
+    /// home list it, then serve this machine's reads from it until an update
+    /// invalidates it. Replicas must be on (`replica_bytes_max > 0`).
+    pub fn replicate(&mut self, key: Key) -> Result<Replication> {
+        let me = self.machine;
+        let shared = Arc::clone(&self.shared);
+        let set = shared.replica_sets[me as usize]
+            .as_ref()
+            .ok_or_else(|| StoreError::Config("replicas are off (replica_bytes_max = 0)".into()))?;
+        let alloc = shared.allocs[me as usize]
+            .as_ref()
+            .ok_or(StoreError::NotHosted { machine: me })?;
+        let vr = self.values_region(me);
+        if let Some(word) = set.get(key) {
+            let a = Addr::decode(word).expect("replica words are valid addresses");
+            let header = Header::decode(self.port.read_word(me, vr, a.offset_units() * 8)?);
+            if header.matches(a) {
+                // Still listed and valid: make sure reads find it.
+                let now = self.port.now_ns();
+                if let Some(c) = self.cache() {
+                    c.insert_replica(key, word, now);
+                }
+                return Ok(Replication::Present);
+            }
+            self.drop_replica(key, word, a);
+        }
+        let Some((slot, addr)) = self.read_value(key)? else {
+            return Ok(Replication::Absent);
+        };
+        if addr.holder(slot.home) == me {
+            return Ok(Replication::HeldHere);
+        }
+        let size_units = addr.size_units();
+        if set.bytes() + size_units * 8 > shared.config.replica_bytes_max {
+            self.sweep_replicas()?;
+            if set.bytes() + size_units * 8 > shared.config.replica_bytes_max {
+                return Ok(Replication::Full);
+            }
+        }
+        let offset_units = alloc.alloc(size_units, self.port.now_ns())?;
+        let word = Addr::remote(me, size_units, offset_units)?.encode();
+        // `self.value` holds the copy, header included (checked by the read).
+        let bytes = std::mem::take(&mut self.value);
+        let w = self.port.write(
+            me,
+            vr,
+            offset_units * 8,
+            &bytes[..(size_units * 8) as usize],
+        );
+        self.value = bytes;
+        if let Err(e) = w {
+            alloc.free_now(offset_units, size_units);
+            return Err(e.into());
+        }
+        let listed = if slot.home == me {
+            self.list_replica(key, me, slot.addr_word, offset_units)?
+        } else {
+            let request = Request::Replica {
+                key: key.0,
+                seen: slot.addr_word,
+                offset_units,
+            };
+            match self.forward(slot.home, request)? {
+                Reply::Replica(b) => b,
+                _ => {
+                    return Err(StoreError::Config(
+                        "a replica registration was answered with another op's reply".into(),
+                    ))
+                }
+            }
+        };
+        if !listed {
+            // Never listed, so no invalidation can reach it (replica invariant 4);
+            // nobody read it either: reuse at once.
+            alloc.free_now(offset_units, size_units);
+            return Ok(Replication::Refused);
+        }
+        set.insert(key, word, size_units * 8);
+        let now = self.port.now_ns();
+        if let Some(c) = self.cache() {
+            c.insert_replica(key, word, now);
+        }
+        self.stats.replicas_created += 1;
+        Ok(Replication::Created {
+            bytes: size_units * 8,
+        })
+    }
+
+    /// The home's side of a replica registration (replica invariants 2, 5):
+    /// lists `machine`'s replica of `key` if the key's address word is still
+    /// `seen`, checked under the vertex lock, which it never waits for.
+    fn list_replica(
+        &mut self,
+        key: Key,
+        machine: MachineId,
+        seen: u64,
+        offset_units: u64,
+    ) -> Result<bool> {
+        let shared = Arc::clone(&self.shared);
+        let Some(dir) = shared.directories[self.machine as usize].as_ref() else {
+            return Ok(false);
+        };
+        if self.home(key) != self.machine {
+            return Ok(false);
+        }
+        let Some(_serial) = shared.try_update_lock(self.machine, key.vertex()) else {
+            return Ok(false); // an update is in progress: the copy may be stale
+        };
+        let current = self.lookup(key)?.map(|s| s.addr_word);
+        if current != Some(seen) || seen == 0 {
+            return Ok(false);
+        }
+        Ok(dir.list(Listed {
+            key,
+            machine,
+            offset_units,
+        }))
+    }
+
+    /// The update path at `v`'s home, under its vertex lock: zeroes the
+    /// header of every replica of `v`'s keys before anything publishes
+    /// (replica invariant 1).
+    fn invalidate_replicas(&mut self, v: VertexId) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        let Some(dir) = shared.directories[self.machine as usize].as_ref() else {
+            return Ok(());
+        };
+        if dir.is_empty() {
+            return Ok(());
+        }
+        for r in dir.take(v) {
+            let (_, vr) = self.regions_of(r.machine)?;
+            self.port.write_word(r.machine, vr, r.offset_units * 8, 0)?;
+            self.stats.replica_invalidations += 1;
+        }
+        Ok(())
+    }
+
+    /// A read found this machine's replica of `key` invalidated: forget it
+    /// and retire its block (replica invariant 4).
+    fn drop_replica(&mut self, key: Key, word: u64, addr: Addr) {
+        if let Some(c) = self.cache() {
+            c.remove_if(key, word);
+        }
+        let me = self.machine as usize;
+        let (Some(set), Some(alloc)) = (
+            self.shared.replica_sets[me].as_ref(),
+            self.shared.allocs[me].as_ref(),
+        ) else {
+            return;
+        };
+        if set.remove_if(key, word, addr.size_units() * 8) {
+            alloc.retire(addr.offset_units(), addr.size_units(), self.port.now_ns());
+        }
+    }
+
+    /// Retires the blocks of replicas here that updates invalidated but no
+    /// read has noticed yet. Returns how many.
+    pub fn sweep_replicas(&mut self) -> Result<usize> {
+        let me = self.machine;
+        let shared = Arc::clone(&self.shared);
+        let (Some(set), Some(alloc)) = (
+            shared.replica_sets[me as usize].as_ref(),
+            shared.allocs[me as usize].as_ref(),
+        ) else {
+            return Ok(0);
+        };
+        let vr = self.values_region(me);
+        // Read headers without the set's lock (replica invariant 4: only a
+        // zeroed header, which no later WRITE can target, frees a block).
+        let mut invalid = Vec::new();
+        for (key, w) in set.snapshot() {
+            let a = Addr::decode(w).expect("replica words are valid addresses");
+            let h = self.port.read_word(me, vr, a.offset_units() * 8)?;
+            if !Header::decode(h).matches(a) {
+                invalid.push((key, w));
+            }
+        }
+        let dead = set.forget(&invalid, |w| {
+            Addr::decode(w).map_or(0, |a| a.size_units() * 8)
+        });
+        let now = self.port.now_ns();
+        for (key, w) in &dead {
+            let a = Addr::decode(*w).expect("replica words are valid addresses");
+            if let (Some(k), Some(c)) = (key, self.cache()) {
+                c.remove_if(*k, *w);
+            }
+            alloc.retire(a.offset_units(), a.size_units(), now);
+        }
+        Ok(dead.len())
+    }
+
+    /// Replicas held by this machine and their bytes (orphans included).
+    pub fn replicas_held(&self) -> (usize, u64) {
+        self.shared.replica_sets[self.machine as usize]
+            .as_ref()
+            .map_or((0, 0), |s| (s.len(), s.bytes()))
+    }
+}
+
+/// What [`Worker::replicate`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replication {
+    /// A replica was made and listed at the key's home.
+    Created {
+        /// Bytes copied (header included).
+        bytes: u64,
+    },
+    /// A valid replica was here already.
+    Present,
+    /// The value itself is held here: nothing to replicate.
+    HeldHere,
+    /// The key has no value.
+    Absent,
+    /// The home refused (the value changed meanwhile, or an update was in progress).
+    Refused,
+    /// This machine's replica budget is spent.
+    Full,
 }
 
 /// What a part op does to the current part (or its absence): the change to

@@ -5,7 +5,8 @@
 //! short adjacency lists from setup code, then runs per machine
 //! [`CLIENTS_PER_MACHINE`] client actors doing a seeded random mix of
 //! `neighbors`/`get`, `put`, `insert_edge`, `delete_edge`, `migrate_vertex`,
-//! `migrate_batch` and `collect_garbage`, plus one service actor that answers
+//! `migrate_batch`, `replicate` (read-only replicas, `locus_store::replica`)
+//! and `collect_garbage`, plus one service actor that answers
 //! forwarded updates (`serve`) and collects garbage until every client is
 //! done. Every fabric operation is a scheduling point, so the seed picks one
 //! interleaving of all one-sided operations. Leases are 1 ms of simulated time
@@ -16,8 +17,8 @@
 //! Each client records, per vertex, every operation with its invocation and
 //! response (a global sequence number: one actor runs at a time, so it is an
 //! exact real-time order; the simulated clock is shown too) and its result.
-//! Migration and GC are not recorded: they must not change any vertex's
-//! value. After the run every machine reads every vertex once more. Each
+//! Migration, replication and GC are not recorded: they must not change any
+//! vertex's value. After the run every machine reads every vertex once more. Each
 //! vertex's history (linearizability is compositional) must then have a
 //! linearization against a sequential model of one adjacency list: a Wing &
 //! Gong search with memoisation on (operations done, list).
@@ -81,6 +82,8 @@ fn store_config() -> StoreConfig {
         cache_lookups: true,
         hot_accesses: 2,
         shards_per_machine: 0,
+        // Room for a replica of every vertex on every machine, and then some.
+        replica_bytes_max: 4 << 10,
     }
 }
 
@@ -345,6 +348,9 @@ struct Coverage {
     invalid_retries: u64,
     reclaim_waits: u64,
     blocks_freed: u64,
+    replicas_created: u64,
+    replica_reads: u64,
+    replica_invalidations: u64,
 }
 
 impl Coverage {
@@ -355,6 +361,9 @@ impl Coverage {
         self.cas_conflicts += s.cas_conflicts;
         self.invalid_retries += s.invalid_retries;
         self.reclaim_waits += s.reclaim_waits;
+        self.replicas_created += s.replicas_created;
+        self.replica_reads += s.replica_reads;
+        self.replica_invalidations += s.replica_invalidations;
     }
 
     fn add(&mut self, o: &Coverage) {
@@ -368,6 +377,9 @@ impl Coverage {
         self.invalid_retries += o.invalid_retries;
         self.reclaim_waits += o.reclaim_waits;
         self.blocks_freed += o.blocks_freed;
+        self.replicas_created += o.replicas_created;
+        self.replica_reads += o.replica_reads;
+        self.replica_invalidations += o.replica_invalidations;
     }
 }
 
@@ -427,7 +439,7 @@ fn client(
             30..=39 => Call::Put(random_list(&mut rng)),
             40..=57 => Call::Insert(random_neighbor(&mut rng)),
             58..=71 => Call::Delete(random_neighbor(&mut rng)),
-            72..=85 => {
+            72..=81 => {
                 shared.doing(
                     id,
                     format!("migrate_vertex({v}) on m{m} since t={} ns", f.now_ns()),
@@ -436,7 +448,7 @@ fn client(
                     .map_err(|e| format!("migrate_vertex({v}) on m{m}: {e}"))?;
                 continue;
             }
-            86..=93 => {
+            82..=87 => {
                 // A few distinct vertices, pipelined.
                 let n = 2 + rng.below(2) as u32;
                 let first = rng.below(VERTICES as u64) as u32;
@@ -449,6 +461,20 @@ fn client(
                 );
                 w.migrate_batch(&keys)
                     .map_err(|e| format!("migrate_batch({keys:?}) on m{m}: {e}"))?;
+                continue;
+            }
+            88..=95 => {
+                let key = Key::part(v, 0);
+                shared.doing(
+                    id,
+                    format!("replicate({v}) on m{m} since t={} ns", f.now_ns()),
+                );
+                w.replicate(key)
+                    .map_err(|e| format!("replicate({v}) on m{m}: {e}"))?;
+                if rng.below(4) == 0 {
+                    w.sweep_replicas()
+                        .map_err(|e| format!("sweep_replicas on m{m}: {e}"))?;
+                }
                 continue;
             }
             _ => {
@@ -667,7 +693,7 @@ fn env_u64(name: &str) -> Option<u64> {
     )
 }
 
-/// Random GET / PUT / insert / delete / MIGRATE / GC mixes over many seeds;
+/// Random GET / PUT / insert / delete / MIGRATE / replicate / GC mixes over many seeds;
 /// every vertex's history must be linearizable.
 #[test]
 fn histories_are_linearizable_under_migration_and_gc() {
@@ -718,6 +744,10 @@ fn histories_are_linearizable_under_migration_and_gc() {
         assert!(c.forwarded > 0 && c.migrated > 0, "{c:?}");
         assert!(c.migrate_conflicts > 0 && c.invalid_retries > 0, "{c:?}");
         assert!(c.blocks_freed > 0 && c.reclaim_waits > 0, "{c:?}");
+        assert!(
+            c.replicas_created > 0 && c.replica_reads > 0 && c.replica_invalidations > 0,
+            "{c:?}"
+        );
     }
 }
 

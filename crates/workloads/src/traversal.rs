@@ -123,20 +123,32 @@ impl Op {
 }
 
 /// Turns start vertices into a mix: each becomes an edge insert with
-/// probability `update_fraction`, between two uniform vertices below
-/// `vertex_count` (so an update meets a migrated value about as often as a
-/// value is migrated, as in Pragh 6.1: 0.11% forwarded for 0.13% migrated),
-/// and a two-hop query otherwise. Deterministic in `seed`.
-pub fn mix_ops(starts: &[VertexId], update_fraction: f64, vertex_count: u64, seed: u64) -> Vec<Op> {
+/// probability `update_fraction`, between two uniform vertices of
+/// `endpoints` (the graph's vertices, sorted; so an update meets a migrated
+/// value about as often as a value is migrated, as in Pragh 6.1: 0.11%
+/// forwarded for 0.13% migrated), and a two-hop query otherwise.
+/// Deterministic in `seed`. Endpoints are existing vertices: an edge to a
+/// vertex that has no value would make every later traversal through it
+/// look up a key that does not exist.
+pub fn mix_ops(
+    starts: &[VertexId],
+    update_fraction: f64,
+    endpoints: &[VertexId],
+    seed: u64,
+) -> Vec<Op> {
+    debug_assert!(
+        endpoints.windows(2).all(|w| w[0] < w[1]),
+        "endpoints must be sorted"
+    );
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5550_4441_5445);
     starts
         .iter()
         .map(|&v| {
-            if rng.gen_bool(update_fraction.clamp(0.0, 1.0)) {
-                let n = vertex_count.max(1);
+            if !endpoints.is_empty() && rng.gen_bool(update_fraction.clamp(0.0, 1.0)) {
+                let n = endpoints.len();
                 Op::InsertEdge(
-                    rng.gen_range(0..n) as VertexId,
-                    rng.gen_range(0..n) as VertexId,
+                    endpoints[rng.gen_range(0..n)],
+                    endpoints[rng.gen_range(0..n)],
                 )
             } else {
                 Op::TwoHop(v)
@@ -146,15 +158,19 @@ pub fn mix_ops(starts: &[VertexId], update_fraction: f64, vertex_count: u64, see
 }
 
 /// `ops` repeated as repetitions `first..first + reps`, each inserting
-/// different edges (the `u` of repetition `r` is shifted by `r` times a prime,
-/// modulo `vertex_count`; repetition 0 is `ops` itself): a repeated insert of
-/// an existing edge would be a read, not an update.
-pub fn repeat_fresh(ops: &[Op], first: u64, reps: usize, vertex_count: u64) -> Vec<Op> {
-    let n = vertex_count.max(1);
+/// different edges (the `u` of repetition `r` is shifted by `r` times a prime
+/// positions along `endpoints`, as given to [`mix_ops`]; repetition 0 is
+/// `ops` itself): a repeated insert of an existing edge would be a read, not
+/// an update.
+pub fn repeat_fresh(ops: &[Op], first: u64, reps: usize, endpoints: &[VertexId]) -> Vec<Op> {
+    let n = endpoints.len().max(1) as u64;
     let mut out = Vec::with_capacity(ops.len() * reps);
     for r in first..first + reps as u64 {
         out.extend(ops.iter().map(|&op| match op {
-            Op::InsertEdge(v, u) => Op::InsertEdge(v, ((u as u64 + r * 7_919) % n) as VertexId),
+            Op::InsertEdge(v, u) => {
+                let at = endpoints.binary_search(&u).unwrap_or(0) as u64;
+                Op::InsertEdge(v, endpoints[((at + r * 7_919) % n) as usize])
+            }
             q => q,
         }));
     }
@@ -319,8 +335,10 @@ mod tests {
     #[test]
     fn mixes_are_deterministic_and_repetitions_insert_new_edges() {
         let starts: Vec<VertexId> = (0..1000).collect();
-        let ops = mix_ops(&starts, 0.3, 5000, 9);
-        assert_eq!(ops, mix_ops(&starts, 0.3, 5000, 9));
+        // Every third id exists: endpoints are drawn from these only.
+        let ends: Vec<VertexId> = (0..5000).filter(|v| v % 3 == 0).collect();
+        let ops = mix_ops(&starts, 0.3, &ends, 9);
+        assert_eq!(ops, mix_ops(&starts, 0.3, &ends, 9));
         let updates = ops
             .iter()
             .filter(|o| matches!(o, Op::InsertEdge(..)))
@@ -329,7 +347,15 @@ mod tests {
             (200..400).contains(&updates),
             "{updates} updates of 1000 at 30%"
         );
-        let again = repeat_fresh(&ops, 0, 3, 5000);
+        let again = repeat_fresh(&ops, 0, 3, &ends);
+        for op in &again {
+            if let Op::InsertEdge(v, u) = op {
+                assert!(
+                    v % 3 == 0 && u % 3 == 0,
+                    "{op:?} has an endpoint outside the list"
+                );
+            }
+        }
         assert_eq!(&again[..1000], &ops[..]);
         for (a, b) in again[..1000].iter().zip(&again[1000..2000]) {
             match (a, b) {
