@@ -42,6 +42,9 @@ pub enum Error {
     /// A migration was aborted (destination silent past its timeout, or told to).
     #[error("migration of shard {0} aborted: {1}")]
     Aborted(u16, String),
+    /// A `redis-server` behind an agent (or an inspecting client) failed or answered nonsense.
+    #[error("redis store: {0}")]
+    Redis(#[from] crate::resp::RespError),
     /// A background thread of the runtime panicked or stopped unexpectedly.
     #[error("runtime thread failed: {0}")]
     Runtime(String),

@@ -26,6 +26,7 @@ pub mod error;
 pub mod filter;
 pub mod group;
 pub mod measure;
+pub mod redis;
 pub mod resp;
 pub mod router;
 pub mod runtime;

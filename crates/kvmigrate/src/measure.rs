@@ -154,6 +154,9 @@ struct ClientLog {
     extra_bytes: u64,
 }
 
+/// Keys per load command.
+const LOAD_BATCH_KEYS: u64 = 2_000;
+
 fn value_of(writer: u16, counter: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     v[..2].copy_from_slice(&(writer + 1).to_le_bytes());
@@ -171,6 +174,16 @@ fn percentile(sorted: &[u32], p: f64) -> u64 {
 
 /// Runs the load, migrates shard 1 from server 1 to server 2 with `cfg.protocol`, and measures.
 pub fn measure(cfg: &MeasureConfig, choose_key: KeyChooser) -> Result<MeasureReport> {
+    measure_on(cfg, choose_key, Cluster::start)
+}
+
+/// [`measure`] on a cluster that `start` builds from the configuration (for example with its
+/// servers' shards kept in `redis-server`s, see `crate::redis::measure_redis`).
+pub fn measure_on(
+    cfg: &MeasureConfig,
+    choose_key: KeyChooser,
+    start: impl FnOnce(ClusterConfig) -> Result<Cluster>,
+) -> Result<MeasureReport> {
     if !(0.0..=1.0).contains(&cfg.write_ratio) {
         return Err(Error::Config(format!(
             "write_ratio = {} must be in 0..=1",
@@ -198,11 +211,12 @@ pub fn measure(cfg: &MeasureConfig, choose_key: KeyChooser) -> Result<MeasureRep
     cc.op_timeout_ms = cfg.op_timeout_ms;
     cc.budgets.insert(1, cfg.source_budget);
     cc.budgets.insert(2, cfg.destination_budget);
-    let cluster = Cluster::start(cc)?;
+    let cluster = start(cc)?;
     let initial = value_of(u16::MAX - 1, 0, cfg.value_bytes);
     let mut k = 0;
     while k < cfg.keys {
-        let end = (k + 10_000).min(cfg.keys);
+        // Bounded per command, so a remote store loads each batch within `op_timeout_ms`.
+        let end = (k + LOAD_BATCH_KEYS).min(cfg.keys);
         cluster.load(1, (k..end).map(|k| (k, initial.clone())).collect())?;
         k = end;
     }

@@ -16,8 +16,9 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::client::{Outcome, ReplyMerger};
 use crate::error::{Error, Result};
 use crate::router::{Router, RouterConfig, RouterStats};
-use crate::server::{Server, ServerConfig, ServerStats};
+use crate::server::{Server, ServerConfig, ServerStats, StoreFactory};
 use crate::status::MigrationStatus;
+use crate::table::{ShardStore, Table};
 use crate::transport::{InProcess, Transport};
 
 /// A shared transport.
@@ -182,6 +183,20 @@ impl Cluster {
     /// Starts the router and server threads over `transport`, which must serve
     /// [`ClusterConfig::nodes`] nodes.
     pub fn start_with(cfg: ClusterConfig, transport: SharedTransport) -> Result<Self> {
+        Self::start_with_stores(cfg, transport, |_| {
+            Ok(Box::new(|_, geometry| Table::new(geometry)) as StoreFactory<Table>)
+        })
+    }
+
+    /// Starts the router and server threads over `transport`, server `id` keeping its shards in
+    /// the stores `stores(id)` makes (for example a `redis-server` per server). A server whose
+    /// store fails stops: what it produced in that step is dropped and it goes silent, as if it
+    /// had crashed.
+    pub fn start_with_stores<S: ShardStore + 'static>(
+        cfg: ClusterConfig,
+        transport: SharedTransport,
+        mut stores: impl FnMut(NodeId) -> Result<StoreFactory<S>>,
+    ) -> Result<Self> {
         if cfg.servers < 2 || cfg.servers > 64 {
             return Err(Error::Config(format!(
                 "servers = {} must be in 2..=64",
@@ -233,11 +248,14 @@ impl Cluster {
         }
         let mut commands = BTreeMap::new();
         for id in 1..=cfg.servers {
-            let server = Server::new(ServerConfig {
-                id,
-                router: ROUTER,
-                ..cfg.server.clone()
-            })?;
+            let server = Server::with_store(
+                ServerConfig {
+                    id,
+                    router: ROUTER,
+                    ..cfg.server.clone()
+                },
+                stores(id)?,
+            )?;
             let (tx, rx) = crossbeam_channel::unbounded();
             commands.insert(id, tx);
             let budget = cfg.budgets.get(&id).copied().unwrap_or_default();
@@ -422,8 +440,8 @@ fn publish(to: &Mutex<RouterStats>, s: &RouterStats) {
     }
 }
 
-fn server_loop(
-    mut server: Server,
+fn server_loop<S: ShardStore>(
+    mut server: Server<S>,
     budget: CpuBudget,
     t: SharedTransport,
     commands: Receiver<Command>,
@@ -437,6 +455,14 @@ fn server_loop(
             let _ = t.send(to, p);
         }
     };
+    // A failed store poisons the node (see `start_with_stores`): nothing computed from it leaves.
+    let send_all = |server: &Server<S>, out: Vec<(NodeId, Packet)>| -> bool {
+        if server.store_error().is_some() {
+            return false;
+        }
+        send_all(out);
+        true
+    };
     let mut meter = BudgetMeter::new(budget, now_us(epoch));
     let mut last_publish = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -447,15 +473,27 @@ fn server_loop(
                     let r = pairs
                         .into_iter()
                         .try_for_each(|(k, v)| server.load(shard, k, v));
+                    let r = match server.store_error() {
+                        Some(e) => Err(Error::Runtime(format!("server {id}'s store failed: {e}"))),
+                        None => r,
+                    };
                     let _ = tx.send(r);
                 }
                 Command::Migrate(shard, dst, protocol, tx) => {
-                    let r = server
-                        .start_migration(now, shard, dst, protocol)
-                        .map(send_all);
+                    let r = server.start_migration(now, shard, dst, protocol);
+                    let r = r.and_then(|out| {
+                        if send_all(&server, out) {
+                            Ok(())
+                        } else {
+                            Err(Error::Runtime(format!("server {id}'s store failed")))
+                        }
+                    });
                     let _ = tx.send(r);
                 }
-                Command::Abort(shard) => send_all(server.abort_migration(now, shard)),
+                Command::Abort(shard) => {
+                    let out = server.abort_migration(now, shard);
+                    send_all(&server, out);
+                }
                 Command::Peek(shard, key, tx) => {
                     let _ = tx.send(server.peek(shard, key));
                 }
@@ -478,7 +516,8 @@ fn server_loop(
             match got {
                 Ok(Some(p)) => {
                     let start = Instant::now();
-                    send_all(server.handle(now_us(epoch), p));
+                    let out = server.handle(now_us(epoch), p);
+                    send_all(&server, out);
                     meter.charge(start.elapsed().as_nanos() as u64);
                 }
                 Ok(None) => {}
@@ -489,7 +528,12 @@ fn server_loop(
             let left = meter.interval_left_us(now_us(epoch));
             std::thread::sleep(Duration::from_micros(left.min(budget.interval_us)));
         }
-        send_all(server.tick(now_us(epoch)));
+        let out = server.tick(now_us(epoch));
+        if !send_all(&server, out) {
+            // The node is dead from here on; packets to it vanish.
+            t.set_down(id);
+            break;
+        }
         let now = now_us(epoch);
         if now >= last_publish + 1000 {
             last_publish = now;

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::error::{Error, Result};
 use crate::group::Geometry;
 use crate::status::{MigrationPhase, MigrationStatus};
-use crate::table::Table;
+use crate::table::{ShardStore, Table};
 use crate::wire::{
     op, Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE, FLAG_FROM_DEST,
     FLAG_LATE, FLAG_PULLED,
@@ -205,18 +205,23 @@ enum Role {
     Moved(NodeId),
 }
 
-struct Shard {
-    table: Table,
+struct Shard<S> {
+    table: S,
     role: Role,
 }
 
-/// One KV server and its migration agents.
-pub struct Server {
+/// Makes the store of a shard this server starts holding (its own, or one migrating in).
+pub type StoreFactory<S> = Box<dyn FnMut(ShardId, Geometry) -> S + Send>;
+
+/// One KV server and its migration agents, over a store per shard (the built-in [`Table`] by
+/// default).
+pub struct Server<S: ShardStore = Table> {
     cfg: ServerConfig,
+    make_store: StoreFactory<S>,
     era: u16,
     seq: u64,
     now_us: u64,
-    shards: BTreeMap<ShardId, Shard>,
+    shards: BTreeMap<ShardId, Shard<S>>,
     out: Vec<(NodeId, Packet)>,
     stats: ServerStats,
     history: VecDeque<MigrationStatus>,
@@ -230,18 +235,26 @@ fn key_of(body: &Body) -> Key {
 }
 
 impl Server {
-    /// A server owning an empty shard of its own id.
+    /// A server owning an empty shard of its own id, in memory.
     pub fn new(cfg: ServerConfig) -> Result<Self> {
+        Self::with_store(cfg, Box::new(|_, geometry| Table::new(geometry)))
+    }
+}
+
+impl<S: ShardStore> Server<S> {
+    /// A server owning an empty shard of its own id, its shards' stores made by `make_store`.
+    pub fn with_store(cfg: ServerConfig, mut make_store: StoreFactory<S>) -> Result<Self> {
         cfg.validate()?;
         let mut shards = BTreeMap::new();
         shards.insert(
             cfg.id,
             Shard {
-                table: Table::new(cfg.geometry),
+                table: make_store(cfg.id, cfg.geometry),
                 role: Role::Owner,
             },
         );
         Ok(Self {
+            make_store,
             era: 1,
             seq: 0,
             now_us: 0,
@@ -256,6 +269,12 @@ impl Server {
     /// This server's id.
     pub fn id(&self) -> NodeId {
         self.cfg.id
+    }
+
+    /// The first failure of a shard's store, if any: everything this server produced since is
+    /// unreliable, and its driver must drop it and stop the node.
+    pub fn store_error(&self) -> Option<String> {
+        self.shards.values().find_map(|s| s.table.health().err())
     }
 
     /// Counters so far.
@@ -689,10 +708,11 @@ impl Server {
                 if ok {
                     self.era = self.era.max(era.saturating_add(1));
                     let groups = geometry.groups() as usize;
+                    let table = (self.make_store)(shard, geometry);
                     self.shards.insert(
                         shard,
                         Shard {
-                            table: Table::new(geometry),
+                            table,
                             role: Role::Dest(Box::new(DestAgent {
                                 src: p.from,
                                 protocol,
@@ -714,9 +734,7 @@ impl Server {
                 let Some(s) = self.dest_shard(shard, p.from) else {
                     return;
                 };
-                for item in items {
-                    s.table.install_if_newer(item);
-                }
+                s.table.install_batch(items);
                 self.send(p.from, shard, 0, 0, Body::DataAck { batch });
             }
             Body::GroupDone { group } => {
@@ -811,7 +829,7 @@ impl Server {
         }
     }
 
-    fn dest_shard(&mut self, shard: ShardId, from: NodeId) -> Option<&mut Shard> {
+    fn dest_shard(&mut self, shard: ShardId, from: NodeId) -> Option<&mut Shard<S>> {
         match self.shards.get_mut(&shard) {
             Some(s) if matches!(&s.role, Role::Dest(d) if d.src == from) => Some(s),
             _ => {
@@ -841,7 +859,7 @@ impl Server {
         }
     }
 
-    fn source(&mut self, shard: ShardId) -> Option<(&mut Table, &mut SourceAgent)> {
+    fn source(&mut self, shard: ShardId) -> Option<(&mut S, &mut SourceAgent)> {
         match self.shards.get_mut(&shard) {
             Some(Shard {
                 table,

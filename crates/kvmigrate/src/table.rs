@@ -129,6 +129,68 @@ impl Table {
     }
 }
 
+/// The storage seam of a server: what the agents need from the store holding one shard. [`Table`]
+/// is the built-in in-memory store; `crate::redis::RedisShard` keeps the same entries in a stock
+/// `redis-server` with ordinary commands. Methods are infallible so the protocol code stays a
+/// plain state machine; a store that cannot reach its backing service answers with placeholders
+/// and reports it through [`ShardStore::health`], and the driver then drops everything that step
+/// produced and stops the node (a crash, never a wrong answer).
+pub trait ShardStore: Send {
+    /// The store's shape.
+    fn geometry(&self) -> Geometry;
+    /// Keys with a value (tombstones excluded).
+    fn live(&self) -> usize;
+    /// The entry of `key`, if the store has one.
+    fn get(&self, key: Key) -> Option<Item>;
+    /// The version of `key`, 0 if the store has no entry.
+    fn version(&self, key: Key) -> u64;
+    /// Writes unconditionally (the caller chose a version above the current one).
+    fn put(&mut self, item: Item);
+    /// Installs unless this or a newer version is already here; whether it changed anything.
+    fn install_if_newer(&mut self, item: Item) -> bool;
+    /// [`ShardStore::install_if_newer`] for a whole DATA batch (a remote store pipelines it).
+    fn install_batch(&mut self, items: Vec<Item>) {
+        for item in items {
+            self.install_if_newer(item);
+        }
+    }
+    /// Every entry of one migration group (values and tombstones; absent-markers skipped).
+    fn scan_group(&self, group: u32) -> Vec<Item>;
+    /// Drops everything (the source's clean-up after termination).
+    fn clear(&mut self);
+    /// `Err` once the store has failed; every answer since then is a placeholder.
+    fn health(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+}
+
+impl ShardStore for Table {
+    fn geometry(&self) -> Geometry {
+        Table::geometry(self)
+    }
+    fn live(&self) -> usize {
+        Table::live(self)
+    }
+    fn get(&self, key: Key) -> Option<Item> {
+        Table::get(self, key)
+    }
+    fn version(&self, key: Key) -> u64 {
+        Table::version(self, key)
+    }
+    fn put(&mut self, item: Item) {
+        Table::put(self, item)
+    }
+    fn install_if_newer(&mut self, item: Item) -> bool {
+        Table::install_if_newer(self, item)
+    }
+    fn scan_group(&self, group: u32) -> Vec<Item> {
+        Table::scan_group(self, group)
+    }
+    fn clear(&mut self) {
+        Table::clear(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
