@@ -163,6 +163,7 @@ pub struct Cluster {
     threads: Vec<JoinHandle<()>>,
     commands: BTreeMap<NodeId, Sender<Command>>,
     status: Arc<Mutex<BTreeMap<NodeId, Vec<MigrationStatus>>>>,
+    store_failures: Arc<Mutex<BTreeMap<NodeId, String>>>,
     router_stats: Arc<Mutex<RouterStats>>,
     next_client: AtomicUsize,
     cfg: ClusterConfig,
@@ -216,6 +217,7 @@ impl Cluster {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let status = Arc::new(Mutex::new(BTreeMap::new()));
+        let store_failures = Arc::new(Mutex::new(BTreeMap::new()));
         let router_stats = Arc::new(Mutex::new(RouterStats::default()));
         let epoch = Instant::now();
         let mut threads = Vec::new();
@@ -260,8 +262,14 @@ impl Cluster {
             commands.insert(id, tx);
             let budget = cfg.budgets.get(&id).copied().unwrap_or_default();
             let (t, stop, st) = (transport.clone(), stop.clone(), status.clone());
+            let failures = store_failures.clone();
             threads.push(spawn(&format!("kv-server-{id}"), move || {
-                server_loop(server, budget, t, rx, stop, st, epoch)
+                let mut server = server;
+                server_loop(&mut server, budget, t, rx, stop, st, epoch);
+                if let Some(e) = server.store_error() {
+                    let mut g = failures.lock().unwrap_or_else(|p| p.into_inner());
+                    g.insert(id, e);
+                }
             })?);
         }
         Ok(Self {
@@ -270,6 +278,7 @@ impl Cluster {
             threads,
             commands,
             status,
+            store_failures,
             router_stats,
             next_client: AtomicUsize::new(0),
             cfg,
@@ -349,6 +358,14 @@ impl Cluster {
             Err(p) => p.into_inner(),
         };
         g.values().flatten().cloned().collect()
+    }
+
+    /// Servers that stopped because their store failed, with the store's first error.
+    pub fn store_failures(&self) -> BTreeMap<NodeId, String> {
+        match self.store_failures.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
     }
 
     /// Waits until the migration of `shard` is done or aborted.
@@ -441,7 +458,7 @@ fn publish(to: &Mutex<RouterStats>, s: &RouterStats) {
 }
 
 fn server_loop<S: ShardStore>(
-    mut server: Server<S>,
+    server: &mut Server<S>,
     budget: CpuBudget,
     t: SharedTransport,
     commands: Receiver<Command>,
@@ -482,7 +499,7 @@ fn server_loop<S: ShardStore>(
                 Command::Migrate(shard, dst, protocol, tx) => {
                     let r = server.start_migration(now, shard, dst, protocol);
                     let r = r.and_then(|out| {
-                        if send_all(&server, out) {
+                        if send_all(server, out) {
                             Ok(())
                         } else {
                             Err(Error::Runtime(format!("server {id}'s store failed")))
@@ -492,7 +509,7 @@ fn server_loop<S: ShardStore>(
                 }
                 Command::Abort(shard) => {
                     let out = server.abort_migration(now, shard);
-                    send_all(&server, out);
+                    send_all(server, out);
                 }
                 Command::Peek(shard, key, tx) => {
                     let _ = tx.send(server.peek(shard, key));
@@ -517,7 +534,7 @@ fn server_loop<S: ShardStore>(
                 Ok(Some(p)) => {
                     let start = Instant::now();
                     let out = server.handle(now_us(epoch), p);
-                    send_all(&server, out);
+                    send_all(server, out);
                     meter.charge(start.elapsed().as_nanos() as u64);
                 }
                 Ok(None) => {}
@@ -529,7 +546,7 @@ fn server_loop<S: ShardStore>(
             std::thread::sleep(Duration::from_micros(left.min(budget.interval_us)));
         }
         let out = server.tick(now_us(epoch));
-        if !send_all(&server, out) {
+        if !send_all(server, out) {
             // The node is dead from here on; packets to it vanish.
             t.set_down(id);
             break;

@@ -52,3 +52,15 @@ fn tiny_filters_force_false_positives_over_redis() {
     let d = o.destination.expect("destination stats");
     assert!(d.pulls > 0, "{d:?}");
 }
+
+#[test]
+fn the_other_protocols_run_over_redis_too() {
+    for protocol in [Protocol::StopAndCopy, Protocol::Rocksteady, Protocol::Fulva] {
+        let mut s = Scenario::new(protocol);
+        s.keys = 2_000;
+        let o = run(&s);
+        assert_eq!(o.status.phase, MigrationPhase::Done, "{:?}", o.status);
+        assert_eq!(o.failed_ops, 0, "{}", protocol.name());
+        assert_all_at_destination(&s, &o);
+    }
+}

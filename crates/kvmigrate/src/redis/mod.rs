@@ -103,6 +103,14 @@ redis.call('DEL', KEYS[1])
 return #ks
 ";
 
+/// Groups deleted per pipeline by [`ShardStore::clear`] (bounds the commands held in memory).
+pub const CLEAR_GROUPS_PER_PIPELINE: u32 = 1024;
+/// `SCAN ... COUNT` hint of a purge.
+pub const PURGE_SCAN_COUNT: u64 = 1000;
+/// SCAN calls of one purge at most (each returns at least one key or advances the cursor;
+/// this bounds a purge of a keyspace of about this many times `PURGE_SCAN_COUNT` keys).
+pub const PURGE_SCANS_MAX: u64 = 1 << 24;
+
 /// Encodes an entry as stored in Redis (see the module doc).
 pub fn encode_entry(item: &Item) -> Vec<u8> {
     let value = item.value.as_deref().unwrap_or(&[]);
@@ -291,6 +299,72 @@ impl RedisShard {
     }
 }
 
+impl RedisShard {
+    /// Deletes everything of this shard in its Redis, whatever shape it was stored with (a
+    /// leftover of an aborted incoming migration must not meet the next one: it may hold a write
+    /// that was never acknowledged). Walks the keyspace with `SCAN MATCH`, once per new store.
+    fn purge(&mut self) {
+        let patterns = [
+            format!("kv:{}:*", self.shard),
+            format!("grp:{}:*", self.shard),
+        ];
+        self.with(|c| {
+            for pattern in &patterns {
+                let mut cursor = b"0".to_vec();
+                for _ in 0..PURGE_SCANS_MAX {
+                    let cmd = Command::new("SCAN")
+                        .arg(&cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(PURGE_SCAN_COUNT.to_string());
+                    let replies = c.run(std::slice::from_ref(&cmd));
+                    let keys = match replies.as_deref() {
+                        Some([Reply::Array(Some(parts))]) => match parts.as_slice() {
+                            [Reply::Bulk(Some(next)), Reply::Array(Some(keys))] => {
+                                cursor = next.clone();
+                                keys.clone()
+                            }
+                            other => {
+                                c.fail(format!("SCAN answered {other:?}"));
+                                return;
+                            }
+                        },
+                        None => return,
+                        Some(other) => {
+                            c.fail(format!("SCAN answered {other:?}"));
+                            return;
+                        }
+                    };
+                    let names: Vec<&[u8]> = keys
+                        .iter()
+                        .filter_map(|k| match k {
+                            Reply::Bulk(Some(k)) => Some(k.as_slice()),
+                            _ => None,
+                        })
+                        .collect();
+                    if !names.is_empty() {
+                        let del = names.iter().fold(Command::new("DEL"), |d, k| d.arg(k));
+                        if c.run(&[del]).is_none() {
+                            return;
+                        }
+                    }
+                    if cursor == b"0" {
+                        break;
+                    }
+                }
+                if cursor != b"0" {
+                    c.fail(format!(
+                        "purge of {pattern} took over {PURGE_SCANS_MAX} SCANs"
+                    ));
+                    return;
+                }
+            }
+            c.run(&[Command::new("DEL").arg(self.live_key())]);
+        });
+    }
+}
+
 impl ShardStore for RedisShard {
     fn geometry(&self) -> Geometry {
         self.geometry
@@ -379,17 +453,25 @@ impl ShardStore for RedisShard {
 
     fn clear(&mut self) {
         self.with(|c| {
-            let mut cmds: Vec<Command> = (0..self.geometry.groups())
-                .map(|g| {
-                    Command::new("EVALSHA")
-                        .arg(&c.clear_sha)
-                        .arg("1")
-                        .arg(self.grp(g))
-                        .arg(self.kv_prefix())
-                })
-                .collect();
-            cmds.push(Command::new("DEL").arg(self.live_key()));
-            c.run(&cmds);
+            let groups = self.geometry.groups();
+            let mut first = 0;
+            while first < groups {
+                let end = first.saturating_add(CLEAR_GROUPS_PER_PIPELINE).min(groups);
+                let cmds: Vec<Command> = (first..end)
+                    .map(|g| {
+                        Command::new("EVALSHA")
+                            .arg(&c.clear_sha)
+                            .arg("1")
+                            .arg(self.grp(g))
+                            .arg(self.kv_prefix())
+                    })
+                    .collect();
+                if c.run(&cmds).is_none() {
+                    return;
+                }
+                first = end;
+            }
+            c.run(&[Command::new("DEL").arg(self.live_key())]);
         });
     }
 
@@ -399,13 +481,18 @@ impl ShardStore for RedisShard {
 }
 
 /// The store factory for a server keeping its shards in the Redis at `addr`: one connection
-/// (scripts loaded once) shared by every shard it holds.
+/// (scripts loaded once) shared by every shard it holds. Each store starts empty, as the
+/// built-in server's tables do (anything of that shard already in the Redis is purged).
 pub fn redis_stores(addr: &str, config: Config) -> Result<StoreFactory<RedisShard>> {
     let conn = Arc::new(Mutex::new(Conn::open(addr, config)?));
-    Ok(Box::new(move |shard, geometry| RedisShard {
-        conn: conn.clone(),
-        shard,
-        geometry,
+    Ok(Box::new(move |shard, geometry| {
+        let mut store = RedisShard {
+            conn: conn.clone(),
+            shard,
+            geometry,
+        };
+        store.purge();
+        store
     }))
 }
 

@@ -18,7 +18,7 @@ use locus_kvmigrate::router::{RouterConfig, RouterStats};
 use locus_kvmigrate::runtime::{ClusterConfig, HistoryClock};
 use locus_kvmigrate::server::ServerStats;
 use locus_kvmigrate::table::ShardStore;
-use locus_kvmigrate::{Geometry, MigrationStatus, Protocol, ServerConfig};
+use locus_kvmigrate::{Geometry, MigrationPhase, MigrationStatus, Protocol, ServerConfig};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -56,6 +56,9 @@ impl Scenario {
         let mut server = ServerConfig::new(0, 0, geometry);
         server.groups_inflight_max = 1;
         server.batch_items_max = 4;
+        // Failure detection only: a loaded machine may stall a thread for seconds, and a
+        // spurious abort is not what these runs test (the kill test sets its own).
+        server.ack_timeout_us = 30_000_000;
         Self {
             protocol,
             keys: 6_000,
@@ -211,10 +214,11 @@ pub fn run(s: &Scenario) -> Outcome {
         .expect("start the migration");
     if let Some(groups) = s.kill_destination_after_groups {
         wait_until("migration progress before the kill", || {
-            cluster
-                .migration_status()
-                .iter()
-                .any(|m| m.shard == 1 && m.groups_done >= groups)
+            cluster.migration_status().iter().any(|m| {
+                m.shard == 1
+                    && (m.groups_done >= groups
+                        || matches!(m.phase, MigrationPhase::Done | MigrationPhase::Aborted))
+            })
         });
         destination_redis.kill();
     }
@@ -264,9 +268,10 @@ pub fn run(s: &Scenario) -> Outcome {
     let destination = cluster.server_stats(2).ok();
     eprintln!(
         "{}: {ops} ops checked, {} failed\n  status {status:?}\n  router {router:?}\n  \
-         source {source:?}\n  destination {destination:?}",
+         source {source:?}\n  destination {destination:?}\n  store failures {:?}",
         s.protocol.name(),
-        failed.load(Ordering::Relaxed)
+        failed.load(Ordering::Relaxed),
+        cluster.store_failures()
     );
     cluster.shutdown().expect("clean shutdown");
     Outcome {
