@@ -123,6 +123,15 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 /// Runs `s` and checks every history; panics with the checker's message on a violation.
 pub fn run(s: &Scenario) -> Outcome {
+    let (o, check) = run_unchecked(s);
+    if let Err(e) = check {
+        panic!("{} over redis: {e}", s.protocol.name());
+    }
+    o
+}
+
+/// Runs `s`; the second part is the linearizability checker's verdict.
+pub fn run_unchecked(s: &Scenario) -> (Outcome, Result<(), String>) {
     let source_redis = start_redis();
     let mut destination_redis = start_redis();
     let mut cc = ClusterConfig::new(
@@ -260,8 +269,7 @@ pub fn run(s: &Scenario) -> Outcome {
     }
     let ops = history.len() as u64;
     let keys = s.keys;
-    check_history(&history, |k| (k < keys).then(|| initial(k)))
-        .unwrap_or_else(|e| panic!("{} over redis: {e}", s.protocol.name()));
+    let check = check_history(&history, |k| (k < keys).then(|| initial(k)));
 
     let router = cluster.router_stats();
     let source = cluster.server_stats(1).expect("source stats");
@@ -274,7 +282,7 @@ pub fn run(s: &Scenario) -> Outcome {
         cluster.store_failures()
     );
     cluster.shutdown().expect("clean shutdown");
-    Outcome {
+    let outcome = Outcome {
         status,
         failed_ops: failed.load(Ordering::Relaxed),
         ops,
@@ -284,7 +292,8 @@ pub fn run(s: &Scenario) -> Outcome {
         finals,
         source_redis,
         destination_redis,
-    }
+    };
+    (outcome, check)
 }
 
 /// After a completed migration: every key is in the destination's Redis with the value read
