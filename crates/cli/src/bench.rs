@@ -31,6 +31,8 @@ pub enum Bench {
     Pragh(crate::pragh::PraghArgs),
     /// Far-memory analytics (Fargraph+ Figs. 15, 18, 19, Table 4, threads).
     Fargraph(crate::fargraph_bench::FargraphArgs),
+    /// Live shard migration (NetMigrate 6: Figs. 4-6, Tables 2-7), every protocol side by side.
+    Netmigrate(crate::netmigrate_bench::NetmigrateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -220,6 +222,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
         Bench::MigrateSpeed(m) => return crate::migrate_speed::run(m),
         Bench::Pragh(p) => return crate::pragh::run(p),
         Bench::Fargraph(g) => return crate::fargraph_bench::run(g),
+        Bench::Netmigrate(n) => return crate::netmigrate_bench::run(n),
     };
     let full = match f.preset.as_str() {
         "quick" => false,

@@ -7,7 +7,9 @@ mod commands;
 mod config;
 mod demo;
 mod fargraph_bench;
+mod kv;
 mod migrate_speed;
+mod netmigrate_bench;
 mod pragh;
 
 use std::path::PathBuf;
@@ -50,6 +52,9 @@ enum Command {
     /// Far-memory graph analytics (Fargraph+): run an algorithm on a backend,
     /// serve far memory over TCP, or build the thread table.
     Analytics(analytics::AnalyticsArgs),
+    /// Live shard migration on loopback UDP (NetMigrate): router and KV server
+    /// processes, get/set through the router, migrate, migration status.
+    Kv(kv::KvArgs),
 }
 
 /// Flags shared by commands that build an embedded cluster.
@@ -103,6 +108,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Serve(a) => bench::serve(a),
         Command::Analytics(a) => analytics::run_command(a),
+        Command::Kv(a) => kv::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,451 @@
+//! `locus bench netmigrate` and `locus kv` as a user meets them: the bench writes its JSON,
+//! metadata and plots at a tiny size; bad flags are refused with messages naming the flag; the
+//! router and servers run as separate processes on loopback, forward queries, survive garbage
+//! datagrams (counted), migrate a shard, and report status. Nothing here depends on speed:
+//! every wait is a poll with a generous bound, and every child is killed at the end.
+
+use std::net::UdpSocket;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn locus() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_locus"))
+}
+
+fn run(args: &[&str]) -> Output {
+    locus().args(args).output().expect("spawn locus")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn read_json(p: &Path) -> Value {
+    let s = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&s).expect("valid JSON")
+}
+
+/// Tiny sizes: a 2048-key shard, one client, 20 ms phases, `repeat` runs per configuration.
+fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
+    let out = run(&[
+        "bench",
+        "netmigrate",
+        exp,
+        "--records",
+        "2048",
+        "--clients",
+        "1",
+        "--phase-ms",
+        "20",
+        "--interval-ms",
+        "10",
+        "--repeat",
+        repeat,
+        "--out",
+        dir.to_str().expect("utf-8 temp path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{exp}: {}\n{}",
+        text(&out.stderr),
+        text(&out.stdout)
+    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("[1/"), "progress on stderr: {stderr}");
+    let j = read_json(&dir.join(format!("netmigrate-{exp}.json")));
+    let meta = read_json(&dir.join(format!("netmigrate-{exp}.meta.json")));
+    assert_eq!(meta["settings"]["seed"], 1);
+    assert_eq!(meta["settings"]["records"], 2048);
+    assert_eq!(meta["settings"]["value_bytes"], 64);
+    assert_eq!(meta["settings"]["mirror_writes"], false);
+    assert!(meta["machine"]["cores"].as_u64().unwrap_or(0) >= 1);
+    let rows = j["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    for r in rows {
+        for field in [
+            "label",
+            "protocol",
+            "avg_ops_per_s_migrating",
+            "p50_us_migrating",
+            "p99_us_migrating",
+            "migration_ms",
+            "failed_ops",
+            "lost_ops",
+            "client_extra_pct",
+            "server_extra_pct",
+        ] {
+            assert!(r.get(field).is_some(), "{exp}: row lacks {field}: {r}");
+        }
+        assert_eq!(r["outcome"], "done", "{exp}: {r}");
+        assert_eq!(r["lost_ops"], 0, "{exp}: {r}");
+    }
+    j
+}
+
+fn pngs(dir: &Path, exp: &str, names: &[&str]) {
+    for n in names {
+        let p = dir.join(format!("netmigrate-{exp}-{n}.png"));
+        let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(
+            bytes.starts_with(b"\x89PNG"),
+            "{} is not a PNG",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn overall_writes_rows_timelines_and_plots() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let j = bench("overall", dir.path(), "2");
+    let rows = j["rows"].as_array().expect("rows");
+    let labels: Vec<&str> = rows.iter().filter_map(|r| r["label"].as_str()).collect();
+    for want in [
+        "netmigrate-long",
+        "netmigrate-medium",
+        "netmigrate-short",
+        "netmigrate-mirrored",
+        "stop-and-copy",
+        "source",
+        "rocksteady",
+        "fulva",
+    ] {
+        assert!(labels.contains(&want), "{want} missing from {labels:?}");
+    }
+    for r in rows {
+        let tl = r["timeline"].as_array().expect("overall keeps timelines");
+        assert!(!tl.is_empty());
+        assert!(tl[0].get("p99_us").is_some());
+        assert_eq!(
+            r["repeat_ops_per_s_migrating"].as_array().map(Vec::len),
+            Some(2)
+        );
+    }
+    assert!(j["derived"]["closest_migration_time"].is_array());
+    pngs(dir.path(), "overall", &["throughput", "p50", "p99"]);
+}
+
+#[test]
+fn sweeps_write_rows_and_plots() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = bench("filters", dir.path(), "1");
+    assert_eq!(f["rows"].as_array().map(Vec::len), Some(9));
+    pngs(dir.path(), "filters", &["throughput", "p99", "client-bw"]);
+    let g = bench("groups", dir.path(), "1");
+    let kpg: Vec<f64> = g["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["keys_per_group"].as_f64())
+        .collect();
+    assert!(
+        kpg.len() >= 3 && kpg.windows(2).all(|w| w[0] < w[1]),
+        "{kpg:?}"
+    );
+    pngs(dir.path(), "groups", &["throughput", "p99", "client-bw"]);
+}
+
+#[test]
+fn bandwidth_and_budgets_cover_every_write_ratio_and_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = bench("bandwidth", dir.path(), "1");
+    let rows = b["rows"].as_array().expect("rows");
+    // 4 write ratios x 3 budgets x (source, rocksteady, fulva, netmigrate, netmigrate-mirrored).
+    assert_eq!(rows.len(), 60);
+    for r in rows {
+        if r["label"] == "source" {
+            assert_eq!(r["client_extra_pct"].as_f64(), Some(0.0), "{r}");
+        }
+    }
+    pngs(dir.path(), "bandwidth", &["client", "server"]);
+    let t = bench("budgets", dir.path(), "1");
+    assert_eq!(t["rows"].as_array().map(Vec::len), Some(60));
+    assert_eq!(
+        t["derived"]["cells"].as_array().map(Vec::len),
+        Some(12),
+        "one cell per write ratio x budget"
+    );
+    pngs(dir.path(), "budgets", &["throughput", "p50", "p99", "time"]);
+}
+
+#[test]
+fn bad_flags_are_refused_with_the_flag_named() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "netmigrate", "everything"], "invalid value"),
+        (
+            &["bench", "netmigrate", "overall", "--preset", "medium"],
+            "--preset",
+        ),
+        (
+            &["bench", "netmigrate", "overall", "--records", "0"],
+            "--records",
+        ),
+        (
+            &["bench", "netmigrate", "overall", "--clients", "0"],
+            "--clients",
+        ),
+        (
+            &["bench", "netmigrate", "overall", "--value-bytes", "8"],
+            "--value-bytes",
+        ),
+        (
+            &["bench", "netmigrate", "overall", "--interval-ms", "0"],
+            "--interval-ms",
+        ),
+        (
+            &["bench", "netmigrate", "overall", "--repeat", "0"],
+            "--repeat",
+        ),
+        (
+            &[
+                "bench",
+                "netmigrate",
+                "overall",
+                "--out",
+                "/proc/locus-nope",
+            ],
+            "--out",
+        ),
+        (&["kv", "router", "--listen", "nonsense"], "--listen"),
+        (
+            &["kv", "router", "--listen", "10.1.2.3:7000"],
+            "only 127.0.0.1",
+        ),
+        (&["kv", "router", "--listen", "127.0.0.1:65500"], "port"),
+        (
+            &["kv", "server", "--router", "127.0.0.1:7000", "--id", "0"],
+            "--id",
+        ),
+        (
+            &[
+                "kv",
+                "server",
+                "--router",
+                "127.0.0.1:7000",
+                "--id",
+                "1",
+                "--budget-pct",
+                "0",
+            ],
+            "--budget-pct",
+        ),
+        (
+            &[
+                "kv",
+                "migrate",
+                "--router",
+                "127.0.0.1:7000",
+                "--shard",
+                "1",
+                "--from",
+                "1",
+                "--to",
+                "2",
+                "--protocol",
+                "teleport",
+            ],
+            "--protocol",
+        ),
+        (
+            &[
+                "kv",
+                "migrate",
+                "--router",
+                "127.0.0.1:7000",
+                "--shard",
+                "1",
+                "--from",
+                "1",
+                "--to",
+                "1",
+            ],
+            "--from and --to",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(want),
+            "{args:?}: stderr {err:?} lacks {want:?}"
+        );
+    }
+}
+
+/// Children killed (and reaped) when the test ends, however it ends.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A base port whose router, server 1, server 2 and first client ports are free now.
+fn free_base() -> u16 {
+    let seed = std::process::id() as u16;
+    for i in 0..200u16 {
+        let base = 20_000 + (seed.wrapping_mul(7).wrapping_add(i * 131)) % 40_000;
+        let free = [0u16, 1, 2, 100]
+            .iter()
+            .all(|o| UdpSocket::bind(("127.0.0.1", base + o)).is_ok());
+        if free {
+            return base;
+        }
+    }
+    panic!("no free loopback ports found");
+}
+
+fn spawn(args: &[&str]) -> Child {
+    locus()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn locus")
+}
+
+fn status_json(router: &str) -> Option<Value> {
+    let out = run(&["kv", "migration", "status", "--router", router, "--json"]);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
+}
+
+/// Polls `f` for up to a minute (a loaded machine is slow, never wrong).
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn router_and_servers_run_as_processes_and_migrate() {
+    let base = free_base();
+    let router = format!("127.0.0.1:{base}");
+    let r = router.as_str();
+    let life = "120000";
+    let mut procs = Procs(Vec::new());
+    procs.0.push(spawn(&[
+        "kv",
+        "router",
+        "--listen",
+        r,
+        "--lifetime-ms",
+        life,
+    ]));
+    procs.0.push(spawn(&[
+        "kv",
+        "server",
+        "--router",
+        r,
+        "--id",
+        "1",
+        "--records",
+        "1000",
+        "--buckets-log2",
+        "10",
+        "--lifetime-ms",
+        life,
+    ]));
+    procs.0.push(spawn(&[
+        "kv",
+        "server",
+        "--router",
+        r,
+        "--id",
+        "2",
+        "--buckets-log2",
+        "10",
+        "--lifetime-ms",
+        life,
+    ]));
+    eventually("both servers registered and answering", || {
+        let s = status_json(r)?;
+        let answered = s["servers"].as_array()?.len();
+        (answered == 2).then_some(())
+    });
+
+    // Queries go through the router to the shard's server.
+    let get = |key: &str| run(&["kv", "get", "--router", r, "--shard", "1", key]);
+    let out = get("5");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "v5");
+    let out = run(&["kv", "set", "--router", r, "--shard", "1", "5", "hello"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&get("5").stdout).trim(), "hello");
+    let out = get("5000");
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("not found"));
+
+    // Garbage to the router and to a server: dropped, counted, nobody dies.
+    let junk = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    for d in [
+        &b"\x00"[..],
+        b"garbage",
+        &[0x4E, 0x4D, 1, 1, 0, 0][..],
+        &[0xFF; 300][..],
+    ] {
+        junk.send_to(d, r).expect("send");
+        junk.send_to(d, ("127.0.0.1", base + 1)).expect("send");
+    }
+    junk.send_to(b"LKADM1 {not json", r).expect("send");
+    let s = eventually("garbage counted", || {
+        let s = status_json(r)?;
+        (s["router"]["stats"]["malformed"].as_u64()? >= 4
+            && s["router"]["admin_malformed"].as_u64()? >= 1)
+            .then_some(s)
+    });
+    let s1 = s["servers"]
+        .as_array()
+        .and_then(|a| a.iter().find(|v| v["server"] == 1))
+        .expect("server 1 answered");
+    assert!(s1["malformed"].as_u64().unwrap_or(0) >= 4, "{s1}");
+    for c in &mut procs.0 {
+        assert!(c.try_wait().expect("try_wait").is_none(), "a process died");
+    }
+    assert_eq!(text(&get("5").stdout).trim(), "hello");
+
+    // Migrate shard 1 to server 2 through the router; data follows.
+    let out = run(&[
+        "kv", "migrate", "--router", r, "--shard", "1", "--from", "1", "--to", "2", "--wait",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("done"), "{}", text(&out.stdout));
+    assert_eq!(text(&get("5").stdout).trim(), "hello");
+    assert_eq!(text(&get("999").stdout).trim(), "v999");
+
+    let out = run(&["kv", "migration", "status", "--router", r]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("Done") && table.contains("groups"),
+        "{table}"
+    );
+    assert!(table.contains("malformed"), "{table}");
+
+    // A second migration of the same shard from its old server is refused with a reason.
+    let out = run(&[
+        "kv", "migrate", "--router", r, "--shard", "1", "--from", "1", "--to", "2",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("refused"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(procs);
+}
