@@ -16,7 +16,9 @@
 //! migration and reports throughput, latency and extra bandwidth. [`wire`] is the packet format.
 //!
 //! The same agents and transport run every [`Protocol`]: NetMigrate, stop-and-copy,
-//! source-based, Rocksteady and Fulva.
+//! source-based, Rocksteady and Fulva. A server keeps its shards in a [`table::ShardStore`]: the
+//! in-memory [`table::Table`], or a stock `redis-server` spoken to with ordinary commands
+//! ([`redis`]), so every protocol also migrates between two Redis instances.
 
 #![warn(missing_docs)]
 
