@@ -6,6 +6,7 @@
 
 mod redis_common;
 
+use locus_kvmigrate::runtime::CpuBudget;
 use locus_kvmigrate::table::ShardStore;
 use locus_kvmigrate::{MigrationPhase, Protocol};
 use redis_common::{initial, inspect, run, run_unchecked, Scenario};
@@ -19,6 +20,12 @@ fn scenario(protocol: Protocol) -> Scenario {
     s.kill_destination_after_groups = Some(KILL_AFTER_GROUPS);
     s.server.ack_timeout_us = 1_000_000;
     s.op_timeout_ms = 1_500;
+    // A slow destination (a fifth of each millisecond for its inbox) keeps the migration
+    // running long after the kill point, so the kill lands mid-migration on a loaded machine.
+    s.destination_budget = Some(CpuBudget {
+        interval_us: 1000,
+        query_pct: 20,
+    });
     s
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use locus_kvmigrate::check::{check_history, Op, OpKind};
 use locus_kvmigrate::redis::{agent_resp_config, start_redis_cluster, RedisProcess, RedisShard};
 use locus_kvmigrate::router::{RouterConfig, RouterStats};
-use locus_kvmigrate::runtime::{ClusterConfig, HistoryClock};
+use locus_kvmigrate::runtime::{ClusterConfig, CpuBudget, HistoryClock};
 use locus_kvmigrate::server::ServerStats;
 use locus_kvmigrate::table::ShardStore;
 use locus_kvmigrate::{Geometry, MigrationPhase, MigrationStatus, Protocol, ServerConfig};
@@ -46,6 +46,8 @@ pub struct Scenario {
     pub op_timeout_ms: u64,
     /// Kill the destination's redis-server once this many groups are done.
     pub kill_destination_after_groups: Option<u32>,
+    /// The destination agent's CPU budget (a slow destination keeps the migration running).
+    pub destination_budget: Option<CpuBudget>,
     pub seed: u64,
 }
 
@@ -70,6 +72,7 @@ impl Scenario {
             server,
             op_timeout_ms: 10_000,
             kill_destination_after_groups: None,
+            destination_budget: None,
             seed: 7,
         }
     }
@@ -144,6 +147,9 @@ pub fn run_unchecked(s: &Scenario) -> (Outcome, Result<(), String>) {
     );
     cc.router = s.router.clone();
     cc.op_timeout_ms = s.op_timeout_ms;
+    if let Some(b) = s.destination_budget {
+        cc.budgets.insert(2, b);
+    }
     let addrs = [
         source_redis.addr().to_string(),
         destination_redis.addr().to_string(),
