@@ -106,6 +106,9 @@ pub struct ServerArgs {
     /// Share of each millisecond this server may spend serving queries (NetMigrate 4.4), 1..=100.
     #[arg(long, default_value_t = 100)]
     pub budget_pct: u8,
+    /// A source aborts its migration after its destination or the router is silent this long.
+    #[arg(long, default_value_t = 2000)]
+    pub ack_timeout_ms: u64,
     /// Mirror destination writes to the source before acking (safe abort; the paper does not).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub mirror_writes: bool,
@@ -429,8 +432,15 @@ fn server(a: ServerArgs) -> Result<(), String> {
     }
     let geometry = Geometry::new(a.buckets_log2, a.group_buckets_log2)
         .map_err(|e| format!("--buckets-log2/--group-buckets-log2: {e}"))?;
+    if a.ack_timeout_ms == 0 || a.ack_timeout_ms > 3_600_000 {
+        return Err(format!(
+            "--ack-timeout-ms {}: must be in 1..=3600000",
+            a.ack_timeout_ms
+        ));
+    }
     let mut cfg = ServerConfig::new(a.id, 0, geometry);
     cfg.mirror_writes = a.mirror_writes;
+    cfg.ack_timeout_us = a.ack_timeout_ms * 1000;
     let mut srv = Server::new(cfg).map_err(|e| e.to_string())?;
     for k in 0..a.records {
         srv.load(a.id, k, preload_value(k, a.value_bytes))

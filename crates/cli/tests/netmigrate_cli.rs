@@ -235,6 +235,19 @@ fn bad_flags_are_refused_with_the_flag_named() {
         (
             &[
                 "kv",
+                "server",
+                "--router",
+                "127.0.0.1:7000",
+                "--id",
+                "1",
+                "--ack-timeout-ms",
+                "0",
+            ],
+            "--ack-timeout-ms",
+        ),
+        (
+            &[
+                "kv",
                 "migrate",
                 "--router",
                 "127.0.0.1:7000",
@@ -358,6 +371,9 @@ fn router_and_servers_run_as_processes_and_migrate() {
         "1000",
         "--buckets-log2",
         "10",
+        // A loaded machine must not turn a slow peer into an abort.
+        "--ack-timeout-ms",
+        "60000",
         "--lifetime-ms",
         life,
     ]));
@@ -370,6 +386,9 @@ fn router_and_servers_run_as_processes_and_migrate() {
         "2",
         "--buckets-log2",
         "10",
+        // A loaded machine must not turn a slow peer into an abort.
+        "--ack-timeout-ms",
+        "60000",
         "--lifetime-ms",
         life,
     ]));
