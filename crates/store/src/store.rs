@@ -453,6 +453,7 @@ impl<F: Fabric> Store<F> {
             spare: Vec::new(),
             reclaim_queue: Vec::new(),
             tracker: TrackerView::default(),
+            query_now_ns: None,
             stats: WorkerStats::default(),
         };
         for m in 0..self.shared.machines {
@@ -836,6 +837,12 @@ pub struct Worker<F: Fabric> {
     reclaim_queue: Vec<(MachineId, u64)>,
     /// This machine's tracked-key set as last seen (Pragh 4.4, on demand).
     tracker: TrackerView,
+    /// The clock as read when the current query started: a query's cache
+    /// lookups check leases against it instead of reading the clock per GET.
+    /// It only makes an entry look younger by the query's duration, which
+    /// is the "reader stalls for a lease" risk every lookup already takes
+    /// between its clock read and its READ (invariant P3).
+    query_now_ns: Option<u64>,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -1056,6 +1063,13 @@ impl<F: Fabric> Worker<F> {
         }
     }
 
+    /// The time a cache lookup checks leases against: the query's start if
+    /// one is running ([`Worker::two_hop`]), else now.
+    #[inline]
+    fn lookup_now_ns(&self) -> u64 {
+        self.query_now_ns.unwrap_or_else(|| self.port.now_ns())
+    }
+
     /// This machine's location cache, unless caching is off (`cache_bytes_max = 0`).
     fn cache(&self) -> Option<&LocationCache> {
         self.shared.caches[self.machine as usize].as_ref()
@@ -1075,7 +1089,7 @@ impl<F: Fabric> Worker<F> {
             if replicas {
                 if let Some(s) = &slot {
                     if Addr::decode(s.addr_word).is_some_and(|a| a.holder(home) != self.machine) {
-                        let now = self.port.now_ns();
+                        let now = self.lookup_now_ns();
                         let hit = self.cache().and_then(|c| c.get_for_read(key, now));
                         if let Some((word, REPLICA_POSITION)) = hit {
                             self.stats.replica_reads += 1;
@@ -1091,7 +1105,7 @@ impl<F: Fabric> Worker<F> {
             }
             return Ok(slot);
         }
-        let now = self.port.now_ns();
+        let now = self.lookup_now_ns();
         let hit = self.cache().and_then(|c| {
             if replicas {
                 c.get_for_read(key, now)
@@ -1198,6 +1212,7 @@ impl<F: Fabric> Worker<F> {
     pub fn two_hop(&mut self, v: VertexId, k: usize, out: &mut Vec<VertexId>) -> Result<usize> {
         let mut first = std::mem::take(&mut self.scratch);
         first.clear();
+        self.query_now_ns = Some(self.port.now_ns());
         let r = (|| {
             self.neighbors(v, k, &mut first)?;
             for &u in &first {
@@ -1205,6 +1220,7 @@ impl<F: Fabric> Worker<F> {
             }
             Ok(1 + first.len())
         })();
+        self.query_now_ns = None;
         self.scratch = first;
         r
     }
