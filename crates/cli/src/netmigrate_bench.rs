@@ -90,10 +90,27 @@ pub enum Preset {
     Full,
 }
 
+/// Where the migrating shard's pairs live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The built-in in-memory KV server.
+    Builtin,
+    /// Two stock `redis-server` processes on loopback, each behind its migration agent
+    /// (ordinary commands only; `locus_kvmigrate::redis`).
+    Redis,
+}
+
 #[derive(Args, Debug)]
 pub struct NetmigrateArgs {
     /// Which experiment.
     pub experiment: Experiment,
+    /// builtin (the in-memory KV server) or redis (two private redis-server processes).
+    #[arg(long, value_enum, default_value = "builtin")]
+    pub backend: Backend,
+    /// The redis-server binary for `--backend redis` (default: found on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub redis_server: Option<PathBuf>,
     /// quick (minutes on 2 cores) or full (larger shard).
     #[arg(long, value_enum, default_value = "quick")]
     pub preset: Preset,
@@ -154,6 +171,9 @@ struct Settings {
     repeat: usize,
     repeat_note: &'static str,
     transport: &'static str,
+    backend: Backend,
+    #[serde(skip)]
+    redis_server: Option<PathBuf>,
 }
 
 impl Settings {
@@ -167,6 +187,28 @@ impl Settings {
             (Preset::Quick, false) => (1 << 19, 4, 300, 50),
             (Preset::Full, true) => (1 << 22, 8, 1000, 200),
             (Preset::Full, false) => (1 << 21, 8, 500, 100),
+        };
+        // Over Redis every pair is loaded and migrated through RESP round trips (about 40k
+        // pairs/s here): a 16x smaller shard keeps a run within seconds.
+        let records = if a.backend == Backend::Redis {
+            records >> 4
+        } else {
+            records
+        };
+        let redis_server = match a.backend {
+            Backend::Builtin => None,
+            Backend::Redis => Some(match &a.redis_server {
+                Some(p) if p.is_file() => p.clone(),
+                Some(p) => {
+                    return Err(format!(
+                        "--redis-server {}: no such file",
+                        p.display()
+                    ))
+                }
+                None => find_on_path("redis-server").ok_or(
+                    "--backend redis: redis-server is not on PATH; install it (Debian: apt-get install -y redis-server) or pass --redis-server PATH",
+                )?,
+            }),
         };
         let records = a.records.unwrap_or(records);
         if !(RECORDS_MIN..=RECORDS_MAX).contains(&records) {
@@ -234,8 +276,16 @@ impl Settings {
             repeat_note:
                 "configurations run round-robin, repeat times; each row is the run with the \
                           median throughput during migration, repeat_* list every run",
-            transport:
-                "in-process channels; router, 2 servers and the clients are threads of one process",
+            transport: match a.backend {
+                Backend::Builtin => {
+                    "in-process channels; router, 2 servers and the clients are threads of one process"
+                }
+                Backend::Redis => {
+                    "in-process channels between router, agents and clients; each agent keeps its pairs in its own redis-server process on loopback (RESP)"
+                }
+            },
+            backend: a.backend,
+            redis_server,
         })
     }
 
@@ -346,6 +396,13 @@ fn chooser(records: u64) -> KeyChooser {
     })
 }
 
+/// The first executable file called `name` in a directory of PATH.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
 /// Bloom filter false-positive bound: (1 - e^(-k n / m))^k.
 fn bloom_fp(entries: f64, items: f64) -> f64 {
     let k = locus_kvmigrate::filter::HASHES as f64;
@@ -393,7 +450,11 @@ fn run_case(s: &Settings, c: &Case, keep_timeline: bool) -> Result<Row, String> 
         seed: s.seed,
     };
     let t = Instant::now();
-    let r = measure(&cfg, chooser(s.records)).map_err(|e| format!("{}: {e}", c.label))?;
+    let r = match &s.redis_server {
+        None => measure(&cfg, chooser(s.records)),
+        Some(bin) => locus_kvmigrate::redis::measure_redis(&cfg, chooser(s.records), bin),
+    }
+    .map_err(|e| format!("{}: {e}", c.label))?;
     Ok(row(
         s,
         c,
@@ -660,8 +721,9 @@ pub fn run(a: NetmigrateArgs) -> Result<(), String> {
     let loadavg_before = loadavg();
     let t = Instant::now();
     eprintln!(
-        "netmigrate {}: {} records, {} clients, value {} B, {} groups, seed {}",
+        "netmigrate {} ({:?} backend): {} records, {} clients, value {} B, {} groups, seed {}",
         a.experiment.name(),
+        a.backend,
         s.records,
         s.clients,
         s.value_bytes,
@@ -710,7 +772,10 @@ pub fn run(a: NetmigrateArgs) -> Result<(), String> {
     };
     let json = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
     if let Some(dir) = &a.out {
-        let base = format!("netmigrate-{}", a.experiment.name());
+        let base = match a.backend {
+            Backend::Builtin => format!("netmigrate-{}", a.experiment.name()),
+            Backend::Redis => format!("netmigrate-{}-redis", a.experiment.name()),
+        };
         write(&dir.join(format!("{base}.json")), &json)?;
         let meta_json = serde_json::to_string_pretty(&meta).map_err(|e| e.to_string())?;
         write(&dir.join(format!("{base}.meta.json")), &meta_json)?;

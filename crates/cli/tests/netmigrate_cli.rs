@@ -468,3 +468,59 @@ fn router_and_servers_run_as_processes_and_migrate() {
     );
     drop(procs);
 }
+
+/// The same experiment over two private redis-server processes (issue 5: the targets hold on
+/// both backends): every protocol migrates with no failed or lost operation.
+#[test]
+fn overall_runs_over_redis_with_no_failed_or_lost_operations() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run(&[
+        "bench",
+        "netmigrate",
+        "overall",
+        "--backend",
+        "redis",
+        "--records",
+        "1024",
+        "--clients",
+        "1",
+        "--phase-ms",
+        "20",
+        "--interval-ms",
+        "10",
+        "--repeat",
+        "1",
+        "--out",
+        dir.path().to_str().expect("utf-8 temp path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "is redis-server installed (apt-get install -y redis-server)?\n{}\n{}",
+        text(&out.stderr),
+        text(&out.stdout)
+    );
+    let j = read_json(&dir.path().join("netmigrate-overall-redis.json"));
+    let meta = read_json(&dir.path().join("netmigrate-overall-redis.meta.json"));
+    assert_eq!(meta["settings"]["backend"], "redis");
+    let rows = j["rows"].as_array().expect("rows");
+    assert!(rows.len() >= 5, "{rows:?}");
+    for r in rows {
+        assert_eq!(r["failed_ops"], 0, "{r}");
+        assert_eq!(r["lost_ops"], 0, "{r}");
+    }
+    let bad = run(&[
+        "bench",
+        "netmigrate",
+        "overall",
+        "--backend",
+        "redis",
+        "--redis-server",
+        "/nonexistent/redis-server",
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("--redis-server"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
