@@ -1123,6 +1123,8 @@ mod tests {
     fn filter_cases_scale_the_bf_by_bits_per_group() {
         let a = NetmigrateArgs {
             experiment: Experiment::Filters,
+            backend: Backend::Builtin,
+            redis_server: None,
             preset: Preset::Quick,
             json: false,
             out: None,
