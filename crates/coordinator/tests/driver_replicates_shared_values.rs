@@ -84,21 +84,24 @@ fn values_two_machines_read_get_replicas_and_updates_stay_visible() {
         }
     };
     // Read until one round of reads on both machines is local, or give up.
-    let t0 = Instant::now();
-    loop {
-        let before = store.fabric().counters().total();
-        read_all(&mut readers, extra);
-        let d = store.fabric().counters().total().minus(&before);
-        if d.ops_of(Locality::Remote, OpKind::Read) == 0 {
-            break;
+    let read_until_local = |readers: &mut Vec<locus_store::Worker<F>>, extra: u32, what: &str| {
+        let t0 = Instant::now();
+        loop {
+            let before = store.fabric().counters().total();
+            read_all(readers, extra);
+            let d = store.fabric().counters().total().minus(&before);
+            if d.ops_of(Locality::Remote, OpKind::Read) == 0 {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "{what}: reads still remote after 60 s: {d:?}, driver {:?}",
+                driver.stats()
+            );
+            std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "reads still remote after 60 s: {d:?}, driver {:?}",
-            driver.stats()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    };
+    read_until_local(&mut readers, extra, "first replicas");
     assert!(driver.stats().replicas_created.load(Ordering::Relaxed) >= shared.len() as u64);
     // Updates from the homes: every reader sees each one at once (the
     // replicas were invalidated before it was acknowledged)...
@@ -114,20 +117,7 @@ fn values_two_machines_read_get_replicas_and_updates_stay_visible() {
         read_all(&mut readers, extra);
     }
     // ...and the driver replicates them again.
-    let t1 = Instant::now();
-    loop {
-        let before = store.fabric().counters().total();
-        read_all(&mut readers, extra);
-        let d = store.fabric().counters().total().minus(&before);
-        if d.ops_of(Locality::Remote, OpKind::Read) == 0 {
-            break;
-        }
-        assert!(
-            t1.elapsed() < Duration::from_secs(60),
-            "no new replicas after the updates"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    read_until_local(&mut readers, extra, "replicas after the updates");
     assert!(driver.error().is_none(), "{:?}", driver.error());
     driver.stop();
 }
