@@ -7,85 +7,28 @@
 //! without it the test fails, it does not skip.
 
 use std::collections::HashSet;
-use std::net::TcpListener;
-use std::process::{Child, Command as Process, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::path::Path;
 
+use locus_kvmigrate::redis::RedisProcess;
 use locus_kvmigrate::resp::{Client, Command, Config, Limits, Pttl, Reply, RespError};
 
-/// Bound on waiting for the server to answer PING after it starts.
-const STARTUP_MS_MAX: u64 = 20_000;
-
-/// A private redis-server, killed when dropped.
+/// A private redis-server on a free loopback port (the crate's own guard: killed on drop).
 struct Redis {
-    child: Child,
+    /// Held for its drop: the server lives as long as this value.
+    _process: RedisProcess,
     addr: String,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port on 127.0.0.1")
 }
 
 impl Redis {
     fn start() -> Redis {
-        match Process::new("redis-server").arg("--version").output() {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => panic!("`redis-server --version` failed: {out:?}"),
-            Err(e) => panic!(
-                "redis-server is not runnable ({e}): install it (Debian: `apt-get install -y redis-server`); \
-                 CI installs it in .ci/run. This test does not skip without it."
-            ),
+        let process = RedisProcess::start(Path::new("redis-server")).unwrap_or_else(|e| {
+            panic!("{e}; CI installs redis-server in .ci/run. This test does not skip without it.")
+        });
+        let addr = process.addr().to_string();
+        Redis {
+            _process: process,
+            addr,
         }
-        // The port may be taken between probing and binding: try a few.
-        let mut last = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            let child = Process::new("redis-server")
-                .args(["--port", &port.to_string()])
-                .args(["--bind", "127.0.0.1"])
-                .args(["--save", ""])
-                .args(["--appendonly", "no"])
-                .args(["--dir", &std::env::temp_dir().to_string_lossy()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server");
-            let mut redis = Redis {
-                child,
-                addr: format!("127.0.0.1:{port}"),
-            };
-            let deadline = Instant::now() + Duration::from_millis(STARTUP_MS_MAX);
-            while Instant::now() < deadline {
-                if let Ok(Some(status)) = redis.child.try_wait() {
-                    last = format!("redis-server on port {port} exited: {status}");
-                    break;
-                }
-                if let Ok(mut c) = Client::connect(&redis.addr, Config::default()) {
-                    if c.ping().is_ok() {
-                        return redis;
-                    }
-                }
-                thread::sleep(Duration::from_millis(20));
-            }
-            if last.is_empty() {
-                last = format!(
-                    "redis-server on port {port} did not answer PING within {STARTUP_MS_MAX} ms"
-                );
-            }
-            // `redis` is dropped here: the failed server is killed.
-        }
-        panic!("could not start a private redis-server: {last}");
     }
 
     fn client(&self) -> Client {
