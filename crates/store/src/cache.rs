@@ -416,6 +416,15 @@ impl LocationCache {
     /// migration uses it to skip the lookup READ (Pragh 5).
     #[inline]
     pub fn get_with_position(&self, key: Key, now_ns: u64) -> Option<(u64, u64)> {
+        self.lookup(key, now_ns, false).map(|(w, p, _)| (w, p))
+    }
+
+    /// Like [`LocationCache::get_with_position`], also returning when the
+    /// entry was stamped (a time before the READ or CAS that made its address
+    /// current): a block the address names cannot have been reused before
+    /// that time plus the reclaim lease (invariant P3).
+    #[inline]
+    pub fn get_stamped(&self, key: Key, now_ns: u64) -> Option<(u64, u64, u64)> {
         self.lookup(key, now_ns, false)
     }
 
@@ -424,18 +433,18 @@ impl LocationCache {
     /// its age, and counts a hit but is never listed hot.
     #[inline]
     pub fn get_for_read(&self, key: Key, now_ns: u64) -> Option<(u64, u64)> {
-        self.lookup(key, now_ns, true)
+        self.lookup(key, now_ns, true).map(|(w, p, _)| (w, p))
     }
 
     #[inline]
-    fn lookup(&self, key: Key, now_ns: u64, replicas: bool) -> Option<(u64, u64)> {
+    fn lookup(&self, key: Key, now_ns: u64, replicas: bool) -> Option<(u64, u64, u64)> {
         let h = mix(key.0);
         let mut guard = self.shard_of(h);
         let s = &mut *guard;
         match s.map.get_mut(&h) {
             Some(e) if e.position == REPLICA_POSITION && replicas => {
                 e.count = e.count.saturating_add(1);
-                let found = (e.word, e.position);
+                let found = (e.word, e.position, e.cached_at_ns);
                 s.stats.hits += 1;
                 Some(found)
             }
@@ -446,7 +455,7 @@ impl LocationCache {
             Some(e) if !expired(e.cached_at_ns, now_ns, self.lease_ns) => {
                 e.count = e.count.saturating_add(1);
                 let hot = e.count == self.config.hot_count;
-                let found = (e.word, e.position);
+                let found = (e.word, e.position, e.cached_at_ns);
                 s.stats.hits += 1;
                 if hot {
                     s.note_hot(key);
@@ -697,239 +706,4 @@ pub fn unmix(mut x: u64) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: u64 = NS_PER_MS;
-
-    fn cache(entries_per_shard: u64, shards: usize, lease_ms: u64) -> LocationCache {
-        LocationCache::new(CacheConfig {
-            bytes_max: entries_per_shard * shards as u64 * ENTRY_BYTES,
-            lease_ms,
-            shards,
-            hot_count: 3,
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn hot_keys_are_listed_once_when_their_count_reaches_the_threshold() {
-        let c = cache(16, 2, 1_000);
-        c.insert(Key(1), 11, 0);
-        c.insert(Key(2), 22, 0);
-        for _ in 0..5 {
-            c.get(Key(1), 1);
-        }
-        c.get(Key(2), 1);
-        let mut hot = Vec::new();
-        c.take_hot(|k| hot.push(k.0));
-        assert_eq!(hot, vec![1]);
-        hot.clear();
-        c.take_hot(|k| hot.push(k.0));
-        assert!(hot.is_empty(), "listed once");
-        // record counts without serving, and lists a key reaching the threshold.
-        for _ in 0..3 {
-            c.record(Key(9), 99, 2);
-        }
-        c.take_hot(|k| hot.push(k.0));
-        assert_eq!(hot, vec![9]);
-        assert!(counts(&c).contains(&(9, 99, 3)));
-    }
-
-    fn counts(c: &LocationCache) -> Vec<(u64, u64, u32)> {
-        let mut v = Vec::new();
-        c.access_counts(|k, w, n| v.push((k.0, w, n)));
-        v.sort_unstable();
-        v
-    }
-
-    #[test]
-    fn unmix_inverts_mix() {
-        for x in [0, 1, 2, u64::MAX, 1 << 63, 0x1234_5678_9abc_def0] {
-            assert_eq!(unmix(mix(x)), x);
-            assert_eq!(mix(unmix(x)), x);
-        }
-        let mut x = 7u64;
-        for _ in 0..10_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            assert_eq!(unmix(mix(x)), x);
-        }
-    }
-
-    #[test]
-    fn hit_and_miss() {
-        let c = cache(16, 4, 1000);
-        assert_eq!(c.get(Key(5), 0), None);
-        c.insert(Key(5), 0xabc, 0);
-        assert_eq!(c.get(Key(5), 1), Some(0xabc));
-        assert_eq!(c.get(Key(6), 1), None);
-        let s = c.stats();
-        assert_eq!((s.hits, s.misses, s.inserts), (1, 2, 1));
-        assert_eq!(c.len(), 1);
-        assert_eq!(c.bytes(), ENTRY_BYTES);
-    }
-
-    #[test]
-    fn lease_expires_exactly_at_the_boundary() {
-        let c = cache(16, 1, 10);
-        let t0 = 1_000;
-        c.insert(Key(1), 0x10, t0);
-        assert_eq!(c.get(Key(1), t0 + 10 * MS - 1), Some(0x10));
-        assert_eq!(
-            c.get(Key(1), t0 + 10 * MS),
-            None,
-            "cached_at + lease is expired"
-        );
-        assert!(c.is_empty(), "an expired entry is dropped");
-        assert_eq!(c.stats().expired, 1);
-        // A hit does not extend the lease; only an insert restamps.
-        c.insert(Key(1), 0x10, t0);
-        assert_eq!(c.get(Key(1), t0 + 5 * MS), Some(0x10));
-        assert_eq!(c.get(Key(1), t0 + 10 * MS), None);
-        c.insert(Key(1), 0x10, t0);
-        c.insert(Key(1), 0x10, t0 + 5 * MS);
-        assert_eq!(c.get(Key(1), t0 + 10 * MS), Some(0x10));
-        // A reader whose clock is behind the stamp sees age 0, not a wrap.
-        assert_eq!(c.get(Key(1), 0), Some(0x10));
-    }
-
-    #[test]
-    fn replace_keeps_count_and_restamps() {
-        let c = cache(16, 2, 10);
-        c.insert(Key(9), 0x1, 0);
-        for _ in 0..3 {
-            c.get(Key(9), 0);
-        }
-        c.insert(Key(9), 0x2, 8 * MS);
-        assert_eq!(counts(&c), vec![(9, 0x2, 3)]);
-        assert_eq!(c.get(Key(9), 12 * MS), Some(0x2));
-        assert_eq!(c.stats().replaces, 1);
-        assert_eq!(c.len(), 1);
-    }
-
-    #[test]
-    fn remove_if_only_drops_the_same_word() {
-        let c = cache(16, 2, 10);
-        c.insert(Key(3), 0x30, 0);
-        assert!(!c.remove_if(Key(3), 0x31), "a newer address is kept");
-        assert_eq!(c.get(Key(3), 0), Some(0x30));
-        assert!(c.remove_if(Key(3), 0x30));
-        assert_eq!(c.get(Key(3), 0), None);
-        assert!(!c.remove_if(Key(3), 0x30));
-        c.insert(Key(4), 0x40, 0);
-        assert!(c.remove(Key(4)));
-        assert!(!c.remove(Key(4)));
-        assert_eq!(c.stats().removes, 2);
-    }
-
-    #[test]
-    fn removal_keeps_the_key_array_dense() {
-        let c = cache(64, 1, 10);
-        for k in 0..50 {
-            c.insert(Key(k), k + 1, 0);
-        }
-        for k in (0..50).step_by(3) {
-            assert!(c.remove(Key(k)));
-        }
-        let s = lock(&c.shards[0]);
-        assert_eq!(s.keys.len(), s.map.len());
-        for (i, &h) in s.keys.iter().enumerate() {
-            assert_eq!(s.map[&h].slot as usize, i);
-        }
-    }
-
-    #[test]
-    fn eviction_prefers_expired_then_cold() {
-        // Seven expired entries and one live: the live one survives.
-        let c = cache(8, 1, 10);
-        for k in 0..7 {
-            c.insert(Key(k), k + 1, 0);
-        }
-        c.insert(Key(7), 8, 15 * MS);
-        c.insert(Key(100), 101, 20 * MS);
-        assert!(counts(&c).iter().any(|&(k, _, _)| k == 7));
-        assert_eq!(c.stats().evictions, 1);
-        assert_eq!(c.len(), 8);
-        // Two live entries, one hot and one cold: the cold one goes.
-        let c = cache(2, 1, 10);
-        c.insert(Key(1), 1, 0);
-        c.insert(Key(2), 2, 0);
-        for _ in 0..5 {
-            c.get(Key(1), 0);
-        }
-        c.insert(Key(3), 3, 0);
-        let left: Vec<u64> = counts(&c).iter().map(|&(k, _, _)| k).collect();
-        assert_eq!(left, vec![1, 3]);
-    }
-
-    #[test]
-    fn aging_halves_counts() {
-        let c = cache(4, 1, 1000);
-        c.insert(Key(1), 1, 0);
-        for _ in 0..8 {
-            c.get(Key(1), 0);
-        }
-        // The hand is at key 1's slot and steps on the fourth insertion.
-        for k in 2..AGING_INSERTS_PER_STEP {
-            c.insert(Key(k), k, 0);
-        }
-        assert_eq!(counts(&c)[0], (1, 1, 8));
-        c.insert(Key(10), 10, 0);
-        assert_eq!(counts(&c)[0], (1, 1, 4));
-    }
-
-    #[test]
-    fn config_validation() {
-        let ok = CacheConfig::default();
-        ok.validate().unwrap();
-        assert_eq!(ok.entries_max(), (128 << 20) / ENTRY_BYTES / 64 * 64);
-        let msg = |c: CacheConfig| c.validate().unwrap_err().to_string();
-        assert!(msg(CacheConfig { shards: 3, ..ok }).contains("shards"));
-        assert!(msg(CacheConfig { shards: 0, ..ok }).contains("shards"));
-        assert!(msg(CacheConfig {
-            shards: SHARDS_MAX * 2,
-            ..ok
-        })
-        .contains("shards"));
-        assert!(msg(CacheConfig {
-            bytes_max: ENTRY_BYTES * 64 - 1,
-            ..ok
-        })
-        .contains("bytes_max"));
-        CacheConfig {
-            bytes_max: ENTRY_BYTES * 64,
-            ..ok
-        }
-        .validate()
-        .unwrap();
-        assert!(msg(CacheConfig {
-            bytes_max: u64::MAX,
-            shards: 1,
-            ..ok
-        })
-        .contains("bytes_max"));
-        assert!(msg(CacheConfig { lease_ms: 0, ..ok }).contains("lease_ms"));
-        assert!(msg(CacheConfig {
-            lease_ms: u64::MAX,
-            ..ok
-        })
-        .contains("lease_ms"));
-        assert!(LocationCache::new(CacheConfig { shards: 5, ..ok }).is_err());
-    }
-
-    #[test]
-    fn cache_lease_within_reclaim_lease() {
-        let c = CacheConfig::default();
-        c.check_against_reclaim(60_000).unwrap();
-        c.check_against_reclaim(120_000).unwrap();
-        let e = c.check_against_reclaim(59_999).unwrap_err();
-        assert!(matches!(e, StoreError::Config(_)));
-        assert!(e.to_string().contains("outlive the memory"));
-    }
-
-    #[test]
-    fn cache_is_send_and_sync() {
-        fn check<T: Send + Sync>() {}
-        check::<LocationCache>();
-    }
-}
+mod tests;

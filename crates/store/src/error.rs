@@ -75,7 +75,97 @@ pub enum StoreError {
         /// What happened there.
         reason: String,
     },
-    /// A configuration that cannot work.
+    /// A peer sent a check-and-forward message that does not decode.
+    #[error("malformed message from machine {machine}: {reason}")]
+    Malformed {
+        /// The sending machine (as the fabric reports it).
+        machine: MachineId,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A forwarded request was answered with another kind of reply.
+    #[error("machine {machine} answered a {request} request with a {reply} reply")]
+    ReplyMismatch {
+        /// The machine that answered.
+        machine: MachineId,
+        /// The kind of request sent.
+        request: &'static str,
+        /// The kind of reply received.
+        reply: &'static str,
+    },
+    /// A key changed while its shard was being moved (shard moves are stop-the-world).
+    #[error("key {key:#x} changed at machine {machine} while its shard was moving; pause every other operation during move_shards")]
+    ShardMoveRace {
+        /// The key.
+        key: u64,
+        /// The machine whose copy changed.
+        machine: MachineId,
+    },
+    /// A shard move named a shard that is not where the move says.
+    #[error("shard {shard} is on machine {actual}, not on machine {expected}")]
+    ShardElsewhere {
+        /// The shard.
+        shard: u32,
+        /// Where the move said it was.
+        expected: MachineId,
+        /// Where the shard map says it is.
+        actual: MachineId,
+    },
+    /// An operation needs a feature the store was created without.
+    #[error("{operation} needs {setting}")]
+    FeatureOff {
+        /// The operation asked for.
+        operation: &'static str,
+        /// The setting that turns the feature on.
+        setting: &'static str,
+    },
+    /// A bounded queue of a machine is full; the request was refused, not queued.
+    #[error("machine {machine} is overloaded: its {queue} holds its limit of {limit} entries; retry later")]
+    Overloaded {
+        /// The machine.
+        machine: MachineId,
+        /// Which queue.
+        queue: &'static str,
+        /// Its limit.
+        limit: usize,
+    },
+    /// A machine's service thread stopped; forwarded requests to it cannot complete.
+    #[error("the service of machine {machine} stopped: {reason}")]
+    ServiceStopped {
+        /// The machine.
+        machine: MachineId,
+        /// Why it stopped.
+        reason: String,
+    },
+    /// A machine's reclaim ring holds impossible counters.
+    #[error("machine {machine}'s reclaim ring has head {head} and tail {tail}, impossible for a capacity of {capacity} entries; is the layout the one the region was registered with?")]
+    RingCorrupt {
+        /// The machine.
+        machine: MachineId,
+        /// The ring's head counter.
+        head: u64,
+        /// The ring's tail counter.
+        tail: u64,
+        /// The layout's capacity in entries.
+        capacity: u64,
+    },
+    /// More keys were asked to be tracked on one machine than the tracker takes.
+    #[error(
+        "asked to track more than {limit} keys on one machine; track fewer candidates per interval"
+    )]
+    TrackedKeysFull {
+        /// The tracker's limit.
+        limit: usize,
+    },
+    /// A thread could not be started.
+    #[error("cannot start thread {name}: {reason}")]
+    Thread {
+        /// The thread's name.
+        name: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// A configuration that cannot work (the message names the setting).
     #[error("invalid store configuration: {0}")]
     Config(String),
 }

@@ -26,15 +26,22 @@
 //!  kind 1 = request, 2 = reply
 //!  request body:  key u64 (part ops) or vertex u32 (vertex ops), then the op's arguments;
 //!                 op 21 (replica registration): key u64, seen word u64, offset_units u64
-//!  reply body:    outcome u8 (1 part, 2 vertex, 3 replica), then outcome fields
+//!  reply body:    outcome u8 (1 part, 2 vertex, 3 replica, 4 failed), then outcome fields;
+//!                 failed: UTF-8 text of at most FAILED_TEXT_BYTES_MAX bytes
 //! ```
+//!
+//! A machine answers every request it can read the header of, even when the
+//! body is malformed or the operation fails there (`Failed` with the reason):
+//! the sender then gets an error at once instead of waiting out its timeout.
 
-use crate::{Result, StoreError, VertexId};
+use crate::VertexId;
 use locus_fabric::MachineId;
 
 const KIND_REQUEST: u8 = 1;
 const KIND_REPLY: u8 = 2;
 const HEADER_BYTES: usize = 16;
+/// Longest reason a `Failed` reply carries; longer ones are cut.
+pub const FAILED_TEXT_BYTES_MAX: usize = 1024;
 
 /// One read-modify-write of one key's part, applied by the holder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,8 +140,54 @@ pub enum Reply {
     Part(PartReply),
     /// Whether a replica was listed.
     Replica(bool),
-    /// Outcome of a vertex op: whether it changed anything (insert/delete), or an error text.
-    Vertex(std::result::Result<bool, String>),
+    /// Outcome of a vertex op: whether it changed anything (insert/delete).
+    Vertex(bool),
+    /// The request failed where it ran (or could not be read there): why.
+    Failed(String),
+}
+
+impl Reply {
+    /// The reply's kind, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Reply::Part(_) => "part",
+            Reply::Replica(_) => "replica",
+            Reply::Vertex(_) => "vertex",
+            Reply::Failed(_) => "failed",
+        }
+    }
+}
+
+impl Request {
+    /// The request's kind, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Part { .. } => "part",
+            Request::Vertex { .. } => "vertex",
+            Request::Replica { .. } => "replica",
+        }
+    }
+}
+
+/// A message that does not decode, with what could be read of its header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    /// What was wrong.
+    pub reason: String,
+    /// The message's kind byte and request id, if the header was whole.
+    pub header: Option<(u8, u64)>,
+}
+
+impl Malformed {
+    /// The id of a request that can be answered despite its body.
+    pub fn request_id(&self) -> Option<u64> {
+        self.header.filter(|h| h.0 == KIND_REQUEST).map(|h| h.1)
+    }
+
+    /// The id of a reply whose waiter can be told it was unreadable.
+    pub fn reply_id(&self) -> Option<u64> {
+        self.header.filter(|h| h.0 == KIND_REPLY).map(|h| h.1)
+    }
 }
 
 /// A decoded message.
@@ -244,10 +297,14 @@ pub fn encode_reply(from: MachineId, id: u64, reply: &Reply, out: &mut Vec<u8>) 
             }
         }
         Reply::Replica(b) => out.extend_from_slice(&[3, *b as u8]),
-        Reply::Vertex(Ok(b)) => out.extend_from_slice(&[2, 1, *b as u8]),
-        Reply::Vertex(Err(e)) => {
-            out.extend_from_slice(&[2, 0]);
-            out.extend_from_slice(e.as_bytes());
+        Reply::Vertex(b) => out.extend_from_slice(&[2, *b as u8]),
+        Reply::Failed(e) => {
+            let mut end = e.len().min(FAILED_TEXT_BYTES_MAX);
+            while !e.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.push(4);
+            out.extend_from_slice(&e.as_bytes()[..end]);
         }
     }
 }
@@ -257,46 +314,61 @@ struct Reader<'a> {
     at: usize,
 }
 
+type Decoded<T> = std::result::Result<T, String>;
+
 impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
+    fn take(&mut self, n: usize) -> Decoded<&[u8]> {
         let s = self
             .b
             .get(self.at..self.at + n)
-            .ok_or_else(|| malformed("truncated message"))?;
+            .ok_or_else(|| "truncated message".to_string())?;
         self.at += n;
         Ok(s)
     }
-    fn u8(&mut self) -> Result<u8> {
+    fn u8(&mut self) -> Decoded<u8> {
         Ok(self.take(1)?[0])
     }
-    fn u32(&mut self) -> Result<u32> {
+    fn u32(&mut self) -> Decoded<u32> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
-    fn u64(&mut self) -> Result<u64> {
+    fn u64(&mut self) -> Decoded<u64> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
-    fn ids(&mut self) -> Result<Vec<VertexId>> {
+    fn ids(&mut self) -> Decoded<Vec<VertexId>> {
         let n = self.u32()? as usize;
         if n > (self.b.len() - self.at) / 4 {
-            return Err(malformed("id count exceeds the message"));
+            return Err("id count exceeds the message".into());
         }
         (0..n).map(|_| self.u32()).collect()
     }
 }
 
-fn malformed(why: &str) -> StoreError {
-    StoreError::Config(format!("malformed forwarding message: {why}"))
+/// Decodes a message; malformed input is an error, never a panic.
+pub fn decode(bytes: &[u8]) -> std::result::Result<Envelope, Malformed> {
+    if bytes.len() < HEADER_BYTES {
+        return Err(Malformed {
+            reason: format!(
+                "{} bytes, shorter than the {HEADER_BYTES}-byte header",
+                bytes.len()
+            ),
+            header: None,
+        });
+    }
+    let (kind, id) = (
+        bytes[0],
+        u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
+    );
+    decode_body(bytes).map_err(|reason| Malformed {
+        reason,
+        header: Some((kind, id)),
+    })
 }
 
-/// Decodes a message; malformed input is an error, never a panic.
-pub fn decode(bytes: &[u8]) -> Result<Envelope> {
-    if bytes.len() < HEADER_BYTES {
-        return Err(malformed("shorter than its header"));
-    }
+fn decode_body(bytes: &[u8]) -> Decoded<Envelope> {
     let (kind, from, op) = (bytes[0], bytes[1], bytes[2]);
     let id = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     let mut r = Reader {
@@ -340,7 +412,7 @@ pub fn decode(bytes: &[u8]) -> Result<Envelope> {
                     seen: r.u64()?,
                     offset_units: r.u64()?,
                 },
-                other => return Err(malformed(&format!("unknown request op {other}"))),
+                other => return Err(format!("unknown request op {other}")),
             };
             Ok(Envelope::Request { from, id, request })
         }
@@ -355,18 +427,25 @@ pub fn decode(bytes: &[u8]) -> Result<Envelope> {
                     3 => PartReply::HasMore,
                     4 => PartReply::Absent,
                     5 => PartReply::Moved(r.u8()?),
-                    other => return Err(malformed(&format!("unknown part reply {other}"))),
+                    other => return Err(format!("unknown part reply {other}")),
                 }),
-                2 => match r.u8()? {
-                    1 => Reply::Vertex(Ok(r.u8()? != 0)),
-                    _ => Reply::Vertex(Err(String::from_utf8_lossy(&bytes[r.at..]).into_owned())),
-                },
+                2 => Reply::Vertex(r.u8()? != 0),
                 3 => Reply::Replica(r.u8()? != 0),
-                other => return Err(malformed(&format!("unknown reply kind {other}"))),
+                4 => {
+                    let text = &bytes[r.at..];
+                    if text.len() > FAILED_TEXT_BYTES_MAX {
+                        return Err(format!(
+                            "a failure reason of {} bytes exceeds {FAILED_TEXT_BYTES_MAX}",
+                            text.len()
+                        ));
+                    }
+                    Reply::Failed(String::from_utf8_lossy(text).into_owned())
+                }
+                other => return Err(format!("unknown reply kind {other}")),
             };
             Ok(Envelope::Reply { id, reply })
         }
-        other => Err(malformed(&format!("unknown message kind {other}"))),
+        other => Err(format!("unknown message kind {other}")),
     }
 }
 
@@ -442,10 +521,12 @@ mod tests {
             Reply::Part(PartReply::HasMore),
             Reply::Part(PartReply::Absent),
             Reply::Part(PartReply::Moved(127)),
-            Reply::Vertex(Ok(true)),
+            Reply::Vertex(true),
+            Reply::Vertex(false),
             Reply::Replica(true),
             Reply::Replica(false),
-            Reply::Vertex(Err("region full".into())),
+            Reply::Failed("region full".into()),
+            Reply::Failed(String::new()),
         ] {
             let mut b = Vec::new();
             encode_reply(1, 5, &reply, &mut b);
@@ -475,5 +556,50 @@ mod tests {
         lying[28] = 0xFF; // id count far beyond the message
         assert!(decode(&lying).is_err());
         assert!(decode(&[9; 16]).is_err());
+    }
+
+    #[test]
+    fn malformed_messages_keep_what_their_header_says() {
+        let mut b = Vec::new();
+        encode_request(
+            3,
+            41,
+            &Request::Part {
+                key: 1,
+                op: PartOp::Remove { u: 2 },
+            },
+            &mut b,
+        );
+        let e = decode(&b[..b.len() - 1]).unwrap_err();
+        assert_eq!(e.request_id(), Some(41), "{e:?}");
+        assert_eq!(e.reply_id(), None);
+        encode_reply(3, 42, &Reply::Part(PartReply::Full), &mut b);
+        b[16] = 99; // unknown outcome
+        let e = decode(&b).unwrap_err();
+        assert_eq!(e.reply_id(), Some(42), "{e:?}");
+        assert!(e.reason.contains("unknown reply kind 99"), "{}", e.reason);
+        let e = decode(&[1; 5]).unwrap_err();
+        assert_eq!(e.header, None);
+        assert!(e.reason.contains("shorter"), "{}", e.reason);
+    }
+
+    #[test]
+    fn failure_reasons_are_bounded() {
+        let long = "é".repeat(FAILED_TEXT_BYTES_MAX); // 2 bytes each: cut at a char boundary
+        let mut b = Vec::new();
+        encode_reply(0, 1, &Reply::Failed(long.clone()), &mut b);
+        let Envelope::Reply {
+            reply: Reply::Failed(text),
+            ..
+        } = decode(&b).unwrap()
+        else {
+            panic!("not a failed reply")
+        };
+        assert!(text.len() <= FAILED_TEXT_BYTES_MAX && long.starts_with(&text));
+        // A peer that sends a longer reason is malformed, not trusted.
+        b.extend_from_slice(&[b'x'; 4]);
+        b.truncate(17);
+        b.extend(std::iter::repeat_n(b'x', FAILED_TEXT_BYTES_MAX + 1));
+        assert!(decode(&b).is_err());
     }
 }

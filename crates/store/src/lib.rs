@@ -13,7 +13,9 @@
 //!
 //! [`Store`] is the cluster-wide handle (regions, allocators, settings);
 //! [`Worker`] is one thread's handle acting as one machine, with its port and
-//! scratch buffers. Every operation goes through the fabric, so the same code
+//! scratch buffers; its operations live in `worker/` by concern (read, update,
+//! service, migrate, gc, replicas, shard). MIGRATE itself is a step machine
+//! without I/O ([`migrate`]) that the worker drives. Every operation goes through the fabric, so the same code
 //! runs on the in-process and the TCP fabric, and counters see every access.
 
 #![warn(missing_docs)]
@@ -21,21 +23,29 @@
 pub mod addr;
 pub mod adjacency;
 pub mod alloc;
+mod block;
 pub mod cache;
+mod config;
 mod error;
 pub mod forward;
+pub mod migrate;
 pub mod reclaim;
 pub mod replica;
 pub mod shard;
 mod store;
 pub mod table;
 pub mod track;
+mod worker;
 
+pub use config::{StoreConfig, FORWARD_TIMEOUT_MS};
 pub use error::{Result, StoreError};
-pub use store::{
-    MachineUsage, Migration, Replication, Services, Store, StoreConfig, Worker, WorkerStats,
-};
+pub use migrate::Migration;
+pub use store::{MachineUsage, Store, KEYS_REGION, VALUES_REGION};
 pub use table::{home_of, Key};
+pub use worker::{
+    Replication, ServiceStats, Services, Worker, WorkerStats, DEFERRED_VERTEX_OPS_MAX,
+    FORWARDS_WAITING_MAX, FORWARD_HOPS_MAX, PIPELINE_WINDOW, READ_RETRIES_MAX,
+};
 
 /// A vertex id.
 pub type VertexId = u32;

@@ -195,13 +195,19 @@ impl ReplicaSet {
     /// the caller reads each block's header without holding this set's lock
     /// (a fabric operation is a scheduling point in the simulation) and
     /// gives back the invalid ones to [`ReplicaSet::forget`].
+    /// Sorted, so a seeded simulation visits the blocks in the same order
+    /// on every run (the set is a `HashMap` with a random hasher).
     pub fn snapshot(&self) -> Vec<(Option<Key>, u64)> {
-        let s = self.lock();
-        s.held
-            .iter()
-            .map(|(&k, &w)| (Some(k), w))
-            .chain(s.orphans.iter().map(|&w| (None, w)))
-            .collect()
+        let mut out: Vec<(Option<Key>, u64)> = {
+            let s = self.lock();
+            s.held
+                .iter()
+                .map(|(&k, &w)| (Some(k), w))
+                .chain(s.orphans.iter().map(|&w| (None, w)))
+                .collect()
+        };
+        out.sort_unstable();
+        out
     }
 
     /// Forgets the replicas a sweep found invalid (a held one only if its key
@@ -284,7 +290,7 @@ mod tests {
         s.insert(k, 200, 16);
         assert_eq!(s.get(k), Some(200));
         assert_eq!(s.bytes(), 32);
-        assert_eq!(s.snapshot(), vec![(Some(k), 200), (None, 100)]);
+        assert_eq!(s.snapshot(), vec![(None, 100), (Some(k), 200)], "sorted");
         // Only what is still there is forgotten, once.
         let gone = s.forget(&[(None, 100), (Some(k), 300)], |_| 16);
         assert_eq!(gone, vec![(None, 100)]);

@@ -61,9 +61,9 @@ impl AccessTracker {
         let mut counts = HashMap::new();
         for k in keys {
             if counts.len() == TRACKED_KEYS_MAX {
-                return Err(StoreError::Config(format!(
-                    "asked to track more than {TRACKED_KEYS_MAX} keys on one machine; track fewer candidates per interval"
-                )));
+                return Err(StoreError::TrackedKeysFull {
+                    limit: TRACKED_KEYS_MAX,
+                });
             }
             counts.insert(k, AtomicU32::new(0));
         }

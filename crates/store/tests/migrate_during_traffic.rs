@@ -82,7 +82,9 @@ fn run<F: Fabric>(node: &(dyn Fn(usize) -> Store<F> + Sync), seed: u64) {
                         .map(|m| node(m).worker(m as u8).unwrap())
                         .collect();
                     for _ in 0..20_000 {
-                        if stop.load(Ordering::Relaxed) {
+                        // Go on past the writers until this thread has moved
+                        // something: on a loaded machine it may not have run yet.
+                        if stop.load(Ordering::Relaxed) && moved >= 64 {
                             break;
                         }
                         let v = rng.gen_range(0..8); // the hot set

@@ -1,0 +1,278 @@
+//! The driver of migrations: carries out the steps of [`MigrateJob`]s
+//! (`crate::migrate`, which holds the protocol and its state diagram) on this
+//! worker's port, for one key or for a window of keys whose one-sided
+//! operations overlap (Pragh 5, "Optimizations"). `migrate(k)` is a batch of one.
+
+use std::sync::Arc;
+
+use locus_fabric::{Fabric, Port, WorkRequest};
+
+use super::{Worker, PIPELINE_WINDOW, READ_RETRIES_MAX};
+use crate::alloc::ValueAllocator;
+use crate::block::Unpublished;
+use crate::migrate::{Access, Cached, MigrateJob, Migration, Outcome, Restart, Step};
+use crate::table::{Key, BUCKET_BYTES};
+use crate::{Result, StoreError, VertexId};
+
+/// One job of a batch, with the copy it allocated (if any).
+struct InFlight<'a> {
+    /// The key's index in the batch.
+    index: usize,
+    job: MigrateJob,
+    block: Option<Unpublished<'a>>,
+}
+
+impl<F: Fabric> Worker<F> {
+    /// MIGRATE (Pragh 4.1, Fig. 6): moves `key`'s value into this machine's
+    /// value region, alone, with one-sided operations; the holder's and the
+    /// home's threads take no part. See [`crate::migrate`] for the steps and
+    /// why the old copy is invalidated before the CAS that publishes the new one.
+    pub fn migrate(&mut self, key: Key) -> Result<Migration> {
+        let mut r = self.migrate_batch(std::slice::from_ref(&key))?;
+        Ok(r.pop().expect("one result per key"))
+    }
+
+    /// Migrates many keys here with their one-sided operations pipelined
+    /// (Pragh 5): up to [`PIPELINE_WINDOW`] jobs are in flight at once, each
+    /// with one operation posted, so one thread keeps the network busy
+    /// instead of waiting out one round trip per step. The old blocks go to
+    /// their holders' reclaim rings in bulk at the end. Returns what happened
+    /// to each key, in order.
+    ///
+    /// On an error the port is drained first; copies never published are
+    /// freed, copies whose CAS was in flight are leaked (it may have been
+    /// applied), and the old blocks of keys already moved still reach their rings.
+    pub fn migrate_batch(&mut self, keys: &[Key]) -> Result<Vec<Migration>> {
+        let shared = Arc::clone(&self.shared);
+        let alloc = shared.alloc(self.machine)?;
+        let mut results: Vec<Option<Migration>> = vec![None; keys.len()];
+        // A fixed set of slots; a slot's index is the id of its job's one
+        // operation in flight, and a slot is reused only once its job is done.
+        let window = PIPELINE_WINDOW.min(keys.len());
+        let mut slots: Vec<Option<InFlight<'_>>> = (0..window).map(|_| None).collect();
+        let r = self.run_batch(keys, alloc, &mut slots, &mut results);
+        if let Err(e) = r {
+            self.drain_all();
+            drop(slots);
+            // Blocks of keys already published must still reach their rings.
+            let _ = self.flush_reclaims();
+            return Err(e);
+        }
+        self.flush_reclaims()?;
+        Ok(results
+            .into_iter()
+            .map(|m| m.expect("every key finished"))
+            .collect())
+    }
+
+    fn run_batch<'a>(
+        &mut self,
+        keys: &[Key],
+        alloc: &'a ValueAllocator,
+        slots: &mut [Option<InFlight<'a>>],
+        results: &mut [Option<Migration>],
+    ) -> Result<()> {
+        let (me, layout) = (self.machine, self.shared.layout);
+        let lease_ns = self.shared.config.reclaim_lease_ms * 1_000_000;
+        let mut next = 0;
+        let mut active = 0;
+        let mut done = Vec::new();
+        loop {
+            for (id, slot) in slots.iter_mut().enumerate() {
+                while slot.is_none() && next < keys.len() {
+                    let key = keys[next];
+                    let mut f = InFlight {
+                        index: next,
+                        job: MigrateJob::new(key, me, self.home(key), layout, lease_ns),
+                        block: None,
+                    };
+                    next += 1;
+                    let now = self.port.now_ns();
+                    let step = f.job.start(self.cached_address(key, now), now)?;
+                    // A job can finish without posting (no value, or here already).
+                    match self.drive(&mut f, id, step, alloc)? {
+                        Some(m) => results[f.index] = Some(m),
+                        None => {
+                            *slot = Some(f);
+                            active += 1;
+                        }
+                    }
+                }
+            }
+            if active == 0 {
+                return Ok(());
+            }
+            done.clear();
+            self.port.wait(&mut done)?;
+            for c in done.drain(..) {
+                let id = c.id as usize;
+                let f = slots[id].as_mut().expect("a completion for a live job");
+                let step = f.job.on_completion(c.result?, self.port.now_ns())?;
+                if let Some(b) = f.job.take_spare() {
+                    self.keep(b);
+                }
+                if let Some(m) = self.drive(f, id, step, alloc)? {
+                    results[f.index] = Some(m);
+                    slots[id] = None;
+                    active -= 1;
+                }
+            }
+        }
+    }
+
+    /// Carries out `step` and the ones that follow it without I/O, until the
+    /// job posts an operation (`None`) or finishes (its result).
+    fn drive<'a>(
+        &mut self,
+        f: &mut InFlight<'a>,
+        id: usize,
+        mut step: Step,
+        alloc: &'a ValueAllocator,
+    ) -> Result<Option<Migration>> {
+        loop {
+            step = match step {
+                Step::Post(access) => {
+                    if matches!(access, Access::Publish { .. }) {
+                        f.block
+                            .as_mut()
+                            .expect("a copy is allocated before its CAS")
+                            .publishing();
+                    }
+                    let own = matches!(
+                        access,
+                        Access::WriteCopy { .. } | Access::ReadOwnHeader { .. }
+                    );
+                    let wr = self.work_request(id as u64, access);
+                    if !own {
+                        self.port.post(wr)?;
+                        return Ok(None);
+                    }
+                    // This machine's own memory costs no round trip: done at
+                    // once, so the copy's WRITE adds no wait between the
+                    // value's header check and the invalidation (P3's window).
+                    let out = self.port.execute(wr)?;
+                    let step = f.job.on_completion(out, self.port.now_ns())?;
+                    if let Some(b) = f.job.take_spare() {
+                        self.keep(b);
+                    }
+                    step
+                }
+                Step::Alloc { size_units } => {
+                    let block = Unpublished::alloc(alloc, size_units, self.port.now_ns())?;
+                    let offset = block.offset_units();
+                    f.block = Some(block);
+                    f.job.on_allocated(offset)?
+                }
+                Step::Restart(why) => {
+                    // A lost CAS or an expired lease leaves a copy, never published.
+                    if let Some(b) = f.block.take() {
+                        debug_assert!(matches!(why, Restart::Conflict | Restart::Expired));
+                        b.refused();
+                    }
+                    match why {
+                        Restart::Conflict => self.stats.migrate_conflicts += 1,
+                        Restart::Expired => self.stats.migrate_expired += 1,
+                        Restart::StaleCache | Restart::Invalidated => {}
+                    }
+                    let key = f.job.key();
+                    // The word read is stale (or about to be): drop it if cached.
+                    if let Some(c) = self.cache() {
+                        c.remove_if(key, f.job.seen_word());
+                    }
+                    if f.job.restarts() >= READ_RETRIES_MAX {
+                        return Err(StoreError::Contention {
+                            key: key.0,
+                            retries: f.job.restarts(),
+                        });
+                    }
+                    let now = self.port.now_ns();
+                    let cached = self.cached_address(key, now);
+                    f.job.start(cached, now)?
+                }
+                Step::Done(outcome) => {
+                    if let Outcome::Moved(p) = outcome {
+                        f.block.take().expect("a published copy").published();
+                        self.remember_at(f.job.key(), p.new_word, p.addr_offset, p.cas_ns);
+                        self.reclaim_queue.push((p.from, p.old_entry));
+                        self.stats.migrated += 1;
+                    }
+                    return Ok(Some(outcome.migration()));
+                }
+            };
+        }
+    }
+
+    /// The location cache's entry for `key`, if the cache is used for
+    /// lookups and has a live entry with the position of the address word.
+    fn cached_address(&self, key: Key, now_ns: u64) -> Option<Cached> {
+        if !self.shared.config.cache_lookups {
+            return None;
+        }
+        let (word, position, stamped_ns) = self.cache()?.get_stamped(key, now_ns)?;
+        (position != u64::MAX).then_some(Cached {
+            word,
+            position,
+            stamped_ns,
+        })
+    }
+
+    /// The fabric request for a job's access, with id `id`.
+    fn work_request(&mut self, id: u64, access: Access) -> WorkRequest {
+        let me = self.machine;
+        match access {
+            Access::ReadBucket { home, offset } => {
+                let buf = self.buffer(BUCKET_BYTES as usize);
+                WorkRequest::read_into(id, home, self.keys_region(home), offset, buf)
+            }
+            Access::ReadOwnHeader { offset_units } => {
+                let buf = self.buffer(8);
+                WorkRequest::read_into(id, me, self.values_region(me), offset_units * 8, buf)
+            }
+            Access::ReadValue {
+                holder,
+                offset_units,
+                size_units,
+            } => {
+                let buf = self.buffer((size_units * 8) as usize);
+                let vr = self.values_region(holder);
+                WorkRequest::read_into(id, holder, vr, offset_units * 8, buf)
+            }
+            Access::WriteCopy {
+                offset_units,
+                bytes,
+            } => WorkRequest::write(id, me, self.values_region(me), offset_units * 8, bytes),
+            Access::Invalidate {
+                holder,
+                offset_units,
+            } => {
+                let mut zero = self.buffer(8);
+                zero.fill(0);
+                let vr = self.values_region(holder);
+                WorkRequest::write(id, holder, vr, offset_units * 8, zero)
+            }
+            Access::Publish {
+                home,
+                offset,
+                expected,
+                new,
+            } => WorkRequest::cas(id, home, self.keys_region(home), offset, expected, new),
+        }
+    }
+
+    /// Migrates every part of vertex `v` here. Returns how many parts moved.
+    pub fn migrate_vertex(&mut self, v: VertexId) -> Result<u32> {
+        let mut moved = 0;
+        let mut part = 0;
+        loop {
+            match self.migrate(Key::part(v, part))? {
+                Migration::Absent => return Ok(moved),
+                Migration::Moved { .. } => moved += 1,
+                Migration::AlreadyHere => {}
+            }
+            if self.read_value(Key::part(v, part))?.is_none() || !self.current_part().more() {
+                return Ok(moved);
+            }
+            part += 1;
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! [`Worker`]: one thread's handle acting as one machine, with its port and
+//! scratch buffers. Every operation runs here, split by concern:
+//!
+//! | module | what |
+//! |---|---|
+//! | `table.rs` | the key table over one-sided operations: LOOKUP, claim a slot, scan |
+//! | `read.rs` | GET with the location cache and replicas, `neighbors`, two-hop queries |
+//! | `update.rs` | PUT as read-modify-write, vertex and part ops (check-and-forward's local side) |
+//! | `service.rs` | forwarding, the inbox pump, the service loop and its threads |
+//! | `migrate.rs` | the driver of [`crate::migrate::MigrateJob`]s: `migrate`, `migrate_batch` |
+//! | `gc.rs` | reclaim-ring appends and garbage collection |
+//! | `replicas.rs` | read-only replicas: make, list at the home, invalidate, sweep |
+//! | `shard.rs` | the shard-based baseline's stop-the-world shard moves |
+
+mod gc;
+mod migrate;
+mod read;
+mod replicas;
+mod service;
+mod shard;
+mod table;
+mod update;
+
+use std::sync::Arc;
+
+use locus_fabric::{Completion, Fabric, MachineId, Port, RegionId};
+
+use crate::addr::{Addr, Header};
+use crate::adjacency::PartView;
+use crate::alloc::ValueAllocator;
+use crate::block::Unpublished;
+use crate::cache::LocationCache;
+use crate::store::{Shared, KEYS_REGION, VALUES_REGION};
+use crate::table::{home_of, Key, BUCKET_BYTES};
+use crate::track::TrackerView;
+use crate::{Result, VertexId};
+
+pub use replicas::Replication;
+pub(crate) use service::Mailroom;
+pub use service::{ServiceStats, Services, DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX};
+
+/// Second-hop reads a pipelined traversal, and migrations a batch, keep in flight at most.
+pub const PIPELINE_WINDOW: usize = 256;
+/// Machines a part op follows its value through before giving up.
+pub const FORWARD_HOPS_MAX: u32 = 64;
+/// Retries on invalidated values before a read gives up (live-lock guard).
+pub const READ_RETRIES_MAX: u32 = 1_000_000;
+/// Largest read buffer a worker keeps for reuse.
+const SPARE_BYTES_MAX: usize = 4096;
+/// Read buffers a worker keeps for reuse.
+const SPARE_BUFFERS_MAX: usize = 1024;
+
+/// What a worker has done (for reports; never read on hot paths by others).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Values read.
+    pub values_read: u64,
+    /// Reads that found an invalidated value and looked the key up again.
+    pub invalid_retries: u64,
+    /// Address-word CASes lost to a concurrent update.
+    pub cas_conflicts: u64,
+    /// Overflow buckets followed.
+    pub overflow_hops: u64,
+    /// Requests forwarded to another machine (check-and-forward).
+    pub forwarded: u64,
+    /// Values migrated here.
+    pub migrated: u64,
+    /// Migrations that lost their CAS and retried.
+    pub migrate_conflicts: u64,
+    /// Migrations that started over rather than invalidate a block read
+    /// half a reclaim lease ago (invariant P3).
+    pub migrate_expired: u64,
+    /// Times a full reclaim ring made a migration wait.
+    pub reclaim_waits: u64,
+    /// Reads served by a replica held here ([`crate::replica`]).
+    pub replica_reads: u64,
+    /// Replicas this worker made and had listed.
+    pub replicas_created: u64,
+    /// Replicas invalidated by updates this worker coordinated (as a home).
+    pub replica_invalidations: u64,
+}
+
+/// Where a key's slot is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    home: MachineId,
+    /// Byte offset of the key's address word in the home's key region.
+    addr_offset: u64,
+    /// The address word as read (or as cached).
+    addr_word: u64,
+    /// Whether `addr_word` came from the location cache.
+    cached: bool,
+    /// Whether `addr_word` is this machine's replica of the value ([`crate::replica`]).
+    replica: bool,
+}
+
+/// One thread's handle acting as one machine.
+pub struct Worker<F: Fabric> {
+    shared: Arc<Shared<F>>,
+    port: F::Port,
+    machine: MachineId,
+    regions: Vec<(RegionId, RegionId)>,
+    bucket: Vec<u8>,
+    value: Vec<u8>,
+    encode: Vec<u8>,
+    scratch: Vec<u32>,
+    completions: Vec<Completion>,
+    /// Read buffers handed back by completions, reused by later posts.
+    spare: Vec<Vec<u8>>,
+    /// Retired blocks (holder, entry) waiting to be appended to their
+    /// holder's reclaim ring in bulk ([`Worker::flush_reclaims`]).
+    reclaim_queue: Vec<(MachineId, u64)>,
+    /// This machine's tracked-key set as last seen (Pragh 4.4, on demand).
+    tracker: TrackerView,
+    /// The clock as read when the current query started: a query's cache
+    /// lookups check leases against it instead of reading the clock per GET.
+    /// It only makes an entry look younger by the query's duration, which
+    /// is the "reader stalls for a lease" risk every lookup already takes
+    /// between its clock read and its READ (invariant P3).
+    query_now_ns: Option<u64>,
+    /// Counts of what this worker did.
+    pub stats: WorkerStats,
+}
+
+/// What a read-modify-write step decides.
+enum Change {
+    /// Leave the value as it is.
+    Keep,
+    /// Replace it with the part in `Worker::encode`.
+    Replace,
+}
+
+impl<F: Fabric> Worker<F> {
+    /// A worker acting as `machine`, which this process hosts.
+    pub(crate) fn new(shared: Arc<Shared<F>>, machine: MachineId) -> Result<Worker<F>> {
+        let port = shared.fabric.port(machine)?;
+        let machines = shared.machines;
+        let mut w = Worker {
+            shared,
+            port,
+            machine,
+            regions: Vec::with_capacity(machines),
+            bucket: vec![0; BUCKET_BYTES as usize],
+            value: Vec::new(),
+            encode: Vec::new(),
+            scratch: Vec::new(),
+            completions: Vec::new(),
+            spare: Vec::new(),
+            reclaim_queue: Vec::new(),
+            tracker: TrackerView::default(),
+            query_now_ns: None,
+            stats: WorkerStats::default(),
+        };
+        for m in 0..machines {
+            let r = w.regions_of(m as MachineId)?;
+            w.regions.push(r);
+        }
+        Ok(w)
+    }
+
+    /// The machine this worker acts as.
+    pub fn machine(&self) -> MachineId {
+        self.machine
+    }
+
+    fn regions_of(&mut self, m: MachineId) -> Result<(RegionId, RegionId)> {
+        if let Some(r) = self.shared.regions[m as usize].get() {
+            return Ok(*r);
+        }
+        let k = self.shared.fabric.lookup(m, KEYS_REGION)?.id;
+        let v = self.shared.fabric.lookup(m, VALUES_REGION)?.id;
+        Ok(*self.shared.regions[m as usize].get_or_init(|| (k, v)))
+    }
+
+    #[inline]
+    fn keys_region(&self, m: MachineId) -> RegionId {
+        self.regions[m as usize].0
+    }
+
+    #[inline]
+    fn values_region(&self, m: MachineId) -> RegionId {
+        self.regions[m as usize].1
+    }
+
+    /// The machine whose key table holds `key`: its hash home, or with
+    /// shard-based placement the machine this worker's shard map names.
+    #[inline]
+    fn home(&self, key: Key) -> MachineId {
+        self.vertex_home(key.vertex())
+    }
+
+    #[inline]
+    fn vertex_home(&self, v: VertexId) -> MachineId {
+        match &self.shared.shard_map {
+            None => home_of(v, self.shared.machines),
+            Some(m) => m.owner(v, self.machine),
+        }
+    }
+
+    /// This machine's location cache, unless caching is off (`cache_bytes_max = 0`).
+    fn cache(&self) -> Option<&LocationCache> {
+        self.shared.caches[self.machine as usize].as_ref()
+    }
+
+    /// Reads the value at `addr` into `self.value`; false if its header does not match.
+    fn fetch(&mut self, home: MachineId, addr: Addr) -> Result<bool> {
+        let holder = addr.holder(home);
+        let bytes = (addr.size_units() * 8) as usize;
+        self.value.resize(bytes, 0);
+        let vr = self.values_region(holder);
+        self.port
+            .read(holder, vr, addr.offset_units() * 8, &mut self.value)?;
+        self.stats.values_read += 1;
+        let header = Header::decode(u64::from_le_bytes(
+            self.value[..8].try_into().expect("8 bytes"),
+        ));
+        Ok(header.matches(addr) && PartView::parse(self.payload(header)).is_some())
+    }
+
+    fn payload(&self, header: Header) -> &[u8] {
+        &self.value[8..8 + header.payload_bytes as usize]
+    }
+
+    fn current_part(&self) -> PartView<'_> {
+        let header = Header::decode(u64::from_le_bytes(
+            self.value[..8].try_into().expect("8 bytes"),
+        ));
+        PartView::parse(self.payload(header)).expect("checked in fetch")
+    }
+
+    /// A buffer of `len` bytes, reusing one handed back by an earlier completion.
+    fn buffer(&mut self, len: usize) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(mut b) if b.capacity() >= len => {
+                b.resize(len, 0);
+                b
+            }
+            _ => vec![0; len],
+        }
+    }
+
+    /// Keeps a buffer for reuse unless it is large (large reads are rare and
+    /// would pin memory) or enough are kept already.
+    fn keep(&mut self, b: Vec<u8>) {
+        if b.capacity() <= SPARE_BYTES_MAX && self.spare.len() < SPARE_BUFFERS_MAX {
+            self.spare.push(b);
+        }
+    }
+
+    /// Waits out everything in flight, dropping the completions.
+    fn drain_all(&mut self) {
+        let mut sink = Vec::new();
+        while self.port.inflight() > 0 {
+            sink.clear();
+            match self.port.wait(&mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        self.completions.clear();
+    }
+
+    fn drain(&mut self, n: usize) -> Result<()> {
+        self.completions.clear();
+        while self.completions.len() < n {
+            self.port.wait(&mut self.completions)?;
+        }
+        Ok(())
+    }
+
+    /// Allocates a block in this machine's value region and WRITEs `bytes`
+    /// (a whole value, header included) into it: the first half of every
+    /// publish sequence (invariant P1). The guard frees the block if the
+    /// WRITE fails or the caller gives up before publishing it.
+    fn write_block<'a>(
+        &mut self,
+        alloc: &'a ValueAllocator,
+        bytes: &[u8],
+    ) -> Result<Unpublished<'a>> {
+        debug_assert!(bytes.len().is_multiple_of(8) && bytes.len() >= 8);
+        let block = Unpublished::alloc(alloc, bytes.len() as u64 / 8, self.port.now_ns())?;
+        let vr = self.values_region(self.machine);
+        self.port
+            .write(self.machine, vr, block.offset_units() * 8, bytes)?;
+        Ok(block)
+    }
+
+    /// The second half: CASes the address word at byte `offset` of `home`'s
+    /// key region from `expected` to `new`, which names `block`. True if the
+    /// block is published; false if the CAS lost (the block is freed). A CAS
+    /// that fails with a peer error may still have been applied (fabric
+    /// guarantee 4): the block is then leaked, never freed.
+    fn cas_publish(
+        &mut self,
+        mut block: Unpublished<'_>,
+        home: MachineId,
+        offset: u64,
+        expected: u64,
+        new: Addr,
+    ) -> Result<bool> {
+        debug_assert_eq!(new.offset_units(), block.offset_units());
+        let kr = self.keys_region(home);
+        block.publishing();
+        let prev = self.port.cas(home, kr, offset, expected, new.encode())?;
+        if prev == expected {
+            block.published();
+            Ok(true)
+        } else {
+            block.refused();
+            Ok(false)
+        }
+    }
+}

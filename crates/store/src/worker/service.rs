@@ -1,0 +1,465 @@
+//! Check-and-forward's messaging (Pragh 4.3) and the service threads that
+//! answer it.
+//!
+//! A worker that must run an op elsewhere sends a request and waits for the
+//! reply, handling its own machine's inbox meanwhile (part ops addressed here
+//! are applied at once, so two machines forwarding to each other never
+//! deadlock; vertex ops are left for the machine's service, which may wait).
+//!
+//! Bounds and failures, all per machine:
+//! - **Waiting forwards.** At most [`FORWARDS_WAITING_MAX`] wait at once. A
+//!   reply is filed only under the id of a forward still waiting for it; a
+//!   reply to a forward that timed out is dropped and counted, so filed
+//!   replies never outnumber the waiters.
+//! - **Deferred vertex ops.** At most [`DEFERRED_VERTEX_OPS_MAX`] wait for the
+//!   service; beyond that a vertex op is answered at once with an
+//!   [`StoreError::Overloaded`] failure instead of being queued.
+//! - **Requests that fail** where they run (a full value region at the holder,
+//!   say) or that do not decode are counted and answered with a `Failed`
+//!   reply: the sender gets the reason at once, and the service goes on.
+//!   Only a failure of the machine's own port or of its garbage collection
+//!   stops a service; it is recorded ([`Services::failure`]) and forwards to
+//!   that machine then fail at once instead of waiting out their timeout.
+//! - **Reply addresses** come from the fabric (the machine that sent the
+//!   message), never from the message's payload; a request whose payload
+//!   names another sender is malformed.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use locus_fabric::{Fabric, FabricError, MachineId, Port};
+
+use super::Worker;
+use crate::forward::{self, Envelope, Reply, Request};
+use crate::store::{Shared, Store};
+use crate::table::Key;
+use crate::{Result, StoreError};
+
+/// Forwards of one machine that may wait for their replies at once.
+pub const FORWARDS_WAITING_MAX: usize = 4096;
+/// Vertex ops one machine queues for its service at most.
+pub const DEFERRED_VERTEX_OPS_MAX: usize = 4096;
+/// Idle rounds a service spins (yielding) before it starts sleeping.
+const SERVICE_SPINS_MAX: u32 = 64;
+/// How long an idle service parks between looks at its inbox (a forwarded
+/// request wakes it at once).
+const SERVICE_IDLE_SLEEP_US: u64 = 200;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One machine's forwarding state, shared by every worker acting as it
+/// (they share the machine's inbox, so a reply may be read by any of them).
+#[derive(Default)]
+pub(crate) struct Mailroom {
+    next_id: AtomicU64,
+    /// Forwards waiting for their replies: id, and the reply once filed.
+    waiting: Mutex<HashMap<u64, Option<Reply>>>,
+    /// Vertex ops read by a worker that was only waiting for a reply; the
+    /// machine's service runs them. (from, id, request).
+    deferred: Mutex<VecDeque<(MachineId, u64, Request)>>,
+    /// Why this machine's service stopped, once it has.
+    stopped: OnceLock<String>,
+    counts: Counts,
+}
+
+#[derive(Default)]
+struct Counts {
+    served: AtomicU64,
+    failed: AtomicU64,
+    malformed: AtomicU64,
+    late_replies: AtomicU64,
+    refused: AtomicU64,
+    undeliverable: AtomicU64,
+}
+
+/// What a machine's messaging has handled (counters since the store was created).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServiceStats {
+    /// Requests from other machines answered (successfully or not).
+    pub requests_served: u64,
+    /// Requests that failed where they ran and were answered with the reason.
+    pub requests_failed: u64,
+    /// Messages that did not decode, or named a sender other than the one
+    /// that sent them.
+    pub malformed_messages: u64,
+    /// Replies that arrived after their forward had stopped waiting, dropped.
+    pub late_replies_dropped: u64,
+    /// Vertex ops refused because the deferred queue was full.
+    pub overloaded_refusals: u64,
+    /// Replies that could not be sent (the requester vanished).
+    pub replies_undeliverable: u64,
+}
+
+impl Mailroom {
+    /// Files a reply for its waiter; a reply nobody waits for is dropped.
+    pub(super) fn file_reply(&self, id: u64, reply: Reply) {
+        match lock(&self.waiting).get_mut(&id) {
+            Some(slot) => *slot = Some(reply),
+            None => {
+                self.counts.late_replies.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(super) fn take_reply(&self, id: u64) -> Option<Reply> {
+        let mut waiting = lock(&self.waiting);
+        let reply = waiting.get_mut(&id)?.take()?;
+        waiting.remove(&id);
+        Some(reply)
+    }
+
+    pub(crate) fn stats(&self) -> ServiceStats {
+        let c = &self.counts;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ServiceStats {
+            requests_served: get(&c.served),
+            requests_failed: get(&c.failed),
+            malformed_messages: get(&c.malformed),
+            late_replies_dropped: get(&c.late_replies),
+            overloaded_refusals: get(&c.refused),
+            replies_undeliverable: get(&c.undeliverable),
+        }
+    }
+}
+
+impl<F: Fabric> Shared<F> {
+    /// Why `machine`'s service stopped, if this process runs it and it did.
+    pub(super) fn stopped(&self, machine: MachineId) -> Option<String> {
+        self.mail[machine as usize]
+            .as_ref()
+            .and_then(|m| m.stopped.get().cloned())
+    }
+}
+
+impl<F: Fabric> Worker<F> {
+    /// Sends `request` to `target` and waits for its reply, answering part
+    /// ops addressed to this machine meanwhile (so two machines forwarding to
+    /// each other cannot deadlock). A `Failed` reply is an error.
+    pub(super) fn forward(&mut self, target: MachineId, request: Request) -> Result<Reply> {
+        let shared = Arc::clone(&self.shared);
+        let mail = shared.mailroom(self.machine)?;
+        let id = mail.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut waiting = lock(&mail.waiting);
+            if waiting.len() >= FORWARDS_WAITING_MAX {
+                return Err(StoreError::Overloaded {
+                    machine: self.machine,
+                    queue: "table of forwards waiting for replies",
+                    limit: FORWARDS_WAITING_MAX,
+                });
+            }
+            waiting.insert(id, None);
+        }
+        let r = self.await_reply(mail, target, id, &request);
+        // On every way out: a reply that comes later is dropped, not kept.
+        lock(&mail.waiting).remove(&id);
+        match r? {
+            Reply::Failed(reason) => Err(StoreError::Forwarded {
+                machine: target,
+                reason,
+            }),
+            reply => Ok(reply),
+        }
+    }
+
+    pub(super) fn await_reply(
+        &mut self,
+        mail: &Mailroom,
+        target: MachineId,
+        id: u64,
+        request: &Request,
+    ) -> Result<Reply> {
+        let mut bytes = Vec::new();
+        forward::encode_request(self.machine, id, request, &mut bytes);
+        self.send_with_backpressure(target, &bytes)?;
+        self.shared.wake(target);
+        self.stats.forwarded += 1;
+        let timeout_ms = self.shared.config.forward_timeout_ms;
+        let deadline = self.port.now_ns() + timeout_ms * 1_000_000;
+        loop {
+            if let Some(r) = mail.take_reply(id) {
+                return Ok(r);
+            }
+            if self.pump(false)? == 0 {
+                if let Some(reason) = self.shared.stopped(target) {
+                    return Err(StoreError::ServiceStopped {
+                        machine: target,
+                        reason,
+                    });
+                }
+                if self.port.now_ns() > deadline {
+                    return Err(StoreError::Forwarded {
+                        machine: target,
+                        reason: format!(
+                            "no reply within {timeout_ms} ms (is its service running?)"
+                        ),
+                    });
+                }
+                self.port.relax();
+            }
+        }
+    }
+
+    pub(super) fn send_with_backpressure(&mut self, target: MachineId, bytes: &[u8]) -> Result<()> {
+        loop {
+            match self.port.send(target, bytes) {
+                Err(FabricError::InboxFull { .. }) => {
+                    if let Some(reason) = self.shared.stopped(target) {
+                        return Err(StoreError::ServiceStopped {
+                            machine: target,
+                            reason,
+                        });
+                    }
+                    self.pump(false)?;
+                    self.port.relax();
+                }
+                r => return Ok(r?),
+            }
+        }
+    }
+
+    /// Handles the messages in this machine's inbox: replies are filed for
+    /// their waiters, part ops and replica registrations are applied and
+    /// answered, vertex ops are run if `vertex_ops` (else kept for the
+    /// service). Returns messages handled. Fails only if this machine's own
+    /// port fails; a bad message or a failed request is answered and counted.
+    pub(super) fn pump(&mut self, vertex_ops: bool) -> Result<usize> {
+        let shared = Arc::clone(&self.shared);
+        let mail = shared.mailroom(self.machine)?;
+        let mut handled = 0;
+        while let Some(m) = self.port.try_recv()? {
+            handled += 1;
+            match forward::decode(&m.payload) {
+                Ok(Envelope::Reply { id, reply }) => mail.file_reply(id, reply),
+                Ok(Envelope::Request { from, id, .. }) if from != m.from => {
+                    mail.counts.malformed.fetch_add(1, Ordering::Relaxed);
+                    let e = StoreError::Malformed {
+                        machine: m.from,
+                        reason: format!("a request that names machine {from} as its sender"),
+                    };
+                    self.answer(mail, m.from, id, Reply::Failed(e.to_string()));
+                }
+                Ok(Envelope::Request { id, request, .. }) => {
+                    self.handle_request(mail, m.from, id, request, vertex_ops)
+                }
+                Err(bad) => {
+                    mail.counts.malformed.fetch_add(1, Ordering::Relaxed);
+                    let e = StoreError::Malformed {
+                        machine: m.from,
+                        reason: bad.reason.clone(),
+                    };
+                    if let Some(id) = bad.request_id() {
+                        self.answer(mail, m.from, id, Reply::Failed(e.to_string()));
+                    } else if let Some(id) = bad.reply_id() {
+                        // Its waiter learns at once that the reply was unreadable.
+                        mail.file_reply(id, Reply::Failed(e.to_string()));
+                    }
+                }
+            }
+        }
+        Ok(handled)
+    }
+
+    pub(super) fn handle_request(
+        &mut self,
+        mail: &Mailroom,
+        from: MachineId,
+        id: u64,
+        request: Request,
+        vertex_ops: bool,
+    ) {
+        let outcome = match request {
+            Request::Part { key, op } => self.part_op_here(Key(key), &op).map(Reply::Part),
+            Request::Replica {
+                key,
+                seen,
+                offset_units,
+            } => self
+                .list_replica(Key(key), from, seen, offset_units)
+                .map(Reply::Replica),
+            vertex @ Request::Vertex { .. } if vertex_ops => {
+                return self.run_vertex_request(mail, from, id, vertex);
+            }
+            vertex @ Request::Vertex { .. } => {
+                let mut deferred = lock(&mail.deferred);
+                if deferred.len() < DEFERRED_VERTEX_OPS_MAX {
+                    deferred.push_back((from, id, vertex));
+                    return;
+                }
+                drop(deferred);
+                mail.counts.refused.fetch_add(1, Ordering::Relaxed);
+                Err(StoreError::Overloaded {
+                    machine: self.machine,
+                    queue: "queue of vertex ops waiting for the service",
+                    limit: DEFERRED_VERTEX_OPS_MAX,
+                })
+            }
+        };
+        self.answer_outcome(mail, from, id, outcome);
+    }
+
+    pub(super) fn run_vertex_request(
+        &mut self,
+        mail: &Mailroom,
+        from: MachineId,
+        id: u64,
+        request: Request,
+    ) {
+        let Request::Vertex { vertex, op } = request else {
+            unreachable!("only vertex requests are deferred")
+        };
+        let outcome = self.vertex_op(vertex, op).map(Reply::Vertex);
+        self.answer_outcome(mail, from, id, outcome);
+    }
+
+    pub(super) fn answer_outcome(
+        &mut self,
+        mail: &Mailroom,
+        to: MachineId,
+        id: u64,
+        outcome: Result<Reply>,
+    ) {
+        let reply = outcome.unwrap_or_else(|e| {
+            mail.counts.failed.fetch_add(1, Ordering::Relaxed);
+            Reply::Failed(e.to_string())
+        });
+        self.answer(mail, to, id, reply);
+    }
+
+    /// Sends a reply; a requester that vanished is counted, not an error here.
+    pub(super) fn answer(&mut self, mail: &Mailroom, to: MachineId, id: u64, reply: Reply) {
+        mail.counts.served.fetch_add(1, Ordering::Relaxed);
+        let mut bytes = Vec::new();
+        forward::encode_reply(self.machine, id, &reply, &mut bytes);
+        if self.send_with_backpressure(to, &bytes).is_err() {
+            mail.counts.undeliverable.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One round of this machine's service: runs vertex ops left by waiting
+    /// workers, then handles the inbox. Returns the work done (0: idle).
+    /// Some thread acting as each machine must call this regularly (see
+    /// [`Store::spawn_services`]) for updates forwarded to it to complete.
+    /// Fails only if this machine's own port does.
+    pub fn serve(&mut self) -> Result<usize> {
+        let shared = Arc::clone(&self.shared);
+        let mail = shared.mailroom(self.machine)?;
+        let mut done = 0;
+        loop {
+            let next = lock(&mail.deferred).pop_front();
+            let Some((from, id, request)) = next else {
+                break;
+            };
+            self.run_vertex_request(mail, from, id, request);
+            done += 1;
+        }
+        Ok(done + self.pump(true)?)
+    }
+}
+
+/// Service threads, one per hosted machine, that answer forwarded updates
+/// and collect garbage. Stopped and joined on drop.
+pub struct Services {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    failure: Arc<Mutex<Option<StoreError>>>,
+}
+
+impl Services {
+    /// The first error a service thread stopped on, if any
+    /// ([`StoreError::ServiceStopped`], naming the machine).
+    pub fn failure(&self) -> Option<StoreError> {
+        lock(&self.failure).clone()
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl<F: Fabric> Store<F> {
+    /// Starts one service thread per machine this process hosts. Updates
+    /// forwarded to a machine (check-and-forward) complete only while some
+    /// thread serves it; with services running, any worker may update any vertex.
+    pub fn spawn_services(&self) -> Result<Services> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let failure = Arc::new(Mutex::new(None));
+        let mut threads = Vec::new();
+        for m in 0..self.shared.machines {
+            let m = m as MachineId;
+            if !self.shared.fabric.hosts(m) {
+                continue;
+            }
+            let w = self.worker(m)?;
+            let (stop, failure) = (Arc::clone(&stop), Arc::clone(&failure));
+            let shared = Arc::clone(&self.shared);
+            let name = format!("locus-service-{m}");
+            let t = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || service_loop(w, &shared, &stop, &failure))
+                .map_err(|e| StoreError::Thread {
+                    name,
+                    reason: e.to_string(),
+                })?;
+            threads.push(t);
+        }
+        Ok(Services {
+            stop,
+            threads,
+            failure,
+        })
+    }
+
+    /// What `machine`'s messaging has handled, if this process hosts it.
+    pub fn service_stats(&self, machine: MachineId) -> Option<ServiceStats> {
+        Some(self.shared.mail.get(machine as usize)?.as_ref()?.stats())
+    }
+}
+
+/// The body of one machine's service thread.
+fn service_loop<F: Fabric>(
+    mut w: Worker<F>,
+    shared: &Shared<F>,
+    stop: &AtomicBool,
+    failure: &Mutex<Option<StoreError>>,
+) {
+    let m = w.machine();
+    *lock(&shared.wakers[m as usize]) = Some(std::thread::current());
+    let fail = |reason: String| {
+        if let Ok(mail) = shared.mailroom(m) {
+            let _ = mail.stopped.set(reason.clone());
+        }
+        lock(failure).get_or_insert(StoreError::ServiceStopped { machine: m, reason });
+    };
+    let mut idle = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        match w.serve() {
+            Ok(0) => {
+                idle = idle.saturating_add(1);
+                if idle < SERVICE_SPINS_MAX {
+                    std::thread::yield_now();
+                    continue;
+                }
+                if idle.is_multiple_of(64) {
+                    if let Err(e) = w.collect_garbage() {
+                        return fail(format!("garbage collection failed: {e}"));
+                    }
+                }
+                // A request sent here unparks us (`Shared::wake`); the
+                // timeout bounds the wait for anything else.
+                std::thread::park_timeout(Duration::from_micros(SERVICE_IDLE_SLEEP_US));
+            }
+            Ok(_) => idle = 0,
+            Err(e) => return fail(format!("its port failed: {e}")),
+        }
+    }
+}

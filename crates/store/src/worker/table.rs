@@ -1,0 +1,148 @@
+//! The key table through one-sided operations (Pragh 2.1, Fig. 8's LOOKUP):
+//! find a key's slot by reading whole buckets along its chain, claim a slot
+//! for a new key, and scan a machine's whole table (shard moves).
+
+use locus_fabric::{Fabric, MachineId, Port};
+
+use super::{Slot, Worker};
+use crate::table::{
+    addr_word_offset, key_word_offset, link_offset, BucketView, Key, BUCKET_BYTES,
+    OVERFLOW_USED_OFFSET,
+};
+use crate::{Result, StoreError, VertexId};
+
+impl<F: Fabric> Worker<F> {
+    /// Finds a key's slot (LOOKUP in Pragh Fig. 8): reads whole buckets along its chain.
+    pub(super) fn lookup(&mut self, key: Key) -> Result<Option<Slot>> {
+        let home = self.home(key);
+        let layout = self.shared.layout;
+        let mut off = layout.bucket_offset(layout.bucket_of(key));
+        let kr = self.keys_region(home);
+        loop {
+            self.port.read(home, kr, off, &mut self.bucket)?;
+            let view = BucketView::parse(&self.bucket);
+            for (i, &(kw, aw)) in view.slots.iter().enumerate() {
+                if kw == key.word() {
+                    return Ok(Some(Slot {
+                        home,
+                        addr_offset: addr_word_offset(off, i as u64),
+                        addr_word: aw,
+                        cached: false,
+                        replica: false,
+                    }));
+                }
+                if kw == 0 {
+                    return Ok(None);
+                }
+            }
+            if view.link == 0 {
+                return Ok(None);
+            }
+            self.stats.overflow_hops += 1;
+            off = layout.overflow_offset(view.link - 1);
+        }
+    }
+
+    /// Finds a key's slot, claiming the first empty one on its chain if absent.
+    pub(super) fn find_or_claim(&mut self, key: Key) -> Result<Slot> {
+        self.find_or_claim_at(key, self.home(key))
+    }
+
+    /// [`Worker::find_or_claim`] in machine `home`'s key table.
+    pub(super) fn find_or_claim_at(&mut self, key: Key, home: MachineId) -> Result<Slot> {
+        let layout = self.shared.layout;
+        let kr = self.keys_region(home);
+        let mut off = layout.bucket_offset(layout.bucket_of(key));
+        loop {
+            self.port.read(home, kr, off, &mut self.bucket)?;
+            let view = BucketView::parse(&self.bucket);
+            for (i, &(kw, aw)) in view.slots.iter().enumerate() {
+                let i = i as u64;
+                let found = |addr_word| Slot {
+                    home,
+                    addr_offset: addr_word_offset(off, i),
+                    addr_word,
+                    cached: false,
+                    replica: false,
+                };
+                if kw == key.word() {
+                    return Ok(found(aw));
+                }
+                if kw == 0 {
+                    let prev = self
+                        .port
+                        .cas(home, kr, key_word_offset(off, i), 0, key.word())?;
+                    if prev == 0 {
+                        return Ok(found(0));
+                    }
+                    if prev == key.word() {
+                        let aw = self.port.read_word(home, kr, addr_word_offset(off, i))?;
+                        return Ok(found(aw));
+                    }
+                    // Another key took the slot; slots fill in order, go on.
+                }
+            }
+            let link = if view.link != 0 {
+                view.link
+            } else {
+                let idx = self.port.fetch_add(home, kr, OVERFLOW_USED_OFFSET, 1)?;
+                if idx >= layout.overflow_buckets {
+                    // Another inserter may have linked a bucket since we read this one.
+                    let link = self.port.read_word(home, kr, link_offset(off))?;
+                    if link == 0 {
+                        return Err(StoreError::TableFull {
+                            machine: home,
+                            capacity_keys: layout.capacity_keys(),
+                            overflow_buckets: layout.overflow_buckets,
+                        });
+                    }
+                    link
+                } else {
+                    let prev = self.port.cas(home, kr, link_offset(off), 0, idx + 1)?;
+                    if prev == 0 {
+                        idx + 1
+                    } else {
+                        prev
+                    }
+                }
+            };
+            self.stats.overflow_hops += 1;
+            off = layout.overflow_offset(link - 1);
+        }
+    }
+
+    /// Every (key, address word) in machine `m`'s key table, read with large
+    /// READs over its main and used overflow buckets.
+    pub(super) fn scan_table(&mut self, m: MachineId) -> Result<Vec<(Key, u64)>> {
+        const CHUNK_BUCKETS: u64 = 1024;
+        let layout = self.shared.layout;
+        let kr = self.keys_region(m);
+        let used = self
+            .port
+            .read_word(m, kr, OVERFLOW_USED_OFFSET)?
+            .min(layout.overflow_buckets);
+        let total = layout.buckets + used;
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        let mut b = 0;
+        while b < total {
+            let n = (total - b).min(CHUNK_BUCKETS);
+            buf.resize((n * BUCKET_BYTES) as usize, 0);
+            self.port.read(m, kr, layout.bucket_offset(b), &mut buf)?;
+            for chunk in buf.chunks_exact(BUCKET_BYTES as usize) {
+                for &(kw, aw) in BucketView::parse(chunk).slots.iter() {
+                    if let (Some(k), true) = (Key::from_word(kw), aw != 0) {
+                        out.push((k, aw));
+                    }
+                }
+            }
+            b += n;
+        }
+        Ok(out)
+    }
+
+    /// The address word of `v`'s first part as stored at its home (0: absent).
+    pub fn address_word(&mut self, v: VertexId) -> Result<u64> {
+        Ok(self.lookup(Key::part(v, 0))?.map_or(0, |s| s.addr_word))
+    }
+}
