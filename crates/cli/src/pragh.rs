@@ -355,10 +355,10 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
     let e = build(scheme, w.csr, p)?;
     let _services = e.store.spawn_services().map_err(|x| x.to_string())?;
     let driver = if scheme.migrates() {
-        Some(Driver::start(
-            e.store.clone(),
-            driver_config(p, mode, scheme),
-        )?)
+        Some(
+            Driver::start(e.store.clone(), driver_config(p, mode, scheme))
+                .map_err(|x| x.to_string())?,
+        )
     } else {
         None
     };
@@ -566,10 +566,10 @@ fn timeline(
     let e = build(scheme, csr, p)?;
     let _services = e.store.spawn_services().map_err(|x| x.to_string())?;
     let driver = if scheme.migrates() {
-        Some(Driver::start(
-            e.store.clone(),
-            driver_config(p, mode, scheme),
-        )?)
+        Some(
+            Driver::start(e.store.clone(), driver_config(p, mode, scheme))
+                .map_err(|x| x.to_string())?,
+        )
     } else {
         None
     };
