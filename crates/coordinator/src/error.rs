@@ -45,9 +45,10 @@ pub enum CoordinatorError {
     RecordOpen {
         /// The file.
         path: PathBuf,
-        /// What redb said.
+        /// What redb said (boxed: redb's errors are large, and this enum
+        /// is every function's `Err`).
         #[source]
-        source: redb::DatabaseError,
+        source: Box<redb::DatabaseError>,
     },
     /// A read or write of the record failed.
     #[error("coordinator record {path}: {action}: {source}")]
@@ -56,9 +57,9 @@ pub enum CoordinatorError {
         path: PathBuf,
         /// What was being done ("persisting approvals", "loading").
         action: &'static str,
-        /// What redb said.
+        /// What redb said (boxed, as above).
         #[source]
-        source: redb::Error,
+        source: Box<redb::Error>,
     },
     /// The temporary directory for a record without `record_path` could not be made.
     #[error("cannot create a temporary directory for the coordinator record: {source}; set record_path, or make the temporary directory ($TMPDIR) writable")]

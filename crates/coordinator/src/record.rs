@@ -27,9 +27,9 @@ impl Record {
     /// Opens `path`, creating an empty record if it does not exist.
     /// A file that is not a record is [`CoordinatorError::RecordOpen`].
     pub fn open(path: &Path) -> Result<Record> {
-        let db = Database::create(path).map_err(|source| CoordinatorError::RecordOpen {
+        let db = Database::create(path).map_err(|e| CoordinatorError::RecordOpen {
             path: path.to_path_buf(),
-            source,
+            source: Box::new(e),
         })?;
         let r = Record {
             db,
@@ -42,10 +42,10 @@ impl Record {
 
     /// A [`CoordinatorError::Record`] for a redb failure while doing `action`.
     fn io(&self, action: &'static str) -> impl Fn(redb::Error) -> CoordinatorError + '_ {
-        move |source| CoordinatorError::Record {
+        move |e| CoordinatorError::Record {
             path: self.path.clone(),
             action,
-            source,
+            source: Box::new(e),
         }
     }
 
