@@ -157,7 +157,7 @@ impl<F: Fabric> Driver<F> {
             return Err(CoordinatorError::invalid(
                 "cache_bytes_max",
                 0,
-                "positive: the monitor reads the location cache's access counts (Pragh 4.4); use cache_lookups = false for migration without the cache",
+                "positive (the monitor reads the location cache's access counts, Pragh 4.4); use cache_lookups = false for migration without the cache",
             ));
         }
         let (tmp, record_path) = match &config.record_path {

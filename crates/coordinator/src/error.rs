@@ -26,7 +26,7 @@ pub enum CoordinatorError {
         /// The range it must be in, and why if it is not obvious.
         expected: &'static str,
     },
-    /// A setting smaller than another one it must not be below.
+    /// A duration shorter than another one it must not be below.
     #[error("{field} = {value} is shorter than {min_field} = {min_value}: {why}")]
     SettingBelow {
         /// The setting that is too small.
