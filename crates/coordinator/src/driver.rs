@@ -253,9 +253,9 @@ impl<F: Fabric> Driver<F> {
     pub fn stop_coordinator(&mut self) -> Option<Coordinator> {
         let (stop, h) = self.coordinator.take()?;
         stop.store(true, Ordering::Release);
-        let c = join(&self.shared, COORDINATOR_THREAD, h);
+        let c = join(COORDINATOR_THREAD, h).map_err(|e| fail(&self.shared, e));
         *self.shared.record.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        c
+        c.ok()
     }
 
     /// Waits until no migration is queued (or `timeout` passes); true if drained.
@@ -307,26 +307,19 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         })
 }
 
-/// Joins `h`; a panic is recorded as the thread's failure.
-fn join<F: Fabric, T>(s: &Shared<F>, thread: &str, h: JoinHandle<T>) -> Option<T> {
-    match h.join() {
-        Ok(t) => Some(t),
-        Err(panic) => {
-            let reason = panic
-                .downcast_ref::<&str>()
-                .map(|m| m.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "(no message)".into());
-            fail(
-                s,
-                CoordinatorError::ThreadPanicked {
-                    thread: thread.into(),
-                    reason,
-                },
-            );
-            None
+/// Joins `h`, the thread named `thread`; a panic becomes its failure.
+fn join<T>(thread: &str, h: JoinHandle<T>) -> Result<T> {
+    h.join().map_err(|panic| {
+        let reason = panic
+            .downcast_ref::<&str>()
+            .map(|m| m.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        CoordinatorError::ThreadPanicked {
+            thread: thread.into(),
+            reason,
         }
-    }
+    })
 }
 
 /// Counts a background failure and keeps it if it is the first.
@@ -621,5 +614,26 @@ fn migrated<F: Fabric>(s: &Shared<F>, key: Key, to: MachineId, ok: bool) {
         .is_err()
     {
         s.stats.reports_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicked_thread_is_named_with_its_message() {
+        let h = spawn("locus-test-panics", || panic!("boom {}", 7)).unwrap();
+        let e = join("locus-test-panics", h).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                CoordinatorError::ThreadPanicked { thread, reason }
+                    if thread == "locus-test-panics" && reason == "boom 7"
+            ),
+            "{e:?}"
+        );
+        let ok = spawn("locus-test-returns", || {}).unwrap();
+        assert!(join("locus-test-returns", ok).is_ok());
     }
 }
