@@ -182,7 +182,8 @@ fn two_hop_rows(out: &mut Foundation, full: bool) -> Result<(), String> {
     // 100 x 100 queries: start where there are at least 100 neighbours.
     let starts = start_vertices(csr.vertex_count(), queries, StartDist::Uniform, 7, |v| {
         csr.degree(v) >= k as u64
-    })?;
+    })
+    .map_err(|e| e.to_string())?;
     let threads = c.threads();
     for pipelined in [false, true] {
         for machines in [1usize, 8] {
@@ -194,7 +195,8 @@ fn two_hop_rows(out: &mut Foundation, full: bool) -> Result<(), String> {
                 &starts,
                 TwoHop { k, pipelined },
                 &|_| {},
-            )?;
+            )
+            .map_err(|e| e.to_string())?;
             out.two_hop.push(TwoHopRow {
                 scheme: if machines == 1 {
                     "Ideal".into()

@@ -72,7 +72,8 @@ pub fn run_scheme(name: &str, csr: &Csr, machines: usize, c: &Config) -> Result<
         dist,
         c.workload.seed,
         |v| csr.degree(v) > 0,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let pb = progress(starts.len() as u64, &format!("{name}: queries"));
     let report = run_two_hop(
         &e.store,
@@ -84,7 +85,8 @@ pub fn run_scheme(name: &str, csr: &Csr, machines: usize, c: &Config) -> Result<
             pipelined: c.workload.pipelined,
         },
         &|done| pb.set_position(done),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     pb.finish_and_clear();
     Ok(SchemeRow {
         scheme: name.to_string(),

@@ -213,7 +213,7 @@ fn workload<'a>(csr: &'a Csr, p: &Preset, dist: StartDist) -> Result<Workload<'a
     let n = csr.vertex_count();
     // The measured and warm-up sequences share the start set (same seed for
     // the scope choice) but draw different operations from it.
-    let starts = start_vertices(n, p.ops * 2, dist, p.seed, eligible)?;
+    let starts = start_vertices(n, p.ops * 2, dist, p.seed, eligible).map_err(|e| e.to_string())?;
     let (warm, measure) = starts.split_at(p.ops);
     let ends = endpoints(csr);
     Ok(Workload {
@@ -347,7 +347,7 @@ fn run_seq(e: &Embedded, p: &Preset, ops: &[Op], label: &str) -> Result<MixRepor
         &|d| pb.set_position(d),
     );
     pb.finish_and_clear();
-    r
+    r.map_err(|e| e.to_string())
 }
 
 /// Runs one scheme: load, warm up (and migrate), measure.
@@ -355,10 +355,10 @@ pub fn run_scheme(scheme: Scheme, w: &Workload, p: &Preset, mode: Mode) -> Resul
     let e = build(scheme, w.csr, p)?;
     let _services = e.store.spawn_services().map_err(|x| x.to_string())?;
     let driver = if scheme.migrates() {
-        Some(Driver::start(
-            e.store.clone(),
-            driver_config(p, mode, scheme),
-        )?)
+        Some(
+            Driver::start(e.store.clone(), driver_config(p, mode, scheme))
+                .map_err(|x| x.to_string())?,
+        )
     } else {
         None
     };
@@ -566,10 +566,10 @@ fn timeline(
     let e = build(scheme, csr, p)?;
     let _services = e.store.spawn_services().map_err(|x| x.to_string())?;
     let driver = if scheme.migrates() {
-        Some(Driver::start(
-            e.store.clone(),
-            driver_config(p, mode, scheme),
-        )?)
+        Some(
+            Driver::start(e.store.clone(), driver_config(p, mode, scheme))
+                .map_err(|x| x.to_string())?,
+        )
     } else {
         None
     };
@@ -874,7 +874,8 @@ pub fn run(a: PraghArgs) -> Result<(), String> {
                 let starts =
                     start_vertices(csr.vertex_count(), p.ops, skewed, p.seed + 100 * i, |v| {
                         csr.degree(v) > 0 && !used.contains(&v)
-                    })?;
+                    })
+                    .map_err(|e| e.to_string())?;
                 used.extend(starts.iter().copied());
                 phases.push(mix_ops(
                     &starts,

@@ -35,6 +35,7 @@ use locus_fabric::{Fabric, MachineId};
 use locus_store::addr::Addr;
 use locus_store::{home_of, Key, Migration, Replication, Store, Worker};
 
+use crate::error::{CoordinatorError, Result};
 use crate::policy::{Access, Action, Coordinator, Event, PolicyConfig};
 use crate::record::Record;
 
@@ -88,7 +89,7 @@ pub struct DriverStats {
     pub moved: AtomicU64,
     /// Bytes moved (headers included).
     pub bytes_moved: AtomicU64,
-    /// Migrations that failed (error message in `last_error`).
+    /// Background failures (the first one is [`Driver::error`]).
     pub failed: AtomicU64,
     /// Replicas approved and queued.
     pub replicas_approved: AtomicU64,
@@ -111,7 +112,7 @@ struct Shared<F: Fabric> {
     config: DriverConfig,
     stats: DriverStats,
     stop: AtomicBool,
-    last_error: Mutex<Option<String>>,
+    last_error: Mutex<Option<Arc<CoordinatorError>>>,
     events_tx: Sender<Event>,
     events_rx: Receiver<Event>,
     jobs_tx: Sender<Job>,
@@ -129,28 +130,41 @@ pub struct Driver<F: Fabric> {
 }
 
 impl<F: Fabric> Driver<F> {
-    /// Starts the threads over `store`.
-    pub fn start(store: Store<F>, config: DriverConfig) -> Result<Self, String> {
+    /// Starts the threads over `store`. Settings that cannot work are
+    /// [`CoordinatorError::InvalidSetting`] or [`CoordinatorError::SettingBelow`].
+    pub fn start(store: Store<F>, config: DriverConfig) -> Result<Self> {
         config.policy.validate()?;
-        if config.migration_threads == 0 || config.batch_keys_max == 0 || config.hot_poll_ms == 0 {
-            return Err(
-                "migration_threads, batch_keys_max and hot_poll_ms must be positive".into(),
-            );
+        for (field, value) in [
+            ("migration_threads", config.migration_threads as u64),
+            ("batch_keys_max", config.batch_keys_max as u64),
+            ("hot_poll_ms", config.hot_poll_ms),
+        ] {
+            if value == 0 {
+                return Err(CoordinatorError::invalid(field, value, "positive"));
+            }
         }
         let lease_ms = store.config().cache_lease_ms;
         if store.config().cache_bytes_max > 0 && lease_ms < config.policy.interval_ms {
-            return Err(format!(
-                "cache_lease_ms = {lease_ms} is shorter than the monitoring interval_ms = {}: access counts live in cache entries and would expire before they are reported; raise the cache lease (Pragh: 60 s lease, 10 s interval) or shorten the interval",
-                config.policy.interval_ms
-            ));
+            return Err(CoordinatorError::SettingBelow {
+                field: "cache_lease_ms",
+                value: lease_ms,
+                min_field: "interval_ms",
+                min_value: config.policy.interval_ms,
+                why: "access counts live in cache entries and would expire before they are reported; raise the cache lease (Pragh: 60 s lease, 10 s interval) or shorten the interval",
+            });
         }
         if store.config().cache_bytes_max == 0 {
-            return Err("the monitor reads the location cache's access counts (Pragh 4.4): set cache_bytes_max > 0 (use cache_lookups = false for migration without the cache)".into());
+            return Err(CoordinatorError::invalid(
+                "cache_bytes_max",
+                0,
+                "positive (the monitor reads the location cache's access counts, Pragh 4.4); use cache_lookups = false for migration without the cache",
+            ));
         }
         let (tmp, record_path) = match &config.record_path {
             Some(p) => (None, p.clone()),
             None => {
-                let d = tempfile::tempdir().map_err(|e| format!("temporary record: {e}"))?;
+                let d = tempfile::tempdir()
+                    .map_err(|source| CoordinatorError::TempRecord { source })?;
                 let p = d.path().join("coordinator.redb");
                 (Some(d), p)
             }
@@ -195,8 +209,9 @@ impl<F: Fabric> Driver<F> {
         &self.shared.stats
     }
 
-    /// The first error an executor or the coordinator met, if any.
-    pub fn error(&self) -> Option<String> {
+    /// The first error an executor or the coordinator met, if any (shared:
+    /// match on `&*e`). Later failures are counted in [`DriverStats::failed`].
+    pub fn error(&self) -> Option<Arc<CoordinatorError>> {
         self.shared
             .last_error
             .lock()
@@ -210,32 +225,37 @@ impl<F: Fabric> Driver<F> {
     }
 
     /// Starts (or restarts) the coordinator from its durable record.
-    pub fn start_coordinator(&mut self) -> Result<(), String> {
+    pub fn start_coordinator(&mut self) -> Result<()> {
         if self.coordinator.is_some() {
             return Ok(());
         }
-        let record = Arc::new(Record::open(&self.shared.record_path).map_err(|e| e.to_string())?);
-        let restored = record.load().map_err(|e| e.to_string())?;
+        let record = Arc::new(Record::open(&self.shared.record_path)?);
+        let restored = record.load()?;
         let coordinator = Coordinator::restore(self.shared.config.policy.clone(), restored)?;
         *self.shared.record.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&record));
         let stop = Arc::new(AtomicBool::new(false));
         let (s, st) = (Arc::clone(&self.shared), Arc::clone(&stop));
         let h = std::thread::Builder::new()
-            .name("locus-coordinator".into())
+            .name(COORDINATOR_THREAD.into())
             .spawn(move || coordinator_loop(&s, &st, coordinator, &record))
-            .map_err(|e| format!("spawning the coordinator: {e}"))?;
+            .map_err(|source| CoordinatorError::Spawn {
+                thread: COORDINATOR_THREAD.into(),
+                source,
+            })?;
         self.coordinator = Some((stop, h));
         Ok(())
     }
 
     /// Stops the coordinator (as a crash would, minus the lost thread): its
-    /// record stays on disk; monitors and executors keep running.
+    /// record stays on disk; monitors and executors keep running. `None` if
+    /// it was not running, or if it had panicked (then [`Driver::error`]
+    /// reports [`CoordinatorError::ThreadPanicked`]).
     pub fn stop_coordinator(&mut self) -> Option<Coordinator> {
         let (stop, h) = self.coordinator.take()?;
         stop.store(true, Ordering::Release);
-        let c = h.join().ok();
+        let c = join(COORDINATOR_THREAD, h).map_err(|e| fail(&self.shared, e));
         *self.shared.record.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        c
+        c.ok()
     }
 
     /// Waits until no migration is queued (or `timeout` passes); true if drained.
@@ -274,19 +294,41 @@ impl<F: Fabric> Drop for Driver<F> {
     }
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, String> {
+/// The coordinator thread's name.
+const COORDINATOR_THREAD: &str = "locus-coordinator";
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.into())
         .spawn(f)
-        .map_err(|e| format!("spawning {name}: {e}"))
+        .map_err(|source| CoordinatorError::Spawn {
+            thread: name.into(),
+            source,
+        })
 }
 
-fn fail<F: Fabric>(s: &Shared<F>, msg: String) {
+/// Joins `h`, the thread named `thread`; a panic becomes its failure.
+fn join<T>(thread: &str, h: JoinHandle<T>) -> Result<T> {
+    h.join().map_err(|panic| {
+        let reason = panic
+            .downcast_ref::<&str>()
+            .map(|m| m.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        CoordinatorError::ThreadPanicked {
+            thread: thread.into(),
+            reason,
+        }
+    })
+}
+
+/// Counts a background failure and keeps it if it is the first.
+fn fail<F: Fabric>(s: &Shared<F>, e: CoordinatorError) {
     s.stats.failed.fetch_add(1, Ordering::Relaxed);
     s.last_error
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert(msg);
+        .get_or_insert_with(|| Arc::new(e));
 }
 
 fn send<F: Fabric>(s: &Shared<F>, e: Event) {
@@ -396,7 +438,7 @@ fn coordinator_loop<F: Fabric>(
                 if let Err(e) = record.persist(&persist) {
                     // Not durable: approve nothing (the coordinator will see
                     // the keys again in the next report).
-                    fail(s, e.to_string());
+                    fail(s, e);
                     for (key, to) in persist {
                         pending.push(Event::Migrated { key, to, ok: false });
                     }
@@ -419,8 +461,16 @@ fn coordinator_loop<F: Fabric>(
                     }
                     Action::Track { machine, keys } => {
                         if let Some(t) = s.store.tracker(machine) {
-                            if let Err(e) = t.install(keys) {
-                                fail(s, e.to_string());
+                            let n = keys.len();
+                            if let Err(source) = t.install(keys) {
+                                fail(
+                                    s,
+                                    CoordinatorError::Track {
+                                        keys: n,
+                                        machine,
+                                        source,
+                                    },
+                                );
                             }
                             tracking_since.insert(machine, Instant::now());
                         }
@@ -471,8 +521,15 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => match s.store.worker(to) {
                     Ok(w) => v.insert(w),
-                    Err(e) => {
-                        fail(s, format!("migration executor for machine {to}: {e}"));
+                    Err(source) => {
+                        fail(
+                            s,
+                            CoordinatorError::Worker {
+                                role: "migration executor",
+                                machine: to,
+                                source,
+                            },
+                        );
                         for key in keys {
                             send(s, Event::Migrated { key, to, ok: false });
                         }
@@ -495,10 +552,15 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
                         migrated(s, *key, to, ok);
                     }
                 }
-                Err(e) => {
+                Err(source) => {
                     fail(
                         s,
-                        format!("migrating {} keys to machine {to}: {e}", keys.len()),
+                        CoordinatorError::Migrate {
+                            keys: keys.len(),
+                            first: keys[0],
+                            machine: to,
+                            source,
+                        },
                     );
                     for key in keys {
                         migrated(s, key, to, false);
@@ -511,8 +573,15 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => match s.store.worker(to) {
                     Ok(w) => v.insert(w),
-                    Err(e) => {
-                        fail(s, format!("replica executor for machine {to}: {e}"));
+                    Err(source) => {
+                        fail(
+                            s,
+                            CoordinatorError::Worker {
+                                role: "replica executor",
+                                machine: to,
+                                source,
+                            },
+                        );
                         continue;
                     }
                 },
@@ -523,7 +592,14 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
                     s.stats.replica_bytes.fetch_add(bytes, Ordering::Relaxed);
                 }
                 Ok(_) => {}
-                Err(e) => fail(s, format!("replicating {key:?} to machine {to}: {e}")),
+                Err(source) => fail(
+                    s,
+                    CoordinatorError::Replicate {
+                        key,
+                        machine: to,
+                        source,
+                    },
+                ),
             }
         }
     }
@@ -538,5 +614,26 @@ fn migrated<F: Fabric>(s: &Shared<F>, key: Key, to: MachineId, ok: bool) {
         .is_err()
     {
         s.stats.reports_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicked_thread_is_named_with_its_message() {
+        let h = spawn("locus-test-panics", || panic!("boom {}", 7)).unwrap();
+        let e = join("locus-test-panics", h).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                CoordinatorError::ThreadPanicked { thread, reason }
+                    if thread == "locus-test-panics" && reason == "boom 7"
+            ),
+            "{e:?}"
+        );
+        let ok = spawn("locus-test-returns", || {}).unwrap();
+        assert!(join("locus-test-returns", ok).is_ok());
     }
 }

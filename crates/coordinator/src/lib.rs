@@ -8,13 +8,16 @@
 //! ([`record`]) before any migration starts. The **driver** ([`driver`])
 //! runs them as threads over an embedded cluster: monitor, coordinator and
 //! migration executors, which keep working while the coordinator is down.
+//! Every failure is a [`CoordinatorError`] ([`error`]).
 
 #![warn(missing_docs)]
 
 pub mod driver;
+pub mod error;
 pub mod policy;
 pub mod record;
 
 pub use driver::{Driver, DriverConfig, DriverStats};
+pub use error::{CoordinatorError, Result};
 pub use policy::{Access, Action, Coordinator, Event, Mode, PolicyConfig, Stats};
-pub use record::{Record, RecordError};
+pub use record::Record;

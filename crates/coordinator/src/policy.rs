@@ -52,6 +52,8 @@ use std::collections::{BTreeMap, HashMap};
 use locus_fabric::MachineId;
 use locus_store::Key;
 
+use crate::error::{CoordinatorError, Result};
+
 /// How holders' own accesses are learned (Pragh 4.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -101,37 +103,52 @@ impl Default for PolicyConfig {
 }
 
 impl PolicyConfig {
-    /// Rejects settings that cannot work, naming the field.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Rejects settings that cannot work, naming the field
+    /// ([`CoordinatorError::InvalidSetting`], [`CoordinatorError::SettingBelow`]).
+    pub fn validate(&self) -> Result<()> {
         if !(self.profit >= 0.0 && self.profit.is_finite()) {
-            return Err(format!(
-                "profit = {} must be a finite fraction >= 0 (Pragh: 0.5)",
-                self.profit
+            return Err(CoordinatorError::invalid(
+                "profit",
+                self.profit,
+                "a finite fraction >= 0 (Pragh: 0.5)",
             ));
         }
         if self.interval_ms == 0 {
-            return Err("interval_ms must be positive (Pragh: 10000)".into());
+            return Err(CoordinatorError::invalid(
+                "interval_ms",
+                self.interval_ms,
+                "positive (Pragh: 10000)",
+            ));
         }
         if !(self.rate_min_per_s >= 0.0 && self.rate_min_per_s.is_finite()) {
-            return Err(format!(
-                "rate_min_per_s = {} must be finite and >= 0",
-                self.rate_min_per_s
+            return Err(CoordinatorError::invalid(
+                "rate_min_per_s",
+                self.rate_min_per_s,
+                "finite and >= 0 (accesses per second)",
             ));
         }
         if !(self.replica_rate_min_per_s >= 0.0 && self.replica_rate_min_per_s.is_finite()) {
-            return Err(format!(
-                "replica_rate_min_per_s = {} must be finite and >= 0",
-                self.replica_rate_min_per_s
+            return Err(CoordinatorError::invalid(
+                "replica_rate_min_per_s",
+                self.replica_rate_min_per_s,
+                "finite and >= 0 (accesses per second)",
             ));
         }
         if self.keys_max == 0 {
-            return Err("keys_max must be positive".into());
+            return Err(CoordinatorError::invalid(
+                "keys_max",
+                self.keys_max,
+                "positive (keys the coordinator remembers)",
+            ));
         }
         if self.forget_after_ms < self.interval_ms {
-            return Err(format!(
-                "forget_after_ms = {} must be at least interval_ms = {}",
-                self.forget_after_ms, self.interval_ms
-            ));
+            return Err(CoordinatorError::SettingBelow {
+                field: "forget_after_ms",
+                value: self.forget_after_ms,
+                min_field: "interval_ms",
+                min_value: self.interval_ms,
+                why: "keys would be forgotten between two periodic reports; raise forget_after_ms to at least the interval",
+            });
         }
         Ok(())
     }
@@ -282,7 +299,7 @@ pub struct Coordinator {
 
 impl Coordinator {
     /// A coordinator with nothing known.
-    pub fn new(config: PolicyConfig) -> Result<Self, String> {
+    pub fn new(config: PolicyConfig) -> Result<Self> {
         config.validate()?;
         Ok(Coordinator {
             config,
@@ -301,7 +318,7 @@ impl Coordinator {
     pub fn restore(
         config: PolicyConfig,
         record: impl IntoIterator<Item = (Key, MachineId)>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self> {
         let mut c = Coordinator::new(config)?;
         for (key, target) in record {
             c.keys.insert(

@@ -12,29 +12,9 @@ use locus_fabric::MachineId;
 use locus_store::Key;
 use redb::{Database, ReadableTable, TableDefinition};
 
-const TARGETS: TableDefinition<u64, u8> = TableDefinition::new("latest_target");
+use crate::error::{CoordinatorError, Result};
 
-/// Errors of the durable record.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecordError {
-    /// The file could not be opened or is not a record.
-    #[error("coordinator record {path}: {reason}; delete it to start with an empty record, or point --record elsewhere")]
-    Open {
-        /// The file.
-        path: PathBuf,
-        /// What redb said.
-        reason: String,
-    },
-    /// A read or write failed.
-    #[error("coordinator record {path}: {reason}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What redb said.
-        reason: String,
-    },
-}
+const TARGETS: TableDefinition<u64, u8> = TableDefinition::new("latest_target");
 
 /// The record file.
 #[derive(Debug)]
@@ -45,10 +25,11 @@ pub struct Record {
 
 impl Record {
     /// Opens `path`, creating an empty record if it does not exist.
-    pub fn open(path: &Path) -> Result<Record, RecordError> {
-        let db = Database::create(path).map_err(|e| RecordError::Open {
+    /// A file that is not a record is [`CoordinatorError::RecordOpen`].
+    pub fn open(path: &Path) -> Result<Record> {
+        let db = Database::create(path).map_err(|e| CoordinatorError::RecordOpen {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source: Box::new(e),
         })?;
         let r = Record {
             db,
@@ -59,32 +40,36 @@ impl Record {
         Ok(r)
     }
 
-    fn io(&self, e: impl std::fmt::Display) -> RecordError {
-        RecordError::Io {
+    /// A [`CoordinatorError::Record`] for a redb failure while doing `action`.
+    fn io(&self, action: &'static str) -> impl Fn(redb::Error) -> CoordinatorError + '_ {
+        move |e| CoordinatorError::Record {
             path: self.path.clone(),
-            reason: e.to_string(),
+            action,
+            source: Box::new(e),
         }
     }
 
     /// Durably records each (key, latest target), in one transaction.
-    pub fn persist(&self, entries: &[(Key, MachineId)]) -> Result<(), RecordError> {
-        let tx = self.db.begin_write().map_err(|e| self.io(e))?;
+    pub fn persist(&self, entries: &[(Key, MachineId)]) -> Result<()> {
+        let io = self.io("persisting approvals");
+        let tx = self.db.begin_write().map_err(|e| io(e.into()))?;
         {
-            let mut t = tx.open_table(TARGETS).map_err(|e| self.io(e))?;
+            let mut t = tx.open_table(TARGETS).map_err(|e| io(e.into()))?;
             for &(key, target) in entries {
-                t.insert(key.0, target).map_err(|e| self.io(e))?;
+                t.insert(key.0, target).map_err(|e| io(e.into()))?;
             }
         }
-        tx.commit().map_err(|e| self.io(e))
+        tx.commit().map_err(|e| io(e.into()))
     }
 
     /// Every recorded (key, latest target), by key.
-    pub fn load(&self) -> Result<Vec<(Key, MachineId)>, RecordError> {
-        let tx = self.db.begin_read().map_err(|e| self.io(e))?;
-        let t = tx.open_table(TARGETS).map_err(|e| self.io(e))?;
+    pub fn load(&self) -> Result<Vec<(Key, MachineId)>> {
+        let io = self.io("loading approvals");
+        let tx = self.db.begin_read().map_err(|e| io(e.into()))?;
+        let t = tx.open_table(TARGETS).map_err(|e| io(e.into()))?;
         let mut out = Vec::new();
-        for row in t.iter().map_err(|e| self.io(e))? {
-            let (k, v) = row.map_err(|e| self.io(e))?;
+        for row in t.iter().map_err(|e| io(e.into()))? {
+            let (k, v) = row.map_err(|e| io(e.into()))?;
             out.push((Key(k.value()), v.value()));
         }
         Ok(out)
@@ -118,7 +103,15 @@ mod tests {
             b"this is not a redb file, just some text that is long enough",
         )
         .unwrap();
-        let e = Record::open(&path).unwrap_err().to_string();
-        assert!(e.contains("junk.redb"), "{e}");
+        let e = Record::open(&path).unwrap_err();
+        assert!(
+            matches!(&e, CoordinatorError::RecordOpen { path: p, .. } if *p == path),
+            "{e:?}"
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("junk.redb") && msg.contains("delete it"),
+            "{msg}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! The coordinator's decisions, driven through its state machine (Pragh 4.4).
 
-use locus_coordinator::{Access, Action, Coordinator, Event, Mode, PolicyConfig, Record};
+use locus_coordinator::{
+    Access, Action, Coordinator, CoordinatorError, Event, Mode, PolicyConfig, Record,
+};
 use locus_store::Key;
 
 fn eager() -> PolicyConfig {
@@ -198,25 +200,67 @@ fn keys_beyond_the_bound_are_ignored_and_counted() {
 }
 
 #[test]
-fn slow_keys_are_not_worth_a_migration_and_bad_settings_are_refused() {
+fn slow_keys_are_not_worth_a_migration() {
     let cfg = PolicyConfig {
         rate_min_per_s: 50.0,
         ..eager()
     };
     let mut c = Coordinator::new(cfg).unwrap();
     assert!(c.step(0, report(1, &[(1, 0, 20)])).is_empty());
+}
+
+#[test]
+fn bad_settings_are_refused_naming_the_field() {
+    let bad = PolicyConfig {
+        interval_ms: 0,
+        ..eager()
+    };
+    let e = bad.validate().unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            CoordinatorError::InvalidSetting { field: "interval_ms", value, .. } if value == "0"
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("interval_ms = 0"), "{e}");
     let bad = PolicyConfig {
         profit: -1.0,
         ..eager()
     };
-    assert!(Coordinator::new(bad).unwrap_err().contains("profit"));
+    assert!(matches!(
+        Coordinator::new(bad),
+        Err(CoordinatorError::InvalidSetting {
+            field: "profit",
+            ..
+        })
+    ));
     let bad = PolicyConfig {
         forget_after_ms: 10,
         ..eager()
     };
-    assert!(Coordinator::new(bad)
-        .unwrap_err()
-        .contains("forget_after_ms"));
+    let e = Coordinator::new(bad).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::SettingBelow {
+                field: "forget_after_ms",
+                value: 10,
+                min_field: "interval_ms",
+                min_value: 1_000,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(Coordinator::restore(
+        PolicyConfig {
+            keys_max: 0,
+            ..eager()
+        },
+        []
+    )
+    .is_err());
 }
 
 #[test]
@@ -353,5 +397,18 @@ fn replica_settings_are_validated() {
         ..with_replicas()
     };
     let e = Coordinator::new(bad).unwrap_err();
-    assert!(e.contains("replica_rate_min_per_s"), "{e}");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::InvalidSetting {
+                field: "replica_rate_min_per_s",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("replica_rate_min_per_s = NaN"),
+        "{e}"
+    );
 }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use locus_coordinator::{Driver, DriverConfig, PolicyConfig};
+use locus_coordinator::{CoordinatorError, Driver, DriverConfig, PolicyConfig};
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_store::addr::Addr;
 use locus_store::{home_of, Store, StoreConfig};
@@ -82,7 +82,35 @@ fn hot_remote_values_move_to_their_reader_and_survive_a_coordinator_restart() {
     let e = Driver::start(store.clone(), too_long)
         .err()
         .expect("refused");
-    assert!(e.contains("cache_lease_ms"), "{e}");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::SettingBelow {
+                field: "cache_lease_ms",
+                min_field: "interval_ms",
+                min_value: 5_000,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let no_executors = DriverConfig {
+        migration_threads: 0,
+        ..DriverConfig::default()
+    };
+    let e = Driver::start(store.clone(), no_executors)
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::InvalidSetting {
+                field: "migration_threads",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     let mut driver = Driver::start(
         store.clone(),
         DriverConfig {

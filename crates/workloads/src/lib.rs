@@ -2,9 +2,13 @@
 //! driver that runs traversal queries on a worker pool ([`traversal`]),
 //! measuring throughput, latency percentiles and the remote-access rate;
 //! and YCSB's core workloads reproduced sample for sample ([`ycsb`]).
+//! Every failure is a [`WorkloadError`] ([`error`]).
 
 #![warn(missing_docs)]
 
+pub mod error;
 pub mod traversal;
 pub mod ycsb;
 pub mod zipf;
+
+pub use error::{Result, WorkloadError};

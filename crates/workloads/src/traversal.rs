@@ -20,6 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 
+use crate::error::{Result, WorkloadError};
 use crate::zipf::Zipf;
 
 /// How start vertices are drawn.
@@ -37,20 +38,29 @@ pub enum StartDist {
 }
 
 /// Draws `queries` start vertices among `0..vertex_count` that satisfy `eligible`
-/// (e.g. have neighbours). Deterministic in `seed`.
+/// (e.g. have neighbours). Deterministic in `seed`. No eligible vertex is
+/// [`WorkloadError::NoStartVertex`]; a Zipf scope of 0 is
+/// [`WorkloadError::InvalidSetting`], a bad theta [`WorkloadError::Theta`].
 pub fn start_vertices(
     vertex_count: u64,
     queries: usize,
     dist: StartDist,
     seed: u64,
     eligible: impl Fn(VertexId) -> bool,
-) -> Result<Vec<VertexId>, String> {
+) -> Result<Vec<VertexId>> {
+    if let StartDist::Zipf { scope: 0, .. } = dist {
+        return Err(WorkloadError::InvalidSetting {
+            field: "scope",
+            value: "0".into(),
+            expected: "at least 1 distinct start vertex (Pragh: 1024)",
+        });
+    }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let pool: Vec<VertexId> = (0..vertex_count as VertexId)
         .filter(|&v| eligible(v))
         .collect();
     if pool.is_empty() {
-        return Err("no vertex qualifies as a start vertex (is the graph empty?)".into());
+        return Err(WorkloadError::NoStartVertex { vertex_count });
     }
     match dist {
         StartDist::Uniform => Ok((0..queries)
@@ -197,7 +207,7 @@ pub struct MixReport {
 }
 
 /// Runs one two-hop query per start vertex on `threads` workers and reports.
-/// `counters` must be the counters of `store`'s fabric.
+/// `counters` must be the counters of `store`'s fabric. Fails as [`run_ops`].
 pub fn run_two_hop<F: Fabric>(
     store: &Store<F>,
     counters: &Counters,
@@ -205,13 +215,16 @@ pub fn run_two_hop<F: Fabric>(
     starts: &[VertexId],
     q: TwoHop,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<RunReport, String> {
+) -> Result<RunReport> {
     let ops: Vec<Op> = starts.iter().map(|&v| Op::TwoHop(v)).collect();
     Ok(run_ops(store, counters, threads, &ops, q, progress)?.queries)
 }
 
 /// Runs `ops` on `threads` workers, each on its start vertex's home machine,
-/// and reports queries and updates separately.
+/// and reports queries and updates separately. The run's first failed
+/// operation is [`WorkloadError::Op`] (every operation still runs); a pool
+/// that cannot start, or a worker that cannot act as a machine, is
+/// [`WorkloadError::Pool`].
 pub fn run_ops<F: Fabric>(
     store: &Store<F>,
     counters: &Counters,
@@ -219,19 +232,21 @@ pub fn run_ops<F: Fabric>(
     ops: &[Op],
     q: TwoHop,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<MixReport, String> {
+) -> Result<MixReport> {
     let machines = store.machines();
     let s = store.clone();
+    let pool_error = |source| WorkloadError::Pool { threads, source };
+    // The pool's factory reports a string (the pool poisons itself with it).
     let pool = Pool::new(threads, machines, move |m| {
         s.worker(m).map_err(|e| e.to_string())
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(pool_error)?;
     let n = ops.len();
     let latencies: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let finished: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let results = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
-    let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let error: Arc<Mutex<Option<WorkloadError>>> = Arc::new(Mutex::new(None));
     let before = counters.total();
     let t0 = Instant::now();
     for (i, &op) in ops.iter().enumerate() {
@@ -242,7 +257,8 @@ pub fn run_ops<F: Fabric>(
             Arc::clone(&done),
             Arc::clone(&error),
         );
-        pool.execute(store.owner(op.start()), move |w| {
+        let machine = store.owner(op.start());
+        pool.execute(machine, move |w| {
             thread_local!(static OUT: std::cell::RefCell<Vec<VertexId>> = const { std::cell::RefCell::new(Vec::new()) });
             OUT.with(|out| {
                 let mut out = out.borrow_mut();
@@ -259,22 +275,30 @@ pub fn run_ops<F: Fabric>(
                     Ok(()) => {
                         results.fetch_add(out.len() as u64, Ordering::Relaxed);
                     }
-                    Err(e) => {
+                    Err(source) => {
                         error
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
-                            .get_or_insert(format!("{op:?}: {e}"));
+                            .get_or_insert_with(|| WorkloadError::Op {
+                                op,
+                                machine,
+                                thread: std::thread::current()
+                                    .name()
+                                    .unwrap_or("unnamed")
+                                    .to_string(),
+                                source,
+                            });
                     }
                 }
             });
             done_job.fetch_add(1, Ordering::Relaxed);
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(pool_error)?;
         if i % 1024 == 0 {
             progress(done.load(Ordering::Relaxed));
         }
     }
-    pool.wait_idle().map_err(|e| e.to_string())?;
+    pool.wait_idle().map_err(pool_error)?;
     let elapsed = t0.elapsed().as_secs_f64();
     progress(n as u64);
     if let Some(e) = error.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -398,6 +422,45 @@ mod tests {
         assert!(distinct.len() <= 64);
         let u = start_vertices(1000, 500, StartDist::Uniform, 7, |_| true).unwrap();
         assert!(u.iter().all(|&v| v < 1000));
-        assert!(start_vertices(10, 5, StartDist::Uniform, 1, |_| false).is_err());
+    }
+
+    #[test]
+    fn start_requests_that_cannot_be_met_say_why() {
+        assert_eq!(
+            start_vertices(10, 5, StartDist::Uniform, 1, |_| false).unwrap_err(),
+            WorkloadError::NoStartVertex { vertex_count: 10 }
+        );
+        let e = start_vertices(
+            10,
+            5,
+            StartDist::Zipf {
+                theta: 0.99,
+                scope: 0,
+            },
+            1,
+            |_| true,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                WorkloadError::InvalidSetting { field: "scope", value, .. } if value == "0"
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            start_vertices(
+                10,
+                5,
+                StartDist::Zipf {
+                    theta: 1.5,
+                    scope: 4,
+                },
+                1,
+                |_| true,
+            )
+            .unwrap_err(),
+            WorkloadError::Theta { theta: 1.5 }
+        );
     }
 }

@@ -29,6 +29,8 @@ use rand::RngCore;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::error::{Result, WorkloadError};
+
 /// YCSB's default Zipfian constant (`ZipfianGenerator.ZIPFIAN_CONSTANT`).
 pub const ZIPFIAN_CONSTANT: f64 = 0.99;
 /// Zeta(10^10, 0.99), precomputed by YCSB (`ScrambledZipfianGenerator.ZETAN`).
@@ -48,39 +50,6 @@ pub const RECORD_COUNT_MAX: u64 = i32::MAX as u64;
 /// to be broken (YCSB loops forever). A healthy source rejects at most the
 /// one item past the end, so this is never reached in practice.
 pub const KEY_DRAWS_MAX: u32 = 1_000_000;
-
-/// Errors from building a generator or a workload.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum YcsbError {
-    /// The item range is empty or too large.
-    #[error("YCSB item range {min}..={max} is invalid: {why}")]
-    Range {
-        /// Smallest item.
-        min: u64,
-        /// Largest item (inclusive).
-        max: u64,
-        /// What is wrong.
-        why: &'static str,
-    },
-    /// Theta is outside (0, 1).
-    #[error("Zipfian theta = {0} must be in (0, 1) (YCSB uses 0.99)")]
-    Theta(f64),
-    /// A write ratio or proportion outside 0..=1 or not finite.
-    #[error("{what} = {value} must be a number in 0..=1 (e.g. 0.05 for a 5% write ratio)")]
-    Proportion {
-        /// Which setting.
-        what: &'static str,
-        /// The value given.
-        value: f64,
-    },
-    /// Read and update proportions both zero.
-    #[error("a workload needs a read or update proportion above 0")]
-    NoOperations,
-    /// Record count outside 1..=RECORD_COUNT_MAX.
-    #[error("record count {0} must be in 1..={RECORD_COUNT_MAX} (YCSB truncates key numbers to 32-bit ints)")]
-    RecordCount(u64),
-}
 
 // ---------------------------------------------------------------------------
 // Uniform sources
@@ -254,14 +223,14 @@ pub struct Zipfian {
 
 impl Zipfian {
     /// Items `min..=max` with skew `theta` in (0, 1); sums zeta (O(items)).
-    pub fn new(min: u64, max: u64, theta: f64) -> Result<Zipfian, YcsbError> {
+    pub fn new(min: u64, max: u64, theta: f64) -> Result<Zipfian> {
         let items = Self::check(min, max, theta)?;
         Self::with_zetan(min, max, theta, zeta(0, items, theta, 0.0))
     }
 
     /// Items `min..=max` with a precomputed zeta(items, theta), as YCSB's
     /// four-argument constructor. The caller vouches for `zetan`.
-    pub fn with_zetan(min: u64, max: u64, theta: f64, zetan: f64) -> Result<Zipfian, YcsbError> {
+    pub fn with_zetan(min: u64, max: u64, theta: f64, zetan: f64) -> Result<Zipfian> {
         let items = Self::check(min, max, theta)?;
         let zeta2theta = zeta(0, 2, theta, 0.0);
         let eta = Self::eta(items, theta, zeta2theta, zetan);
@@ -278,8 +247,8 @@ impl Zipfian {
         })
     }
 
-    fn check(min: u64, max: u64, theta: f64) -> Result<u64, YcsbError> {
-        let range = |why| YcsbError::Range { min, max, why };
+    fn check(min: u64, max: u64, theta: f64) -> Result<u64> {
+        let range = |why| WorkloadError::Range { min, max, why };
         if max < min {
             return Err(range("max is below min"));
         }
@@ -288,7 +257,7 @@ impl Zipfian {
             return Err(range("max must be below 2^63 - 1 (Java long)"));
         }
         if !(theta > 0.0 && theta < 1.0) {
-            return Err(YcsbError::Theta(theta));
+            return Err(WorkloadError::Theta { theta });
         }
         Ok(max - min + 1)
     }
@@ -358,21 +327,19 @@ pub struct ScrambledZipfian {
 
 impl ScrambledZipfian {
     /// Items `0..items` (YCSB's one-argument constructor).
-    pub fn new(items: u64) -> Result<ScrambledZipfian, YcsbError> {
+    pub fn new(items: u64) -> Result<ScrambledZipfian> {
         if items == 0 {
-            return Err(YcsbError::Range {
-                min: 0,
-                max: 0,
-                why: "a scrambled Zipfian needs at least one item",
+            return Err(WorkloadError::NoItems {
+                what: "a scrambled Zipfian",
             });
         }
         ScrambledZipfian::with_range(0, items - 1)
     }
 
     /// Items `min..=max` (inclusive, as YCSB).
-    pub fn with_range(min: u64, max: u64) -> Result<ScrambledZipfian, YcsbError> {
+    pub fn with_range(min: u64, max: u64) -> Result<ScrambledZipfian> {
         if max < min || max >= i64::MAX as u64 {
-            return Err(YcsbError::Range {
+            return Err(WorkloadError::Range {
                 min,
                 max,
                 why: "need min <= max < 2^63 - 1",
@@ -412,9 +379,9 @@ pub struct UniformLong {
 
 impl UniformLong {
     /// Items `lb..=ub`.
-    pub fn new(lb: u64, ub: u64) -> Result<UniformLong, YcsbError> {
+    pub fn new(lb: u64, ub: u64) -> Result<UniformLong> {
         if ub < lb || ub >= i64::MAX as u64 {
-            return Err(YcsbError::Range {
+            return Err(WorkloadError::Range {
                 min: lb,
                 max: ub,
                 why: "need lb <= ub < 2^63 - 1",
@@ -490,14 +457,14 @@ impl Workload {
 
     /// Zipfian reads and updates with `write_ratio` (0..=1) updates, as
     /// NetMigrate's 0%, 5%, 10%, 20% and 30% runs.
-    pub fn with_write_ratio(write_ratio: f64) -> Result<Workload, YcsbError> {
+    pub fn with_write_ratio(write_ratio: f64) -> Result<Workload> {
         let w = Workload {
             read_proportion: 1.0 - write_ratio,
             update_proportion: write_ratio,
             request_distribution: RequestDistribution::Zipfian,
         };
         if !(0.0..=1.0).contains(&write_ratio) {
-            return Err(YcsbError::Proportion {
+            return Err(WorkloadError::Proportion {
                 what: "write ratio",
                 value: write_ratio,
             });
@@ -512,23 +479,23 @@ impl Workload {
     }
 
     /// Checks the proportions (each in 0..=1, finite, not both zero).
-    pub fn validate(&self) -> Result<(), YcsbError> {
+    pub fn validate(&self) -> Result<()> {
         for (what, value) in [
             ("read proportion", self.read_proportion),
             ("update proportion", self.update_proportion),
         ] {
             if !(0.0..=1.0).contains(&value) {
-                return Err(YcsbError::Proportion { what, value });
+                return Err(WorkloadError::Proportion { what, value });
             }
         }
         if self.read_proportion == 0.0 && self.update_proportion == 0.0 {
-            return Err(YcsbError::NoOperations);
+            return Err(WorkloadError::NoOperations);
         }
         Ok(())
     }
 
     /// An operation generator over records `0..record_count`.
-    pub fn generator(&self, record_count: u64) -> Result<OpGenerator, YcsbError> {
+    pub fn generator(&self, record_count: u64) -> Result<OpGenerator> {
         OpGenerator::new(self, record_count)
     }
 }
@@ -571,10 +538,12 @@ pub struct OpGenerator {
 
 impl OpGenerator {
     /// Operations of `workload` over records `0..record_count`.
-    pub fn new(workload: &Workload, record_count: u64) -> Result<OpGenerator, YcsbError> {
+    pub fn new(workload: &Workload, record_count: u64) -> Result<OpGenerator> {
         workload.validate()?;
         if record_count == 0 || record_count > RECORD_COUNT_MAX {
-            return Err(YcsbError::RecordCount(record_count));
+            return Err(WorkloadError::RecordCount {
+                count: record_count,
+            });
         }
         let mut weights = Vec::new();
         if workload.read_proportion > 0.0 {
@@ -708,10 +677,16 @@ mod tests {
     fn bad_parameters_are_errors() {
         assert!(matches!(
             Zipfian::new(5, 4, 0.99),
-            Err(YcsbError::Range { .. })
+            Err(WorkloadError::Range { .. })
         ));
-        assert_eq!(Zipfian::new(0, 9, 1.0).unwrap_err(), YcsbError::Theta(1.0));
-        assert!(ScrambledZipfian::new(0).is_err());
+        assert_eq!(
+            Zipfian::new(0, 9, 1.0).unwrap_err(),
+            WorkloadError::Theta { theta: 1.0 }
+        );
+        assert!(matches!(
+            ScrambledZipfian::new(0),
+            Err(WorkloadError::NoItems { .. })
+        ));
         assert!(UniformLong::new(3, 2).is_err());
         for bad in [-0.01, 1.01, f64::NAN, f64::INFINITY] {
             let e = Workload::with_write_ratio(bad).unwrap_err();
@@ -721,7 +696,7 @@ mod tests {
         assert!(Workload::with_write_ratio(1.0).is_ok());
         assert_eq!(
             Workload::b().generator(0).unwrap_err(),
-            YcsbError::RecordCount(0)
+            WorkloadError::RecordCount { count: 0 }
         );
         assert!(Workload::b().generator(RECORD_COUNT_MAX + 1).is_err());
         let none = Workload {
@@ -729,7 +704,7 @@ mod tests {
             update_proportion: 0.0,
             request_distribution: RequestDistribution::Uniform,
         };
-        assert_eq!(none.generator(10).unwrap_err(), YcsbError::NoOperations);
+        assert_eq!(none.generator(10).unwrap_err(), WorkloadError::NoOperations);
     }
 
     #[test]

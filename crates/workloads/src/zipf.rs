@@ -5,6 +5,8 @@
 
 use rand::Rng;
 
+use crate::error::{Result, WorkloadError};
+
 /// A Zipf distribution over ranks `0..n`.
 #[derive(Debug, Clone)]
 pub struct Zipf {
@@ -17,12 +19,15 @@ pub struct Zipf {
 
 impl Zipf {
     /// Ranks `0..n` with skew `theta` (0 < theta < 1; Pragh and YCSB use 0.99).
-    pub fn new(n: u64, theta: f64) -> Result<Zipf, String> {
+    /// `n = 0` is [`WorkloadError::NoItems`], a bad skew [`WorkloadError::Theta`].
+    pub fn new(n: u64, theta: f64) -> Result<Zipf> {
         if n == 0 {
-            return Err("a Zipf distribution needs at least one item".into());
+            return Err(WorkloadError::NoItems {
+                what: "a Zipf distribution",
+            });
         }
         if !(theta > 0.0 && theta < 1.0) {
-            return Err(format!("Zipf theta = {theta} must be in (0, 1)"));
+            return Err(WorkloadError::Theta { theta });
         }
         let zeta = |m: u64| (1..=m).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
         let zeta_n = zeta(n);
@@ -88,9 +93,21 @@ mod tests {
 
     #[test]
     fn bad_parameters() {
-        assert!(Zipf::new(0, 0.5).is_err());
-        assert!(Zipf::new(10, 1.0).is_err());
-        assert!(Zipf::new(10, 0.0).is_err());
+        let e = Zipf::new(0, 0.99).unwrap_err();
+        assert!(matches!(e, WorkloadError::NoItems { .. }), "{e:?}");
+        assert!(e.to_string().contains("at least one item"), "{e}");
+        assert_eq!(
+            Zipf::new(10, 1.0).unwrap_err(),
+            WorkloadError::Theta { theta: 1.0 }
+        );
+        assert_eq!(
+            Zipf::new(10, 0.0).unwrap_err(),
+            WorkloadError::Theta { theta: 0.0 }
+        );
+        assert!(matches!(
+            Zipf::new(10, f64::NAN),
+            Err(WorkloadError::Theta { .. })
+        ));
         assert_eq!(
             Zipf::new(1, 0.5).unwrap().sample(&mut rand::thread_rng()),
             0
