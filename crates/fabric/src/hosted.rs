@@ -1,14 +1,15 @@
 //! Hosted machines and the port-side region handle cache: the bookkeeping
 //! that every fabric holding memory in this process shares.
 //!
-//! The in-process fabric ([`crate::local`]) and the simulated fabric
-//! ([`crate::sim`]) each keep machines' memory here, a [`MachineMemory`]
-//! (named regions plus inbox) per machine. [`Hosted`] is that bookkeeping,
-//! written once: which machines the cluster has and which of them are here,
-//! registering and looking up named regions, and putting messages into and
-//! taking them out of inboxes, with the same checks in the same order and the
-//! same errors on every fabric. The local and simulated fabrics host every
-//! machine; [`Hosted::some`] holds a subset, as a TCP node does.
+//! The in-process fabric ([`crate::local`]), the simulated fabric
+//! ([`crate::sim`]) and a TCP node ([`crate::tcp`]) each keep some machines'
+//! memory here, a [`MachineMemory`] (named regions plus inbox) per machine.
+//! [`Hosted`] is that bookkeeping, written once: which machines the cluster
+//! has and which of them are here, registering and looking up named regions,
+//! and putting messages into and taking them out of inboxes, with the same
+//! checks in the same order and the same errors on every fabric. The local and
+//! simulated fabrics host every machine; a TCP node hosts the ones its config
+//! lists.
 //!
 //! [`RegionCache`] is what a port embeds to reach regions without the
 //! machine's region lock or a reference-count update per operation: it
@@ -19,8 +20,8 @@
 //! apart (a check, an error message, an order of checks), and the conformance
 //! suite and the simulation's determinism rely on their being the same. What
 //! differs between fabrics stays in them: the local fabric's time model, the
-//! simulation's scheduler and pending-request reordering. The limits every
-//! such fabric validates
+//! simulation's scheduler and pending-request reordering, the TCP fabric's
+//! routing to remote nodes. The limits every such fabric validates
 //! ([`check_machine_count`], [`check_queue_limits`], [`check_inflight`]) live
 //! here too, so every config reports them with the same words.
 
