@@ -49,6 +49,7 @@ pub mod conformance;
 pub mod counting;
 mod error;
 pub mod faulty;
+mod hosted;
 pub mod local;
 mod memory;
 mod op;

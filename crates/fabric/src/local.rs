@@ -24,10 +24,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::memory::{apply_on, apply_region, MachineMemory, VerbRef};
+use crate::hosted::{check_inflight, check_machine_count, check_queue_limits, Hosted, RegionCache};
+use crate::memory::{MachineMemory, VerbRef};
 use crate::{
-    check_machine, Completion, Fabric, FabricError, MachineId, Message, Output, Port, RegionId,
-    RegionInfo, Result, Verb, WorkRequest, MACHINES_MAX,
+    Completion, Fabric, MachineId, Message, Output, Port, RegionId, RegionInfo, Result, WorkRequest,
 };
 
 /// Settings of the in-process fabric.
@@ -82,20 +82,12 @@ impl LocalConfig {
 
     /// Rejects settings that cannot work.
     pub fn validate(&self) -> Result<()> {
-        if self.machines == 0 || self.machines > MACHINES_MAX {
-            return Err(FabricError::Config(format!(
-                "machines = {} but must be 1..={MACHINES_MAX}",
-                self.machines
-            )));
-        }
-        if self.inflight_ops_max == 0 || self.inbox_messages_max == 0 || self.message_bytes_max == 0
-        {
-            return Err(FabricError::Config(
-                "inflight_ops_max, inbox_messages_max and message_bytes_max must be positive"
-                    .into(),
-            ));
-        }
-        Ok(())
+        check_machine_count(self.machines)?;
+        check_queue_limits(
+            self.inflight_ops_max,
+            self.inbox_messages_max,
+            self.message_bytes_max,
+        )
     }
 
     /// Modelled transfer time of `bytes`, in ns.
@@ -114,7 +106,7 @@ impl LocalConfig {
 
 struct Inner {
     config: LocalConfig,
-    machines: Vec<MachineMemory>,
+    hosted: Hosted,
     /// The model's clock: the CPU's time-stamp counter, calibrated (about 10 ns
     /// a reading instead of the system clock's 30-60 ns on a VM), because every
     /// posted remote operation reads it.
@@ -134,7 +126,11 @@ impl Inner {
     fn reserve(&self, initiator: MachineId, bytes: u64) -> u64 {
         let now = self.now_ns();
         let xfer = self.config.xfer_ns(bytes);
-        let nic = &self.machines[initiator as usize].nic_free_ns;
+        let nic = &self
+            .hosted
+            .memory(initiator)
+            .expect("an initiator is a port's own machine, checked when it opened")
+            .nic_free_ns;
         let mut free = nic.load(Ordering::Relaxed);
         loop {
             let start = free.max(now);
@@ -178,18 +174,19 @@ impl LocalFabric {
     /// A cluster with the given settings.
     pub fn new(config: LocalConfig) -> Result<Self> {
         config.validate()?;
-        let machines = (0..config.machines)
-            .map(|m| {
-                MachineMemory::new(m as MachineId, config.inbox_messages_max, config.pin_memory)
-            })
-            .collect();
+        let hosted = Hosted::all(
+            config.machines,
+            config.inbox_messages_max,
+            config.message_bytes_max,
+            config.pin_memory,
+        );
         Ok(LocalFabric {
             inner: Arc::new({
                 let clock = quanta::Clock::new();
                 let epoch_raw = clock.raw();
                 Inner {
                     config,
-                    machines,
+                    hosted,
                     clock,
                     epoch_raw,
                 }
@@ -204,8 +201,7 @@ impl LocalFabric {
 
     /// Direct access to a machine's memory (for tools and tests).
     pub fn memory(&self, machine: MachineId) -> Result<&MachineMemory> {
-        check_machine(machine, self.inner.config.machines)?;
-        Ok(&self.inner.machines[machine as usize])
+        self.inner.hosted.memory(machine)
     }
 }
 
@@ -213,23 +209,23 @@ impl Fabric for LocalFabric {
     type Port = LocalPort;
 
     fn machine_count(&self) -> usize {
-        self.inner.config.machines
+        self.inner.hosted.count()
     }
 
     fn hosts(&self, machine: MachineId) -> bool {
-        (machine as usize) < self.inner.config.machines
+        self.inner.hosted.hosts(machine)
     }
 
     fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
-        self.memory(machine)?.register(name, len_bytes)
+        self.inner.hosted.register(machine, name, len_bytes)
     }
 
     fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
-        self.memory(machine)?.lookup(name)
+        self.inner.hosted.lookup(machine, name)
     }
 
     fn port(&self, machine: MachineId) -> Result<LocalPort> {
-        check_machine(machine, self.inner.config.machines)?;
+        self.inner.hosted.memory(machine)?;
         Ok(LocalPort {
             inner: Arc::clone(&self.inner),
             machine,
@@ -237,9 +233,7 @@ impl Fabric for LocalFabric {
             timed: VecDeque::new(),
             last_ready_ns: 0,
             local_timed: 0,
-            regions: (0..self.inner.config.machines)
-                .map(|_| Vec::new())
-                .collect(),
+            regions: RegionCache::new(self.inner.hosted.count()),
         })
     }
 }
@@ -256,42 +250,13 @@ pub struct LocalPort {
     last_ready_ns: u64,
     /// Local completions waiting in `timed` behind a fence.
     local_timed: usize,
-    /// Regions seen by this port, per machine by id. Regions are never
-    /// unregistered, so a cached handle stays valid; caching avoids a lock and
-    /// a reference-count update on every operation.
-    regions: Vec<Vec<Arc<crate::Region>>>,
+    /// Regions seen by this port: no lock or reference-count update per operation.
+    regions: RegionCache,
 }
 
 impl LocalPort {
-    /// The region `region` of `target`, from the port's cache.
-    #[inline]
-    fn region(&mut self, target: MachineId, region: RegionId) -> Result<&crate::Region> {
-        check_machine(target, self.inner.config.machines)?;
-        let cache = &mut self.regions[target as usize];
-        let i = region.0 as usize;
-        if i >= cache.len() {
-            let memory = &self.inner.machines[target as usize];
-            for id in cache.len()..=i {
-                cache.push(memory.region(RegionId(id as u16))?);
-            }
-        }
-        Ok(&cache[i])
-    }
-
-    /// Applies `verb`; errors (bad machine, region, bounds) are returned.
-    #[inline]
-    fn apply(
-        &mut self,
-        target: MachineId,
-        region: RegionId,
-        offset: u64,
-        verb: Verb,
-    ) -> Result<Output> {
-        let r = self.region(target, region)?;
-        apply_on(r, target, region, offset, verb)
-    }
-
-    /// Applies a verb on borrowed buffers (the synchronous fast path, no allocation).
+    /// Applies a verb on borrowed buffers through the port's region cache
+    /// (the synchronous fast path, no allocation); errors are returned.
     #[inline]
     fn apply_ref(
         &mut self,
@@ -300,8 +265,8 @@ impl LocalPort {
         offset: u64,
         verb: VerbRef<'_>,
     ) -> Result<u64> {
-        let r = self.region(target, region)?;
-        apply_region(r, target, region, offset, verb)
+        self.regions
+            .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
     #[inline]
@@ -325,20 +290,16 @@ impl Port for LocalPort {
     }
 
     fn machine_count(&self) -> usize {
-        self.inner.config.machines
+        self.inner.hosted.count()
     }
 
     fn post(&mut self, wr: WorkRequest) -> Result<()> {
-        let inflight = self.inflight();
-        if inflight >= self.inner.config.inflight_ops_max {
-            return Err(FabricError::TooManyInflight {
-                inflight,
-                limit: self.inner.config.inflight_ops_max,
-            });
-        }
+        check_inflight(self.inflight(), self.inner.config.inflight_ops_max)?;
         let bytes = wr.verb.payload_bytes();
         let remote = self.is_remote(wr.target);
-        let result = self.apply(wr.target, wr.region, wr.offset, wr.verb);
+        let result =
+            self.regions
+                .apply(&self.inner.hosted, wr.target, wr.region, wr.offset, wr.verb);
         let completion = Completion {
             id: wr.id,
             target: wr.target,
@@ -401,7 +362,9 @@ impl Port for LocalPort {
     fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
         let bytes = wr.verb.payload_bytes();
         let target = wr.target;
-        let out = self.apply(target, wr.region, wr.offset, wr.verb);
+        let out = self
+            .regions
+            .apply(&self.inner.hosted, target, wr.region, wr.offset, wr.verb);
         if self.is_remote(target) {
             let mut ready = self.inner.reserve(self.machine, bytes);
             if wr.fence {
@@ -475,25 +438,15 @@ impl Port for LocalPort {
     }
 
     fn send(&mut self, target: MachineId, payload: &[u8]) -> Result<()> {
-        check_machine(target, self.inner.config.machines)?;
-        if payload.len() > self.inner.config.message_bytes_max {
-            return Err(FabricError::MessageTooLarge {
-                len: payload.len(),
-                limit: self.inner.config.message_bytes_max,
-            });
-        }
+        self.inner.hosted.check_send(target, payload.len())?;
         let visible_at = if self.is_remote(target) {
             self.inner.reserve(self.machine, payload.len() as u64)
         } else {
             0
         };
-        self.inner.machines[target as usize].deliver(
-            Message {
-                from: self.machine,
-                payload: payload.to_vec(),
-            },
-            visible_at,
-        )
+        self.inner
+            .hosted
+            .deliver(self.machine, target, payload, visible_at)
     }
 
     fn now_ns(&self) -> u64 {
@@ -502,7 +455,7 @@ impl Port for LocalPort {
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
         let now = self.inner.now_ns();
-        Ok(self.inner.machines[self.machine as usize].take(now))
+        self.inner.hosted.take(self.machine, now)
     }
 }
 

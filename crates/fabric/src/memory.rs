@@ -346,7 +346,7 @@ pub(crate) fn apply(
     apply_on(&r, memory.id(), region, offset, verb)
 }
 
-/// [`apply`] on a region the caller already holds (the in-process port caches them).
+/// [`apply`] on a region the caller already holds (a port's `hosted::RegionCache`).
 pub(crate) fn apply_on(
     r: &Region,
     machine: MachineId,

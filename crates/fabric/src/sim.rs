@@ -3,10 +3,12 @@
 //! invalidation, reclaim) under many interleavings, each one reproducible from
 //! a single seed (TigerBeetle's simulator; crossbeam's loom models in spirit).
 //!
-//! Memory is the same as the in-process fabric's: every machine is a
-//! [`MachineMemory`] in this process and every verb goes through
-//! the `memory` module's `apply_on`/`apply_region`, so the semantics are
-//! identical. There is no latency model; what is simulated is *scheduling*.
+//! Memory is the same as the in-process fabric's, and held by the same code:
+//! every machine is a [`MachineMemory`] in this process, kept by the `hosted`
+//! module's `Hosted` (regions, lookup, inboxes) and reached through a port's
+//! `RegionCache`, and every verb goes through the `memory` module's
+//! `apply_on`/`apply_region`, so the semantics are identical. There is no
+//! latency model; what is simulated is *scheduling*.
 //!
 //! # The baton
 //! [`Sim::run`] runs a set of *actors* (closures), each on its own OS thread,
@@ -96,10 +98,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::memory::{apply_on, apply_region, MachineMemory, VerbRef};
+use crate::hosted::{check_inflight, check_machine_count, check_queue_limits, Hosted, RegionCache};
+use crate::memory::{MachineMemory, VerbRef};
 use crate::{
-    check_machine, Completion, Fabric, FabricError, MachineId, Message, Output, Port, Region,
-    RegionId, RegionInfo, Result, Verb, WorkRequest, MACHINES_MAX,
+    Completion, Fabric, FabricError, MachineId, Message, Output, Port, RegionId, RegionInfo,
+    Result, WorkRequest,
 };
 
 /// How far past the oldest pending request a delayed port looks for one to
@@ -154,26 +157,18 @@ impl SimConfig {
 
     /// Rejects settings that cannot work.
     pub fn validate(&self) -> Result<()> {
-        if self.machines == 0 || self.machines > MACHINES_MAX {
-            return Err(FabricError::Config(format!(
-                "machines = {} but must be 1..={MACHINES_MAX}",
-                self.machines
-            )));
-        }
+        check_machine_count(self.machines)?;
         if self.steps_max == 0 || self.clock_step_ns == 0 {
             return Err(FabricError::Config(
                 "steps_max and clock_step_ns must be positive (time must advance for leases to expire)"
                     .into(),
             ));
         }
-        if self.inflight_ops_max == 0 || self.inbox_messages_max == 0 || self.message_bytes_max == 0
-        {
-            return Err(FabricError::Config(
-                "inflight_ops_max, inbox_messages_max and message_bytes_max must be positive"
-                    .into(),
-            ));
-        }
-        Ok(())
+        check_queue_limits(
+            self.inflight_ops_max,
+            self.inbox_messages_max,
+            self.message_bytes_max,
+        )
     }
 }
 
@@ -509,7 +504,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 struct Inner {
     config: SimConfig,
-    machines: Vec<MachineMemory>,
+    hosted: Hosted,
     sched: Sched,
     /// Ports opened so far: each port's RNG stream (opening order is deterministic).
     ports_opened: AtomicU64,
@@ -553,8 +548,7 @@ impl SimFabric {
 
     /// Direct access to a machine's memory (for checks; not a scheduling point).
     pub fn memory(&self, machine: MachineId) -> Result<&MachineMemory> {
-        check_machine(machine, self.inner.config.machines)?;
-        Ok(&self.inner.machines[machine as usize])
+        self.inner.hosted.memory(machine)
     }
 }
 
@@ -562,23 +556,23 @@ impl Fabric for SimFabric {
     type Port = SimPort;
 
     fn machine_count(&self) -> usize {
-        self.inner.config.machines
+        self.inner.hosted.count()
     }
 
     fn hosts(&self, machine: MachineId) -> bool {
-        (machine as usize) < self.inner.config.machines
+        self.inner.hosted.hosts(machine)
     }
 
     fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
-        self.memory(machine)?.register(name, len_bytes)
+        self.inner.hosted.register(machine, name, len_bytes)
     }
 
     fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
-        self.memory(machine)?.lookup(name)
+        self.inner.hosted.lookup(machine, name)
     }
 
     fn port(&self, machine: MachineId) -> Result<SimPort> {
-        check_machine(machine, self.inner.config.machines)?;
+        self.inner.hosted.memory(machine)?;
         let serial = self.inner.ports_opened.fetch_add(1, Ordering::Relaxed);
         Ok(SimPort {
             inner: Arc::clone(&self.inner),
@@ -586,9 +580,7 @@ impl Fabric for SimFabric {
             pending: VecDeque::new(),
             done: VecDeque::new(),
             rng: SimRng::stream(self.inner.config.seed, serial),
-            regions: (0..self.inner.config.machines)
-                .map(|_| Vec::new())
-                .collect(),
+            regions: RegionCache::new(self.inner.hosted.count()),
         })
     }
 }
@@ -608,9 +600,12 @@ impl Sim {
     /// A simulation with empty machines.
     pub fn new(config: SimConfig) -> Result<Sim> {
         config.validate()?;
-        let machines = (0..config.machines)
-            .map(|m| MachineMemory::new(m as MachineId, config.inbox_messages_max, false))
-            .collect();
+        let hosted = Hosted::all(
+            config.machines,
+            config.inbox_messages_max,
+            config.message_bytes_max,
+            false,
+        );
         let sched = Sched {
             id: SIM_IDS.fetch_add(1, Ordering::Relaxed),
             active: AtomicBool::new(false),
@@ -630,7 +625,7 @@ impl Sim {
             fabric: SimFabric {
                 inner: Arc::new(Inner {
                     config,
-                    machines,
+                    hosted,
                     sched,
                     ports_opened: AtomicU64::new(0),
                 }),
@@ -747,8 +742,8 @@ pub struct SimPort {
     done: VecDeque<Completion>,
     /// Decides when pending requests apply.
     rng: SimRng,
-    /// Regions seen by this port, per machine (never unregistered, so stable).
-    regions: Vec<Vec<Arc<Region>>>,
+    /// Regions seen by this port (never unregistered, so stable).
+    regions: RegionCache,
 }
 
 impl std::fmt::Debug for SimPort {
@@ -762,31 +757,7 @@ impl std::fmt::Debug for SimPort {
 }
 
 impl SimPort {
-    /// The region `region` of `target`, from the port's cache.
-    fn region(&mut self, target: MachineId, region: RegionId) -> Result<&Region> {
-        check_machine(target, self.inner.config.machines)?;
-        let cache = &mut self.regions[target as usize];
-        let i = region.0 as usize;
-        if i >= cache.len() {
-            let memory = &self.inner.machines[target as usize];
-            for id in cache.len()..=i {
-                cache.push(memory.region(RegionId(id as u16))?);
-            }
-        }
-        Ok(&cache[i])
-    }
-
-    fn apply(
-        &mut self,
-        target: MachineId,
-        region: RegionId,
-        offset: u64,
-        verb: Verb,
-    ) -> Result<Output> {
-        let r = self.region(target, region)?;
-        apply_on(r, target, region, offset, verb)
-    }
-
+    /// Applies a verb on borrowed buffers through the port's region cache.
     fn apply_ref(
         &mut self,
         target: MachineId,
@@ -794,13 +765,15 @@ impl SimPort {
         offset: u64,
         verb: VerbRef<'_>,
     ) -> Result<u64> {
-        let r = self.region(target, region)?;
-        apply_region(r, target, region, offset, verb)
+        self.regions
+            .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
     /// Applies a request and queues its completion.
     fn complete(&mut self, wr: WorkRequest) {
-        let result = self.apply(wr.target, wr.region, wr.offset, wr.verb);
+        let result =
+            self.regions
+                .apply(&self.inner.hosted, wr.target, wr.region, wr.offset, wr.verb);
         self.done.push_back(Completion {
             id: wr.id,
             target: wr.target,
@@ -869,18 +842,12 @@ impl Port for SimPort {
     }
 
     fn machine_count(&self) -> usize {
-        self.inner.config.machines
+        self.inner.hosted.count()
     }
 
     fn post(&mut self, wr: WorkRequest) -> Result<()> {
         self.point();
-        let inflight = self.inflight();
-        if inflight >= self.inner.config.inflight_ops_max {
-            return Err(FabricError::TooManyInflight {
-                inflight,
-                limit: self.inner.config.inflight_ops_max,
-            });
-        }
+        check_inflight(self.inflight(), self.inner.config.inflight_ops_max)?;
         if self.inner.config.posted_delay {
             self.pending.push_back(wr);
         } else {
@@ -917,7 +884,8 @@ impl Port for SimPort {
         } else {
             self.flush_to(wr.target);
         }
-        self.apply(wr.target, wr.region, wr.offset, wr.verb)
+        self.regions
+            .apply(&self.inner.hosted, wr.target, wr.region, wr.offset, wr.verb)
     }
 
     fn read(
@@ -979,26 +947,14 @@ impl Port for SimPort {
 
     fn send(&mut self, target: MachineId, payload: &[u8]) -> Result<()> {
         self.point();
-        check_machine(target, self.inner.config.machines)?;
-        if payload.len() > self.inner.config.message_bytes_max {
-            return Err(FabricError::MessageTooLarge {
-                len: payload.len(),
-                limit: self.inner.config.message_bytes_max,
-            });
-        }
+        self.inner.hosted.check_send(target, payload.len())?;
         self.flush_to(target);
-        self.inner.machines[target as usize].deliver(
-            Message {
-                from: self.machine,
-                payload: payload.to_vec(),
-            },
-            0,
-        )
+        self.inner.hosted.deliver(self.machine, target, payload, 0)
     }
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.point();
-        Ok(self.inner.machines[self.machine as usize].take(u64::MAX))
+        self.inner.hosted.take(self.machine, u64::MAX)
     }
 
     /// In an actor, `timeout` is simulated time (a scheduling point per try);
@@ -1044,6 +1000,7 @@ impl Port for SimPort {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MACHINES_MAX;
 
     #[test]
     fn rng_matches_the_reference_implementations() {

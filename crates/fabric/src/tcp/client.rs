@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use super::frame::{self, RecvBuf, HEADER_BYTES};
 use super::{for_machine, Inner, Route};
+use crate::hosted::check_inflight;
 use crate::memory::{apply, apply_ref, VerbRef};
 use crate::{
-    check_machine, Completion, FabricError, MachineId, Message, Output, Port, RegionId, RegionInfo,
-    Result, Verb, WorkRequest, WrId,
+    Completion, FabricError, MachineId, Message, Output, Port, RegionId, RegionInfo, Result, Verb,
+    WorkRequest, WrId,
 };
 
 /// Response bytes one connection may have outstanding before the port reads
@@ -727,13 +728,7 @@ impl Port for TcpPort {
     }
 
     fn post(&mut self, wr: WorkRequest) -> Result<()> {
-        let limit = self.inner.config.inflight_ops_max;
-        if self.inflight >= limit {
-            return Err(FabricError::TooManyInflight {
-                inflight: self.inflight,
-                limit,
-            });
-        }
+        check_inflight(self.inflight, self.inner.config.inflight_ops_max)?;
         if wr.fence {
             self.fence();
         }
@@ -916,18 +911,11 @@ impl Port for TcpPort {
     }
 
     fn send(&mut self, target: MachineId, payload: &[u8]) -> Result<()> {
-        check_machine(target, self.inner.config.machines)?;
-        super::check_len(payload.len(), self.inner.config.message_bytes_max)?;
+        self.inner.hosted.check_send(target, payload.len())?;
         let from = self.machine;
         self.flush_all();
         match self.inner.route(target)? {
-            Route::Local(mem) => mem.deliver(
-                Message {
-                    from,
-                    payload: payload.to_vec(),
-                },
-                0,
-            ),
+            Route::Local(_) => self.inner.hosted.deliver(from, target, payload, 0),
             Route::Remote(node) => self
                 .call(
                     node,
@@ -943,6 +931,6 @@ impl Port for TcpPort {
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.flush_all();
-        Ok(self.inner.memory(self.machine)?.take(u64::MAX))
+        self.inner.hosted.take(self.machine, u64::MAX)
     }
 }

@@ -1,7 +1,8 @@
 //! The TCP fabric: machines in other processes (or hosts), reached over TCP.
 //!
 //! A [`TcpFabric`] is one *node*: it hosts some machines (their
-//! [`MachineMemory`]: regions plus inbox) and knows, for every other machine,
+//! [`MachineMemory`]: regions plus inbox, kept by the same `hosted::Hosted` as
+//! the in-process and simulated fabrics' machines) and knows, for every other machine,
 //! the address of the node serving it ([`TcpConfig::peers`]). The node listens
 //! on one address and runs:
 //!
@@ -74,10 +75,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::hosted::{check_machine_count, check_queue_limits, Hosted};
 use crate::memory::MachineMemory;
-use crate::{
-    check_machine, Fabric, FabricError, MachineId, RegionInfo, Result, Verb, MACHINES_MAX,
-};
+use crate::{check_machine, Fabric, FabricError, MachineId, RegionInfo, Result, Verb};
 
 pub use client::TcpPort;
 
@@ -146,12 +146,7 @@ impl TcpConfig {
     /// Rejects settings that cannot work, saying which and why.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(FabricError::Config(m));
-        if self.machines == 0 || self.machines > MACHINES_MAX {
-            return bad(format!(
-                "machines = {} but must be 1..={MACHINES_MAX}",
-                self.machines
-            ));
-        }
+        check_machine_count(self.machines)?;
         if self.peers.len() != self.machines {
             return bad(format!(
                 "peers has {} addresses but the cluster has {} machines: give one address per machine",
@@ -176,13 +171,11 @@ impl TcpConfig {
         if self.connect_timeout_ms == 0 || self.io_timeout_ms == 0 {
             return bad("connect_timeout_ms and io_timeout_ms must be positive".into());
         }
-        if self.inflight_ops_max == 0 || self.inbox_messages_max == 0 || self.message_bytes_max == 0
-        {
-            return bad(
-                "inflight_ops_max, inbox_messages_max and message_bytes_max must be positive"
-                    .into(),
-            );
-        }
+        check_queue_limits(
+            self.inflight_ops_max,
+            self.inbox_messages_max,
+            self.message_bytes_max,
+        )?;
         if self.frame_bytes_max < frame::FRAME_BYTES_MIN || self.frame_bytes_max > u32::MAX as usize
         {
             return bad(format!(
@@ -235,8 +228,8 @@ pub(crate) enum Route<'a> {
 /// State shared by a node's handle, its ports and its service threads.
 pub(crate) struct Inner {
     pub(crate) config: TcpConfig,
-    /// Memory of each hosted machine, by machine id.
-    memories: Vec<Option<MachineMemory>>,
+    /// The machines this node holds the memory of.
+    pub(crate) hosted: Hosted,
     /// For each machine not hosted here, the index of its node in `nodes`.
     node_of: Vec<Option<usize>>,
     /// Distinct addresses of the remote nodes.
@@ -256,21 +249,12 @@ impl Inner {
     #[inline]
     pub(crate) fn route(&self, machine: MachineId) -> Result<Route<'_>> {
         check_machine(machine, self.config.machines)?;
-        match &self.memories[machine as usize] {
+        match self.hosted.get(machine) {
             Some(m) => Ok(Route::Local(m)),
             None => Ok(Route::Remote(
                 self.node_of[machine as usize].expect("every machine not hosted has a node"),
             )),
         }
-    }
-
-    /// The memory of a hosted machine.
-    #[inline]
-    pub(crate) fn memory(&self, machine: MachineId) -> Result<&MachineMemory> {
-        check_machine(machine, self.config.machines)?;
-        self.memories[machine as usize]
-            .as_ref()
-            .ok_or(FabricError::NotHosted { machine })
     }
 
     /// Whether a one-sided verb fits in a frame.
@@ -349,18 +333,17 @@ impl TcpFabric {
             .local_addr()
             .and_then(|a| listener.set_nonblocking(false).map(|()| a))
             .map_err(|e| FabricError::Config(format!("the listener is not usable: {e}")))?;
-        let mut memories: Vec<Option<MachineMemory>> = (0..config.machines).map(|_| None).collect();
-        for &m in &config.hosted {
-            memories[m as usize] = Some(MachineMemory::new(
-                m,
-                config.inbox_messages_max,
-                config.pin_memory,
-            ));
-        }
+        let hosted = Hosted::some(
+            config.machines,
+            config.hosted.iter().copied(),
+            config.inbox_messages_max,
+            config.message_bytes_max,
+            config.pin_memory,
+        );
         let mut nodes: Vec<SocketAddr> = Vec::new();
         let node_of = (0..config.machines)
             .map(|m| {
-                if memories[m].is_some() {
+                if hosted.hosts(m as MachineId) {
                     return None;
                 }
                 let addr = config.peers[m];
@@ -373,7 +356,7 @@ impl TcpFabric {
         let control = nodes.iter().map(|_| Mutex::new(None)).collect();
         let inner = Arc::new(Inner {
             config,
-            memories,
+            hosted,
             node_of,
             nodes,
             control,
@@ -403,7 +386,7 @@ impl TcpFabric {
 
     /// Direct access to a hosted machine's memory (for tools and tests).
     pub fn memory(&self, machine: MachineId) -> Result<&MachineMemory> {
-        self.inner.memory(machine)
+        self.inner.hosted.memory(machine)
     }
 
     /// Stops serving now, as if the node had died: closes the listener and
@@ -422,11 +405,11 @@ impl Fabric for TcpFabric {
     }
 
     fn hosts(&self, machine: MachineId) -> bool {
-        self.inner.memory(machine).is_ok()
+        self.inner.hosted.hosts(machine)
     }
 
     fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
-        self.inner.memory(machine)?.register(name, len_bytes)
+        self.inner.hosted.register(machine, name, len_bytes)
     }
 
     fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
@@ -442,7 +425,7 @@ impl Fabric for TcpFabric {
     }
 
     fn port(&self, machine: MachineId) -> Result<TcpPort> {
-        self.inner.memory(machine)?;
+        self.inner.hosted.memory(machine)?;
         Ok(TcpPort::new(Arc::clone(&self.inner), machine))
     }
 }
@@ -469,12 +452,7 @@ pub fn loopback_cluster_with(config: TcpConfig) -> Result<Vec<TcpFabric>> {
 /// `config.machines` machines exactly once). `config`'s `hosted` and `peers`
 /// are replaced.
 pub fn loopback_nodes(config: TcpConfig, layout: &[Vec<MachineId>]) -> Result<Vec<TcpFabric>> {
-    if config.machines == 0 || config.machines > MACHINES_MAX {
-        return Err(FabricError::Config(format!(
-            "machines = {} but must be 1..={MACHINES_MAX}",
-            config.machines
-        )));
-    }
+    check_machine_count(config.machines)?;
     let mut owner = vec![None; config.machines];
     for (node, hosted) in layout.iter().enumerate() {
         for &m in hosted {

@@ -21,7 +21,7 @@ use super::client::CONN_RESPONSE_BYTES_MAX;
 use super::frame::{self, RecvBuf, Request, HEADER_BYTES};
 use super::{check_len, Inner};
 use crate::memory::{apply_ref, VerbRef};
-use crate::{FabricError, MachineId, Message, Result};
+use crate::{FabricError, MachineId, Result};
 
 /// How long a service thread blocks on a write the client does not drain
 /// before it goes back to reading requests (and the other way round).
@@ -419,7 +419,7 @@ fn serve_frame(
             len,
         } => {
             let len = len as usize;
-            let mem = inner.memory(machine).and_then(|m| {
+            let mem = inner.hosted.memory(machine).and_then(|m| {
                 check_len(len, inner.config.frame_bytes_max - HEADER_BYTES)?;
                 Ok(m)
             });
@@ -446,6 +446,7 @@ fn serve_frame(
             data,
         } => {
             match inner
+                .hosted
                 .memory(machine)
                 .and_then(|m| apply_ref(m, region, offset, VerbRef::Write(data)))
             {
@@ -465,6 +466,7 @@ fn serve_frame(
             machine,
             h.req,
             inner
+                .hosted
                 .memory(machine)
                 .and_then(|m| apply_ref(m, region, offset, VerbRef::Cas { expected, new })),
         ),
@@ -479,31 +481,26 @@ fn serve_frame(
             machine,
             h.req,
             inner
+                .hosted
                 .memory(machine)
                 .and_then(|m| apply_ref(m, region, offset, VerbRef::FetchAdd { add })),
         ),
         Request::Send { to, from, payload } => {
-            let delivered = inner.memory(to).and_then(|m| {
-                check_len(payload.len(), inner.config.message_bytes_max)?;
-                m.deliver(
-                    Message {
-                        from,
-                        payload: payload.to_vec(),
-                    },
-                    0,
-                )
-            });
+            // Hosted here first (NotHosted before MessageTooLarge), then the size.
+            let delivered = inner
+                .hosted
+                .memory(to)
+                .and_then(|_| inner.hosted.check_send(to, payload.len()))
+                .and_then(|()| inner.hosted.deliver(from, to, payload, 0));
             match delivered {
                 Ok(()) => frame::encode_ok_empty(out, h.op, to, h.req),
                 Err(e) => frame::encode_err(out, h.op, to, h.req, &e),
             }
         }
-        Request::Lookup { machine, name } => {
-            match inner.memory(machine).and_then(|m| m.lookup(name)) {
-                Ok(info) => frame::encode_ok_lookup(out, machine, h.req, info),
-                Err(e) => frame::encode_err(out, h.op, machine, h.req, &e),
-            }
-        }
+        Request::Lookup { machine, name } => match inner.hosted.lookup(machine, name) {
+            Ok(info) => frame::encode_ok_lookup(out, machine, h.req, info),
+            Err(e) => frame::encode_err(out, h.op, machine, h.req, &e),
+        },
     }
     false
 }
