@@ -218,12 +218,6 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
-    /// A configuration value is out of range (being replaced by the structured variants above).
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// A runtime thread or socket failed (being replaced by the structured variants above).
-    #[error("runtime thread failed: {0}")]
-    Runtime(String),
     /// A background thread panicked.
     #[error(
         "thread {thread} panicked (its message is on stderr); results of this run are \

@@ -181,6 +181,11 @@ impl Router {
         })
     }
 
+    /// The router's node id.
+    pub fn id(&self) -> NodeId {
+        self.cfg.id
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> &RouterStats {
         &self.stats

@@ -33,8 +33,8 @@
 //!
 //! # Failures
 //! A Redis that stops answering makes its [`RedisShard`] fail: every later answer is a
-//! placeholder and [`ShardStore::health`] reports the first error, so the runtime drops what that
-//! step produced and the agent goes silent. A dead destination is then exactly the built-in
+//! placeholder and [`ShardStore::health`] reports the first error, so the node loop
+//! ([`crate::node`]) drops what that step produced and the node goes down. A dead destination is then exactly the built-in
 //! case: the source's ack timeout aborts the migration and, with `mirror_writes`, the source
 //! already holds every acknowledged write.
 
