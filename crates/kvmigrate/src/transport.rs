@@ -261,7 +261,9 @@ impl Transport for Udp {
 
 /// One node of a deployment where every node is its own process on loopback (`locus kv`):
 /// node `n` receives on `127.0.0.1:(base_port + n)`, so a peer's address is computed from its id
-/// and no process needs a peer table. Only this node's socket is bound here. [`Transport::recv`]
+/// and no process needs a peer table. Only this node's socket is bound here, so every id whose
+/// port fits is a peer (whether a process listens there is unknowable; a datagram to none is
+/// lost, as on a network) and only ids past the last port are unknown. [`Transport::recv`]
 /// drops and counts datagrams that do not decode; [`Transport::recv_inbound`] hands them to the
 /// driver, which shares the socket with its own traffic ([`UdpPeer::send_datagram`]).
 pub struct UdpPeer {
