@@ -24,11 +24,13 @@ fn slot(i: usize, group: u32, entries: usize) -> usize {
     (mix64(group as u64 ^ SEEDS[i]) % entries as u64) as usize
 }
 
-fn check_bytes(what: &str, bytes: usize) -> Result<()> {
+fn check_bytes(what: &'static str, bytes: usize) -> Result<()> {
     if bytes == 0 || bytes > FILTER_BYTES_MAX {
-        return Err(Error::Config(format!(
-            "{what} = {bytes} must be in 1..={FILTER_BYTES_MAX}"
-        )));
+        return Err(Error::InvalidSetting {
+            key: what,
+            value: bytes.to_string(),
+            expected: format!("1..={FILTER_BYTES_MAX} bytes"),
+        });
     }
     Ok(())
 }

@@ -34,15 +34,18 @@ impl Geometry {
     /// A checked geometry.
     pub fn new(buckets_log2: u8, group_buckets_log2: u8) -> Result<Self> {
         if buckets_log2 > Self::BUCKETS_LOG2_MAX {
-            return Err(Error::Config(format!(
-                "buckets_log2 = {buckets_log2} exceeds {}",
-                Self::BUCKETS_LOG2_MAX
-            )));
+            return Err(Error::InvalidSetting {
+                key: "buckets_log2",
+                value: buckets_log2.to_string(),
+                expected: format!("at most {}", Self::BUCKETS_LOG2_MAX),
+            });
         }
         if group_buckets_log2 > buckets_log2 {
-            return Err(Error::Config(format!(
-                "group_buckets_log2 = {group_buckets_log2} exceeds buckets_log2 = {buckets_log2}"
-            )));
+            return Err(Error::InvalidSetting {
+                key: "group_buckets_log2",
+                value: group_buckets_log2.to_string(),
+                expected: format!("at most buckets_log2 = {buckets_log2}"),
+            });
         }
         Ok(Self {
             buckets_log2,

@@ -10,8 +10,10 @@
 //! it already has a newer version, and PriorityPulls keys it is asked for but lacks.
 //!
 //! The router and the servers are state machines without I/O (packets in, packets out). Drivers
-//! run them: [`runtime`] on threads over a [`transport::Transport`] (in-process channels by
-//! default), [`sim`] one step at a time in an order drawn from a seed. [`check`] verifies client
+//! run them: [`node`] is the one packet loop of a node over a [`transport::Transport`] (CPU
+//! budget, timers, store failure), which [`runtime`] runs on threads (in-process channels by
+//! default) and `locus kv` runs one per process over UDP; [`sim`] steps them one at a time in
+//! an order drawn from a seed. [`check`] verifies client
 //! histories are linearizable per key; [`measure`] runs a closed-loop client load during a
 //! migration and reports throughput, latency and extra bandwidth. [`wire`] is the packet format.
 //!
@@ -28,6 +30,7 @@ pub mod error;
 pub mod filter;
 pub mod group;
 pub mod measure;
+pub mod node;
 pub mod redis;
 pub mod resp;
 pub mod router;

@@ -185,19 +185,30 @@ pub fn measure_on(
     start: impl FnOnce(ClusterConfig) -> Result<Cluster>,
 ) -> Result<MeasureReport> {
     if !(0.0..=1.0).contains(&cfg.write_ratio) {
-        return Err(Error::Config(format!(
-            "write_ratio = {} must be in 0..=1",
-            cfg.write_ratio
-        )));
+        return Err(Error::InvalidSetting {
+            key: "write_ratio",
+            value: cfg.write_ratio.to_string(),
+            expected: "0..=1".into(),
+        });
     }
     if cfg.value_bytes < 16 || cfg.value_bytes > VALUE_BYTES_MAX {
-        return Err(Error::Config(format!(
-            "value_bytes = {} must be in 16..={VALUE_BYTES_MAX}",
-            cfg.value_bytes
-        )));
+        return Err(Error::InvalidSetting {
+            key: "value_bytes",
+            value: cfg.value_bytes.to_string(),
+            expected: format!("16..={VALUE_BYTES_MAX}"),
+        });
     }
-    if cfg.clients == 0 || cfg.interval_ms == 0 {
-        return Err(Error::Config("clients and interval_ms must be > 0".into()));
+    for (key, v) in [
+        ("clients", cfg.clients as u64),
+        ("interval_ms", cfg.interval_ms),
+    ] {
+        if v == 0 {
+            return Err(Error::InvalidSetting {
+                key,
+                value: "0".into(),
+                expected: "more than 0".into(),
+            });
+        }
     }
     let mut cc = ClusterConfig::new(
         2,
@@ -226,11 +237,13 @@ pub fn measure_on(
     let mut handles = Vec::new();
     for c in 0..cfg.clients {
         let mut client = cluster.client()?;
-        let (stop, clock) = (stop.clone(), clock.clone());
+        let (stopping, clock) = (stop.clone(), clock.clone());
         let (ratio, len, seed, keys) = (cfg.write_ratio, cfg.value_bytes, cfg.seed, cfg.keys);
         let client_seed = seed.wrapping_mul(1000) + c as u64;
         let mut choose = choose_key(c, client_seed);
-        handles.push(std::thread::spawn(move || {
+        let name = format!("kv-measure-client-{c}");
+        let spawned = std::thread::Builder::new().name(name.clone());
+        let handle = spawned.spawn(move || {
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(client_seed ^ 0x5bd1_e995);
             let mut log = ClientLog {
                 done: Vec::new(),
@@ -240,7 +253,7 @@ pub fn measure_on(
                 bytes: 0,
                 extra_bytes: 0,
             };
-            while !stop.load(Ordering::Relaxed) {
+            while !stopping.load(Ordering::Relaxed) {
                 let key = choose() % keys.max(1);
                 let start = Instant::now();
                 let ok = if rng.gen_bool(ratio) {
@@ -268,7 +281,15 @@ pub fn measure_on(
             log.bytes = client.bytes_sent + client.bytes_received;
             log.extra_bytes = client.extra_bytes;
             log
-        }));
+        });
+        match handle {
+            Ok(h) => handles.push(h),
+            Err(source) => {
+                // The clients already running must not outlive this call.
+                stop.store(true, Ordering::SeqCst);
+                return Err(Error::ThreadSpawn { name, source });
+            }
+        }
     }
     std::thread::sleep(Duration::from_millis(cfg.warmup_ms));
     let migration_start_ms = t0.elapsed().as_millis() as u64;
@@ -281,10 +302,8 @@ pub fn measure_on(
     stop.store(true, Ordering::SeqCst);
     let mut logs = Vec::new();
     for h in handles {
-        logs.push(
-            h.join()
-                .map_err(|_| Error::Runtime("client thread panicked".into()))?,
-        );
+        let thread = h.thread().name().unwrap_or("kv-measure-client").to_string();
+        logs.push(h.join().map_err(|_| Error::ThreadPanicked { thread })?);
     }
     let total_ms = t0.elapsed().as_millis() as u64;
 

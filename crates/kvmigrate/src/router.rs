@@ -159,10 +159,11 @@ impl Router {
     /// Allocates every register array up front, as a switch program does.
     pub fn new(cfg: RouterConfig) -> Result<Self> {
         if cfg.instances_max == 0 || cfg.instances_max > 64 {
-            return Err(crate::Error::Config(format!(
-                "instances_max = {} must be in 1..=64",
-                cfg.instances_max
-            )));
+            return Err(crate::Error::InvalidSetting {
+                key: "instances_max",
+                value: cfg.instances_max.to_string(),
+                expected: "1..=64".into(),
+            });
         }
         let bfs = (0..cfg.instances_max)
             .map(|_| BloomFilter::new(cfg.bf_bytes))
@@ -178,6 +179,11 @@ impl Router {
             stats: RouterStats::default(),
             cfg,
         })
+    }
+
+    /// The router's node id.
+    pub fn id(&self) -> NodeId {
+        self.cfg.id
     }
 
     /// The counters so far.

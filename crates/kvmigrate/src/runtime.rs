@@ -1,9 +1,12 @@
-//! Threads that run the router and the servers over a [`Transport`], and blocking clients.
+//! A whole cluster in one process: the router and every server on threads over one shared
+//! [`Transport`](crate::transport::Transport), and blocking clients.
 //!
-//! Node ids: the router is 0, servers are `1..=servers`, clients follow. Each server thread
-//! enforces its CPU budget itself (NetMigrate 4.4, 6.5): in every `interval_us` it spends at most
-//! `query_pct` percent handling its inbox; the rest of the interval goes to migration work, or
-//! idles. With 100% the inbox always comes first and migration runs between packets.
+//! Node ids: the router is 0, servers are `1..=servers`, clients follow. Each thread runs the
+//! crate's one node loop ([`crate::node`]; the same loop `locus kv` runs per process): a server
+//! enforces its CPU budget itself (NetMigrate 4.4, 6.5). What this module adds through
+//! [`NodeHooks`] is the cluster's side: a bounded command queue per server (load, migrate,
+//! abort, peek, stats) drained at the start of every step, and published router counters and
+//! migration status that [`Cluster`] reads without stopping anyone.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -11,106 +14,30 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
 
 use crate::client::{Outcome, ReplyMerger};
 use crate::error::{Error, Result};
+use crate::node::{NodeHooks, RouterNode, ServerNode, Step};
 use crate::router::{Router, RouterConfig, RouterStats};
 use crate::server::{Server, ServerConfig, ServerStats, StoreFactory};
 use crate::status::MigrationStatus;
 use crate::table::{ShardStore, Table};
-use crate::transport::{InProcess, Transport};
-
-/// A shared transport.
-pub type SharedTransport = Arc<dyn Transport>;
+use crate::transport::InProcess;
 use crate::wire::{Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE};
+
+pub use crate::node::{BudgetMeter, CpuBudget, Policy};
+pub use crate::transport::SharedTransport;
 
 /// The router's node id.
 pub const ROUTER: NodeId = 0;
 
-/// A server's CPU budget (NetMigrate 4.4's policy knob).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CpuBudget {
-    /// Accounting interval.
-    pub interval_us: u64,
-    /// Share of each interval the server may spend serving its inbox (1..=100).
-    pub query_pct: u8,
-}
-
-impl Default for CpuBudget {
-    fn default() -> Self {
-        Self {
-            interval_us: 1000,
-            query_pct: 100,
-        }
-    }
-}
-
-/// Enforces a [`CpuBudget`] from observed handling times (pure; the server loop feeds it).
-#[derive(Clone, Debug)]
-pub struct BudgetMeter {
-    budget: CpuBudget,
-    allowance_ns: u64,
-    interval_start_us: u64,
-    used_ns: u64,
-}
-
-impl BudgetMeter {
-    /// A meter whose first interval starts at `now_us`.
-    pub fn new(budget: CpuBudget, now_us: u64) -> Self {
-        Self {
-            budget,
-            allowance_ns: budget.interval_us * 1000 * budget.query_pct.min(100) as u64 / 100,
-            interval_start_us: now_us,
-            used_ns: 0,
-        }
-    }
-
-    /// Whether the inbox may be served at `now_us` (starts a new interval when one is over).
-    pub fn may_serve(&mut self, now_us: u64) -> bool {
-        if now_us >= self.interval_start_us + self.budget.interval_us {
-            self.interval_start_us = now_us;
-            self.used_ns = 0;
-        }
-        self.budget.query_pct >= 100 || self.used_ns < self.allowance_ns
-    }
-
-    /// Charges handling time to the current interval.
-    pub fn charge(&mut self, ns: u64) {
-        self.used_ns += ns;
-    }
-
-    /// Microseconds left in the current interval.
-    pub fn interval_left_us(&self, now_us: u64) -> u64 {
-        (self.interval_start_us + self.budget.interval_us).saturating_sub(now_us)
-    }
-}
-
-/// NetMigrate's migration policies (4.4), as source budgets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Shortest migration (Rocksteady-like time): the source serves queries 40% of the time.
-    MinimizeTime,
-    /// The medium setting: 70%.
-    Medium,
-    /// Best query throughput: the source serves queries whenever it has any (100%).
-    MaximizeThroughput,
-}
-
-impl Policy {
-    /// The source budget of this policy.
-    pub fn source_budget(self) -> CpuBudget {
-        let query_pct = match self {
-            Policy::MinimizeTime => 40,
-            Policy::Medium => 70,
-            Policy::MaximizeThroughput => 100,
-        };
-        CpuBudget {
-            query_pct,
-            ..CpuBudget::default()
-        }
-    }
-}
+/// Commands queued per server thread before a caller waits (the thread drains them every step).
+pub const COMMANDS_QUEUED_MAX: usize = 64;
+/// The router thread publishes its counters after this many packets (and whenever it idles).
+pub const ROUTER_STATS_EVERY_PACKETS: u32 = 256;
+/// A server thread publishes its migration status this often.
+pub const STATUS_PUBLISH_US: u64 = 1000;
 
 /// A cluster of one router and some servers.
 #[derive(Clone, Debug)]
@@ -199,91 +126,87 @@ impl Cluster {
         mut stores: impl FnMut(NodeId) -> Result<StoreFactory<S>>,
     ) -> Result<Self> {
         if cfg.servers < 2 || cfg.servers > 64 {
-            return Err(Error::Config(format!(
-                "servers = {} must be in 2..=64",
-                cfg.servers
-            )));
+            return Err(Error::InvalidSetting {
+                key: "servers",
+                value: cfg.servers.to_string(),
+                expected: "2..=64".into(),
+            });
         }
         if cfg.nodes() > u16::MAX as usize {
-            return Err(Error::Config("too many clients".into()));
+            return Err(Error::TooManyClients {
+                clients_max: cfg.clients_max,
+                servers: cfg.servers,
+                clients_fit: u16::MAX as usize - 1 - cfg.servers as usize,
+            });
         }
-        for b in cfg.budgets.values() {
-            if b.query_pct == 0 || b.query_pct > 100 || b.interval_us == 0 {
-                return Err(Error::Config(format!(
-                    "budget query_pct = {} must be in 1..=100 with interval_us > 0",
-                    b.query_pct
-                )));
-            }
+        for (&server, b) in &cfg.budgets {
+            b.check(server)?;
         }
+        let (servers, epoch) = (cfg.servers, Instant::now());
         let stop = Arc::new(AtomicBool::new(false));
-        let status = Arc::new(Mutex::new(BTreeMap::new()));
-        let store_failures = Arc::new(Mutex::new(BTreeMap::new()));
-        let router_stats = Arc::new(Mutex::new(RouterStats::default()));
-        let epoch = Instant::now();
-        let mut threads = Vec::new();
-        let mut router = Router::new(RouterConfig {
+        // Built first so that a failure half-way drops it, which stops the threads started.
+        let mut cluster = Self {
+            transport: transport.clone(),
+            stop: stop.clone(),
+            threads: Vec::new(),
+            commands: BTreeMap::new(),
+            status: Arc::new(Mutex::new(BTreeMap::new())),
+            store_failures: Arc::new(Mutex::new(BTreeMap::new())),
+            router_stats: Arc::new(Mutex::new(RouterStats::default())),
+            next_client: AtomicUsize::new(0),
+            cfg,
+            epoch,
+        };
+        let router = Router::new(RouterConfig {
             id: ROUTER,
-            ..cfg.router.clone()
+            ..cluster.cfg.router.clone()
         })?;
-        {
-            let (t, stop, rs) = (transport.clone(), stop.clone(), router_stats.clone());
-            threads.push(spawn("kv-router", move || {
-                let mut since_publish = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    match t.recv(ROUTER, Duration::from_millis(5)) {
-                        Ok(Some(p)) => {
-                            for (to, out) in router.on_packet(p) {
-                                let _ = t.send(to, out);
-                            }
-                            since_publish += 1;
-                            if since_publish >= 256 {
-                                since_publish = 0;
-                                publish(&rs, router.stats());
-                            }
-                        }
-                        Ok(None) => publish(&rs, router.stats()),
-                        Err(_) => break,
-                    }
-                }
-                publish(&rs, router.stats());
-            })?);
-        }
-        let mut commands = BTreeMap::new();
-        for id in 1..=cfg.servers {
+        let mut router = RouterNode::new(router, transport.clone());
+        let mut router_hooks = RouterThread {
+            stats: cluster.router_stats.clone(),
+            since_publish: 0,
+        };
+        let router_stop = stop.clone();
+        cluster.threads.push(spawn("kv-router", move || {
+            // An error means the router was marked down: it stops, as a dead switch would.
+            let _ = router.run(&router_stop, &mut router_hooks);
+            router_hooks.publish(&router);
+        })?);
+        for id in 1..=servers {
             let server = Server::with_store(
                 ServerConfig {
                     id,
                     router: ROUTER,
-                    ..cfg.server.clone()
+                    ..cluster.cfg.server.clone()
                 },
                 stores(id)?,
             )?;
-            let (tx, rx) = crossbeam_channel::unbounded();
-            commands.insert(id, tx);
-            let budget = cfg.budgets.get(&id).copied().unwrap_or_default();
-            let (t, stop, st) = (transport.clone(), stop.clone(), status.clone());
-            let failures = store_failures.clone();
-            threads.push(spawn(&format!("kv-server-{id}"), move || {
-                let mut server = server;
-                server_loop(&mut server, budget, t, rx, stop, st, epoch);
-                if let Some(e) = server.store_error() {
-                    let mut g = failures.lock().unwrap_or_else(|p| p.into_inner());
-                    g.insert(id, e);
-                }
-            })?);
+            let budget = cluster.cfg.budgets.get(&id).copied().unwrap_or_default();
+            let mut node = ServerNode::new(server, transport.clone(), budget, epoch)?;
+            let (tx, rx) = crossbeam_channel::bounded(COMMANDS_QUEUED_MAX);
+            cluster.commands.insert(id, tx);
+            let mut hooks = ServerThread {
+                commands: rx,
+                status: cluster.status.clone(),
+                last_publish_us: 0,
+            };
+            let (stop, failures) = (stop.clone(), cluster.store_failures.clone());
+            cluster
+                .threads
+                .push(spawn(&format!("kv-server-{id}"), move || {
+                    match node.run(&stop, &mut hooks) {
+                        // Stopped, or poisoned by its store: its last status stands.
+                        Ok(()) | Err(Error::StoreFailed { .. }) => hooks.publish(&node),
+                        // Killed: it vanishes mid-step, as a crashed server would.
+                        Err(_) => {}
+                    }
+                    if let Some(e) = node.server().store_error() {
+                        let mut g = failures.lock().unwrap_or_else(|p| p.into_inner());
+                        g.insert(id, e);
+                    }
+                })?);
         }
-        Ok(Self {
-            transport,
-            stop,
-            threads,
-            commands,
-            status,
-            store_failures,
-            router_stats,
-            next_client: AtomicUsize::new(0),
-            cfg,
-            epoch,
-        })
+        Ok(cluster)
     }
 
     /// Microseconds since the cluster started (the servers' clock).
@@ -302,8 +225,12 @@ impl Cluster {
             .get(&server)
             .ok_or(Error::Unreachable(server))?;
         let (rtx, rrx) = crossbeam_channel::bounded(1);
-        tx.send(make(rtx)).map_err(|_| Error::Unreachable(server))?;
-        rrx.recv_timeout(Duration::from_millis(self.cfg.op_timeout_ms))
+        let timeout = Duration::from_millis(self.cfg.op_timeout_ms);
+        tx.send_timeout(make(rtx), timeout).map_err(|e| match e {
+            SendTimeoutError::Timeout(_) => Error::Timeout(self.cfg.op_timeout_ms, server),
+            SendTimeoutError::Disconnected(_) => Error::Unreachable(server),
+        })?;
+        rrx.recv_timeout(timeout)
             .map_err(|_| Error::Timeout(self.cfg.op_timeout_ms, server))
     }
 
@@ -329,8 +256,12 @@ impl Cluster {
             .commands
             .get(&source)
             .ok_or(Error::Unreachable(source))?;
-        tx.send(Command::Abort(shard))
-            .map_err(|_| Error::Unreachable(source))
+        let timeout = Duration::from_millis(self.cfg.op_timeout_ms);
+        tx.send_timeout(Command::Abort(shard), timeout)
+            .map_err(|e| match e {
+                SendTimeoutError::Timeout(_) => Error::Timeout(self.cfg.op_timeout_ms, source),
+                SendTimeoutError::Disconnected(_) => Error::Unreachable(source),
+            })
     }
 
     /// A server's entry for `key` in `shard`, bypassing the router.
@@ -385,7 +316,10 @@ impl Cluster {
                 }
             }
             if Instant::now() >= deadline {
-                return Err(Error::Timeout(timeout.as_millis() as u64, shard));
+                return Err(Error::MigrationNotFinished {
+                    shard,
+                    waited_ms: timeout.as_millis() as u64,
+                });
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -400,10 +334,9 @@ impl Cluster {
     pub fn client(&self) -> Result<Client> {
         let n = self.next_client.fetch_add(1, Ordering::SeqCst);
         if n >= self.cfg.clients_max as usize {
-            return Err(Error::Config(format!(
-                "clients_max = {} reached",
-                self.cfg.clients_max
-            )));
+            return Err(Error::ClientsExhausted {
+                clients_max: self.cfg.clients_max,
+            });
         }
         Ok(Client {
             id: 1 + self.cfg.servers + n as u16,
@@ -431,7 +364,7 @@ impl Cluster {
             }
         }
         match failed {
-            Some(name) => Err(Error::Runtime(format!("thread {name} panicked"))),
+            Some(thread) => Err(Error::ThreadPanicked { thread }),
             None => Ok(()),
         }
     }
@@ -447,127 +380,88 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(f)
-        .map_err(|e| Error::Runtime(format!("spawn {name}: {e}")))
+        .map_err(|source| Error::ThreadSpawn {
+            name: name.to_string(),
+            source,
+        })
 }
 
-fn publish(to: &Mutex<RouterStats>, s: &RouterStats) {
-    match to.lock() {
-        Ok(mut g) => *g = s.clone(),
-        Err(p) => *p.into_inner() = s.clone(),
+/// The router thread's hooks: publish the counters every few hundred packets and when idle.
+struct RouterThread {
+    stats: Arc<Mutex<RouterStats>>,
+    since_publish: u32,
+}
+
+impl RouterThread {
+    fn publish(&mut self, node: &RouterNode) {
+        self.since_publish = 0;
+        let s = node.router().stats();
+        match self.stats.lock() {
+            Ok(mut g) => *g = s.clone(),
+            Err(p) => *p.into_inner() = s.clone(),
+        }
     }
 }
 
-fn server_loop<S: ShardStore>(
-    server: &mut Server<S>,
-    budget: CpuBudget,
-    t: SharedTransport,
+impl NodeHooks<RouterNode> for RouterThread {
+    fn after(&mut self, node: &mut RouterNode, step: Step) {
+        match step {
+            Step::Idle => self.publish(node),
+            _ => {
+                self.since_publish += 1;
+                if self.since_publish >= ROUTER_STATS_EVERY_PACKETS {
+                    self.publish(node);
+                }
+            }
+        }
+    }
+}
+
+/// A server thread's hooks: the cluster's commands before each step, status after.
+struct ServerThread {
     commands: Receiver<Command>,
-    stop: Arc<AtomicBool>,
     status: Arc<Mutex<BTreeMap<NodeId, Vec<MigrationStatus>>>>,
-    epoch: Instant,
-) {
-    let id = server.id();
-    let send_all = |out: Vec<(NodeId, Packet)>| {
-        for (to, p) in out {
-            let _ = t.send(to, p);
-        }
-    };
-    // A failed store poisons the node (see `start_with_stores`): nothing computed from it leaves.
-    let send_all = |server: &Server<S>, out: Vec<(NodeId, Packet)>| -> bool {
-        if server.store_error().is_some() {
-            return false;
-        }
-        send_all(out);
-        true
-    };
-    let mut meter = BudgetMeter::new(budget, now_us(epoch));
-    let mut last_publish = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        while let Ok(c) = commands.try_recv() {
-            let now = now_us(epoch);
+    last_publish_us: u64,
+}
+
+impl ServerThread {
+    fn publish<S: ShardStore>(&mut self, node: &ServerNode<S>) {
+        let s = node.server().migration_status();
+        let mut g = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        g.insert(node.id(), s);
+    }
+}
+
+impl<S: ShardStore> NodeHooks<ServerNode<S>> for ServerThread {
+    fn poll(&mut self, node: &mut ServerNode<S>) {
+        while let Ok(c) = self.commands.try_recv() {
             match c {
                 Command::Load(shard, pairs, tx) => {
-                    let r = pairs
-                        .into_iter()
-                        .try_for_each(|(k, v)| server.load(shard, k, v));
-                    let r = match server.store_error() {
-                        Some(e) => Err(Error::Runtime(format!("server {id}'s store failed: {e}"))),
-                        None => r,
-                    };
-                    let _ = tx.send(r);
+                    let _ = tx.send(node.load(shard, pairs));
                 }
                 Command::Migrate(shard, dst, protocol, tx) => {
-                    let r = server.start_migration(now, shard, dst, protocol);
-                    let r = r.and_then(|out| {
-                        if send_all(server, out) {
-                            Ok(())
-                        } else {
-                            Err(Error::Runtime(format!("server {id}'s store failed")))
-                        }
-                    });
-                    let _ = tx.send(r);
+                    let _ = tx.send(node.start_migration(shard, dst, protocol));
                 }
                 Command::Abort(shard) => {
-                    let out = server.abort_migration(now, shard);
-                    send_all(server, out);
+                    // A store failure here stops the node in this same step.
+                    let _ = node.abort_migration(shard);
                 }
                 Command::Peek(shard, key, tx) => {
-                    let _ = tx.send(server.peek(shard, key));
+                    let _ = tx.send(node.server().peek(shard, key));
                 }
                 Command::Stats(tx) => {
-                    let _ = tx.send(server.stats().clone());
-                }
-            }
-        }
-        if meter.may_serve(now_us(epoch)) {
-            let wait = if server.has_background_work() {
-                Duration::ZERO
-            } else {
-                Duration::from_micros(500)
-            };
-            let got = if wait.is_zero() {
-                t.recv(id, Duration::from_micros(1))
-            } else {
-                t.recv(id, wait)
-            };
-            match got {
-                Ok(Some(p)) => {
-                    let start = Instant::now();
-                    let out = server.handle(now_us(epoch), p);
-                    send_all(server, out);
-                    meter.charge(start.elapsed().as_nanos() as u64);
-                }
-                Ok(None) => {}
-                Err(_) => return, // killed
-            }
-        } else if !server.has_background_work() {
-            // Budget spent and nothing to migrate: idle out the interval.
-            let left = meter.interval_left_us(now_us(epoch));
-            std::thread::sleep(Duration::from_micros(left.min(budget.interval_us)));
-        }
-        let out = server.tick(now_us(epoch));
-        if !send_all(server, out) {
-            // The node is dead from here on; packets to it vanish.
-            t.set_down(id);
-            break;
-        }
-        let now = now_us(epoch);
-        if now >= last_publish + 1000 {
-            last_publish = now;
-            let s = server.migration_status();
-            match status.lock() {
-                Ok(mut g) => {
-                    g.insert(id, s);
-                }
-                Err(p) => {
-                    p.into_inner().insert(id, s);
+                    let _ = tx.send(node.server().stats().clone());
                 }
             }
         }
     }
-    let s = server.migration_status();
-    if let Ok(mut g) = status.lock() {
-        g.insert(id, s);
+
+    fn after(&mut self, node: &mut ServerNode<S>, _step: Step) {
+        let now = node.now_us();
+        if now >= self.last_publish_us + STATUS_PUBLISH_US {
+            self.last_publish_us = now;
+            self.publish(node);
+        }
     }
 }
 
@@ -608,7 +502,10 @@ impl Client {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(Error::Timeout(self.timeout.as_millis() as u64, shard));
+                return Err(Error::QueryTimeout {
+                    shard,
+                    waited_ms: self.timeout.as_millis() as u64,
+                });
             }
             let Some(r) = self.transport.recv(self.id, left)? else {
                 continue;
@@ -656,26 +553,5 @@ impl HistoryClock {
     /// The next instant.
     pub fn tick(&self) -> u64 {
         self.0.fetch_add(1, Ordering::SeqCst) + 1
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn budget_meter_enforces_the_share_per_interval() {
-        let mut m = BudgetMeter::new(Policy::MinimizeTime.source_budget(), 0);
-        assert!(m.may_serve(0));
-        m.charge(399_000);
-        assert!(m.may_serve(10), "399 us of 400 us used");
-        m.charge(2_000);
-        assert!(!m.may_serve(500), "40% of 1 ms spent");
-        assert_eq!(m.interval_left_us(500), 500);
-        assert!(m.may_serve(1000), "a new interval starts");
-        let mut full = BudgetMeter::new(Policy::MaximizeThroughput.source_budget(), 0);
-        full.charge(10_000_000);
-        assert!(full.may_serve(1));
-        assert_eq!(Policy::Medium.source_budget().query_pct, 70);
     }
 }

@@ -103,13 +103,19 @@ impl ServerConfig {
         ];
         for (name, v, lo, hi) in checks {
             if v < lo || v > hi {
-                return Err(Error::Config(format!(
-                    "{name} = {v} must be in {lo}..={hi}"
-                )));
+                return Err(Error::InvalidSetting {
+                    key: name,
+                    value: v.to_string(),
+                    expected: format!("{lo}..={hi}"),
+                });
             }
         }
         if self.ack_timeout_us == 0 {
-            return Err(Error::Config("ack_timeout_us must be > 0".into()));
+            return Err(Error::InvalidSetting {
+                key: "ack_timeout_us",
+                value: "0".into(),
+                expected: "more than 0 (the source's patience with a silent peer)".into(),
+            });
         }
         Ok(())
     }
@@ -310,10 +316,10 @@ impl<S: ShardStore> Server<S> {
     pub fn load(&mut self, shard: ShardId, key: Key, value: Vec<u8>) -> Result<()> {
         let cur = self.shards.get(&shard).map(|s| s.table.version(key));
         let Some(cur) = cur else {
-            return Err(Error::Config(format!(
-                "server {} has no shard {shard}",
-                self.cfg.id
-            )));
+            return Err(Error::ShardUnknown {
+                server: self.cfg.id,
+                shard,
+            });
         };
         let version = self.next_version(cur);
         if let Some(s) = self.shards.get_mut(&shard) {
@@ -383,18 +389,20 @@ impl<S: ShardStore> Server<S> {
         protocol: Protocol,
     ) -> Result<Vec<(NodeId, Packet)>> {
         self.now_us = now_us;
-        let reject = |reason: &str| Error::MigrationRejected {
-            shard,
-            reason: reason.to_string(),
-        };
-        if dst == self.cfg.id || dst == self.cfg.router {
-            return Err(reject("the destination must be another server"));
+        let server = self.cfg.id;
+        if dst == server || dst == self.cfg.router {
+            return Err(Error::BadDestination {
+                shard,
+                server,
+                router: self.cfg.router,
+                destination: dst,
+            });
         }
         let era = self.era;
         let s = self
             .shards
             .get_mut(&shard)
-            .ok_or_else(|| reject("not on this server"))?;
+            .ok_or(Error::ShardUnknown { server, shard })?;
         // A shard received earlier becomes a plain owned shard once nothing of that migration
         // is in flight, and can move on.
         if matches!(&s.role, Role::Dest(d) if d.owned && d.pending.is_empty() && d.parked.is_empty())
@@ -402,7 +410,7 @@ impl<S: ShardStore> Server<S> {
             s.role = Role::Owner;
         }
         if !matches!(s.role, Role::Owner) {
-            return Err(reject("already migrating or moved; wait for it to finish"));
+            return Err(Error::MigrationBusy { shard, server });
         }
         let geometry = s.table.geometry();
         s.role = Role::Source(Box::new(SourceAgent {

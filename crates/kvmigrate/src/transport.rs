@@ -1,6 +1,7 @@
 //! How packets move between nodes. [`Transport`] is the seam: [`InProcess`] (channels, the
-//! default) and [`Udp`] (one loopback socket per node, packets encoded with [`crate::wire`]) are
-//! siblings. Both keep the guarantee the protocol relies on (see `server`): per receiving node,
+//! default), [`Udp`] (one loopback socket per node, every node in this process, packets encoded
+//! with [`crate::wire`]) and [`UdpPeer`] (this process's one node of a deployment with a process
+//! per node, as `locus kv` runs) are siblings. All keep the guarantee the protocol relies on (see `server`): per receiving node,
 //! packets are taken in the order they were sent. On loopback a datagram is queued at the
 //! receiver during `send_to`, so that holds; what UDP does not give is delivery when a receive
 //! buffer overflows (NetMigrate 7 leaves reliability to a layer above): a lost data batch or
@@ -16,6 +17,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::error::{Error, Result};
 use crate::wire::{NodeId, Packet};
 
+/// A transport shared by the nodes and clients that use it.
+pub type SharedTransport = std::sync::Arc<dyn Transport>;
+
 /// Moves packets between nodes.
 pub trait Transport: Send + Sync {
     /// Sends `packet` to `to`. A packet for a node that is down is dropped silently, as a
@@ -24,10 +28,35 @@ pub trait Transport: Send + Sync {
     /// Takes the next packet for `node`, waiting up to `timeout`; `Ok(None)` on timeout;
     /// an error once the node is down.
     fn recv(&self, node: NodeId, timeout: Duration) -> Result<Option<Packet>>;
+    /// Like [`Transport::recv`], but a datagram that is not a wire packet is handed back as
+    /// [`Inbound::Foreign`] instead of being dropped, for a driver that shares its socket with
+    /// other traffic (the CLI's management datagrams). Transports without such traffic keep
+    /// this default.
+    fn recv_inbound(&self, node: NodeId, timeout: Duration) -> Result<Option<Inbound>> {
+        Ok(self.recv(node, timeout)?.map(Inbound::Packet))
+    }
     /// Bytes sent so far (encoded sizes).
     fn bytes_sent(&self) -> u64;
     /// Marks a node dead (fault injection): it receives nothing more.
     fn set_down(&self, node: NodeId);
+}
+
+/// What a node receives: a packet, or a datagram that does not decode as one.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A wire packet.
+    Packet(Packet),
+    /// Anything else that arrived on the node's socket.
+    Foreign(Foreign),
+}
+
+/// A datagram that is not a wire packet: management traffic, or garbage.
+#[derive(Clone, Debug)]
+pub struct Foreign {
+    /// The datagram.
+    pub bytes: Vec<u8>,
+    /// Its sender (where an answer goes).
+    pub from: SocketAddr,
 }
 
 /// In-process transport: one unbounded channel per node. Occupancy is bounded by the protocol's
@@ -112,19 +141,26 @@ pub struct Udp {
 /// Shortest receive wait (a zero read timeout means "block forever" to the OS).
 const UDP_WAIT_MIN: Duration = Duration::from_micros(50);
 
+/// Base ports [`UdpPeer::bind_group`] tries before giving up.
+pub const UDP_PEER_BASES_TRIED: u32 = 32;
+
 impl Udp {
     /// Binds one socket per node on 127.0.0.1 with OS-chosen ports.
     pub fn bind_loopback(nodes: usize) -> Result<Self> {
         let bind = || {
-            UdpSocket::bind("127.0.0.1:0")
-                .map_err(|e| Error::Runtime(format!("bind 127.0.0.1: {e}")))
+            UdpSocket::bind("127.0.0.1:0").map_err(|source| Error::Io {
+                what: "binding a UDP socket on 127.0.0.1 (an OS-chosen port)".into(),
+                source,
+            })
         };
         let sockets = (0..nodes).map(|_| bind()).collect::<Result<Vec<_>>>()?;
         let addrs = sockets
             .iter()
             .map(|s| {
-                s.local_addr()
-                    .map_err(|e| Error::Runtime(format!("local_addr: {e}")))
+                s.local_addr().map_err(|source| Error::Io {
+                    what: "reading a bound UDP socket's local address".into(),
+                    source,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
@@ -183,7 +219,10 @@ impl Transport for Udp {
                 .max(UDP_WAIT_MIN);
             socket
                 .set_read_timeout(Some(left))
-                .map_err(|e| Error::Runtime(format!("set_read_timeout: {e}")))?;
+                .map_err(|source| Error::Io {
+                    what: format!("setting node {node}'s UDP read timeout to {left:?}"),
+                    source,
+                })?;
             match socket.recv_from(&mut buf) {
                 Ok((n, _)) => match Packet::decode(&buf[..n]) {
                     Ok(p) => return Ok(Some(p)),
@@ -196,7 +235,12 @@ impl Transport for Udp {
                         e.kind(),
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) => {}
-                Err(e) => return Err(Error::Runtime(format!("recv on node {node}: {e}"))),
+                Err(source) => {
+                    return Err(Error::Io {
+                        what: format!("receiving on node {node}'s UDP socket"),
+                        source,
+                    })
+                }
             }
             if Instant::now() >= deadline {
                 return Ok(None);
@@ -211,6 +255,197 @@ impl Transport for Udp {
     fn set_down(&self, node: NodeId) {
         if let Some(d) = self.down.get(node as usize) {
             d.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// One node of a deployment where every node is its own process on loopback (`locus kv`):
+/// node `n` receives on `127.0.0.1:(base_port + n)`, so a peer's address is computed from its id
+/// and no process needs a peer table. Only this node's socket is bound here, so every id whose
+/// port fits is a peer (whether a process listens there is unknowable; a datagram to none is
+/// lost, as on a network) and only ids past the last port are unknown. [`Transport::recv`]
+/// drops and counts datagrams that do not decode; [`Transport::recv_inbound`] hands them to the
+/// driver, which shares the socket with its own traffic ([`UdpPeer::send_datagram`]).
+pub struct UdpPeer {
+    node: NodeId,
+    base_port: u16,
+    socket: UdpSocket,
+    send_buf: Mutex<Vec<u8>>,
+    recv_buf: Mutex<Vec<u8>>,
+    down: AtomicBool,
+    bytes: AtomicU64,
+    malformed: AtomicU64,
+}
+
+impl UdpPeer {
+    /// Binds `127.0.0.1:(base_port + node)`.
+    pub fn bind(base_port: u16, node: NodeId) -> Result<Self> {
+        let addr = peer_addr(base_port, node).ok_or(Error::InvalidSetting {
+            key: "base_port",
+            value: base_port.to_string(),
+            expected: format!("at most {} so that node {node} has a port", u16::MAX - node),
+        })?;
+        let socket = UdpSocket::bind(addr).map_err(|source| Error::Io {
+            what: format!("node {node}: cannot bind {addr} (is another process using it?)"),
+            source,
+        })?;
+        Ok(Self {
+            node,
+            base_port,
+            socket,
+            send_buf: Mutex::new(Vec::new()),
+            recv_buf: Mutex::new(vec![0; crate::wire::DATAGRAM_BYTES_MAX]),
+            down: AtomicBool::new(false),
+            bytes: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
+        })
+    }
+
+    /// Nodes `0..nodes`, each its own peer, at a base port that was free (tried up to
+    /// [`UDP_PEER_BASES_TRIED`] times): a whole deployment in one process, for tests.
+    pub fn bind_group(nodes: u16) -> Result<Vec<Self>> {
+        let mut last = None;
+        for _ in 0..UDP_PEER_BASES_TRIED {
+            // The OS picks a free port; the ports above it are probably free too.
+            let probe = UdpSocket::bind("127.0.0.1:0").map_err(|source| Error::Io {
+                what: "binding a UDP socket on 127.0.0.1 (an OS-chosen port)".into(),
+                source,
+            })?;
+            let base = probe.local_addr().map(|a| a.port()).unwrap_or(0);
+            drop(probe);
+            if base == 0 || base.checked_add(nodes).is_none() {
+                continue;
+            }
+            match (0..nodes).map(|n| Self::bind(base, n)).collect() {
+                Ok(peers) => return Ok(peers),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(Error::InvalidSetting {
+            key: "nodes",
+            value: nodes.to_string(),
+            expected: "few enough that node ports fit above a free base port".into(),
+        }))
+    }
+
+    /// The node this socket belongs to.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// Where `node` receives (`None` past the last port).
+    pub fn addr_of(&self, node: NodeId) -> Option<SocketAddr> {
+        peer_addr(self.base_port, node)
+    }
+
+    /// Sends a datagram that is not a wire packet (the driver's own traffic) from this socket.
+    pub fn send_datagram(&self, bytes: &[u8], to: SocketAddr) -> Result<()> {
+        self.socket
+            .send_to(bytes, to)
+            .map(|_| ())
+            .map_err(|source| Error::Io {
+                what: format!("node {}: sending a datagram to {to}", self.node),
+                source,
+            })
+    }
+
+    /// Datagrams [`Transport::recv`] dropped because they did not decode.
+    pub fn malformed(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+
+    fn receive(&self, node: NodeId, timeout: Duration) -> Result<Option<Inbound>> {
+        if node != self.node || self.down.load(Ordering::SeqCst) {
+            return Err(Error::Unreachable(node));
+        }
+        let wait = timeout.max(UDP_WAIT_MIN);
+        self.socket
+            .set_read_timeout(Some(wait))
+            .map_err(|source| Error::Io {
+                what: format!("setting node {node}'s UDP read timeout to {wait:?}"),
+                source,
+            })?;
+        let mut buf = match self.recv_buf.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        match self.socket.recv_from(&mut buf) {
+            Ok((n, from)) => Ok(Some(match Packet::decode(&buf[..n]) {
+                Ok(p) => Inbound::Packet(p),
+                Err(_) => Inbound::Foreign(Foreign {
+                    bytes: buf[..n].to_vec(),
+                    from,
+                }),
+            })),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(None)
+            }
+            // Loopback reports an earlier datagram to a closed port as ECONNREFUSED on Linux.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Ok(None),
+            Err(source) => Err(Error::Io {
+                what: format!("receiving on node {node}'s UDP socket"),
+                source,
+            }),
+        }
+    }
+}
+
+fn peer_addr(base_port: u16, node: NodeId) -> Option<SocketAddr> {
+    let port = base_port.checked_add(node)?;
+    Some(SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+impl Transport for UdpPeer {
+    fn send(&self, to: NodeId, packet: Packet) -> Result<()> {
+        let addr = self.addr_of(to).ok_or(Error::Unreachable(to))?;
+        if self.down.load(Ordering::SeqCst) {
+            return Ok(()); // a dead node sends nothing
+        }
+        let mut buf = match self.send_buf.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        packet.encode(&mut buf)?;
+        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.socket
+            .send_to(&buf, addr)
+            .map(|_| ())
+            .map_err(|_| Error::Unreachable(to))
+    }
+
+    fn recv(&self, node: NodeId, timeout: Duration) -> Result<Option<Packet>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.receive(node, deadline.saturating_duration_since(Instant::now()))? {
+                Some(Inbound::Packet(p)) => return Ok(Some(p)),
+                Some(Inbound::Foreign(_)) => {
+                    self.malformed.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {}
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn recv_inbound(&self, node: NodeId, timeout: Duration) -> Result<Option<Inbound>> {
+        self.receive(node, timeout)
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Only this node can be marked down: the others are other processes.
+    fn set_down(&self, node: NodeId) {
+        if node == self.node {
+            self.down.store(true, Ordering::SeqCst);
         }
     }
 }
@@ -261,5 +496,41 @@ mod tests {
         t.send(1, pkt(42)).unwrap();
         assert_eq!(t.recv(1, Duration::from_secs(5)).unwrap().unwrap().seq, 42);
         assert_eq!(t.malformed(), 1);
+    }
+
+    #[test]
+    fn udp_peers_address_by_id_keep_order_and_hand_back_foreign_datagrams() {
+        let peers = UdpPeer::bind_group(2).unwrap();
+        let (a, b) = (&peers[0], &peers[1]);
+        assert_eq!(b.addr_of(1), Some(b.socket.local_addr().unwrap()));
+        for s in 0..5 {
+            a.send(1, pkt(s)).unwrap();
+        }
+        for s in 0..5 {
+            assert_eq!(b.recv(1, Duration::from_secs(5)).unwrap().unwrap().seq, s);
+        }
+        assert!(b.recv(0, Duration::from_millis(1)).is_err(), "not b's node");
+        a.send_datagram(b"LKADM1 {}", b.addr_of(1).unwrap())
+            .unwrap();
+        match b.recv_inbound(1, Duration::from_secs(5)).unwrap() {
+            Some(Inbound::Foreign(f)) => {
+                assert_eq!(f.bytes, b"LKADM1 {}");
+                assert_eq!(Some(f.from), a.addr_of(0));
+            }
+            other => panic!("expected a foreign datagram, got {other:?}"),
+        }
+        a.send_datagram(&[1, 2, 3], b.addr_of(1).unwrap()).unwrap();
+        a.send(1, pkt(42)).unwrap();
+        assert_eq!(b.recv(1, Duration::from_secs(5)).unwrap().unwrap().seq, 42);
+        assert_eq!(b.malformed(), 1);
+        b.set_down(1);
+        assert!(matches!(
+            b.recv(1, Duration::ZERO),
+            Err(Error::Unreachable(1))
+        ));
+        assert!(matches!(
+            a.send(u16::MAX, pkt(0)),
+            Err(Error::Unreachable(_))
+        ));
     }
 }

@@ -33,8 +33,8 @@
 //!
 //! # Failures
 //! A Redis that stops answering makes its [`RedisShard`] fail: every later answer is a
-//! placeholder and [`ShardStore::health`] reports the first error, so the runtime drops what that
-//! step produced and the agent goes silent. A dead destination is then exactly the built-in
+//! placeholder and [`ShardStore::health`] reports the first error, so the node loop
+//! ([`crate::node`]) drops what that step produced and the node goes down. A dead destination is then exactly the built-in
 //! case: the source's ack timeout aborts the migration and, with `mirror_writes`, the source
 //! already holds every acknowledged write.
 
@@ -161,9 +161,10 @@ impl Conn {
         let mut load = |script: &str| -> Result<String> {
             match client.call(&Command::new("SCRIPT").arg("LOAD").arg(script))? {
                 Reply::Bulk(Some(sha)) => Ok(String::from_utf8_lossy(&sha).into_owned()),
-                other => Err(Error::Runtime(format!(
-                    "redis at {addr}: SCRIPT LOAD answered {other}"
-                ))),
+                other => Err(Error::RedisScriptLoad {
+                    addr: addr.to_string(),
+                    reply: other.to_string(),
+                }),
             }
         };
         let (put_sha, scan_sha, clear_sha) =
@@ -512,18 +513,17 @@ pub fn start_redis_cluster(
     addrs: &[String],
 ) -> Result<Cluster> {
     if addrs.len() != cfg.servers as usize {
-        return Err(Error::Config(format!(
-            "{} redis addresses for {} servers",
-            addrs.len(),
-            cfg.servers
-        )));
+        return Err(Error::RedisAddressCount {
+            addrs: addrs.len(),
+            servers: cfg.servers,
+        });
     }
     let transport = Arc::new(InProcess::new(cfg.nodes()));
     let addrs = addrs.to_vec();
     Cluster::start_with_stores(cfg, transport, move |id: NodeId| {
         let addr = addrs
             .get(id as usize - 1)
-            .ok_or_else(|| Error::Config(format!("no redis address for server {id}")))?;
+            .ok_or(Error::RedisAddressMissing { server: id })?;
         redis_stores(addr, agent_resp_config())
     })
 }

@@ -26,19 +26,20 @@ fn free_port() -> Result<u16> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| Error::Runtime(format!("cannot bind an ephemeral port on 127.0.0.1: {e}")))
+        .map_err(|source| Error::Io {
+            what: "choosing a port for redis-server: cannot bind an ephemeral port on 127.0.0.1"
+                .into(),
+            source,
+        })
 }
 
 impl RedisProcess {
     /// Starts `redis_bin` (for example `redis-server` from PATH) on `127.0.0.1` with
     /// `--save "" --appendonly no` and waits until it answers PING.
     pub fn start(redis_bin: &Path) -> Result<Self> {
-        let not_runnable = |why: String| {
-            Error::Config(format!(
-                "{} is not runnable ({why}): install redis (Debian: `apt-get install -y \
-                 redis-server`) or pass the path of a redis-server binary",
-                redis_bin.display()
-            ))
+        let not_runnable = |why: String| Error::RedisNotRunnable {
+            bin: redis_bin.to_path_buf(),
+            why,
         };
         match Process::new(redis_bin).arg("--version").output() {
             Ok(out) if out.status.success() => {}
@@ -69,10 +70,11 @@ impl RedisProcess {
             }
             // `p` drops here: the failed server is killed.
         }
-        Err(Error::Runtime(format!(
-            "could not start a private {}: {last}",
-            redis_bin.display()
-        )))
+        Err(Error::RedisStartFailed {
+            bin: redis_bin.to_path_buf(),
+            attempts: STARTUP_ATTEMPTS_MAX,
+            last,
+        })
     }
 
     fn wait_ready(&mut self) -> std::result::Result<(), String> {

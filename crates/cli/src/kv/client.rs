@@ -1,0 +1,347 @@
+//! The commands that talk to a running `locus kv` deployment through its router: `get` and
+//! `set` (wire queries from a client socket at router port + a free client id), `migrate` and
+//! `migration status` (management datagrams from an ephemeral socket).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use locus_kvmigrate::client::{Outcome, ReplyMerger};
+use locus_kvmigrate::wire::{Body, NodeId, Packet, Status, DATAGRAM_BYTES_MAX, VALUE_BYTES_MAX};
+use serde_json::{json, Value};
+
+use super::{
+    admin_bytes, parse_admin, parse_protocol, Book, GetArgs, MigrateArgs, SetArgs, StatusArgs,
+    CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
+};
+
+fn bind(addr: SocketAddr, what: &str) -> Result<UdpSocket, String> {
+    UdpSocket::bind(addr).map_err(|e| format!("{what}: cannot bind {addr}: {e}"))
+}
+
+fn recv_timeout(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    wait: Duration,
+) -> Result<Option<(usize, SocketAddr)>, String> {
+    // A zero read timeout means "block forever" to the OS.
+    sock.set_read_timeout(Some(wait.max(Duration::from_micros(50))))
+        .map_err(|e| format!("set_read_timeout: {e}"))?;
+    match sock.recv_from(buf) {
+        Ok(x) => Ok(Some(x)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Ok(None)
+        }
+        // Loopback reports an earlier datagram to a closed port as ECONNREFUSED on Linux.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Ok(None),
+        Err(e) => Err(format!("recv: {e}")),
+    }
+}
+
+/// A client socket at the first free client id.
+fn client_socket(book: &Book) -> Result<(UdpSocket, NodeId), String> {
+    for id in CLIENT_ID_MIN..CLIENT_ID_MIN + CLIENT_IDS_TRIED {
+        if let Some(addr) = book.addr(id) {
+            if let Ok(s) = UdpSocket::bind(addr) {
+                return Ok((s, id));
+            }
+        }
+    }
+    Err(format!(
+        "no free client port in {}..{} (router port + {CLIENT_ID_MIN}..)",
+        book.base as u32 + CLIENT_ID_MIN as u32,
+        book.base as u32 + (CLIENT_ID_MIN + CLIENT_IDS_TRIED) as u32
+    ))
+}
+
+/// Sends one query through the router and waits for its reply or replies.
+fn query(router: &str, shard: u16, body: Body, timeout_ms: u64) -> Result<Outcome, String> {
+    let book = Book::parse("--router", router)?;
+    if shard == 0 || shard > SERVERS_MAX {
+        return Err(format!("--shard {shard}: must be in 1..={SERVERS_MAX}"));
+    }
+    let (sock, id) = client_socket(&book)?;
+    let seq = std::process::id();
+    let p = Packet {
+        from: id,
+        shard,
+        seq,
+        flags: 0,
+        body,
+    };
+    let mut buf = Vec::new();
+    p.encode(&mut buf).map_err(|e| e.to_string())?;
+    sock.send_to(&buf, book.router())
+        .map_err(|e| format!("send to router {}: {e}", book.router()))?;
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    let mut merger = ReplyMerger::default();
+    let mut rbuf = vec![0u8; DATAGRAM_BYTES_MAX];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "no reply within {timeout_ms} ms (is the router at {} and server {shard} running?)",
+                book.router()
+            ));
+        }
+        let Some((n, _)) = recv_timeout(&sock, &mut rbuf, left)? else {
+            continue;
+        };
+        let Ok(r) = Packet::decode(&rbuf[..n]) else {
+            continue;
+        };
+        if r.seq != seq {
+            continue;
+        }
+        if let Some(out) = merger.feed(&r) {
+            return Ok(out);
+        }
+    }
+}
+
+fn printable(v: &[u8]) -> String {
+    let end = v.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    String::from_utf8_lossy(&v[..end]).into_owned()
+}
+
+pub(super) fn get(a: GetArgs) -> Result<(), String> {
+    let o = query(&a.router, a.shard, Body::Get { key: a.key }, a.timeout_ms)?;
+    match o.status {
+        Status::Ok => {
+            println!("{}", printable(&o.value));
+            Ok(())
+        }
+        Status::NotFound => Err(format!("key {} not found in shard {}", a.key, a.shard)),
+        _ => Err(format!("server refused GET {} in shard {}", a.key, a.shard)),
+    }
+}
+
+pub(super) fn set(a: SetArgs) -> Result<(), String> {
+    let value = a.value.into_bytes();
+    if value.len() > VALUE_BYTES_MAX {
+        return Err(format!(
+            "value is {} bytes, at most {VALUE_BYTES_MAX}",
+            value.len()
+        ));
+    }
+    let o = query(
+        &a.router,
+        a.shard,
+        Body::Set { key: a.key, value },
+        a.timeout_ms,
+    )?;
+    match o.status {
+        Status::Ok => {
+            println!("OK");
+            Ok(())
+        }
+        _ => Err(format!("server refused SET {} in shard {}", a.key, a.shard)),
+    }
+}
+
+/// Sends an admin request to the router and collects answers until `want` arrived or the timeout.
+fn admin(
+    router: &Book,
+    req: &Value,
+    want: impl Fn(&[Value]) -> bool,
+    timeout_ms: u64,
+) -> Result<Vec<Value>, String> {
+    let sock = bind(
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+        "admin client",
+    )?;
+    sock.send_to(&admin_bytes(req), router.router())
+        .map_err(|e| format!("send to router {}: {e}", router.router()))?;
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; DATAGRAM_BYTES_MAX];
+    while !want(&got) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if let Some((n, _)) = recv_timeout(&sock, &mut buf, left)? {
+            if let Some(Ok(v)) = parse_admin(&buf[..n]) {
+                got.push(v);
+            }
+        }
+    }
+    Ok(got)
+}
+
+/// Router answer plus one answer per server it knows.
+fn collect_status(book: &Book, timeout_ms: u64) -> Result<Value, String> {
+    let got = admin(
+        book,
+        &json!({"op": "migration_status"}),
+        |g| {
+            g.iter()
+                .find(|v| v.get("router").is_some())
+                .is_some_and(|r| {
+                    let want = r["servers"].as_array().map_or(0, |a| a.len());
+                    g.iter().filter(|v| v.get("server").is_some()).count() >= want
+                })
+        },
+        timeout_ms,
+    )?;
+    let Some(router) = got.iter().find(|v| v.get("router").is_some()).cloned() else {
+        return Err(format!(
+            "the router at {} did not answer within {timeout_ms} ms",
+            book.router()
+        ));
+    };
+    let mut servers: Vec<Value> = got
+        .into_iter()
+        .filter(|v| v.get("server").is_some())
+        .collect();
+    servers.sort_by_key(|v| v["server"].as_u64());
+    let known = router["servers"].as_array().map_or(0, |a| a.len());
+    let missing = known.saturating_sub(servers.len());
+    let migrations: Vec<Value> = servers
+        .iter()
+        .flat_map(|s| s["migrations"].as_array().cloned().unwrap_or_default())
+        .collect();
+    Ok(json!({
+        "router": router["router"],
+        "servers": servers,
+        "servers_not_answering": missing,
+        "migrations": migrations,
+    }))
+}
+
+pub(super) fn migrate(a: MigrateArgs) -> Result<(), String> {
+    let book = Book::parse("--router", &a.router)?;
+    parse_protocol(&a.protocol)?;
+    for (flag, v) in [("--shard", a.shard), ("--from", a.from), ("--to", a.to)] {
+        if v == 0 || v > SERVERS_MAX {
+            return Err(format!(
+                "{flag} {v}: must be a server id in 1..={SERVERS_MAX}"
+            ));
+        }
+    }
+    if a.from == a.to {
+        return Err(format!(
+            "--from and --to are both {}: pick another destination",
+            a.to
+        ));
+    }
+    let req = json!({"op": "migrate", "shard": a.shard, "from": a.from, "to": a.to, "protocol": a.protocol});
+    let got = admin(&book, &req, |g| !g.is_empty(), a.timeout_ms.min(5000))?;
+    let Some(r) = got.first() else {
+        return Err(format!(
+            "no answer within {} ms from the router at {} or server {}",
+            a.timeout_ms.min(5000),
+            book.router(),
+            a.from
+        ));
+    };
+    if r["ok"] != json!(true) {
+        return Err(format!(
+            "migration refused: {}",
+            r["error"].as_str().unwrap_or("no reason given")
+        ));
+    }
+    println!(
+        "migration of shard {} from server {} to server {} ({}) started",
+        a.shard, a.from, a.to, a.protocol
+    );
+    if !a.wait {
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_millis(a.timeout_ms);
+    loop {
+        let st = collect_status(&book, 1000)?;
+        let mine = st["migrations"].as_array().and_then(|m| {
+            m.iter()
+                .rev()
+                .find(|x| x["shard"] == json!(a.shard) && x["source"] == json!(a.from))
+                .cloned()
+        });
+        if let Some(m) = mine {
+            eprintln!(
+                "  {} groups {}/{} errors {}",
+                m["phase"].as_str().unwrap_or("?"),
+                m["groups_done"],
+                m["groups_total"],
+                m["errors"]
+            );
+            match m["phase"].as_str() {
+                Some("Done") => {
+                    println!(
+                        "done in {} ms",
+                        m["elapsed_us"].as_u64().unwrap_or(0) / 1000
+                    );
+                    return Ok(());
+                }
+                Some("Aborted") => {
+                    return Err(format!(
+                        "migration aborted: {}",
+                        m["last_error"].as_str().unwrap_or("no reason given")
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("migration not finished after {} ms", a.timeout_ms));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub(super) fn status(a: StatusArgs) -> Result<(), String> {
+    let book = Book::parse("--router", &a.router)?;
+    let st = collect_status(&book, a.timeout_ms)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&st).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    let r = &st["router"];
+    println!(
+        "router {}: {} queries, {} double reads, {} malformed datagrams dropped ({} malformed admin), servers {}",
+        r["listen"].as_str().unwrap_or("?"),
+        r["stats"]["queries"],
+        r["stats"]["double_reads"],
+        r["stats"]["malformed"],
+        r["admin_malformed"],
+        st["servers"]
+            .as_array()
+            .map(|s| s.iter().map(|v| v["server"].to_string()).collect::<Vec<_>>().join(","))
+            .unwrap_or_default()
+    );
+    if st["servers_not_answering"].as_u64().unwrap_or(0) > 0 {
+        println!("{} server(s) did not answer", st["servers_not_answering"]);
+    }
+    let migrations = st["migrations"].as_array().cloned().unwrap_or_default();
+    if migrations.is_empty() {
+        println!("no migrations");
+        return Ok(());
+    }
+    println!(
+        "{:>5} {:>4} {:>4} {:<13} {:<12} {:>15} {:>10} {:>10} {:>6}  last error",
+        "shard", "src", "dst", "protocol", "phase", "groups", "groups/s", "elapsed ms", "errors"
+    );
+    for m in migrations {
+        println!(
+            "{:>5} {:>4} {:>4} {:<13} {:<12} {:>15} {:>10.0} {:>10} {:>6}  {}",
+            m["shard"].to_string(),
+            m["source"].to_string(),
+            m["destination"].to_string(),
+            m["protocol"].as_str().unwrap_or("?"),
+            m["phase"].as_str().unwrap_or("?"),
+            format!("{}/{}", m["groups_done"], m["groups_total"]),
+            m["groups_per_s"].as_f64().unwrap_or(0.0),
+            m["elapsed_us"].as_u64().unwrap_or(0) / 1000,
+            m["errors"].to_string(),
+            m["last_error"].as_str().unwrap_or("-")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,314 @@
+//! The `locus kv router` and `locus kv server` processes. Each runs one node of the crate's
+//! node loop (`locus_kvmigrate::node::{RouterNode, ServerNode}`, the loop `runtime::Cluster`
+//! runs on threads) over a `UdpPeer` at router port + its id, stepping it until
+//! `--lifetime-ms` is over. What is this CLI's own is in the loop's hooks: management
+//! datagrams (`LKADM1 ` + JSON) share the node's socket and arrive as foreign datagrams, and a
+//! server re-announces itself to the router every [`HELLO_EVERY`].
+//!
+//! Management requests: `hello` (server -> router), `migrate` (relayed by the router to the
+//! source server, which answers the requester), `migration_status` (the router answers with its
+//! own counters and relays `status` to every server that said hello; each answers directly).
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use locus_kvmigrate::node::{CpuBudget, NodeHooks, RouterNode, ServerNode};
+use locus_kvmigrate::transport::{Foreign, UdpPeer};
+use locus_kvmigrate::wire::VALUE_BYTES_MAX;
+use locus_kvmigrate::{Geometry, Router, RouterConfig, Server, ServerConfig};
+use serde_json::{json, Value};
+
+use super::{
+    admin_bytes, parse_admin, parse_protocol, Book, RouterArgs, ServerArgs, RECORDS_MAX,
+    SERVERS_MAX,
+};
+
+/// A server announces itself to the router this often, so a restarted router learns it again.
+const HELLO_EVERY: Duration = Duration::from_secs(1);
+
+fn expired(start: Instant, lifetime_ms: Option<u64>) -> bool {
+    lifetime_ms.is_some_and(|ms| start.elapsed() >= Duration::from_millis(ms))
+}
+
+pub(super) fn router(a: RouterArgs) -> Result<(), String> {
+    let book = Book::parse("--listen", &a.listen)?;
+    let router = Router::new(RouterConfig {
+        id: 0,
+        instances_max: a.instances_max,
+        bf_bytes: a.bf_bytes,
+        cbf_bytes: a.cbf_bytes,
+        ..RouterConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let peer = Arc::new(UdpPeer::bind(book.base, 0).map_err(|e| format!("kv router: {e}"))?);
+    let mut node = RouterNode::new(router, peer.clone());
+    eprintln!(
+        "kv router listening on {} (servers at port + id, bf {} B, cbf {} B)",
+        book.router(),
+        a.bf_bytes,
+        a.cbf_bytes
+    );
+    let mut admin = RouterAdmin {
+        peer,
+        book,
+        start: Instant::now(),
+        servers: BTreeSet::new(),
+        admin_malformed: 0,
+        relayed: 0,
+    };
+    while !expired(admin.start, a.lifetime_ms) {
+        node.step(&mut admin)
+            .map_err(|e| format!("kv router: {e}"))?;
+    }
+    eprintln!("kv router: lifetime over, exiting");
+    Ok(())
+}
+
+/// The router's management side.
+struct RouterAdmin {
+    peer: Arc<UdpPeer>,
+    book: Book,
+    start: Instant,
+    /// Servers that said hello.
+    servers: BTreeSet<u16>,
+    admin_malformed: u64,
+    relayed: u64,
+}
+
+impl RouterAdmin {
+    fn send(&self, v: &Value, to: SocketAddr) {
+        // Best effort, like every datagram: the requester times out and says so.
+        let _ = self.peer.send_datagram(&admin_bytes(v), to);
+    }
+
+    fn relay_migrate(&mut self, req: &Value, from: SocketAddr) {
+        match req["from"].as_u64().and_then(|f| u16::try_from(f).ok()) {
+            Some(src) if self.servers.contains(&src) => {
+                let mut fwd = req.clone();
+                fwd["reply_to"] = json!(from.to_string());
+                self.relayed += 1;
+                if let Some(addr) = self.book.addr(src) {
+                    self.send(&fwd, addr);
+                }
+            }
+            _ => {
+                let msg = json!({"ok": false, "error": format!(
+                    "server {} has not registered with this router (known: {:?})",
+                    req["from"], self.servers)});
+                self.send(&msg, from);
+            }
+        }
+    }
+
+    fn status(&mut self, node: &RouterNode, from: SocketAddr) {
+        for &id in &self.servers {
+            let fwd = json!({"op": "status", "reply_to": from.to_string()});
+            if let Some(addr) = self.book.addr(id) {
+                self.relayed += 1;
+                self.send(&fwd, addr);
+            }
+        }
+        let instances: Vec<Value> = node
+            .router()
+            .instances()
+            .into_iter()
+            .map(|(shard, src, dst)| json!({"shard": shard, "source": src, "destination": dst}))
+            .collect();
+        let msg = json!({
+            "router": {
+                "listen": self.book.router().to_string(),
+                "uptime_ms": self.start.elapsed().as_millis() as u64,
+                "stats": node.router().stats(),
+                "admin_malformed": self.admin_malformed,
+                "unsendable": node.counters().unsendable,
+                "relayed": self.relayed,
+                "instances": instances,
+            },
+            "servers": self.servers,
+        });
+        self.send(&msg, from);
+    }
+}
+
+impl NodeHooks<RouterNode> for RouterAdmin {
+    fn foreign(&mut self, node: &mut RouterNode, d: Foreign) -> Option<Foreign> {
+        let req = match parse_admin(&d.bytes) {
+            None => return Some(d), // garbage: counted in the router's `malformed`
+            Some(Err(())) => {
+                self.admin_malformed += 1;
+                return None;
+            }
+            Some(Ok(req)) => req,
+        };
+        match req["op"].as_str().unwrap_or("") {
+            "hello" => match req["id"].as_u64() {
+                Some(id) if (1..=SERVERS_MAX as u64).contains(&id) => {
+                    self.servers.insert(id as u16);
+                }
+                _ => self.admin_malformed += 1,
+            },
+            "migrate" => self.relay_migrate(&req, d.from),
+            "migration_status" => self.status(node, d.from),
+            _ => self.admin_malformed += 1,
+        }
+        None
+    }
+}
+
+/// A preloaded value: the key in decimal, then zeros, `len` bytes.
+fn preload_value(key: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("v{key}").into_bytes();
+    v.resize(len, 0);
+    v
+}
+
+pub(super) fn server(a: ServerArgs) -> Result<(), String> {
+    let book = Book::parse("--router", &a.router)?;
+    if a.id == 0 || a.id > SERVERS_MAX {
+        return Err(format!("--id {}: must be in 1..={SERVERS_MAX}", a.id));
+    }
+    if a.records > RECORDS_MAX {
+        return Err(format!("--records {}: at most {RECORDS_MAX}", a.records));
+    }
+    if a.value_bytes == 0 || a.value_bytes > VALUE_BYTES_MAX {
+        return Err(format!(
+            "--value-bytes {}: must be in 1..={VALUE_BYTES_MAX}",
+            a.value_bytes
+        ));
+    }
+    if a.budget_pct == 0 || a.budget_pct > 100 {
+        return Err(format!("--budget-pct {}: must be in 1..=100", a.budget_pct));
+    }
+    let geometry = Geometry::new(a.buckets_log2, a.group_buckets_log2)
+        .map_err(|e| format!("--buckets-log2/--group-buckets-log2: {e}"))?;
+    if a.ack_timeout_ms == 0 || a.ack_timeout_ms > 3_600_000 {
+        return Err(format!(
+            "--ack-timeout-ms {}: must be in 1..=3600000",
+            a.ack_timeout_ms
+        ));
+    }
+    let mut cfg = ServerConfig::new(a.id, 0, geometry);
+    cfg.mirror_writes = a.mirror_writes;
+    cfg.ack_timeout_us = a.ack_timeout_ms * 1000;
+    let srv = Server::new(cfg).map_err(|e| e.to_string())?;
+    let peer = Arc::new(UdpPeer::bind(book.base, a.id).map_err(|e| format!("kv server: {e}"))?);
+    let me = peer
+        .addr_of(a.id)
+        .ok_or_else(|| format!("--id {}: port out of range", a.id))?;
+    let budget = CpuBudget {
+        query_pct: a.budget_pct,
+        ..CpuBudget::default()
+    };
+    let mut node =
+        ServerNode::new(srv, peer.clone(), budget, Instant::now()).map_err(|e| e.to_string())?;
+    node.load(
+        a.id,
+        (0..a.records).map(|k| (k, preload_value(k, a.value_bytes))),
+    )
+    .map_err(|e| format!("--records {}: preloading failed: {e}", a.records))?;
+    let mut admin = ServerAdmin {
+        hello: admin_bytes(&json!({"op": "hello", "id": a.id})),
+        last_hello: Instant::now(),
+        peer,
+        book,
+        me,
+        admin_malformed: 0,
+    };
+    admin.announce();
+    eprintln!(
+        "kv server {} listening on {me}, shard {} with {} keys, router {}",
+        a.id,
+        a.id,
+        a.records,
+        book.router()
+    );
+    let start = Instant::now();
+    while !expired(start, a.lifetime_ms) {
+        node.step(&mut admin)
+            .map_err(|e| format!("kv server {}: {e}", a.id))?;
+    }
+    eprintln!("kv server {}: lifetime over, exiting", a.id);
+    Ok(())
+}
+
+/// A server's management side.
+struct ServerAdmin {
+    peer: Arc<UdpPeer>,
+    book: Book,
+    me: SocketAddr,
+    hello: Vec<u8>,
+    last_hello: Instant,
+    admin_malformed: u64,
+}
+
+impl ServerAdmin {
+    fn announce(&mut self) {
+        self.last_hello = Instant::now();
+        let _ = self.peer.send_datagram(&self.hello, self.book.router());
+    }
+}
+
+impl NodeHooks<ServerNode> for ServerAdmin {
+    fn poll(&mut self, _node: &mut ServerNode) {
+        if self.last_hello.elapsed() >= HELLO_EVERY {
+            self.announce();
+        }
+    }
+
+    fn foreign(&mut self, node: &mut ServerNode, d: Foreign) -> Option<Foreign> {
+        let req = match parse_admin(&d.bytes) {
+            None => return Some(d), // garbage: counted in the node's `malformed`
+            Some(Err(())) => {
+                self.admin_malformed += 1;
+                return None;
+            }
+            Some(Ok(req)) => req,
+        };
+        let id = node.id();
+        let reply_to = req["reply_to"]
+            .as_str()
+            .and_then(|s| s.parse::<SocketAddr>().ok())
+            .unwrap_or(d.from);
+        let answer = match req["op"].as_str().unwrap_or("") {
+            "migrate" => match start_migration(node, &req) {
+                Ok(()) => json!({"ok": true, "server": id}),
+                Err(e) => json!({"ok": false, "server": id, "error": e}),
+            },
+            "status" => json!({
+                "server": id,
+                "listen": self.me.to_string(),
+                "migrations": node.server().migration_status(),
+                "stats": node.server().stats(),
+                "malformed": node.counters().malformed,
+                "admin_malformed": self.admin_malformed,
+                "unsendable": node.counters().unsendable,
+            }),
+            _ => {
+                self.admin_malformed += 1;
+                return None;
+            }
+        };
+        let _ = self.peer.send_datagram(&admin_bytes(&answer), reply_to);
+        None
+    }
+}
+
+fn start_migration(node: &mut ServerNode, req: &Value) -> Result<(), String> {
+    let field = |k: &str| {
+        req[k]
+            .as_u64()
+            .and_then(|v| u16::try_from(v).ok())
+            .ok_or_else(|| format!("request field {k} missing or not a u16"))
+    };
+    let (shard, to) = (field("shard")?, field("to")?);
+    let protocol = parse_protocol(req["protocol"].as_str().unwrap_or(""))?;
+    if to == 0 || to > SERVERS_MAX {
+        return Err(format!(
+            "destination {to} is not a server id (1..={SERVERS_MAX})"
+        ));
+    }
+    node.start_migration(shard, to, protocol)
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,595 @@
+//! The one packet loop of a KV node: [`ServerNode`] (a KV server with its migration agents) and
+//! [`RouterNode`] (the switch's role). Both callers use it: [`crate::runtime::Cluster`] runs every
+//! node on a thread of one process over a shared [`Transport`] (in-process channels or [`Udp`]),
+//! and `locus kv server` / `locus kv router` run one node per process over a [`UdpPeer`].
+//!
+//! A node owns its I/O-free state machine ([`Server`] or [`Router`]) and a transport, and each
+//! [`ServerNode::step`] does, in this order:
+//!
+//! ```text
+//!   hooks.poll(node)            the caller's commands, announcements (no packet I/O of its own)
+//!   budget left this interval?  (NetMigrate 4.4, 6.5: at most query_pct of every interval_us)
+//!     yes: one inbox item, waiting SERVER_INBOX_WAIT_IDLE when there is no migration work
+//!          packet   -> Server::handle, send its output, charge the time to the budget
+//!          foreign  -> hooks.foreign (management datagrams); unclaimed ones are counted
+//!     no:  nothing to migrate -> sleep out the interval
+//!   Server::tick                migration work (group copies, batches, timeouts); send it
+//!   hooks.after(node, step)     publish status or counters
+//! ```
+//!
+//! With a 100% budget the inbox always comes first and migration runs between packets. A failed
+//! shard store poisons the node: what the step produced is dropped, the node marks itself down
+//! on its transport (packets to it vanish, as if it had crashed) and the step returns
+//! [`Error::StoreFailed`]. [`RouterNode::step`] is the same without budget and tick: poll, one
+//! inbox item (wait [`ROUTER_INBOX_WAIT_IDLE`]), forward, after. `run` repeats `step` until a
+//! stop flag is set or a step fails (a node marked down fails its next receive with
+//! [`Error::Unreachable`]).
+//!
+//! What differs between the callers lives in a [`NodeHooks`] value: the runtime's command
+//! channel and status publishing, the CLI's JSON management datagrams, announcements and process
+//! lifetime. The loop itself exists once, here.
+//!
+//! [`Udp`]: crate::transport::Udp
+//! [`UdpPeer`]: crate::transport::UdpPeer
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::router::Router;
+use crate::server::Server;
+use crate::table::{ShardStore, Table};
+use crate::transport::{Foreign, Inbound, SharedTransport, Transport};
+use crate::wire::{Key, NodeId, Packet, Protocol, ShardId};
+
+/// How long a server waits for its inbox when it has no migration work.
+pub const SERVER_INBOX_WAIT_IDLE: Duration = Duration::from_micros(500);
+/// How long a server waits for its inbox between pieces of migration work (a poll).
+pub const SERVER_INBOX_WAIT_BUSY: Duration = Duration::from_micros(1);
+/// How long a router waits for its inbox before running its hooks again (bounds how late a
+/// stop flag or a process lifetime is noticed).
+pub const ROUTER_INBOX_WAIT_IDLE: Duration = Duration::from_millis(5);
+
+/// A server's CPU budget (NetMigrate 4.4's policy knob).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuBudget {
+    /// Accounting interval.
+    pub interval_us: u64,
+    /// Share of each interval the server may spend serving its inbox (1..=100).
+    pub query_pct: u8,
+}
+
+impl Default for CpuBudget {
+    fn default() -> Self {
+        Self {
+            interval_us: 1000,
+            query_pct: 100,
+        }
+    }
+}
+
+impl CpuBudget {
+    /// Checks the budget given for `server`.
+    pub fn check(&self, server: NodeId) -> Result<()> {
+        if self.query_pct == 0 || self.query_pct > 100 || self.interval_us == 0 {
+            return Err(Error::InvalidBudget {
+                server,
+                query_pct: self.query_pct,
+                interval_us: self.interval_us,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Enforces a [`CpuBudget`] from observed handling times (pure; the server loop feeds it).
+#[derive(Clone, Debug)]
+pub struct BudgetMeter {
+    budget: CpuBudget,
+    allowance_ns: u64,
+    interval_start_us: u64,
+    used_ns: u64,
+}
+
+impl BudgetMeter {
+    /// A meter whose first interval starts at `now_us`.
+    pub fn new(budget: CpuBudget, now_us: u64) -> Self {
+        Self {
+            budget,
+            allowance_ns: budget.interval_us * 1000 * budget.query_pct.min(100) as u64 / 100,
+            interval_start_us: now_us,
+            used_ns: 0,
+        }
+    }
+
+    /// Whether the inbox may be served at `now_us` (starts a new interval when one is over).
+    pub fn may_serve(&mut self, now_us: u64) -> bool {
+        if now_us >= self.interval_start_us + self.budget.interval_us {
+            self.interval_start_us = now_us;
+            self.used_ns = 0;
+        }
+        self.budget.query_pct >= 100 || self.used_ns < self.allowance_ns
+    }
+
+    /// Charges handling time to the current interval.
+    pub fn charge(&mut self, ns: u64) {
+        self.used_ns += ns;
+    }
+
+    /// Microseconds left in the current interval.
+    pub fn interval_left_us(&self, now_us: u64) -> u64 {
+        (self.interval_start_us + self.budget.interval_us).saturating_sub(now_us)
+    }
+}
+
+/// NetMigrate's migration policies (4.4), as source budgets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Shortest migration (Rocksteady-like time): the source serves queries 40% of the time.
+    MinimizeTime,
+    /// The medium setting: 70%.
+    Medium,
+    /// Best query throughput: the source serves queries whenever it has any (100%).
+    MaximizeThroughput,
+}
+
+impl Policy {
+    /// The source budget of this policy.
+    pub fn source_budget(self) -> CpuBudget {
+        let query_pct = match self {
+            Policy::MinimizeTime => 40,
+            Policy::Medium => 70,
+            Policy::MaximizeThroughput => 100,
+        };
+        CpuBudget {
+            query_pct,
+            ..CpuBudget::default()
+        }
+    }
+}
+
+/// What one step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Handled a wire packet.
+    Packet,
+    /// Took a datagram that is not a wire packet (claimed by the hooks or counted).
+    Foreign,
+    /// The inbox stayed empty for the whole wait.
+    Idle,
+    /// The CPU budget of this interval was spent; the inbox was left alone.
+    Throttled,
+}
+
+/// A node's own counters (the state machine keeps its protocol counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NodeCounters {
+    /// Wire packets handled.
+    pub packets: u64,
+    /// Datagrams that were neither wire packets nor claimed by the hooks, dropped.
+    pub malformed: u64,
+    /// Packets the transport refused (unknown node, too large, socket error), dropped.
+    pub unsendable: u64,
+}
+
+/// What the program running a node adds to the loop. Every method has a do-nothing default, and
+/// `()` is the hooks of a node that only moves packets.
+pub trait NodeHooks<N> {
+    /// At the start of every step, before the inbox: the caller's commands, announcements.
+    fn poll(&mut self, _node: &mut N) {}
+    /// A datagram that is not a wire packet. Return `None` when it was the caller's own
+    /// traffic; a returned datagram is counted as malformed and dropped.
+    fn foreign(&mut self, _node: &mut N, datagram: Foreign) -> Option<Foreign> {
+        Some(datagram)
+    }
+    /// At the end of every step, with what it did: publish status or counters.
+    fn after(&mut self, _node: &mut N, _step: Step) {}
+}
+
+impl<N> NodeHooks<N> for () {}
+
+/// A KV server, its shard stores, CPU budget and transport: the server side of the loop.
+pub struct ServerNode<S: ShardStore = Table> {
+    server: Server<S>,
+    transport: SharedTransport,
+    budget: CpuBudget,
+    meter: BudgetMeter,
+    epoch: Instant,
+    counters: NodeCounters,
+}
+
+impl<S: ShardStore> ServerNode<S> {
+    /// A node running `server` over `transport` (which must serve the server's id) within
+    /// `budget`; the server's clock counts microseconds from `epoch`.
+    pub fn new(
+        server: Server<S>,
+        transport: SharedTransport,
+        budget: CpuBudget,
+        epoch: Instant,
+    ) -> Result<Self> {
+        budget.check(server.id())?;
+        let now_us = epoch.elapsed().as_micros() as u64;
+        Ok(Self {
+            server,
+            transport,
+            budget,
+            meter: BudgetMeter::new(budget, now_us),
+            epoch,
+            counters: NodeCounters::default(),
+        })
+    }
+
+    /// The server's node id.
+    pub fn id(&self) -> NodeId {
+        self.server.id()
+    }
+
+    /// The server (status, counters, peeks). Everything that produces packets goes through the
+    /// node, so that its output is sent or, after a store failure, dropped.
+    pub fn server(&self) -> &Server<S> {
+        &self.server
+    }
+
+    /// The node's own counters.
+    pub fn counters(&self) -> NodeCounters {
+        self.counters
+    }
+
+    /// The server's clock: microseconds since the epoch given to [`ServerNode::new`].
+    pub fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// Bulk-loads pairs into `shard` (owned here) before or between queries.
+    pub fn load(
+        &mut self,
+        shard: ShardId,
+        pairs: impl IntoIterator<Item = (Key, Vec<u8>)>,
+    ) -> Result<()> {
+        let loaded = pairs
+            .into_iter()
+            .try_for_each(|(k, v)| self.server.load(shard, k, v));
+        self.stop_if_store_failed()?;
+        loaded
+    }
+
+    /// Starts migrating `shard` to `dst` with `protocol`, and sends the first packets.
+    pub fn start_migration(
+        &mut self,
+        shard: ShardId,
+        dst: NodeId,
+        protocol: Protocol,
+    ) -> Result<()> {
+        let out = self
+            .server
+            .start_migration(self.now_us(), shard, dst, protocol)?;
+        self.emit(out)
+    }
+
+    /// Aborts this server's migration of `shard` (if it is its source), and tells the others.
+    pub fn abort_migration(&mut self, shard: ShardId) -> Result<()> {
+        let out = self.server.abort_migration(self.now_us(), shard);
+        self.emit(out)
+    }
+
+    /// One turn of the loop (see the module doc).
+    pub fn step(&mut self, hooks: &mut impl NodeHooks<Self>) -> Result<Step> {
+        hooks.poll(self);
+        self.stop_if_store_failed()?;
+        let step = if self.meter.may_serve(self.now_us()) {
+            let wait = if self.server.has_background_work() {
+                SERVER_INBOX_WAIT_BUSY
+            } else {
+                SERVER_INBOX_WAIT_IDLE
+            };
+            match self.transport.recv_inbound(self.id(), wait)? {
+                Some(Inbound::Packet(p)) => {
+                    let start = Instant::now();
+                    let out = self.server.handle(self.now_us(), p);
+                    self.emit(out)?;
+                    self.meter.charge(start.elapsed().as_nanos() as u64);
+                    self.counters.packets += 1;
+                    Step::Packet
+                }
+                Some(Inbound::Foreign(d)) => {
+                    if hooks.foreign(self, d).is_some() {
+                        self.counters.malformed += 1;
+                    }
+                    Step::Foreign
+                }
+                None => Step::Idle,
+            }
+        } else {
+            if !self.server.has_background_work() {
+                // Budget spent and nothing to migrate: idle out the interval.
+                let left = self.meter.interval_left_us(self.now_us());
+                std::thread::sleep(Duration::from_micros(left.min(self.budget.interval_us)));
+            }
+            Step::Throttled
+        };
+        let out = self.server.tick(self.now_us());
+        self.emit(out)?;
+        hooks.after(self, step);
+        Ok(step)
+    }
+
+    /// Steps until `stop` is set (`Ok`) or a step fails: the node was marked down
+    /// ([`Error::Unreachable`]), its store failed ([`Error::StoreFailed`]), or its socket did.
+    pub fn run(&mut self, stop: &AtomicBool, hooks: &mut impl NodeHooks<Self>) -> Result<()> {
+        while !stop.load(Ordering::Relaxed) {
+            self.step(hooks)?;
+        }
+        Ok(())
+    }
+
+    /// A failed store poisons the node: it goes down (packets to it vanish) and stops.
+    fn stop_if_store_failed(&mut self) -> Result<()> {
+        match self.server.store_error() {
+            None => Ok(()),
+            Some(reason) => {
+                self.transport.set_down(self.id());
+                Err(Error::StoreFailed {
+                    server: self.id(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// Sends what the server produced, unless its store failed while producing it.
+    fn emit(&mut self, out: Vec<(NodeId, Packet)>) -> Result<()> {
+        self.stop_if_store_failed()?;
+        send_all(&*self.transport, &mut self.counters, out);
+        Ok(())
+    }
+}
+
+fn send_all(t: &dyn Transport, counters: &mut NodeCounters, out: Vec<(NodeId, Packet)>) {
+    for (to, p) in out {
+        if t.send(to, p).is_err() {
+            counters.unsendable += 1;
+        }
+    }
+}
+
+/// The router and its transport: the switch side of the loop.
+pub struct RouterNode {
+    router: Router,
+    transport: SharedTransport,
+    counters: NodeCounters,
+}
+
+impl RouterNode {
+    /// A node running `router` over `transport` (which must serve the router's id).
+    pub fn new(router: Router, transport: SharedTransport) -> Self {
+        Self {
+            router,
+            transport,
+            counters: NodeCounters::default(),
+        }
+    }
+
+    /// The router's node id.
+    pub fn id(&self) -> NodeId {
+        self.router.id()
+    }
+
+    /// The router (counters, instance table).
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// The node's own counters.
+    pub fn counters(&self) -> NodeCounters {
+        self.counters
+    }
+
+    /// One turn: poll, one inbox item, forward, after (see the module doc).
+    pub fn step(&mut self, hooks: &mut impl NodeHooks<Self>) -> Result<Step> {
+        hooks.poll(self);
+        let step = match self
+            .transport
+            .recv_inbound(self.id(), ROUTER_INBOX_WAIT_IDLE)?
+        {
+            Some(Inbound::Packet(p)) => {
+                let out = self.router.on_packet(p);
+                send_all(&*self.transport, &mut self.counters, out);
+                self.counters.packets += 1;
+                Step::Packet
+            }
+            Some(Inbound::Foreign(d)) => {
+                if let Some(d) = hooks.foreign(self, d) {
+                    // Not a packet: the router counts it in its `malformed`, as a switch would.
+                    let out = self.router.on_datagram(&d.bytes);
+                    debug_assert!(out.is_empty(), "a foreign datagram decoded as a packet");
+                    self.counters.malformed += 1;
+                }
+                Step::Foreign
+            }
+            None => Step::Idle,
+        };
+        hooks.after(self, step);
+        Ok(step)
+    }
+
+    /// Steps until `stop` is set (`Ok`) or a step fails (the router was marked down, or its
+    /// socket failed).
+    pub fn run(&mut self, stop: &AtomicBool, hooks: &mut impl NodeHooks<Self>) -> Result<()> {
+        while !stop.load(Ordering::Relaxed) {
+            self.step(hooks)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::router::RouterConfig;
+    use crate::server::ServerConfig;
+    use crate::transport::InProcess;
+    use crate::wire::{Body, Item, Status};
+    use crate::Geometry;
+
+    #[test]
+    fn budget_meter_enforces_the_share_per_interval() {
+        let mut m = BudgetMeter::new(Policy::MinimizeTime.source_budget(), 0);
+        assert!(m.may_serve(0));
+        m.charge(399_000);
+        assert!(m.may_serve(10), "399 us of 400 us used");
+        m.charge(2_000);
+        assert!(!m.may_serve(500), "40% of 1 ms spent");
+        assert_eq!(m.interval_left_us(500), 500);
+        assert!(m.may_serve(1000), "a new interval starts");
+        let mut full = BudgetMeter::new(Policy::MaximizeThroughput.source_budget(), 0);
+        full.charge(10_000_000);
+        assert!(full.may_serve(1));
+        assert_eq!(Policy::Medium.source_budget().query_pct, 70);
+    }
+
+    fn geometry() -> Geometry {
+        Geometry::new(6, 2).unwrap()
+    }
+
+    fn query(from: NodeId, seq: u32, body: Body) -> Packet {
+        Packet {
+            from,
+            shard: 1,
+            seq,
+            flags: 0,
+            body,
+        }
+    }
+
+    /// Steps a node until it handles a packet (the inbox is in-process, so it is there).
+    fn until_packet(mut step: impl FnMut() -> Result<Step>) {
+        for _ in 0..100 {
+            if step().unwrap() == Step::Packet {
+                return;
+            }
+        }
+        panic!("no packet handled in 100 steps");
+    }
+
+    #[test]
+    fn a_query_goes_client_router_server_client_one_step_at_a_time() {
+        let t: SharedTransport = Arc::new(InProcess::new(3));
+        let mut router = RouterNode::new(Router::new(RouterConfig::default()).unwrap(), t.clone());
+        let server = Server::new(ServerConfig::new(1, 0, geometry())).unwrap();
+        let mut node =
+            ServerNode::new(server, t.clone(), CpuBudget::default(), Instant::now()).unwrap();
+        node.load(1, [(7, b"seven".to_vec())]).unwrap();
+        t.send(0, query(2, 9, Body::Get { key: 7 })).unwrap();
+        until_packet(|| router.step(&mut ()));
+        until_packet(|| node.step(&mut ()));
+        let r = t.recv(2, Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!((r.seq, r.from), (9, 1));
+        assert!(
+            matches!(
+                r.body,
+                Body::Reply {
+                    status: Status::Ok,
+                    ..
+                }
+            ),
+            "{r:?}"
+        );
+        assert_eq!(router.counters().packets, 1);
+        assert_eq!(node.counters().packets, 1);
+        assert!(matches!(
+            node.load(5, [(1, vec![1])]),
+            Err(Error::ShardUnknown {
+                server: 1,
+                shard: 5
+            })
+        ));
+    }
+
+    /// A store that fails on demand.
+    struct Fragile {
+        table: Table,
+        failed: Arc<AtomicBool>,
+    }
+
+    impl ShardStore for Fragile {
+        fn geometry(&self) -> Geometry {
+            self.table.geometry()
+        }
+        fn live(&self) -> usize {
+            self.table.live()
+        }
+        fn get(&self, key: Key) -> Option<Item> {
+            self.table.get(key)
+        }
+        fn version(&self, key: Key) -> u64 {
+            self.table.version(key)
+        }
+        fn put(&mut self, item: Item) {
+            self.table.put(item)
+        }
+        fn install_if_newer(&mut self, item: Item) -> bool {
+            self.table.install_if_newer(item)
+        }
+        fn scan_group(&self, group: u32) -> Vec<Item> {
+            self.table.scan_group(group)
+        }
+        fn clear(&mut self) {
+            self.table.clear()
+        }
+        fn health(&self) -> std::result::Result<(), String> {
+            match self.failed.load(Ordering::SeqCst) {
+                true => Err("disk on fire".into()),
+                false => Ok(()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_store_stops_the_node_and_takes_it_down_without_sending() {
+        let t: SharedTransport = Arc::new(InProcess::new(3));
+        let failed = Arc::new(AtomicBool::new(false));
+        let f = failed.clone();
+        let server = Server::with_store(
+            ServerConfig::new(1, 0, geometry()),
+            Box::new(move |_, g| Fragile {
+                table: Table::new(g),
+                failed: f.clone(),
+            }),
+        )
+        .unwrap();
+        let mut node =
+            ServerNode::new(server, t.clone(), CpuBudget::default(), Instant::now()).unwrap();
+        failed.store(true, Ordering::SeqCst);
+        t.send(1, query(2, 1, Body::Get { key: 3 })).unwrap();
+        let e = node.step(&mut ()).unwrap_err();
+        assert!(
+            matches!(&e, Error::StoreFailed { server: 1, reason } if reason == "disk on fire"),
+            "{e}"
+        );
+        assert!(
+            t.recv(2, Duration::from_millis(1)).unwrap().is_none(),
+            "nothing sent"
+        );
+        assert!(matches!(
+            t.recv(1, Duration::ZERO),
+            Err(Error::Unreachable(1))
+        ));
+    }
+
+    #[test]
+    fn a_bad_budget_is_refused_with_the_server_named() {
+        let t: SharedTransport = Arc::new(InProcess::new(2));
+        let server = Server::new(ServerConfig::new(1, 0, geometry())).unwrap();
+        let budget = CpuBudget {
+            query_pct: 0,
+            ..CpuBudget::default()
+        };
+        match ServerNode::new(server, t, budget, Instant::now()) {
+            Err(Error::InvalidBudget { server: 1, .. }) => {}
+            Err(e) => panic!("wrong error {e}"),
+            Ok(_) => panic!("a 0% budget was accepted"),
+        }
+    }
+}
