@@ -13,7 +13,7 @@ use locus_workloads::traversal::{run_two_hop, start_vertices, StartDist, TwoHop}
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::demo::rmat_csr;
+use locus_bench::cluster::rmat_csr;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -177,7 +177,7 @@ fn two_hop_rows(out: &mut Foundation, full: bool) -> Result<(), String> {
     let mut c = Config::default();
     c.graph.scale = if full { 22 } else { 18 };
     let queries = if full { 20_000 } else { 4_000 };
-    let csr = rmat_csr(&c)?;
+    let csr = rmat_csr(&c.graph).map_err(|e| e.to_string())?;
     let k = 100;
     // 100 x 100 queries: start where there are at least 100 neighbours.
     let starts = start_vertices(csr.vertex_count(), queries, StartDist::Uniform, 7, |v| {
@@ -187,7 +187,8 @@ fn two_hop_rows(out: &mut Foundation, full: bool) -> Result<(), String> {
     let threads = c.threads();
     for pipelined in [false, true] {
         for machines in [1usize, 8] {
-            let e = crate::cluster::build(&csr, machines, &c)?;
+            let e = crate::cluster::build(&csr, machines, &c, &locus_bench::Reporter::terminal())
+                .map_err(|e| e.to_string())?;
             let r = run_two_hop(
                 &e.store,
                 e.fabric.counters(),
@@ -218,14 +219,17 @@ fn two_hop_rows(out: &mut Foundation, full: bool) -> Result<(), String> {
     Ok(())
 }
 
-pub fn run(a: BenchArgs) -> Result<(), String> {
-    let f = match a.which {
-        Bench::Foundation(f) => f,
-        Bench::MigrateSpeed(m) => return crate::migrate_speed::run(m),
-        Bench::Pragh(p) => return crate::pragh::run(p),
-        Bench::Fargraph(g) => return crate::fargraph_bench::run(g),
-        Bench::Netmigrate(n) => return crate::netmigrate_bench::run(n),
-    };
+pub fn run(a: BenchArgs) -> crate::CliResult {
+    match a.which {
+        Bench::Foundation(f) => foundation(f).map_err(Into::into),
+        Bench::MigrateSpeed(m) => crate::migrate_speed::run(m).map_err(Into::into),
+        Bench::Pragh(p) => crate::pragh::run(p),
+        Bench::Fargraph(g) => crate::fargraph_bench::run(g).map_err(Into::into),
+        Bench::Netmigrate(n) => crate::netmigrate_bench::run(n).map_err(Into::into),
+    }
+}
+
+fn foundation(f: FoundationArgs) -> Result<(), String> {
     let full = match f.preset.as_str() {
         "quick" => false,
         "full" => true,

@@ -9,8 +9,9 @@ use locus_graph::{input, Csr, CsrOptions, Format, LoadOptions, Rmat, RmatConfig}
 use locus_store::home_of;
 use serde::Serialize;
 
-use crate::cluster;
-use crate::demo::rmat_csr;
+use locus_bench::cluster::{self, rmat_csr};
+use locus_bench::Reporter;
+
 use crate::ClusterFlags;
 
 #[derive(Args, Debug)]
@@ -35,7 +36,7 @@ pub struct GenerateArgs {
     pub out: PathBuf,
 }
 
-pub fn generate(a: GenerateArgs) -> Result<(), String> {
+pub fn generate(a: GenerateArgs) -> crate::CliResult {
     let rmat = Rmat::new(RmatConfig {
         scale: a.scale,
         edge_factor: a.edge_factor,
@@ -124,13 +125,13 @@ pub fn read_graph(
     Ok((edges, csr))
 }
 
-pub fn load(a: LoadArgs) -> Result<(), String> {
+pub fn load(a: LoadArgs) -> crate::CliResult {
     let c = a.cluster.resolve()?;
     let t0 = Instant::now();
     let (input_edges, csr) = read_graph(&a.file, a.format, a.max_vertex_id, a.directed)?;
     let parse_s = t0.elapsed().as_secs_f64();
     let machines = c.cluster.machines;
-    let e = cluster::build(&csr, machines, &c)?;
+    let e = cluster::build(&csr, machines, &c, &Reporter::terminal())?;
     let mut per = vec![0u64; machines];
     let mut with_edges = 0;
     for v in 0..csr.vertex_count() {
@@ -217,36 +218,60 @@ pub struct QueryArgs {
     /// Neighbours followed per vertex per hop.
     #[arg(long, default_value_t = 100)]
     pub k: usize,
-    /// How many result vertices to print.
+    /// How many of the distinct vertices reached to print (--json lists all).
     #[arg(long, default_value_t = 20)]
     pub show: usize,
+    /// Print the result as JSON, with every distinct vertex reached.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub cluster: ClusterFlags,
 }
 
-pub fn query(a: QueryArgs) -> Result<(), String> {
+/// What `locus query` found and what it cost.
+#[derive(Serialize)]
+struct QueryResult {
+    vertex: u32,
+    hops: u32,
+    k: usize,
+    home_machine: u8,
+    machines: usize,
+    /// Distinct vertices reached at the last hop.
+    distinct: usize,
+    /// Vertices reached at the last hop, counting each path (a multiset).
+    with_repeats: usize,
+    micros: f64,
+    local_ops: u64,
+    remote_ops: u64,
+    remote_rate: f64,
+    /// The distinct vertices reached, in increasing order.
+    vertices: Vec<u32>,
+}
+
+pub fn query(a: QueryArgs) -> crate::CliResult {
     let mut c = a.cluster.resolve()?;
     if let Some(s) = a.scale {
         c.graph.scale = s;
     }
     if a.hops == 0 || a.hops > 8 {
-        return Err(format!("--hops {} must be 1..=8", a.hops));
+        return Err(format!("--hops {} must be 1..=8", a.hops).into());
     }
     let csr = match &a.graph {
         Some(f) => read_graph(f, a.format, None, false)?.1,
-        None => rmat_csr(&c)?,
+        None => rmat_csr(&c.graph)?,
     };
     if a.vertex as u64 >= csr.vertex_count() {
         return Err(format!(
             "vertex {} is not in the graph (ids 0..{})",
             a.vertex,
             csr.vertex_count()
-        ));
+        )
+        .into());
     }
     let machines = c.cluster.machines;
-    let e = cluster::build(&csr, machines, &c)?;
+    let e = cluster::build(&csr, machines, &c, &Reporter::terminal())?;
     let home = home_of(a.vertex, machines);
-    let mut w = e.store.worker(home).map_err(|e| e.to_string())?;
+    let mut w = e.store.worker(home)?;
     let before = e.fabric.counters().total();
     let t0 = Instant::now();
     let mut frontier = vec![a.vertex];
@@ -254,41 +279,68 @@ pub fn query(a: QueryArgs) -> Result<(), String> {
     for _ in 0..a.hops {
         next.clear();
         for &v in &frontier {
-            w.neighbors(v, a.k, &mut next).map_err(|e| e.to_string())?;
+            w.neighbors(v, a.k, &mut next)?;
         }
         std::mem::swap(&mut frontier, &mut next);
     }
     let took = t0.elapsed();
     let d = e.fabric.counters().total().minus(&before);
-    let mut distinct = frontier.clone();
+    let with_repeats = frontier.len();
+    let mut distinct = frontier;
     distinct.sort_unstable();
     distinct.dedup();
+    let r = QueryResult {
+        vertex: a.vertex,
+        hops: a.hops,
+        k: a.k,
+        home_machine: home,
+        machines,
+        distinct: distinct.len(),
+        with_repeats,
+        micros: took.as_secs_f64() * 1e6,
+        local_ops: d.ops_total(Locality::Local),
+        remote_ops: d.ops_total(Locality::Remote),
+        remote_rate: d.remote_rate(),
+        vertices: distinct,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
     println!(
         "{}-hop from vertex {} (home machine {home} of {machines}), {} neighbours per hop:",
         a.hops, a.vertex, a.k
     );
     println!(
-        "  {} vertices reached ({} distinct) in {:.1} us",
-        frontier.len(),
-        distinct.len(),
-        took.as_secs_f64() * 1e6
+        "  {} distinct vertices reached ({} counting repeats) in {:.1} us",
+        r.distinct, r.with_repeats, r.micros
     );
     println!(
         "  one-sided operations: {} local, {} remote ({:.1}% remote)",
-        d.ops_total(Locality::Local),
-        d.ops_total(Locality::Remote),
-        d.remote_rate() * 100.0
+        r.local_ops,
+        r.remote_ops,
+        r.remote_rate * 100.0
     );
-    let shown: Vec<String> = frontier
+    let shown: Vec<String> = r
+        .vertices
         .iter()
         .take(a.show)
         .map(|v| v.to_string())
         .collect();
     println!(
-        "  first {}: {}{}",
+        "  {} {}: {}{}",
+        if shown.len() < r.distinct {
+            "first"
+        } else {
+            "all"
+        },
         shown.len(),
         shown.join(" "),
-        if frontier.len() > a.show { " ..." } else { "" }
+        if r.distinct > a.show {
+            " ... (--json lists all)"
+        } else {
+            ""
+        }
     );
     Ok(())
 }

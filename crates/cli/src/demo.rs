@@ -1,15 +1,12 @@
-//! `locus demo`: Ideal versus hash-partitioned, side by side, on one graph.
-
-use std::time::Instant;
+//! `locus demo`: flags and printing; the runs are `locus_bench::demo`.
 
 use clap::Args;
-use locus_graph::{Csr, CsrOptions, Rmat, RmatConfig};
-use locus_workloads::traversal::{run_two_hop, start_vertices, RunReport, StartDist, TwoHop};
-use serde::Serialize;
+use locus_bench::config::Dist;
+use locus_bench::demo::{self, DemoEvent, DemoReport, DemoRow, DemoSettings, Second};
+use locus_bench::pragh::Scheme;
+use locus_bench::Reporter;
 
-use crate::cluster::{self, progress};
-use crate::config::{Config, Dist};
-use crate::ClusterFlags;
+use crate::{CliResult, ClusterFlags};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -30,73 +27,23 @@ pub struct DemoArgs {
     /// Pipeline the second hop's reads instead of one GET at a time.
     #[arg(long)]
     pub pipelined: bool,
-    /// Print the results as JSON instead of a table.
+    /// Migrating schemes to show after Ideal and Hash-N (comma-separated:
+    /// Split, Split+Cache, Replica), or `none`.
+    #[arg(long, value_delimiter = ',', default_value = "Split+Cache,Replica")]
+    pub schemes: Vec<String>,
+    /// A migrating scheme's recovery stops after this many seconds if
+    /// throughput has not settled.
+    #[arg(long, value_name = "S", default_value_t = 20.0)]
+    pub settle_s: f64,
+    /// The coordinator's monitoring interval (Pragh uses 10 s).
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub interval_ms: u64,
+    /// Print the results as JSON instead of tables.
     #[arg(long)]
     pub json: bool,
 }
 
-#[derive(Serialize)]
-pub struct SchemeRow {
-    pub scheme: String,
-    pub machines: usize,
-    pub load_s: f64,
-    #[serde(flatten)]
-    pub report: RunReport,
-}
-
-/// Builds the R-MAT graph of the config as a CSR (undirected, simple).
-pub fn rmat_csr(c: &Config) -> Result<Csr, String> {
-    let rmat = Rmat::new(RmatConfig {
-        scale: c.graph.scale,
-        edge_factor: c.graph.edge_factor,
-        seed: c.graph.seed,
-        ..RmatConfig::default()
-    })
-    .map_err(|e| e.to_string())?;
-    Csr::from_rmat(&rmat, CsrOptions::default()).map_err(|e| e.to_string())
-}
-
-/// Loads the graph on `machines` machines and runs the config's two-hop workload.
-pub fn run_scheme(name: &str, csr: &Csr, machines: usize, c: &Config) -> Result<SchemeRow, String> {
-    let e = cluster::build(csr, machines, c)?;
-    let dist = match c.workload.dist {
-        Dist::Zipf => StartDist::Zipf {
-            theta: c.workload.zipf_theta,
-            scope: c.workload.scope,
-        },
-        Dist::Uniform => StartDist::Uniform,
-    };
-    let starts = start_vertices(
-        csr.vertex_count(),
-        c.workload.queries,
-        dist,
-        c.workload.seed,
-        |v| csr.degree(v) > 0,
-    )
-    .map_err(|e| e.to_string())?;
-    let pb = progress(starts.len() as u64, &format!("{name}: queries"));
-    let report = run_two_hop(
-        &e.store,
-        e.fabric.counters(),
-        c.threads(),
-        &starts,
-        TwoHop {
-            k: c.workload.k,
-            pipelined: c.workload.pipelined,
-        },
-        &|done| pb.set_position(done),
-    )
-    .map_err(|e| e.to_string())?;
-    pb.finish_and_clear();
-    Ok(SchemeRow {
-        scheme: name.to_string(),
-        machines,
-        load_s: e.load_s,
-        report,
-    })
-}
-
-pub fn run(a: DemoArgs) -> Result<(), String> {
+pub fn run(a: DemoArgs) -> CliResult {
     let mut c = a.cluster.resolve()?;
     if let Some(s) = a.scale {
         c.graph.scale = s;
@@ -113,81 +60,224 @@ pub fn run(a: DemoArgs) -> Result<(), String> {
     if a.pipelined {
         c.workload.pipelined = true;
     }
-    c.validate()?;
-    let t0 = Instant::now();
-    let csr = rmat_csr(&c)?;
-    let gen_s = t0.elapsed().as_secs_f64();
-    let n = c.cluster.machines;
-    let rows = vec![
-        run_scheme("Ideal", &csr, 1, &c)?,
-        run_scheme(&format!("Hash-{n}"), &csr, n, &c)?,
-    ];
+    let mut s = DemoSettings::new(c);
+    s.settle_s_max = a.settle_s;
+    s.interval_ms = a.interval_ms;
+    s.migrating = if a.schemes.len() == 1 && a.schemes[0].eq_ignore_ascii_case("none") {
+        Vec::new()
+    } else {
+        a.schemes
+            .iter()
+            .map(|n| Scheme::parse(n))
+            .collect::<locus_bench::Result<_>>()?
+    };
+    s.validate()?;
+    let report = if a.json {
+        demo::run(&s, &Reporter::terminal(), &mut |_| {})?
+    } else {
+        let mut p = Printer::new(&s);
+        demo::run(&s, &Reporter::terminal(), &mut |e| p.event(e))?
+    };
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
-        );
-        return Ok(());
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        summary(&s, &report);
     }
-    let w = &c.workload;
-    println!(
-        "R-MAT scale {} ({} vertices, {} stored edges, max degree {}), generated in {:.1} s",
-        c.graph.scale,
-        csr.vertex_count(),
-        csr.edge_count(),
-        csr.max_degree(),
-        gen_s
-    );
-    println!(
-        "{} two-hop queries per scheme, {} neighbours per hop, starts {}, {}; {} worker threads; remote latency {} ns + payload at {} B/s",
-        w.queries,
-        w.k,
-        match w.dist {
-            Dist::Zipf => format!("Zipf({}) over {} vertices", w.zipf_theta, w.scope),
-            Dist::Uniform => "uniform".to_string(),
-        },
-        if w.pipelined { "second hop pipelined" } else { "one GET at a time" },
-        c.threads(),
-        c.cluster.latency_ns,
-        c.cluster.bandwidth_bytes_per_s
-    );
-    println!();
-    println!(
-        "{:<10} {:>8} {:>8} {:>14} {:>10} {:>10} {:>10} {:>12}",
-        "scheme",
-        "machines",
-        "load(s)",
-        "throughput/s",
-        "p50(us)",
-        "p99(us)",
-        "p99.9(us)",
-        "remote-rate"
-    );
-    for r in &rows {
-        println!(
-            "{:<10} {:>8} {:>8.1} {:>14.0} {:>10.1} {:>10.1} {:>10.1} {:>11.1}%",
-            r.scheme,
-            r.machines,
-            r.load_s,
-            r.report.throughput_qps,
-            r.report.p50_us,
-            r.report.p99_us,
-            r.report.p999_us,
-            r.report.remote_rate * 100.0
-        );
-    }
-    let ideal = rows[0].report.throughput_qps;
-    let hash = rows[1].report.throughput_qps;
-    println!();
-    println!(
-        "Hash-{n} runs at {:.1}% of Ideal's throughput; {:.1}% of its one-sided operations are remote.",
-        100.0 * hash / ideal,
-        rows[1].report.remote_rate * 100.0,
-    );
-    println!(
-        "Random placement makes {:.1}% of accesses remote; a query's first hop is always local (it runs on its\n\
-         start vertex's home), which pulls the rate below that when start vertices have few neighbours.",
-        100.0 * (1.0 - 1.0 / n as f64)
-    );
     Ok(())
+}
+
+/// Prints each result as the demo measures it.
+struct Printer {
+    settings: DemoSettings,
+    ideal_qps: f64,
+    rows: usize,
+}
+
+const TABLE_HEADER: &str =
+    "scheme         machines  load(s)  throughput/s   p50(us)   p99(us) p99.9(us)  remote";
+const BAR_CELLS: usize = 24;
+
+impl Printer {
+    fn new(s: &DemoSettings) -> Printer {
+        Printer {
+            settings: s.clone(),
+            ideal_qps: 0.0,
+            rows: 0,
+        }
+    }
+
+    fn event(&mut self, e: DemoEvent<'_>) {
+        let c = &self.settings.config;
+        match e {
+            DemoEvent::Graph {
+                vertices,
+                edges,
+                max_degree,
+                gen_s,
+            } => {
+                println!(
+                    "R-MAT scale {} ({vertices} vertices, {edges} stored edges, max degree {max_degree}), generated in {gen_s:.1} s",
+                    c.graph.scale
+                );
+                let w = &c.workload;
+                println!(
+                    "{} two-hop queries per scheme, {} neighbours per hop, starts {}, {}; {} worker threads; remote latency {} ns + payload at {} B/s",
+                    w.queries,
+                    w.k,
+                    match w.dist {
+                        Dist::Zipf => format!("Zipf({}) over {} vertices", w.zipf_theta, w.scope),
+                        Dist::Uniform => "uniform".to_string(),
+                    },
+                    if w.pipelined { "second hop pipelined" } else { "one GET at a time" },
+                    c.threads(),
+                    c.cluster.latency_ns,
+                    c.cluster.bandwidth_bytes_per_s
+                );
+                println!();
+                println!("{TABLE_HEADER}");
+            }
+            DemoEvent::Row(r) => {
+                self.rows += 1;
+                if self.rows == 1 {
+                    self.ideal_qps = r.report.throughput_qps;
+                }
+                // The migrating schemes' rows come in the final table.
+                if self.rows <= 2 {
+                    println!("{}", row_line(r));
+                }
+                if self.rows == 2 {
+                    println!();
+                    println!(
+                        "{} runs at {:.1}% of Ideal's throughput: {:.1}% of its one-sided operations are remote.",
+                        r.scheme,
+                        100.0 * r.report.throughput_qps / self.ideal_qps.max(1e-9),
+                        r.report.remote_rate * 100.0
+                    );
+                }
+            }
+            DemoEvent::Migrating(s) => {
+                println!();
+                let what = match s {
+                    Scheme::Replica => {
+                        "hot values move to the machines that read them, and values several machines read get read-only replicas"
+                    }
+                    Scheme::Split => "hot values move to the machines that read them (no location cache)",
+                    _ => "hot values move to the machines that read them",
+                };
+                println!(
+                    "{} on the same {} machines and queries: {what}",
+                    s.name(),
+                    c.cluster.machines
+                );
+                println!(
+                    "  {:>4} {:>11}  {:<w$} {:>5}  {:>7}  {:>12}",
+                    "t",
+                    "queries/s",
+                    "of Ideal",
+                    "",
+                    "remote",
+                    "values moved",
+                    w = BAR_CELLS
+                );
+            }
+            DemoEvent::Second(_, sec) => println!("{}", self.second_line(sec)),
+            DemoEvent::Settled(_, Some(t)) => println!("  settled after {t} s"),
+            DemoEvent::Settled(_, None) => println!(
+                "  not settled after {:.0} s; measuring as it is",
+                self.settings.settle_s_max
+            ),
+        }
+    }
+
+    fn second_line(&self, s: &Second) -> String {
+        let share = s.throughput_qps / self.ideal_qps.max(1e-9);
+        let filled = ((share * BAR_CELLS as f64).round() as usize).min(BAR_CELLS);
+        format!(
+            "  {:>3}s {:>11.0}  {}{} {:>4.0}%  {:>6.1}%  {:>12}",
+            s.t_s,
+            s.throughput_qps,
+            "█".repeat(filled),
+            "░".repeat(BAR_CELLS - filled),
+            share * 100.0,
+            s.remote_rate * 100.0,
+            s.values_moved
+        )
+    }
+}
+
+fn row_line(r: &DemoRow) -> String {
+    format!(
+        "{:<14} {:>8} {:>8.1} {:>13.0} {:>9.1} {:>9.1} {:>9.1} {:>6.1}%",
+        r.scheme,
+        r.machines,
+        r.load_s,
+        r.report.throughput_qps,
+        r.report.p50_us,
+        r.report.p99_us,
+        r.report.p999_us,
+        r.report.remote_rate * 100.0
+    )
+}
+
+/// The before/after table, a sparkline per migrating scheme, and warnings.
+fn summary(s: &DemoSettings, report: &DemoReport) {
+    let ideal = report.rows.first().map_or(1.0, |r| r.report.throughput_qps);
+    if report.rows.len() > 2 {
+        println!();
+        println!(
+            "before and after, the same {} queries:",
+            s.config.workload.queries
+        );
+        println!(
+            "{:<14} {:>13} {:>9} {:>9} {:>8} {:>13} {:>9}",
+            "scheme", "throughput/s", "p50(us)", "p99(us)", "remote", "values moved", "of Ideal"
+        );
+        for r in report.rows.iter().skip(1) {
+            println!(
+                "{:<14} {:>13.0} {:>9.1} {:>9.1} {:>7.1}% {:>13} {:>8.1}%",
+                r.scheme,
+                r.report.throughput_qps,
+                r.report.p50_us,
+                r.report.p99_us,
+                r.report.remote_rate * 100.0,
+                r.values_moved,
+                100.0 * r.report.throughput_qps / ideal.max(1e-9)
+            );
+        }
+        println!();
+        for rec in &report.recoveries {
+            println!(
+                "{:<14} {}  (queries/s per second, Ideal = top)",
+                rec.scheme,
+                sparkline(rec.seconds.iter().map(|x| x.throughput_qps), ideal)
+            );
+        }
+    }
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
+/// One block character per value, scaled so that `top` is the highest block.
+fn sparkline(values: impl Iterator<Item = f64>, top: f64) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    values
+        .map(|v| {
+            let i = (v / top.max(1e-9) * (BLOCKS.len() - 1) as f64).round();
+            BLOCKS[(i.max(0.0) as usize).min(BLOCKS.len() - 1)]
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparkline_scales_to_the_top() {
+        assert_eq!(
+            sparkline([0.0, 50.0, 100.0, 200.0].into_iter(), 100.0),
+            "▁▅██"
+        );
+    }
 }

@@ -2,9 +2,7 @@
 
 mod analytics;
 mod bench;
-mod cluster;
 mod commands;
-mod config;
 mod demo;
 mod fargraph_bench;
 mod kv;
@@ -16,6 +14,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+pub use locus_bench::{cluster, config};
+
+/// What a command returns: any error, printed as `error: ...` with exit code 2.
+pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A progress bar on stderr if it is a terminal, hidden otherwise.
+pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
+    locus_bench::Reporter::terminal().bar(len, what)
+}
 
 /// Locus: a distributed in-memory graph store that keeps traversals local by
 /// migrating values live, one vertex at a time.
@@ -79,7 +86,7 @@ pub struct ClusterFlags {
 
 impl ClusterFlags {
     /// The config file with these flags applied, validated.
-    pub fn resolve(&self) -> Result<config::Config, String> {
+    pub fn resolve(&self) -> CliResult<config::Config> {
         let mut c = config::Config::load(self.config.as_deref())?;
         if let Some(m) = self.machines {
             c.cluster.machines = m;
@@ -106,9 +113,9 @@ fn main() -> ExitCode {
         Command::Load(a) => commands::load(a),
         Command::Query(a) => commands::query(a),
         Command::Bench(a) => bench::run(a),
-        Command::Serve(a) => bench::serve(a),
-        Command::Analytics(a) => analytics::run_command(a),
-        Command::Kv(a) => kv::run(a),
+        Command::Serve(a) => bench::serve(a).map_err(Into::into),
+        Command::Analytics(a) => analytics::run_command(a).map_err(Into::into),
+        Command::Kv(a) => kv::run(a).map_err(Into::into),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

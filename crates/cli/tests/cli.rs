@@ -28,7 +28,7 @@ fn help_lists_every_subcommand() {
 }
 
 #[test]
-fn demo_reports_ideal_and_hash_partitioned() {
+fn demo_reports_ideal_hash_partitioned_and_migrated() {
     let o = locus(&[
         "demo",
         "--scale",
@@ -39,20 +39,52 @@ fn demo_reports_ideal_and_hash_partitioned() {
         "20",
         "--threads",
         "2",
+        "--settle-s",
+        "2",
+        "--interval-ms",
+        "500",
         "--json",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
-    let rows = rows.as_array().expect("array");
-    assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0]["scheme"], "Ideal");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let rows = report["rows"].as_array().expect("rows");
+    let names: Vec<&str> = rows.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Ideal", "Hash-8", "Split+Cache", "Replica"]);
     assert_eq!(rows[0]["remote_rate"], 0.0);
     assert_eq!(rows[1]["machines"], 8);
     let remote = rows[1]["remote_rate"].as_f64().unwrap();
     assert!(remote > 0.3 && remote < 1.0, "remote rate {remote}");
-    // Both schemes ran the same queries over the same graph: same results.
-    assert_eq!(rows[0]["results"], rows[1]["results"]);
-    assert_eq!(rows[0]["queries"], 300);
+    // Every scheme ran the same queries over the same graph: the same results,
+    // however many values moved meanwhile.
+    for r in rows {
+        assert_eq!(r["results"], rows[0]["results"], "{}", r["scheme"]);
+        assert_eq!(r["queries"], 300);
+    }
+    let recoveries = report["recoveries"].as_array().expect("recoveries");
+    assert_eq!(recoveries.len(), 2);
+    for r in recoveries {
+        assert!(!r["seconds"].as_array().unwrap().is_empty(), "{r}");
+    }
+    // Only the baselines.
+    let o = locus(&[
+        "demo",
+        "--scale",
+        "9",
+        "--queries",
+        "100",
+        "--k",
+        "10",
+        "--schemes",
+        "none",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(report["rows"].as_array().unwrap().len(), 2);
+    // A scheme that does not migrate is refused, naming it.
+    let o = locus(&["demo", "--scale", "9", "--schemes", "Orig"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("Orig"), "{}", text(&o.stderr));
 }
 
 #[test]
@@ -73,6 +105,24 @@ fn generate_then_load_then_query() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("2-hop from vertex 3"));
+    let o = locus(&[
+        "query", "--graph", f, "--vertex", "3", "--hops", "2", "--k", "5", "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let q: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let vertices: Vec<u64> = q["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(vertices.len() as u64, q["distinct"].as_u64().unwrap());
+    assert!(vertices.windows(2).all(|w| w[0] < w[1]), "sorted, distinct");
+    assert!(q["distinct"].as_u64().unwrap() <= q["with_repeats"].as_u64().unwrap());
+    assert!(
+        q["with_repeats"].as_u64().unwrap() <= 25,
+        "at most 5 x 5 paths"
+    );
 }
 
 #[test]

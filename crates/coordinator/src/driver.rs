@@ -569,6 +569,11 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
             }
         }
         for (key, to) in replicas.drain(..) {
+            // Stopping: the rest are soft state, dropped rather than made (a
+            // replica's registration waits for its home's service).
+            if s.stop.load(Ordering::Acquire) {
+                break;
+            }
             let w = match workers.entry(to) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => match s.store.worker(to) {

@@ -212,3 +212,38 @@ fn a_flooded_service_refuses_beyond_its_queue_and_drops_late_replies() {
     }
     assert_eq!(answered, DEFERRED_VERTEX_OPS_MAX);
 }
+
+#[test]
+fn forwards_to_stopped_services_fail_at_once() {
+    let store = Store::create(
+        fabric(2),
+        StoreConfig {
+            // Long enough that waiting it out would fail the test's point.
+            forward_timeout_ms: 600_000,
+            ..config()
+        },
+    )
+    .unwrap();
+    let services = store.spawn_services().unwrap();
+    let mut w1 = store.worker(1).unwrap();
+    assert!(
+        w1.insert_edge(0, 1).unwrap(),
+        "served: forwarded and applied"
+    );
+    drop(services);
+    let t = std::time::Instant::now();
+    let e = w1.insert_edge(0, 2).unwrap_err();
+    assert!(
+        matches!(e, StoreError::ServiceStopped { machine: 0, .. }),
+        "{e}"
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        t.elapsed()
+    );
+    // Services started again serve again (the request that found machine 0
+    // stopped may still be in its inbox: "maybe applied", like a timeout).
+    let _services = store.spawn_services().unwrap();
+    assert!(w1.insert_edge(0, 3).unwrap());
+}

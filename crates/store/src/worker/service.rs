@@ -26,7 +26,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use locus_fabric::{Fabric, FabricError, MachineId, Port};
@@ -61,8 +61,8 @@ pub(crate) struct Mailroom {
     /// Vertex ops read by a worker that was only waiting for a reply; the
     /// machine's service runs them. (from, id, request).
     deferred: Mutex<VecDeque<(MachineId, u64, Request)>>,
-    /// Why this machine's service stopped, once it has.
-    stopped: OnceLock<String>,
+    /// Why this machine's service stopped, once it has (cleared when services start).
+    stopped: Mutex<Option<String>>,
     counts: Counts,
 }
 
@@ -131,7 +131,7 @@ impl<F: Fabric> Shared<F> {
     pub(super) fn stopped(&self, machine: MachineId) -> Option<String> {
         self.mail[machine as usize]
             .as_ref()
-            .and_then(|m| m.stopped.get().cloned())
+            .and_then(|m| lock(&m.stopped).clone())
     }
 }
 
@@ -367,6 +367,9 @@ pub struct Services {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
     failure: Arc<Mutex<Option<StoreError>>>,
+    /// Marks the served machines stopped, so forwards to them fail at once
+    /// instead of waiting out their timeout.
+    mark_stopped: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Services {
@@ -383,6 +386,7 @@ impl Drop for Services {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        (self.mark_stopped)();
     }
 }
 
@@ -394,11 +398,14 @@ impl<F: Fabric> Store<F> {
         let stop = Arc::new(AtomicBool::new(false));
         let failure = Arc::new(Mutex::new(None));
         let mut threads = Vec::new();
+        let mut served = Vec::new();
         for m in 0..self.shared.machines {
             let m = m as MachineId;
             if !self.shared.fabric.hosts(m) {
                 continue;
             }
+            *lock(&self.shared.mailroom(m)?.stopped) = None;
+            served.push(m);
             let w = self.worker(m)?;
             let (stop, failure) = (Arc::clone(&stop), Arc::clone(&failure));
             let shared = Arc::clone(&self.shared);
@@ -412,10 +419,20 @@ impl<F: Fabric> Store<F> {
                 })?;
             threads.push(t);
         }
+        let shared = Arc::clone(&self.shared);
+        let mark_stopped = Box::new(move || {
+            for &m in &served {
+                if let Ok(mail) = shared.mailroom(m) {
+                    lock(&mail.stopped)
+                        .get_or_insert_with(|| "its service threads were stopped".into());
+                }
+            }
+        });
         Ok(Services {
             stop,
             threads,
             failure,
+            mark_stopped,
         })
     }
 
@@ -436,7 +453,7 @@ fn service_loop<F: Fabric>(
     *lock(&shared.wakers[m as usize]) = Some(std::thread::current());
     let fail = |reason: String| {
         if let Ok(mail) = shared.mailroom(m) {
-            let _ = mail.stopped.set(reason.clone());
+            lock(&mail.stopped).get_or_insert_with(|| reason.clone());
         }
         lock(failure).get_or_insert(StoreError::ServiceStopped { machine: m, reason });
     };

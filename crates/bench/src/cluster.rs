@@ -1,46 +1,63 @@
-//! An embedded cluster: N machines on the in-process fabric, with a graph loaded.
+//! An embedded cluster: N machines in this process on the fabric the
+//! configuration names, with a graph loaded.
 
-use std::io::IsTerminal;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use locus_fabric::counting::Counting;
 use locus_fabric::local::{LocalConfig, LocalFabric};
-use locus_graph::Csr;
+use locus_graph::{Csr, CsrOptions, Rmat, RmatConfig};
 use locus_store::{home_of, Store, StoreConfig};
 
-use crate::config::Config;
+use crate::config::{Config, FabricChoice, GraphSection};
+use crate::{BenchError, Reporter, Result};
 
-/// The fabric every embedded cluster runs on.
+/// The fabric every embedded cluster runs on, with exact counters.
 pub type EmbeddedFabric = Counting<LocalFabric>;
 
 /// A loaded embedded cluster.
 pub struct Embedded {
+    /// The fabric (its counters measure local and remote operations).
     pub fabric: EmbeddedFabric,
+    /// The store over it.
     pub store: Store<EmbeddedFabric>,
+    /// Seconds the load took.
     pub load_s: f64,
 }
 
-/// A progress bar on stderr if it is a terminal, hidden otherwise.
-pub fn progress(len: u64, what: &str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
+/// Builds the R-MAT graph of `g` as a CSR (undirected, simple).
+pub fn rmat_csr(g: &GraphSection) -> Result<Csr> {
+    let rmat = Rmat::new(RmatConfig {
+        scale: g.scale,
+        edge_factor: g.edge_factor,
+        seed: g.seed,
+        ..RmatConfig::default()
+    })?;
+    Ok(Csr::from_rmat(&rmat, CsrOptions::default())?)
+}
+
+/// The fabric of a cluster of `machines` machines, as `config` chooses it.
+pub fn fabric(machines: usize, config: &Config) -> Result<EmbeddedFabric> {
+    match config.cluster.fabric {
+        FabricChoice::Local => Ok(Counting::new(LocalFabric::new(LocalConfig {
+            machines,
+            latency_ns: config.cluster.latency_ns,
+            bandwidth_bytes_per_s: config.cluster.bandwidth_bytes_per_s,
+            pin_memory: config.cluster.pin_memory,
+            ..LocalConfig::default()
+        })?)),
+        FabricChoice::Tcp => Err(BenchError::setting(
+            "cluster.fabric",
+            "\"tcp\"",
+            "\"local\" (embedded clusters run in one process)",
+        )),
     }
-    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    let style =
-        ProgressStyle::with_template("{msg:>24} [{bar:40}] {human_pos}/{human_len} (eta {eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
-    pb.set_style(style);
-    pb.set_message(what.to_string());
-    pb
 }
 
 /// Builds a cluster of `machines` machines and loads `csr` into it: every
 /// vertex with at least one neighbour becomes a key at its home machine.
 /// Capacity is checked first, so a load either completes or loads nothing.
-pub fn build(csr: &Csr, machines: usize, config: &Config) -> Result<Embedded, String> {
-    build_with(csr, machines, config, |_| {})
+pub fn build(csr: &Csr, machines: usize, config: &Config, r: &Reporter) -> Result<Embedded> {
+    build_with(csr, machines, config, r, |_| {})
 }
 
 /// [`build`] with the store settings adjusted by `tweak` before the cluster is made.
@@ -48,19 +65,11 @@ pub fn build_with(
     csr: &Csr,
     machines: usize,
     config: &Config,
+    r: &Reporter,
     tweak: impl FnOnce(&mut StoreConfig),
-) -> Result<Embedded, String> {
-    let fabric = Counting::new(
-        LocalFabric::new(LocalConfig {
-            machines,
-            latency_ns: config.cluster.latency_ns,
-            bandwidth_bytes_per_s: config.cluster.bandwidth_bytes_per_s,
-            pin_memory: config.cluster.pin_memory,
-            ..LocalConfig::default()
-        })
-        .map_err(|e| e.to_string())?,
-    );
-    let store_config = StoreConfig {
+) -> Result<Embedded> {
+    let fabric = fabric(machines, config)?;
+    let mut store_config = StoreConfig {
         reclaim_lease_ms: config.store.reclaim_lease_ms,
         cache_bytes_max: config.store.location_cache_mb << 20,
         cache_lease_ms: config.store.reclaim_lease_ms.min(60_000),
@@ -71,34 +80,28 @@ pub fn build_with(
             config.store.part_neighbors_max,
         )
     };
-    let mut store_config = store_config;
     tweak(&mut store_config);
-    let store = Store::create(fabric.clone(), store_config).map_err(|e| e.to_string())?;
-    store
-        .check_capacity(csr.vertex_count(), |v| csr.degree(v as u32))
-        .map_err(|e| format!("the graph does not fit: {e}"))?;
+    let store = Store::create(fabric.clone(), store_config)?;
+    store.check_capacity(csr.vertex_count(), |v| csr.degree(v as u32))?;
     let t0 = Instant::now();
     let threads = config.threads();
     let n = csr.vertex_count();
-    let pb = progress(n, &format!("loading {machines} machine(s)"));
-    let result: Result<(), String> = std::thread::scope(|s| {
+    let pb = r.bar(n, &format!("loading {machines} machine(s)"));
+    let result: Result<()> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (store, pb) = (&store, &pb);
-                s.spawn(move || -> Result<(), String> {
+                s.spawn(move || -> Result<()> {
                     let mut workers = (0..machines)
                         .map(|m| store.worker(m as u8))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| e.to_string())?;
+                        .collect::<locus_store::Result<Vec<_>>>()?;
                     let mut v = t as u64;
                     let mut since = 0u64;
                     while v < n {
                         let list = csr.neighbors(v as u32);
                         if !list.is_empty() {
                             let home = home_of(v as u32, machines) as usize;
-                            workers[home]
-                                .put(v as u32, list)
-                                .map_err(|e| format!("loading vertex {v}: {e}"))?;
+                            workers[home].put(v as u32, list)?;
                         }
                         v += threads as u64;
                         since += 1;
@@ -113,8 +116,11 @@ pub fn build_with(
             })
             .collect();
         handles.into_iter().try_for_each(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err("a loader thread panicked".into()))
+            h.join().unwrap_or_else(|_| {
+                Err(BenchError::ThreadPanicked {
+                    thread: "loader".into(),
+                })
+            })
         })
     });
     pb.finish_and_clear();

@@ -2,6 +2,7 @@
 //!
 //! ```toml
 //! [cluster]
+//! fabric = "local"             # the one-sided fabric the machines use ("local": in process)
 //! machines = 8                 # 1..=128
 //! threads = 0                  # worker threads; 0 = one per core
 //! latency_ns = 2000            # modelled remote latency (0 with bandwidth 0: off)
@@ -31,6 +32,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::{BenchError, Result};
+
 /// The whole file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -41,12 +44,30 @@ pub struct Config {
     pub workload: WorkloadSection,
 }
 
+/// Which fabric an embedded cluster's machines reach each other's memory over.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum FabricChoice {
+    /// Every machine in this process, with the calibrated latency model.
+    #[default]
+    Local,
+    /// Machines in separate server processes over TCP.
+    Tcp,
+}
+
+/// `[cluster]`: the machines and the fabric between them.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
+    /// The fabric (`"local"`; `"tcp"` once server processes exist).
+    pub fabric: FabricChoice,
+    /// Machines in the cluster.
     pub machines: usize,
+    /// Worker threads; 0 = one per core.
     pub threads: usize,
+    /// Modelled remote latency in ns.
     pub latency_ns: u64,
+    /// Modelled link bandwidth (0: infinite).
     pub bandwidth_bytes_per_s: u64,
     /// Fault in region pages at registration, as RDMA registration pins memory.
     pub pin_memory: bool,
@@ -55,6 +76,7 @@ pub struct ClusterConfig {
 impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
+            fabric: FabricChoice::Local,
             machines: 8,
             threads: 0,
             latency_ns: 2000,
@@ -135,43 +157,59 @@ impl Default for WorkloadSection {
 
 impl Config {
     /// Reads a config file, or the defaults when `path` is `None`.
-    pub fn load(path: Option<&Path>) -> Result<Config, String> {
+    pub fn load(path: Option<&Path>) -> Result<Config> {
         let Some(path) = path else {
             return Ok(Config::default());
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+        let bad = |reason: String| BenchError::ConfigFile {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        toml::from_str(&text).map_err(|e| bad(e.to_string()))
     }
 
     /// Rejects values that cannot work, naming the setting.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<()> {
         let c = &self.cluster;
+        if c.fabric == FabricChoice::Tcp {
+            return Err(BenchError::setting(
+                "cluster.fabric",
+                "\"tcp\"",
+                "\"local\" for now: the TCP fabric joins machines in separate server processes, which embedded clusters do not start yet",
+            ));
+        }
         if c.machines == 0 || c.machines > locus_fabric::MACHINES_MAX {
-            return Err(format!(
-                "cluster.machines = {} but must be 1..={}",
+            return Err(BenchError::setting(
+                "cluster.machines",
                 c.machines,
-                locus_fabric::MACHINES_MAX
+                format!("1..={}", locus_fabric::MACHINES_MAX),
             ));
         }
         if c.threads > 1024 {
-            return Err(format!("cluster.threads = {} is more than 1024", c.threads));
+            return Err(BenchError::setting(
+                "cluster.threads",
+                c.threads,
+                "at most 1024",
+            ));
         }
         let w = &self.workload;
         if w.queries == 0 {
-            return Err("workload.queries must be positive".into());
+            return Err(BenchError::setting("workload.queries", 0, "positive"));
         }
         if w.k == 0 {
-            return Err("workload.k must be positive".into());
+            return Err(BenchError::setting("workload.k", 0, "positive"));
         }
         if !(w.zipf_theta > 0.0 && w.zipf_theta < 1.0) {
-            return Err(format!(
-                "workload.zipf_theta = {} must be in (0, 1)",
-                w.zipf_theta
+            return Err(BenchError::setting(
+                "workload.zipf_theta",
+                w.zipf_theta,
+                "in (0, 1)",
             ));
         }
         if w.scope == 0 {
-            return Err("workload.scope must be positive".into());
+            return Err(BenchError::setting("workload.scope", 0, "positive"));
         }
         Ok(())
     }
@@ -202,8 +240,17 @@ mod tests {
     fn unknown_keys_and_bad_values_are_errors() {
         assert!(toml::from_str::<Config>("[cluster]\nmachnes = 3\n").is_err());
         let c: Config = toml::from_str("[cluster]\nmachines = 200\n").unwrap();
-        assert!(c.validate().unwrap_err().contains("cluster.machines"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("cluster.machines"));
         let c: Config = toml::from_str("[workload]\nzipf_theta = 1.5\n").unwrap();
-        assert!(c.validate().unwrap_err().contains("zipf_theta"));
+        assert!(c.validate().unwrap_err().to_string().contains("zipf_theta"));
+        let c: Config = toml::from_str("[cluster]\nfabric = \"tcp\"\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("cluster.fabric") && e.contains("local"), "{e}");
+        let e = toml::from_str::<Config>("[cluster]\nfabric = \"rdma\"\n").unwrap_err();
+        assert!(e.to_string().contains("local"), "{e}");
     }
 }

@@ -1,0 +1,32 @@
+//! Locus's experiments as a library.
+//!
+//! What a *scheme* is (Pragh 6: Ideal, Orig, Shard, Split, Cache, Split+Cache
+//! and Locus's Replica), how a run warms up until migration settles, what
+//! placement alone could achieve (the placement bound), and the drivers of
+//! every `locus bench` experiment and of `locus demo` live here, so the
+//! `locus` binary only parses flags and prints. Every driver takes plain
+//! settings and a [`Reporter`] for progress, and returns its rows; results
+//! are kept with [`output`]'s atomic writers.
+//!
+//! - [`config`]: the TOML configuration of an embedded cluster (`[cluster]`,
+//!   `[store]`, `[graph]`, `[workload]`), validated naming the key.
+//! - [`cluster`]: build an embedded cluster on the configured fabric and load a graph.
+//! - [`preset`]: the one size knob every experiment takes.
+//! - [`output`]: atomic JSON writes, result directories, machine facts.
+//! - [`pragh`]: the traversal benchmark of Pragh 6 (schemes, warm-up,
+//!   placement bound, timelines).
+//! - [`demo`]: Ideal, hash placement and split live migration side by side,
+//!   with the recovery timeline.
+
+pub mod cluster;
+pub mod config;
+pub mod demo;
+mod error;
+pub mod output;
+pub mod pragh;
+pub mod preset;
+mod progress;
+
+pub use error::{BenchError, Result};
+pub use preset::Preset;
+pub use progress::Reporter;

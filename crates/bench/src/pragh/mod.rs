@@ -1,0 +1,434 @@
+//! The traversal benchmark of Pragh 6: every scheme on the same graph and the
+//! same operation sequence in one run.
+//!
+//! A run of a scheme: build and load the cluster; for schemes that migrate,
+//! start the monitor/coordinator/executor driver and run a warm-up sequence
+//! (same distribution, other seed) until a round approves no migration;
+//! then run the measured sequence, repeated until it lasts at least the
+//! settings' measuring time, with the driver still running. Remote rate and
+//! latencies come from the measured part only. The service threads and the
+//! driver are checked after every sequence, so a dead service is an error
+//! naming the machine, not a run of 30-second timeouts.
+
+mod placement;
+mod plots;
+mod scheme;
+mod timeline;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use locus_coordinator::Mode;
+use locus_graph::Csr;
+use locus_workloads::traversal::{mix_ops, start_vertices, StartDist};
+use serde::Serialize;
+
+pub use placement::{placement_bound, PlacementBound};
+pub use scheme::{values_away, Running, Scheme};
+pub use timeline::{bin, recovery, TimePoint, Timeline};
+
+use crate::cluster::rmat_csr;
+use crate::config::Config;
+use crate::output::{MachineMeta, OutDir};
+use crate::{BenchError, Preset, Reporter, Result};
+
+/// The experiments of Pragh 6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Experiment {
+    /// Every scheme, skewed starts (Pragh Table 1, Fig. 10).
+    Schemes,
+    /// Every scheme, uniform starts (Pragh 6.1 "Uniform workload").
+    Uniform,
+    /// Orig and Split+Cache as the start scope grows (Pragh Fig. 11).
+    Scope,
+    /// 50% updates: update latency with and without migration (Pragh Fig. 12).
+    PutHeavy,
+    /// Throughput timeline from a cold start, eager vs deferred (Pragh Fig. 14).
+    EagerDeferred,
+    /// Throughput timeline as the start scope switches, Shard vs Split+Cache (Pragh Fig. 15).
+    Dynamic,
+}
+
+impl Experiment {
+    /// The experiment's name on the command line and in file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Schemes => "schemes",
+            Experiment::Uniform => "uniform",
+            Experiment::Scope => "scope",
+            Experiment::PutHeavy => "put-heavy",
+            Experiment::EagerDeferred => "eager-deferred",
+            Experiment::Dynamic => "dynamic",
+        }
+    }
+}
+
+/// Settings of one experiment run, from a [`Preset`] and overrides.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// The preset the settings came from.
+    pub preset: Preset,
+    /// R-MAT scale.
+    pub scale: u32,
+    /// Machines of the migrating schemes (Ideal runs on one).
+    pub machines: usize,
+    /// Worker threads.
+    pub threads: usize,
+    /// Operations per warm-up round and per measured sequence.
+    pub ops: usize,
+    /// The measured sequence is repeated until it lasts this long.
+    pub measure_s_min: f64,
+    /// Warm-up gives up after this long.
+    pub warm_s_max: f64,
+    /// The monitoring interval (Pragh 6: 10 s).
+    pub interval_ms: u64,
+    /// Share of operations that insert an edge.
+    pub update_fraction: f64,
+    /// Neighbours per hop.
+    pub k: usize,
+    /// Workload seed.
+    pub seed: u64,
+}
+
+impl Settings {
+    /// The settings of `preset`: quick (scale 16, 1 s interval, a few
+    /// minutes here) or full (scale 20, Pragh's 10 s interval).
+    pub fn new(preset: Preset, seed: u64) -> Settings {
+        let threads = locus_fabric::pool::default_threads();
+        match preset {
+            Preset::Quick => Settings {
+                preset,
+                scale: 16,
+                machines: 8,
+                threads,
+                ops: 20_000,
+                measure_s_min: 2.0,
+                warm_s_max: 30.0,
+                interval_ms: 1_000,
+                update_fraction: 0.05,
+                k: 100,
+                seed,
+            },
+            Preset::Full => Settings {
+                preset,
+                scale: 20,
+                machines: 8,
+                threads,
+                ops: 100_000,
+                measure_s_min: 10.0,
+                warm_s_max: 120.0,
+                interval_ms: 10_000,
+                update_fraction: 0.05,
+                k: 100,
+                seed,
+            },
+        }
+    }
+
+    /// Rejects settings that cannot work, naming the flag.
+    pub fn validate(&self) -> Result<()> {
+        if self.threads == 0 {
+            return Err(BenchError::setting("--threads", 0, "positive"));
+        }
+        if !(1..=32).contains(&self.scale) {
+            return Err(BenchError::setting("--scale", self.scale, "1..=32"));
+        }
+        self.config().validate()
+    }
+
+    /// The cluster configuration every scheme starts from.
+    pub fn config(&self) -> Config {
+        let mut c = Config::default();
+        c.cluster.threads = self.threads;
+        c.cluster.machines = self.machines;
+        c.graph.scale = self.scale;
+        c.store.location_cache_mb = 0;
+        c
+    }
+}
+
+/// One row of an experiment's JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The scheme.
+    pub scheme: String,
+    /// Distinct start vertices (scope experiment).
+    pub scope: Option<u64>,
+    /// Queries per second over the measured sequence.
+    pub throughput_qps: f64,
+    /// Query latency percentiles, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Remote one-sided operations / all one-sided operations.
+    pub remote_rate: f64,
+    /// Share of vertices held away from their key's machine at the end
+    /// (Split schemes), or keys moved with their shards (Shard).
+    pub migrated_fraction: f64,
+    /// Values (Split) or keys (Shard) moved in all, moves back and forth included.
+    pub values_moved: u64,
+    /// Bytes moved in all.
+    pub bytes_moved: u64,
+    /// Throughput over Orig's.
+    pub vs_orig: f64,
+    /// Throughput over Ideal's.
+    pub vs_ideal: f64,
+    /// Machines.
+    pub machines: usize,
+    /// Worker threads.
+    pub threads: usize,
+    /// Queries measured.
+    pub queries: u64,
+    /// Updates measured.
+    pub updates: u64,
+    /// Update latency percentiles, microseconds.
+    pub update_p50_us: f64,
+    /// 99th percentile.
+    pub update_p99_us: f64,
+    /// 99.9th percentile.
+    pub update_p999_us: f64,
+    /// Updates forwarded to a machine holding a migrated value (messages / 2) over updates.
+    pub forwarded_share: f64,
+    /// Seconds of warm-up.
+    pub warm_s: f64,
+    /// Migrations the coordinator approved.
+    pub migrations_approved: u64,
+    /// Coordinator decisions to leave a key put because several machines want it.
+    pub contended_decisions: u64,
+    /// Every update's latency (for the CDF plot; not in the JSON).
+    #[serde(skip)]
+    pub update_latencies_us: Vec<f64>,
+}
+
+/// What one experiment measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The experiment.
+    pub experiment: &'static str,
+    /// The settings it ran with.
+    pub settings: Settings,
+    /// Vertices of the graph.
+    pub vertices: u64,
+    /// Stored (directed) edges.
+    pub stored_edges: u64,
+    /// What placement alone could achieve (schemes, uniform).
+    pub placement_bound: Option<PlacementBound>,
+    /// Scheme rows (schemes, uniform, scope, put-heavy).
+    pub rows: Vec<Row>,
+    /// Timelines (eager-deferred, dynamic).
+    pub timelines: Vec<Timeline>,
+    /// The machine it ran on.
+    pub machine: MachineMeta,
+}
+
+impl Report {
+    /// The base name of the experiment's files (`pragh-<experiment>`).
+    pub fn name(&self) -> String {
+        format!("pragh-{}", self.experiment)
+    }
+
+    /// Writes `<name>.json` (rows or timelines), `<name>.meta.json` and the
+    /// PNG plots into `dir`. Returns the files written.
+    pub fn write(&self, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+        let mut out = OutDir::create(dir)?;
+        let name = self.name();
+        if self.timelines.is_empty() {
+            out.json(&format!("{name}.json"), &self.rows)?;
+        } else {
+            out.json(&format!("{name}.json"), &self.timelines)?;
+            plots::plot_timelines(dir, &name, &self.timelines)?;
+            out.wrote(out.path(&format!("{name}.png")));
+        }
+        let c = self.settings.config();
+        let meta = serde_json::json!({
+            "experiment": name,
+            "preset": self.settings.preset,
+            "settings": self.settings,
+            "vertices": self.vertices,
+            "stored_edges": self.stored_edges,
+            "graph_seed": c.graph.seed,
+            "latency_ns": c.cluster.latency_ns,
+            "placement_bound": self.placement_bound,
+            "machine": self.machine,
+        });
+        out.json(&format!("{name}.meta.json"), &meta)?;
+        if !self.rows.is_empty() {
+            for f in plots::plot_rows(dir, &name, &self.rows)? {
+                out.wrote(f);
+            }
+        }
+        Ok(out.written().to_vec())
+    }
+}
+
+/// Fills each row's throughput ratios against Orig and Ideal.
+pub fn fill_ratios(rows: &mut [Row]) {
+    let find = |rows: &[Row], name: &str| {
+        rows.iter()
+            .find(|r| r.scheme == name)
+            .map(|r| r.throughput_qps)
+    };
+    let (orig, ideal) = (find(rows, "Orig"), find(rows, "Ideal"));
+    for r in rows.iter_mut() {
+        if let Some(o) = orig {
+            r.vs_orig = r.throughput_qps / o;
+        }
+        if let Some(i) = ideal {
+            r.vs_ideal = r.throughput_qps / i;
+        }
+    }
+}
+
+/// Pragh's skewed start distribution: Zipf 0.99 over 1024 vertices.
+const SKEWED: StartDist = StartDist::Zipf {
+    theta: 0.99,
+    scope: 1024,
+};
+
+/// Runs `experiment` with `settings` on the schemes in `only` (all if empty).
+pub fn run(
+    experiment: Experiment,
+    settings: &Settings,
+    only: &[Scheme],
+    r: &Reporter,
+) -> Result<Report> {
+    settings.validate()?;
+    let p = settings;
+    let mut machine = MachineMeta::start();
+    r.note(format!("generating R-MAT scale {} ...", p.scale));
+    let csr = rmat_csr(&p.config().graph)?;
+    let wanted = |s: Scheme| only.is_empty() || only.contains(&s);
+    let mut rows = Vec::new();
+    let mut bound = None;
+    let mut timelines = Vec::new();
+    let scheme_run = |s: Scheme, w: &scheme::Workload, p: &Settings| -> Result<Row> {
+        r.note(format!("{} ...", s.name()));
+        scheme::run_scheme(s, w, p, Mode::Eager, r).map_err(|e| e.in_scheme(s.name()))
+    };
+    match experiment {
+        Experiment::Schemes | Experiment::Uniform => {
+            let dist = if experiment == Experiment::Uniform {
+                StartDist::Uniform
+            } else {
+                SKEWED
+            };
+            let w = scheme::workload(&csr, p, dist)?;
+            let b = placement_bound(&csr, &w.measure, p.machines, p.k);
+            r.note(format!(
+                "placement bound: {} GETs, {:.1}% remote under hash placement, {:.1}% remote at best with one copy per value ({} vertices read by several machines)",
+                b.gets,
+                b.hash_remote_gets * 100.0,
+                b.best_single_copy_remote_gets * 100.0,
+                b.shared_vertices
+            ));
+            bound = Some(b);
+            for s in Scheme::ALL.into_iter().filter(|&s| wanted(s)) {
+                rows.push(scheme_run(s, &w, p)?);
+            }
+            fill_ratios(&mut rows);
+        }
+        Experiment::Scope => {
+            let max_scale = p.scale;
+            let mut scopes: Vec<u64> = (10..=max_scale).step_by(2).map(|s| 1u64 << s).collect();
+            if scopes.last() != Some(&(1u64 << max_scale)) {
+                scopes.push(1 << max_scale);
+            }
+            for scope in scopes {
+                let w = scheme::workload(&csr, p, StartDist::Zipf { theta: 0.99, scope })?;
+                let mut group = Vec::new();
+                for s in [
+                    Scheme::Ideal,
+                    Scheme::Orig,
+                    Scheme::Shard,
+                    Scheme::SplitCache,
+                    Scheme::Replica,
+                ]
+                .into_iter()
+                .filter(|&s| wanted(s))
+                {
+                    r.note(format!("scope {scope}:"));
+                    let mut row = scheme_run(s, &w, p)?;
+                    row.scope = Some(scope);
+                    group.push(row);
+                }
+                fill_ratios(&mut group);
+                rows.extend(group);
+            }
+        }
+        Experiment::PutHeavy => {
+            let p = Settings {
+                update_fraction: 0.5,
+                ..p.clone()
+            };
+            let w = scheme::workload(&csr, &p, SKEWED)?;
+            for s in [Scheme::Orig, Scheme::SplitCache, Scheme::Replica]
+                .into_iter()
+                .filter(|&s| wanted(s))
+            {
+                rows.push(scheme_run(s, &w, &p)?);
+            }
+            fill_ratios(&mut rows);
+        }
+        Experiment::EagerDeferred => {
+            let w = scheme::workload(&csr, p, SKEWED)?;
+            let run_s = p.interval_ms as f64 / 1000.0 * 4.0;
+            for mode in [Mode::Eager, Mode::Deferred] {
+                r.note(format!("Split+Cache, {mode:?} ..."));
+                timelines.push(
+                    timeline::timeline(
+                        Scheme::SplitCache,
+                        mode,
+                        &csr,
+                        p,
+                        std::slice::from_ref(&w.measure),
+                        run_s,
+                        r,
+                    )
+                    .map_err(|e| e.in_scheme("Split+Cache"))?,
+                );
+            }
+        }
+        Experiment::Dynamic => {
+            let phases = dynamic_phases(&csr, p)?;
+            let phase_s = p.interval_ms as f64 / 1000.0 * 5.0;
+            for s in [Scheme::Shard, Scheme::SplitCache, Scheme::Replica]
+                .into_iter()
+                .filter(|&s| wanted(s))
+            {
+                r.note(format!("{} ...", s.name()));
+                timelines.push(
+                    timeline::timeline(s, Mode::Eager, &csr, p, &phases, phase_s, r)
+                        .map_err(|e| e.in_scheme(s.name()))?,
+                );
+            }
+        }
+    }
+    machine.finish();
+    Ok(Report {
+        experiment: experiment.name(),
+        settings: p.clone(),
+        vertices: csr.vertex_count(),
+        stored_edges: csr.edge_count(),
+        placement_bound: bound,
+        rows,
+        timelines,
+        machine,
+    })
+}
+
+/// Three phases of the dynamic experiment: non-overlapping start scopes.
+fn dynamic_phases(csr: &Csr, p: &Settings) -> Result<Vec<Vec<locus_workloads::traversal::Op>>> {
+    let mut used = HashSet::new();
+    let mut phases = Vec::new();
+    let ends = scheme::endpoints(csr);
+    for i in 0..3u64 {
+        let starts = start_vertices(csr.vertex_count(), p.ops, SKEWED, p.seed + 100 * i, |v| {
+            csr.degree(v) > 0 && !used.contains(&v)
+        })?;
+        used.extend(starts.iter().copied());
+        phases.push(mix_ops(&starts, p.update_fraction, &ends, p.seed + i));
+    }
+    Ok(phases)
+}

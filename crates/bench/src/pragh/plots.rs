@@ -1,0 +1,126 @@
+//! PNG plots of the Pragh experiments: throughput and remote rate per scheme
+//! (Fig. 10), per scope (Fig. 11), the update-latency CDF (Fig. 12), and
+//! throughput timelines (Figs. 14, 15).
+
+use super::timeline::Timeline;
+use super::Row;
+use std::path::PathBuf;
+
+use crate::Result;
+
+pub(super) fn plot_timelines(dir: &std::path::Path, name: &str, tls: &[Timeline]) -> Result<()> {
+    locus_plot::LineChart {
+        title: format!("{name}: throughput timeline"),
+        x_label: "time (s)".into(),
+        y_label: "queries per second".into(),
+        x_log: false,
+        y_log: false,
+        series: tls
+            .iter()
+            .map(|t| locus_plot::Series {
+                label: format!("{} ({})", t.scheme, t.mode),
+                points: t
+                    .points
+                    .iter()
+                    .map(|pt| (pt.t_s, pt.throughput_qps))
+                    .collect(),
+            })
+            .collect(),
+    }
+    .write_png(&dir.join(format!("{name}.png")))?;
+    Ok(())
+}
+
+/// PNG plots of an experiment's rows: throughput and remote rate per scheme
+/// (Fig. 10), per scope (Fig. 11), or the update-latency CDF (Fig. 12).
+pub(super) fn plot_rows(dir: &std::path::Path, name: &str, rows: &[Row]) -> Result<Vec<PathBuf>> {
+    let mut wrote = Vec::new();
+    let mut at = |file: String| {
+        let p = dir.join(file);
+        wrote.push(p.clone());
+        p
+    };
+    let mut schemes: Vec<String> = Vec::new();
+    for r in rows {
+        if !schemes.contains(&r.scheme) {
+            schemes.push(r.scheme.clone());
+        }
+    }
+    if rows.iter().any(|r| r.scope.is_some()) {
+        let line = |y: &dyn Fn(&Row) -> f64| -> Vec<locus_plot::Series> {
+            schemes
+                .iter()
+                .map(|s| locus_plot::Series {
+                    label: s.clone(),
+                    points: rows
+                        .iter()
+                        .filter(|r| &r.scheme == s)
+                        .map(|r| (r.scope.unwrap_or(1) as f64, y(r)))
+                        .collect(),
+                })
+                .collect()
+        };
+        locus_plot::LineChart {
+            title: "Throughput by scope of start vertices (Pragh Fig. 11a)".into(),
+            x_label: "scope (start vertices)".into(),
+            y_label: "queries per second".into(),
+            x_log: true,
+            y_log: true,
+            series: line(&|r| r.throughput_qps.max(1e-3)),
+        }
+        .write_png(&at(format!("{name}-throughput.png")))?;
+        locus_plot::LineChart {
+            title: "Remote accesses by scope (Pragh Fig. 11b)".into(),
+            x_label: "scope (start vertices)".into(),
+            y_label: "remote one-sided operations (%)".into(),
+            x_log: true,
+            y_log: false,
+            series: line(&|r| r.remote_rate * 100.0),
+        }
+        .write_png(&at(format!("{name}-remote.png")))?;
+        return Ok(wrote);
+    }
+    locus_plot::BarChart {
+        title: format!("{name}: throughput by scheme"),
+        y_label: "queries per second".into(),
+        groups: rows.iter().map(|r| r.scheme.clone()).collect(),
+        series: vec![(
+            "throughput".into(),
+            rows.iter().map(|r| r.throughput_qps).collect(),
+        )],
+    }
+    .write_png(&at(format!("{name}-throughput.png")))?;
+    locus_plot::BarChart {
+        title: format!("{name}: remote accesses and median latency"),
+        y_label: "remote ops (%) / p50 latency (us / 10)".into(),
+        groups: rows.iter().map(|r| r.scheme.clone()).collect(),
+        series: vec![
+            (
+                "remote (%)".into(),
+                rows.iter().map(|r| r.remote_rate * 100.0).collect(),
+            ),
+            (
+                "p50 (us / 10)".into(),
+                rows.iter().map(|r| r.p50_us / 10.0).collect(),
+            ),
+        ],
+    }
+    .write_png(&at(format!("{name}-remote.png")))?;
+    let cdfs: Vec<locus_plot::Series> = rows
+        .iter()
+        .filter(|r| !r.update_latencies_us.is_empty())
+        .map(|r| locus_plot::cdf_series(r.scheme.clone(), &r.update_latencies_us))
+        .collect();
+    if !cdfs.is_empty() {
+        locus_plot::LineChart {
+            title: "Update latency CDF (Pragh Fig. 12a)".into(),
+            x_label: "update latency (us)".into(),
+            y_label: "fraction of updates".into(),
+            x_log: true,
+            y_log: false,
+            series: cdfs,
+        }
+        .write_png(&at(format!("{name}-update-cdf.png")))?;
+    }
+    Ok(wrote)
+}

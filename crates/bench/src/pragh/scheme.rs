@@ -1,0 +1,459 @@
+//! What a scheme is (Pragh 6), and one scheme's run: build and load the
+//! cluster, start the monitor/coordinator/executor driver for the schemes that
+//! migrate, warm up until migration settles, then measure.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use locus_coordinator::{Driver, DriverConfig, Mode, PolicyConfig};
+use locus_graph::Csr;
+use locus_store::{Services, StoreConfig};
+use locus_workloads::traversal::{
+    mix_ops, repeat_fresh, run_ops, start_vertices, MixReport, Op, StartDist, TwoHop,
+};
+
+use super::{Row, Settings};
+use crate::cluster::{self, Embedded};
+use crate::config::Config;
+use crate::{BenchError, Reporter, Result};
+
+/// The schemes of Pragh 6, and Locus's Replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Everything on one machine: every access is local (the upper bound).
+    Ideal,
+    /// Hash placement, no location cache: Pragh's starting point.
+    Orig,
+    /// Shard-based placement with an optimal plan from full access counts (Pragh 2.3).
+    Shard,
+    /// Split live migration without the location cache.
+    Split,
+    /// The location cache without migration.
+    Cache,
+    /// Split live migration with the location cache (Pragh).
+    SplitCache,
+    /// Split+Cache with read-only replicas of shared values (a Locus extension).
+    Replica,
+}
+
+impl Scheme {
+    /// Every scheme, in the order the tables show them.
+    pub const ALL: [Scheme; 7] = [
+        Scheme::Ideal,
+        Scheme::Orig,
+        Scheme::Shard,
+        Scheme::Split,
+        Scheme::Cache,
+        Scheme::SplitCache,
+        Scheme::Replica,
+    ];
+
+    /// The scheme's name in tables, plots and `--schemes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Ideal => "Ideal",
+            Scheme::Orig => "Orig",
+            Scheme::Shard => "Shard",
+            Scheme::Split => "Split",
+            Scheme::Cache => "Cache",
+            Scheme::SplitCache => "Split+Cache",
+            Scheme::Replica => "Replica",
+        }
+    }
+
+    /// The scheme named `name` (case-insensitive).
+    pub fn parse(name: &str) -> Result<Scheme> {
+        Scheme::ALL
+            .into_iter()
+            .find(|s| s.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                BenchError::setting(
+                    "--schemes",
+                    name,
+                    "one of Ideal, Orig, Shard, Split, Cache, Split+Cache, Replica",
+                )
+            })
+    }
+
+    /// Whether the scheme moves values with split live migration.
+    pub fn migrates(self) -> bool {
+        matches!(self, Scheme::Split | Scheme::SplitCache | Scheme::Replica)
+    }
+
+    /// Machines the scheme runs on for a cluster of `machines`.
+    pub fn machines(self, machines: usize) -> usize {
+        if self == Scheme::Ideal {
+            1
+        } else {
+            machines
+        }
+    }
+
+    /// How the scheme sets up a store sized for its graph.
+    pub fn configure(self, s: &mut StoreConfig) {
+        match self {
+            Scheme::Ideal | Scheme::Orig => s.cache_bytes_max = 0,
+            Scheme::Shard => {
+                s.cache_bytes_max = 0;
+                s.shards_per_machine = locus_store::shard::SHARDS_PER_MACHINE_DEFAULT;
+                // Room for the shards a machine may receive (the plan allows 2x its share).
+                s.buckets_per_machine *= 2;
+                s.overflow_buckets_per_machine *= 2;
+                s.value_region_bytes *= 2;
+            }
+            Scheme::Cache | Scheme::SplitCache => s.cache_bytes_max = 128 << 20,
+            Scheme::Replica => {
+                s.cache_bytes_max = 128 << 20;
+                s.replica_bytes_max = (s.value_region_bytes / 4).min(256 << 20) / 8 * 8;
+            }
+            Scheme::Split => {
+                // The cache still counts accesses for the monitor, but no lookup uses it.
+                s.cache_bytes_max = 128 << 20;
+                s.cache_lookups = false;
+            }
+        }
+    }
+
+    /// The migration driver's settings for this scheme (Pragh 4.4): monitoring
+    /// interval, dwell and forgetting in intervals; replicas for Replica.
+    pub fn driver_config(self, interval_ms: u64, mode: Mode) -> DriverConfig {
+        DriverConfig {
+            policy: PolicyConfig {
+                mode,
+                interval_ms,
+                dwell_ms: interval_ms,
+                forget_after_ms: interval_ms * 3,
+                replicas: self == Scheme::Replica,
+                ..PolicyConfig::default()
+            },
+            ..DriverConfig::default()
+        }
+    }
+}
+
+/// A scheme's cluster while it runs: the loaded store, its service threads
+/// and, for schemes that migrate, the driver.
+///
+/// Fields drop in declaration order: the driver stops before the services
+/// it may be waiting on (a replica registration is answered by a service).
+pub struct Running {
+    /// The scheme.
+    pub scheme: Scheme,
+    /// The monitor/coordinator/executor driver (schemes that migrate).
+    pub driver: Option<Driver<crate::cluster::EmbeddedFabric>>,
+    /// Service threads answering forwarded updates.
+    pub services: Services,
+    /// The loaded cluster.
+    pub cluster: Embedded,
+}
+
+impl Running {
+    /// Builds `scheme`'s cluster for `csr` and starts its services and driver.
+    pub fn start(
+        scheme: Scheme,
+        csr: &Csr,
+        config: &Config,
+        machines: usize,
+        interval_ms: u64,
+        mode: Mode,
+        r: &Reporter,
+    ) -> Result<Running> {
+        let cluster = cluster::build_with(csr, scheme.machines(machines), config, r, |s| {
+            scheme.configure(s)
+        })?;
+        let services = cluster.store.spawn_services()?;
+        let driver = if scheme.migrates() {
+            Some(Driver::start(
+                cluster.store.clone(),
+                scheme.driver_config(interval_ms, mode),
+            )?)
+        } else {
+            None
+        };
+        Ok(Running {
+            scheme,
+            cluster,
+            services,
+            driver,
+        })
+    }
+
+    /// Fails if a service thread or the driver has stopped on an error: a
+    /// dead service would otherwise show up only as forwards timing out.
+    pub fn check(&self) -> Result<()> {
+        if let Some(e) = self.services.failure() {
+            return Err(BenchError::Service {
+                scheme: self.scheme.name().into(),
+                source: e,
+            });
+        }
+        if let Some(e) = self.driver.as_ref().and_then(|d| d.error()) {
+            return Err(BenchError::Driver {
+                scheme: self.scheme.name().into(),
+                source: e,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `ops` on the cluster (queries on their start vertex's home) and
+    /// checks the services and driver after.
+    pub fn run(
+        &self,
+        ops: &[Op],
+        q: TwoHop,
+        threads: usize,
+        label: &str,
+        r: &Reporter,
+    ) -> Result<MixReport> {
+        let pb = r.bar(ops.len() as u64, label);
+        let report = run_ops(
+            &self.cluster.store,
+            self.cluster.fabric.counters(),
+            threads,
+            ops,
+            q,
+            &|d| pb.set_position(d),
+        );
+        pb.finish_and_clear();
+        // A stopped service explains a failed run better than the run's own error.
+        self.check()?;
+        Ok(report?)
+    }
+
+    /// (values or keys moved, bytes moved, migrations approved) so far.
+    pub fn moved(&self) -> (u64, u64, u64) {
+        self.driver.as_ref().map_or((0, 0, 0), |d| {
+            (
+                d.stats().moved.load(Ordering::Relaxed),
+                d.stats().bytes_moved.load(Ordering::Relaxed),
+                d.stats().approved.load(Ordering::Relaxed),
+            )
+        })
+    }
+}
+
+/// The operation sequences of one experiment: a warm-up and a measured
+/// sequence drawn from the same start set.
+pub struct Workload<'a> {
+    pub(super) csr: &'a Csr,
+    /// Vertices with a value (sorted): update endpoints are drawn from them.
+    pub(super) endpoints: Vec<u32>,
+    pub(super) warm: Vec<Op>,
+    pub(super) measure: Vec<Op>,
+}
+
+/// The vertices a loaded graph has values for (degree > 0), sorted.
+pub(super) fn endpoints(csr: &Csr) -> Vec<u32> {
+    (0..csr.vertex_count() as u32)
+        .filter(|&v| csr.degree(v) > 0)
+        .collect()
+}
+
+/// The warm-up and measured sequences for `dist`: `p.ops` operations each,
+/// `p.update_fraction` of them edge inserts.
+pub(super) fn workload<'a>(csr: &'a Csr, p: &Settings, dist: StartDist) -> Result<Workload<'a>> {
+    let eligible = |v: u32| csr.degree(v) > 0;
+    let n = csr.vertex_count();
+    // The measured and warm-up sequences share the start set (same seed for
+    // the scope choice) but draw different operations from it.
+    let starts = start_vertices(n, p.ops * 2, dist, p.seed, eligible)?;
+    let (warm, measure) = starts.split_at(p.ops);
+    let ends = endpoints(csr);
+    Ok(Workload {
+        csr,
+        warm: mix_ops(warm, p.update_fraction, &ends, p.seed ^ 1),
+        measure: mix_ops(measure, p.update_fraction, &ends, p.seed ^ 2),
+        endpoints: ends,
+    })
+}
+
+/// Runs one scheme: load, warm up (and migrate), measure. Remote rate and
+/// latencies come from the measured part only.
+pub(super) fn run_scheme(
+    scheme: Scheme,
+    w: &Workload,
+    p: &Settings,
+    mode: Mode,
+    r: &Reporter,
+) -> Result<Row> {
+    let run = Running::start(
+        scheme,
+        w.csr,
+        &p.config(),
+        p.machines,
+        p.interval_ms,
+        mode,
+        r,
+    )?;
+    let q = TwoHop {
+        k: p.k,
+        pipelined: false,
+    };
+    // Warm-up: fills caches; for migrating schemes, runs until a round of at
+    // least one interval approves nothing new.
+    let t0 = Instant::now();
+    let mut shard_moved = (0u64, 0u64);
+    if scheme == Scheme::Shard {
+        run.run(&w.warm, q, p.threads, "Shard: warm-up", r)?;
+        shard_moved = move_shards_optimally(&run.cluster, &w.warm, w.csr, p.k, r)?;
+    }
+    let mut last_approved = u64::MAX;
+    let mut round = 1u64;
+    let label = format!("{}: warm-up", scheme.name());
+    let mut warm_round = || -> Result<()> {
+        round += 1;
+        let ops = repeat_fresh(&w.warm, round, 1, &w.endpoints);
+        run.run(&ops, q, p.threads, &label, r).map(|_| ())
+    };
+    let interval = Duration::from_millis(p.interval_ms + p.interval_ms / 2);
+    loop {
+        let round_start = Instant::now();
+        warm_round()?;
+        let Some(d) = &run.driver else { break };
+        // Keep the round going until a full interval has been reported.
+        while round_start.elapsed() < interval {
+            warm_round()?;
+        }
+        d.wait_drained(Duration::from_secs(30));
+        // Settled when a round approves no migration and no replica.
+        let approved = d.stats().approved.load(Ordering::Relaxed)
+            + d.stats().replicas_approved.load(Ordering::Relaxed);
+        if approved == last_approved || t0.elapsed().as_secs_f64() > p.warm_s_max {
+            break;
+        }
+        last_approved = approved;
+    }
+    let warm_s = t0.elapsed().as_secs_f64();
+    run.check()?;
+    // Measure: repeat the sequence until it lasts long enough.
+    let label = format!("{}: measuring", scheme.name());
+    let probe = Instant::now();
+    let first = run.run(&w.measure, q, p.threads, &label, r)?;
+    let took = probe.elapsed().as_secs_f64();
+    let report = if took >= p.measure_s_min {
+        first
+    } else {
+        let reps = (p.measure_s_min / took.max(1e-3)).ceil() as usize;
+        // Repetitions 1.. insert edges the probe (repetition 0) did not.
+        let ops = repeat_fresh(&w.measure, 1, reps, &w.endpoints);
+        run.run(&ops, q, p.threads, &label, r)?
+    };
+    let (moved, bytes_moved, approved) = if run.driver.is_some() {
+        run.moved()
+    } else {
+        (shard_moved.0, shard_moved.1, 0)
+    };
+    // The share of vertices whose value is away from its key's machine now.
+    let away = if scheme.migrates() {
+        Some(values_away(&run.cluster, w.csr)?)
+    } else {
+        None
+    };
+    let Running { driver, .. } = run;
+    let contended = driver
+        .and_then(|d| d.stop())
+        .map_or(0, |c| c.stats().contended);
+    let loaded = w.endpoints.len().max(1);
+    let q = &report.queries;
+    let ul = &report.update_latencies_us;
+    let pct = |p: f64| -> f64 {
+        if ul.is_empty() {
+            return 0.0;
+        }
+        ul[((p * ul.len() as f64).ceil() as usize).clamp(1, ul.len()) - 1]
+    };
+    Ok(Row {
+        scheme: scheme.name().into(),
+        scope: None,
+        throughput_qps: q.throughput_qps,
+        p50_us: q.p50_us,
+        p99_us: q.p99_us,
+        p999_us: q.p999_us,
+        remote_rate: q.remote_rate,
+        migrated_fraction: away.unwrap_or(moved) as f64 / loaded as f64,
+        values_moved: moved,
+        bytes_moved,
+        vs_orig: 0.0,
+        vs_ideal: 0.0,
+        machines: scheme.machines(p.machines),
+        threads: p.threads,
+        queries: q.queries,
+        updates: ul.len() as u64,
+        update_p50_us: pct(0.5),
+        update_p99_us: pct(0.99),
+        update_p999_us: pct(0.999),
+        forwarded_share: report.remote_sends as f64 / 2.0 / (ul.len().max(1)) as f64,
+        warm_s,
+        migrations_approved: approved,
+        contended_decisions: contended,
+        update_latencies_us: report.update_latencies_us.clone(),
+    })
+}
+
+/// Vertices whose value is held away from their key's machine.
+pub fn values_away(e: &Embedded, csr: &Csr) -> Result<u64> {
+    let mut w0 = e.store.worker(0)?;
+    let mut away = 0u64;
+    for v in 0..csr.vertex_count() as u32 {
+        if csr.degree(v) == 0 {
+            continue;
+        }
+        let word = w0.address_word(v)?;
+        let home = e.store.owner(v);
+        if locus_store::addr::Addr::decode(word).is_some_and(|a| a.holder(home) != home) {
+            away += 1;
+        }
+    }
+    Ok(away)
+}
+
+/// The shard baseline's plan and move (Pragh 6: "optimal migration plans ...
+/// by tracking every access", tracking cost not charged): `ops`' accesses are
+/// counted per shard and machine offline, the plan sends each shard to its
+/// busiest accessor within 2x a machine's share of keys, and the shards move
+/// with traffic paused. Returns (keys, bytes) moved.
+pub(super) fn move_shards_optimally(
+    e: &Embedded,
+    ops: &[Op],
+    csr: &Csr,
+    k: usize,
+    r: &Reporter,
+) -> Result<(u64, u64)> {
+    let store = &e.store;
+    let map = store.shard_map().ok_or(BenchError::setting(
+        "scheme",
+        "Shard",
+        "a store with shard-based placement",
+    ))?;
+    let shards = map.shards() as usize;
+    let machines = store.machines();
+    let mut counts = vec![vec![0u64; machines]; shards];
+    for op in ops {
+        let at = store.owner(op.start()) as usize;
+        match *op {
+            Op::TwoHop(s) => {
+                counts[map.shard_of(s) as usize][at] += 1;
+                for &u in csr.neighbors(s).iter().take(k) {
+                    counts[map.shard_of(u) as usize][at] += 1;
+                }
+            }
+            Op::InsertEdge(v, _) => counts[map.shard_of(v) as usize][at] += 1,
+        }
+    }
+    let mut keys = vec![0u64; shards];
+    for v in 0..csr.vertex_count() as u32 {
+        if csr.degree(v) > 0 {
+            keys[map.shard_of(v) as usize] += 1;
+        }
+    }
+    let current: Vec<u8> = (0..shards as u32).map(|s| map.owner_of_shard(s)).collect();
+    let total: u64 = keys.iter().sum();
+    let moves = locus_store::shard::plan(&counts, &keys, &current, total * 2 / machines as u64 + 1);
+    r.note(format!(
+        "Shard: moving {} of {} shards",
+        moves.len(),
+        shards
+    ));
+    Ok(store.move_shards(&moves)?)
+}
