@@ -100,6 +100,9 @@ use std::sync::Arc;
 use crate::hosted::{check_machine_count, check_queue_limits, Hosted, RegionCache};
 use crate::memory::MachineMemory;
 use crate::{Fabric, FabricError, MachineId, RegionInfo, Result};
+// The module doc links to `Port`'s methods.
+#[cfg(doc)]
+use crate::Port;
 
 pub use port::SimPort;
 use sched::Sched;

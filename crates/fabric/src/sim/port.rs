@@ -264,7 +264,7 @@ impl Port for SimPort {
         }
     }
 
-    /// Simulated time (as [`SimFabric::now_ns`]).
+    /// Simulated time (as [`SimFabric::now_ns`](super::SimFabric::now_ns)).
     fn now_ns(&self) -> u64 {
         self.inner.sched.clock_ns.load(Ordering::Relaxed)
     }
