@@ -1,8 +1,10 @@
 //! Micro-benchmarks of the in-process fabric: what one operation costs the
-//! caller, with the latency model off (pure mechanism) and on (modelled time).
+//! caller, with the latency model off (pure mechanism) and on (modelled time),
+//! and the 8-byte read again through `AnyFabric` (the cost of run-time dispatch).
 //! `cargo bench -p locus-fabric`; system-level figures: `locus bench foundation`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use locus_fabric::any::AnyFabric;
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_fabric::{Fabric, Port, WorkRequest};
 
@@ -19,6 +21,12 @@ fn ops(c: &mut Criterion) {
         let tag = if model { "model" } else { "no-model" };
         c.bench_function(&format!("remote read 8 B ({tag})"), |b| {
             b.iter(|| p.read_word(1, r, 64).expect("read"))
+        });
+        // The same read through `AnyFabric`'s dispatch (a fabric chosen at run time).
+        let any = AnyFabric::Local(f.clone());
+        let mut ap = any.port(0).expect("port");
+        c.bench_function(&format!("remote read 8 B via AnyFabric ({tag})"), |b| {
+            b.iter(|| ap.read_word(1, r, 64).expect("read"))
         });
         c.bench_function(&format!("remote cas ({tag})"), |b| {
             b.iter(|| p.cas(1, r, 128, 0, 0).expect("cas"))

@@ -14,9 +14,11 @@
 //! this process, a modelled remote latency spent by polling), [`tcp`] (machines
 //! in other processes, served by a service thread), and decorators that wrap any
 //! fabric: [`counting`] (exact per-machine counters) and [`faulty`] (fail or
-//! delay the k-th operation). [`conformance`] is the one test suite every
-//! implementation must pass; [`pool`] runs work in the context of a machine so
-//! that N emulated machines share one pool of worker threads.
+//! delay the k-th operation). [`any`] holds one of the implementations chosen
+//! at run time ([`any::AnyFabric`], for a fabric named in a configuration
+//! file). [`conformance`] is the one test suite every implementation must
+//! pass; [`pool`] runs work in the context of a machine so that N emulated
+//! machines share one pool of worker threads.
 //!
 //! # Ordering guarantees (what the store may rely on)
 //! 1. **Granularity.** Offsets and lengths are whole 8-byte words.
@@ -45,6 +47,7 @@
 
 #![warn(missing_docs)]
 
+pub mod any;
 pub mod conformance;
 pub mod counting;
 mod error;

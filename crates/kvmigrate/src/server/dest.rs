@@ -1,0 +1,146 @@
+//! The destination agent of a [`Server`]: queries on a shard migrating in
+//! (local hits, PriorityPulls and parked reads, mirrored writes) and its abort.
+
+use super::{key_of, Role, Server, Shard};
+use crate::table::ShardStore;
+use crate::wire::{
+    Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE, FLAG_FROM_DEST,
+    FLAG_PULLED,
+};
+
+impl<S: ShardStore> Server<S> {
+    pub(super) fn dest_query(&mut self, q: Packet) {
+        let shard = q.shard;
+        let key = key_of(&q.body);
+        let parked_max = self.cfg.parked_reads_max;
+        let mirror = self.cfg.mirror_writes;
+        let Some(s) = self.shards.get_mut(&shard) else {
+            return;
+        };
+        let Role::Dest(d) = &mut s.role else {
+            unreachable!("dest_query on a non-destination shard")
+        };
+        self.stats.queries += 1;
+        match &q.body {
+            Body::Get { .. } => {
+                if d.pending_keys.contains_key(&key) {
+                    // A mirrored write of this key is in flight: answer once it is settled.
+                    if d.parked_count >= parked_max {
+                        self.stats.refused += 1;
+                        self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
+                        return;
+                    }
+                    d.parked_count += 1;
+                    d.parked.entry(key).or_default().push(q);
+                    return;
+                }
+                if let Some(item) = s.table.get(key) {
+                    self.reply_item(&q, Some(item), FLAG_FROM_DEST);
+                    return;
+                }
+                let need_pull = !d.owned
+                    && q.flags & FLAG_DOUBLE == 0
+                    && !d.group_done(key)
+                    && !matches!(d.protocol, Protocol::SourceBased | Protocol::StopAndCopy);
+                if !need_pull {
+                    self.reply_item(&q, None, FLAG_FROM_DEST);
+                    return;
+                }
+                // S3 false positive or Rocksteady: PriorityPull from the source (NetMigrate 4.3).
+                if d.parked_count >= parked_max {
+                    self.stats.refused += 1;
+                    self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
+                    return;
+                }
+                d.parked_count += 1;
+                let first = !d.parked.contains_key(&key);
+                d.parked.entry(key).or_default().push(q);
+                if first {
+                    let src = d.src;
+                    self.stats.pulls += 1;
+                    self.send_extra(src, shard, 0, 0, Body::Pull { key });
+                }
+            }
+            Body::Set { .. } | Body::Delete { .. } => {
+                let value = match &q.body {
+                    Body::Set { value, .. } => Some(value.clone()),
+                    _ => None,
+                };
+                let cur = s.table.version(key);
+                let version = {
+                    self.seq += 1;
+                    (((self.era as u64) << 48) | self.seq).max(cur + 1)
+                };
+                let item = Item {
+                    key,
+                    version,
+                    value,
+                };
+                s.table.put(item.clone());
+                if mirror && !d.owned {
+                    let token = d.next_token;
+                    d.next_token = d.next_token.wrapping_add(1);
+                    *d.pending_keys.entry(key).or_default() += 1;
+                    d.pending.insert(token, q);
+                    let src = d.src;
+                    self.stats.mirrored += 1;
+                    self.send_extra(src, shard, token, 0, Body::Mirror { item });
+                } else {
+                    self.reply(&q, Status::Ok, version, vec![], FLAG_FROM_DEST);
+                }
+            }
+            _ => unreachable!("dest_query takes queries only"),
+        }
+    }
+
+    /// Answers the reads parked on `key` unless a mirrored write of it is still in flight.
+    pub(super) fn answer_parked(&mut self, shard: ShardId, key: Key) {
+        let Some(s) = self.shards.get_mut(&shard) else {
+            return;
+        };
+        let Role::Dest(d) = &mut s.role else {
+            return;
+        };
+        if d.pending_keys.contains_key(&key) {
+            return;
+        }
+        let Some(reads) = d.parked.remove(&key) else {
+            return;
+        };
+        d.parked_count -= reads.len();
+        let item = s.table.get(key);
+        for q in reads {
+            self.reply_item(&q, item.clone(), FLAG_FROM_DEST | FLAG_PULLED);
+        }
+    }
+
+    pub(super) fn dest_shard(&mut self, shard: ShardId, from: NodeId) -> Option<&mut Shard<S>> {
+        match self.shards.get_mut(&shard) {
+            Some(s) if matches!(&s.role, Role::Dest(d) if d.src == from) => Some(s),
+            _ => {
+                self.stats.dropped += 1;
+                None
+            }
+        }
+    }
+
+    pub(super) fn dest_abort(&mut self, shard: ShardId, from: NodeId) {
+        if self.dest_shard(shard, from).is_none() {
+            return;
+        }
+        let Some(s) = self.shards.remove(&shard) else {
+            return;
+        };
+        if let Role::Dest(d) = s.role {
+            for q in d
+                .parked
+                .into_values()
+                .flatten()
+                .chain(d.pending.into_values())
+            {
+                self.stats.refused += 1;
+                self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
+            }
+        }
+    }
+}
