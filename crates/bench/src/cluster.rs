@@ -3,16 +3,18 @@
 
 use std::time::Instant;
 
+use locus_fabric::any::{AnyFabric, FabricKind};
 use locus_fabric::counting::Counting;
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_graph::{Csr, CsrOptions, Rmat, RmatConfig};
 use locus_store::{home_of, Store, StoreConfig};
 
-use crate::config::{Config, FabricChoice, GraphSection};
+use crate::config::{Config, GraphSection};
 use crate::{BenchError, Reporter, Result};
 
-/// The fabric every embedded cluster runs on, with exact counters.
-pub type EmbeddedFabric = Counting<LocalFabric>;
+/// The fabric every embedded cluster runs on: the one the configuration
+/// names (`[cluster] fabric`), with exact counters.
+pub type EmbeddedFabric = Counting<AnyFabric>;
 
 /// A loaded embedded cluster.
 pub struct Embedded {
@@ -37,20 +39,23 @@ pub fn rmat_csr(g: &GraphSection) -> Result<Csr> {
 
 /// The fabric of a cluster of `machines` machines, as `config` chooses it.
 pub fn fabric(machines: usize, config: &Config) -> Result<EmbeddedFabric> {
-    match config.cluster.fabric {
-        FabricChoice::Local => Ok(Counting::new(LocalFabric::new(LocalConfig {
+    let fabric = match FabricKind::from(config.cluster.fabric) {
+        FabricKind::Local => AnyFabric::Local(LocalFabric::new(LocalConfig {
             machines,
             latency_ns: config.cluster.latency_ns,
             bandwidth_bytes_per_s: config.cluster.bandwidth_bytes_per_s,
             pin_memory: config.cluster.pin_memory,
             ..LocalConfig::default()
-        })?)),
-        FabricChoice::Tcp => Err(BenchError::setting(
-            "cluster.fabric",
-            "\"tcp\"",
-            "\"local\" (embedded clusters run in one process)",
-        )),
-    }
+        })?),
+        FabricKind::Tcp => {
+            return Err(BenchError::setting(
+                "cluster.fabric",
+                "\"tcp\"",
+                "\"local\" (embedded clusters run in one process)",
+            ))
+        }
+    };
+    Ok(Counting::new(fabric))
 }
 
 /// Builds a cluster of `machines` machines and loads `csr` into it: every

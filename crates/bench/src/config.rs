@@ -44,7 +44,8 @@ pub struct Config {
     pub workload: WorkloadSection,
 }
 
-/// Which fabric an embedded cluster's machines reach each other's memory over.
+/// Which fabric an embedded cluster's machines reach each other's memory
+/// over: the configuration's name for a [`locus_fabric::any::FabricKind`].
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum FabricChoice {
@@ -53,6 +54,15 @@ pub enum FabricChoice {
     Local,
     /// Machines in separate server processes over TCP.
     Tcp,
+}
+
+impl From<FabricChoice> for locus_fabric::any::FabricKind {
+    fn from(c: FabricChoice) -> Self {
+        match c {
+            FabricChoice::Local => locus_fabric::any::FabricKind::Local,
+            FabricChoice::Tcp => locus_fabric::any::FabricKind::Tcp,
+        }
+    }
 }
 
 /// `[cluster]`: the machines and the fabric between them.
