@@ -4,6 +4,7 @@
 //! service goes on; queues are bounded; replies to forwards that timed out
 //! are dropped, not kept.
 
+use locus_fabric::faulty::{Fault, Faulty};
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_fabric::{Fabric, Port};
 use locus_store::forward::{self, Envelope, PartOp, Reply, Request, VertexOp};
@@ -246,4 +247,34 @@ fn forwards_to_stopped_services_fail_at_once() {
     // stopped may still be in its inbox: "maybe applied", like a timeout).
     let _services = store.spawn_services().unwrap();
     assert!(w1.insert_edge(0, 3).unwrap());
+}
+
+#[test]
+fn a_service_that_stops_says_which_machine_and_why() {
+    let f = Faulty::new(fabric(2));
+    let store = Store::create(f.clone(), config()).unwrap();
+    let services = store.spawn_services().unwrap();
+    assert!(services.failure().is_none());
+    // From now on every one-sided operation fails, as if the machines'
+    // memory vanished: the idle services' garbage collection meets it.
+    f.inject(Fault::FailFrom(0));
+    let t = std::time::Instant::now();
+    let failure = loop {
+        if let Some(e) = services.failure() {
+            break e;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "no service noticed in a minute"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    match &failure {
+        StoreError::ServiceStopped { machine, reason } => {
+            assert!(*machine < 2);
+            assert!(reason.contains("garbage collection"), "{reason}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(failure.to_string().contains("the service of machine"), "{failure}");
 }
