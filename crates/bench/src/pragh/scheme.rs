@@ -457,3 +457,49 @@ pub(super) fn move_shards_optimally(
     ));
     Ok(store.move_shards(&moves)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locus_fabric::faulty::{Fault, Faulty};
+    use locus_fabric::local::{LocalConfig, LocalFabric};
+
+    fn tiny_csr() -> Csr {
+        let mut g = Config::default().graph;
+        g.scale = 6;
+        crate::cluster::rmat_csr(&g).unwrap()
+    }
+
+    #[test]
+    fn a_run_with_a_dead_service_is_an_error_naming_it() {
+        let config = Config::default();
+        let r = Reporter::quiet();
+        let mut run =
+            Running::start(Scheme::Orig, &tiny_csr(), &config, 2, 1000, Mode::Eager, &r).unwrap();
+        run.check().unwrap();
+        // Services of a store whose memory fails from now on: its idle
+        // services' garbage collection stops them.
+        let f = Faulty::new(LocalFabric::new(LocalConfig::with_machines(2)).unwrap());
+        let broken = locus_store::Store::create(f.clone(), StoreConfig::default()).unwrap();
+        run.services = broken.spawn_services().unwrap();
+        f.inject(Fault::FailFrom(0));
+        let t = Instant::now();
+        let e = loop {
+            if let Err(e) = run.check() {
+                break e;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "no failure seen");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let text = e.to_string();
+        assert!(matches!(e, BenchError::Service { .. }), "{text}");
+        assert!(text.starts_with("Orig: the service of machine"), "{text}");
+        // A run reports the dead service, whatever the run itself returned.
+        let q = TwoHop {
+            k: 2,
+            pipelined: false,
+        };
+        let e = run.run(&[Op::TwoHop(0)], q, 1, "", &r).unwrap_err();
+        assert!(matches!(e, BenchError::Service { .. }), "{e}");
+    }
+}
