@@ -141,6 +141,32 @@ pub struct Udp {
 /// Shortest receive wait (a zero read timeout means "block forever" to the OS).
 const UDP_WAIT_MIN: Duration = Duration::from_micros(50);
 
+/// Receives one datagram on `sock` within `wait` (at least [`UDP_WAIT_MIN`]:
+/// a zero read timeout means "block forever" to the OS). `None` when nothing
+/// came, including Linux reporting an earlier datagram to a closed loopback
+/// port as `ECONNREFUSED`.
+pub fn recv_within(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    wait: Duration,
+) -> std::io::Result<Option<(usize, SocketAddr)>> {
+    sock.set_read_timeout(Some(wait.max(UDP_WAIT_MIN)))?;
+    match sock.recv_from(buf) {
+        Ok(x) => Ok(Some(x)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Base ports [`UdpPeer::bind_group`] tries before giving up.
 pub const UDP_PEER_BASES_TRIED: u32 = 32;
 
@@ -358,35 +384,19 @@ impl UdpPeer {
         if node != self.node || self.down.load(Ordering::SeqCst) {
             return Err(Error::Unreachable(node));
         }
-        let wait = timeout.max(UDP_WAIT_MIN);
-        self.socket
-            .set_read_timeout(Some(wait))
-            .map_err(|source| Error::Io {
-                what: format!("setting node {node}'s UDP read timeout to {wait:?}"),
-                source,
-            })?;
         let mut buf = match self.recv_buf.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        match self.socket.recv_from(&mut buf) {
-            Ok((n, from)) => Ok(Some(match Packet::decode(&buf[..n]) {
+        match recv_within(&self.socket, &mut buf, timeout) {
+            Ok(Some((n, from))) => Ok(Some(match Packet::decode(&buf[..n]) {
                 Ok(p) => Inbound::Packet(p),
                 Err(_) => Inbound::Foreign(Foreign {
                     bytes: buf[..n].to_vec(),
                     from,
                 }),
             })),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                Ok(None)
-            }
-            // Loopback reports an earlier datagram to a closed port as ECONNREFUSED on Linux.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Ok(None),
+            Ok(None) => Ok(None),
             Err(source) => Err(Error::Io {
                 what: format!("receiving on node {node}'s UDP socket"),
                 source,

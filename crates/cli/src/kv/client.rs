@@ -23,23 +23,7 @@ fn recv_timeout(
     buf: &mut [u8],
     wait: Duration,
 ) -> Result<Option<(usize, SocketAddr)>, String> {
-    // A zero read timeout means "block forever" to the OS.
-    sock.set_read_timeout(Some(wait.max(Duration::from_micros(50))))
-        .map_err(|e| format!("set_read_timeout: {e}"))?;
-    match sock.recv_from(buf) {
-        Ok(x) => Ok(Some(x)),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            Ok(None)
-        }
-        // Loopback reports an earlier datagram to a closed port as ECONNREFUSED on Linux.
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Ok(None),
-        Err(e) => Err(format!("recv: {e}")),
-    }
+    locus_kvmigrate::transport::recv_within(sock, buf, wait).map_err(|e| format!("recv: {e}"))
 }
 
 /// A client socket at the first free client id.
