@@ -276,5 +276,8 @@ fn a_service_that_stops_says_which_machine_and_why() {
         }
         other => panic!("{other}"),
     }
-    assert!(failure.to_string().contains("the service of machine"), "{failure}");
+    assert!(
+        failure.to_string().contains("the service of machine"),
+        "{failure}"
+    );
 }
