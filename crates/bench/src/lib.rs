@@ -15,6 +15,10 @@
 //! - [`output`]: atomic JSON writes, result directories, machine facts.
 //! - [`pragh`]: the traversal benchmark of Pragh 6 (schemes, warm-up,
 //!   placement bound, timelines).
+//! - [`foundation`]: fabric and store micro-figures, TCP round trips against
+//!   a `locus serve` process, two-hop throughput (`locus bench foundation`).
+//! - [`migrate_speed`]: split-migration speed by payload and threads (Pragh
+//!   Fig. 13, `locus bench migrate-speed`).
 //! - [`demo`]: Ideal, hash placement and split live migration side by side,
 //!   with the recovery timeline.
 
@@ -22,6 +26,8 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 mod error;
+pub mod foundation;
+pub mod migrate_speed;
 pub mod output;
 pub mod pragh;
 pub mod preset;

@@ -9,6 +9,7 @@ mod kv;
 mod migrate_speed;
 mod netmigrate_bench;
 mod pragh;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,7 +56,7 @@ enum Command {
     /// two-hop throughput) and write them as JSON.
     Bench(bench::BenchArgs),
     /// Serve machines' memory over TCP (a memory node of the TCP fabric).
-    Serve(bench::ServeArgs),
+    Serve(serve::ServeArgs),
     /// Far-memory graph analytics (Fargraph+): run an algorithm on a backend,
     /// serve far memory over TCP, or build the thread table.
     Analytics(analytics::AnalyticsArgs),
@@ -113,7 +114,7 @@ fn main() -> ExitCode {
         Command::Load(a) => commands::load(a),
         Command::Query(a) => commands::query(a),
         Command::Bench(a) => bench::run(a),
-        Command::Serve(a) => bench::serve(a).map_err(Into::into),
+        Command::Serve(a) => serve::serve(a),
         Command::Analytics(a) => analytics::run_command(a).map_err(Into::into),
         Command::Kv(a) => kv::run(a).map_err(Into::into),
     };
