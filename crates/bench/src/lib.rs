@@ -19,6 +19,8 @@
 //!   a `locus serve` process, two-hop throughput (`locus bench foundation`).
 //! - [`migrate_speed`]: split-migration speed by payload and threads (Pragh
 //!   Fig. 13, `locus bench migrate-speed`).
+//! - [`fargraph`]: far-memory analytics (Fargraph+ 10: Figs. 15, 16, 18, 19,
+//!   Table 4; `locus bench fargraph`).
 //! - [`demo`]: Ideal, hash placement and split live migration side by side,
 //!   with the recovery timeline.
 
@@ -26,6 +28,7 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 mod error;
+pub mod fargraph;
 pub mod foundation;
 pub mod migrate_speed;
 pub mod output;

@@ -25,7 +25,7 @@ pub enum Bench {
     /// Pragh's traversal benchmark (section 6): schemes side by side in one run.
     Pragh(crate::pragh::PraghArgs),
     /// Far-memory analytics (Fargraph+ Figs. 15, 18, 19, Table 4, threads).
-    Fargraph(crate::fargraph_bench::FargraphArgs),
+    Fargraph(crate::fargraph::FargraphArgs),
     /// Live shard migration (NetMigrate 6: Figs. 4-6, Tables 2-7), every protocol side by side.
     Netmigrate(crate::netmigrate_bench::NetmigrateArgs),
 }
@@ -51,7 +51,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::Foundation(f) => run_foundation(f),
         Bench::MigrateSpeed(m) => crate::migrate_speed::run(m),
         Bench::Pragh(p) => crate::pragh::run(p),
-        Bench::Fargraph(g) => crate::fargraph_bench::run(g).map_err(Into::into),
+        Bench::Fargraph(g) => crate::fargraph::run(g),
         Bench::Netmigrate(n) => crate::netmigrate_bench::run(n).map_err(Into::into),
     }
 }

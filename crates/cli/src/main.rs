@@ -4,7 +4,7 @@ mod analytics;
 mod bench;
 mod commands;
 mod demo;
-mod fargraph_bench;
+mod fargraph;
 mod kv;
 mod migrate_speed;
 mod netmigrate_bench;
