@@ -21,6 +21,8 @@
 //!   Fig. 13, `locus bench migrate-speed`).
 //! - [`fargraph`]: far-memory analytics (Fargraph+ 10: Figs. 15, 16, 18, 19,
 //!   Table 4; `locus bench fargraph`).
+//! - [`netmigrate`]: live shard migration, every protocol side by side
+//!   (NetMigrate 6: Figs. 4-6, Tables 2-7; `locus bench netmigrate`).
 //! - [`demo`]: Ideal, hash placement and split live migration side by side,
 //!   with the recovery timeline.
 
@@ -31,6 +33,7 @@ mod error;
 pub mod fargraph;
 pub mod foundation;
 pub mod migrate_speed;
+pub mod netmigrate;
 pub mod output;
 pub mod pragh;
 pub mod preset;

@@ -27,7 +27,7 @@ pub enum Bench {
     /// Far-memory analytics (Fargraph+ Figs. 15, 18, 19, Table 4, threads).
     Fargraph(crate::fargraph::FargraphArgs),
     /// Live shard migration (NetMigrate 6: Figs. 4-6, Tables 2-7), every protocol side by side.
-    Netmigrate(crate::netmigrate_bench::NetmigrateArgs),
+    Netmigrate(crate::netmigrate::NetmigrateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -52,7 +52,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::MigrateSpeed(m) => crate::migrate_speed::run(m),
         Bench::Pragh(p) => crate::pragh::run(p),
         Bench::Fargraph(g) => crate::fargraph::run(g),
-        Bench::Netmigrate(n) => crate::netmigrate_bench::run(n).map_err(Into::into),
+        Bench::Netmigrate(n) => crate::netmigrate::run(n),
     }
 }
 

@@ -7,7 +7,7 @@ mod demo;
 mod fargraph;
 mod kv;
 mod migrate_speed;
-mod netmigrate_bench;
+mod netmigrate;
 mod pragh;
 mod serve;
 

@@ -15,19 +15,27 @@
 //! writes without copying them back to the source); NetMigrate with the crate's default
 //! (mirrored writes, which keeps an aborted migration lossless) is its own row everywhere.
 //! Every run uses the same seed, so protocols see the same key sequences.
+//!
+//! [`Settings::new`] turns an experiment, a [`Preset`] and a backend into the
+//! run's sizes; callers override fields, and [`Settings::resolve`] validates
+//! them (naming the flag) into the [`RunSettings`] the `.meta.json` records.
+
+mod plots;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::{Args, ValueEnum};
 use locus_kvmigrate::measure::{measure, IntervalStats, KeyChooser, MeasureConfig, MeasureReport};
 use locus_kvmigrate::router::RouterConfig;
 use locus_kvmigrate::runtime::CpuBudget;
 use locus_kvmigrate::{Geometry, MigrationPhase, Protocol, ServerConfig};
-use locus_plot::{BarChart, LineChart, Series};
 use locus_workloads::ycsb::{FastUniform, ScrambledZipfian, Workload};
 use serde::Serialize;
+
+use self::plots::plot;
+use crate::output::{MachineMeta, OutDir};
+use crate::{BenchError, Preset, Reporter, Result};
 
 /// Records, at most (the source table's memory and load time).
 const RECORDS_MAX: u64 = 1 << 26;
@@ -54,8 +62,12 @@ const CBF_BYTES_DEFAULT: usize = 1024 << 10;
 const REPEAT_MAX: usize = 20;
 /// Zipf constant of YCSB's scrambled Zipfian (fixed by the generator).
 const ZIPF_THETA: f64 = 0.99;
+/// Value bytes by default (the paper's).
+const VALUE_BYTES_DEFAULT: usize = 64;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+/// The experiments of NetMigrate 6 (serialized as their names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Experiment {
     /// Every protocol, YCSB-B, throughput/p50/p99 timelines (Figs. 4-6).
     Overall,
@@ -70,7 +82,8 @@ pub enum Experiment {
 }
 
 impl Experiment {
-    fn name(self) -> &'static str {
+    /// The experiment's name on the command line and in file names.
+    pub fn name(self) -> &'static str {
         match self {
             Experiment::Overall => "overall",
             Experiment::Filters => "filters",
@@ -81,17 +94,8 @@ impl Experiment {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Preset {
-    /// Small shard, a few minutes per experiment on 2 cores.
-    Quick,
-    /// Larger shard and longer phases.
-    Full,
-}
-
 /// Where the migrating shard's pairs live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// The built-in in-memory KV server.
@@ -101,88 +105,45 @@ pub enum Backend {
     Redis,
 }
 
-#[derive(Args, Debug)]
-pub struct NetmigrateArgs {
-    /// Which experiment.
+/// What a run is asked to do, from [`Settings::new`] and overrides; checked
+/// and completed by [`Settings::resolve`].
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The experiment.
     pub experiment: Experiment,
-    /// builtin (the in-memory KV server) or redis (two private redis-server processes).
-    #[arg(long, value_enum, default_value = "builtin")]
-    pub backend: Backend,
-    /// The redis-server binary for `--backend redis` (default: found on PATH).
-    #[arg(long, value_name = "PATH")]
-    pub redis_server: Option<PathBuf>,
-    /// quick (minutes on 2 cores) or full (larger shard).
-    #[arg(long, value_enum, default_value = "quick")]
+    /// The preset the sizes came from.
     pub preset: Preset,
-    /// Print the JSON on stdout (otherwise a summary table).
-    #[arg(long)]
-    pub json: bool,
-    /// Directory for netmigrate-EXPERIMENT.json, .meta.json and the PNGs.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Records in the migrating shard instead of the preset's.
-    #[arg(long)]
-    pub records: Option<u64>,
-    /// Closed-loop client threads instead of the preset's.
-    #[arg(long)]
-    pub clients: Option<u16>,
-    /// Value bytes (16..=1024; default 64 as in the paper).
-    #[arg(long, default_value_t = 64)]
+    /// Where the migrating shard's pairs live.
+    pub backend: Backend,
+    /// The redis-server binary for [`Backend::Redis`] (`None`: found on PATH).
+    pub redis_server: Option<PathBuf>,
+    /// Records in the migrating shard.
+    pub records: u64,
+    /// Closed-loop client threads.
+    pub clients: u16,
+    /// Value bytes (16..=1024; 64 as in the paper).
     pub value_bytes: usize,
     /// Seed of the clients' key and operation choices.
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Runs per configuration, round-robin (the median-throughput run is reported); default 3,
-    /// 1 for the 60-configuration bandwidth and budgets matrix under quick.
-    #[arg(long)]
-    pub repeat: Option<usize>,
-    /// Load before and after each migration, ms, instead of the preset's (tests use small values).
-    #[arg(long, hide = true)]
-    pub phase_ms: Option<u64>,
-    /// Timeline bin width, ms, instead of the preset's.
-    #[arg(long, hide = true)]
-    pub interval_ms: Option<u64>,
-}
-
-/// Everything a run depends on (written to the .meta.json).
-#[derive(Clone, Debug, Serialize)]
-struct Settings {
-    preset: Preset,
-    records: u64,
-    key_bytes: usize,
-    key_note: &'static str,
-    value_bytes: usize,
-    clients: u16,
-    distribution: &'static str,
-    zipf_theta: f64,
-    buckets_log2: u8,
-    group_buckets_log2: u8,
-    bf_bytes: usize,
-    cbf_bytes: usize,
-    interval_ms: u64,
-    warmup_ms: u64,
-    cooldown_ms: u64,
-    seed: u64,
-    mirror_writes: bool,
-    mirror_note: &'static str,
-    ack_timeout_us: u64,
-    op_timeout_ms: u64,
-    migration_timeout_ms: u64,
-    repeat: usize,
-    repeat_note: &'static str,
-    transport: &'static str,
-    backend: Backend,
-    #[serde(skip)]
-    redis_server: Option<PathBuf>,
+    /// Runs per configuration, round-robin (the median-throughput run is reported).
+    pub repeat: usize,
+    /// Load before and after each migration (warm-up and cool-down), ms.
+    pub phase_ms: u64,
+    /// Timeline bin width, ms.
+    pub interval_ms: u64,
 }
 
 impl Settings {
-    fn resolve(a: &NetmigrateArgs) -> Result<Self, String> {
+    /// The sizes of `experiment` under `preset` on `backend`: quick (minutes
+    /// on 2 cores) or full (larger shard, longer phases); 64-byte values,
+    /// seed 1, 3 runs per configuration (1 for the 60-configuration matrix
+    /// under quick).
+    pub fn new(experiment: Experiment, preset: Preset, backend: Backend) -> Settings {
         // Measured on 2 vCPUs: a 2^20-key shard migrates in about 1-2.5 s, a run with its
         // load, warm-up and cool-down takes about 3-4 s; `overall` has 8 runs, the sweeps 7-9,
         // the write-ratio x budget matrix 60, so the matrix gets the smaller shard.
-        let big = a.experiment == Experiment::Overall;
-        let (records, clients, phase_ms, interval_ms) = match (a.preset, big) {
+        let big = experiment == Experiment::Overall;
+        let (records, clients, phase_ms, interval_ms) = match (preset, big) {
             (Preset::Quick, true) => (1u64 << 20, 4u16, 500u64, 100u64),
             (Preset::Quick, false) => (1 << 19, 4, 300, 50),
             (Preset::Full, true) => (1 << 22, 8, 1000, 200),
@@ -190,72 +151,112 @@ impl Settings {
         };
         // Over Redis every pair is loaded and migrated through RESP round trips (about 40k
         // pairs/s here): a 16x smaller shard keeps a run within seconds.
-        let records = if a.backend == Backend::Redis {
+        let records = if backend == Backend::Redis {
             records >> 4
         } else {
             records
         };
-        let redis_server = match a.backend {
+        let matrix = matches!(experiment, Experiment::Bandwidth | Experiment::Budgets);
+        Settings {
+            experiment,
+            preset,
+            backend,
+            redis_server: None,
+            records,
+            clients,
+            value_bytes: VALUE_BYTES_DEFAULT,
+            seed: 1,
+            repeat: if matrix && preset == Preset::Quick {
+                1
+            } else {
+                3
+            },
+            phase_ms,
+            interval_ms,
+        }
+    }
+
+    /// Checks every setting (naming the flag of one that cannot work), finds
+    /// redis-server for the Redis backend, and derives the geometry.
+    pub fn resolve(&self) -> Result<RunSettings> {
+        let redis_server = match self.backend {
             Backend::Builtin => None,
-            Backend::Redis => Some(match &a.redis_server {
+            Backend::Redis => Some(match &self.redis_server {
                 Some(p) if p.is_file() => p.clone(),
                 Some(p) => {
-                    return Err(format!(
-                        "--redis-server {}: no such file",
-                        p.display()
+                    return Err(BenchError::setting(
+                        "--redis-server",
+                        p.display(),
+                        "no such file; give the redis-server binary",
                     ))
                 }
-                None => find_on_path("redis-server").ok_or(
-                    "--backend redis: redis-server is not on PATH; install it (Debian: apt-get install -y redis-server) or pass --redis-server PATH",
-                )?,
+                None => find_on_path("redis-server").ok_or_else(|| {
+                    BenchError::setting(
+                        "--backend",
+                        "redis",
+                        "redis-server is not on PATH; install it (Debian: apt-get install -y redis-server) or pass --redis-server PATH",
+                    )
+                })?,
             }),
         };
-        let records = a.records.unwrap_or(records);
+        let records = self.records;
         if !(RECORDS_MIN..=RECORDS_MAX).contains(&records) {
-            return Err(format!(
-                "--records {records}: must be in {RECORDS_MIN}..={RECORDS_MAX}"
+            return Err(BenchError::setting(
+                "--records",
+                records,
+                format!("must be in {RECORDS_MIN}..={RECORDS_MAX}"),
             ));
         }
-        let clients = a.clients.unwrap_or(clients);
+        let clients = self.clients;
         if clients == 0 || clients > CLIENTS_MAX {
-            return Err(format!("--clients {clients}: must be in 1..={CLIENTS_MAX}"));
-        }
-        if !(16..=locus_kvmigrate::wire::VALUE_BYTES_MAX).contains(&a.value_bytes) {
-            return Err(format!(
-                "--value-bytes {}: must be in 16..={} (a writer id and counter are embedded)",
-                a.value_bytes,
-                locus_kvmigrate::wire::VALUE_BYTES_MAX
+            return Err(BenchError::setting(
+                "--clients",
+                clients,
+                format!("must be in 1..={CLIENTS_MAX}"),
             ));
         }
-        let phase_ms = a.phase_ms.unwrap_or(phase_ms);
+        if !(16..=locus_kvmigrate::wire::VALUE_BYTES_MAX).contains(&self.value_bytes) {
+            return Err(BenchError::setting(
+                "--value-bytes",
+                self.value_bytes,
+                format!(
+                    "must be in 16..={} (a writer id and counter are embedded)",
+                    locus_kvmigrate::wire::VALUE_BYTES_MAX
+                ),
+            ));
+        }
+        let phase_ms = self.phase_ms;
         if phase_ms > PHASE_MS_MAX {
-            return Err(format!(
-                "--phase-ms {phase_ms}: must be at most {PHASE_MS_MAX}"
+            return Err(BenchError::setting(
+                "--phase-ms",
+                phase_ms,
+                format!("must be at most {PHASE_MS_MAX}"),
             ));
         }
-        let interval_ms = a.interval_ms.unwrap_or(interval_ms);
+        let interval_ms = self.interval_ms;
         if interval_ms == 0 || interval_ms > INTERVAL_MS_MAX {
-            return Err(format!(
-                "--interval-ms {interval_ms}: must be in 1..={INTERVAL_MS_MAX}"
+            return Err(BenchError::setting(
+                "--interval-ms",
+                interval_ms,
+                format!("must be in 1..={INTERVAL_MS_MAX}"),
             ));
         }
-        let matrix = matches!(a.experiment, Experiment::Bandwidth | Experiment::Budgets);
-        let repeat = a.repeat.unwrap_or(if matrix && a.preset == Preset::Quick {
-            1
-        } else {
-            3
-        });
+        let repeat = self.repeat;
         if repeat == 0 || repeat > REPEAT_MAX {
-            return Err(format!("--repeat {repeat}: must be in 1..={REPEAT_MAX}"));
+            return Err(BenchError::setting(
+                "--repeat",
+                repeat,
+                format!("must be in 1..={REPEAT_MAX}"),
+            ));
         }
         // About one key per bucket, as the paper's table.
         let buckets_log2 = (64 - (records - 1).leading_zeros()) as u8;
-        Ok(Self {
-            preset: a.preset,
+        Ok(RunSettings {
+            preset: self.preset,
             records,
             key_bytes: 4,
             key_note: "keys are 0..records (a 4-byte key space); the wire carries them as u64",
-            value_bytes: a.value_bytes,
+            value_bytes: self.value_bytes,
             clients,
             distribution: "YCSB scrambled Zipfian",
             zipf_theta: ZIPF_THETA,
@@ -266,7 +267,7 @@ impl Settings {
             interval_ms,
             warmup_ms: phase_ms,
             cooldown_ms: phase_ms,
-            seed: a.seed,
+            seed: self.seed,
             mirror_writes: false,
             mirror_note: "rows labelled *-mirrored run with the crate default mirror_writes = true",
             ack_timeout_us: MIGRATION_TIMEOUT_MS * 1000,
@@ -276,7 +277,7 @@ impl Settings {
             repeat_note:
                 "configurations run round-robin, repeat times; each row is the run with the \
                           median throughput during migration, repeat_* list every run",
-            transport: match a.backend {
+            transport: match self.backend {
                 Backend::Builtin => {
                     "in-process channels; router, 2 servers and the clients are threads of one process"
                 }
@@ -284,12 +285,73 @@ impl Settings {
                     "in-process channels between router, agents and clients; each agent keeps its pairs in its own redis-server process on loopback (RESP)"
                 }
             },
-            backend: a.backend,
+            backend: self.backend,
             redis_server,
         })
     }
+}
 
-    fn groups(&self, group_buckets_log2: u8) -> u64 {
+/// Everything a run depends on (written to the .meta.json).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSettings {
+    /// The preset the sizes came from.
+    pub preset: Preset,
+    /// Records in the migrating shard.
+    pub records: u64,
+    /// Bytes of a key's space (keys are `0..records`).
+    pub key_bytes: usize,
+    /// How keys are carried.
+    pub key_note: &'static str,
+    /// Value bytes.
+    pub value_bytes: usize,
+    /// Closed-loop client threads.
+    pub clients: u16,
+    /// The key distribution.
+    pub distribution: &'static str,
+    /// Its Zipf constant.
+    pub zipf_theta: f64,
+    /// log2 of the buckets (about one key per bucket).
+    pub buckets_log2: u8,
+    /// log2 of the buckets per migration group.
+    pub group_buckets_log2: u8,
+    /// Bloom filter bytes (completed groups).
+    pub bf_bytes: usize,
+    /// Counting Bloom filter bytes (groups in flight).
+    pub cbf_bytes: usize,
+    /// Timeline bin width, ms.
+    pub interval_ms: u64,
+    /// Load before the migration, ms.
+    pub warmup_ms: u64,
+    /// Load after it, ms.
+    pub cooldown_ms: u64,
+    /// Seed of the clients' choices.
+    pub seed: u64,
+    /// Whether destinations mirror writes to the source (rows `*-mirrored` do).
+    pub mirror_writes: bool,
+    /// What `mirror_writes` means for the rows.
+    pub mirror_note: &'static str,
+    /// A server's ack timeout (as long as a migration may take).
+    pub ack_timeout_us: u64,
+    /// A client gives up on one query after this long.
+    pub op_timeout_ms: u64,
+    /// A migration taking longer is reported as timed out.
+    pub migration_timeout_ms: u64,
+    /// Runs per configuration.
+    pub repeat: usize,
+    /// How repeats are run and reported.
+    pub repeat_note: &'static str,
+    /// How the nodes talk.
+    pub transport: &'static str,
+    /// Where the pairs live.
+    pub backend: Backend,
+    /// The redis-server binary (Redis backend).
+    #[serde(skip)]
+    pub redis_server: Option<PathBuf>,
+}
+
+impl RunSettings {
+    /// Migration groups with `2^group_buckets_log2` buckets each.
+    pub fn groups(&self, group_buckets_log2: u8) -> u64 {
         1u64 << (self.buckets_log2 - group_buckets_log2)
     }
 }
@@ -308,7 +370,7 @@ struct Case {
 }
 
 impl Case {
-    fn new(s: &Settings, protocol: Protocol, write_ratio: f64, source_budget_pct: u8) -> Self {
+    fn new(s: &RunSettings, protocol: Protocol, write_ratio: f64, source_budget_pct: u8) -> Self {
         Self {
             label: protocol.name().to_string(),
             protocol,
@@ -333,58 +395,86 @@ impl Case {
     }
 }
 
-/// One measured configuration.
+/// One measured configuration (its median-throughput run).
 #[derive(Clone, Debug, Serialize)]
-struct Row {
-    label: String,
-    protocol: &'static str,
-    mirror_writes: bool,
-    write_ratio: f64,
-    source_budget_pct: u8,
-    bf_bytes: usize,
-    cbf_bytes: usize,
-    groups: u64,
-    keys_per_group: f64,
+pub struct Row {
+    /// The configuration's name ("netmigrate-long", "bf 64 B, cbf 64 B").
+    pub label: String,
+    /// The protocol.
+    pub protocol: &'static str,
+    /// Whether destinations mirrored writes to the source.
+    pub mirror_writes: bool,
+    /// Share of queries that were SETs.
+    pub write_ratio: f64,
+    /// The source's CPU budget for queries, percent.
+    pub source_budget_pct: u8,
+    /// Bloom filter bytes.
+    pub bf_bytes: usize,
+    /// Counting Bloom filter bytes.
+    pub cbf_bytes: usize,
+    /// Migration groups.
+    pub groups: u64,
+    /// Keys per group.
+    pub keys_per_group: f64,
     /// Filters' bits per group (Table 2's "Bits/Ele" counts BF bits only, per group).
-    bf_bits_per_group: f64,
+    pub bf_bits_per_group: f64,
     /// Upper bound of a BF false positive with every group inserted (4 hashes).
-    bf_fp_bound: f64,
+    pub bf_fp_bound: f64,
     /// Upper bound of a CBF false positive with `groups_inflight_max` groups migrating.
-    cbf_fp_bound: f64,
-    /// done, aborted or timeout.
-    outcome: &'static str,
-    migration_ms: u64,
-    pause_ms: u64,
-    avg_ops_per_s_migrating: f64,
-    avg_ops_per_s: f64,
+    pub cbf_fp_bound: f64,
+    /// done, aborted or timeout ("not all done" if any repeat was not done).
+    pub outcome: &'static str,
+    /// Migration time.
+    pub migration_ms: u64,
+    /// Time the shard took no queries (stop-and-copy's pause).
+    pub pause_ms: u64,
+    /// Operations per second while migrating.
+    pub avg_ops_per_s_migrating: f64,
+    /// Operations per second over the whole run.
+    pub avg_ops_per_s: f64,
     /// Mean of the per-interval medians while migrating (the paper's "average median").
-    p50_us_migrating: f64,
+    pub p50_us_migrating: f64,
     /// Mean of the per-interval 99th percentiles while migrating.
-    p99_us_migrating: f64,
-    ops: u64,
-    failed_ops: u64,
-    lost_ops: u64,
+    pub p99_us_migrating: f64,
+    /// Operations completed.
+    pub ops: u64,
+    /// Operations that failed, summed over every repeat.
+    pub failed_ops: u64,
+    /// Acknowledged writes lost, summed over every repeat.
+    pub lost_ops: u64,
     /// Client-side extra bytes / all client-side bytes, percent.
-    client_extra_pct: f64,
+    pub client_extra_pct: f64,
     /// Server-side extra bytes / all server-to-server bytes, percent.
-    server_extra_pct: f64,
-    client_bytes: u64,
-    client_extra_bytes: u64,
-    server_data_bytes: u64,
-    server_extra_bytes: u64,
-    double_reads: u64,
-    to_destination: u64,
-    sticky_writes: u64,
-    wall_s: f64,
-    /// Every run's throughput during migration and migration time (round-robin order).
-    repeat_ops_per_s_migrating: Vec<f64>,
-    repeat_migration_ms: Vec<u64>,
+    pub server_extra_pct: f64,
+    /// Client-side bytes, double reads included.
+    pub client_bytes: u64,
+    /// Client-side extra bytes (double reads).
+    pub client_extra_bytes: u64,
+    /// Server-to-server data bytes.
+    pub server_data_bytes: u64,
+    /// Server-to-server extra bytes (pulls, late writes, control).
+    pub server_extra_bytes: u64,
+    /// Reads the router sent to both servers.
+    pub double_reads: u64,
+    /// Queries the router sent to the destination.
+    pub to_destination: u64,
+    /// Writes kept at the destination once there (sticky).
+    pub sticky_writes: u64,
+    /// Seconds the run took, load included.
+    pub wall_s: f64,
+    /// Every run's throughput during migration (round-robin order).
+    pub repeat_ops_per_s_migrating: Vec<f64>,
+    /// Every run's migration time.
+    pub repeat_migration_ms: Vec<u64>,
+    /// Migration start in the timeline (`overall`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    migration_start_ms: Option<u64>,
+    pub migration_start_ms: Option<u64>,
+    /// Migration end in the timeline (`overall`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    migration_end_ms: Option<u64>,
+    pub migration_end_ms: Option<u64>,
+    /// Throughput and latency per interval (`overall`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    timeline: Option<Vec<IntervalStats>>,
+    pub timeline: Option<Vec<IntervalStats>>,
 }
 
 fn chooser(records: u64) -> KeyChooser {
@@ -418,9 +508,9 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-fn run_case(s: &Settings, c: &Case, keep_timeline: bool) -> Result<Row, String> {
-    let geometry =
-        Geometry::new(s.buckets_log2, c.group_buckets_log2).map_err(|e| e.to_string())?;
+fn run_case(s: &RunSettings, c: &Case, keep_timeline: bool) -> Result<Row> {
+    let in_case = |e: locus_kvmigrate::Error| BenchError::from(e).in_scheme(&c.label);
+    let geometry = Geometry::new(s.buckets_log2, c.group_buckets_log2).map_err(in_case)?;
     let mut server = ServerConfig::new(0, 0, geometry);
     server.mirror_writes = c.mirror_writes;
     server.ack_timeout_us = s.ack_timeout_us;
@@ -454,7 +544,7 @@ fn run_case(s: &Settings, c: &Case, keep_timeline: bool) -> Result<Row, String> 
         None => measure(&cfg, chooser(s.records)),
         Some(bin) => locus_kvmigrate::redis::measure_redis(&cfg, chooser(s.records), bin),
     }
-    .map_err(|e| format!("{}: {e}", c.label))?;
+    .map_err(in_case)?;
     Ok(row(
         s,
         c,
@@ -466,7 +556,7 @@ fn run_case(s: &Settings, c: &Case, keep_timeline: bool) -> Result<Row, String> 
 }
 
 fn row(
-    s: &Settings,
+    s: &RunSettings,
     c: &Case,
     server: &ServerConfig,
     r: &MeasureReport,
@@ -533,14 +623,19 @@ fn row(
 }
 
 /// Runs every case `s.repeat` times round-robin (so interference from other processes spreads
-/// over all of them), printing progress on stderr; keeps each case's median-throughput run.
-fn run_all(s: &Settings, cases: &[Case], keep_timeline: bool) -> Result<Vec<Row>, String> {
+/// over all of them), reporting each run; keeps each case's median-throughput run.
+fn run_all(
+    s: &RunSettings,
+    cases: &[Case],
+    keep_timeline: bool,
+    reporter: &Reporter,
+) -> Result<Vec<Row>> {
     let mut runs: Vec<Vec<Row>> = vec![Vec::new(); cases.len()];
     let t = Instant::now();
     let total = cases.len() * s.repeat;
     for round in 0..s.repeat {
         for (i, c) in cases.iter().enumerate() {
-            eprint!(
+            let case = format!(
                 "[{}/{total}] {:<22} writes {:>3.0}% source budget {:>3}% bf {:>7} B cbf {:>7} B groups {:>7} ... ",
                 round * cases.len() + i + 1,
                 c.label,
@@ -551,15 +646,15 @@ fn run_all(s: &Settings, cases: &[Case], keep_timeline: bool) -> Result<Vec<Row>
                 s.groups(c.group_buckets_log2),
             );
             let r = run_case(s, c, keep_timeline)?;
-            eprintln!(
-                "{:>9.0} ops/s migrating, p50 {:>6.0} us, migration {:>6} ms ({}), {:.1} s, {:.0} s total",
+            reporter.note(format_args!(
+                "{case}{:>9.0} ops/s migrating, p50 {:>6.0} us, migration {:>6} ms ({}), {:.1} s, {:.0} s total",
                 r.avg_ops_per_s_migrating,
                 r.p50_us_migrating,
                 r.migration_ms,
                 r.outcome,
                 r.wall_s,
                 t.elapsed().as_secs_f64()
-            );
+            ));
             runs[i].push(r);
         }
     }
@@ -597,7 +692,7 @@ const WRITE_RATIOS: [f64; 4] = [0.0, 0.1, 0.2, 0.3];
 const BUDGETS_PCT: [u8; 3] = [100, 70, 40];
 
 /// The protocols of Tables 4-7 plus mirrored NetMigrate.
-fn matrix_cases(s: &Settings) -> Vec<Case> {
+fn matrix_cases(s: &RunSettings) -> Vec<Case> {
     let mut cases = Vec::new();
     for &w in &WRITE_RATIOS {
         for &b in &BUDGETS_PCT {
@@ -619,7 +714,7 @@ fn ycsb_b_write_ratio() -> f64 {
     Workload::b().update_proportion
 }
 
-fn overall_cases(s: &Settings) -> Vec<Case> {
+fn overall_cases(s: &RunSettings) -> Vec<Case> {
     let w = ycsb_b_write_ratio();
     let mut cases = vec![
         Case::new(s, Protocol::NetMigrate, w, 100).labelled("netmigrate-long"),
@@ -641,7 +736,7 @@ fn overall_cases(s: &Settings) -> Vec<Case> {
 /// Table 2's settings: CBF sweep at 32 bits per group, then BF sweep at a 64-byte CBF. The
 /// paper's byte sizes are for 2^17 groups; the BF is scaled to keep its bits per group, the CBF
 /// (which holds only the groups in flight) keeps its size.
-fn filter_cases(s: &Settings) -> Vec<Case> {
+fn filter_cases(s: &RunSettings) -> Vec<Case> {
     let groups = s.groups(s.group_buckets_log2) as usize;
     let bf_for = |bits: usize| (groups * bits / 8).max(1);
     let w = ycsb_b_write_ratio();
@@ -665,7 +760,7 @@ fn filter_cases(s: &Settings) -> Vec<Case> {
 }
 
 /// Table 3: keys per group from 1 to 2^12 (bounded by the table), 512 KB BF and 64 B CBF.
-fn group_cases(s: &Settings) -> Vec<Case> {
+fn group_cases(s: &RunSettings) -> Vec<Case> {
     let w = ycsb_b_write_ratio();
     (0..=12u8)
         .step_by(2)
@@ -680,160 +775,132 @@ fn group_cases(s: &Settings) -> Vec<Case> {
         .collect()
 }
 
-#[derive(Serialize)]
-struct Output {
-    experiment: &'static str,
-    rows: Vec<Row>,
-    derived: serde_json::Value,
+/// The results file (`BASE.json`): the rows and what is derived from them.
+#[derive(Debug, Serialize)]
+pub struct Results {
+    /// The experiment.
+    pub experiment: Experiment,
+    /// One row per configuration (its median-throughput run).
+    pub rows: Vec<Row>,
+    /// Numbers derived from the rows (gains, totals), or null.
+    pub derived: serde_json::Value,
 }
 
-#[derive(Serialize)]
-struct Meta {
-    experiment: &'static str,
-    command: String,
-    settings: Settings,
-    machine: Machine,
-    wall_s: f64,
+/// The metadata file (`BASE.meta.json`): how and where the results were made.
+#[derive(Debug, Serialize)]
+pub struct Meta {
+    /// The experiment.
+    pub experiment: Experiment,
+    /// The command line.
+    pub command: String,
+    /// Everything the runs depended on.
+    pub settings: RunSettings,
+    /// The machine.
+    pub machine: Machine,
+    /// Seconds the whole experiment took.
+    pub wall_s: f64,
 }
 
-#[derive(Serialize)]
-struct Machine {
-    cores: usize,
-    arch: &'static str,
-    os: &'static str,
-    loadavg_before: String,
-    loadavg_after: String,
-    note: &'static str,
+/// The machine facts, and what sharing it means for these figures.
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    /// Cores, load before and after, command, version.
+    #[serde(flatten)]
+    pub facts: MachineMeta,
+    /// How the nodes share the machine.
+    pub note: &'static str,
 }
 
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unavailable".into())
+/// What one experiment measured.
+#[derive(Debug)]
+pub struct Report {
+    /// Rows and derived numbers.
+    pub results: Results,
+    /// Settings and machine.
+    pub meta: Meta,
 }
 
-pub fn run(a: NetmigrateArgs) -> Result<(), String> {
-    let s = Settings::resolve(&a)?;
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create --out {}: {e}", dir.display()))?;
+impl Report {
+    /// The base name of the experiment's files: `netmigrate-EXPERIMENT`, with
+    /// `-redis` for the Redis backend.
+    pub fn name(&self) -> String {
+        let e = self.results.experiment.name();
+        match self.meta.settings.backend {
+            Backend::Builtin => format!("netmigrate-{e}"),
+            Backend::Redis => format!("netmigrate-{e}-redis"),
+        }
     }
-    let loadavg_before = loadavg();
+
+    /// Writes `BASE.json`, `BASE.meta.json` and the PNGs (`BASE-FIGURE.png`)
+    /// into `dir`. Returns the files written.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut out = OutDir::create(dir)?;
+        let base = self.name();
+        out.json(&format!("{base}.json"), &self.results)?;
+        out.json(&format!("{base}.meta.json"), &self.meta)?;
+        for png in plot(self.results.experiment, &self.results.rows, dir, &base)? {
+            out.wrote(png);
+        }
+        Ok(out.written().to_vec())
+    }
+}
+
+/// Runs the experiment of `settings`: every configuration, `repeat` times
+/// round-robin, each row its median-throughput run.
+pub fn run(settings: &Settings, r: &Reporter) -> Result<Report> {
+    let s = settings.resolve()?;
+    let experiment = settings.experiment;
+    let mut machine = MachineMeta::start();
     let t = Instant::now();
-    eprintln!(
+    r.note(format!(
         "netmigrate {} ({:?} backend): {} records, {} clients, value {} B, {} groups, seed {}",
-        a.experiment.name(),
-        a.backend,
+        experiment.name(),
+        s.backend,
         s.records,
         s.clients,
         s.value_bytes,
         s.groups(s.group_buckets_log2),
         s.seed
-    );
-    let (rows, derived) = match a.experiment {
+    ));
+    let (rows, derived) = match experiment {
         Experiment::Overall => {
-            let rows = run_all(&s, &overall_cases(&s), true)?;
+            let rows = run_all(&s, &overall_cases(&s), true, r)?;
             let d = overall_derived(&rows);
             (rows, d)
         }
         Experiment::Filters => (
-            run_all(&s, &filter_cases(&s), false)?,
+            run_all(&s, &filter_cases(&s), false, r)?,
             serde_json::Value::Null,
         ),
         Experiment::Groups => (
-            run_all(&s, &group_cases(&s), false)?,
+            run_all(&s, &group_cases(&s), false, r)?,
             serde_json::Value::Null,
         ),
         Experiment::Bandwidth | Experiment::Budgets => {
-            let rows = run_all(&s, &matrix_cases(&s), false)?;
+            let rows = run_all(&s, &matrix_cases(&s), false, r)?;
             let d = matrix_derived(&rows);
             (rows, d)
         }
     };
-    let out = Output {
-        experiment: a.experiment.name(),
-        rows,
-        derived,
-    };
-    let meta = Meta {
-        experiment: a.experiment.name(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        settings: s.clone(),
-        machine: Machine {
-            cores: crate::analytics::cores(),
-            arch: std::env::consts::ARCH,
-            os: std::env::consts::OS,
-            loadavg_before,
-            loadavg_after: loadavg(),
-            note: "every node is a thread of this process: servers, router and clients share the cores, \
-                   so a source CPU budget limits the source thread's share, not a dedicated server",
+    machine.finish();
+    Ok(Report {
+        results: Results {
+            experiment,
+            rows,
+            derived,
         },
-        wall_s: t.elapsed().as_secs_f64(),
-    };
-    let json = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
-    if let Some(dir) = &a.out {
-        let base = match a.backend {
-            Backend::Builtin => format!("netmigrate-{}", a.experiment.name()),
-            Backend::Redis => format!("netmigrate-{}-redis", a.experiment.name()),
-        };
-        write(&dir.join(format!("{base}.json")), &json)?;
-        let meta_json = serde_json::to_string_pretty(&meta).map_err(|e| e.to_string())?;
-        write(&dir.join(format!("{base}.meta.json")), &meta_json)?;
-        for png in plot(a.experiment, &out.rows, dir, &base)? {
-            eprintln!("wrote {}", png.display());
-        }
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        print_table(&out.rows);
-        if !out.derived.is_null() {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&out.derived).map_err(|e| e.to_string())?
-            );
-        }
-    }
-    Ok(())
-}
-
-fn write(path: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    eprintln!("wrote {}", path.display());
-    Ok(())
-}
-
-fn print_table(rows: &[Row]) {
-    println!(
-        "{:<24} {:>6} {:>7} {:>12} {:>9} {:>9} {:>10} {:>7} {:>6} {:>8} {:>8}",
-        "configuration",
-        "writes",
-        "budget",
-        "ops/s(migr)",
-        "p50(us)",
-        "p99(us)",
-        "migr(ms)",
-        "failed",
-        "lost",
-        "C-extra%",
-        "S-extra%"
-    );
-    for r in rows {
-        println!(
-            "{:<24} {:>5.0}% {:>6}% {:>12.0} {:>9.0} {:>9.0} {:>10} {:>7} {:>6} {:>8.4} {:>8.4}",
-            r.label,
-            r.write_ratio * 100.0,
-            r.source_budget_pct,
-            r.avg_ops_per_s_migrating,
-            r.p50_us_migrating,
-            r.p99_us_migrating,
-            r.migration_ms,
-            r.failed_ops,
-            r.lost_ops,
-            r.client_extra_pct,
-            r.server_extra_pct
-        );
-    }
+        meta: Meta {
+            experiment,
+            command: machine.command.clone(),
+            settings: s,
+            machine: Machine {
+                facts: machine,
+                note: "every node is a thread of this process: servers, router and clients share the cores, \
+                       so a source CPU budget limits the source thread's share, not a dedicated server",
+            },
+            wall_s: t.elapsed().as_secs_f64(),
+        },
+    })
 }
 
 fn pct_gain(ours: f64, theirs: f64) -> f64 {
@@ -922,191 +989,6 @@ fn matrix_derived(rows: &[Row]) -> serde_json::Value {
     serde_json::json!({ "cells": cells })
 }
 
-/// A plotted figure of a row.
-type RowMetric = fn(&Row) -> f64;
-
-fn plot(exp: Experiment, rows: &[Row], dir: &Path, base: &str) -> Result<Vec<PathBuf>, String> {
-    let mut written = Vec::new();
-    let mut out = |name: &str| {
-        let p = dir.join(format!("{base}-{name}.png"));
-        written.push(p.clone());
-        p
-    };
-    match exp {
-        Experiment::Overall => {
-            type Metric = fn(&IntervalStats) -> f64;
-            let metrics: [(&str, &str, &str, Metric); 3] = [
-                (
-                    "throughput",
-                    "Fig. 4: throughput during migration (YCSB-B)",
-                    "K ops/s",
-                    |b| b.ops_per_s / 1000.0,
-                ),
-                ("p50", "Fig. 5: median latency (YCSB-B)", "p50 (us)", |b| {
-                    b.p50_us as f64
-                }),
-                (
-                    "p99",
-                    "Fig. 6: 99th percentile latency (YCSB-B)",
-                    "p99 (us)",
-                    |b| b.p99_us as f64,
-                ),
-            ];
-            for (name, title, y, f) in metrics {
-                let series = rows
-                    .iter()
-                    .map(|r| Series {
-                        label: format!("{} ({} ms)", r.label, r.migration_ms),
-                        points: r
-                            .timeline
-                            .iter()
-                            .flatten()
-                            .filter(|b| b.ops > 0 || name == "throughput")
-                            .map(|b| (b.start_ms as f64 / 1000.0, f(b)))
-                            .collect(),
-                    })
-                    .collect();
-                LineChart {
-                    title: title.into(),
-                    x_label: "time since load start (s); migration starts after the warm-up".into(),
-                    y_label: y.into(),
-                    x_log: false,
-                    y_log: false,
-                    series,
-                }
-                .write_png(&out(name))
-                .map_err(|e| e.to_string())?;
-            }
-        }
-        Experiment::Filters | Experiment::Groups => {
-            let groups: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
-            let (t2, t3) = if exp == Experiment::Filters {
-                ("Table 2", "BF, CBF size")
-            } else {
-                ("Table 3", "group size")
-            };
-            let charts: [(&str, String, &str, RowMetric); 3] = [
-                (
-                    "throughput",
-                    format!("{t2}: throughput during migration by {t3}"),
-                    "K ops/s",
-                    |r| r.avg_ops_per_s_migrating / 1000.0,
-                ),
-                (
-                    "p99",
-                    format!("{t2}: mean p99 during migration by {t3}"),
-                    "p99 (us)",
-                    |r| r.p99_us_migrating,
-                ),
-                (
-                    "client-bw",
-                    format!("{t2}: client-side extra bandwidth by {t3}"),
-                    "% of client bytes",
-                    |r| r.client_extra_pct,
-                ),
-            ];
-            for (name, title, y, f) in charts {
-                BarChart {
-                    title,
-                    y_label: y.into(),
-                    groups: groups.clone(),
-                    series: vec![("netmigrate".into(), rows.iter().map(f).collect())],
-                }
-                .write_png(&out(name))
-                .map_err(|e| e.to_string())?;
-            }
-        }
-        Experiment::Bandwidth | Experiment::Budgets => {
-            let mut labels: Vec<String> = Vec::new();
-            for r in rows {
-                if !labels.contains(&r.label) {
-                    labels.push(r.label.clone());
-                }
-            }
-            let cells: Vec<(f64, u8)> = WRITE_RATIOS
-                .iter()
-                .flat_map(|&w| BUDGETS_PCT.iter().map(move |&b| (w, b)))
-                .collect();
-            let groups: Vec<String> = cells
-                .iter()
-                .map(|(w, b)| format!("w{:.0} b{b}", w * 100.0))
-                .collect();
-            let charts: Vec<(&str, &str, &str, RowMetric)> = if exp == Experiment::Bandwidth {
-                vec![
-                    (
-                        "client",
-                        "Table 4: client-side extra bandwidth (write % / source budget %)",
-                        "% of client bytes",
-                        |r| r.client_extra_pct,
-                    ),
-                    (
-                        "server",
-                        "Table 4: server-side extra bandwidth (write % / source budget %)",
-                        "% of server bytes",
-                        |r| r.server_extra_pct,
-                    ),
-                ]
-            } else {
-                vec![
-                    (
-                        "throughput",
-                        "Table 5: throughput during migration (write % / source budget %)",
-                        "K ops/s",
-                        |r| r.avg_ops_per_s_migrating / 1000.0,
-                    ),
-                    (
-                        "p50",
-                        "Table 6: mean median latency during migration",
-                        "p50 (us)",
-                        |r| r.p50_us_migrating,
-                    ),
-                    (
-                        "p99",
-                        "Table 7: mean p99 latency during migration",
-                        "p99 (us)",
-                        |r| r.p99_us_migrating,
-                    ),
-                    (
-                        "time",
-                        "migration time (write % / source budget %)",
-                        "ms",
-                        |r| r.migration_ms as f64,
-                    ),
-                ]
-            };
-            for (name, title, y, f) in charts {
-                let series = labels
-                    .iter()
-                    .map(|l| {
-                        let vals = cells
-                            .iter()
-                            .map(|&(w, b)| {
-                                rows.iter()
-                                    .find(|r| {
-                                        &r.label == l
-                                            && r.write_ratio == w
-                                            && r.source_budget_pct == b
-                                    })
-                                    .map_or(0.0, f)
-                            })
-                            .collect();
-                        (l.clone(), vals)
-                    })
-                    .collect();
-                BarChart {
-                    title: title.into(),
-                    y_label: y.into(),
-                    groups: groups.clone(),
-                    series,
-                }
-                .write_png(&out(name))
-                .map_err(|e| e.to_string())?;
-            }
-        }
-    }
-    Ok(written)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1121,26 +1003,48 @@ mod tests {
 
     #[test]
     fn filter_cases_scale_the_bf_by_bits_per_group() {
-        let a = NetmigrateArgs {
-            experiment: Experiment::Filters,
-            backend: Backend::Builtin,
-            redis_server: None,
-            preset: Preset::Quick,
-            json: false,
-            out: None,
-            records: Some(1 << 12),
-            clients: None,
-            value_bytes: 64,
-            seed: 1,
-            repeat: None,
-            phase_ms: None,
-            interval_ms: None,
-        };
-        let s = Settings::resolve(&a).unwrap();
+        let mut a = Settings::new(Experiment::Filters, Preset::Quick, Backend::Builtin);
+        a.records = 1 << 12;
+        let s = a.resolve().unwrap();
         let groups = s.groups(s.group_buckets_log2) as usize;
         let cases = filter_cases(&s);
         assert_eq!(cases.len(), 9);
         assert_eq!(cases[0].bf_bytes, groups * 4);
         assert_eq!(cases[8].bf_bytes, groups / 8);
+    }
+
+    #[test]
+    fn presets_size_the_shard_and_the_repeats() {
+        let o = Settings::new(Experiment::Overall, Preset::Quick, Backend::Builtin);
+        assert_eq!((o.records, o.clients, o.repeat), (1 << 20, 4, 3));
+        let m = Settings::new(Experiment::Budgets, Preset::Quick, Backend::Builtin);
+        assert_eq!((m.records, m.repeat), (1 << 19, 1));
+        let r = Settings::new(Experiment::Overall, Preset::Full, Backend::Redis);
+        assert_eq!((r.records, r.repeat), ((1 << 22) >> 4, 3));
+    }
+
+    #[test]
+    fn bad_settings_name_their_flag() {
+        let ok = Settings::new(Experiment::Overall, Preset::Quick, Backend::Builtin);
+        type Spoil = fn(&mut Settings);
+        let cases: [(&str, Spoil); 6] = [
+            ("--records", |s| s.records = 0),
+            ("--clients", |s| s.clients = 0),
+            ("--value-bytes", |s| s.value_bytes = 8),
+            ("--interval-ms", |s| s.interval_ms = 0),
+            ("--phase-ms", |s| s.phase_ms = PHASE_MS_MAX + 1),
+            ("--repeat", |s| s.repeat = 0),
+        ];
+        for (flag, spoil) in cases {
+            let mut s = ok.clone();
+            spoil(&mut s);
+            let e = s.resolve().unwrap_err().to_string();
+            assert!(e.contains(flag), "{flag}: {e}");
+        }
+        let mut s = ok.clone();
+        s.backend = Backend::Redis;
+        s.redis_server = Some("/nonexistent/redis-server".into());
+        let e = s.resolve().unwrap_err().to_string();
+        assert!(e.contains("--redis-server"), "{e}");
     }
 }
