@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use locus_kvmigrate::measure::IntervalStats;
 use locus_plot::{BarChart, LineChart, Series};
 
-use super::{Experiment, Row, BUDGETS_PCT, WRITE_RATIOS};
+use super::cases::{BUDGETS_PCT, WRITE_RATIOS};
+use super::{Experiment, Row};
 use crate::Result;
 
 /// A plotted figure of a row.
