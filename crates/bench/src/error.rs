@@ -36,6 +36,34 @@ pub enum BenchError {
         #[source]
         source: std::io::Error,
     },
+    /// A loopback socket could not be opened or used.
+    #[error("{action} {addr}: {source}")]
+    Socket {
+        /// What was being done ("listening on").
+        action: &'static str,
+        /// The address.
+        addr: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A child process the experiment started misbehaved.
+    #[error("{program}: {reason}")]
+    Child {
+        /// The program that was started.
+        program: PathBuf,
+        /// What it did instead of what was expected.
+        reason: String,
+    },
+    /// A measured operation failed or returned a wrong result, so the
+    /// figure would be meaningless.
+    #[error("{experiment}: {what}")]
+    Measurement {
+        /// The experiment.
+        experiment: &'static str,
+        /// What went wrong.
+        what: String,
+    },
     /// A machine's service thread stopped during a run (its forwards would
     /// otherwise show up as timeouts).
     #[error("{scheme}: {source}")]

@@ -15,6 +15,14 @@
 //! - [`output`]: atomic JSON writes, result directories, machine facts.
 //! - [`pragh`]: the traversal benchmark of Pragh 6 (schemes, warm-up,
 //!   placement bound, timelines).
+//! - [`foundation`]: fabric and store micro-figures, TCP round trips against
+//!   a `locus serve` process, two-hop throughput (`locus bench foundation`).
+//! - [`migrate_speed`]: split-migration speed by payload and threads (Pragh
+//!   Fig. 13, `locus bench migrate-speed`).
+//! - [`fargraph`]: far-memory analytics (Fargraph+ 10: Figs. 15, 16, 18, 19,
+//!   Table 4; `locus bench fargraph`).
+//! - [`netmigrate`]: live shard migration, every protocol side by side
+//!   (NetMigrate 6: Figs. 4-6, Tables 2-7; `locus bench netmigrate`).
 //! - [`demo`]: Ideal, hash placement and split live migration side by side,
 //!   with the recovery timeline.
 
@@ -22,6 +30,10 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 mod error;
+pub mod fargraph;
+pub mod foundation;
+pub mod migrate_speed;
+pub mod netmigrate;
 pub mod output;
 pub mod pragh;
 pub mod preset;

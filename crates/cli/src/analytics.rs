@@ -13,6 +13,10 @@ use locus_analytics::control::{self, Table};
 use locus_analytics::run::{run, Report, RunConfig};
 use locus_analytics::store::Backend;
 use locus_analytics::{local_fabric, EngineConfig, GraphInput, Grid};
+use locus_bench::output::cores;
+use locus_bench::Preset;
+
+use crate::CliResult;
 use locus_fabric::tcp::{TcpConfig, TcpFabric};
 use locus_fabric::Fabric;
 use locus_graph::{Format, LoadOptions, Rmat, RmatConfig};
@@ -120,14 +124,14 @@ pub struct ServeArgs {
 pub struct ProfileArgs {
     /// quick (R-MAT scales 14 and 16) or full (16, 18, 20).
     #[arg(long, default_value = "quick")]
-    pub preset: String,
+    pub preset: Preset,
     /// Where to write the table.
     #[arg(long, value_name = "FILE", default_value = PROFILE_TABLE_DEFAULT)]
     pub out: PathBuf,
 }
 
 /// Parses a byte count with an optional K, M or G suffix.
-pub fn parse_bytes(flag: &str, s: &str) -> Result<u64, String> {
+fn parse_bytes(flag: &str, s: &str) -> Result<u64, String> {
     let (digits, mult) = match s.chars().last() {
         Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
         Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
@@ -141,7 +145,7 @@ pub fn parse_bytes(flag: &str, s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{flag} {s}: not a byte count (e.g. 4096, 256K, 4M)"))
 }
 
-pub fn run_command(a: AnalyticsArgs) -> Result<(), String> {
+pub fn run_command(a: AnalyticsArgs) -> CliResult {
     match a.which {
         AnalyticsCommand::Run(r) => run_one(*r),
         AnalyticsCommand::Serve(s) => serve(s),
@@ -150,40 +154,33 @@ pub fn run_command(a: AnalyticsArgs) -> Result<(), String> {
 }
 
 /// The grid of a file or an R-MAT graph.
-pub fn load_grid(
+fn load_grid(
     graph: Option<&Path>,
     format: Option<&str>,
     vertex_count: Option<u64>,
     rmat: Option<RmatConfig>,
     partitions: Option<u32>,
-) -> Result<Grid, String> {
+) -> CliResult<Grid> {
     match (graph, rmat) {
         (Some(path), _) => {
-            let format = format
-                .map(|f| f.parse::<Format>().map_err(|e| e.to_string()))
-                .transpose()?;
+            let format = format.map(|f| f.parse::<Format>()).transpose()?;
             let opts = LoadOptions {
                 vertex_count,
                 ..LoadOptions::default()
             };
-            Grid::load(path, format, &opts, partitions).map_err(|e| e.to_string())
+            Ok(Grid::load(path, format, &opts, partitions)?)
         }
         (None, Some(cfg)) => {
-            let rmat = Rmat::new(cfg).map_err(|e| e.to_string())?;
-            Grid::build(GraphInput::Rmat(&rmat), partitions).map_err(|e| e.to_string())
+            let rmat = Rmat::new(cfg)?;
+            Ok(Grid::build(GraphInput::Rmat(&rmat), partitions)?)
         }
         (None, None) => Err("give --graph FILE or --rmat-scale SCALE".into()),
     }
 }
 
-/// Cores this process may use.
-pub fn cores() -> usize {
-    locus_fabric::pool::default_threads()
-}
-
-fn run_one(a: RunArgs) -> Result<(), String> {
-    let algo = Algo::parse(&a.algo).map_err(|e| e.to_string())?;
-    let backend = Backend::parse(&a.backend).map_err(|e| e.to_string())?;
+fn run_one(a: RunArgs) -> CliResult {
+    let algo = Algo::parse(&a.algo)?;
+    let backend = Backend::parse(&a.backend)?;
     let chunk_bytes = parse_bytes("--chunk", &a.chunk)?;
     let rmat = a.rmat_scale.map(|scale| RmatConfig {
         scale,
@@ -206,9 +203,7 @@ fn run_one(a: RunArgs) -> Result<(), String> {
             let table = Table::load(&a.profile_table).map_err(|e| {
                 format!("--threads auto needs the offline table: {e} (or give --threads N)")
             })?;
-            table
-                .pick_threads(algo, grid.edge_count(), a.far_ratio, cores())
-                .map_err(|e| e.to_string())?
+            table.pick_threads(algo, grid.edge_count(), a.far_ratio, cores())?
         }
         n => n
             .parse::<usize>()
@@ -230,7 +225,7 @@ fn run_one(a: RunArgs) -> Result<(), String> {
     };
     let (report, fabric_name) = match a.server {
         None => {
-            let fabric = local_fabric().map_err(|e| e.to_string())?;
+            let fabric = local_fabric()?;
             (
                 run_with(&grid, &fabric, &cfg)?,
                 "in-process fabric (2 us + payload / 12.5 GB/s)",
@@ -244,10 +239,7 @@ fn run_one(a: RunArgs) -> Result<(), String> {
         }
     };
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!(
@@ -268,13 +260,13 @@ fn run_one(a: RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn run_with<F: Fabric + Clone>(grid: &Grid, fabric: &F, cfg: &RunConfig) -> Result<Report, String> {
+fn run_with<F: Fabric + Clone>(grid: &Grid, fabric: &F, cfg: &RunConfig) -> CliResult<Report> {
     run(grid, Some(fabric), cfg, None)
         .map(|(r, _, _)| r)
-        .map_err(|e| e.to_string())
+        .map_err(Into::into)
 }
 
-pub fn print_report(r: &Report) {
+fn print_report(r: &Report) {
     println!(
         "time            {:.3} s (setup {:.2} s)",
         r.time_s, r.setup_s
@@ -301,32 +293,35 @@ pub fn print_report(r: &Report) {
 }
 
 /// A TCP node hosting machine 0 whose machine 1 is the server at `addr`.
-fn tcp_client(addr: SocketAddr) -> Result<TcpFabric, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let me = listener.local_addr().map_err(|e| e.to_string())?;
-    TcpFabric::from_listener(TcpConfig::new(vec![0], vec![me, addr]), listener)
-        .map_err(|e| e.to_string())
+fn tcp_client(addr: SocketAddr) -> CliResult<TcpFabric> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("cannot listen on 127.0.0.1:0: {e}"))?;
+    let me = listener.local_addr()?;
+    Ok(TcpFabric::from_listener(
+        TcpConfig::new(vec![0], vec![me, addr]),
+        listener,
+    )?)
 }
 
-fn serve(a: ServeArgs) -> Result<(), String> {
+fn serve(a: ServeArgs) -> CliResult {
     use std::io::{Read, Write};
     use std::sync::atomic::{AtomicBool, Ordering};
     let memory = parse_bytes("--memory", &a.memory)?;
     let listener =
         TcpListener::bind(&a.listen).map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = listener.local_addr()?;
     // Machine 1 of a two-machine cluster; the client (machine 0) is never called.
     let unused = SocketAddr::from(([127, 0, 0, 1], 9));
     let config = TcpConfig {
         pin_memory: true,
         ..TcpConfig::new(vec![1], vec![unused, addr])
     };
-    let fabric = TcpFabric::from_listener(config, listener).map_err(|e| e.to_string())?;
+    let fabric = TcpFabric::from_listener(config, listener)?;
     println!("listening on {addr}");
-    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    std::io::stdout().flush()?;
     let stop = AtomicBool::new(false);
     let lifetime = Duration::from_secs(a.lifetime_s);
-    std::thread::scope(|s| {
+    std::thread::scope(|s| -> CliResult {
         let daemon = s.spawn(|| locus_analytics::server::serve(&fabric, 1, memory, &stop));
         // Serve until the lifetime ends or standard input closes (the parent went away).
         let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -342,37 +337,36 @@ fn serve(a: ServeArgs) -> Result<(), String> {
             .join()
             .map_err(|_| "the server thread panicked".to_string())?;
         fabric.shutdown();
-        r.map_err(|e| e.to_string())
+        Ok(r?)
     })
 }
 
-fn profile(a: ProfileArgs) -> Result<(), String> {
+fn profile(a: ProfileArgs) -> CliResult {
     let cores = cores();
     let mut threads: Vec<usize> = (1..=cores).collect();
     threads.push(cores * 2);
-    let spec = match a.preset.as_str() {
-        "quick" => control::Collect {
+    let spec = match a.preset {
+        Preset::Quick => control::Collect {
             scales: vec![14, 16],
             algos: Algo::ALL.to_vec(),
             threads,
             ratios: vec![0.0, 0.8],
         },
-        "full" => control::Collect {
+        Preset::Full => control::Collect {
             scales: vec![16, 18, 20],
             algos: Algo::ALL.to_vec(),
             threads,
             ratios: vec![0.0, 0.5, 0.8],
         },
-        other => return Err(format!("--preset {other}: expected quick or full")),
     };
     let table = control::collect(&spec, &mut |r| {
         eprintln!(
             "{:<8} {:>10} edges  {:>2} threads  ratio {:.2}  {:>8.3} s",
             r.algo, r.edges, r.threads, r.far_ratio, r.time_s
         )
-    })
-    .map_err(|e| e.to_string())?;
-    table.save(&a.out).map_err(|e| e.to_string())?;
+    })?;
+    // The one atomic JSON writer of every result (temporary file, sync, rename).
+    locus_bench::output::write_json(&a.out, &table)?;
     println!("wrote {} ({} rows)", a.out.display(), table.rows.len());
     Ok(())
 }

@@ -1,28 +1,26 @@
-//! `locus`: the command-line front end of Locus.
+//! `locus`: the command-line front end of Locus. Flags and printing only:
+//! every experiment (`locus demo`, `locus bench ...`) is a driver in
+//! `locus_bench`, called with settings built from the flags.
 
 mod analytics;
 mod bench;
 mod commands;
 mod demo;
-mod fargraph_bench;
+mod fargraph;
 mod kv;
 mod migrate_speed;
-mod netmigrate_bench;
+mod netmigrate;
 mod pragh;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-pub use locus_bench::{cluster, config};
+use locus_bench::config;
 
 /// What a command returns: any error, printed as `error: ...` with exit code 2.
 pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// A progress bar on stderr if it is a terminal, hidden otherwise.
-pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
-    locus_bench::Reporter::terminal().bar(len, what)
-}
 
 /// Locus: a distributed in-memory graph store that keeps traversals local by
 /// migrating values live, one vertex at a time.
@@ -51,11 +49,11 @@ enum Command {
     Load(commands::LoadArgs),
     /// Run a k-hop query from one vertex and print what it found and what it cost.
     Query(commands::QueryArgs),
-    /// Measure the foundation's figures (fabric latencies, TCP round trips,
-    /// two-hop throughput) and write them as JSON.
+    /// Run an experiment (foundation, migrate-speed, pragh, fargraph,
+    /// netmigrate) and print its results; --out keeps them as JSON and plots.
     Bench(bench::BenchArgs),
     /// Serve machines' memory over TCP (a memory node of the TCP fabric).
-    Serve(bench::ServeArgs),
+    Serve(serve::ServeArgs),
     /// Far-memory graph analytics (Fargraph+): run an algorithm on a backend,
     /// serve far memory over TCP, or build the thread table.
     Analytics(analytics::AnalyticsArgs),
@@ -113,8 +111,8 @@ fn main() -> ExitCode {
         Command::Load(a) => commands::load(a),
         Command::Query(a) => commands::query(a),
         Command::Bench(a) => bench::run(a),
-        Command::Serve(a) => bench::serve(a).map_err(Into::into),
-        Command::Analytics(a) => analytics::run_command(a).map_err(Into::into),
+        Command::Serve(a) => serve::serve(a),
+        Command::Analytics(a) => analytics::run_command(a),
         Command::Kv(a) => kv::run(a).map_err(Into::into),
     };
     match r {

@@ -12,29 +12,34 @@
 //!   double buffering.
 //! - `threads` (Fig. 16): every algorithm on far at 0.8 with 1 and 2 threads
 //!   and the count `--threads auto` picks from an offline table, which this
-//!   experiment first builds on a smaller graph (or reads with
-//!   `--profile-table`).
+//!   experiment first builds on a smaller graph (or reads from
+//!   [`Settings::profile_table`]).
 //!
-//! Each configuration runs `--repeat` times (default 3), round-robin over the
-//! configurations so that interference from other processes on the machine
-//! spreads evenly; derived numbers use each configuration's fastest run, and
-//! the JSON keeps every time. Placement comes from one untimed profiling run
-//! per algorithm on the Oracle.
+//! Each configuration runs [`Settings::repeat`] times (default 3), round-robin
+//! over the configurations so that interference from other processes on the
+//! machine spreads evenly; derived numbers use each configuration's fastest
+//! run, and the JSON keeps every time. Placement comes from one untimed
+//! profiling run per algorithm on the Oracle.
+
+mod plots;
 
 use std::path::{Path, PathBuf};
 
-use clap::{Args, ValueEnum};
 use locus_analytics::algo::Algo;
 use locus_analytics::control::{self, Table};
 use locus_analytics::engine::Profile;
-use locus_analytics::run::{run as run_analytics, Report, RunConfig};
+use locus_analytics::run::{run as run_analytics, Report as RunReport, RunConfig};
 use locus_analytics::store::Backend;
 use locus_analytics::{local_fabric, EngineConfig, GraphInput, Grid};
 use locus_graph::{Rmat, RmatConfig};
-use locus_plot::{BarChart, LineChart, Series};
 use serde::Serialize;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+use crate::output::{self, OutDir};
+use crate::{BenchError, Preset, Reporter, Result};
+
+/// The experiments of Fargraph+ 10 (serialized as their names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Experiment {
     /// Every algorithm x backend at far ratio 0.8, normalised to the Oracle (Fig. 15).
     Overall,
@@ -49,7 +54,8 @@ pub enum Experiment {
 }
 
 impl Experiment {
-    fn name(self) -> &'static str {
+    /// The experiment's name on the command line and in file names.
+    pub fn name(self) -> &'static str {
         match self {
             Experiment::Overall => "overall",
             Experiment::Ratio => "ratio",
@@ -60,96 +66,153 @@ impl Experiment {
     }
 }
 
-#[derive(Args, Debug)]
-pub struct FargraphArgs {
-    /// Which experiment.
-    pub experiment: Experiment,
-    /// quick (R-MAT scale 20, about a minute each) or full (scale 22).
-    #[arg(long, default_value = "quick")]
-    pub preset: String,
-    /// R-MAT scale instead of the preset's.
-    #[arg(long)]
-    pub scale: Option<u32>,
-    /// Print the JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Directory to write EXPERIMENT.json and EXPERIMENT.png into.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Runs per configuration (default 3); the fastest is used.
-    #[arg(long)]
-    pub repeat: Option<usize>,
+/// Most runs per configuration.
+pub const REPEAT_MAX: usize = 20;
+
+/// Settings of one experiment run, from a [`Preset`] and overrides.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The preset the settings came from.
+    pub preset: Preset,
+    /// R-MAT scale of the graph.
+    pub scale: u32,
+    /// Runs per configuration; the fastest is used.
+    pub repeat: usize,
+    /// Engine threads (the `threads` experiment sets its own; this is also
+    /// the core count `auto` picks for).
+    pub threads: usize,
     /// `threads`: read the offline table from here instead of building one.
-    #[arg(long, value_name = "FILE")]
     pub profile_table: Option<PathBuf>,
     /// `overall`: where the disk backend's block files go.
-    #[arg(long, value_name = "DIR")]
-    pub disk_dir: Option<PathBuf>,
+    pub disk_dir: PathBuf,
 }
 
-/// One experiment's output.
-#[derive(Serialize)]
-struct Output {
-    experiment: String,
-    preset: String,
-    machine: String,
-    fabric: String,
-    graph: GraphInfo,
+impl Settings {
+    /// quick (R-MAT scale 20, about a minute per experiment) or full (scale
+    /// 22); 3 runs per configuration, one thread per core.
+    pub fn new(preset: Preset) -> Settings {
+        Settings {
+            preset,
+            scale: match preset {
+                Preset::Quick => 20,
+                Preset::Full => 22,
+            },
+            repeat: 3,
+            threads: output::cores(),
+            profile_table: None,
+            disk_dir: std::env::temp_dir(),
+        }
+    }
+
+    /// Rejects settings that cannot work, naming the flag.
+    pub fn validate(&self) -> Result<()> {
+        if self.repeat == 0 || self.repeat > REPEAT_MAX {
+            return Err(BenchError::setting(
+                "--repeat",
+                self.repeat,
+                format!("must be 1..={REPEAT_MAX}"),
+            ));
+        }
+        if !(1..=32).contains(&self.scale) {
+            return Err(BenchError::setting("--scale", self.scale, "1..=32"));
+        }
+        if self.threads == 0 {
+            return Err(BenchError::setting("threads", 0, "positive"));
+        }
+        Ok(())
+    }
+}
+
+/// One experiment's output (`EXPERIMENT.json`).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The experiment.
+    pub experiment: Experiment,
+    /// The preset.
+    pub preset: Preset,
+    /// Cores and architecture ("2 cores, x86_64").
+    pub machine: String,
+    /// The fabric the far memory was reached over.
+    pub fabric: String,
+    /// The graph.
+    pub graph: GraphInfo,
     /// Runs of each configuration (round-robin, `repeat` each).
-    repeat: usize,
+    pub repeat: usize,
     /// Every configuration: its fastest run's report and all its times.
-    runs: Vec<Sample>,
+    pub runs: Vec<Sample>,
     /// Numbers derived from the runs (normalised times, speedups).
-    derived: serde_json::Value,
+    pub derived: serde_json::Value,
     /// `threads`: the offline table `auto` picked from.
-    table: Option<Table>,
+    pub table: Option<Table>,
 }
 
-#[derive(Serialize)]
-struct GraphInfo {
-    generator: String,
-    scale: u32,
-    vertices: u64,
-    edges: u64,
-    partitions: u32,
-    seed: u64,
+/// The graph an experiment ran on.
+#[derive(Debug, Serialize)]
+pub struct GraphInfo {
+    /// How it was made.
+    pub generator: String,
+    /// R-MAT scale.
+    pub scale: u32,
+    /// Vertices.
+    pub vertices: u64,
+    /// Edges.
+    pub edges: u64,
+    /// Grid partitions per side.
+    pub partitions: u32,
+    /// R-MAT seed.
+    pub seed: u64,
 }
 
-fn rmat_grid(scale: u32) -> Result<Grid, String> {
+/// A measured configuration: the report of its fastest run and every run's time.
+#[derive(Debug, Serialize, Clone)]
+pub struct Sample {
+    /// The fastest run.
+    pub report: RunReport,
+    /// Every run's time, in the order run.
+    pub times_s: Vec<f64>,
+}
+
+impl Report {
+    /// Writes `EXPERIMENT.json` and `EXPERIMENT.png` into `dir`. Returns the
+    /// files written.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut out = OutDir::create(dir)?;
+        let name = self.experiment.name();
+        out.json(&format!("{name}.json"), self)?;
+        let png = out.path(&format!("{name}.png"));
+        plots::plot(self, &png)?;
+        out.wrote(png);
+        Ok(out.written().to_vec())
+    }
+}
+
+fn rmat_grid(scale: u32) -> Result<Grid> {
     let rmat = Rmat::new(RmatConfig {
         scale,
         ..RmatConfig::default()
-    })
-    .map_err(|e| e.to_string())?;
-    Grid::build(GraphInput::Rmat(&rmat), None).map_err(|e| e.to_string())
+    })?;
+    Ok(Grid::build(GraphInput::Rmat(&rmat), None)?)
 }
 
-struct Bench<'g> {
+struct Bench<'g, 'r> {
     grid: &'g Grid,
     threads: usize,
     disk_dir: PathBuf,
     repeat: usize,
     runs: Vec<Sample>,
     profiles: Vec<(Algo, Profile)>,
+    reporter: &'r Reporter,
 }
 
-/// A measured configuration: the report of its fastest run and every run's time.
-#[derive(Serialize, Clone)]
-struct Sample {
-    report: Report,
-    times_s: Vec<f64>,
-}
-
-impl Bench<'_> {
+impl Bench<'_, '_> {
     /// The Oracle's profile of `algo` (measured once, untimed for placement).
-    fn profile(&mut self, algo: Algo) -> Result<Profile, String> {
+    fn profile(&mut self, algo: Algo) -> Result<Profile> {
         if let Some((_, p)) = self.profiles.iter().find(|(a, _)| *a == algo) {
             return Ok(p.clone());
         }
         let cfg = self.config(algo, Backend::Local, 0.0);
-        let fabric = local_fabric().map_err(|e| e.to_string())?;
-        let (_, _, p) =
-            run_analytics(self.grid, Some(&fabric), &cfg, None).map_err(|e| e.to_string())?;
+        let fabric = local_fabric()?;
+        let (_, _, p) = run_analytics(self.grid, Some(&fabric), &cfg, None)?;
         self.profiles.push((algo, p.clone()));
         Ok(p)
     }
@@ -169,16 +232,15 @@ impl Bench<'_> {
     /// from other processes spreads evenly), each on a fresh in-process
     /// fabric; returns per config the report of its fastest run, whose time
     /// the derived numbers use. Every time is kept in `times`.
-    fn measure_all(&mut self, cfgs: &[RunConfig]) -> Result<Vec<Report>, String> {
-        let mut best: Vec<Option<Report>> = vec![None; cfgs.len()];
+    fn measure_all(&mut self, cfgs: &[RunConfig]) -> Result<Vec<RunReport>> {
+        let mut best: Vec<Option<RunReport>> = vec![None; cfgs.len()];
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); cfgs.len()];
         for round in 0..self.repeat {
             for (k, cfg) in cfgs.iter().enumerate() {
                 let profile = self.profile(cfg.algo)?;
-                let fabric = local_fabric().map_err(|e| e.to_string())?;
-                let (r, _, _) = run_analytics(self.grid, Some(&fabric), cfg, Some(&profile))
-                    .map_err(|e| e.to_string())?;
-                eprintln!(
+                let fabric = local_fabric()?;
+                let (r, _, _) = run_analytics(self.grid, Some(&fabric), cfg, Some(&profile))?;
+                self.reporter.note(format!(
                     "  [{round}] {:<8} {:<6} ratio {:.2} threads {} chunk {:>8} buffering {:<5} {:>9.3} s  fetched {:>12} B  digest {}",
                     cfg.algo.name(),
                     cfg.backend.name(),
@@ -189,14 +251,15 @@ impl Bench<'_> {
                     r.time_s,
                     r.bytes_fetched,
                     r.digest
-                );
+                ));
                 times[k].push(r.time_s);
                 if best[k].as_ref().is_none_or(|b| r.time_s < b.time_s) {
                     best[k] = Some(r);
                 }
             }
         }
-        let best: Vec<Report> = best.into_iter().map(|b| b.expect("repeat >= 1")).collect();
+        // `repeat >= 1` is validated, so every configuration ran.
+        let best: Vec<RunReport> = best.into_iter().map(|b| b.expect("repeat >= 1")).collect();
         for (r, t) in best.iter().zip(times) {
             self.runs.push(Sample {
                 report: r.clone(),
@@ -207,40 +270,38 @@ impl Bench<'_> {
     }
 }
 
-pub fn run(a: FargraphArgs) -> Result<(), String> {
-    let full = match a.preset.as_str() {
-        "quick" => false,
-        "full" => true,
-        other => return Err(format!("--preset {other}: expected quick or full")),
-    };
-    let scale = a.scale.unwrap_or(if full { 22 } else { 20 });
-    let repeat = a.repeat.unwrap_or(3);
-    if repeat == 0 || repeat > REPEAT_MAX {
-        return Err(format!("--repeat {repeat}: must be 1..={REPEAT_MAX}"));
-    }
-    let cores = crate::analytics::cores();
-    eprintln!("generating and partitioning R-MAT scale {scale} ...");
+/// Runs `experiment` with `settings`.
+pub fn run(experiment: Experiment, settings: &Settings, r: &Reporter) -> Result<Report> {
+    settings.validate()?;
+    let scale = settings.scale;
+    let cores = settings.threads;
+    r.note(format!(
+        "generating and partitioning R-MAT scale {scale} ..."
+    ));
     let grid = rmat_grid(scale)?;
     let mut b = Bench {
         grid: &grid,
         threads: cores,
-        disk_dir: a.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
-        repeat,
+        disk_dir: settings.disk_dir.clone(),
+        repeat: settings.repeat,
         runs: Vec::new(),
         profiles: Vec::new(),
+        reporter: r,
     };
     let mut table = None;
-    let derived = match a.experiment {
+    let derived = match experiment {
         Experiment::Overall => overall(&mut b)?,
         Experiment::Ratio => ratio(&mut b)?,
         Experiment::Chunk => chunk(&mut b)?,
         Experiment::Buffering => buffering(&mut b)?,
         Experiment::Threads => {
-            let t = match &a.profile_table {
-                Some(p) => Table::load(p).map_err(|e| e.to_string())?,
+            let t = match &settings.profile_table {
+                Some(p) => Table::load(p)?,
                 None => {
                     let small = scale.saturating_sub(2).max(10);
-                    eprintln!("building the offline thread table on R-MAT scale {small} ...");
+                    r.note(format!(
+                        "building the offline thread table on R-MAT scale {small} ..."
+                    ));
                     let mut threads: Vec<usize> = (1..=cores).collect();
                     threads.push(cores * 2);
                     control::collect(
@@ -251,8 +312,7 @@ pub fn run(a: FargraphArgs) -> Result<(), String> {
                             ratios: vec![0.8],
                         },
                         &mut |_| {},
-                    )
-                    .map_err(|e| e.to_string())?
+                    )?
                 }
             };
             let d = threads(&mut b, &t, cores)?;
@@ -260,10 +320,10 @@ pub fn run(a: FargraphArgs) -> Result<(), String> {
             d
         }
     };
-    let out = Output {
-        experiment: a.experiment.name().into(),
-        preset: a.preset.clone(),
-        machine: format!("{cores} cores, {}", std::env::consts::ARCH),
+    Ok(Report {
+        experiment,
+        preset: settings.preset,
+        machine: format!("{} cores, {}", output::cores(), std::env::consts::ARCH),
         fabric: "in-process, 2 machines, 2000 ns + payload / 12.5 GB/s per remote operation".into(),
         graph: GraphInfo {
             generator: "Graph500 R-MAT a=0.57 b=c=0.19, edge factor 16, permuted ids".into(),
@@ -273,39 +333,16 @@ pub fn run(a: FargraphArgs) -> Result<(), String> {
             partitions: grid.shape().partitions,
             seed: 1,
         },
-        repeat,
+        repeat: settings.repeat,
         runs: b.runs,
         derived,
         table,
-    };
-    let json = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let path = dir.join(format!("{}.json", a.experiment.name()));
-        std::fs::write(&path, &json)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-        let png = dir.join(format!("{}.png", a.experiment.name()));
-        plot(a.experiment, &out, &png)?;
-        eprintln!("wrote {}", png.display());
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out.derived).map_err(|e| e.to_string())?
-        );
-    }
-    Ok(())
+    })
 }
 
 const OVERALL_RATIO: f64 = 0.8;
-/// Most runs per configuration.
-const REPEAT_MAX: usize = 20;
 
-fn overall(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
+fn overall(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
     let mut cfgs = Vec::new();
     for algo in Algo::ALL {
         for backend in Backend::ALL {
@@ -346,7 +383,7 @@ fn overall(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
 
 const RATIOS: [f64; 8] = [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95];
 
-fn ratio(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
+fn ratio(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
     let cfgs: Vec<RunConfig> = RATIOS
         .iter()
         .flat_map(|&r| {
@@ -378,7 +415,7 @@ fn ratio(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
 
 const CHUNKS: [u64; 6] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
 
-fn chunk(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
+fn chunk(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
     let algos = [Algo::Bfs, Algo::PageRank];
     let mut cfgs = Vec::new();
     for algo in algos {
@@ -409,7 +446,7 @@ fn chunk(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
     Ok(serde_json::json!({ "far_ratio": OVERALL_RATIO, "by_algo": out }))
 }
 
-fn buffering(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
+fn buffering(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
     let algos = [Algo::Bfs, Algo::PageRank];
     let mut cfgs = Vec::new();
     for algo in algos {
@@ -440,13 +477,11 @@ fn buffering(b: &mut Bench<'_>) -> Result<serde_json::Value, String> {
     Ok(serde_json::json!({ "far_ratio": OVERALL_RATIO, "by_algo": out }))
 }
 
-fn threads(b: &mut Bench<'_>, table: &Table, cores: usize) -> Result<serde_json::Value, String> {
+fn threads(b: &mut Bench<'_, '_>, table: &Table, cores: usize) -> Result<serde_json::Value> {
     let mut cfgs = Vec::new();
     let mut autos = Vec::new();
     for algo in Algo::ALL {
-        let auto = table
-            .pick_threads(algo, b.grid.edge_count(), OVERALL_RATIO, cores)
-            .map_err(|e| e.to_string())?;
+        let auto = table.pick_threads(algo, b.grid.edge_count(), OVERALL_RATIO, cores)?;
         autos.push(auto);
         for t in [1usize, 2, auto] {
             let mut cfg = b.config(algo, Backend::Far, OVERALL_RATIO);
@@ -471,147 +506,4 @@ fn threads(b: &mut Bench<'_>, table: &Table, cores: usize) -> Result<serde_json:
         })
         .collect();
     Ok(serde_json::json!({ "far_ratio": OVERALL_RATIO, "by_algo": out }))
-}
-
-fn plot(e: Experiment, o: &Output, path: &Path) -> Result<(), String> {
-    let d = &o.derived;
-    let by = |key: &str| d[key].as_array().cloned().unwrap_or_default();
-    let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
-    let scale = o.graph.scale;
-    let r = match e {
-        Experiment::Overall => {
-            let rows = by("by_algo");
-            let groups = rows
-                .iter()
-                .map(|r| r["algo"].as_str().unwrap_or("?").to_string())
-                .collect();
-            let series = Backend::ALL
-                .iter()
-                .map(|k| {
-                    (
-                        k.name().to_string(),
-                        rows.iter()
-                            .map(|r| num(&r["normalised_to_oracle"][k.name()]))
-                            .collect(),
-                    )
-                })
-                .collect();
-            BarChart {
-                title: format!(
-                    "Fig. 15: time at far ratio 0.8, normalised to Oracle (R-MAT {scale})"
-                ),
-                y_label: "time / Oracle time".into(),
-                groups,
-                series,
-            }
-            .write_png(path)
-        }
-        Experiment::Ratio => {
-            let rows = by("by_ratio");
-            let series = |key: &str, label: &str| Series {
-                label: label.into(),
-                points: rows
-                    .iter()
-                    .map(|r| (num(&r["far_ratio"]), num(&r[key])))
-                    .collect(),
-            };
-            LineChart {
-                title: format!("Fig. 18: BFS time by far-memory ratio (R-MAT {scale})"),
-                x_label: "far-memory ratio".into(),
-                y_label: "time (s)".into(),
-                x_log: false,
-                y_log: true,
-                series: vec![
-                    series("far_s", "far (Fargraph+)"),
-                    series("paged_s", "paged (Fastswap-like)"),
-                ],
-            }
-            .write_png(path)
-        }
-        Experiment::Chunk => {
-            let series = by("by_algo")
-                .iter()
-                .map(|a| Series {
-                    label: a["algo"].as_str().unwrap_or("?").to_string(),
-                    points: a["by_chunk"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|r| (num(&r["chunk_bytes"]), num(&r["normalised_to_4k"])))
-                        .collect(),
-                })
-                .collect();
-            LineChart {
-                title: format!(
-                    "Fig. 19: far at ratio 0.8 by chunk size, normalised to 4 KB (R-MAT {scale})"
-                ),
-                x_label: "chunk (bytes)".into(),
-                y_label: "time / time at 4 KB".into(),
-                x_log: true,
-                y_log: false,
-                series,
-            }
-            .write_png(path)
-        }
-        Experiment::Buffering => {
-            let rows = by("by_algo");
-            BarChart {
-                title: format!(
-                    "Table 4: far at ratio 0.8 with and without double buffering (R-MAT {scale})"
-                ),
-                y_label: "time (s)".into(),
-                groups: rows
-                    .iter()
-                    .map(|r| r["algo"].as_str().unwrap_or("?").to_string())
-                    .collect(),
-                series: vec![
-                    (
-                        "without buffering".into(),
-                        rows.iter()
-                            .map(|r| num(&r["without_buffering_s"]))
-                            .collect(),
-                    ),
-                    (
-                        "with buffering".into(),
-                        rows.iter().map(|r| num(&r["with_buffering_s"])).collect(),
-                    ),
-                ],
-            }
-            .write_png(path)
-        }
-        Experiment::Threads => {
-            let rows = by("by_algo");
-            BarChart {
-                title: format!("Fig. 16: far at ratio 0.8 by threads (R-MAT {scale})"),
-                y_label: "time (s)".into(),
-                groups: rows
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "{} (auto={})",
-                            r["algo"].as_str().unwrap_or("?"),
-                            r["auto_threads"]
-                        )
-                    })
-                    .collect(),
-                series: vec![
-                    (
-                        "1 thread".into(),
-                        rows.iter().map(|r| num(&r["one_thread_s"])).collect(),
-                    ),
-                    (
-                        "2 threads".into(),
-                        rows.iter().map(|r| num(&r["two_threads_s"])).collect(),
-                    ),
-                    (
-                        "auto".into(),
-                        rows.iter().map(|r| num(&r["auto_s"])).collect(),
-                    ),
-                ],
-            }
-            .write_png(path)
-        }
-    };
-    r.map_err(|e| e.to_string())
 }
