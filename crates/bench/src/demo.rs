@@ -28,6 +28,9 @@ use crate::{BenchError, Reporter, Result};
 
 /// A share of the worker threads' CPU below which the Ideal run counts as disturbed.
 const UNDISTURBED_CPU_SHARE_MIN: f64 = 0.7;
+/// An Ideal run shorter than this is too short for its CPU share to mean
+/// anything (thread start-up and the clock's resolution dominate).
+const CPU_SHARE_WALL_S_MIN: f64 = 0.2;
 /// Queries per chunk of the recovery loop (a chunk is a fraction of a second).
 const RECOVERY_CHUNK_QUERIES: usize = 2_000;
 /// Seconds whose throughput must agree within [`SETTLED_SPREAD_MAX`] to call a run settled.
@@ -172,7 +175,8 @@ pub struct DemoReport {
     pub rows: Vec<DemoRow>,
     /// Each migrating scheme's recovery.
     pub recoveries: Vec<Recovery>,
-    /// The Ideal run's share of the worker threads' CPU (1.0: undisturbed).
+    /// The Ideal run's share of the worker threads' CPU (1.0: undisturbed;
+    /// `None` for a run too short to tell).
     pub ideal_cpu_share: Option<f64>,
     /// Things a reader must know (a disturbed Ideal run, a scheme that did not settle).
     pub warnings: Vec<String>,
@@ -230,7 +234,7 @@ pub fn run(
         })?;
         let wall_s = wall.elapsed().as_secs_f64();
         pb.finish_and_clear();
-        if machines == 1 {
+        if machines == 1 && wall_s >= CPU_SHARE_WALL_S_MIN {
             if let (Some(a), Some(b)) = (cpu0, process_cpu_s()) {
                 let busy = threads.min(crate::output::cores()) as f64;
                 let share = ((b - a) / (wall_s * busy)).min(1.0);
