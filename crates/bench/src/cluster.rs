@@ -51,7 +51,7 @@ pub fn fabric(machines: usize, config: &Config) -> Result<EmbeddedFabric> {
             return Err(BenchError::setting(
                 "cluster.fabric",
                 "\"tcp\"",
-                "\"local\" (embedded clusters run in one process)",
+                "must be \"local\" (embedded clusters run in one process)",
             ))
         }
     };

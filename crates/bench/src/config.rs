@@ -187,39 +187,43 @@ impl Config {
             return Err(BenchError::setting(
                 "cluster.fabric",
                 "\"tcp\"",
-                "\"local\" for now: the TCP fabric joins machines in separate server processes, which embedded clusters do not start yet",
+                "must be \"local\" for now: the TCP fabric joins machines in separate server processes, which embedded clusters do not start yet",
             ));
         }
         if c.machines == 0 || c.machines > locus_fabric::MACHINES_MAX {
             return Err(BenchError::setting(
                 "cluster.machines",
                 c.machines,
-                format!("1..={}", locus_fabric::MACHINES_MAX),
+                format!("must be 1..={}", locus_fabric::MACHINES_MAX),
             ));
         }
         if c.threads > 1024 {
             return Err(BenchError::setting(
                 "cluster.threads",
                 c.threads,
-                "at most 1024",
+                "must be at most 1024",
             ));
         }
         let w = &self.workload;
         if w.queries == 0 {
-            return Err(BenchError::setting("workload.queries", 0, "positive"));
+            return Err(BenchError::setting(
+                "workload.queries",
+                0,
+                "must be positive",
+            ));
         }
         if w.k == 0 {
-            return Err(BenchError::setting("workload.k", 0, "positive"));
+            return Err(BenchError::setting("workload.k", 0, "must be positive"));
         }
         if !(w.zipf_theta > 0.0 && w.zipf_theta < 1.0) {
             return Err(BenchError::setting(
                 "workload.zipf_theta",
                 w.zipf_theta,
-                "in (0, 1)",
+                "must be in (0, 1)",
             ));
         }
         if w.scope == 0 {
-            return Err(BenchError::setting("workload.scope", 0, "positive"));
+            return Err(BenchError::setting("workload.scope", 0, "must be positive"));
         }
         Ok(())
     }

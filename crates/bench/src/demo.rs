@@ -70,21 +70,21 @@ impl DemoSettings {
             return Err(BenchError::setting(
                 "--interval-ms",
                 self.interval_ms,
-                "100..=60000",
+                "must be 100..=60000",
             ));
         }
         if !(self.settle_s_max >= 1.0 && self.settle_s_max <= 600.0) {
             return Err(BenchError::setting(
                 "--settle-s",
                 self.settle_s_max,
-                "1..=600 seconds",
+                "must be 1..=600 seconds",
             ));
         }
         if let Some(s) = self.migrating.iter().find(|s| !s.migrates()) {
             return Err(BenchError::setting(
                 "migrating scheme",
                 s.name(),
-                "Split, Split+Cache or Replica",
+                "must be Split, Split+Cache or Replica",
             ));
         }
         Ok(())

@@ -77,13 +77,13 @@ impl Settings {
     /// Rejects settings that cannot work, naming the flag.
     pub fn validate(&self) -> Result<()> {
         if !(1..=32).contains(&self.scale) {
-            return Err(BenchError::setting("--scale", self.scale, "1..=32"));
+            return Err(BenchError::setting("--scale", self.scale, "must be 1..=32"));
         }
         if self.queries == 0 {
-            return Err(BenchError::setting("--queries", 0, "positive"));
+            return Err(BenchError::setting("--queries", 0, "must be positive"));
         }
         if self.k == 0 {
-            return Err(BenchError::setting("--k", 0, "positive"));
+            return Err(BenchError::setting("--k", 0, "must be positive"));
         }
         Ok(())
     }

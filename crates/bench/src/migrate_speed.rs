@@ -80,7 +80,7 @@ impl Settings {
                 return Err(BenchError::setting(
                     name,
                     v,
-                    format!("at least {VALUES_MIN}"),
+                    format!("must be at least {VALUES_MIN}"),
                 ));
             }
         }

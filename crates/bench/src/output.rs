@@ -21,7 +21,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     };
     let name = path
         .file_name()
-        .ok_or_else(|| BenchError::setting("output path", path.display(), "a file name"))?;
+        .ok_or_else(|| BenchError::setting("output path", path.display(), "must name a file"))?;
     let tmp = path.with_file_name(format!(
         ".{}.{}.partial",
         name.to_string_lossy(),

@@ -45,7 +45,7 @@ impl FromStr for Preset {
         Preset::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| BenchError::setting("--preset", s, "expected quick or full"))
+            .ok_or_else(|| BenchError::setting("--preset", s, "must be quick or full"))
     }
 }
 

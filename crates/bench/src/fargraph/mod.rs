@@ -114,10 +114,10 @@ impl Settings {
             ));
         }
         if !(1..=32).contains(&self.scale) {
-            return Err(BenchError::setting("--scale", self.scale, "1..=32"));
+            return Err(BenchError::setting("--scale", self.scale, "must be 1..=32"));
         }
         if self.threads == 0 {
-            return Err(BenchError::setting("threads", 0, "positive"));
+            return Err(BenchError::setting("threads", 0, "must be positive"));
         }
         Ok(())
     }

@@ -128,10 +128,10 @@ impl Settings {
     /// Rejects settings that cannot work, naming the flag.
     pub fn validate(&self) -> Result<()> {
         if self.threads == 0 {
-            return Err(BenchError::setting("--threads", 0, "positive"));
+            return Err(BenchError::setting("--threads", 0, "must be positive"));
         }
         if !(1..=32).contains(&self.scale) {
-            return Err(BenchError::setting("--scale", self.scale, "1..=32"));
+            return Err(BenchError::setting("--scale", self.scale, "must be 1..=32"));
         }
         self.config().validate()
     }

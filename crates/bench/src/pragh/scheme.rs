@@ -70,7 +70,7 @@ impl Scheme {
                 BenchError::setting(
                     "--schemes",
                     name,
-                    "one of Ideal, Orig, Shard, Split, Cache, Split+Cache, Replica",
+                    "must be one of Ideal, Orig, Shard, Split, Cache, Split+Cache, Replica",
                 )
             })
     }
@@ -424,7 +424,7 @@ pub(super) fn move_shards_optimally(
     let map = store.shard_map().ok_or(BenchError::setting(
         "scheme",
         "Shard",
-        "a store with shard-based placement",
+        "needs a store with shard-based placement",
     ))?;
     let shards = map.shards() as usize;
     let machines = store.machines();
