@@ -6,7 +6,7 @@
 //! placement of the other schemes (`v % machines`). Every machine keeps its
 //! own copy of the shard map and consults it on every access to find a key's
 //! machine. Migration moves whole shards, keys and values
-//! ([`crate::Worker::move_shards`]); afterwards every copy of the map is
+//! ([`crate::Store::move_shards`]); afterwards every copy of the map is
 //! updated. The move is stop-the-world: the caller pauses traffic around it
 //! (a shard under copy is not protected against concurrent updates).
 //!
