@@ -375,3 +375,21 @@ fn starting_a_running_job_is_a_bug() {
     j.start(None, 0).unwrap();
     let _ = j.start(None, 0);
 }
+
+#[test]
+fn only_the_copy_and_the_invalidation_need_the_clock() {
+    let old = held_at_holder();
+    let mut j = MigrateJob::new(key(), ME, HOME, layout(), LEASE_NS);
+    j.start(None, 0).unwrap();
+    assert!(!j.wants_clock(), "bucket");
+    j.on_completion(bucket(&[(key().word(), old.encode())], 0), 0)
+        .unwrap();
+    assert!(!j.wants_clock(), "value");
+    j.on_completion(Output::Data(value(old, 20)), 0).unwrap();
+    j.on_allocated(40).unwrap();
+    assert!(j.wants_clock(), "copy: the lease check");
+    j.on_completion(Output::Written(Vec::new()), 0).unwrap();
+    assert!(j.wants_clock(), "invalidation: the CAS is stamped");
+    j.on_completion(Output::Written(Vec::new()), 5).unwrap();
+    assert!(!j.wants_clock(), "publish");
+}

@@ -107,7 +107,12 @@ impl<F: Fabric> Worker<F> {
             for c in done.drain(..) {
                 let id = c.id as usize;
                 let f = slots[id].as_mut().expect("a completion for a live job");
-                let step = f.job.on_completion(c.result?, self.port.now_ns())?;
+                let now = if f.job.wants_clock() {
+                    self.port.now_ns()
+                } else {
+                    0
+                };
+                let step = f.job.on_completion(c.result?, now)?;
                 if let Some(b) = f.job.take_spare() {
                     self.keep(b);
                 }
@@ -122,6 +127,7 @@ impl<F: Fabric> Worker<F> {
 
     /// Carries out `step` and the ones that follow it without I/O, until the
     /// job posts an operation (`None`) or finishes (its result).
+    #[inline]
     fn drive<'a>(
         &mut self,
         f: &mut InFlight<'a>,
@@ -151,7 +157,12 @@ impl<F: Fabric> Worker<F> {
                     // once, so the copy's WRITE adds no wait between the
                     // value's header check and the invalidation (P3's window).
                     let out = self.port.execute(wr)?;
-                    let step = f.job.on_completion(out, self.port.now_ns())?;
+                    let now = if f.job.wants_clock() {
+                        self.port.now_ns()
+                    } else {
+                        0
+                    };
+                    let step = f.job.on_completion(out, now)?;
                     if let Some(b) = f.job.take_spare() {
                         self.keep(b);
                     }
@@ -204,6 +215,7 @@ impl<F: Fabric> Worker<F> {
 
     /// The location cache's entry for `key`, if the cache is used for
     /// lookups and has a live entry with the position of the address word.
+    #[inline]
     fn cached_address(&self, key: Key, now_ns: u64) -> Option<Cached> {
         if !self.shared.config.cache_lookups {
             return None;
@@ -217,6 +229,7 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// The fabric request for a job's access, with id `id`.
+    #[inline]
     fn work_request(&mut self, id: u64, access: Access) -> WorkRequest {
         let me = self.machine;
         match access {
