@@ -304,7 +304,7 @@ fn tcp_client(addr: SocketAddr) -> CliResult<TcpFabric> {
 }
 
 fn serve(a: ServeArgs) -> CliResult {
-    use std::io::{Read, Write};
+    use std::io::Write;
     use std::sync::atomic::{AtomicBool, Ordering};
     let memory = parse_bytes("--memory", &a.memory)?;
     let listener =
@@ -323,15 +323,7 @@ fn serve(a: ServeArgs) -> CliResult {
     let lifetime = Duration::from_secs(a.lifetime_s);
     std::thread::scope(|s| -> CliResult {
         let daemon = s.spawn(|| locus_analytics::server::serve(&fabric, 1, memory, &stop));
-        // Serve until the lifetime ends or standard input closes (the parent went away).
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            let mut sink = [0u8; 64];
-            let mut stdin = std::io::stdin();
-            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-            let _ = tx.send(());
-        });
-        let _ = rx.recv_timeout(lifetime);
+        crate::wait_for_lifetime_or_parent(lifetime);
         stop.store(true, Ordering::Release);
         let r = daemon
             .join()

@@ -19,6 +19,20 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use locus_bench::config;
 
+/// Blocks until `lifetime` has passed or standard input closes (the parent
+/// process went away): how the server commands know when to stop.
+pub fn wait_for_lifetime_or_parent(lifetime: std::time::Duration) {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    let _ = rx.recv_timeout(lifetime);
+}
+
 /// What a command returns: any error, printed as `error: ...` with exit code 2.
 pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 

@@ -2,7 +2,7 @@
 //! one machine's named regions until its lifetime ends or its standard input
 //! closes. `bench foundation` measures against it.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
@@ -76,15 +76,7 @@ pub fn serve(a: ServeArgs) -> CliResult {
     }
     println!("listening on {addr}");
     std::io::stdout().flush()?;
-    // Serve until the lifetime ends or standard input closes (the parent went away).
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        let mut sink = [0u8; 64];
-        let mut stdin = std::io::stdin();
-        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        let _ = tx.send(());
-    });
-    let _ = rx.recv_timeout(Duration::from_secs(a.lifetime_s));
+    crate::wait_for_lifetime_or_parent(Duration::from_secs(a.lifetime_s));
     fabric.shutdown();
     Ok(())
 }
