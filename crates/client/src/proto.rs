@@ -258,7 +258,9 @@ impl ErrorCode {
 #[non_exhaustive]
 pub enum ProtoError {
     /// The frame does not start with [`MAGIC`].
-    #[error("not a Locus frame (magic {found:02x?}, expected \"LK\"): the peer speaks another protocol")]
+    #[error(
+        "not a Locus frame (magic {found:02x?}, expected \"LK\"): the peer speaks another protocol"
+    )]
     BadMagic {
         /// The two bytes found.
         found: [u8; 2],
@@ -450,10 +452,7 @@ impl<'a> Dec<'a> {
     }
     fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], ProtoError> {
         if self.b.len() < n {
-            return Err(self.malformed(format!(
-                "{field} needs {n} bytes, {} left",
-                self.b.len()
-            )));
+            return Err(self.malformed(format!("{field} needs {n} bytes, {} left", self.b.len())));
         }
         let (head, rest) = self.b.split_at(n);
         self.b = rest;
