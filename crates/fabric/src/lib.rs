@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod any;
+pub mod auth;
 pub mod conformance;
 pub mod counting;
 mod error;

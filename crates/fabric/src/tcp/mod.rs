@@ -31,6 +31,17 @@
 //! never steal completions of posted requests: those met while waiting are
 //! stashed for `poll`.
 //!
+//! **Authentication.** A node with a secret ([`TcpConfig::secret`]) lets in
+//! only peers that prove they know it: the service thread of every accepted
+//! connection runs [`auth::accept`](crate::auth::accept) (kind `Listener::Fabric`,
+//! bounded by `io_timeout_ms`) before it reads a request, and a port runs
+//! [`auth::prove`](crate::auth::prove) right after connecting, before its
+//! HELLO (bounded by `connect_timeout_ms`). A connection that does not prove
+//! the secret is refused and closed, counted in [`TcpFabric::auth_refusals`]
+//! and logged with `tracing::warn!`; the accept thread never waits for a
+//! handshake. A node without a secret, as before, runs no handshake; one that
+//! meets a node with a secret fails at the challenge with a message saying so.
+//!
 //! **Failures are errors, never hangs.** Connects are bounded by
 //! `connect_timeout_ms`, reads and writes by `io_timeout_ms`. When a
 //! connection fails (closed, reset, timed out, or a malformed frame), every
@@ -71,10 +82,11 @@ pub(crate) mod frame;
 mod server;
 
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::auth::Secret;
 use crate::hosted::{check_machine_count, check_queue_limits, Hosted};
 use crate::memory::MachineMemory;
 use crate::{check_machine, Fabric, FabricError, MachineId, RegionInfo, Result, Verb};
@@ -112,6 +124,11 @@ pub struct TcpConfig {
     /// Fault in the hosted machines' regions when registered (see
     /// [`crate::LocalConfig::pin_memory`]).
     pub pin_memory: bool,
+    /// The cluster secret. A node with one refuses every connection that does
+    /// not prove it knows it ([`crate::auth`]), and proves it to every node it
+    /// connects to; so every node of a cluster needs the same secret, or none.
+    /// `None` (the default): no handshake, anyone who reaches the port gets in.
+    pub secret: Option<Secret>,
 }
 
 impl Default for TcpConfig {
@@ -128,6 +145,7 @@ impl Default for TcpConfig {
             message_bytes_max: 1 << 20,
             frame_bytes_max: 16 << 20,
             pin_memory: false,
+            secret: None,
         }
     }
 }
@@ -242,6 +260,8 @@ pub(crate) struct Inner {
     pub(crate) sessions: Mutex<server::Sessions>,
     /// The address this node listens on.
     pub(crate) local_addr: SocketAddr,
+    /// Accepted connections closed for not proving the secret.
+    pub(crate) auth_refusals: AtomicU64,
 }
 
 impl Inner {
@@ -363,6 +383,7 @@ impl TcpFabric {
             stop: AtomicBool::new(false),
             sessions: Mutex::new(server::Sessions::default()),
             local_addr,
+            auth_refusals: AtomicU64::new(0),
         });
         let accept = server::start(Arc::clone(&inner), listener)?;
         Ok(TcpFabric {
@@ -382,6 +403,13 @@ impl TcpFabric {
     /// The settings.
     pub fn config(&self) -> &TcpConfig {
         &self.inner.config
+    }
+
+    /// Accepted connections this node closed because they did not prove the
+    /// cluster secret (a wrong secret, none, garbage, or silence). Always 0
+    /// without a secret.
+    pub fn auth_refusals(&self) -> u64 {
+        self.inner.auth_refusals.load(Ordering::Relaxed)
     }
 
     /// Direct access to a hosted machine's memory (for tools and tests).
@@ -440,8 +468,8 @@ pub fn loopback_cluster(machines: usize) -> Result<Vec<TcpFabric>> {
     })
 }
 
-/// Like [`loopback_cluster`] with the limits (and `machines`) of `config`;
-/// its `hosted` and `peers` are replaced.
+/// Like [`loopback_cluster`] with the limits (and `machines`, and `secret`)
+/// of `config`; its `hosted` and `peers` are replaced.
 pub fn loopback_cluster_with(config: TcpConfig) -> Result<Vec<TcpFabric>> {
     let layout: Vec<Vec<MachineId>> = (0..config.machines).map(|m| vec![m as MachineId]).collect();
     loopback_nodes(config, &layout)

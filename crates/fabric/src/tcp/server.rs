@@ -9,6 +9,10 @@
 //! deadlock against a server blocked writing its answers. It stops taking
 //! requests once its unsent responses exceed `CONN_RESPONSE_BYTES_MAX` plus
 //! one frame (more than a well-behaved client ever has outstanding).
+//!
+//! On a node with a secret, the service thread first runs the authentication
+//! handshake (`auth::accept`): the accept thread only hands the socket over,
+//! so a client that never answers holds up its own thread and nobody else.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::client::CONN_RESPONSE_BYTES_MAX;
 use super::frame::{self, RecvBuf, Request, HEADER_BYTES};
 use super::{check_len, Inner};
+use crate::auth::{self, AuthError, Listener, Secret};
 use crate::memory::{apply_ref, VerbRef};
 use crate::{FabricError, MachineId, Result};
 
@@ -194,9 +199,18 @@ impl<'a> Service<'a> {
     fn run(&mut self) {
         let io_timeout = self.inner.config.io_timeout();
         if self.stream.set_nodelay(true).is_err()
-            || self.stream.set_write_timeout(Some(STALL_POLL)).is_err()
             || self.stream.set_read_timeout(Some(io_timeout)).is_err()
         {
+            return;
+        }
+        if let Some(secret) = &self.inner.config.secret {
+            if let Err(e) = self.authenticate(secret) {
+                self.refused(&e);
+                // A refusal was written (for a wrong proof): let the client read it.
+                return self.close(true);
+            }
+        }
+        if self.stream.set_write_timeout(Some(STALL_POLL)).is_err() {
             return;
         }
         let mut last_read = Instant::now();
@@ -255,6 +269,30 @@ impl<'a> Service<'a> {
                 Err(_) => return,
             }
         }
+    }
+
+    /// The handshake, before any request: the whole exchange within io_timeout.
+    fn authenticate(&mut self, secret: &Secret) -> std::result::Result<(), AuthError> {
+        let io_timeout = self.inner.config.io_timeout();
+        self.stream.set_write_timeout(Some(io_timeout))?;
+        auth::accept(&mut self.stream, secret, Listener::Fabric, io_timeout)
+    }
+
+    /// Counts and logs a connection that did not prove the secret (unless the
+    /// node is stopping, which cuts handshakes short itself).
+    fn refused(&self, e: &AuthError) {
+        if self.inner.stop.load(Ordering::Acquire) {
+            return;
+        }
+        self.inner.auth_refusals.fetch_add(1, Ordering::Relaxed);
+        let remote = self
+            .stream
+            .peer_addr()
+            .map_or_else(|_| "an unknown address".to_string(), |a| a.to_string());
+        tracing::warn!(
+            "fabric node {} refused the connection from {remote}: {e}",
+            self.inner.local_addr
+        );
     }
 
     /// Ends the connection: sends what is queued (bounded by io_timeout),

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use crate::auth::{self, AuthError, Listener};
 use crate::tcp::frame::{self, RecvBuf, HEADER_BYTES};
 use crate::tcp::{for_machine, Inner};
 use crate::{Completion, FabricError, MachineId, Output, RegionInfo, Result, WrId};
@@ -97,7 +98,8 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Connects to `node` (first asked for `peer`) and queues the HELLO.
+    /// Connects to `node` (first asked for `peer`), proves the cluster secret
+    /// if the node has one (within connect_timeout_ms), and queues the HELLO.
     pub(crate) fn connect(
         inner: &Inner,
         node: usize,
@@ -117,10 +119,21 @@ impl Conn {
                     c.connect_timeout_ms
                 ))
             })?;
-        let io = Some(c.io_timeout());
         stream
             .set_nodelay(true)
-            .and_then(|()| stream.set_read_timeout(io))
+            .map_err(|e| unavailable(format!("cannot set socket options: {e}")))?;
+        if let Some(secret) = &c.secret {
+            let timeout = Duration::from_millis(c.connect_timeout_ms);
+            stream
+                .set_read_timeout(Some(timeout))
+                .and_then(|()| stream.set_write_timeout(Some(timeout)))
+                .map_err(|e| unavailable(format!("cannot set socket options: {e}")))?;
+            auth::prove_within(&mut &stream, secret, Listener::Fabric, timeout)
+                .map_err(|e| auth_failed(&e, addr, peer, c.connect_timeout_ms))?;
+        }
+        let io = Some(c.io_timeout());
+        stream
+            .set_read_timeout(io)
             .and_then(|()| stream.set_write_timeout(io))
             .map_err(|e| unavailable(format!("cannot set socket options: {e}")))?;
         let mut conn = Conn {
@@ -261,6 +274,11 @@ impl Conn {
         ready: &mut VecDeque<Completion>,
         sink: &mut Sink<'_>,
     ) -> Result<Option<Result<Reply>>> {
+        if matches!(self.pending.front(), Some(p) if matches!(p.waiter, Waiter::Hello))
+            && self.challenged()?
+        {
+            return Ok(None);
+        }
         loop {
             let Some(n) = frame::frame_len(self.rbuf.data(), self.frame_bytes_max, self.peer)?
             else {
@@ -279,6 +297,29 @@ impl Conn {
                 return Ok(Some(reply));
             }
         }
+    }
+
+    /// Before the HELLO's answer: whether the node opened with the
+    /// authentication challenge instead (it has a secret, this node has none).
+    /// `Ok(true)`: part of the magic, wait for the rest; `Err`: it did.
+    fn challenged(&self) -> Result<bool> {
+        let data = self.rbuf.data();
+        let n = data.len().min(auth::MAGIC.len());
+        // A frame's first 4 bytes are its length; "LOCU" is no frame of ours.
+        if n < 4 || data[..n] != auth::MAGIC[..n] {
+            return Ok(false);
+        }
+        if n < auth::MAGIC.len() {
+            return Ok(true);
+        }
+        Err(FabricError::PeerUnavailable {
+            machine: self.peer,
+            reason: format!(
+                "the node at {} requires the cluster secret and this node has none: set \
+                 LOCUS_SECRET or `secret` in the cluster file to the cluster's secret",
+                self.addr
+            ),
+        })
     }
 
     /// Reads responses until a request of `window` response bytes fits in the window.
@@ -357,6 +398,25 @@ impl Conn {
                 });
             }
         }
+    }
+}
+
+/// A failed handshake with the node at `addr`, as the error of an operation on `peer`.
+fn auth_failed(e: &AuthError, addr: SocketAddr, peer: MachineId, timeout_ms: u64) -> FabricError {
+    let reason = match e {
+        AuthError::Refused { reason } => format!(
+            "node at {addr} refused us: {reason}; set LOCUS_SECRET or `secret` in the cluster \
+             file to the cluster's secret"
+        ),
+        AuthError::Io(_) => format!(
+            "authentication with the node at {addr} failed (connect_timeout_ms = {timeout_ms}): \
+             {e}"
+        ),
+        _ => format!("authentication with the node at {addr} failed: {e}"),
+    };
+    FabricError::PeerUnavailable {
+        machine: peer,
+        reason,
     }
 }
 
