@@ -1,8 +1,22 @@
 //! The client library of a running Locus cluster.
 //!
-//! [`proto`] is the wire protocol of `docs/protocol.md`: frames, requests,
-//! replies and the control link's one-way frames, with checked decoders.
+//! - [`proto`]: the wire protocol of `docs/protocol.md` (frames, requests,
+//!   replies, the control link's one-way frames) with checked decoders.
+//! - [`Conn`]: one authenticated connection (handshake of
+//!   `locus_fabric::auth`, HELLO, blocking calls bounded by deadlines).
+//! - [`Client`]: a pool of connections per server, requests routed to a
+//!   vertex's home, every error naming its server.
+//! - [`ClientFile`]: what a client reads of a cluster file.
 
 #![warn(missing_docs)]
 
+mod client;
+mod conn;
+mod error;
+mod file;
 pub mod proto;
+
+pub use client::{Client, ClientConfig, Location, Moved};
+pub use conn::{Conn, ServerHello};
+pub use error::{ClientError, Result, ServerRef};
+pub use file::ClientFile;

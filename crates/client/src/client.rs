@@ -1,0 +1,358 @@
+//! [`Client`]: a blocking, thread-safe handle on a running cluster. It keeps
+//! a small pool of authenticated connections per server, routes requests
+//! about a vertex to its home (`vertex % machines`), gives every request a
+//! deadline, and names the server in every error.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use locus_fabric::auth::{Listener, Secret};
+
+use crate::conn::{is_connection_error, Conn};
+use crate::error::{ClientError, Result, ServerRef};
+use crate::proto::{KhopReply, Reply, Request, HOPS_MAX, K_MAX};
+
+/// Client settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The cluster secret (`None` only for servers that run without one, in tests).
+    pub secret: Option<Secret>,
+    /// Deadline of a request unless a call says otherwise.
+    pub deadline: Duration,
+    /// Longest wait for a connection and its handshake.
+    pub connect_timeout: Duration,
+    /// Idle connections kept per server.
+    pub pool_max_per_server: usize,
+    /// Name sent in HELLO (server logs).
+    pub name: String,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            secret: None,
+            deadline: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(3),
+            pool_max_per_server: 8,
+            name: format!("locus-client/{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// Where a vertex's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    /// Its home machine.
+    pub home: u8,
+    /// The machine holding its value (part 0).
+    pub holder: u8,
+    /// Whether it has an entry at all.
+    pub found: bool,
+}
+
+/// What a manual migration did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moved {
+    /// Where part 0 was.
+    pub from: u8,
+    /// Where it is now.
+    pub to: u8,
+    /// Values moved (0: it was already there).
+    pub parts: u32,
+    /// Bytes copied.
+    pub bytes: u64,
+}
+
+/// A running cluster's client.
+pub struct Client {
+    servers: Vec<SocketAddr>,
+    pools: Vec<Mutex<Vec<Conn>>>,
+    config: ClientConfig,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("servers", &self.servers)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A client of the servers at `servers` (index = machine id). Nothing is
+    /// connected until the first call.
+    pub fn new(servers: Vec<SocketAddr>, config: ClientConfig) -> Result<Client> {
+        if servers.is_empty() || servers.len() > locus_fabric::MACHINES_MAX {
+            return Err(ClientError::Invalid(format!(
+                "a cluster has 1..=128 servers, not {}",
+                servers.len()
+            )));
+        }
+        Ok(Client {
+            pools: servers.iter().map(|_| Mutex::new(Vec::new())).collect(),
+            servers,
+            config,
+        })
+    }
+
+    /// A client of the cluster described by a cluster file; the secret comes
+    /// from `LOCUS_SECRET` or the file.
+    pub fn from_file(path: &Path, mut config: ClientConfig) -> Result<Client> {
+        let f = crate::file::ClientFile::load(path)?;
+        if config.secret.is_none() {
+            config.secret = f.secret;
+        }
+        Client::new(f.servers, config)
+    }
+
+    /// Machines (servers) in the cluster.
+    pub fn machines(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// The client address of server `id`.
+    pub fn address(&self, id: u8) -> Option<SocketAddr> {
+        self.servers.get(id as usize).copied()
+    }
+
+    /// The home machine of `v`.
+    pub fn home(&self, v: u32) -> u8 {
+        (v as usize % self.servers.len()) as u8
+    }
+
+    fn server_ref(&self, id: u8) -> ServerRef {
+        ServerRef {
+            id: Some(id),
+            addr: self.servers[id as usize],
+        }
+    }
+
+    fn connect(&self, id: u8) -> Result<Conn> {
+        let addr = self.servers[id as usize];
+        let c = Conn::connect(
+            addr,
+            self.config.secret.as_ref(),
+            Listener::Client,
+            &self.config.name,
+            self.config.connect_timeout,
+        )?;
+        let h = c.hello();
+        if h.server_id != id || h.machines as usize != self.servers.len() {
+            return Err(ClientError::Unavailable {
+                server: self.server_ref(id),
+                reason: format!(
+                    "it says it is server {} of {}, but the cluster file lists it as server {id} of {}; the file is stale",
+                    h.server_id,
+                    h.machines,
+                    self.servers.len()
+                ),
+            });
+        }
+        Ok(c)
+    }
+
+    /// Sends `req` to server `id` and returns its reply. A pooled connection
+    /// that turns out to be dead is replaced once, for requests that are safe
+    /// to repeat.
+    pub fn call(&self, id: u8, req: &Request, deadline: Option<Duration>) -> Result<Reply> {
+        if id as usize >= self.servers.len() {
+            return Err(ClientError::Invalid(format!(
+                "server {id} is not in the cluster (servers 0..{})",
+                self.servers.len()
+            )));
+        }
+        let deadline = deadline.unwrap_or(self.config.deadline);
+        let pooled = self.pools[id as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let (mut conn, was_pooled) = match pooled {
+            Some(c) => (c, true),
+            None => (self.connect(id)?, false),
+        };
+        let mut r = conn.call(req, deadline);
+        if was_pooled && idempotent(req) && matches!(&r, Err(e) if is_connection_error(e)) {
+            conn = self.connect(id)?;
+            r = conn.call(req, deadline);
+        }
+        // Keep the connection only if it is in a known state: a reply (or an
+        // error reply) was read whole.
+        if matches!(&r, Ok(_) | Err(ClientError::Server { .. })) {
+            let mut pool = self.pools[id as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if pool.len() < self.config.pool_max_per_server {
+                pool.push(conn);
+            }
+        }
+        r
+    }
+
+    fn unexpected(&self, id: u8, r: Reply) -> ClientError {
+        ClientError::Protocol {
+            server: self.server_ref(id),
+            error: crate::proto::ProtoError::Malformed {
+                op: "reply",
+                what: format!("unexpected reply {r:?}"),
+            },
+        }
+    }
+
+    /// Checks that server `id` answers.
+    pub fn ping(&self, id: u8) -> Result<()> {
+        match self.call(id, &Request::Ping, None)? {
+            Reply::Pong => Ok(()),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// Up to `k` neighbours of `v` (0: all), asked of its home.
+    pub fn neighbors(&self, v: u32, k: u32) -> Result<Vec<u32>> {
+        let id = self.home(v);
+        match self.call(id, &Request::Neighbors { vertex: v, k }, None)? {
+            Reply::Neighbors(ids) => Ok(ids),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// Replaces `v`'s adjacency list.
+    pub fn put(&self, v: u32, ids: &[u32]) -> Result<()> {
+        if ids.len() > crate::proto::IDS_MAX {
+            return Err(ClientError::Invalid(format!(
+                "a list of {} neighbours is past the protocol's {} per request",
+                ids.len(),
+                crate::proto::IDS_MAX
+            )));
+        }
+        let id = self.home(v);
+        let req = Request::Put {
+            vertex: v,
+            ids: ids.to_vec(),
+        };
+        match self.call(id, &req, None)? {
+            Reply::Put => Ok(()),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// Adds the edge `v -> u`; true if the list changed.
+    pub fn insert_edge(&self, v: u32, u: u32) -> Result<bool> {
+        let id = self.home(v);
+        let req = Request::InsertEdge {
+            vertex: v,
+            neighbor: u,
+        };
+        match self.call(id, &req, None)? {
+            Reply::Changed(c) => Ok(c),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// Removes the edge `v -> u`; true if the list changed.
+    pub fn delete_edge(&self, v: u32, u: u32) -> Result<bool> {
+        let id = self.home(v);
+        let req = Request::DeleteEdge {
+            vertex: v,
+            neighbor: u,
+        };
+        match self.call(id, &req, None)? {
+            Reply::Changed(c) => Ok(c),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// A k-hop traversal from `v`, run at its home.
+    pub fn khop(&self, v: u32, hops: u8, k: u32) -> Result<KhopReply> {
+        if hops == 0 || hops > HOPS_MAX || k == 0 || k > K_MAX {
+            return Err(ClientError::Invalid(format!(
+                "hops = {hops}, k = {k}: hops must be 1..={HOPS_MAX} and k 1..={K_MAX}"
+            )));
+        }
+        let id = self.home(v);
+        match self.call(id, &Request::Khop { vertex: v, hops, k }, None)? {
+            Reply::Khop(r) => Ok(r),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// Where `v`'s value is.
+    pub fn locate(&self, v: u32) -> Result<Location> {
+        let id = self.home(v);
+        match self.call(id, &Request::Where { vertex: v }, None)? {
+            Reply::Where {
+                home,
+                holder,
+                found,
+            } => Ok(Location {
+                home,
+                holder,
+                found,
+            }),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// Moves `v`'s value to machine `to` (which runs the migration, Pragh 4.1).
+    pub fn migrate(&self, v: u32, to: u8) -> Result<Moved> {
+        match self.call(to, &Request::Migrate { vertex: v }, None)? {
+            Reply::Migrate {
+                from,
+                to,
+                parts,
+                bytes,
+            } => Ok(Moved {
+                from,
+                to,
+                parts,
+                bytes,
+            }),
+            r => Err(self.unexpected(to, r)),
+        }
+    }
+
+    /// Server `id`'s statistics (docs/protocol.md section 6).
+    pub fn stats(&self, id: u8) -> Result<serde_json::Value> {
+        match self.call(id, &Request::Stats, None)? {
+            Reply::Stats(json) => serde_json::from_str(&json).map_err(|e| ClientError::Protocol {
+                server: self.server_ref(id),
+                error: crate::proto::ProtoError::Malformed {
+                    op: "stats",
+                    what: format!("not JSON: {e}"),
+                },
+            }),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// Applies one LOAD batch at server `id` (every vertex must be homed
+    /// there); returns (vertices changed, edges added).
+    pub fn load_batch(
+        &self,
+        id: u8,
+        vertices: Vec<(u32, Vec<u32>)>,
+        deadline: Option<Duration>,
+    ) -> Result<(u32, u64)> {
+        match self.call(id, &Request::Load { vertices }, deadline)? {
+            Reply::Load {
+                vertices,
+                edges_added,
+            } => Ok((vertices, edges_added)),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+}
+
+/// Requests that may be sent twice without changing the result.
+fn idempotent(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::Ping
+            | Request::Neighbors { .. }
+            | Request::Khop { .. }
+            | Request::Where { .. }
+            | Request::Stats
+            | Request::Put { .. }
+    )
+}

@@ -1,0 +1,97 @@
+//! The server crate's error type: what starting or running a server or the
+//! coordinator process can fail with. Settings name their key; I/O names
+//! what was being done; failures of lower layers keep their source.
+
+use std::path::PathBuf;
+
+use locus_coordinator::CoordinatorError;
+use locus_fabric::FabricError;
+use locus_store::StoreError;
+
+/// What a server or the coordinator process can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// A setting that cannot work.
+    #[error("{key} = {value}: {expected}")]
+    Setting {
+        /// The key, as written in the cluster file (or the flag).
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What it must be.
+        expected: String,
+    },
+    /// The cluster file does not parse or validate.
+    #[error("cluster file {path}: {reason}")]
+    ClusterFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// An I/O failure, with what was being done.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A peer did not come up in time.
+    #[error("server {peer} at {addr} is not reachable after {waited_ms} ms: {reason}; start it, or check its address in the cluster file")]
+    PeerUnreachable {
+        /// The peer's machine.
+        peer: u8,
+        /// Its fabric address.
+        addr: std::net::SocketAddr,
+        /// How long this server waited.
+        waited_ms: u64,
+        /// The last failure.
+        reason: String,
+    },
+    /// The fabric failed.
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The coordinator's policy or record failed.
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
+    /// A thread could not start.
+    #[error("cannot start thread {thread}: {source}")]
+    Spawn {
+        /// Its name.
+        thread: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The metrics recorder could not be installed.
+    #[error("metrics: {0}")]
+    Metrics(String),
+}
+
+impl ServerError {
+    /// A setting error.
+    pub fn setting(key: &'static str, value: String, expected: impl Into<String>) -> Self {
+        ServerError::Setting {
+            key,
+            value,
+            expected: expected.into(),
+        }
+    }
+
+    /// An I/O error with what was being done.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        ServerError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// The crate's result.
+pub type Result<T, E = ServerError> = std::result::Result<T, E>;
