@@ -206,6 +206,7 @@ impl<F: Fabric> Fabric for Counting<F> {
             inner: self.inner.port(machine)?,
             counters: Arc::clone(&self.counters),
             machine,
+            own: PortTotals::default(),
         })
     }
 }
@@ -215,6 +216,27 @@ pub struct CountingPort<P> {
     inner: P,
     counters: Arc<Counters>,
     machine: MachineId,
+    /// This port's own totals: what one thread's operations cost (a
+    /// server reports them per query). Plain cells: a port is one thread's.
+    own: PortTotals,
+}
+
+/// What one port issued, local versus remote: operations and payload bytes.
+#[derive(Debug, Default)]
+pub struct PortTotals {
+    ops: [std::cell::Cell<u64>; 2],
+    bytes: [std::cell::Cell<u64>; 2],
+}
+
+impl PortTotals {
+    /// Operations issued to `loc`.
+    pub fn ops(&self, loc: Locality) -> u64 {
+        self.ops[loc as usize].get()
+    }
+    /// Payload bytes of the operations issued to `loc`.
+    pub fn bytes(&self, loc: Locality) -> u64 {
+        self.bytes[loc as usize].get()
+    }
 }
 
 impl<P: Port> CountingPort<P> {
@@ -222,7 +244,16 @@ impl<P: Port> CountingPort<P> {
     fn count(&self, target: MachineId, kind: OpKind, bytes: u64) {
         if (target as usize) < self.counters.cells.len() {
             self.counters.add(self.machine, target, kind, bytes);
+            let loc = (target != self.machine) as usize;
+            self.own.ops[loc].set(self.own.ops[loc].get() + 1);
+            self.own.bytes[loc].set(self.own.bytes[loc].get() + bytes);
         }
+    }
+
+    /// What this port has issued so far (subtract two readings for the cost
+    /// of what ran between them).
+    pub fn totals(&self) -> &PortTotals {
+        &self.own
     }
 }
 

@@ -294,6 +294,15 @@ impl<F: Fabric> Store<F> {
             .collect()
     }
 
+    /// Retired value blocks of `machine` waiting out the reclaim lease (0 if not hosted).
+    pub fn reclaim_backlog(&self, machine: MachineId) -> usize {
+        self.shared
+            .allocs
+            .get(machine as usize)
+            .and_then(|a| a.as_ref())
+            .map_or(0, |a| a.retired_count())
+    }
+
     /// Value-region bytes a vertex of `degree` neighbours occupies (all parts).
     pub fn value_bytes_for_degree(&self, degree: u64) -> u64 {
         let max = self.shared.config.part_neighbors_max as u64;

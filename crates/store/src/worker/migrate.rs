@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use locus_fabric::{Fabric, Port, WorkRequest};
+use locus_fabric::{Fabric, MachineId, Port, WorkRequest};
 
 use super::{Worker, PIPELINE_WINDOW, READ_RETRIES_MAX};
 use crate::alloc::ValueAllocator;
@@ -274,18 +274,41 @@ impl<F: Fabric> Worker<F> {
 
     /// Migrates every part of vertex `v` here. Returns how many parts moved.
     pub fn migrate_vertex(&mut self, v: VertexId) -> Result<u32> {
-        let mut moved = 0;
+        Ok(self.migrate_vertex_report(v)?.parts)
+    }
+
+    /// Migrates every part of vertex `v` here, saying what moved.
+    pub fn migrate_vertex_report(&mut self, v: VertexId) -> Result<VertexMoved> {
+        let mut r = VertexMoved::default();
         let mut part = 0;
         loop {
             match self.migrate(Key::part(v, part))? {
-                Migration::Absent => return Ok(moved),
-                Migration::Moved { .. } => moved += 1,
+                Migration::Absent => return Ok(r),
+                Migration::Moved { from, bytes } => {
+                    r.parts += 1;
+                    r.bytes += bytes;
+                    r.from.get_or_insert(from);
+                }
                 Migration::AlreadyHere => {}
             }
+            r.found = true;
             if self.read_value(Key::part(v, part))?.is_none() || !self.current_part().more() {
-                return Ok(moved);
+                return Ok(r);
             }
             part += 1;
         }
     }
+}
+
+/// What [`Worker::migrate_vertex_report`] moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VertexMoved {
+    /// Whether the vertex has an entry.
+    pub found: bool,
+    /// Parts moved (0: all were here already).
+    pub parts: u32,
+    /// Bytes copied (headers included).
+    pub bytes: u64,
+    /// The holder of the first part that moved.
+    pub from: Option<MachineId>,
 }

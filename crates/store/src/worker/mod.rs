@@ -35,6 +35,8 @@ use crate::table::{home_of, Key, BUCKET_BYTES};
 use crate::track::TrackerView;
 use crate::{Result, VertexId};
 
+pub use migrate::VertexMoved;
+pub use table::HomeSummary;
 pub use replicas::Replication;
 pub(crate) use service::Mailroom;
 pub use service::{ServiceStats, Services, DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX};
@@ -161,6 +163,11 @@ impl<F: Fabric> Worker<F> {
     /// The machine this worker acts as.
     pub fn machine(&self) -> MachineId {
         self.machine
+    }
+
+    /// The worker's port (a counting port tells what this worker issued).
+    pub fn port(&self) -> &F::Port {
+        &self.port
     }
 
     fn regions_of(&mut self, m: MachineId) -> Result<(RegionId, RegionId)> {

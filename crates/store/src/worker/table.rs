@@ -141,8 +141,41 @@ impl<F: Fabric> Worker<F> {
         Ok(out)
     }
 
+    /// What this machine's key table holds: keys (parts), vertices, and
+    /// whether each key's value is held here or away (migrated). One scan of
+    /// the table with large local READs; for status reports, not hot paths.
+    pub fn home_summary(&mut self) -> Result<HomeSummary> {
+        let me = self.machine;
+        let mut s = HomeSummary::default();
+        for (k, word) in self.scan_table(me)? {
+            s.keys += 1;
+            if k.part_index() == 0 {
+                s.vertices += 1;
+            }
+            match crate::addr::Addr::decode(word).map(|a| a.holder(me)) {
+                Some(h) if h != me => s.held_away += 1,
+                Some(_) => s.held_here += 1,
+                None => {}
+            }
+        }
+        Ok(s)
+    }
+
     /// The address word of `v`'s first part as stored at its home (0: absent).
     pub fn address_word(&mut self, v: VertexId) -> Result<u64> {
         Ok(self.lookup(Key::part(v, 0))?.map_or(0, |s| s.addr_word))
     }
+}
+
+/// What [`Worker::home_summary`] found in a machine's key table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HomeSummary {
+    /// Keys (one per vertex part).
+    pub keys: u64,
+    /// Vertices (part-0 keys).
+    pub vertices: u64,
+    /// Keys whose value is held on this machine.
+    pub held_here: u64,
+    /// Keys whose value was migrated to another machine.
+    pub held_away: u64,
 }
