@@ -224,6 +224,9 @@ pub struct QueryArgs {
     /// Print the result as JSON, with every distinct vertex reached.
     #[arg(long)]
     pub json: bool,
+    /// Query a running cluster (its cluster file) instead of an embedded one.
+    #[arg(long = "cluster", value_name = "FILE", conflicts_with_all = ["graph", "scale"])]
+    pub remote: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterFlags,
 }
@@ -237,7 +240,7 @@ struct QueryResult {
     home_machine: u8,
     machines: usize,
     /// Distinct vertices reached at the last hop.
-    distinct: usize,
+    distinct_count: usize,
     /// Vertices reached at the last hop, counting each path (a multiset).
     with_repeats: usize,
     micros: f64,
@@ -245,10 +248,13 @@ struct QueryResult {
     remote_ops: u64,
     remote_rate: f64,
     /// The distinct vertices reached, in increasing order.
-    vertices: Vec<u32>,
+    distinct: Vec<u32>,
 }
 
 pub fn query(a: QueryArgs) -> crate::CliResult {
+    if let Some(file) = &a.remote {
+        return crate::remote::query(file, a.vertex, a.hops, a.k, a.show, a.json);
+    }
     let mut c = a.cluster.resolve()?;
     if let Some(s) = a.scale {
         c.graph.scale = s;
@@ -295,13 +301,13 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
         k: a.k,
         home_machine: home,
         machines,
-        distinct: distinct.len(),
+        distinct_count: distinct.len(),
         with_repeats,
         micros: took.as_secs_f64() * 1e6,
         local_ops: d.ops_total(Locality::Local),
         remote_ops: d.ops_total(Locality::Remote),
         remote_rate: d.remote_rate(),
-        vertices: distinct,
+        distinct,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -313,7 +319,7 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
     );
     println!(
         "  {} distinct vertices reached ({} counting repeats) in {:.1} us",
-        r.distinct, r.with_repeats, r.micros
+        r.distinct_count, r.with_repeats, r.micros
     );
     println!(
         "  one-sided operations: {} local, {} remote ({:.1}% remote)",
@@ -322,21 +328,21 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
         r.remote_rate * 100.0
     );
     let shown: Vec<String> = r
-        .vertices
+        .distinct
         .iter()
         .take(a.show)
         .map(|v| v.to_string())
         .collect();
     println!(
         "  {} {}: {}{}",
-        if shown.len() < r.distinct {
+        if shown.len() < r.distinct_count {
             "first"
         } else {
             "all"
         },
         shown.len(),
         shown.join(" "),
-        if r.distinct > a.show {
+        if r.distinct_count > a.show {
             " ... (--json lists all)"
         } else {
             ""

@@ -4,6 +4,7 @@
 
 mod analytics;
 mod bench;
+mod cluster;
 mod commands;
 mod demo;
 mod fargraph;
@@ -11,6 +12,7 @@ mod kv;
 mod migrate_speed;
 mod netmigrate;
 mod pragh;
+mod remote;
 mod serve;
 
 use std::path::PathBuf;
@@ -33,16 +35,41 @@ pub fn wait_for_lifetime_or_parent(lifetime: std::time::Duration) {
     let _ = rx.recv_timeout(lifetime);
 }
 
+/// Set by SIGTERM or SIGINT.
+static SIGNALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, std::sync::atomic::Ordering::Release);
+}
+
+/// Blocks until SIGTERM or SIGINT arrives, or `lifetime` (if any) passes:
+/// how `locus server` knows when to stop.
+pub fn wait_for_signal(lifetime: Option<std::time::Duration>) {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    let t0 = std::time::Instant::now();
+    while !SIGNALLED.load(std::sync::atomic::Ordering::Acquire)
+        && lifetime.is_none_or(|l| t0.elapsed() < l)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// What a command returns: any error, printed as `error: ...` with exit code 2.
 pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Locus: a distributed in-memory graph store that keeps traversals local by
 /// migrating values live, one vertex at a time.
 ///
-/// Every command runs an embedded cluster: N machines in this process over the
+/// Most commands run an embedded cluster: N machines in this process over the
 /// in-process one-sided fabric, with a modelled remote latency (2.0 us plus
-/// payload at 12.5 GB/s by default). Settings come from a TOML file
-/// (--config) and flags override them.
+/// payload at 12.5 GB/s by default); settings come from a TOML file
+/// (--config) and flags override them. `locus cluster up` starts a real
+/// cluster of server processes instead, and `--cluster FILE` (load, query,
+/// migrate, stats) talks to it.
 #[derive(Parser, Debug)]
 #[command(name = "locus", version, propagate_version = true)]
 struct Cli {
@@ -68,6 +95,14 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve machines' memory over TCP (a memory node of the TCP fabric).
     Serve(serve::ServeArgs),
+    /// Run one machine of the store as a server process (see `locus cluster up`).
+    Server(cluster::ServerArgs),
+    /// Start, stop or inspect a local cluster of server processes on loopback.
+    Cluster(cluster::ClusterArgs),
+    /// Move a vertex's value to another machine of a running cluster.
+    Migrate(remote::MigrateArgs),
+    /// Statistics of every server of a running cluster.
+    Stats(remote::StatsArgs),
     /// Far-memory graph analytics (Fargraph+): run an algorithm on a backend,
     /// serve far memory over TCP, or build the thread table.
     Analytics(analytics::AnalyticsArgs),
@@ -119,6 +154,14 @@ impl ClusterFlags {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Logs go to standard error, filtered by RUST_LOG (default: warnings).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let r = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Generate(a) => commands::generate(a),
@@ -126,6 +169,10 @@ fn main() -> ExitCode {
         Command::Query(a) => commands::query(a),
         Command::Bench(a) => bench::run(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Server(a) => cluster::server(a),
+        Command::Cluster(a) => cluster::run(a),
+        Command::Migrate(a) => remote::migrate(a),
+        Command::Stats(a) => remote::stats(a),
         Command::Analytics(a) => analytics::run_command(a),
         Command::Kv(a) => kv::run(a).map_err(Into::into),
     };

@@ -110,15 +110,15 @@ fn generate_then_load_then_query() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let q: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let vertices: Vec<u64> = q["vertices"]
+    let vertices: Vec<u64> = q["distinct"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_u64().unwrap())
         .collect();
-    assert_eq!(vertices.len() as u64, q["distinct"].as_u64().unwrap());
+    assert_eq!(vertices.len() as u64, q["distinct_count"].as_u64().unwrap());
     assert!(vertices.windows(2).all(|w| w[0] < w[1]), "sorted, distinct");
-    assert!(q["distinct"].as_u64().unwrap() <= q["with_repeats"].as_u64().unwrap());
+    assert!(q["distinct_count"].as_u64().unwrap() <= q["with_repeats"].as_u64().unwrap());
     assert!(
         q["with_repeats"].as_u64().unwrap() <= 25,
         "at most 5 x 5 paths"

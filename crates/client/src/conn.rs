@@ -81,9 +81,11 @@ impl Conn {
             rbuf: Vec::with_capacity(4096),
         };
         if let Some(secret) = secret {
-            auth::prove_within(&mut conn.stream, secret, kind, timeout).map_err(|e| ClientError::Auth {
-                server,
-                reason: e.to_string(),
+            auth::prove_within(&mut conn.stream, secret, kind, timeout).map_err(|e| {
+                ClientError::Auth {
+                    server,
+                    reason: e.to_string(),
+                }
             })?;
         }
         let deadline_ms = timeout.as_millis().clamp(1, proto::DEADLINE_MS_MAX as u128) as u32;
@@ -125,10 +127,7 @@ impl Conn {
     fn protocol(&self, what: String) -> ClientError {
         ClientError::Protocol {
             server: self.server,
-            error: proto::ProtoError::Malformed {
-                op: "reply",
-                what,
-            },
+            error: proto::ProtoError::Malformed { op: "reply", what },
         }
     }
 
@@ -137,7 +136,9 @@ impl Conn {
     /// [`ClientError::Server`]; after any other error the connection must be
     /// dropped.
     pub fn call(&mut self, req: &Request, deadline: Duration) -> Result<Reply> {
-        let deadline_ms = deadline.as_millis().clamp(1, proto::DEADLINE_MS_MAX as u128) as u32;
+        let deadline_ms = deadline
+            .as_millis()
+            .clamp(1, proto::DEADLINE_MS_MAX as u128) as u32;
         let id = self.next_id;
         self.next_id += 1;
         self.wbuf.clear();
@@ -288,5 +289,11 @@ impl Conn {
 /// fresh connection may be worth one retry.
 pub(crate) fn is_connection_error(e: &ClientError) -> bool {
     matches!(e, ClientError::Unavailable { .. })
-        || matches!(e, ClientError::Server { code: ErrorCode::NotReady, .. })
+        || matches!(
+            e,
+            ClientError::Server {
+                code: ErrorCode::NotReady,
+                ..
+            }
+        )
 }

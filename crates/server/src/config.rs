@@ -413,16 +413,13 @@ impl ClusterFile {
 
     /// The entry of server `id`.
     pub fn server(&self, id: u8) -> Result<&ServerEntry> {
-        self.servers
-            .iter()
-            .find(|s| s.id == id)
-            .ok_or_else(|| {
-                ServerError::setting(
-                    "--id",
-                    id.to_string(),
-                    "is not a server of the cluster file",
-                )
-            })
+        self.servers.iter().find(|s| s.id == id).ok_or_else(|| {
+            ServerError::setting(
+                "--id",
+                id.to_string(),
+                "is not a server of the cluster file",
+            )
+        })
     }
 
     /// The cluster secret: `LOCUS_SECRET` if set, else `[cluster] secret`.

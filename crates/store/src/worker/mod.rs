@@ -36,10 +36,10 @@ use crate::track::TrackerView;
 use crate::{Result, VertexId};
 
 pub use migrate::VertexMoved;
-pub use table::HomeSummary;
 pub use replicas::Replication;
 pub(crate) use service::Mailroom;
 pub use service::{ServiceStats, Services, DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX};
+pub use table::HomeSummary;
 
 /// Second-hop reads a pipelined traversal, and migrations a batch, keep in flight at most.
 pub const PIPELINE_WINDOW: usize = 256;

@@ -1,0 +1,430 @@
+//! `locus server`, `locus cluster up|down|status`: a machine of the store as
+//! a process, and a local cluster of them on loopback for trying Locus out.
+//!
+//! `cluster up` picks free loopback ports, generates a secret, writes
+//! `DIR/cluster.toml` (what `--cluster FILE` takes), starts one
+//! `locus server` per machine as a detached process (logs in `DIR/logs/`,
+//! process ids in `DIR/pids.json`) and waits until each answers. `down`
+//! stops them (SIGTERM, then SIGKILL after a grace period); `status` asks
+//! each for its statistics.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use locus_client::{Client, ClientConfig};
+use locus_fabric::auth::Secret;
+use locus_server::config::{ClusterFile, ClusterSection, ServerEntry};
+use locus_server::Server;
+use serde::{Deserialize, Serialize};
+
+use crate::CliResult;
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// The cluster file (written by `locus cluster up`).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// This server's machine id (its `[[server]] id` in the file).
+    #[arg(long)]
+    pub id: u8,
+    /// Stop after this many seconds (default: run until SIGTERM or SIGINT).
+    #[arg(long)]
+    pub lifetime_s: Option<u64>,
+}
+
+pub fn server(a: ServerArgs) -> CliResult {
+    let file = ClusterFile::load(&a.config)?;
+    let s = Server::start(file, a.id)?;
+    println!(
+        "server {} serving clients on {}{}",
+        a.id,
+        s.client_addr(),
+        s.metrics_addr()
+            .map(|m| format!(", metrics on http://{m}/metrics"))
+            .unwrap_or_default()
+    );
+    crate::wait_for_signal(a.lifetime_s.map(Duration::from_secs));
+    tracing::info!(server = a.id, "stopping");
+    s.stop();
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    pub command: ClusterCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Start a local cluster of N servers on loopback and write its cluster file.
+    Up(UpArgs),
+    /// Stop the local cluster started in DIR.
+    Down(DirArgs),
+    /// Show each server: up or down, keys, values here and away, bytes,
+    /// cache hit rate, migrations, replicas, reclaim backlog.
+    Status(StatusArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Servers (machines) to start.
+    #[arg(long, default_value_t = 3)]
+    pub servers: usize,
+    /// Directory for the cluster file, logs and process ids.
+    #[arg(long, default_value = "locus-cluster")]
+    pub dir: PathBuf,
+    /// MiB of each server's value region.
+    #[arg(long, default_value_t = 256)]
+    pub value_region_mb: u64,
+    /// Stop every server after this many seconds (default: run until `down`).
+    #[arg(long)]
+    pub lifetime_s: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct DirArgs {
+    /// The directory `cluster up` used.
+    #[arg(long, default_value = "locus-cluster")]
+    pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The directory `cluster up` used (or give --cluster).
+    #[arg(long, default_value = "locus-cluster")]
+    pub dir: PathBuf,
+    /// A cluster file (default: DIR/cluster.toml).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One process `cluster up` started.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Started {
+    role: String,
+    id: Option<u8>,
+    pid: u32,
+}
+
+const CLUSTER_FILE: &str = "cluster.toml";
+const PIDS_FILE: &str = "pids.json";
+/// How long `up` waits for every server to answer.
+const UP_WAIT: Duration = Duration::from_secs(60);
+/// How long `down` waits after SIGTERM before SIGKILL.
+const DOWN_GRACE: Duration = Duration::from_secs(5);
+
+pub fn run(a: ClusterArgs) -> CliResult {
+    match a.command {
+        ClusterCommand::Up(u) => up(u),
+        ClusterCommand::Down(d) => down(&d.dir),
+        ClusterCommand::Status(s) => status(s),
+    }
+}
+
+/// A free loopback port (bound, then released; `up` binds it again at once).
+fn free_port() -> CliResult<SocketAddr> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+fn up(a: UpArgs) -> CliResult {
+    if a.servers == 0 || a.servers > locus_fabric::MACHINES_MAX {
+        return Err(format!("--servers {}: must be 1..=128", a.servers).into());
+    }
+    std::fs::create_dir_all(a.dir.join("logs"))
+        .map_err(|e| format!("cannot create {}: {e}", a.dir.display()))?;
+    if let Some(live) = live_pids(&a.dir).filter(|l| !l.is_empty()) {
+        return Err(format!(
+            "{} already runs a cluster ({} live processes); `locus cluster down --dir {}` first",
+            a.dir.display(),
+            live.len(),
+            a.dir.display()
+        )
+        .into());
+    }
+    let mut servers = Vec::new();
+    for id in 0..a.servers {
+        servers.push(ServerEntry {
+            id: id as u8,
+            fabric: free_port()?,
+            client: free_port()?,
+            metrics: Some(free_port()?),
+        });
+    }
+    let mut file = ClusterFile {
+        cluster: ClusterSection {
+            secret: Some(Secret::generate().expose().to_string()),
+        },
+        servers,
+        coordinator: None,
+        store: Default::default(),
+        policy: Default::default(),
+        limits: Default::default(),
+    };
+    file.store.value_region_mb = a.value_region_mb;
+    file.validate()?;
+    let path = a.dir.join(CLUSTER_FILE);
+    file.write(&path)?;
+    let exe = std::env::current_exe()?;
+    let mut started = Vec::new();
+    for s in &file.servers {
+        let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
+        let out = std::fs::File::create(&log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("server")
+            .arg("--config")
+            .arg(&path)
+            .arg("--id")
+            .arg(s.id.to_string())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        if let Some(l) = a.lifetime_s {
+            cmd.arg("--lifetime-s").arg(l.to_string());
+        }
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        detach(&mut cmd);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        started.push(Started {
+            role: "server".into(),
+            id: Some(s.id),
+            pid: child.id(),
+        });
+    }
+    write_pids(&a.dir, &started)?;
+    let client = Client::from_file(&path, ClientConfig::default())?;
+    let t0 = Instant::now();
+    for s in &file.servers {
+        loop {
+            match client.ping(s.id) {
+                Ok(()) => break,
+                Err(e) if t0.elapsed() < UP_WAIT && alive(started[s.id as usize].pid) => {
+                    tracing::debug!("waiting for server {}: {e}", s.id);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
+                    let tail = log_tail(&log);
+                    let _ = down(&a.dir);
+                    return Err(format!(
+                        "server {} did not come up: {e}\n--- last lines of {} ---\n{tail}",
+                        s.id,
+                        log.display()
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    println!(
+        "started {} servers in {:.1} s; cluster file: {}",
+        file.servers.len(),
+        t0.elapsed().as_secs_f64(),
+        path.display()
+    );
+    for s in &file.servers {
+        println!(
+            "  server {}: clients {}  fabric {}  metrics http://{}/metrics  pid {}",
+            s.id,
+            s.client,
+            s.fabric,
+            s.metrics.map(|m| m.to_string()).unwrap_or_default(),
+            started[s.id as usize].pid
+        );
+    }
+    println!("try: locus load --cluster {} FILE", path.display());
+    println!("stop: locus cluster down --dir {}", a.dir.display());
+    Ok(())
+}
+
+/// Starts the child in its own session, so it outlives this command and a
+/// Ctrl-C in this terminal does not reach it.
+fn detach(cmd: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid is async-signal-safe and touches no Rust state.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+    }
+}
+
+fn write_pids(dir: &Path, started: &[Started]) -> CliResult {
+    let path = dir.join(PIDS_FILE);
+    std::fs::write(&path, serde_json::to_string_pretty(started)?)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(())
+}
+
+fn read_pids(dir: &Path) -> Option<Vec<Started>> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(PIDS_FILE)).ok()?).ok()
+}
+
+/// Whether `pid` is a live `locus` process (not a recycled id).
+fn alive(pid: u32) -> bool {
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(c) => {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // A zombie (state Z) has exited.
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie
+                && c.split(|&b| b == 0)
+                    .any(|a| a == b"server" || a == b"coordinator")
+        }
+        Err(_) => false,
+    }
+}
+
+fn live_pids(dir: &Path) -> Option<Vec<Started>> {
+    Some(
+        read_pids(dir)?
+            .into_iter()
+            .filter(|s| alive(s.pid))
+            .collect(),
+    )
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+fn down(dir: &Path) -> CliResult {
+    let Some(started) = read_pids(dir) else {
+        return Err(format!(
+            "{} has no {PIDS_FILE}: no cluster was started there (see `locus cluster up --dir`)",
+            dir.display()
+        )
+        .into());
+    };
+    let live: Vec<&Started> = started.iter().filter(|s| alive(s.pid)).collect();
+    for s in &live {
+        // SAFETY: plain kill(2) on a pid checked to be a locus process.
+        unsafe { libc::kill(s.pid as i32, libc::SIGTERM) };
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < DOWN_GRACE && live.iter().any(|s| alive(s.pid)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut killed = 0;
+    for s in &live {
+        if alive(s.pid) {
+            // SAFETY: as above.
+            unsafe { libc::kill(s.pid as i32, libc::SIGKILL) };
+            killed += 1;
+        }
+    }
+    let _ = std::fs::remove_file(dir.join(PIDS_FILE));
+    println!(
+        "stopped {} of {} processes{}",
+        live.len(),
+        started.len(),
+        if killed > 0 {
+            format!(
+                " ({killed} did not stop within {} s and were killed)",
+                DOWN_GRACE.as_secs()
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+fn status(a: StatusArgs) -> CliResult {
+    let path = a
+        .cluster
+        .clone()
+        .unwrap_or_else(|| a.dir.join(CLUSTER_FILE));
+    let client = Client::from_file(
+        &path,
+        ClientConfig {
+            deadline: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+            ..ClientConfig::default()
+        },
+    )?;
+    let pids = read_pids(&a.dir).unwrap_or_default();
+    let mut rows = Vec::new();
+    for id in 0..client.machines() as u8 {
+        let pid = pids.iter().find(|s| s.id == Some(id)).map(|s| s.pid);
+        let addr = client.address(id).map(|a| a.to_string());
+        rows.push(match client.stats(id) {
+            Ok(st) => serde_json::json!({"id": id, "up": true, "address": addr, "pid": st["pid"], "stats": st}),
+            Err(e) => serde_json::json!({"id": id, "up": false, "address": addr, "pid": pid, "error": e.to_string()}),
+        });
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:>3} {:>5} {:>21} {:>8} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6} {:>6} {:>6} {:>7}",
+        "id",
+        "state",
+        "address",
+        "pid",
+        "vertices",
+        "keys",
+        "here",
+        "away",
+        "value bytes",
+        "hit%",
+        "migr",
+        "repl",
+        "reclaim"
+    );
+    for r in &rows {
+        let st = &r["stats"];
+        if r["up"].as_bool() == Some(true) {
+            let n = |v: &serde_json::Value| v.to_string();
+            println!(
+                "{:>3} {:>5} {:>21} {:>8} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6.1} {:>6} {:>6} {:>7}",
+                n(&r["id"]),
+                "up",
+                r["address"].as_str().unwrap_or(""),
+                n(&st["pid"]),
+                n(&st["vertices"]),
+                n(&st["keys"]),
+                n(&st["values_here"]),
+                n(&st["values_away"]),
+                n(&st["value_live_bytes"]),
+                st["cache"]["hit_rate"].as_f64().unwrap_or(0.0) * 100.0,
+                n(&st["migrations_in"]),
+                n(&st["replicas_held"]),
+                n(&st["reclaim_backlog"])
+            );
+        } else {
+            println!(
+                "{:>3} {:>5} {:>21} {:>8}  {}",
+                r["id"].to_string(),
+                "DOWN",
+                r["address"].as_str().unwrap_or(""),
+                r["pid"]
+                    .as_u64()
+                    .map(|p| p.to_string())
+                    .unwrap_or("-".into()),
+                r["error"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! The commands that talk to a running cluster through `locus-client`:
+//! `locus query --cluster`, `locus load --cluster`, `locus migrate`,
+//! `locus stats`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use locus_client::{Client, ClientConfig};
+use serde::Serialize;
+
+use crate::CliResult;
+
+fn client(file: &Path) -> CliResult<Client> {
+    Ok(Client::from_file(file, ClientConfig::default())?)
+}
+
+/// What `locus query --cluster` prints as JSON.
+#[derive(Serialize)]
+struct RemoteQuery {
+    vertex: u32,
+    hops: u32,
+    k: usize,
+    home: u8,
+    machines: usize,
+    /// The distinct vertices reached at the last hop, increasing.
+    distinct: Vec<u32>,
+    distinct_count: usize,
+    with_repeats: u64,
+    /// Time at the server.
+    server_us: f64,
+    /// Time at the client, network and protocol included.
+    round_trip_us: f64,
+    cost: Cost,
+}
+
+#[derive(Serialize)]
+struct Cost {
+    local_ops: u64,
+    remote_ops: u64,
+    local_bytes: u64,
+    remote_bytes: u64,
+    remote_rate: f64,
+}
+
+pub fn query(file: &Path, v: u32, hops: u32, k: usize, show: usize, json: bool) -> CliResult {
+    if hops == 0 || hops > 8 {
+        return Err(format!("--hops {hops} must be 1..=8").into());
+    }
+    let k32 = u32::try_from(k)
+        .ok()
+        .filter(|&k| (1..=locus_client::proto::K_MAX).contains(&k))
+        .ok_or_else(|| format!("--k {k} must be 1..=1000000"))?;
+    let c = client(file)?;
+    let t0 = Instant::now();
+    let r = c.khop(v, hops as u8, k32)?;
+    let round_trip_us = t0.elapsed().as_secs_f64() * 1e6;
+    let ops = r.local_ops + r.remote_ops;
+    let q = RemoteQuery {
+        vertex: v,
+        hops,
+        k,
+        home: c.home(v),
+        machines: c.machines(),
+        distinct_count: r.distinct.len(),
+        distinct: r.distinct,
+        with_repeats: r.with_repeats,
+        server_us: r.elapsed_ns as f64 / 1e3,
+        round_trip_us,
+        cost: Cost {
+            local_ops: r.local_ops,
+            remote_ops: r.remote_ops,
+            local_bytes: r.local_bytes,
+            remote_bytes: r.remote_bytes,
+            remote_rate: if ops == 0 {
+                0.0
+            } else {
+                r.remote_ops as f64 / ops as f64
+            },
+        },
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&q)?);
+        return Ok(());
+    }
+    println!(
+        "{hops}-hop from vertex {v} at server {} of {}, {k} neighbours per hop:",
+        q.home, q.machines
+    );
+    println!(
+        "  {} distinct vertices reached ({} counting repeats) in {:.1} us at the server, {:.1} us round trip",
+        q.distinct_count, q.with_repeats, q.server_us, q.round_trip_us
+    );
+    println!(
+        "  one-sided operations: {} local, {} remote ({:.1}% remote), {} remote bytes",
+        q.cost.local_ops,
+        q.cost.remote_ops,
+        q.cost.remote_rate * 100.0,
+        q.cost.remote_bytes
+    );
+    let shown: Vec<String> = q
+        .distinct
+        .iter()
+        .take(show)
+        .map(|v| v.to_string())
+        .collect();
+    println!(
+        "  {} {}: {}{}",
+        if shown.len() < q.distinct_count {
+            "first"
+        } else {
+            "all"
+        },
+        shown.len(),
+        shown.join(" "),
+        if q.distinct_count > show {
+            " ... (--json lists all)"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct MigrateArgs {
+    /// The cluster file.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: PathBuf,
+    /// The vertex whose value moves (every part).
+    #[arg(long)]
+    pub vertex: u32,
+    /// The machine to move it to (it runs the migration, Pragh 4.1).
+    #[arg(long)]
+    pub to: u8,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn migrate(a: MigrateArgs) -> CliResult {
+    let c = client(&a.cluster)?;
+    if a.to as usize >= c.machines() {
+        return Err(format!(
+            "--to {}: the cluster has machines 0..{}",
+            a.to,
+            c.machines()
+        )
+        .into());
+    }
+    let before = c.locate(a.vertex)?;
+    if !before.found {
+        return Err(format!("vertex {} has no entry in the store", a.vertex).into());
+    }
+    let t0 = Instant::now();
+    let m = c.migrate(a.vertex, a.to)?;
+    let took_us = t0.elapsed().as_secs_f64() * 1e6;
+    let after = c.locate(a.vertex)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"vertex": a.vertex, "home": before.home, "was": before.holder,
+                "is": after.holder, "parts_moved": m.parts, "bytes": m.bytes, "micros": took_us})
+        );
+        return Ok(());
+    }
+    println!(
+        "vertex {} (home {}): was on machine {}, is on machine {}; {} part(s), {} bytes moved in {:.0} us",
+        a.vertex, before.home, before.holder, after.holder, m.parts, m.bytes, took_us
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// The cluster file.
+    #[arg(long, value_name = "FILE")]
+    pub cluster: PathBuf,
+    /// Print JSON (one object per server).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn stats(a: StatsArgs) -> CliResult {
+    let c = client(&a.cluster)?;
+    let mut all = Vec::new();
+    for id in 0..c.machines() as u8 {
+        all.push(c.stats(id)?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
+    for s in &all {
+        println!(
+            "server {} ({}, pid {}, up {:.0} s): {} vertices, {} keys ({} here, {} away), {} value bytes, cache hit {:.1}%, {} migrated in, {} replicas, reclaim backlog {}, {} clients",
+            s["server"], s["address"].as_str().unwrap_or(""), s["pid"], s["uptime_s"].as_f64().unwrap_or(0.0),
+            s["vertices"], s["keys"], s["values_here"], s["values_away"], s["value_live_bytes"],
+            s["cache"]["hit_rate"].as_f64().unwrap_or(0.0) * 100.0, s["migrations_in"],
+            s["replicas_held"], s["reclaim_backlog"], s["clients"]
+        );
+        println!(
+            "  requests: {}  one-sided ops: {} local, {} remote",
+            s["requests"], s["ops"]["local"], s["ops"]["remote"]
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! What a server does for each request (docs/protocol.md section 3), on the
+//! connection's worker acting as this server's machine. Every failure
+//! becomes an error reply naming this server; nothing here panics on input.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use locus_client::proto::{ErrorCode, KhopReply, Reply, Request, FRAME_BYTES_MAX};
+use locus_fabric::counting::Locality;
+use locus_fabric::FabricError;
+use locus_store::addr::Addr;
+use locus_store::{home_of, StoreError};
+
+use crate::conn::Connection;
+
+/// Largest k-hop frontier (counting repeats).
+pub const FRONTIER_MAX: usize = 64 << 20;
+
+/// The error code of a store failure.
+pub fn code_of(e: &StoreError) -> ErrorCode {
+    match e {
+        StoreError::RegionFull { .. } | StoreError::TableFull { .. } => ErrorCode::Full,
+        StoreError::ValueTooLarge { .. } => ErrorCode::TooLarge,
+        StoreError::Fabric(FabricError::PeerUnavailable { .. })
+        | StoreError::ServiceStopped { .. } => ErrorCode::PeerUnavailable,
+        StoreError::Overloaded { .. } => ErrorCode::Busy,
+        StoreError::Forwarded { reason, .. } if reason.contains("full") => ErrorCode::Full,
+        _ => ErrorCode::Internal,
+    }
+}
+
+impl Connection<'_> {
+    fn error(&self, code: ErrorCode, what: impl AsRef<str>) -> Reply {
+        Reply::Error {
+            code,
+            message: self.named(what.as_ref()),
+        }
+    }
+
+    fn store_error(&self, e: &StoreError) -> Reply {
+        self.error(code_of(e), e.to_string())
+    }
+
+    fn past(&self, deadline: Instant, what: &str) -> Option<Reply> {
+        (Instant::now() > deadline)
+            .then(|| self.error(ErrorCode::Deadline, format!("deadline passed {what}")))
+    }
+
+    /// Answers one request.
+    pub(crate) fn handle(&mut self, req: Request, deadline: Instant) -> Reply {
+        if let Some(r) = self.past(deadline, "before the request started") {
+            return r;
+        }
+        let r = match req {
+            Request::Hello { .. } => Ok(self.error(ErrorCode::Invalid, "HELLO was already said")),
+            Request::Ping => Ok(Reply::Pong),
+            Request::Stats => Ok(crate::stats::reply(self)),
+            Request::Neighbors { vertex, k } => self.neighbors(vertex, k),
+            Request::Put { vertex, ids } => self
+                .worker()
+                .and_then(|w| w.put(vertex, &ids))
+                .map(|()| Reply::Put),
+            Request::InsertEdge { vertex, neighbor } => self
+                .worker()
+                .and_then(|w| w.insert_edge(vertex, neighbor))
+                .map(Reply::Changed),
+            Request::DeleteEdge { vertex, neighbor } => self
+                .worker()
+                .and_then(|w| w.delete_edge(vertex, neighbor))
+                .map(Reply::Changed),
+            Request::Khop { vertex, hops, k } => self.khop(vertex, hops, k, deadline),
+            Request::Load { vertices } => self.load(vertices, deadline),
+            Request::Migrate { vertex } => self.migrate(vertex),
+            Request::Where { vertex } => self.locate(vertex),
+        };
+        r.unwrap_or_else(|e| self.store_error(&e))
+    }
+
+    fn unknown(&self, v: u32) -> Reply {
+        self.error(ErrorCode::UnknownVertex, format!("vertex {v} has no entry"))
+    }
+
+    fn neighbors(&mut self, v: u32, k: u32) -> locus_store::Result<Reply> {
+        let k = if k == 0 { usize::MAX } else { k as usize };
+        let mut out = Vec::new();
+        if !self.worker()?.neighbors(v, k, &mut out)? {
+            return Ok(self.unknown(v));
+        }
+        if out.len() * 4 + 64 > FRAME_BYTES_MAX {
+            return Ok(self.error(
+                ErrorCode::TooLarge,
+                format!(
+                    "vertex {v} has {} neighbours, past one reply frame; ask for fewer (k)",
+                    out.len()
+                ),
+            ));
+        }
+        Ok(Reply::Neighbors(out))
+    }
+
+    fn khop(&mut self, v: u32, hops: u8, k: u32, deadline: Instant) -> locus_store::Result<Reply> {
+        let w = self.worker()?;
+        let t = w.port().totals();
+        let before = [
+            t.ops(Locality::Local),
+            t.ops(Locality::Remote),
+            t.bytes(Locality::Local),
+            t.bytes(Locality::Remote),
+        ];
+        let t0 = Instant::now();
+        let mut frontier = vec![v];
+        let mut next = Vec::new();
+        for hop in 0..hops {
+            next.clear();
+            for (i, &u) in frontier.iter().enumerate() {
+                let found = w.neighbors(u, k as usize, &mut next)?;
+                if hop == 0 && i == 0 && !found {
+                    return Ok(self.unknown(v));
+                }
+                if next.len() > FRONTIER_MAX {
+                    return Ok(self.error(
+                        ErrorCode::TooLarge,
+                        format!("the frontier of hop {} passed {FRONTIER_MAX} vertices; lower k or hops", hop + 1),
+                    ));
+                }
+            }
+            std::mem::swap(&mut frontier, &mut next);
+            if hop + 1 < hops && Instant::now() > deadline {
+                return Ok(self.error(
+                    ErrorCode::Deadline,
+                    format!("deadline passed after hop {}", hop + 1),
+                ));
+            }
+        }
+        let elapsed_ns = t0.elapsed().as_nanos() as u64;
+        let w = self.worker()?;
+        let t = w.port().totals();
+        let with_repeats = frontier.len() as u64;
+        let mut distinct = frontier;
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() * 4 + 128 > FRAME_BYTES_MAX {
+            return Ok(self.error(
+                ErrorCode::TooLarge,
+                format!(
+                    "{} distinct vertices do not fit one reply frame; lower k or hops",
+                    distinct.len()
+                ),
+            ));
+        }
+        Ok(Reply::Khop(KhopReply {
+            with_repeats,
+            elapsed_ns,
+            local_ops: t.ops(Locality::Local) - before[0],
+            remote_ops: t.ops(Locality::Remote) - before[1],
+            local_bytes: t.bytes(Locality::Local) - before[2],
+            remote_bytes: t.bytes(Locality::Remote) - before[3],
+            distinct,
+        }))
+    }
+
+    /// LOAD: validate the whole batch, then apply it; if applying fails
+    /// part-way, put back what was changed (docs/protocol.md).
+    fn load(
+        &mut self,
+        vertices: Vec<(u32, Vec<u32>)>,
+        deadline: Instant,
+    ) -> locus_store::Result<Reply> {
+        let me = self.s.id;
+        let machines = self.s.file.machines();
+        // Merge repeated vertices, keeping first-seen order.
+        let mut order: Vec<u32> = Vec::new();
+        let mut adds: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (v, ids) in vertices {
+            if home_of(v, machines) != me {
+                return Ok(self.error(
+                    ErrorCode::WrongHome,
+                    format!(
+                        "vertex {v} is homed on server {}, not here; send it there",
+                        home_of(v, machines)
+                    ),
+                ));
+            }
+            adds.entry(v)
+                .or_insert_with(|| {
+                    order.push(v);
+                    Vec::new()
+                })
+                .extend(ids);
+        }
+        let store = self.s.store.clone();
+        let w = self.worker()?;
+        let mut plan: Vec<(u32, Option<Vec<u32>>, Vec<u32>)> = Vec::new();
+        let mut bytes_needed = 0u64;
+        let mut edges_added = 0u64;
+        for v in order {
+            let old = w.get(v)?;
+            let mut merged = old.clone().unwrap_or_default();
+            let mut seen: HashSet<u32> = merged.iter().copied().collect();
+            let before = merged.len();
+            for u in adds.remove(&v).unwrap_or_default() {
+                if seen.insert(u) {
+                    merged.push(u);
+                }
+            }
+            if merged.len() == before && old.is_some() {
+                continue;
+            }
+            edges_added += (merged.len() - before) as u64;
+            bytes_needed += store.value_bytes_for_degree(merged.len() as u64);
+            plan.push((v, old, merged));
+        }
+        let usage = store.usage();
+        if let Some(u) = usage.iter().find(|u| u.machine == me) {
+            let capacity = store.config().value_region_bytes;
+            if u.value_live_bytes + bytes_needed > capacity {
+                return Ok(self.error(
+                    ErrorCode::Full,
+                    format!(
+                        "the batch needs {bytes_needed} bytes of values and the value region holds {} of {capacity} live; nothing applied; raise store.value_region_mb",
+                        u.value_live_bytes
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = self.past(deadline, "before the batch was applied; nothing applied") {
+            return Ok(r);
+        }
+        let w = self.worker()?;
+        for (i, (v, _, merged)) in plan.iter().enumerate() {
+            if let Err(e) = w.put(*v, merged) {
+                // Put back what this batch changed, newest first.
+                let mut undone = 0;
+                let mut undo_failed = None;
+                for (u, old, _) in plan[..i].iter().rev() {
+                    match w.put(*u, old.as_deref().unwrap_or(&[])) {
+                        Ok(()) => undone += 1,
+                        Err(e2) => {
+                            undo_failed.get_or_insert(format!("vertex {u}: {e2}"));
+                        }
+                    }
+                }
+                let what = match undo_failed {
+                    None => format!("applying vertex {v} failed: {e}; the {undone} vertices already changed were put back, nothing of the batch remains"),
+                    Some(f) => format!("applying vertex {v} failed: {e}; putting back the batch also failed ({f}): {undone} of {i} vertices were restored"),
+                };
+                return Ok(self.error(code_of(&e), what));
+            }
+        }
+        Ok(Reply::Load {
+            vertices: plan.len() as u32,
+            edges_added,
+        })
+    }
+
+    fn migrate(&mut self, v: u32) -> locus_store::Result<Reply> {
+        let me = self.s.id;
+        let r = self.worker()?.migrate_vertex_report(v)?;
+        if !r.found {
+            return Ok(self.unknown(v));
+        }
+        self.s
+            .migrations_in
+            .fetch_add(r.parts as u64, Ordering::Relaxed);
+        self.s.migrated_bytes.fetch_add(r.bytes, Ordering::Relaxed);
+        metrics::counter!("locus_migrations_total", "how" => "manual").increment(r.parts as u64);
+        metrics::counter!("locus_migrated_bytes_total").increment(r.bytes);
+        Ok(Reply::Migrate {
+            from: r.from.unwrap_or(me),
+            to: me,
+            parts: r.parts,
+            bytes: r.bytes,
+        })
+    }
+
+    fn locate(&mut self, v: u32) -> locus_store::Result<Reply> {
+        let home = home_of(v, self.s.file.machines());
+        let word = self.worker()?.address_word(v)?;
+        Ok(match Addr::decode(word) {
+            Some(a) => Reply::Where {
+                home,
+                holder: a.holder(home),
+                found: true,
+            },
+            None => Reply::Where {
+                home,
+                holder: home,
+                found: false,
+            },
+        })
+    }
+}

@@ -1,0 +1,250 @@
+//! [`Server`]: one machine of the store as a process.
+//!
+//! Start-up, in order (each step's failure names what and why):
+//! 1. bind the fabric listener; build the TCP fabric hosting this machine,
+//!    with the cluster secret (every peer connection proves it);
+//! 2. create this machine's regions (`Store::create`);
+//! 3. wait for every peer's regions, retrying within `limits.peer_wait_ms`
+//!    and logging which peer is missing and why;
+//! 4. start the store's service thread (forwarded updates, reclaim ring);
+//! 5. bind the client listener and accept clients (`conn.rs`), each
+//!    connection on its own thread with its own worker, at most
+//!    `limits.max_clients` at once;
+//! 6. serve metrics, if configured.
+//!
+//! One-sided operations from peers are served by the fabric's service
+//! threads, never by workers (Pragh 2.1).
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use locus_fabric::auth::Secret;
+use locus_fabric::counting::Counting;
+use locus_fabric::tcp::{TcpConfig, TcpFabric};
+use locus_fabric::{FabricError, MachineId};
+use locus_store::{Services, Store, StoreError};
+
+use crate::config::ClusterFile;
+use crate::{Result, ServerError};
+
+/// The fabric a server runs on: TCP, with exact counters.
+pub type ServerFabric = Counting<TcpFabric>;
+
+/// How often a waiting server retries its peers, and logs.
+const PEER_RETRY: Duration = Duration::from_millis(200);
+const PEER_LOG_EVERY: Duration = Duration::from_secs(2);
+
+/// What the serving threads of one server share.
+pub(crate) struct Shared {
+    pub(crate) id: MachineId,
+    pub(crate) file: ClusterFile,
+    pub(crate) store: Store<ServerFabric>,
+    pub(crate) secret: Secret,
+    pub(crate) client_addr: SocketAddr,
+    pub(crate) started: Instant,
+    pub(crate) stop: AtomicBool,
+    pub(crate) clients: AtomicUsize,
+    pub(crate) auth_refused: AtomicU64,
+    pub(crate) requests: [AtomicU64; 16],
+    pub(crate) migrations_in: AtomicU64,
+    pub(crate) migrated_bytes: AtomicU64,
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    services: Option<Services>,
+    threads: Vec<JoinHandle<()>>,
+    metrics_addr: Option<SocketAddr>,
+}
+
+impl Server {
+    /// Starts server `id` of `file` (see the module doc for the steps).
+    pub fn start(file: ClusterFile, id: MachineId) -> Result<Server> {
+        let entry = file.server(id)?.clone();
+        let secret = file.secret()?;
+        let machines = file.machines();
+        let listener = TcpListener::bind(entry.fabric).map_err(|e| {
+            ServerError::io(
+                format!("server {id}: cannot listen for peers on {}", entry.fabric),
+                e,
+            )
+        })?;
+        let mut peers = vec![entry.fabric; machines];
+        for s in &file.servers {
+            peers[s.id as usize] = s.fabric;
+        }
+        let tcp = TcpFabric::from_listener(
+            TcpConfig {
+                machines,
+                hosted: vec![id],
+                peers,
+                io_timeout_ms: file.limits.fabric_io_timeout_ms,
+                connect_timeout_ms: file.limits.fabric_io_timeout_ms.min(2_000),
+                secret: Some(secret.clone()),
+                ..TcpConfig::default()
+            },
+            listener,
+        )?;
+        let store = Store::create(Counting::new(tcp), file.store_config())?;
+        wait_for_peers(&store, &file, id)?;
+        let services = store.spawn_services()?;
+        let client_listener = TcpListener::bind(entry.client).map_err(|e| {
+            ServerError::io(
+                format!("server {id}: cannot listen for clients on {}", entry.client),
+                e,
+            )
+        })?;
+        let client_addr = client_listener
+            .local_addr()
+            .map_err(|e| ServerError::io("client listener address", e))?;
+        let shared = Arc::new(Shared {
+            id,
+            file: file.clone(),
+            store,
+            secret,
+            client_addr,
+            started: Instant::now(),
+            stop: AtomicBool::new(false),
+            clients: AtomicUsize::new(0),
+            auth_refused: AtomicU64::new(0),
+            requests: Default::default(),
+            migrations_in: AtomicU64::new(0),
+            migrated_bytes: AtomicU64::new(0),
+        });
+        let mut threads = Vec::new();
+        let s = Arc::clone(&shared);
+        threads.push(spawn(&format!("locus-accept-{id}"), move || {
+            crate::conn::accept_loop(&s, client_listener)
+        })?);
+        let metrics_addr = match entry.metrics {
+            Some(addr) => {
+                let s = Arc::clone(&shared);
+                let (addr, t) = crate::metrics::serve(addr, &format!("server {id}"), move || {
+                    crate::metrics::server_gauges(&s)
+                })?;
+                threads.push(t);
+                Some(addr)
+            }
+            None => None,
+        };
+        tracing::info!(
+            server = id,
+            fabric = %entry.fabric,
+            client = %client_addr,
+            metrics = ?metrics_addr,
+            "serving"
+        );
+        Ok(Server {
+            shared,
+            services: Some(services),
+            threads,
+            metrics_addr,
+        })
+    }
+
+    /// The address clients connect to.
+    pub fn client_addr(&self) -> SocketAddr {
+        self.shared.client_addr
+    }
+
+    /// The metrics endpoint's address, if any.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The store (for tests and the embedded coordinator link).
+    pub fn store(&self) -> &Store<ServerFabric> {
+        &self.shared.store
+    }
+
+    /// The first failure of the store's service thread, if any.
+    pub fn failure(&self) -> Option<StoreError> {
+        self.services.as_ref().and_then(|s| s.failure())
+    }
+
+    /// Stops accepting, closes client connections, stops the service thread
+    /// and the fabric.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        if self.shared.stop.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        crate::conn::wake_accept(self.shared.client_addr);
+        if let Some(m) = self.metrics_addr {
+            crate::conn::wake_accept(m);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        drop(self.services.take());
+        self.shared.store.fabric().inner().shutdown();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+/// Waits until every peer's regions can be looked up (a worker of this
+/// machine needs them all), within `limits.peer_wait_ms`.
+fn wait_for_peers(store: &Store<ServerFabric>, file: &ClusterFile, id: MachineId) -> Result<()> {
+    let t0 = Instant::now();
+    let mut logged = t0;
+    loop {
+        match store.worker(id) {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                let (peer, reason) = match &e {
+                    StoreError::Fabric(FabricError::PeerUnavailable { machine, reason }) => {
+                        (*machine, reason.clone())
+                    }
+                    StoreError::Fabric(FabricError::NoSuchRegion { machine, .. }) => (
+                        *machine,
+                        "its regions are not registered yet (starting)".to_string(),
+                    ),
+                    _ => return Err(e.into()),
+                };
+                let waited = t0.elapsed();
+                if waited.as_millis() as u64 >= file.limits.peer_wait_ms {
+                    return Err(ServerError::PeerUnreachable {
+                        peer,
+                        addr: file.servers[peer as usize].fabric,
+                        waited_ms: waited.as_millis() as u64,
+                        reason,
+                    });
+                }
+                if logged.elapsed() >= PEER_LOG_EVERY {
+                    tracing::warn!(
+                        server = id,
+                        peer,
+                        addr = %file.servers[peer as usize].fabric,
+                        waited_ms = waited.as_millis() as u64,
+                        "waiting for peer: {reason}"
+                    );
+                    logged = Instant::now();
+                }
+                std::thread::sleep(PEER_RETRY);
+            }
+        }
+    }
+}
+
+/// Starts a named thread.
+pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|source| ServerError::Spawn {
+            thread: name.into(),
+            source,
+        })
+}

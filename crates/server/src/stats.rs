@@ -1,0 +1,85 @@
+//! The STATS reply (docs/protocol.md section 6): what `locus cluster status`
+//! and `locus stats` show of one server.
+
+use std::sync::atomic::Ordering;
+
+use locus_client::proto::{Op, Reply, STATS_JSON_MAX};
+use locus_fabric::counting::Locality;
+use serde_json::json;
+
+use crate::conn::Connection;
+
+/// Ops whose request counts STATS reports.
+const COUNTED: [Op; 10] = [
+    Op::Ping,
+    Op::Neighbors,
+    Op::Put,
+    Op::InsertEdge,
+    Op::DeleteEdge,
+    Op::Khop,
+    Op::Load,
+    Op::Migrate,
+    Op::Where,
+    Op::Stats,
+];
+
+/// This server's statistics as a STATS reply.
+pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
+    let s = c.s;
+    let me = s.id;
+    let summary = match c.worker().and_then(|w| w.home_summary()) {
+        Ok(x) => x,
+        Err(e) => {
+            return Reply::Error {
+                code: crate::ops::code_of(&e),
+                message: c.named(&format!("cannot scan the key table: {e}")),
+            }
+        }
+    };
+    let (replicas, replica_bytes) = c.worker().map(|w| w.replicas_held()).unwrap_or((0, 0));
+    let store = &s.store;
+    let usage = store.usage().into_iter().find(|u| u.machine == me);
+    let cache = store.cache(me).map(|c| {
+        let st = c.stats();
+        json!({"entries": c.len(), "bytes": c.bytes(), "hits": st.hits,
+               "misses": st.misses, "hit_rate": st.hit_rate()})
+    });
+    let ops = store.fabric().counters().snapshot()[me as usize];
+    let mut requests = serde_json::Map::new();
+    for op in COUNTED {
+        requests.insert(
+            op.name().into(),
+            s.requests[op as usize & 15].load(Ordering::Relaxed).into(),
+        );
+    }
+    let v = json!({
+        "server": me,
+        "machines": s.file.machines(),
+        "address": s.client_addr.to_string(),
+        "pid": std::process::id(),
+        "uptime_s": s.started.elapsed().as_secs_f64(),
+        "keys": summary.keys,
+        "vertices": summary.vertices,
+        "values_here": summary.held_here,
+        "values_away": summary.held_away,
+        "value_live_bytes": usage.map_or(0, |u| u.value_live_bytes),
+        "value_used_bytes": usage.map_or(0, |u| u.value_used_bytes),
+        "value_region_bytes": store.config().value_region_bytes,
+        "cache": cache,
+        "migrations_in": s.migrations_in.load(Ordering::Relaxed),
+        "migrated_bytes": s.migrated_bytes.load(Ordering::Relaxed),
+        "replicas_held": replicas,
+        "replica_bytes": replica_bytes,
+        "reclaim_backlog": store.reclaim_backlog(me),
+        "clients": s.clients.load(Ordering::Relaxed),
+        "requests": requests,
+        "ops": {"local": ops.ops_total(Locality::Local), "remote": ops.ops_total(Locality::Remote),
+                "local_bytes": ops.bytes_total(Locality::Local),
+                "remote_bytes": ops.bytes_total(Locality::Remote)},
+        "auth_refused": s.auth_refused.load(Ordering::Relaxed)
+            + store.fabric().inner().auth_refusals(),
+    });
+    let text = v.to_string();
+    debug_assert!(text.len() <= STATS_JSON_MAX);
+    Reply::Stats(text)
+}
