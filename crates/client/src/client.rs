@@ -137,7 +137,8 @@ impl Client {
             Listener::Client,
             &self.config.name,
             self.config.connect_timeout,
-        )?;
+        )
+        .map_err(|e| e.with_id(id))?;
         let h = c.hello();
         if h.server_id != id || h.machines as usize != self.servers.len() {
             return Err(ClientError::Unavailable {

@@ -87,6 +87,21 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// The same error, naming server `id` where it only had an address.
+    pub(crate) fn with_id(mut self, id: u8) -> Self {
+        match &mut self {
+            ClientError::Unavailable { server, .. }
+            | ClientError::Deadline { server, .. }
+            | ClientError::Auth { server, .. }
+            | ClientError::Server { server, .. }
+            | ClientError::Protocol { server, .. } => {
+                server.id.get_or_insert(id);
+            }
+            _ => {}
+        }
+        self
+    }
+
     /// The error code, if the server replied with an error.
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
