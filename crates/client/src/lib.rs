@@ -7,6 +7,7 @@
 //! - [`Client`]: a pool of connections per server, requests routed to a
 //!   vertex's home, every error naming its server.
 //! - [`ClientFile`]: what a client reads of a cluster file.
+//! - [`load`]: the bulk loader's pure part (validation, batches by home).
 
 #![warn(missing_docs)]
 
@@ -14,6 +15,7 @@ mod client;
 mod conn;
 mod error;
 mod file;
+pub mod load;
 pub mod proto;
 
 pub use client::{Client, ClientConfig, Location, Moved};

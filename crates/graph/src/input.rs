@@ -12,14 +12,17 @@
 //!         | src0 | dst0 | src1 | dst1 | ...
 //! ```
 //!
+//! [`visit`] streams a file's edges to a callback with each edge's [`Position`] (line
+//! or record offset), in constant memory; [`load`] is a visit that collects them.
 //! Loading is all or nothing: an error returns no edges. Files are read in
 //! [`READ_BYTES`] blocks and parsed by hand over bytes, with no per-line allocation.
 //! Writers stream through a buffer into `PATH.partial` and rename it over `PATH` only
 //! once everything is written, so a failed write leaves no half-written file behind.
 
+use std::convert::Infallible;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{BufWriter, ErrorKind, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -30,14 +33,16 @@ use crate::progress::{self, Unit};
 use crate::rmat::Rmat;
 use crate::{Edge, VertexId, VERTEX_ID_MAX};
 
+mod stream;
+
+pub use stream::{visit, visit_binary, visit_text, Position, Summary, VisitError};
+
 /// Size of one read from an edge-list file.
 pub const READ_BYTES: usize = 4 << 20;
 /// Longest text line accepted; a longer one is almost surely a binary file read as text.
 pub const LINE_BYTES_MAX: usize = 1 << 20;
 /// Bytes of one binary record.
 pub const RECORD_BYTES: u64 = 8;
-/// Characters of offending text quoted in an error message.
-const QUOTE_CHARS_MAX: usize = 60;
 /// Buffer size of the writers.
 const WRITE_BYTES: usize = 1 << 20;
 
@@ -207,255 +212,42 @@ fn open(path: &Path) -> Result<(File, Option<u64>)> {
     Ok((file, meta.is_file().then_some(meta.len())))
 }
 
-/// Reads into `buf`, retrying on `Interrupted`; 0 means end of input.
-fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    loop {
-        match reader.read(buf) {
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            other => return other,
-        }
-    }
-}
-
-/// Quotes at most `QUOTE_CHARS_MAX` characters of `bytes`, marking a cut with "...".
-fn quote(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let mut chars = text.chars();
-    let mut out: String = chars.by_ref().take(QUOTE_CHARS_MAX).collect();
-    if chars.next().is_some() {
-        out.push_str("...");
-    }
-    out
-}
-
-#[inline]
-fn is_blank(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)
-}
-
-/// Parses an all-digit token; `Err(())` if a byte is not a digit, `Ok(None)` on u64 overflow.
-#[inline]
-fn parse_id(token: &[u8]) -> std::result::Result<Option<u64>, ()> {
-    let mut value = Some(0u64);
-    for &b in token {
-        if !b.is_ascii_digit() {
-            return Err(());
-        }
-        value = value
-            .and_then(|v| v.checked_mul(10))
-            .and_then(|v| v.checked_add(u64::from(b - b'0')));
-    }
-    Ok(value)
-}
-
-/// What one text line holds.
-enum Line {
-    Skip,
-    Edge(VertexId, VertexId),
-    Bad(String),
-}
-
-fn parse_line(line: &[u8], opts: &LoadOptions) -> Line {
-    // Token boundaries of the first two tokens, and how many tokens there are.
-    let mut tokens = [(0usize, 0usize); 2];
-    let mut count = 0usize;
-    let mut i = 0;
-    while i < line.len() {
-        if is_blank(line[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < line.len() && !is_blank(line[i]) {
-            i += 1;
-        }
-        if count == 0 && matches!(line[start], b'#' | b'%') {
-            return Line::Skip;
-        }
-        if count < 2 {
-            tokens[count] = (start, i);
-        }
-        count += 1;
-    }
-    if count == 0 {
-        return Line::Skip;
-    }
-    if count != 2 {
-        return Line::Bad(format!("expected two vertex ids, found {count}"));
-    }
-    let mut ids = [0 as VertexId; 2];
-    for (k, role) in ["source", "destination"].into_iter().enumerate() {
-        let token = &line[tokens[k].0..tokens[k].1];
-        let id = match parse_id(token) {
-            Err(()) => return Line::Bad(format!("not an unsigned integer: '{}'", quote(token))),
-            Ok(None) => {
-                return Line::Bad(format!(
-                    "{role} vertex id {} exceeds the maximum {}",
-                    quote(token),
-                    opts.max_vertex_id
-                ))
-            }
-            Ok(Some(id)) => id,
-        };
-        if let Some(reason) = opts.reject(role, id) {
-            return Line::Bad(reason);
-        }
-        // reject() guarantees id <= max_vertex_id <= u32::MAX.
-        ids[k] = id as VertexId;
-    }
-    Line::Edge(ids[0], ids[1])
-}
-
 /// Parses a text edge list from `reader`; `path` names it in errors and `len` (its size
 /// in bytes, if known) sizes the progress bar.
 pub fn read_text(
-    mut reader: impl Read,
+    reader: impl Read,
     path: &Path,
     len: Option<u64>,
     opts: &LoadOptions,
 ) -> Result<EdgeList> {
-    opts.validate()?;
-    let pb = progress::bar(len.unwrap_or(0), Unit::Bytes, "loading text edge list");
-    let mut buf = vec![0u8; READ_BYTES];
-    let mut carry = 0usize; // bytes of an unfinished line at the front of buf
-    let mut line_no = 0u64; // lines finished so far
     let mut edges: Vec<Edge> = Vec::new();
-    let mut id_max: Option<VertexId> = None;
-    loop {
-        let n = read_some(&mut reader, &mut buf[carry..]).map_err(io_err("read", path))?;
-        pb.inc(n as u64);
-        let filled = carry + n;
-        let eof = n == 0;
-        // Parse only whole lines, except at the end where an unterminated last line counts.
-        let end = if eof {
-            filled
-        } else {
-            buf[..filled]
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |p| p + 1)
-        };
-        let mut pos = 0;
-        while pos < end {
-            let nl = buf[pos..end]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(end, |p| pos + p);
-            let line = &buf[pos..nl];
-            line_no += 1;
-            match parse_line(line, opts) {
-                Line::Skip => {}
-                Line::Edge(s, d) => {
-                    id_max = id_max.max(Some(s.max(d)));
-                    edges.push((s, d));
-                }
-                Line::Bad(reason) => {
-                    pb.finish_and_clear();
-                    let text = line.strip_suffix(b"\r").unwrap_or(line);
-                    return Err(GraphError::MalformedLine {
-                        path: path.to_path_buf(),
-                        line: line_no,
-                        text: quote(text),
-                        reason,
-                    });
-                }
-            }
-            pos = nl + 1;
-        }
-        if eof {
-            break;
-        }
-        buf.copy_within(end..filled, 0);
-        carry = filled - end;
-        if carry > LINE_BYTES_MAX {
-            pb.finish_and_clear();
-            return Err(GraphError::LineTooLong {
-                path: path.to_path_buf(),
-                line: line_no + 1,
-                line_bytes_max: LINE_BYTES_MAX,
-            });
-        }
-    }
-    pb.finish_and_clear();
-    finish(path, edges, id_max, opts)
+    let summary = visit_text(reader, path, len, opts, |edge, _| {
+        edges.push(edge);
+        Ok::<(), Infallible>(())
+    })?;
+    Ok(EdgeList {
+        vertex_count: summary.vertex_count,
+        edges,
+    })
 }
 
 /// Parses a GridGraph binary edge list from `reader`; `path` names it in errors and
 /// `len` (its size in bytes, if known) lets a truncated file fail before it is read.
 pub fn read_binary(
-    mut reader: impl Read,
+    reader: impl Read,
     path: &Path,
     len: Option<u64>,
     opts: &LoadOptions,
 ) -> Result<EdgeList> {
-    opts.validate()?;
-    let truncated = |offset: u64, file_bytes: u64| GraphError::TruncatedRecord {
-        path: path.to_path_buf(),
-        offset,
-        file_bytes,
-    };
-    if let Some(len) = len {
-        if len % RECORD_BYTES != 0 {
-            return Err(truncated(len - len % RECORD_BYTES, len));
-        }
-    }
-    let pb = progress::bar(len.unwrap_or(0), Unit::Bytes, "loading binary edge list");
     // The length is exact for a regular file; a pipe grows the vector as it goes.
     let mut edges: Vec<Edge> =
         Vec::with_capacity(len.map_or(0, |l| l / RECORD_BYTES).try_into().unwrap_or(0));
-    let mut buf = vec![0u8; READ_BYTES];
-    let mut carry = 0usize; // bytes of an unfinished record at the front of buf
-    let mut base = 0u64; // file offset of buf[0]
-    let mut id_max: Option<VertexId> = None;
-    loop {
-        let n = read_some(&mut reader, &mut buf[carry..]).map_err(io_err("read", path))?;
-        pb.inc(n as u64);
-        if n == 0 {
-            pb.finish_and_clear();
-            if carry > 0 {
-                return Err(truncated(base, base + carry as u64));
-            }
-            break;
-        }
-        let filled = carry + n;
-        let whole = filled - filled % RECORD_BYTES as usize;
-        for (k, rec) in buf[..whole].chunks_exact(RECORD_BYTES as usize).enumerate() {
-            let src = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
-            let dst = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
-            let reason = opts
-                .reject("source", src.into())
-                .or_else(|| opts.reject("destination", dst.into()));
-            if let Some(reason) = reason {
-                pb.finish_and_clear();
-                return Err(GraphError::MalformedRecord {
-                    path: path.to_path_buf(),
-                    offset: base + k as u64 * RECORD_BYTES,
-                    reason,
-                });
-            }
-            id_max = id_max.max(Some(src.max(dst)));
-            edges.push((src, dst));
-        }
-        buf.copy_within(whole..filled, 0);
-        carry = filled - whole;
-        base += whole as u64;
-    }
-    finish(path, edges, id_max, opts)
-}
-
-fn finish(
-    path: &Path,
-    edges: Vec<Edge>,
-    id_max: Option<VertexId>,
-    opts: &LoadOptions,
-) -> Result<EdgeList> {
-    let Some(id_max) = id_max else {
-        return Err(GraphError::NoEdges {
-            path: path.to_path_buf(),
-        });
-    };
+    let summary = visit_binary(reader, path, len, opts, |edge, _| {
+        edges.push(edge);
+        Ok::<(), Infallible>(())
+    })?;
     Ok(EdgeList {
-        vertex_count: opts.vertex_count.unwrap_or(u64::from(id_max) + 1),
+        vertex_count: summary.vertex_count,
         edges,
     })
 }
