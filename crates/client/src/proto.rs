@@ -14,7 +14,7 @@
 //! A request body starts with `deadline_ms: u32`; replies use `op | 0x80`,
 //! errors `0xFF` (`code: u16`, `message: str`). Decoding is total: any byte
 //! string gives a value or a [`ProtoError`], never a panic (property-tested
-//! in `proto/tests.rs`).
+//! in `tests/decoder_props.rs`).
 
 use std::io::Read;
 
@@ -370,8 +370,13 @@ pub fn read_frame(
     r.read_exact(&mut h)?;
     let header = Header::parse(&h, frame_bytes_max).map_err(ReadError::Proto)?;
     body.clear();
-    body.resize(header.body_len as usize, 0);
-    r.read_exact(body)?;
+    // Grow with the bytes that arrive, not with what the header promises: a
+    // peer that sends a header and stops costs no more than what it sent.
+    let want = header.body_len as u64;
+    let got = r.take(want).read_to_end(body)?;
+    if (got as u64) < want {
+        return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+    }
     Ok(header)
 }
 
@@ -812,6 +817,19 @@ pub enum Reply {
 impl Reply {
     /// Appends the reply to a request of `op` as a frame.
     pub fn encode(&self, out: &mut Vec<u8>, op: Op, id: u64) {
+        if let Reply::Stats(json) = self {
+            if json.len() > STATS_JSON_MAX {
+                // Cutting JSON would make it unreadable: say so instead.
+                return Reply::Error {
+                    code: ErrorCode::TooLarge,
+                    message: format!(
+                        "statistics of {} bytes are past the {STATS_JSON_MAX}-byte limit",
+                        json.len()
+                    ),
+                }
+                .encode(out, op, id);
+            }
+        }
         let op_byte = match self {
             Reply::Error { .. } => ERROR_OP,
             _ => op as u8 | REPLY_BIT,
@@ -868,9 +886,8 @@ impl Reply {
                 e.u8(*home).u8(*holder).u8(*found as u8);
             }
             Reply::Stats(json) => {
-                let n = json.len().min(STATS_JSON_MAX);
-                e.u32(n as u32);
-                e.0.extend_from_slice(&json.as_bytes()[..n]);
+                e.u32(json.len() as u32);
+                e.0.extend_from_slice(json.as_bytes());
             }
             Reply::Error { code, message } => {
                 e.u16(code.code()).str(message, ERROR_MESSAGE_MAX);
@@ -947,7 +964,11 @@ impl Reply {
             Op::Where => Reply::Where {
                 home: d.u8("home")?,
                 holder: d.u8("holder")?,
-                found: d.u8("found")? != 0,
+                found: match d.u8("found")? {
+                    0 => false,
+                    1 => true,
+                    b => return Err(d.malformed(format!("found = {b}, expected 0 or 1"))),
+                },
             },
             Op::Stats => {
                 let n = d.count("json", STATS_JSON_MAX, 1)?;
