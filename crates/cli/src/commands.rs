@@ -75,6 +75,9 @@ pub struct LoadArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Load into a running cluster (its cluster file) instead of an embedded one.
+    #[arg(long = "cluster", value_name = "FILE")]
+    pub remote: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterFlags,
 }
@@ -126,6 +129,16 @@ pub fn read_graph(
 }
 
 pub fn load(a: LoadArgs) -> crate::CliResult {
+    if let Some(cluster) = &a.remote {
+        return crate::remote::load(
+            cluster,
+            &a.file,
+            a.format,
+            a.max_vertex_id,
+            a.directed,
+            a.json,
+        );
+    }
     let c = a.cluster.resolve()?;
     let t0 = Instant::now();
     let (input_edges, csr) = read_graph(&a.file, a.format, a.max_vertex_id, a.directed)?;

@@ -675,7 +675,13 @@ fn an_oversized_stats_reply_is_a_too_large_error() {
     Reply::Stats(json).encode(&mut frame, Op::Stats, 1);
     let decoded = Reply::decode(Op::Stats, frame[3], body_of(&frame));
     assert!(
-        matches!(decoded, Ok(Reply::Error { code: ErrorCode::TooLarge, .. })),
+        matches!(
+            decoded,
+            Ok(Reply::Error {
+                code: ErrorCode::TooLarge,
+                ..
+            })
+        ),
         "{decoded:?}"
     );
 }
