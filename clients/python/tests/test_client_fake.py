@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import locus_client.config as config_mod
 import locus_client.edges as edges_mod
 from fakeserver import SECRET, FakeCluster
 from locus_client import AuthError, Client, ConfigError, KhopResult, LocusError, LocusTimeout
@@ -261,6 +262,9 @@ def test_hello_that_disagrees_with_the_cluster_file(cluster):
             c.ping()
 
 
+needs_toml = pytest.mark.skipif(config_mod.tomllib is None, reason="Python 3.10 without tomli reads no TOML")
+
+
 def write_cluster(path, addresses, secret="from-file", ids=None):
     ids = list(range(len(addresses))) if ids is None else ids
     text = f'[cluster]\nsecret = "{secret}"\nname = "test"\n\n'
@@ -269,6 +273,7 @@ def write_cluster(path, addresses, secret="from-file", ids=None):
     path.write_text(text)
 
 
+@needs_toml
 def test_cluster_file_and_secret_precedence(cluster, tmp_path, monkeypatch):
     f = tmp_path / "cluster.toml"
     write_cluster(f, cluster.addresses, secret=SECRET)
@@ -287,6 +292,7 @@ def test_cluster_file_and_secret_precedence(cluster, tmp_path, monkeypatch):
         assert c.neighbors(1) == [2]
 
 
+@needs_toml
 @pytest.mark.parametrize("ids,why", [([0, 2, 1, 1], "appears more than once"), ([1, 2, 3], "not in 0..2"),
                                      ([0, "1"], "not in 0..1")])
 def test_cluster_file_ids_must_be_0_to_n_minus_1(tmp_path, ids, why):
@@ -298,6 +304,7 @@ def test_cluster_file_ids_must_be_0_to_n_minus_1(tmp_path, ids, why):
         Client.from_cluster_file(f)
 
 
+@needs_toml
 def test_cluster_file_errors_name_the_file(tmp_path, monkeypatch):
     monkeypatch.delenv("LOCUS_SECRET", raising=False)
     f = tmp_path / "c.toml"
