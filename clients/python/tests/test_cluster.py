@@ -4,7 +4,8 @@ LOCUS_SECRET).
 
 They load a small seeded graph at fresh vertex ids (from BASE up, a random
 base per run so reruns and other users of the cluster do not collide;
-LOCUS_TEST_BASE fixes it) and check every answer against a Python reference
+LOCUS_TEST_BASE fixes it, and must then name ids no earlier run used: the
+tests expect vertices BASE..BASE+999 to have no entries) and check every answer against a Python reference
 with the semantics of docs/protocol.md:
 
 - LOAD merges neighbours in arrival order, skipping ones already there, so
