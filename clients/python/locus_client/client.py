@@ -382,7 +382,7 @@ class Client:
                 self._drop_idle(server)  # its siblings are likely stale too (server restarted)
                 if attempt == 0 and op in _IDEMPOTENT:
                     continue
-                raise self._wrap(e.__cause__ or e, server, t, "connection closed before the reply") from None
+                raise self._wrap(e.__cause__ or e, server, t, "connection closed before the reply (the request may or may not have been applied)") from None
             except BaseException as e:
                 if conn.clean:
                     self._checkin(conn)  # e.g. a request too large to send: nothing was sent
