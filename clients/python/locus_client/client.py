@@ -1,0 +1,514 @@
+"""A blocking, thread-safe client of a Locus cluster.
+
+Connections: one authenticated TCP connection per request in flight, kept
+for reuse in a small per-server pool (``idle_max`` idle connections each).
+A connection is opened lazily, runs the handshake (auth.py), sends HELLO
+first and learns the cluster size and its frame limit from the reply.
+
+Routing: requests about vertex ``v`` go to its home ``v % machines``, as the
+servers route updates themselves (one hop saved); ``migrate(v, to)`` goes to
+``to``, which runs the migration as the target (Pragh 4.1).
+
+Deadlines: every request carries ``deadline_ms`` (the call's ``timeout`` or
+the client's); the client waits for the reply at most that plus one second
+(``GRACE_S``), then drops the connection: a late reply on a reused
+connection would answer the wrong request.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+
+from . import _io, auth
+from .config import normalize_addresses, parse_address, read_cluster_file
+from .edges import adjacency, batches, read_edges
+from .errors import AuthError, ConfigError, LocusError, LocusTimeout, LocusUnavailable, ProtocolError
+from .protocol import (
+    DEADLINE_MS_MAX,
+    FRAME_BYTES_MAX,
+    HEADER_BYTES,
+    HOPS_MAX,
+    K_MAX,
+    U32_MAX,
+    VERSION,
+    ErrorCode,
+    ErrorReply,
+    Op,
+    decode_reply,
+    encode_request,
+    unpack_header,
+)
+
+__all__ = ["Client", "KhopResult", "Location", "CLIENT_NAME"]
+
+CLIENT_NAME = "locus-python/0.1.0"
+#: Seconds the client waits past a request's deadline for the server's answer
+#: (a DEADLINE error reply) before it gives up on the connection.
+GRACE_S = 1.0
+#: Idle connections kept per server.
+IDLE_MAX_DEFAULT = 4
+#: Error codes after which the server closes the connection (docs/protocol.md,
+#: Errors). TOO_LARGE and MALFORMED close it only when the header was at fault,
+#: which the client cannot tell, so it drops the connection on those too.
+_CLOSING_CODES = frozenset(
+    {ErrorCode.MALFORMED, ErrorCode.UNSUPPORTED_VERSION, ErrorCode.TOO_LARGE, ErrorCode.BUSY, ErrorCode.NOT_READY}
+)
+#: Requests safe to resend on a fresh connection when a pooled one turns out
+#: to have been closed by the server before it answered.
+_IDEMPOTENT = frozenset({Op.PING, Op.NEIGHBORS, Op.KHOP, Op.WHERE, Op.STATS, Op.PUT})
+
+
+@dataclass(frozen=True)
+class KhopResult:
+    """What a k-hop query found and cost (docs/protocol.md, KHOP)."""
+
+    distinct: list[int]
+    with_repeats: int
+    elapsed_ns: int
+    local_ops: int
+    remote_ops: int
+    local_bytes: int
+    remote_bytes: int
+
+    @property
+    def remote_rate(self) -> float:
+        """Share of the query's one-sided operations that went to other machines."""
+        ops = self.local_ops + self.remote_ops
+        return self.remote_ops / ops if ops else 0.0
+
+
+class Location(NamedTuple):
+    """Where a vertex's part 0 lives (WHERE)."""
+
+    home: int
+    holder: int
+    found: bool
+
+
+class _Stale(Exception):
+    """A pooled connection was closed by the server before it answered."""
+
+
+class _Conn:
+    """One authenticated connection; used by one thread at a time (pool checkout)."""
+
+    def __init__(self, sock: socket.socket, server: int):
+        self.sock = sock
+        self.server = server
+        self.next_id = 1
+        self.frame_bytes_max = FRAME_BYTES_MAX
+        self.reused = False
+        # False from the first byte sent until the whole reply is read: a
+        # connection that fails in between is never reused.
+        self.clean = True
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def alive(self) -> bool:
+        """Whether an idle connection is still open: the server sends nothing
+        unasked, so a readable idle socket means it was closed (or is broken)."""
+        try:
+            self.sock.setblocking(False)
+            try:
+                self.sock.recv(1, socket.MSG_PEEK)  # b"": closed; bytes: out of step
+            finally:
+                self.sock.setblocking(True)
+        except BlockingIOError:
+            return True  # nothing to read: still open
+        except OSError:
+            pass
+        return False
+
+    def call(self, op: Op, fields: Mapping[str, Any], deadline_ms: int, end: float) -> dict | ErrorReply:
+        id = self.next_id
+        self.next_id += 1
+        frame = encode_request(op, id, deadline_ms, fields)
+        if len(frame) > self.frame_bytes_max:
+            # Nothing was sent; the connection stays usable.
+            raise ValueError(
+                f"{op.lower} request is {len(frame)} bytes, past server {self.server}'s frame limit "
+                f"of {self.frame_bytes_max} bytes"
+            )
+        self.clean = False
+        try:
+            _io.send_all(self.sock, frame, end)
+            head = _io.recv_exact(self.sock, HEADER_BYTES, end)
+        except (_io.PeerClosed, ConnectionResetError, BrokenPipeError) as e:
+            if self.reused and (not isinstance(e, _io.PeerClosed) or e.got == 0):
+                raise _Stale() from e
+            raise
+        h = unpack_header(head, self.frame_bytes_max)
+        if h.version != VERSION:
+            raise ProtocolError(f"reply in protocol version {h.version}, this client speaks {VERSION}")
+        if h.id != id:
+            raise ProtocolError(f"reply to request {h.id} where {id} was expected (replies come in order)")
+        body = _io.recv_exact(self.sock, h.body_len, end)
+        reply = decode_reply(op, h.op, body)
+        self.clean = True
+        return reply
+
+
+def _vertex(v: Any, name: str = "vertex") -> int:
+    try:
+        x = operator.index(v)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(v).__name__}") from None
+    if not 0 <= x <= U32_MAX:
+        raise ValueError(f"{name} = {x} is not a u32 vertex id (0..{U32_MAX})")
+    return x
+
+
+class Client:
+    """A client of one Locus cluster. Thread-safe; use as a context manager or call ``close()``.
+
+    ``addresses`` are the servers' client listeners ("host:port"), as a list
+    indexed by server id or a dict {id: address} with ids 0..n-1. ``secret``
+    is the cluster secret; ``timeout`` (seconds) the default deadline of a
+    request.
+    """
+
+    def __init__(
+        self,
+        addresses: Sequence[str] | Mapping[int, str],
+        secret: str | bytes,
+        timeout: float = 10.0,
+        *,
+        idle_max: int = IDLE_MAX_DEFAULT,
+        source: str = "addresses",
+    ):
+        self._source = source
+        self._addresses = normalize_addresses(addresses, source)
+        self._endpoints = [parse_address(a) for a in self._addresses]
+        self._secret = auth.secret_bytes(secret)
+        self._timeout = self._check_timeout(timeout)
+        if idle_max < 0:
+            raise ValueError(f"idle_max = {idle_max}, must be >= 0")
+        self._idle_max = idle_max
+        self._lock = threading.Lock()
+        self._idle: list[list[_Conn]] = [[] for _ in self._addresses]
+        self._frame_limits: list[int] = [FRAME_BYTES_MAX] * len(self._addresses)
+        self._machines: int | None = None
+        self._closed = False
+
+    @classmethod
+    def from_cluster_file(cls, path: str | os.PathLike, secret: str | None = None, timeout: float = 10.0) -> Client:
+        """A client of the cluster a cluster file describes. The secret is
+        ``secret`` if given, else ``LOCUS_SECRET`` if set, else ``[cluster] secret``."""
+        addresses, resolved = read_cluster_file(path, secret)
+        return cls(addresses, resolved, timeout, source=os.fspath(path))
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Closes every idle connection; connections in use close when their call ends."""
+        with self._lock:
+            self._closed = True
+            idle = [c for pool in self._idle for c in pool]
+            for pool in self._idle:
+                pool.clear()
+        for c in idle:
+            c.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def addresses(self) -> list[str]:
+        return list(self._addresses)
+
+    @property
+    def machines(self) -> int:
+        """Machines in the cluster, from the first HELLO (connects if needed)."""
+        return self._ensure_machines(None)
+
+    def home(self, v: int) -> int:
+        """The home server of vertex ``v``."""
+        return _vertex(v) % self._ensure_machines(None)
+
+    # ------------------------------------------------------------ requests
+
+    def neighbors(self, v: int, k: int = 0, timeout: float | None = None) -> list[int]:
+        """Up to ``k`` neighbours of ``v`` in stored order (0: all)."""
+        v = _vertex(v)
+        k = _vertex(k, "k")
+        return self._call(self.home(v), Op.NEIGHBORS, {"vertex": v, "k": k}, timeout)["ids"]
+
+    def put(self, v: int, ids: Sequence[int], timeout: float | None = None) -> None:
+        """Replaces ``v``'s adjacency list."""
+        v = _vertex(v)
+        self._call(self.home(v), Op.PUT, {"vertex": v, "ids": ids}, timeout)
+
+    def insert_edge(self, v: int, u: int, timeout: float | None = None) -> bool:
+        """Adds the directed edge ``v -> u``; whether the list changed."""
+        v, u = _vertex(v), _vertex(u, "neighbor")
+        return self._call(self.home(v), Op.INSERT_EDGE, {"vertex": v, "neighbor": u}, timeout)["changed"]
+
+    def delete_edge(self, v: int, u: int, timeout: float | None = None) -> bool:
+        """Removes the directed edge ``v -> u``; whether the list changed."""
+        v, u = _vertex(v), _vertex(u, "neighbor")
+        return self._call(self.home(v), Op.DELETE_EDGE, {"vertex": v, "neighbor": u}, timeout)["changed"]
+
+    def khop(self, v: int, hops: int = 2, k: int = 100, timeout: float | None = None) -> KhopResult:
+        """A k-hop traversal from ``v``, run by its home server."""
+        v = _vertex(v)
+        if not 1 <= operator.index(hops) <= HOPS_MAX:
+            raise ValueError(f"hops = {hops}, must be 1..={HOPS_MAX}")
+        if not 1 <= operator.index(k) <= K_MAX:
+            raise ValueError(f"k = {k}, must be 1..={K_MAX}")
+        r = self._call(self.home(v), Op.KHOP, {"vertex": v, "hops": hops, "k": k}, timeout)
+        return KhopResult(**r)
+
+    def where(self, v: int, timeout: float | None = None) -> Location:
+        """(home, holder, found) of ``v``'s part 0."""
+        v = _vertex(v)
+        r = self._call(self.home(v), Op.WHERE, {"vertex": v}, timeout)
+        return Location(r["home"], r["holder"], r["found"])
+
+    def migrate(self, v: int, to: int, timeout: float | None = None) -> dict[str, int]:
+        """Moves ``v``'s value to server ``to`` (sent to ``to``, which runs it as the target).
+        Returns {"from", "to", "parts", "bytes"}."""
+        v = _vertex(v)
+        machines = self._ensure_machines(timeout)
+        if isinstance(to, bool) or not isinstance(to, int) or not 0 <= to < machines:
+            raise ValueError(f"to = {to!r}, must be a server id in 0..{machines - 1}")
+        return self._call(to, Op.MIGRATE, {"vertex": v}, timeout)
+
+    def stats(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """STATS of every server, by server id (docs/protocol.md, section 6)."""
+        out = []
+        for s in range(len(self._addresses)):
+            text = self._call(s, Op.STATS, {}, timeout)["json"]
+            try:
+                doc = json.loads(text)
+            except ValueError as e:
+                raise ProtocolError(f"server {s} ({self._addresses[s]}): STATS is not JSON: {e}") from None
+            if not isinstance(doc, dict):
+                raise ProtocolError(f"server {s} ({self._addresses[s]}): STATS is not a JSON object")
+            out.append(doc)
+        return out
+
+    def ping(self, timeout: float | None = None) -> list[float]:
+        """Pings every server; round-trip seconds by server id (a new connection's setup not counted)."""
+        out = []
+        for s in range(len(self._addresses)):
+            self._warm(s, timeout)
+            t0 = time.perf_counter()
+            self._call(s, Op.PING, {}, timeout)
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def load_edges(
+        self,
+        path_or_iterable: str | os.PathLike | Iterable[Any],
+        undirected: bool = True,
+        batch_edges: int = 65536,
+        progress: Callable[[int, int], None] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, int]:
+        """Loads a text edge list (a path, or an iterable of lines or (u, v) pairs).
+
+        The whole input is checked first: a malformed line raises ``ValueError``
+        naming it and nothing is sent. Edges are grouped by the home of their
+        source (undirected: both directions, self loops dropped) and sent as
+        LOAD batches of at most ``batch_edges`` neighbour ids. ``progress(sent,
+        total)`` is called after each batch with neighbour ids sent so far.
+
+        Returns {"edges": edges the servers added, "vertices": vertices they
+        changed, "batches": LOAD requests sent, "edges_sent": neighbour ids sent}.
+        A batch is applied whole or not at all, but an error part-way leaves
+        the earlier batches applied; loading the same file again is harmless
+        (LOAD skips neighbours a vertex already has).
+        """
+        if isinstance(batch_edges, bool) or not isinstance(batch_edges, int) or batch_edges < 1:
+            raise ValueError(f"batch_edges = {batch_edges!r}, must be an int >= 1")
+        edges = read_edges(path_or_iterable)
+        machines = self._ensure_machines(timeout)
+        homes, total = adjacency(edges, undirected, machines)
+        del edges
+        sent = edges_added = vertices = n_batches = 0
+        for server, adj in enumerate(homes):
+            if not adj:
+                continue
+            self._warm(server, timeout)  # learns the server's frame limit
+            for batch in batches(adj, batch_edges, self._frame_limits[server]):
+                r = self._call(server, Op.LOAD, {"vertices": batch}, timeout)
+                n_batches += 1
+                edges_added += r["edges_added"]
+                vertices += r["vertices"]
+                sent += sum(len(ids) for _, ids in batch)
+                if progress is not None:
+                    progress(sent, total)
+        return {"edges": edges_added, "vertices": vertices, "batches": n_batches, "edges_sent": sent}
+
+    # ------------------------------------------------------------ machinery
+
+    @staticmethod
+    def _check_timeout(timeout: float) -> float:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout):
+            raise ValueError(f"timeout = {timeout!r}, must be a number of seconds")
+        if not 0 < timeout <= DEADLINE_MS_MAX / 1000:
+            raise ValueError(f"timeout = {timeout} s, must be in (0, {DEADLINE_MS_MAX // 1000}] seconds")
+        return float(timeout)
+
+    def _budget(self, timeout: float | None) -> tuple[float, int, float]:
+        """(timeout s, deadline_ms, monotonic end of the wait) of one call."""
+        t = self._timeout if timeout is None else self._check_timeout(timeout)
+        deadline_ms = min(max(math.ceil(t * 1000), 1), DEADLINE_MS_MAX)
+        return t, deadline_ms, time.monotonic() + t + GRACE_S
+
+    def _call(self, server: int, op: Op, fields: Mapping[str, Any], timeout: float | None) -> Any:
+        t, deadline_ms, end = self._budget(timeout)
+        for attempt in range(2):
+            conn = self._checkout(server, t, deadline_ms, end)
+            try:
+                reply = conn.call(op, fields, deadline_ms, end)
+            except _Stale as e:
+                conn.close()
+                self._drop_idle(server)  # its siblings are likely stale too (server restarted)
+                if attempt == 0 and op in _IDEMPOTENT:
+                    continue
+                raise self._wrap(e.__cause__ or e, server, t, "connection closed before the reply (the request may or may not have been applied)") from None
+            except BaseException as e:
+                if conn.clean:
+                    self._checkin(conn)  # e.g. a request too large to send: nothing was sent
+                    raise
+                conn.close()
+                raise self._wrap(e, server, t, f"{op.lower} failed") from None
+            if isinstance(reply, ErrorReply):
+                if reply.code in _CLOSING_CODES:
+                    conn.close()
+                else:
+                    self._checkin(conn)
+                raise LocusError(reply.code, reply.code_name, reply.message, server)
+            self._checkin(conn)
+            return reply
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _wrap(self, e: BaseException, server: int, t: float, what: str) -> BaseException:
+        """The exception to raise for a failed exchange with ``server``."""
+        addr = self._addresses[server]
+        if isinstance(e, ProtocolError):
+            return ProtocolError(f"server {server} ({addr}): {e}; connection closed", e.code)
+        if isinstance(e, TimeoutError):
+            return LocusTimeout(
+                server, addr, f"no answer within {t + GRACE_S:g} s (deadline {t:g} s + {GRACE_S:g} s grace); "
+                "the connection was dropped"
+            )
+        if isinstance(e, OSError):
+            return LocusUnavailable(server, addr, f"{what}: {e}")
+        return e  # LocusError, AuthError, ConfigError, KeyboardInterrupt...
+
+    def _checkout(self, server: int, t: float, deadline_ms: int, end: float) -> _Conn:
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("the client is closed")
+                conn = self._idle[server].pop() if self._idle[server] else None
+            if conn is None:
+                return self._open(server, t, deadline_ms, end)
+            if conn.alive():
+                conn.reused = True
+                return conn
+            conn.close()
+
+    def _checkin(self, conn: _Conn) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle[conn.server]) < self._idle_max:
+                self._idle[conn.server].append(conn)
+                return
+        conn.close()
+
+    def _drop_idle(self, server: int) -> None:
+        with self._lock:
+            idle, self._idle[server] = self._idle[server], []
+        for c in idle:
+            c.close()
+
+    def _warm(self, server: int, timeout: float | None) -> None:
+        """Makes sure an idle, greeted connection to ``server`` exists."""
+        t, deadline_ms, end = self._budget(timeout)
+        self._checkin(self._checkout(server, t, deadline_ms, end))
+
+    def _open(self, server: int, t: float, deadline_ms: int, end: float) -> _Conn:
+        addr = self._addresses[server]
+        peer = f"server {server} ({addr})"
+        try:
+            sock = socket.create_connection(self._endpoints[server], timeout=_io.remaining(end))
+        except OSError as e:
+            raise self._wrap(e, server, t, "cannot connect (is it running?)") from None
+        conn = _Conn(sock, server)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            auth.handshake(sock, self._secret, end, auth.KIND_CLIENT, peer)
+        except (AuthError, ProtocolError):
+            conn.close()  # their messages name the server already
+            raise
+        except BaseException as e:
+            conn.close()
+            raise self._wrap(e, server, t, "handshake failed") from None
+        try:
+            hello = conn.call(Op.HELLO, {"client": CLIENT_NAME}, deadline_ms, end)
+        except BaseException as e:
+            conn.close()
+            raise self._wrap(e, server, t, "connection setup failed") from None
+        if isinstance(hello, ErrorReply):
+            conn.close()
+            raise LocusError(hello.code, hello.code_name, hello.message, server)
+        try:
+            self._adopt_hello(server, hello)
+        except ConfigError:
+            conn.close()
+            raise
+        conn.frame_bytes_max = min(hello["frame_bytes_max"], FRAME_BYTES_MAX)
+        with self._lock:
+            self._frame_limits[server] = conn.frame_bytes_max
+        return conn
+
+    def _adopt_hello(self, server: int, hello: Mapping[str, Any]) -> None:
+        """Checks a HELLO reply against the cluster description; the first one
+        fixes the number of machines that routing uses."""
+        addr, n = self._addresses[server], len(self._addresses)
+        if hello["server_id"] != server:
+            raise ConfigError(
+                f"{addr} says it is server {hello['server_id']}, but {self._source} lists it as server {server}; "
+                "requests would go to the wrong machine"
+            )
+        with self._lock:
+            machines = self._machines if self._machines is not None else hello["machines"]
+            if hello["machines"] != machines or machines != n:
+                raise ConfigError(
+                    f"server {server} ({addr}) says the cluster has {hello['machines']} machines, but "
+                    f"{self._source} lists {n} servers"
+                    + (f" and another server said {self._machines}" if self._machines is not None else "")
+                )
+            self._machines = machines
+
+    def _ensure_machines(self, timeout: float | None) -> int:
+        if self._machines is not None:
+            return self._machines
+        last: LocusUnavailable | None = None
+        for s in range(len(self._addresses)):
+            try:
+                self._warm(s, timeout)
+            except LocusUnavailable as e:
+                last = e
+                continue
+            assert self._machines is not None, "a greeted connection sets machines"
+            return self._machines
+        assert last is not None
+        raise last
