@@ -147,9 +147,11 @@ def test_unknown_vertex(client, loaded):
 
 def test_insert_and_delete_edge(client, loaded):
     v, u, w = BASE + 500, BASE + 501, BASE + 502
-    # DELETE_EDGE creates the entry (docs/protocol.md): an empty list, not UNKNOWN_VERTEX.
+    # DELETE_EDGE of a vertex with no entry changes nothing (docs/protocol.md).
     assert client.delete_edge(v, u) is False
-    assert client.neighbors(v) == []
+    with pytest.raises(LocusError, match="UNKNOWN_VERTEX"):
+        client.neighbors(v)
+    # INSERT_EDGE creates the entry.
     assert client.insert_edge(v, u) is True
     assert client.insert_edge(v, u) is False
     assert client.insert_edge(v, w) is True
