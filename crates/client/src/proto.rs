@@ -1,3 +1,7 @@
+//! (Over 800 lines on purpose: the encoder and decoder of every frame sit
+//! side by side, so a field changes in one place; splitting them by frame
+//! kind would separate each encoder from its decoder.)
+//!
 //! The wire protocol of `docs/protocol.md` (version 1): frame header, the
 //! requests and replies of the client protocol and the one-way frames of the
 //! control link, each with an explicit little-endian encoding and a decoder
