@@ -100,6 +100,29 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every op, client ops first (in code order), then the control link's.
+    pub const ALL: [Op; 19] = [
+        Op::Hello,
+        Op::Ping,
+        Op::Neighbors,
+        Op::Put,
+        Op::InsertEdge,
+        Op::DeleteEdge,
+        Op::Khop,
+        Op::Load,
+        Op::Migrate,
+        Op::Where,
+        Op::Stats,
+        Op::Register,
+        Op::Report,
+        Op::Hot,
+        Op::Tracked,
+        Op::Migrated,
+        Op::Jobs,
+        Op::Track,
+        Op::Collect,
+    ];
+
     /// The op with this code, if any.
     pub fn from_u8(b: u8) -> Option<Op> {
         use Op::*;

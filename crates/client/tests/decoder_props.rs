@@ -78,27 +78,7 @@ const ALLOC_PER_BODY_BYTE: usize = 4;
 const ALLOC_SLACK_BYTES: usize = 512;
 
 /// Every op the protocol defines.
-const OPS: [Op; 19] = [
-    Op::Hello,
-    Op::Ping,
-    Op::Neighbors,
-    Op::Put,
-    Op::InsertEdge,
-    Op::DeleteEdge,
-    Op::Khop,
-    Op::Load,
-    Op::Migrate,
-    Op::Where,
-    Op::Stats,
-    Op::Register,
-    Op::Report,
-    Op::Hot,
-    Op::Tracked,
-    Op::Migrated,
-    Op::Jobs,
-    Op::Track,
-    Op::Collect,
-];
+const OPS: [Op; 19] = Op::ALL;
 
 /// Frame limit of the `read_frame` properties: small, so that length fields past it
 /// are common.

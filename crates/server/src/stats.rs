@@ -9,20 +9,6 @@ use serde_json::json;
 
 use crate::conn::Connection;
 
-/// Ops whose request counts STATS reports.
-const COUNTED: [Op; 10] = [
-    Op::Ping,
-    Op::Neighbors,
-    Op::Put,
-    Op::InsertEdge,
-    Op::DeleteEdge,
-    Op::Khop,
-    Op::Load,
-    Op::Migrate,
-    Op::Where,
-    Op::Stats,
-];
-
 /// This server's statistics as a STATS reply.
 pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
     let s = c.s;
@@ -46,7 +32,11 @@ pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
     });
     let ops = store.fabric().counters().snapshot()[me as usize];
     let mut requests = serde_json::Map::new();
-    for op in COUNTED {
+    // Client ops past HELLO (control ops never reach a client connection).
+    for op in Op::ALL
+        .into_iter()
+        .filter(|o| !o.is_control() && *o != Op::Hello)
+    {
         requests.insert(
             op.name().into(),
             s.requests[op as usize & 15].load(Ordering::Relaxed).into(),
