@@ -58,6 +58,23 @@ pub fn fabric(machines: usize, config: &Config) -> Result<EmbeddedFabric> {
     Ok(Counting::new(fabric))
 }
 
+/// The store settings of a cluster of `machines` machines sized for `csr`
+/// (before a scheme adjusts them). Server processes of the TCP benchmark get
+/// the same settings through their cluster file.
+pub fn store_config(csr: &Csr, machines: usize, config: &Config) -> StoreConfig {
+    StoreConfig {
+        reclaim_lease_ms: config.store.reclaim_lease_ms,
+        cache_bytes_max: config.store.location_cache_mb << 20,
+        cache_lease_ms: config.store.reclaim_lease_ms.min(60_000),
+        ..StoreConfig::for_graph(
+            csr.vertex_count(),
+            csr.edge_count(),
+            machines,
+            config.store.part_neighbors_max,
+        )
+    }
+}
+
 /// Builds a cluster of `machines` machines and loads `csr` into it: every
 /// vertex with at least one neighbour becomes a key at its home machine.
 /// Capacity is checked first, so a load either completes or loads nothing.
@@ -74,17 +91,7 @@ pub fn build_with(
     tweak: impl FnOnce(&mut StoreConfig),
 ) -> Result<Embedded> {
     let fabric = fabric(machines, config)?;
-    let mut store_config = StoreConfig {
-        reclaim_lease_ms: config.store.reclaim_lease_ms,
-        cache_bytes_max: config.store.location_cache_mb << 20,
-        cache_lease_ms: config.store.reclaim_lease_ms.min(60_000),
-        ..StoreConfig::for_graph(
-            csr.vertex_count(),
-            csr.edge_count(),
-            machines,
-            config.store.part_neighbors_max,
-        )
-    };
+    let mut store_config = store_config(csr, machines, config);
     tweak(&mut store_config);
     let store = Store::create(fabric.clone(), store_config)?;
     store.check_capacity(csr.vertex_count(), |v| csr.degree(v as u32))?;

@@ -122,6 +122,12 @@ pub enum BenchError {
     /// A plot could not be drawn or written.
     #[error(transparent)]
     Plot(#[from] locus_plot::PlotError),
+    /// A request to a server process failed (the error names the server).
+    #[error(transparent)]
+    Client(#[from] locus_client::ClientError),
+    /// A cluster file could not be made, or a server could not start.
+    #[error(transparent)]
+    Server(#[from] locus_server::ServerError),
     /// A result could not be turned into JSON.
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),

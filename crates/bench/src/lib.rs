@@ -14,7 +14,12 @@
 //! - [`preset`]: the one size knob every experiment takes.
 //! - [`output`]: atomic JSON writes, result directories, machine facts.
 //! - [`pragh`]: the traversal benchmark of Pragh 6 (schemes, warm-up,
-//!   placement bound, timelines).
+//!   placement bound, timelines); [`pragh::tcp`] runs the schemes with
+//!   server processes over TCP beside the in-process run.
+//! - [`processes`]: `locus server` and `locus coordinator` children on
+//!   loopback, killed and reaped by a guard.
+//! - [`client_bench`]: client round trips and the bulk-load rate over the
+//!   client protocol (`locus bench client`).
 //! - [`foundation`]: fabric and store micro-figures, TCP round trips against
 //!   a `locus serve` process, two-hop throughput (`locus bench foundation`).
 //! - [`migrate_speed`]: split-migration speed by payload and threads (Pragh
@@ -26,6 +31,7 @@
 //! - [`demo`]: Ideal, hash placement and split live migration side by side,
 //!   with the recovery timeline.
 
+pub mod client_bench;
 pub mod cluster;
 pub mod config;
 pub mod demo;
@@ -37,6 +43,7 @@ pub mod netmigrate;
 pub mod output;
 pub mod pragh;
 pub mod preset;
+pub mod processes;
 mod progress;
 
 pub use error::{BenchError, Result};

@@ -137,6 +137,43 @@ impl MachineMeta {
     }
 }
 
+/// Median, minimum and maximum of one figure over repeated runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    /// The median (the mean of the middle two for an even count).
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values`; all zero for none. NaNs sort last.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Spread {
+        let mut v: Vec<f64> = values.into_iter().collect();
+        if v.is_empty() {
+            return Spread {
+                median: 0.0,
+                min: 0.0,
+                max: 0.0,
+            };
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Spread {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        }
+    }
+}
+
 /// Logical CPUs of this machine.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -152,6 +189,14 @@ pub fn loadavg() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spreads_take_the_middle() {
+        let s = Spread::of([3.0, 1.0, 2.0]);
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(Spread::of([4.0, 1.0, 2.0, 3.0]).median, 2.5);
+        assert_eq!(Spread::of([]).median, 0.0);
+    }
 
     #[test]
     fn json_is_written_whole_and_replaces_the_old_file() {

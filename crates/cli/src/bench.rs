@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use locus_bench::client_bench;
 use locus_bench::foundation::{self, Foundation, Settings};
 use locus_bench::output::OutDir;
 use locus_bench::{Preset, Reporter};
@@ -28,6 +29,38 @@ pub enum Bench {
     Fargraph(crate::fargraph::FargraphArgs),
     /// Live shard migration (NetMigrate 6: Figs. 4-6, Tables 2-7), every protocol side by side.
     Netmigrate(crate::netmigrate::NetmigrateArgs),
+    /// Client round trips (NEIGHBORS, KHOP 100 x 100) and the bulk-load rate
+    /// over the client protocol, on `locus server` processes started for it.
+    Client(ClientArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// quick (R-MAT scale 16, 1,000 requests of each kind per run) or full
+    /// (scale 20, 5,000).
+    #[arg(long, default_value = "quick")]
+    pub preset: Preset,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for client.json and client.meta.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Cluster sizes (servers), comma-separated, interleaved within a run.
+    #[arg(long, value_delimiter = ',')]
+    pub servers: Vec<usize>,
+    /// Runs (each a fresh cluster per size); medians with min and max.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Timed requests of each kind per run (default: the preset's).
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// R-MAT scale (overrides the preset).
+    #[arg(long)]
+    pub scale: Option<u32>,
+    /// Threads sending LOAD batches (1: as `locus load --cluster`).
+    #[arg(long, default_value_t = 1)]
+    pub senders: usize,
 }
 
 #[derive(Args, Debug)]
@@ -53,6 +86,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::Pragh(p) => crate::pragh::run(p),
         Bench::Fargraph(g) => crate::fargraph::run(g),
         Bench::Netmigrate(n) => crate::netmigrate::run(n),
+        Bench::Client(c) => run_client(c),
     }
 }
 
@@ -139,4 +173,54 @@ fn print_table(o: &Foundation) {
             r.remote_rate * 100.0
         );
     }
+}
+
+fn run_client(a: ClientArgs) -> CliResult {
+    check_out(a.out.as_deref())?;
+    let mut s = client_bench::Settings::new(a.preset, std::env::current_exe()?);
+    if !a.servers.is_empty() {
+        s.servers = a.servers;
+    }
+    s.runs = a.runs;
+    s.senders = a.senders;
+    if let Some(n) = a.samples {
+        s.samples = n;
+    }
+    if let Some(sc) = a.scale {
+        s.scale = sc;
+    }
+    let report = client_bench::run(&s, &Reporter::terminal())?;
+    if let Some(dir) = &a.out {
+        print_written(&report.write(dir)?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "R-MAT scale {} ({} vertices, {} stored edges); {} requests of each kind per run, one at a time from one client thread; median [min-max] of {} runs",
+        s.scale, report.vertices, report.stored_edges, s.samples, s.runs
+    );
+    println!(
+        "{:>7} {:>30} {:>30} {:>30} {:>34}",
+        "servers",
+        "NEIGHBORS k=100 rtt (us)",
+        "KHOP 2 x 100 rtt (us)",
+        "KHOP at the server (us)",
+        "bulk load (stored edges/s)"
+    );
+    let cell = |x: locus_bench::output::Spread, prec: usize| {
+        format!("{:.prec$} [{:.prec$}-{:.prec$}]", x.median, x.min, x.max)
+    };
+    for r in &report.summary {
+        println!(
+            "{:>7} {:>30} {:>30} {:>30} {:>34}",
+            r.servers,
+            cell(r.neighbors_rtt_us, 1),
+            cell(r.khop_rtt_us, 0),
+            cell(r.khop_server_us, 0),
+            cell(r.load_stored_edges_per_s, 0)
+        );
+    }
+    Ok(())
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use locus_bench::pragh::tcp::{FabricSpread, TcpReport, TcpSettings};
 use locus_bench::pragh::{self, Experiment, Row, Scheme, Settings};
 use locus_bench::{Preset, Reporter};
 
@@ -61,9 +62,42 @@ pub struct PraghArgs {
     /// Workload seed.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+    /// Operations per warm-up round and measured sequence (overrides the preset).
+    #[arg(long)]
+    pub ops: Option<usize>,
+    /// Longest warm-up of a migrating scheme, seconds (overrides the preset).
+    #[arg(long)]
+    pub warm_s_max: Option<f64>,
     /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache,Replica; Replica is Split+Cache with read-only replicas).
     #[arg(long, value_delimiter = ',')]
     pub schemes: Vec<String>,
+    /// local: the in-process fabric only. tcp (schemes only): Ideal, Orig,
+    /// Split+Cache and Replica also as `locus server` (and `locus coordinator`)
+    /// processes on loopback with query clients here, interleaved with the
+    /// in-process run of the same workload; writes pragh-schemes-tcp.json.
+    #[arg(long, value_enum, default_value = "local")]
+    pub fabric: FabricArg,
+    /// With --fabric tcp: interleaved runs (medians with min and max).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// With --fabric tcp: closed-loop client threads.
+    #[arg(long, default_value_t = 8)]
+    pub clients: usize,
+    /// With --fabric tcp: seconds of the measured window (default: the
+    /// preset's measuring time, at least 5).
+    #[arg(long)]
+    pub measure_s: Option<f64>,
+    /// With --fabric tcp: threads sending the graph's LOAD batches.
+    #[arg(long, default_value_t = 4)]
+    pub senders: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FabricArg {
+    /// The in-process fabric.
+    Local,
+    /// Server processes over TCP beside the in-process fabric.
+    Tcp,
 }
 
 pub fn run(a: PraghArgs) -> CliResult {
@@ -74,11 +108,20 @@ pub fn run(a: PraghArgs) -> CliResult {
     if let Some(t) = a.threads {
         settings.threads = t;
     }
+    if let Some(n) = a.ops {
+        settings.ops = n;
+    }
+    if let Some(w) = a.warm_s_max {
+        settings.warm_s_max = w;
+    }
     let only = a
         .schemes
         .iter()
         .map(|n| Scheme::parse(n))
         .collect::<locus_bench::Result<Vec<_>>>()?;
+    if a.fabric == FabricArg::Tcp {
+        return run_tcp(&a, &settings, &only);
+    }
     let report = pragh::run(a.experiment.into(), &settings, &only, &Reporter::terminal())?;
     for t in &report.timelines {
         let peak = t
@@ -146,5 +189,111 @@ fn print_rows(rows: &[Row]) {
             r.vs_orig,
             r.vs_ideal * 100.0
         );
+    }
+}
+
+/// `pragh schemes --fabric tcp`.
+fn run_tcp(a: &PraghArgs, settings: &Settings, only: &[Scheme]) -> CliResult {
+    if a.experiment != ExperimentArg::Schemes {
+        return Err("--fabric tcp runs the `schemes` experiment only".into());
+    }
+    crate::bench::check_out(a.out.as_deref())?;
+    let mut tcp = TcpSettings::new(settings, std::env::current_exe()?);
+    tcp.runs = a.runs;
+    tcp.clients = a.clients;
+    tcp.senders = a.senders;
+    if let Some(m) = a.measure_s {
+        tcp.measure_s = m;
+    }
+    let report = pragh::tcp::run(settings, &tcp, only, &Reporter::terminal())?;
+    if let Some(dir) = &a.out {
+        crate::bench::print_written(&report.write(dir)?);
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"summary": report.summary, "runs": report.runs})
+            )?
+        );
+    } else {
+        print_tcp(&report);
+    }
+    Ok(())
+}
+
+fn print_tcp(r: &TcpReport) {
+    let p = &r.settings;
+    println!(
+        "R-MAT scale {} ({} vertices, {} stored edges), {} machines, interval {} ms; in process: {} worker threads; \
+         TCP: server processes on loopback, {} client threads; median [min-max] of {} interleaved runs",
+        p.scale,
+        r.vertices,
+        r.stored_edges,
+        p.machines,
+        p.interval_ms,
+        p.threads,
+        r.tcp.clients,
+        r.runs.len()
+    );
+    if !r.coordinator_available {
+        println!("no `locus coordinator` command: Split+Cache and Replica ran over TCP without migration");
+    }
+    println!(
+        "{:<12} {:<10} {:>26} {:>22} {:>24} {:>20} {:>20} {:>20}",
+        "scheme",
+        "fabric",
+        "queries/s",
+        "p50(us)",
+        "p99(us)",
+        "remote(%)",
+        "vs Orig",
+        "vs Ideal(%)"
+    );
+    let cell = |s: locus_bench::output::Spread, scale: f64, prec: usize| {
+        format!(
+            "{:.prec$} [{:.prec$}-{:.prec$}]",
+            s.median * scale,
+            s.min * scale,
+            s.max * scale
+        )
+    };
+    let line = |scheme: &str, fabric: &str, f: &FabricSpread| {
+        println!(
+            "{:<12} {:<10} {:>26} {:>22} {:>24} {:>20} {:>20} {:>20}",
+            scheme,
+            fabric,
+            cell(f.throughput_qps, 1.0, 0),
+            cell(f.p50_us, 1.0, 1),
+            cell(f.p99_us, 1.0, 0),
+            cell(f.remote_rate, 100.0, 1),
+            cell(f.vs_orig, 1.0, 2),
+            cell(f.vs_ideal, 100.0, 1),
+        );
+    };
+    for s in &r.summary {
+        line(&s.scheme, "in-process", &s.local);
+        line("", "tcp", &s.tcp);
+    }
+    println!("(latency: service time on a worker in process; client round trip over TCP, where the queries' server-side median was:");
+    for s in &r.summary {
+        println!("  {:<12} {}", s.scheme, cell(s.tcp_server_p50_us, 1.0, 1));
+    }
+    println!(")");
+    for run in &r.runs {
+        for t in &run.tcp {
+            if t.coordinator || t.migrations > 0 || t.replicas_held > 0 {
+                println!(
+                    "run {} {} over TCP: {} values moved ({} while measuring), {} replicas held, {:.2}% of vertices away, warm-up {:.0} s",
+                    run.run,
+                    t.scheme,
+                    t.migrations,
+                    t.migrations_measured,
+                    t.replicas_held,
+                    t.migrated_fraction * 100.0,
+                    t.warm_s
+                );
+            }
+        }
     }
 }

@@ -13,6 +13,7 @@
 mod placement;
 mod plots;
 mod scheme;
+pub mod tcp;
 mod timeline;
 
 use std::collections::HashSet;
@@ -132,6 +133,16 @@ impl Settings {
         }
         if !(1..=32).contains(&self.scale) {
             return Err(BenchError::setting("--scale", self.scale, "must be 1..=32"));
+        }
+        if self.ops == 0 {
+            return Err(BenchError::setting("--ops", 0, "must be positive"));
+        }
+        if !(self.warm_s_max >= 0.0 && self.warm_s_max <= 3600.0) {
+            return Err(BenchError::setting(
+                "--warm-s-max",
+                self.warm_s_max,
+                "must be in [0, 3600]",
+            ));
         }
         self.config().validate()
     }
