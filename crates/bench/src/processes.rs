@@ -14,7 +14,9 @@
 //! may take such a port before the server binds it; a start that fails with
 //! "address in use" is retried with fresh ports, at most
 //! [`START_ATTEMPTS_MAX`] times. Anything else that stops a process from
-//! coming up is an error quoting the end of its log.
+//! coming up is an error quoting the end of its log. A start returns once
+//! every server answers PING and, with a coordinator, says in its STATS that
+//! its control link is up.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -31,7 +33,8 @@ use crate::{BenchError, Reporter, Result};
 
 /// Starts tried before giving up on ports taken by other programs.
 pub const START_ATTEMPTS_MAX: usize = 3;
-/// How long every server gets to answer PING after it was started.
+/// How long every server gets to answer PING (and, with a coordinator, to
+/// link to it) after it was started.
 pub const UP_WAIT: Duration = Duration::from_secs(90);
 /// Lines of a child's log quoted in an error.
 const LOG_TAIL_LINES: usize = 20;
@@ -295,6 +298,27 @@ impl Processes {
                         )))
                     }
                 }
+            }
+        }
+        if self.file.coordinator.is_none() {
+            return Ok(());
+        }
+        // Migrating clusters: every server's control link is up before the
+        // run starts, so the first interval's reports reach the coordinator.
+        for id in 0..self.file.machines() as u8 {
+            loop {
+                self.check()?;
+                let st = client.stats(id).map_err(BenchError::from)?;
+                if st["coordinator"]["linked"].as_bool() == Some(true) {
+                    break;
+                }
+                if t0.elapsed() >= UP_WAIT {
+                    return Err(StartError::Other(self.failed(
+                        Role::Coordinator,
+                        format!("has no link from server {id} after {} s", UP_WAIT.as_secs()),
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
         }
         Ok(())

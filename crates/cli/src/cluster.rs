@@ -1,12 +1,14 @@
-//! `locus server`, `locus cluster up|down|status`: a machine of the store as
-//! a process, and a local cluster of them on loopback for trying Locus out.
+//! `locus server`, `locus coordinator`, `locus cluster up|down|status`: a
+//! machine of the store as a process, the coordinator as a process, and a
+//! local cluster of them on loopback for trying Locus out.
 //!
 //! `cluster up` picks free loopback ports, generates a secret, writes
-//! `DIR/cluster.toml` (what `--cluster FILE` takes), starts one
-//! `locus server` per machine as a detached process (logs in `DIR/logs/`,
-//! process ids in `DIR/pids.json`) and waits until each answers. `down`
-//! stops them (SIGTERM, then SIGKILL after a grace period); `status` asks
-//! each for its statistics.
+//! `DIR/cluster.toml` (what `--cluster FILE` takes), starts the coordinator
+//! and one `locus server` per machine as detached processes (logs in
+//! `DIR/logs/`, process ids in `DIR/pids.json`) and waits until each server
+//! answers and has linked to the coordinator. `down` stops them (SIGTERM,
+//! then SIGKILL after a grace period); `status` asks each server for its
+//! statistics and the coordinator for its metrics.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -16,8 +18,8 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use locus_client::{Client, ClientConfig};
 use locus_fabric::auth::Secret;
-use locus_server::config::{ClusterFile, ClusterSection, ServerEntry};
-use locus_server::Server;
+use locus_server::config::{ClusterFile, ClusterSection, CoordinatorEntry, ServerEntry};
+use locus_server::{CoordinatorProcess, Server};
 use serde::{Deserialize, Serialize};
 
 use crate::CliResult;
@@ -53,6 +55,33 @@ pub fn server(a: ServerArgs) -> CliResult {
 }
 
 #[derive(Args, Debug)]
+pub struct CoordinatorArgs {
+    /// The cluster file (its `[coordinator]` section: control address, record, metrics).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Stop after this many seconds (default: run until SIGTERM or SIGINT).
+    #[arg(long)]
+    pub lifetime_s: Option<u64>,
+}
+
+pub fn coordinator(a: CoordinatorArgs) -> CliResult {
+    let file = ClusterFile::load(&a.config)?;
+    let c = CoordinatorProcess::start(file)?;
+    println!(
+        "coordinator listening for servers on {} ({} keys restored from its record){}",
+        c.control_addr(),
+        c.restored(),
+        c.metrics_addr()
+            .map(|m| format!(", metrics on http://{m}/metrics"))
+            .unwrap_or_default()
+    );
+    crate::wait_for_signal(a.lifetime_s.map(Duration::from_secs));
+    tracing::info!("coordinator stopping");
+    c.stop();
+    Ok(())
+}
+
+#[derive(Args, Debug)]
 pub struct ClusterArgs {
     #[command(subcommand)]
     pub command: ClusterCommand,
@@ -80,9 +109,18 @@ pub struct UpArgs {
     /// MiB of each server's value region.
     #[arg(long, default_value_t = 256)]
     pub value_region_mb: u64,
-    /// Stop every server after this many seconds (default: run until `down`).
+    /// Stop every process after this many seconds (default: run until `down`).
     #[arg(long)]
     pub lifetime_s: Option<u64>,
+    /// The coordinator's monitoring interval in ms (Pragh: 10000).
+    #[arg(long, default_value_t = 10_000)]
+    pub interval_ms: u64,
+    /// Approve read-only replicas of values several servers read (a Locus extension).
+    #[arg(long)]
+    pub replicas: bool,
+    /// Start no coordinator: values move only by `locus migrate`.
+    #[arg(long)]
+    pub no_coordinator: bool,
 }
 
 #[derive(Args, Debug)]
@@ -117,6 +155,8 @@ const CLUSTER_FILE: &str = "cluster.toml";
 const PIDS_FILE: &str = "pids.json";
 /// How long `up` waits for every server to answer.
 const UP_WAIT: Duration = Duration::from_secs(60);
+/// How long `up` waits for every server to link to the coordinator.
+const LINK_WAIT: Duration = Duration::from_secs(20);
 /// How long `down` waits after SIGTERM before SIGKILL.
 const DOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -167,49 +207,67 @@ fn up(a: UpArgs) -> CliResult {
         policy: Default::default(),
         limits: Default::default(),
     };
+    if !a.no_coordinator {
+        file.coordinator = Some(CoordinatorEntry {
+            control: free_port()?,
+            metrics: Some(free_port()?),
+            record: PathBuf::from("coordinator.redb"),
+        });
+    }
     file.store.value_region_mb = a.value_region_mb;
+    file.policy.interval_ms = a.interval_ms;
+    file.policy.dwell_ms = a.interval_ms;
+    // Access counts live in cache entries: keep them for a few intervals (Pragh: 60 s lease, 10 s interval).
+    file.store.cache_lease_ms = file.store.cache_lease_ms.max(a.interval_ms * 6);
+    if a.replicas {
+        file.policy.replicas = true;
+        file.store.replica_mb = file.store.replica_mb.max(a.value_region_mb / 4);
+    }
     file.validate()?;
     let path = a.dir.join(CLUSTER_FILE);
     file.write(&path)?;
     let exe = std::env::current_exe()?;
     let mut started = Vec::new();
+    if file.coordinator.is_some() {
+        let log = a.dir.join("logs").join("coordinator.log");
+        let mut cmd = Command::new(&exe);
+        cmd.arg("coordinator").arg("--config").arg(&path);
+        let pid = spawn_detached(cmd, &log, a.lifetime_s)?;
+        started.push(Started {
+            role: "coordinator".into(),
+            id: None,
+            pid,
+        });
+    }
     for s in &file.servers {
         let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
-        let out = std::fs::File::create(&log)
-            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let mut cmd = Command::new(&exe);
         cmd.arg("server")
             .arg("--config")
             .arg(&path)
             .arg("--id")
-            .arg(s.id.to_string())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out);
-        if let Some(l) = a.lifetime_s {
-            cmd.arg("--lifetime-s").arg(l.to_string());
-        }
-        if std::env::var_os("RUST_LOG").is_none() {
-            cmd.env("RUST_LOG", "info");
-        }
-        detach(&mut cmd);
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+            .arg(s.id.to_string());
+        let pid = spawn_detached(cmd, &log, a.lifetime_s)?;
         started.push(Started {
             role: "server".into(),
             id: Some(s.id),
-            pid: child.id(),
+            pid,
         });
     }
     write_pids(&a.dir, &started)?;
+    let pid_of = |id: u8| {
+        started
+            .iter()
+            .find(|p| p.id == Some(id))
+            .map_or(0, |p| p.pid)
+    };
     let client = Client::from_file(&path, ClientConfig::default())?;
     let t0 = Instant::now();
     for s in &file.servers {
         loop {
             match client.ping(s.id) {
                 Ok(()) => break,
-                Err(e) if t0.elapsed() < UP_WAIT && alive(started[s.id as usize].pid) => {
+                Err(e) if t0.elapsed() < UP_WAIT && alive(pid_of(s.id)) => {
                     tracing::debug!("waiting for server {}: {e}", s.id);
                     std::thread::sleep(Duration::from_millis(100));
                 }
@@ -227,12 +285,28 @@ fn up(a: UpArgs) -> CliResult {
             }
         }
     }
-    println!(
-        "started {} servers in {:.1} s; cluster file: {}",
-        file.servers.len(),
-        t0.elapsed().as_secs_f64(),
-        path.display()
-    );
+    if let Some(c) = &file.coordinator {
+        wait_linked(&client, &file, &a.dir)?;
+        println!(
+            "started a coordinator and {} servers in {:.1} s; cluster file: {}",
+            file.servers.len(),
+            t0.elapsed().as_secs_f64(),
+            path.display()
+        );
+        println!(
+            "  coordinator: control {}  metrics http://{}/metrics  pid {}",
+            c.control,
+            c.metrics.map(|m| m.to_string()).unwrap_or_default(),
+            started[0].pid
+        );
+    } else {
+        println!(
+            "started {} servers (no coordinator) in {:.1} s; cluster file: {}",
+            file.servers.len(),
+            t0.elapsed().as_secs_f64(),
+            path.display()
+        );
+    }
     for s in &file.servers {
         println!(
             "  server {}: clients {}  fabric {}  metrics http://{}/metrics  pid {}",
@@ -240,11 +314,83 @@ fn up(a: UpArgs) -> CliResult {
             s.client,
             s.fabric,
             s.metrics.map(|m| m.to_string()).unwrap_or_default(),
-            started[s.id as usize].pid
+            pid_of(s.id)
         );
     }
     println!("try: locus load --cluster {} FILE", path.display());
     println!("stop: locus cluster down --dir {}", a.dir.display());
+    Ok(())
+}
+
+/// The unlabelled samples of a Prometheus endpoint (`GET /metrics`, 1 s bound).
+fn scrape(addr: SocketAddr) -> Option<std::collections::HashMap<String, f64>> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    s.take(4 << 20).read_to_string(&mut text).ok()?;
+    let body = text.split_once("\r\n\r\n")?.1;
+    Some(
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (name, v) = l.split_once(' ')?;
+                Some((name.to_string(), v.trim().parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// Starts `cmd` detached, its output appended to `log`; returns its pid.
+fn spawn_detached(mut cmd: Command, log: &Path, lifetime_s: Option<u64>) -> CliResult<u32> {
+    let out =
+        std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    if let Some(l) = lifetime_s {
+        cmd.arg("--lifetime-s").arg(l.to_string());
+    }
+    if std::env::var_os("RUST_LOG").is_none() {
+        cmd.env("RUST_LOG", "info");
+    }
+    detach(&mut cmd);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+    Ok(child.id())
+}
+
+/// Waits until every server says its control link is up (bounded); on
+/// failure stops the cluster and shows the coordinator's log.
+fn wait_linked(client: &Client, file: &ClusterFile, dir: &Path) -> CliResult {
+    let t0 = Instant::now();
+    let mut unlinked: Vec<u8> = file.servers.iter().map(|s| s.id).collect();
+    while !unlinked.is_empty() {
+        unlinked.retain(|&id| {
+            client
+                .stats(id)
+                .map(|st| st["coordinator"]["linked"].as_bool() != Some(true))
+                .unwrap_or(true)
+        });
+        if unlinked.is_empty() {
+            break;
+        }
+        if t0.elapsed() >= LINK_WAIT {
+            let log = dir.join("logs").join("coordinator.log");
+            let tail = log_tail(&log);
+            let _ = down(dir);
+            return Err(format!(
+                "servers {unlinked:?} did not link to the coordinator within {} s\n--- last lines of {} ---\n{tail}",
+                LINK_WAIT.as_secs(),
+                log.display()
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     Ok(())
 }
 
@@ -372,9 +518,51 @@ fn status(a: StatusArgs) -> CliResult {
             Err(e) => serde_json::json!({"id": id, "up": false, "address": addr, "pid": pid, "error": e.to_string()}),
         });
     }
+    let file = ClusterFile::load(&path).ok();
+    let coordinator = file.as_ref().and_then(|f| f.coordinator.as_ref()).map(|c| {
+        let metrics = c.metrics.and_then(scrape);
+        let get = |name: &str| {
+            metrics
+                .as_ref()
+                .and_then(|m| m.get(name).map(|&v| v as u64))
+        };
+        // The live process's own id (a restarted coordinator is not in pids.json).
+        let pid = get("locus_process_id").or_else(|| {
+            pids.iter()
+                .find(|s| s.role == "coordinator")
+                .map(|s| s.pid as u64)
+        });
+        serde_json::json!({
+            "up": metrics.is_some(),
+            "control": c.control.to_string(),
+            "pid": pid,
+            "servers_linked": get("locus_coordinator_servers_linked"),
+            "approved": get("locus_coordinator_approved_total"),
+            "migrated": get("locus_coordinator_migrated_ok_total"),
+            "replicas_approved": get("locus_coordinator_replicas_approved_total"),
+            "reports": get("locus_coordinator_reports_total"),
+        })
+    });
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        let v = serde_json::json!({"servers": rows, "coordinator": coordinator});
+        println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
+    }
+    match &coordinator {
+        Some(c) if c["up"] == true => println!(
+            "coordinator up (control {}, pid {}): {} servers linked, {} migrations approved, {} done, {} replicas approved",
+            c["control"].as_str().unwrap_or(""),
+            c["pid"],
+            c["servers_linked"],
+            c["approved"],
+            c["migrated"],
+            c["replicas_approved"]
+        ),
+        Some(c) => println!(
+            "coordinator DOWN (control {}): servers keep serving; values move only by `locus migrate` until it is back",
+            c["control"].as_str().unwrap_or("")
+        ),
+        None => println!("no coordinator in the cluster file"),
     }
     println!(
         "{:>3} {:>5} {:>21} {:>8} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6} {:>6} {:>6} {:>7}",

@@ -97,6 +97,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run one machine of the store as a server process (see `locus cluster up`).
     Server(cluster::ServerArgs),
+    /// Run the coordinator (Pragh 4.4) as its own process: servers' monitors
+    /// report to it; it approves migrations and replicas, recording each
+    /// approval before the job is sent.
+    Coordinator(cluster::CoordinatorArgs),
     /// Start, stop or inspect a local cluster of server processes on loopback.
     Cluster(cluster::ClusterArgs),
     /// Move a vertex's value to another machine of a running cluster.
@@ -153,6 +157,13 @@ impl ClusterFlags {
 }
 
 fn main() -> ExitCode {
+    // Output piped into `head` and the like: end quietly when the reader
+    // leaves, as other command-line tools do, instead of panicking.
+    #[cfg(unix)]
+    // SAFETY: restores the default action of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     // Logs go to standard error, filtered by RUST_LOG (default: warnings).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -170,6 +181,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Serve(a) => serve::serve(a),
         Command::Server(a) => cluster::server(a),
+        Command::Coordinator(a) => cluster::coordinator(a),
         Command::Cluster(a) => cluster::run(a),
         Command::Migrate(a) => remote::migrate(a),
         Command::Stats(a) => remote::stats(a),

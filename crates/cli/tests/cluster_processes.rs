@@ -5,10 +5,8 @@
 //! server: each a clear error, and the other servers keep serving.
 //! Every process is started with a lifetime, so nothing outlives the test.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,128 +16,9 @@ use locus_client::{Client, ClientConfig, ClientError};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-const SERVERS: usize = 3;
-const VERTICES: u32 = 600;
+mod common;
 
-fn locus(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_locus"))
-        .args(args)
-        .output()
-        .expect("run locus")
-}
-
-/// Starts a cluster in `dir`; stops it on drop.
-struct Cluster {
-    dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn up() -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().to_str().unwrap();
-        let o = locus(&[
-            "cluster",
-            "up",
-            "--servers",
-            "3",
-            "--dir",
-            d,
-            "--value-region-mb",
-            "32",
-            "--lifetime-s",
-            "300",
-        ]);
-        assert!(
-            o.status.success(),
-            "cluster up: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        Cluster { dir }
-    }
-
-    fn file(&self) -> std::path::PathBuf {
-        self.dir.path().join("cluster.toml")
-    }
-
-    fn client(&self) -> Client {
-        Client::from_file(&self.file(), ClientConfig::default()).unwrap()
-    }
-
-    fn pid(&self, id: u8) -> u32 {
-        let pids: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(self.dir.path().join("pids.json")).unwrap(),
-        )
-        .unwrap();
-        pids.as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["id"] == id)
-            .unwrap()["pid"]
-            .as_u64()
-            .unwrap() as u32
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = locus(&[
-            "cluster",
-            "down",
-            "--dir",
-            self.dir.path().to_str().unwrap(),
-        ]);
-    }
-}
-
-/// A random graph as adjacency lists (some vertices with many neighbours).
-fn graph(seed: u64) -> Vec<Vec<u32>> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    (0..VERTICES)
-        .map(|v| {
-            let d = if v % 97 == 0 {
-                300
-            } else {
-                rng.gen_range(1..12)
-            };
-            let mut l: Vec<u32> = (0..d).map(|_| rng.gen_range(0..VERTICES)).collect();
-            l.sort_unstable();
-            l.dedup();
-            l
-        })
-        .collect()
-}
-
-/// The k-hop reference: frontier semantics of docs/protocol.md.
-fn khop_ref(g: &[Vec<u32>], v: u32, hops: u8, k: usize) -> (Vec<u32>, u64) {
-    let mut frontier = vec![v];
-    for _ in 0..hops {
-        let mut next = Vec::new();
-        for &u in &frontier {
-            next.extend(g[u as usize].iter().take(k));
-        }
-        frontier = next;
-    }
-    let n = frontier.len() as u64;
-    frontier.sort_unstable();
-    frontier.dedup();
-    (frontier, n)
-}
-
-fn load(c: &Client, g: &[Vec<u32>]) {
-    let mut by_home: HashMap<u8, Vec<(u32, Vec<u32>)>> = HashMap::new();
-    for (v, l) in g.iter().enumerate() {
-        by_home
-            .entry(c.home(v as u32))
-            .or_default()
-            .push((v as u32, l.clone()));
-    }
-    for (home, batch) in by_home {
-        let n = batch.len() as u32;
-        let (vertices, _) = c.load_batch(home, batch, None).unwrap();
-        assert_eq!(vertices, n);
-    }
-}
+use common::{graph, khop_ref, load, Cluster, SERVERS, VERTICES};
 
 #[test]
 fn three_processes_migrate_while_queries_run_and_every_answer_is_right() {
@@ -321,4 +200,49 @@ fn bad_input_gets_clear_errors_and_the_servers_keep_serving() {
     assert!(matches!(e, ClientError::Unavailable { .. }), "{e}");
     assert!(e.to_string().contains("server 2"), "{e}");
     assert_eq!(c.neighbors(1, 0).unwrap(), vec![2, 3]);
+}
+
+#[test]
+fn load_batches_past_their_deadline_or_the_value_region_are_refused_whole() {
+    let cluster = Cluster::up_with(&["--no-coordinator"]);
+    let c = cluster.client();
+    let keys = |id: u8| c.stats(id).unwrap()["keys"].as_u64().unwrap();
+    let home0: Vec<u32> = (0..u32::MAX)
+        .filter(|&v| c.home(v) == 0)
+        .take(200_000)
+        .collect();
+    // A batch far too large for a 1 ms deadline: DEADLINE, nothing applied.
+    let batch: Vec<(u32, Vec<u32>)> = home0.iter().map(|&v| (v, vec![1, 2, 3, 4])).collect();
+    let e = c
+        .load_batch(0, batch, Some(Duration::from_millis(1)))
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Deadline), "{e}");
+    assert!(e.to_string().contains("server 0"), "names the server: {e}");
+    assert_eq!(keys(0), 0, "nothing of the batch was applied");
+    // Fill server 0's 32 MiB value region until a big vertex no longer fits,
+    // then a batch with a small vertex and a big one: FULL, neither applied.
+    let big: Vec<u32> = (0..2_000_000).collect();
+    let mut loaded = 0;
+    for &v in &home0[10..30] {
+        match c.load_batch(0, vec![(v, big.clone())], None) {
+            Ok(_) => loaded += 1,
+            Err(e) => {
+                assert_eq!(e.code(), Some(ErrorCode::Full), "{e}");
+                break;
+            }
+        }
+    }
+    assert!((1..20).contains(&loaded), "{loaded} big vertices fit");
+    let e = c
+        .load_batch(0, vec![(home0[2], vec![7]), (home0[3], big.clone())], None)
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Full), "{e}");
+    assert!(e.to_string().contains("nothing applied"), "{e}");
+    assert_eq!(
+        c.neighbors(home0[2], 0).unwrap_err().code(),
+        Some(ErrorCode::UnknownVertex)
+    );
+    // And the server keeps serving what it holds.
+    assert_eq!(c.neighbors(home0[10], 0).unwrap().len(), big.len());
+    assert!(c.load_batch(0, vec![(home0[4], vec![1])], None).is_ok());
 }

@@ -32,11 +32,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use locus_fabric::{Fabric, MachineId};
-use locus_store::addr::Addr;
-use locus_store::{home_of, Key, Migration, Replication, Store, Worker};
+use locus_store::{Key, Store};
 
 use crate::error::{CoordinatorError, Result};
-use crate::policy::{Access, Action, Coordinator, Event, PolicyConfig};
+use crate::executor::Executor;
+use crate::monitor::Monitor;
+use crate::policy::{Action, Coordinator, Event, PolicyConfig};
 use crate::record::Record;
 
 /// Events the coordinator's queue holds at most.
@@ -337,73 +338,34 @@ fn send<F: Fabric>(s: &Shared<F>, e: Event) {
     }
 }
 
-/// Where `word` (an address word of `key`) says the value is.
-fn holder_of(key: Key, word: u64, machines: usize) -> Option<MachineId> {
-    let home = home_of(key.vertex(), machines);
-    Addr::decode(word).map(|a| a.holder(home))
-}
-
 fn monitor_loop<F: Fabric>(s: &Shared<F>) {
     let machines = s.store.machines();
-    let interval = Duration::from_millis(s.config.policy.interval_ms);
     let poll = Duration::from_millis(s.config.hot_poll_ms);
-    let hosted: Vec<MachineId> = (0..machines as MachineId)
+    let mut monitors: Vec<Monitor> = (0..machines as MachineId)
         .filter(|&m| s.store.cache(m).is_some())
+        .map(|m| {
+            Monitor::new(
+                m,
+                machines,
+                s.config.policy.interval_ms,
+                s.config.report_count_min,
+            )
+        })
         .collect();
-    let mut interval_start = Instant::now();
+    let mut events = Vec::new();
     while !s.stop.load(Ordering::Acquire) {
         std::thread::sleep(poll);
-        let elapsed = interval_start.elapsed();
-        for &m in &hosted {
-            let Some(cache) = s.store.cache(m) else {
-                continue;
-            };
-            let mut hot = Vec::new();
-            cache.take_hot(|k| hot.push(k));
-            for key in hot {
-                let Some((word, count)) = cache.peek(key) else {
-                    continue;
-                };
-                let Some(holder) = holder_of(key, word, machines) else {
-                    continue;
-                };
-                s.stats.hot_reports.fetch_add(1, Ordering::Relaxed);
-                send(
-                    s,
-                    Event::Hot {
-                        machine: m,
-                        elapsed_ms: elapsed.as_millis() as u64,
-                        access: Access { key, holder, count },
-                    },
-                );
+        for mon in &mut monitors {
+            if let Some(cache) = s.store.cache(mon.machine()) {
+                mon.poll(cache, &mut events);
             }
         }
-        if elapsed >= interval {
-            for &m in &hosted {
-                let Some(cache) = s.store.cache(m) else {
-                    continue;
-                };
-                let mut accesses = Vec::new();
-                cache.take_access_counts(|key, word, count| {
-                    if count >= s.config.report_count_min {
-                        if let Some(holder) = holder_of(key, word, machines) {
-                            accesses.push(Access { key, holder, count });
-                        }
-                    }
-                });
-                if !accesses.is_empty() {
-                    s.stats.reports.fetch_add(1, Ordering::Relaxed);
-                    send(
-                        s,
-                        Event::Report {
-                            machine: m,
-                            interval_ms: elapsed.as_millis() as u64,
-                            accesses,
-                        },
-                    );
-                }
-            }
-            interval_start = Instant::now();
+        for e in events.drain(..) {
+            match &e {
+                Event::Hot { .. } => s.stats.hot_reports.fetch_add(1, Ordering::Relaxed),
+                _ => s.stats.reports.fetch_add(1, Ordering::Relaxed),
+            };
+            send(s, e);
         }
     }
 }
@@ -427,23 +389,12 @@ fn coordinator_loop<F: Fabric>(
         pending.push(event);
         while let Some(event) = pending.pop() {
             let actions = c.step(t0.elapsed().as_millis() as u64, event);
-            let persist: Vec<(Key, MachineId)> = actions
-                .iter()
-                .filter_map(|a| match a {
-                    Action::Persist { key, target } => Some((*key, *target)),
-                    _ => None,
-                })
-                .collect();
-            if !persist.is_empty() {
-                if let Err(e) = record.persist(&persist) {
-                    // Not durable: approve nothing (the coordinator will see
-                    // the keys again in the next report).
-                    fail(s, e);
-                    for (key, to) in persist {
-                        pending.push(Event::Migrated { key, to, ok: false });
-                    }
-                    continue;
-                }
+            if let Err((e, undo)) = record.persist_approvals(&actions) {
+                // Not durable: approve nothing (the coordinator will see the
+                // keys again in the next report).
+                fail(s, e);
+                pending.extend(undo);
+                continue;
             }
             for a in actions {
                 match a {
@@ -493,7 +444,7 @@ fn coordinator_loop<F: Fabric>(
 }
 
 fn executor_loop<F: Fabric>(s: &Shared<F>) {
-    let mut workers: HashMap<MachineId, Worker<F>> = HashMap::new();
+    let mut ex = Executor::new();
     let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
     let mut replicas: Vec<(Key, MachineId)> = Vec::new();
     while !s.stop.load(Ordering::Acquire) {
@@ -517,55 +468,12 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
             }
         }
         for (to, keys) in by_target.drain() {
-            let w = match workers.entry(to) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => match s.store.worker(to) {
-                    Ok(w) => v.insert(w),
-                    Err(source) => {
-                        fail(
-                            s,
-                            CoordinatorError::Worker {
-                                role: "migration executor",
-                                machine: to,
-                                source,
-                            },
-                        );
-                        for key in keys {
-                            send(s, Event::Migrated { key, to, ok: false });
-                        }
-                        continue;
-                    }
-                },
-            };
-            match w.migrate_batch(&keys) {
-                Ok(results) => {
-                    for (key, r) in keys.iter().zip(results) {
-                        let ok = match r {
-                            Migration::Moved { bytes, .. } => {
-                                s.stats.moved.fetch_add(1, Ordering::Relaxed);
-                                s.stats.bytes_moved.fetch_add(bytes, Ordering::Relaxed);
-                                true
-                            }
-                            Migration::AlreadyHere => true,
-                            Migration::Absent => false,
-                        };
-                        migrated(s, *key, to, ok);
-                    }
-                }
-                Err(source) => {
-                    fail(
-                        s,
-                        CoordinatorError::Migrate {
-                            keys: keys.len(),
-                            first: keys[0],
-                            machine: to,
-                            source,
-                        },
-                    );
-                    for key in keys {
-                        migrated(s, key, to, false);
-                    }
-                }
+            let (ok, err) = ex.migrate(&s.store, to, &keys, &s.stats);
+            if let Some(e) = err {
+                fail(s, e);
+            }
+            for (key, ok) in keys.into_iter().zip(ok) {
+                migrated(s, key, to, ok);
             }
         }
         for (key, to) in replicas.drain(..) {
@@ -574,37 +482,8 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
             if s.stop.load(Ordering::Acquire) {
                 break;
             }
-            let w = match workers.entry(to) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => match s.store.worker(to) {
-                    Ok(w) => v.insert(w),
-                    Err(source) => {
-                        fail(
-                            s,
-                            CoordinatorError::Worker {
-                                role: "replica executor",
-                                machine: to,
-                                source,
-                            },
-                        );
-                        continue;
-                    }
-                },
-            };
-            match w.replicate(key) {
-                Ok(Replication::Created { bytes }) => {
-                    s.stats.replicas_created.fetch_add(1, Ordering::Relaxed);
-                    s.stats.replica_bytes.fetch_add(bytes, Ordering::Relaxed);
-                }
-                Ok(_) => {}
-                Err(source) => fail(
-                    s,
-                    CoordinatorError::Replicate {
-                        key,
-                        machine: to,
-                        source,
-                    },
-                ),
+            if let Err(e) = ex.replicate(&s.store, to, key, &s.stats) {
+                fail(s, e);
             }
         }
     }

@@ -13,6 +13,7 @@ use locus_store::Key;
 use redb::{Database, ReadableTable, TableDefinition};
 
 use crate::error::{CoordinatorError, Result};
+use crate::policy::{Action, Event};
 
 const TARGETS: TableDefinition<u64, u8> = TableDefinition::new("latest_target");
 
@@ -60,6 +61,35 @@ impl Record {
             }
         }
         tx.commit().map_err(|e| io(e.into()))
+    }
+
+    /// Persist-then-act (Pragh 4.4): makes the target of every
+    /// [`Action::Persist`] in `actions` durable, in one transaction, before
+    /// the caller carries out any of them. On failure nothing is approved: the
+    /// caller must drop the batch's `Migrate` actions and feed the coordinator
+    /// the returned events (each approval ended, not at its target), so it
+    /// sees the keys again in later reports.
+    pub fn persist_approvals(
+        &self,
+        actions: &[Action],
+    ) -> std::result::Result<(), (CoordinatorError, Vec<Event>)> {
+        let persist: Vec<(Key, MachineId)> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Persist { key, target } => Some((*key, *target)),
+                _ => None,
+            })
+            .collect();
+        if persist.is_empty() {
+            return Ok(());
+        }
+        self.persist(&persist).map_err(|e| {
+            let undo = persist
+                .into_iter()
+                .map(|(key, to)| Event::Migrated { key, to, ok: false })
+                .collect();
+            (e, undo)
+        })
     }
 
     /// Every recorded (key, latest target), by key.

@@ -369,6 +369,13 @@ impl ClusterFile {
                 "must be at least policy.interval_ms: access counts live in cache entries (Pragh: 60 s lease, 10 s interval)",
             ));
         }
+        if self.coordinator.is_some() && self.store.cache_mb == 0 {
+            return Err(ServerError::setting(
+                "store.cache_mb",
+                "0".into(),
+                "must be positive with a [coordinator]: monitors read the location cache's access counts (Pragh 4.4)",
+            ));
+        }
         if self.policy.replicas && self.store.replica_mb == 0 {
             return Err(ServerError::setting(
                 "policy.replicas",

@@ -5,12 +5,17 @@
 //! - [`Server`]: one machine of the store over the TCP fabric, serving the
 //!   client protocol of `docs/protocol.md` (`conn.rs` the listener and
 //!   connections, `ops.rs` the requests, `stats.rs` STATS).
+//! - [`CoordinatorProcess`]: the coordinator of Pragh 4.4 as its own
+//!   process; servers reach it over the control link (`control.rs` is the
+//!   server's side: its monitor and migration executor).
 //! - `metrics.rs`: Prometheus metrics on a loopback port.
 
 #![warn(missing_docs)]
 
 pub mod config;
 mod conn;
+mod control;
+mod coordinator;
 mod error;
 mod metrics;
 mod ops;
@@ -18,6 +23,7 @@ mod server;
 mod stats;
 
 pub use config::ClusterFile;
+pub use coordinator::{CoordinatorProcess, CoordinatorStats, COORDINATOR_ID};
 pub use error::{Result, ServerError};
 pub use ops::FRONTIER_MAX;
 pub use server::{Server, ServerFabric};

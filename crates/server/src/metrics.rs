@@ -12,6 +12,13 @@
 //! | `locus_auth_refused_total` | counter | `listener` (client, control) |
 //! | `locus_migrations_total`, `locus_migrated_bytes_total` | counter | `how` (manual, coordinator) |
 //! | `locus_replicas_total`, `locus_reports_dropped_total` | counter | |
+//! | `locus_reports_total` | counter | `kind` (periodic, hot) |
+//! | `locus_coordinator_linked` | gauge | (1 while the control link is up) |
+//!
+//! The coordinator process exports `locus_coordinator_*`: links, reports and
+//! hot reports received, events dropped, migrate and replica jobs sent,
+//! migrations reported done and failed, approvals (migrations, replicas),
+//! decisions held back (contended, dwelling), and `servers_linked`.
 //! | `locus_one_sided_ops`, `locus_one_sided_bytes` | gauge | `locality` (local, remote) |
 //! | `locus_cache_hit_rate`, `locus_cache_entries` | gauge | |
 //! | `locus_forwarded_served`, `locus_reclaim_backlog`, `locus_clients` | gauge | |
@@ -130,6 +137,17 @@ pub(crate) fn server_gauges(s: &Shared) -> bool {
     }
     metrics::gauge!("locus_reclaim_backlog").set(store.reclaim_backlog(me) as f64);
     metrics::gauge!("locus_clients").set(s.clients.load(Ordering::Relaxed) as f64);
+    if s.file.coordinator.is_some() {
+        let c = &s.control;
+        metrics::gauge!("locus_coordinator_linked")
+            .set(u8::from(c.linked.load(Ordering::Acquire)) as f64);
+        metrics::counter!("locus_reports_dropped_total")
+            .absolute(c.driver.reports_dropped.load(Ordering::Relaxed));
+        metrics::counter!("locus_reports_total", "kind" => "periodic")
+            .absolute(c.driver.reports.load(Ordering::Relaxed));
+        metrics::counter!("locus_reports_total", "kind" => "hot")
+            .absolute(c.driver.hot_reports.load(Ordering::Relaxed));
+    }
     metrics::gauge!("locus_fabric_auth_refused").set(store.fabric().inner().auth_refusals() as f64);
     true
 }

@@ -265,7 +265,7 @@ impl Connection<'_> {
             .fetch_add(r.parts as u64, Ordering::Relaxed);
         self.s.migrated_bytes.fetch_add(r.bytes, Ordering::Relaxed);
         metrics::counter!("locus_migrations_total", "how" => "manual").increment(r.parts as u64);
-        metrics::counter!("locus_migrated_bytes_total").increment(r.bytes);
+        metrics::counter!("locus_migrated_bytes_total", "how" => "manual").increment(r.bytes);
         Ok(Reply::Migrate {
             from: r.from.unwrap_or(me),
             to: me,

@@ -10,7 +10,10 @@
 //! 5. bind the client listener and accept clients (`conn.rs`), each
 //!    connection on its own thread with its own worker, at most
 //!    `limits.max_clients` at once;
-//! 6. serve metrics, if configured.
+//! 6. if the cluster has a coordinator, start the control link and the
+//!    migration executor (`control.rs`): this machine's monitor reports to
+//!    the coordinator process and runs the jobs it approves;
+//! 7. serve metrics, if configured.
 //!
 //! One-sided operations from peers are served by the fabric's service
 //! threads, never by workers (Pragh 2.1).
@@ -51,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) requests: [AtomicU64; 16],
     pub(crate) migrations_in: AtomicU64,
     pub(crate) migrated_bytes: AtomicU64,
+    /// The coordinator link's counters (zero without a coordinator).
+    pub(crate) control: crate::control::ControlStats,
 }
 
 /// A running server.
@@ -114,12 +119,14 @@ impl Server {
             requests: Default::default(),
             migrations_in: AtomicU64::new(0),
             migrated_bytes: AtomicU64::new(0),
+            control: Default::default(),
         });
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
         threads.push(spawn(&format!("locus-accept-{id}"), move || {
             crate::conn::accept_loop(&s, client_listener)
         })?);
+        threads.extend(crate::control::start(&shared)?);
         let metrics_addr = match entry.metrics {
             Some(addr) => {
                 let s = Arc::clone(&shared);

@@ -42,6 +42,16 @@ pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
             s.requests[op as usize & 15].load(Ordering::Relaxed).into(),
         );
     }
+    let coordinator = s.file.coordinator.as_ref().map(|_| {
+        let c = &s.control;
+        let d = &c.driver;
+        let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        json!({"linked": c.linked.load(Ordering::Acquire), "links": n(&c.links),
+               "reports": n(&d.reports), "hot_reports": n(&d.hot_reports),
+               "reports_dropped": n(&d.reports_dropped), "jobs": n(&c.jobs),
+               "moved": n(&d.moved), "moved_bytes": n(&d.bytes_moved),
+               "replicas_created": n(&d.replicas_created), "failed": n(&d.failed)})
+    });
     let v = json!({
         "server": me,
         "machines": s.file.machines(),
@@ -61,6 +71,7 @@ pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
         "replicas_held": replicas,
         "replica_bytes": replica_bytes,
         "reclaim_backlog": store.reclaim_backlog(me),
+        "coordinator": coordinator,
         "clients": s.clients.load(Ordering::Relaxed),
         "requests": requests,
         "ops": {"local": ops.ops_total(Locality::Local), "remote": ops.ops_total(Locality::Remote),

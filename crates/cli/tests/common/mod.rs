@@ -1,0 +1,143 @@
+//! What the tests that run real cluster processes share: `locus` itself, a
+//! cluster started by `locus cluster up` (stopped on drop), a random graph
+//! and its k-hop reference.
+
+#![allow(dead_code)] // Each test file uses its own share of these.
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use locus_client::{Client, ClientConfig};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+pub const SERVERS: usize = 3;
+pub const VERTICES: u32 = 600;
+
+pub fn locus(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_locus"))
+        .args(args)
+        .output()
+        .expect("run locus")
+}
+
+/// Starts a cluster in `dir`; stops it on drop.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Three servers and a coordinator (Pragh's 10 s interval).
+    pub fn up() -> Cluster {
+        Cluster::up_with(&[])
+    }
+
+    /// As [`Cluster::up`], with more `cluster up` flags.
+    pub fn up_with(extra: &[&str]) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let mut args = vec![
+            "cluster",
+            "up",
+            "--servers",
+            "3",
+            "--dir",
+            d,
+            "--value-region-mb",
+            "32",
+            "--lifetime-s",
+            "300",
+        ];
+        args.extend_from_slice(extra);
+        let o = locus(&args);
+        assert!(
+            o.status.success(),
+            "cluster up: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        Cluster { dir }
+    }
+
+    pub fn file(&self) -> std::path::PathBuf {
+        self.dir.path().join("cluster.toml")
+    }
+
+    pub fn client(&self) -> Client {
+        Client::from_file(&self.file(), ClientConfig::default()).unwrap()
+    }
+
+    pub fn pid(&self, id: u8) -> u32 {
+        let pids: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.path().join("pids.json")).unwrap(),
+        )
+        .unwrap();
+        pids.as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .unwrap()["pid"]
+            .as_u64()
+            .unwrap() as u32
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = locus(&[
+            "cluster",
+            "down",
+            "--dir",
+            self.dir.path().to_str().unwrap(),
+        ]);
+    }
+}
+
+/// A random graph as adjacency lists (some vertices with many neighbours).
+pub fn graph(seed: u64) -> Vec<Vec<u32>> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..VERTICES)
+        .map(|v| {
+            let d = if v % 97 == 0 {
+                300
+            } else {
+                rng.gen_range(1..12)
+            };
+            let mut l: Vec<u32> = (0..d).map(|_| rng.gen_range(0..VERTICES)).collect();
+            l.sort_unstable();
+            l.dedup();
+            l
+        })
+        .collect()
+}
+
+/// The k-hop reference: frontier semantics of docs/protocol.md.
+pub fn khop_ref(g: &[Vec<u32>], v: u32, hops: u8, k: usize) -> (Vec<u32>, u64) {
+    let mut frontier = vec![v];
+    for _ in 0..hops {
+        let mut next = Vec::new();
+        for &u in &frontier {
+            next.extend(g[u as usize].iter().take(k));
+        }
+        frontier = next;
+    }
+    let n = frontier.len() as u64;
+    frontier.sort_unstable();
+    frontier.dedup();
+    (frontier, n)
+}
+
+pub fn load(c: &Client, g: &[Vec<u32>]) {
+    let mut by_home: HashMap<u8, Vec<(u32, Vec<u32>)>> = HashMap::new();
+    for (v, l) in g.iter().enumerate() {
+        by_home
+            .entry(c.home(v as u32))
+            .or_default()
+            .push((v as u32, l.clone()));
+    }
+    for (home, batch) in by_home {
+        let n = batch.len() as u32;
+        let (vertices, _) = c.load_batch(home, batch, None).unwrap();
+        assert_eq!(vertices, n);
+    }
+}

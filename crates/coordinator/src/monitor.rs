@@ -1,0 +1,104 @@
+//! One machine's monitor (Pragh 4.4, 6.4): turns its location cache's
+//! access counts into the coordinator's events.
+//!
+//! A [`Monitor`] is polled every `hot_poll_ms` by whoever runs it (the
+//! embedded driver's monitor thread for every hosted machine, or a server
+//! process's control link for its own machine). Each poll
+//! * drains the cache's hot-key list into instant reports ([`Event::Hot`]),
+//!   each with the key's count so far and where the value was found;
+//! * once the interval has passed, takes the interval's access counts
+//!   (keys with at least `report_count_min` accesses) into one periodic
+//!   report ([`Event::Report`]) and starts the next interval.
+//!
+//! The monitor only reads the cache; sending (and dropping when the
+//! coordinator cannot take more) is the caller's business.
+
+use std::time::{Duration, Instant};
+
+use locus_fabric::MachineId;
+use locus_store::addr::Addr;
+use locus_store::cache::LocationCache;
+use locus_store::{home_of, Key};
+
+use crate::policy::{Access, Event};
+
+/// Where `word` (an address word of `key`) says the value is.
+pub fn holder_of(key: Key, word: u64, machines: usize) -> Option<MachineId> {
+    let home = home_of(key.vertex(), machines);
+    Addr::decode(word).map(|a| a.holder(home))
+}
+
+/// The monitor of one machine.
+#[derive(Debug)]
+pub struct Monitor {
+    machine: MachineId,
+    machines: usize,
+    interval: Duration,
+    report_count_min: u32,
+    interval_start: Instant,
+}
+
+impl Monitor {
+    /// A monitor for `machine` of `machines`, reporting every `interval_ms`
+    /// the keys counted at least `report_count_min` times.
+    pub fn new(
+        machine: MachineId,
+        machines: usize,
+        interval_ms: u64,
+        report_count_min: u32,
+    ) -> Monitor {
+        Monitor {
+            machine,
+            machines,
+            interval: Duration::from_millis(interval_ms),
+            report_count_min,
+            interval_start: Instant::now(),
+        }
+    }
+
+    /// The machine monitored.
+    pub fn machine(&self) -> MachineId {
+        self.machine
+    }
+
+    /// One pass over `cache` (this machine's): appends instant reports, then
+    /// the periodic report if the interval has passed (none if nothing was
+    /// counted often enough).
+    pub fn poll(&mut self, cache: &LocationCache, out: &mut Vec<Event>) {
+        let elapsed = self.interval_start.elapsed();
+        let mut hot = Vec::new();
+        cache.take_hot(|k| hot.push(k));
+        for key in hot {
+            let Some((word, count)) = cache.peek(key) else {
+                continue;
+            };
+            let Some(holder) = holder_of(key, word, self.machines) else {
+                continue;
+            };
+            out.push(Event::Hot {
+                machine: self.machine,
+                elapsed_ms: elapsed.as_millis() as u64,
+                access: Access { key, holder, count },
+            });
+        }
+        if elapsed < self.interval {
+            return;
+        }
+        let mut accesses = Vec::new();
+        cache.take_access_counts(|key, word, count| {
+            if count >= self.report_count_min {
+                if let Some(holder) = holder_of(key, word, self.machines) {
+                    accesses.push(Access { key, holder, count });
+                }
+            }
+        });
+        if !accesses.is_empty() {
+            out.push(Event::Report {
+                machine: self.machine,
+                interval_ms: elapsed.as_millis() as u64,
+                accesses,
+            });
+        }
+        self.interval_start = Instant::now();
+    }
+}
