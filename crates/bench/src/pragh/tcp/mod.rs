@@ -38,6 +38,12 @@
 //! - In process, all machines share `threads` workers; here every client
 //!   connection has its own worker thread at its server, and all processes
 //!   share the machine's cores.
+//! - Migration: in process, one driver (monitor, coordinator, one executor
+//!   thread) serves every machine; here each server runs its monitor and an
+//!   executor thread and the coordinator is its own process, with the same
+//!   policy (mode, profit, interval, dwell, replicas, hot polling, report
+//!   minimum) except forgetting: the cluster file's policy forgets a key
+//!   after max(3 intervals, 30 s), the in-process driver after 3 intervals.
 
 mod drive;
 
