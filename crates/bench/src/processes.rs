@@ -127,17 +127,6 @@ pub fn log_tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
 }
 
-/// Whether `locus coordinator` exists in `exe` (its `--help` succeeds).
-pub fn has_coordinator(exe: &Path) -> bool {
-    Command::new(exe)
-        .args(["coordinator", "--help"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 impl Processes {
     /// Writes a cluster file for `spec` and starts its processes; returns once
     /// every server answers PING.

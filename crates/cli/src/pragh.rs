@@ -236,9 +236,6 @@ fn print_tcp(r: &TcpReport) {
         r.tcp.clients,
         r.runs.len()
     );
-    if !r.coordinator_available {
-        println!("no `locus coordinator` command: Split+Cache and Replica ran over TCP without migration");
-    }
     println!(
         "{:<12} {:<10} {:>26} {:>22} {:>24} {:>20} {:>20} {:>20}",
         "scheme",
@@ -282,7 +279,7 @@ fn print_tcp(r: &TcpReport) {
     println!(")");
     for run in &r.runs {
         for t in &run.tcp {
-            if t.coordinator || t.migrations > 0 || t.replicas_held > 0 {
+            if t.coordinator {
                 println!(
                     "run {} {} over TCP: {} values moved ({} while measuring), {} replicas held, {:.2}% of vertices away, warm-up {:.0} s",
                     run.run,

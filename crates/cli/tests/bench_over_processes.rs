@@ -106,6 +106,10 @@ fn schemes_over_tcp_run_beside_the_in_process_fabric_and_leave_no_process() {
     let tcp = runs[0]["tcp"].as_array().unwrap();
     assert_eq!(num(&tcp[0], "machines"), 1.0);
     assert_eq!(num(&tcp[1], "machines"), 8.0);
+    // Split+Cache migrates: a coordinator process beside its eight servers.
+    assert_eq!(tcp[2]["coordinator"], true);
+    assert_eq!(tcp[2]["pids"].as_array().unwrap().len(), 9);
+    assert_eq!(tcp[1]["coordinator"], false);
     let mut pids = Vec::new();
     for r in tcp {
         assert!(

@@ -183,10 +183,9 @@ pub(super) fn run_scheme(
     p: &Settings,
     tcp: &TcpSettings,
     run: usize,
-    coordinator: bool,
     r: &Reporter,
 ) -> Result<TcpRow> {
-    let spec = super::spec(scheme, w.csr, p, tcp, coordinator);
+    let spec = super::spec(scheme, w.csr, p, tcp);
     let mut procs = Processes::start(&spec, r)?;
     let client = procs.client(ClientConfig {
         deadline: REQUEST_DEADLINE,
@@ -207,7 +206,7 @@ pub(super) fn run_scheme(
     ));
     let loaded = crate::client_bench::load_csr(&client, w.csr, tcp.senders, r)?;
     let k = p.k as u32;
-    let migrating = scheme.migrates() && coordinator;
+    let migrating = spec.coordinator;
     // Warm-up: the warm-up sequence, as in process. Migrating schemes run
     // windows of 1.5 intervals until the values moved and replicas held
     // stop changing over one (or the cap); the others run one interval.

@@ -240,9 +240,6 @@ pub struct TcpReport {
     pub settings: Settings,
     /// The TCP side's.
     pub tcp: TcpSettings,
-    /// Whether the `locus` executable has a `coordinator` command; without
-    /// one, Split+Cache and Replica run over TCP without migration.
-    pub coordinator_available: bool,
     /// Vertices of the graph.
     pub vertices: u64,
     /// Stored (directed) edges.
@@ -272,7 +269,6 @@ impl TcpReport {
             "experiment": name,
             "settings": self.settings,
             "tcp": self.tcp,
-            "coordinator_available": self.coordinator_available,
             "vertices": self.vertices,
             "stored_edges": self.stored_edges,
             "graph_seed": self.settings.config().graph.seed,
@@ -328,8 +324,8 @@ pub fn store_section(c: &StoreConfig) -> StoreSection {
 }
 
 /// The processes of `scheme`: its machines, the in-process run's store
-/// settings and driver policy, a coordinator if it migrates (and one exists).
-fn spec(scheme: Scheme, csr: &Csr, p: &Settings, tcp: &TcpSettings, coordinator: bool) -> Spec {
+/// settings and driver policy, a coordinator if it migrates.
+fn spec(scheme: Scheme, csr: &Csr, p: &Settings, tcp: &TcpSettings) -> Spec {
     let machines = scheme.machines(p.machines);
     let mut c = crate::cluster::store_config(csr, machines, &p.config());
     scheme.configure(&mut c);
@@ -349,7 +345,7 @@ fn spec(scheme: Scheme, csr: &Csr, p: &Settings, tcp: &TcpSettings, coordinator:
         machines,
         store: store_section(&c),
         policy,
-        coordinator: coordinator && scheme.migrates(),
+        coordinator: scheme.migrates(),
         lifetime_s: p.warm_s_max as u64 + tcp.measure_s as u64 + LIFETIME_MARGIN_S,
     }
 }
@@ -371,13 +367,6 @@ pub fn run(p: &Settings, tcp: &TcpSettings, only: &[Scheme], r: &Reporter) -> Re
         .filter(|s| only.is_empty() || only.contains(s))
         .collect();
     let mut machine = MachineMeta::start();
-    let coordinator = crate::processes::has_coordinator(&tcp.exe);
-    if !coordinator && schemes.iter().any(|s| s.migrates()) {
-        r.note(format!(
-            "note: {} has no `coordinator` command: Split+Cache and Replica run over TCP without migration",
-            tcp.exe.display()
-        ));
-    }
     r.note(format!("generating R-MAT scale {} ...", p.scale));
     let csr = rmat_csr(&p.config().graph)?;
     let w = scheme::workload(&csr, p, SKEWED)?;
@@ -396,7 +385,7 @@ pub fn run(p: &Settings, tcp: &TcpSettings, only: &[Scheme], r: &Reporter) -> Re
             );
             r.note(format!("run {run}/{}: {} over TCP ...", tcp.runs, s.name()));
             over_tcp.push(
-                drive::run_scheme(s, &w, p, tcp, run, coordinator, r)
+                drive::run_scheme(s, &w, p, tcp, run, r)
                     .map_err(|e| e.in_scheme(format!("{} over TCP", s.name())))?,
             );
         }
@@ -412,7 +401,6 @@ pub fn run(p: &Settings, tcp: &TcpSettings, only: &[Scheme], r: &Reporter) -> Re
     Ok(TcpReport {
         settings: p.clone(),
         tcp: tcp.clone(),
-        coordinator_available: coordinator,
         vertices: csr.vertex_count(),
         stored_edges: csr.edge_count(),
         placement_bound: bound,
