@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{graph, khop_ref, load, Cluster, SERVERS, VERTICES};
+use common::{graph, khop_ref, load, sample, scrape, Cluster, SERVERS, VERTICES};
 use locus_client::Client;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
