@@ -75,8 +75,10 @@ pub struct Counts {
     pub publications: u64,
 }
 
-const RANKS: [(&str, (u32, u32), (u32, u32)); 4] = [
-    // (class, per department, publications)
+/// A faculty rank: its class, how many per department, publications each (inclusive ranges).
+type Rank = (&'static str, (u32, u32), (u32, u32));
+
+const RANKS: [Rank; 4] = [
     ("FullProfessor", (7, 10), (15, 20)),
     ("AssociateProfessor", (10, 14), (10, 18)),
     ("AssistantProfessor", (8, 11), (5, 10)),

@@ -214,10 +214,12 @@ impl Query {
         let text = t.to_string();
         let p = match t.predicate {
             NamedNodePattern::NamedNode(n) => n,
-            NamedNodePattern::Variable(v) => return Err(unsupported(&format!(
+            NamedNodePattern::Variable(v) => {
+                return Err(unsupported(&format!(
                 "variable predicates (?{} in {text}; graph exploration needs a constant predicate)",
                 v.as_str()
-            ))),
+            )))
+            }
         };
         Ok(Pattern {
             s: self.end(t.subject)?,
