@@ -6,7 +6,7 @@ use std::time::Instant;
 use locus_fabric::any::{AnyFabric, FabricKind};
 use locus_fabric::counting::Counting;
 use locus_fabric::local::{LocalConfig, LocalFabric};
-use locus_graph::{Csr, CsrOptions, Rmat, RmatConfig};
+use locus_graph::{Csr, CsrOptions, Lists, Rmat, RmatConfig};
 use locus_store::{home_of, Store, StoreConfig};
 
 use crate::config::{Config, GraphSection};
@@ -58,33 +58,39 @@ pub fn fabric(machines: usize, config: &Config) -> Result<EmbeddedFabric> {
     Ok(Counting::new(fabric))
 }
 
-/// The store settings of a cluster of `machines` machines sized for `csr`
+/// The store settings of a cluster of `machines` machines sized for `graph`
 /// (before a scheme adjusts them). Server processes of the TCP benchmark get
 /// the same settings through their cluster file.
-pub fn store_config(csr: &Csr, machines: usize, config: &Config) -> StoreConfig {
+pub fn store_config(graph: &impl Lists, machines: usize, config: &Config) -> StoreConfig {
     StoreConfig {
         reclaim_lease_ms: config.store.reclaim_lease_ms,
         cache_bytes_max: config.store.location_cache_mb << 20,
         cache_lease_ms: config.store.reclaim_lease_ms.min(60_000),
         ..StoreConfig::for_graph(
-            csr.vertex_count(),
-            csr.edge_count(),
+            graph.entries(),
+            graph.stored_edges(),
             machines,
             config.store.part_neighbors_max,
         )
     }
 }
 
-/// Builds a cluster of `machines` machines and loads `csr` into it: every
-/// vertex with at least one neighbour becomes a key at its home machine.
-/// Capacity is checked first, so a load either completes or loads nothing.
-pub fn build(csr: &Csr, machines: usize, config: &Config, r: &Reporter) -> Result<Embedded> {
-    build_with(csr, machines, config, r, |_| {})
+/// Builds a cluster of `machines` machines and loads `graph` into it (a
+/// dense [`Csr`] or a sparse [`locus_graph::Adjacency`]): every vertex with
+/// at least one neighbour becomes a key at its home machine. Capacity is
+/// checked first, so a load either completes or loads nothing.
+pub fn build(
+    graph: &impl Lists,
+    machines: usize,
+    config: &Config,
+    r: &Reporter,
+) -> Result<Embedded> {
+    build_with(graph, machines, config, r, |_| {})
 }
 
 /// [`build`] with the store settings adjusted by `tweak` before the cluster is made.
 pub fn build_with(
-    csr: &Csr,
+    csr: &impl Lists,
     machines: usize,
     config: &Config,
     r: &Reporter,
@@ -94,10 +100,14 @@ pub fn build_with(
     let mut store_config = store_config(csr, machines, config);
     tweak(&mut store_config);
     let store = Store::create(fabric.clone(), store_config)?;
-    store.check_capacity(csr.vertex_count(), |v| csr.degree(v as u32))?;
+    store.check_capacity_of(
+        (0..csr.entries())
+            .map(|i| (csr.vertex(i), csr.list(i).len() as u64))
+            .filter(|&(_, d)| d > 0),
+    )?;
     let t0 = Instant::now();
     let threads = config.threads();
-    let n = csr.vertex_count();
+    let n = csr.entries();
     let pb = r.bar(n, &format!("loading {machines} machine(s)"));
     let result: Result<()> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -107,15 +117,15 @@ pub fn build_with(
                     let mut workers = (0..machines)
                         .map(|m| store.worker(m as u8))
                         .collect::<locus_store::Result<Vec<_>>>()?;
-                    let mut v = t as u64;
+                    let mut i = t as u64;
                     let mut since = 0u64;
-                    while v < n {
-                        let list = csr.neighbors(v as u32);
+                    while i < n {
+                        let list = csr.list(i);
                         if !list.is_empty() {
-                            let home = home_of(v as u32, machines) as usize;
-                            workers[home].put(v as u32, list)?;
+                            let v = csr.vertex(i);
+                            workers[home_of(v, machines) as usize].put(v, list)?;
                         }
-                        v += threads as u64;
+                        i += threads as u64;
                         since += 1;
                         if since == 4096 {
                             pb.inc(since);

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use clap::Args;
 use locus_fabric::counting::Locality;
-use locus_graph::{input, Csr, CsrOptions, Format, LoadOptions, Rmat, RmatConfig};
+use locus_graph::{input, Adjacency, CsrOptions, Format, Lists, LoadOptions, Rmat, RmatConfig};
 use locus_store::home_of;
 use serde::Serialize;
 
@@ -94,7 +94,8 @@ struct MachineSummary {
 struct LoadSummary {
     file: String,
     input_edges: u64,
-    vertex_ids: u64,
+    /// The largest vertex id with an edge (ids need not be dense).
+    largest_id: Option<u32>,
     vertices_with_edges: u64,
     stored_edges: u64,
     max_degree: u64,
@@ -103,13 +104,15 @@ struct LoadSummary {
     load_s: f64,
 }
 
-/// Reads and validates an edge list into a CSR; nothing is loaded on error.
+/// Reads and validates an edge list into adjacency lists of the vertices
+/// with edges (memory proportional to the edges, whatever the ids); nothing
+/// is loaded on error.
 pub fn read_graph(
     file: &PathBuf,
     format: Option<Format>,
     max_vertex_id: Option<u32>,
     directed: bool,
-) -> Result<(u64, Csr), String> {
+) -> Result<(u64, Adjacency), String> {
     let mut opts = LoadOptions::default();
     if let Some(m) = max_vertex_id {
         opts.max_vertex_id = m;
@@ -124,8 +127,7 @@ pub fn read_graph(
         CsrOptions::default()
     };
     let edges = list.edge_count();
-    let csr = Csr::from_edge_list(&list, csr_opts).map_err(|e| e.to_string())?;
-    Ok((edges, csr))
+    Ok((edges, Adjacency::from_edge_list(&list, csr_opts)))
 }
 
 pub fn load(a: LoadArgs) -> crate::CliResult {
@@ -141,25 +143,21 @@ pub fn load(a: LoadArgs) -> crate::CliResult {
     }
     let c = a.cluster.resolve()?;
     let t0 = Instant::now();
-    let (input_edges, csr) = read_graph(&a.file, a.format, a.max_vertex_id, a.directed)?;
+    let (input_edges, g) = read_graph(&a.file, a.format, a.max_vertex_id, a.directed)?;
     let parse_s = t0.elapsed().as_secs_f64();
     let machines = c.cluster.machines;
-    let e = cluster::build(&csr, machines, &c, &Reporter::terminal())?;
+    let e = cluster::build(&g, machines, &c, &Reporter::terminal())?;
     let mut per = vec![0u64; machines];
-    let mut with_edges = 0;
-    for v in 0..csr.vertex_count() {
-        if csr.degree(v as u32) > 0 {
-            with_edges += 1;
-            per[home_of(v as u32, machines) as usize] += 1;
-        }
+    for i in 0..g.entries() {
+        per[home_of(g.vertex(i), machines) as usize] += 1;
     }
     let summary = LoadSummary {
         file: a.file.display().to_string(),
         input_edges,
-        vertex_ids: csr.vertex_count(),
-        vertices_with_edges: with_edges,
-        stored_edges: csr.edge_count(),
-        max_degree: csr.max_degree(),
+        largest_id: g.entries().checked_sub(1).map(|i| g.vertex(i)),
+        vertices_with_edges: g.vertices_with_edges(),
+        stored_edges: g.stored_edges(),
+        max_degree: g.max_degree(),
         machines: e
             .store
             .usage()
@@ -186,9 +184,11 @@ pub fn load(a: LoadArgs) -> crate::CliResult {
         summary.file, summary.input_edges, parse_s
     );
     println!(
-        "vertices: {} ids, {} with edges; stored edges: {}{}; max degree: {}",
-        summary.vertex_ids,
+        "vertices: {} with edges (largest id {}); stored edges: {}{}; max degree: {}",
         summary.vertices_with_edges,
+        summary
+            .largest_id
+            .map_or_else(|| "-".to_string(), |v| v.to_string()),
         summary.stored_edges,
         if a.directed {
             ""
@@ -275,20 +275,28 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
     if a.hops == 0 || a.hops > 8 {
         return Err(format!("--hops {} must be 1..=8", a.hops).into());
     }
-    let csr = match &a.graph {
-        Some(f) => read_graph(f, a.format, None, false)?.1,
-        None => rmat_csr(&c.graph)?,
-    };
-    if a.vertex as u64 >= csr.vertex_count() {
-        return Err(format!(
-            "vertex {} is not in the graph (ids 0..{})",
-            a.vertex,
-            csr.vertex_count()
-        )
-        .into());
-    }
     let machines = c.cluster.machines;
-    let e = cluster::build(&csr, machines, &c, &Reporter::terminal())?;
+    let e = match &a.graph {
+        Some(f) => {
+            let g = read_graph(f, a.format, None, false)?.1;
+            if g.neighbors(a.vertex).is_empty() {
+                return Err(format!("vertex {} has no edges in {}", a.vertex, f.display()).into());
+            }
+            cluster::build(&g, machines, &c, &Reporter::terminal())?
+        }
+        None => {
+            let csr = rmat_csr(&c.graph)?;
+            if a.vertex as u64 >= csr.vertex_count() {
+                return Err(format!(
+                    "vertex {} is not in the graph (ids 0..{})",
+                    a.vertex,
+                    csr.vertex_count()
+                )
+                .into());
+            }
+            cluster::build(&csr, machines, &c, &Reporter::terminal())?
+        }
+    };
     let home = home_of(a.vertex, machines);
     let mut w = e.store.worker(home)?;
     let before = e.fabric.counters().total();

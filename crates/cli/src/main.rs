@@ -12,8 +12,10 @@ mod kv;
 mod migrate_speed;
 mod netmigrate;
 mod pragh;
+mod rdf;
 mod remote;
 mod serve;
+mod sparql;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -113,6 +115,12 @@ enum Command {
     /// Live shard migration on loopback UDP (NetMigrate): router and KV server
     /// processes, get/set through the router, migrate, migration status.
     Kv(kv::KvArgs),
+    /// RDF (Pragh 6.5, Wukong's layout): load N-Triples into an embedded
+    /// cluster, or generate a LUBM dataset.
+    Rdf(rdf::RdfArgs),
+    /// Answer a SPARQL query over an N-Triples file loaded into an embedded
+    /// cluster, by graph exploration (a table, or --json in the W3C format).
+    Sparql(sparql::SparqlArgs),
 }
 
 /// Flags shared by commands that build an embedded cluster.
@@ -187,6 +195,8 @@ fn main() -> ExitCode {
         Command::Stats(a) => remote::stats(a),
         Command::Analytics(a) => analytics::run_command(a),
         Command::Kv(a) => kv::run(a).map_err(Into::into),
+        Command::Rdf(a) => rdf::run(a),
+        Command::Sparql(a) => sparql::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

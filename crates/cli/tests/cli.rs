@@ -137,6 +137,41 @@ fn load_counts_a_small_text_graph_exactly() {
     assert_eq!(s["vertices_with_edges"], 4);
     assert_eq!(s["stored_edges"], 8, "undirected: both directions");
     assert_eq!(s["max_degree"], 3);
+    assert_eq!(s["largest_id"], 3);
+}
+
+#[test]
+fn ids_anywhere_in_the_u32_range_load_in_memory_proportional_to_the_edges() {
+    // Keys are hashed: an id near the top of the range must not make the
+    // loader allocate by the largest id (this once asked for 34 GB).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sparse.txt");
+    std::fs::write(
+        &file,
+        "0 4294967294
+4000000000 7
+",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let o = locus(&["load", f, "--json", "--machines", "2"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["vertices_with_edges"], 4);
+    assert_eq!(s["largest_id"], 4_294_967_294u64);
+    let o = locus(&[
+        "query",
+        "--graph",
+        f,
+        "--vertex",
+        "4294967294",
+        "--hops",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let q: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(q["distinct"], serde_json::json!([0]));
 }
 
 fn fails_with(args: &[&str], needle: &str) {

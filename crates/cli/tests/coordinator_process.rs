@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{graph, khop_ref, load, Cluster, SERVERS, VERTICES};
+use common::{graph, khop_ref, load, sample, scrape, Cluster, SERVERS, VERTICES};
 use locus_client::Client;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -107,6 +107,28 @@ fn the_coordinator_process_moves_values_to_their_readers_and_survives_a_restart(
     assert!(
         holders_at_0 > 0,
         "values of other homes are held by server 0"
+    );
+    // Both sides' metrics count them.
+    let file: toml::Table = std::fs::read_to_string(cluster.file())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let coordinator_metrics = scrape(file["coordinator"]["metrics"].as_str().unwrap());
+    let jobs = sample(&coordinator_metrics, "locus_coordinator_migrate_jobs_total");
+    assert!(jobs.unwrap_or(0.0) > 0.0, "{coordinator_metrics}");
+    let server0 = file["server"].as_array().unwrap()[0]["metrics"]
+        .as_str()
+        .unwrap();
+    let server_metrics = scrape(server0);
+    let moved_metric = sample(
+        &server_metrics,
+        "locus_migrations_total{how=\"coordinator\"}",
+    );
+    assert!(moved_metric.unwrap_or(0.0) > 0.0, "{server_metrics}");
+    assert_eq!(
+        sample(&server_metrics, "locus_coordinator_linked"),
+        Some(1.0),
+        "{server_metrics}"
     );
 
     // SIGKILL the coordinator: servers keep serving, and notice.

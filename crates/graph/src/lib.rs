@@ -19,12 +19,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod adjacency;
 pub mod csr;
 pub mod error;
 pub mod input;
 mod progress;
 pub mod rmat;
 
+pub use adjacency::{Adjacency, Lists};
 pub use csr::{Csr, CsrOptions, EdgeSource};
 pub use error::{GraphError, Result};
 pub use input::{EdgeList, Format, LoadOptions};

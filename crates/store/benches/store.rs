@@ -99,5 +99,60 @@ fn cache(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, ops, cache);
+/// GETs of migrated values whose addresses are location-cache hits, by one
+/// and by two workers of one machine at once, with the workers' recent-hit
+/// tables on (the lock-free read path) and off (every hit takes the shard's
+/// lock). Side by side in one run.
+fn cached_gets(c: &mut Criterion) {
+    use std::time::Instant;
+    let mut g = c.benchmark_group("cache-hit GET of 64 migrated values (8 neighbours)");
+    for recent in [false, true] {
+        let fabric = LocalFabric::new(LocalConfig::with_machines(8)).expect("fabric");
+        let store = Store::create(
+            fabric,
+            StoreConfig {
+                buckets_per_machine: 1 << 12,
+                value_region_bytes: 64 << 20,
+                cache_recent_hits: recent,
+                ..StoreConfig::default()
+            },
+        )
+        .expect("store");
+        let mut w0 = store.worker(0).expect("worker");
+        let keys: Vec<u32> = (0..512u32).filter(|v| v % 8 != 0).take(64).collect();
+        for &v in &keys {
+            let mut w = store.worker((v % 8) as u8).expect("worker");
+            w.put(v, &(0..8).collect::<Vec<u32>>()).expect("put");
+            w0.migrate_vertex(v).expect("migrate");
+        }
+        let name = if recent { "recent table" } else { "shard lock" };
+        for threads in [1usize, 2] {
+            g.bench_function(format!("{name}, {threads} worker(s)"), |b| {
+                b.iter_custom(|iters| {
+                    let t0 = Instant::now();
+                    std::thread::scope(|s| {
+                        for t in 0..threads {
+                            let store = &store;
+                            let keys = &keys;
+                            s.spawn(move || {
+                                let mut w = store.worker(0).expect("worker");
+                                let mut out = Vec::with_capacity(8);
+                                for i in 0..iters as usize {
+                                    out.clear();
+                                    let v = keys[(i * 7 + t * 13) % keys.len()];
+                                    w.neighbors(v, usize::MAX, &mut out).expect("get");
+                                }
+                            });
+                        }
+                    });
+                    // Time per GET of the machine as a whole.
+                    t0.elapsed() / threads as u32
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, ops, cache, cached_gets);
 criterion_main!(benches);

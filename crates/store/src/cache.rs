@@ -54,6 +54,19 @@
 //! left out of the monitor's counts (a replica hit is a local access, nothing
 //! to migrate for). Every other lookup treats them as a miss.
 //!
+//! **Epochs, for workers' recent-hit tables.** Each shard has an epoch, an
+//! atomic counter bumped (under the shard's lock, after the change) whenever
+//! a cached word of one of its keys is replaced by a different word or
+//! position, made a replica entry, or dropped by `remove`/`remove_if`.
+//! Inserting a new key, evicting one or dropping an expired one does not
+//! bump it. A worker keeps a small private table of its recent hits
+//! (`worker/recent.rs`) stamped with the epoch read under the lock
+//! ([`LocationCache::get_epoch`]); while [`LocationCache::epoch`] is
+//! unchanged and the lease has not passed, the shared entry still holds that
+//! word, so the private copy is as good a hint as the shared one and is used
+//! without a lock. Hits it serves come back in batches through
+//! [`LocationCache::fold`], so the counts the monitor reads are kept.
+//!
 //! **Bytes per entry.** The byte bound is accounted as [`ENTRY_BYTES`] = 72
 //! bytes per entry: a map slot of 32 bytes (8-byte mixed key, 8-byte address
 //! word, 8-byte `cached_at_ns`, 4-byte count, 4-byte index into the key
@@ -65,6 +78,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::table::{mix, Key};
@@ -231,7 +245,14 @@ pub struct LocationCache {
     entries_max_per_shard: usize,
     shard_mask: u64,
     shards: Box<[Padded]>,
+    epochs: Box<[Epoch]>,
 }
+
+/// A shard's epoch on cache lines of its own (read by every hit of the
+/// workers' recent tables, written only when a cached word changes).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Epoch(AtomicU64);
 
 /// A shard on cache lines of its own, so locking one does not slow its neighbours.
 #[derive(Debug)]
@@ -389,6 +410,7 @@ impl LocationCache {
             entries_max_per_shard: config.entries_max_per_shard() as usize,
             shard_mask: config.shards as u64 - 1,
             shards,
+            epochs: (0..config.shards).map(|_| Epoch::default()).collect(),
         })
     }
 
@@ -397,10 +419,65 @@ impl LocationCache {
         &self.config
     }
 
+    /// The lease in nanoseconds.
+    #[inline]
+    pub fn lease_ns(&self) -> u64 {
+        self.lease_ns
+    }
+
+    #[inline]
+    fn shard_index(&self, h: u64) -> usize {
+        ((h >> SHARD_SHIFT) & self.shard_mask) as usize
+    }
+
     #[inline]
     fn shard_of(&self, h: u64) -> MutexGuard<'_, Shard> {
-        let i = ((h >> SHARD_SHIFT) & self.shard_mask) as usize;
-        lock(&self.shards[i])
+        lock(&self.shards[self.shard_index(h)])
+    }
+
+    /// Bumps the epoch of mixed key `h`'s shard; call with its lock held,
+    /// after the change.
+    #[inline]
+    fn bump(&self, h: u64) {
+        self.epochs[self.shard_index(h)]
+            .0
+            .fetch_add(1, Ordering::Release);
+    }
+
+    /// The epoch of `key`'s shard, without a lock (see "Epochs" above).
+    #[inline]
+    pub fn epoch(&self, key: Key) -> u64 {
+        self.epochs[self.shard_index(mix(key.0))]
+            .0
+            .load(Ordering::Acquire)
+    }
+
+    /// [`LocationCache::get_for_read`] (with `replicas`) or
+    /// [`LocationCache::get_with_position`] (without), also returning when
+    /// the entry was stamped and its shard's epoch, read under the lock.
+    #[inline]
+    pub fn get_epoch(&self, key: Key, now_ns: u64, replicas: bool) -> Option<(u64, u64, u64, u64)> {
+        self.lookup(key, now_ns, replicas)
+    }
+
+    /// Adds `hits` lookups served by a worker's recent table to `key`'s
+    /// count and to the hit counter, listing the key hot if its count
+    /// crosses `hot_count`. Nothing is counted on the entry if it is gone.
+    pub fn fold(&self, key: Key, hits: u32) {
+        let h = mix(key.0);
+        let mut guard = self.shard_of(h);
+        let s = &mut *guard;
+        s.stats.hits += hits as u64;
+        if let Some(e) = s.map.get_mut(&h) {
+            let before = e.count;
+            e.count = e.count.saturating_add(hits);
+            let hot = self.config.hot_count;
+            let listed =
+                e.position != REPLICA_POSITION && hot > 0 && before < hot && e.count >= hot;
+            if listed {
+                s.note_hot(key);
+            }
+        }
     }
 
     /// The cached address word of `key`, if it was cached less than a lease
@@ -416,7 +493,7 @@ impl LocationCache {
     /// migration uses it to skip the lookup READ (Pragh 5).
     #[inline]
     pub fn get_with_position(&self, key: Key, now_ns: u64) -> Option<(u64, u64)> {
-        self.lookup(key, now_ns, false).map(|(w, p, _)| (w, p))
+        self.lookup(key, now_ns, false).map(|(w, p, _, _)| (w, p))
     }
 
     /// Like [`LocationCache::get_with_position`], also returning when the
@@ -426,6 +503,7 @@ impl LocationCache {
     #[inline]
     pub fn get_stamped(&self, key: Key, now_ns: u64) -> Option<(u64, u64, u64)> {
         self.lookup(key, now_ns, false)
+            .map(|(w, p, t, _)| (w, p, t))
     }
 
     /// [`LocationCache::get_with_position`] for the read path: a replica
@@ -433,18 +511,21 @@ impl LocationCache {
     /// its age, and counts a hit but is never listed hot.
     #[inline]
     pub fn get_for_read(&self, key: Key, now_ns: u64) -> Option<(u64, u64)> {
-        self.lookup(key, now_ns, true).map(|(w, p, _)| (w, p))
+        self.lookup(key, now_ns, true).map(|(w, p, _, _)| (w, p))
     }
 
+    /// A lookup: (word, position, stamped at, the shard's epoch under the lock).
     #[inline]
-    fn lookup(&self, key: Key, now_ns: u64, replicas: bool) -> Option<(u64, u64, u64)> {
+    fn lookup(&self, key: Key, now_ns: u64, replicas: bool) -> Option<(u64, u64, u64, u64)> {
         let h = mix(key.0);
-        let mut guard = self.shard_of(h);
+        let i = self.shard_index(h);
+        let mut guard = lock(&self.shards[i]);
         let s = &mut *guard;
+        let epoch = || self.epochs[i].0.load(Ordering::Acquire);
         match s.map.get_mut(&h) {
             Some(e) if e.position == REPLICA_POSITION && replicas => {
                 e.count = e.count.saturating_add(1);
-                let found = (e.word, e.position, e.cached_at_ns);
+                let found = (e.word, e.position, e.cached_at_ns, epoch());
                 s.stats.hits += 1;
                 Some(found)
             }
@@ -455,7 +536,7 @@ impl LocationCache {
             Some(e) if !expired(e.cached_at_ns, now_ns, self.lease_ns) => {
                 e.count = e.count.saturating_add(1);
                 let hot = e.count == self.config.hot_count;
-                let found = (e.word, e.position, e.cached_at_ns);
+                let found = (e.word, e.position, e.cached_at_ns, epoch());
                 s.stats.hits += 1;
                 if hot {
                     s.note_hot(key);
@@ -486,6 +567,7 @@ impl LocationCache {
                 e.position = REPLICA_POSITION;
                 e.cached_at_ns = now_ns;
                 s.stats.replaces += 1;
+                self.bump(h);
                 return;
             }
         }
@@ -515,12 +597,16 @@ impl LocationCache {
                 // The replica serves reads until it is found invalid.
                 return;
             }
+            let changed = e.word != addr_word || (position != u64::MAX && e.position != position);
             e.word = addr_word;
             if position != u64::MAX {
                 e.position = position;
             }
             e.cached_at_ns = now_ns;
             s.stats.replaces += 1;
+            if changed {
+                self.bump(h);
+            }
             return;
         }
         if s.keys.len() >= self.entries_max_per_shard {
@@ -562,9 +648,13 @@ impl LocationCache {
                 if e.position == REPLICA_POSITION {
                     return;
                 }
+                let changed = e.word != addr_word;
                 e.word = addr_word;
                 e.cached_at_ns = now_ns;
                 e.count = e.count.saturating_add(1);
+                if changed {
+                    self.bump(h);
+                }
                 if e.count == self.config.hot_count {
                     s.note_hot(key);
                 }
@@ -605,6 +695,9 @@ impl LocationCache {
         let mut s = self.shard_of(h);
         let removed = s.remove_mixed(h).is_some();
         s.stats.removes += removed as u64;
+        if removed {
+            self.bump(h);
+        }
         removed
     }
 
@@ -619,6 +712,7 @@ impl LocationCache {
         }
         s.remove_mixed(h);
         s.stats.removes += 1;
+        self.bump(h);
         true
     }
 

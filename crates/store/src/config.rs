@@ -37,6 +37,10 @@ pub struct StoreConfig {
     /// still counts accesses for the monitor but every lookup reads the
     /// key's bucket: Pragh's "Split" scheme (migration without the cache).
     pub cache_lookups: bool,
+    /// Serve repeated cache hits from each worker's private table of recent
+    /// hits, without the cache's lock (`worker/recent.rs`); off, every
+    /// lookup takes the shard's lock.
+    pub cache_recent_hits: bool,
     /// A cached key accessed this many times in one monitoring interval is
     /// reported at once (Pragh 6.4: 100 accesses/s; 0: no instant reports).
     pub hot_accesses: u32,
@@ -63,6 +67,7 @@ impl Default for StoreConfig {
             cache_lease_ms: 60_000,
             reclaim_ring_entries: crate::reclaim::CAPACITY_DEFAULT,
             cache_lookups: true,
+            cache_recent_hits: true,
             hot_accesses: 100,
             shards_per_machine: 0,
             replica_bytes_max: 0,

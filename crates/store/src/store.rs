@@ -319,13 +319,18 @@ impl<F: Fabric> Store<F> {
     /// table can take the graph, so a load never fails half-way for lack of room.
     /// `degree(v)` gives each vertex's stored degree.
     pub fn check_capacity(&self, vertices: u64, degree: impl Fn(u64) -> u64) -> Result<()> {
+        self.check_capacity_of((0..vertices).map(|v| (v as VertexId, degree(v))))
+    }
+
+    /// [`Store::check_capacity`] for the (vertex, degree) pairs of a graph
+    /// whose ids need not be dense.
+    pub fn check_capacity_of(&self, degrees: impl Iterator<Item = (VertexId, u64)>) -> Result<()> {
         let n = self.shared.machines;
         let mut bytes = vec![0u64; n];
         let mut keys = vec![0u64; n];
         let max = self.shared.config.part_neighbors_max as u64;
-        for v in 0..vertices {
-            let d = degree(v);
-            let m = home_of(v as VertexId, n) as usize;
+        for (v, d) in degrees {
+            let m = home_of(v, n) as usize;
             bytes[m] += self.value_bytes_for_degree(d);
             keys[m] += d.div_ceil(max).max(1);
         }

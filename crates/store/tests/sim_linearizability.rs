@@ -80,6 +80,9 @@ fn store_config() -> StoreConfig {
         // (back-pressure), sometimes longer than a lease.
         reclaim_ring_entries: 1,
         cache_lookups: true,
+        // Workers' recent hits are served without the cache's lock: the
+        // histories below check that path too.
+        cache_recent_hits: true,
         hot_accesses: 2,
         shards_per_machine: 0,
         // Room for a replica of every vertex on every machine, and then some.

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `table.rs` | the key table over one-sided operations: LOOKUP, claim a slot, scan |
 //! | `read.rs` | GET with the location cache and replicas, `neighbors`, two-hop queries |
+//! | `recent.rs` | the worker's recent cache hits: the cache's lock-free read path |
 //! | `update.rs` | PUT as read-modify-write, vertex and part ops (check-and-forward's local side) |
 //! | `service.rs` | forwarding, the inbox pump, the service loop and its threads |
 //! | `migrate.rs` | the driver of [`crate::migrate::MigrateJob`]s: `migrate`, `migrate_batch` |
@@ -15,6 +16,7 @@
 mod gc;
 mod migrate;
 mod read;
+mod recent;
 mod replicas;
 mod service;
 mod shard;
@@ -120,6 +122,8 @@ pub struct Worker<F: Fabric> {
     /// is the "reader stalls for a lease" risk every lookup already takes
     /// between its clock read and its READ (invariant P3).
     query_now_ns: Option<u64>,
+    /// Recent location-cache hits, served without the cache's lock.
+    recent: recent::Recent,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -151,6 +155,7 @@ impl<F: Fabric> Worker<F> {
             reclaim_queue: Vec::new(),
             tracker: TrackerView::default(),
             query_now_ns: None,
+            recent: recent::Recent::default(),
             stats: WorkerStats::default(),
         };
         for m in 0..machines {
@@ -158,6 +163,11 @@ impl<F: Fabric> Worker<F> {
             w.regions.push(r);
         }
         Ok(w)
+    }
+
+    /// Location-cache hits served by this worker's recent table (`recent.rs`).
+    pub fn recent_hits(&self) -> u64 {
+        self.recent.hits
     }
 
     /// The machine this worker acts as.
@@ -315,6 +325,15 @@ impl<F: Fabric> Worker<F> {
         } else {
             block.refused();
             Ok(false)
+        }
+    }
+}
+
+impl<F: Fabric> Drop for Worker<F> {
+    /// Hands the recent table's pending hits to the location cache.
+    fn drop(&mut self) {
+        if let Some(c) = self.shared.caches[self.machine as usize].as_ref() {
+            self.recent.flush(c);
         }
     }
 }

@@ -107,7 +107,7 @@ impl<F: Fabric> Worker<F> {
                 if let Some(s) = &slot {
                     if Addr::decode(s.addr_word).is_some_and(|a| a.holder(home) != self.machine) {
                         let now = self.lookup_now_ns();
-                        let hit = self.cache().and_then(|c| c.get_for_read(key, now));
+                        let hit = self.cached_lookup(key, now, true);
                         if let Some((word, REPLICA_POSITION)) = hit {
                             self.stats.replica_reads += 1;
                             return Ok(Some(Slot {
@@ -123,13 +123,7 @@ impl<F: Fabric> Worker<F> {
             return Ok(slot);
         }
         let now = self.lookup_now_ns();
-        let hit = self.cache().and_then(|c| {
-            if replicas {
-                c.get_for_read(key, now)
-            } else {
-                c.get_with_position(key, now)
-            }
-        });
+        let hit = self.cached_lookup(key, now, replicas);
         if let Some((addr_word, addr_offset)) = hit.filter(|h| h.1 != u64::MAX) {
             let replica = addr_offset == REPLICA_POSITION;
             if replica {
@@ -145,6 +139,25 @@ impl<F: Fabric> Worker<F> {
             }));
         }
         self.locate_fresh(key)
+    }
+
+    /// A location-cache lookup, first in this worker's recent hits
+    /// (`recent.rs`, no lock), then in the shared cache; `replicas` as in
+    /// [`crate::cache::LocationCache::get_for_read`].
+    #[inline]
+    fn cached_lookup(&mut self, key: Key, now: u64, replicas: bool) -> Option<(u64, u64)> {
+        let c = self.shared.caches[self.machine as usize].as_ref()?;
+        if !self.shared.config.cache_recent_hits {
+            return c.get_epoch(key, now, replicas).map(|h| (h.0, h.1));
+        }
+        if let Some(hit) = self.recent.get(c, key, now, c.lease_ns(), replicas) {
+            return Some(hit);
+        }
+        let hit = c.get_epoch(key, now, replicas)?;
+        if hit.1 != u64::MAX {
+            self.recent.put(c, key, hit);
+        }
+        Some((hit.0, hit.1))
     }
 
     /// LOOKUP that reads the key's bucket (and refreshes the cache).

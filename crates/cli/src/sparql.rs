@@ -1,0 +1,102 @@
+//! `locus sparql`: load N-Triples into an embedded cluster and answer a
+//! SPARQL query by graph exploration (`locus_rdf::sparql`).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use locus_bench::Reporter;
+use locus_fabric::counting::Locality;
+use locus_rdf::sparql::{results, Engine};
+
+use crate::{CliResult, ClusterFlags};
+
+#[derive(Args, Debug)]
+pub struct SparqlArgs {
+    /// N-Triples file to load.
+    #[arg(long, value_name = "FILE.nt")]
+    pub data: PathBuf,
+    /// The query: a file holding it, or the SPARQL text itself. May be
+    /// repeated: the data is loaded once and each query answered in turn.
+    #[arg(long, value_name = "FILE|TEXT", required = true)]
+    pub query: Vec<String>,
+    /// Print W3C SPARQL 1.1 Query Results JSON instead of a table (with
+    /// several --query, a JSON array of one such document per query).
+    #[arg(long)]
+    pub json: bool,
+    /// Also print the plan: each step's pattern and the rows after it, the
+    /// start machine, and the store reads (local and remote) it took.
+    #[arg(long)]
+    pub explain: bool,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
+}
+
+/// The SPARQL text of a `--query` value: the file it names, or itself.
+fn query_text(q: &str) -> CliResult<String> {
+    match std::fs::read_to_string(q) {
+        Ok(t) => Ok(t),
+        Err(_) if q.contains(char::is_whitespace) => Ok(q.to_string()),
+        Err(e) => Err(format!("--query {q}: not SPARQL text, and not a readable file: {e}").into()),
+    }
+}
+
+pub fn run(a: SparqlArgs) -> CliResult {
+    let texts = a
+        .query
+        .iter()
+        .map(|q| query_text(q))
+        .collect::<CliResult<Vec<_>>>()?;
+    let reporter = if a.json {
+        Reporter::quiet()
+    } else {
+        Reporter::terminal()
+    };
+    let l = crate::rdf::load_file(&a.data, &a.cluster, reporter)?;
+    let mut engine = Engine::new(&l.rdf)?;
+    let mut docs = Vec::new();
+    for (n, text) in texts.iter().enumerate() {
+        let before = l.fabric.counters().total();
+        let t0 = Instant::now();
+        let (solutions, trace) = engine
+            .query(text)
+            .map_err(|e| format!("--query {}: {e}", a.query[n]))?;
+        let query_s = t0.elapsed().as_secs_f64();
+        let cost = l.fabric.counters().total().minus(&before);
+        if a.json {
+            docs.push(results::to_json(&solutions));
+        } else {
+            if texts.len() > 1 {
+                println!("# {}", a.query[n]);
+            }
+            print!("{}", results::to_table(&solutions));
+        }
+        if a.explain {
+            let start = match trace.start {
+                Some(m) => format!("machine {m} (home of the start constant)"),
+                None => "every machine (forked from an index vertex)".into(),
+            };
+            eprintln!("started on {start}");
+            for (k, (pattern, rows)) in trace.steps.iter().enumerate() {
+                eprintln!("  step {}: {pattern}  -> {rows} rows", k + 1);
+            }
+            eprintln!(
+                "{} store reads; fabric operations: {} local, {} remote ({:.1}% remote); {:.3} ms",
+                trace.reads,
+                cost.ops_total(Locality::Local),
+                cost.ops_total(Locality::Remote),
+                100.0 * cost.remote_rate(),
+                query_s * 1e3
+            );
+        }
+    }
+    if a.json {
+        let out = if docs.len() == 1 {
+            docs.pop().expect("one document")
+        } else {
+            serde_json::Value::Array(docs)
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}

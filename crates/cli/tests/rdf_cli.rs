@@ -1,0 +1,123 @@
+//! `locus rdf` and `locus sparql` as a user meets them: generate LUBM, load
+//! it, answer a LUBM query as a table and as W3C JSON, and clear errors for a
+//! bad line, a bad query and an unsupported feature.
+
+use std::process::{Command, Output};
+
+fn locus(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locus"))
+        .args(args)
+        .output()
+        .expect("run locus")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const Q5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../rdf/queries/lubm/q5.rq");
+
+#[test]
+fn generate_load_and_query_lubm() {
+    let dir = tempfile::tempdir().unwrap();
+    let nt = dir.path().join("lubm1.nt");
+    let nt = nt.to_str().unwrap();
+    let o = locus(&[
+        "rdf",
+        "generate-lubm",
+        "--universities",
+        "1",
+        "--seed",
+        "3",
+        "--out",
+        nt,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let first = std::fs::read(nt).unwrap();
+    let o = locus(&[
+        "rdf",
+        "generate-lubm",
+        "--universities",
+        "1",
+        "--seed",
+        "3",
+        "--out",
+        nt,
+    ]);
+    assert!(o.status.success());
+    assert_eq!(std::fs::read(nt).unwrap(), first, "same seed, same file");
+
+    let dict = dir.path().join("lubm1.dict");
+    let o = locus(&[
+        "rdf",
+        "load",
+        nt,
+        "--machines",
+        "3",
+        "--json",
+        "--save-dict",
+        dict.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["triples"].as_u64().unwrap() > 100_000, "{v}");
+    assert_eq!(v["machines"].as_array().unwrap().len(), 3);
+    assert!(dict.exists());
+
+    let o = locus(&["sparql", "--data", nt, "--query", Q5, "--machines", "3"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("ResearchGroup0>") && out.contains(" rows)"),
+        "{out}"
+    );
+
+    let q = "SELECT ?n WHERE { <http://www.University0.edu> <http://swat.cse.lehigh.edu/onto/univ-bench.owl#name> ?n }";
+    let o = locus(&["sparql", "--data", nt, "--query", q, "--json", "--explain"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["head"]["vars"][0], "n");
+    assert_eq!(
+        v["results"]["bindings"][0]["n"],
+        serde_json::json!({"type": "literal", "value": "University0"})
+    );
+    assert!(text(&o.stderr).contains("home of the start constant"));
+
+    let o = locus(&[
+        "sparql",
+        "--data",
+        nt,
+        "--query",
+        "SELECT ?s WHERE { ?s ?p ?o }",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("unsupported SPARQL feature: variable predicates"));
+    let o = locus(&["sparql", "--data", nt, "--query", "SELECT WHERE {"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("SPARQL syntax"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn a_bad_line_is_named_and_nothing_is_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let nt = dir.path().join("bad.nt");
+    std::fs::write(
+        &nt,
+        "<http://ex/a> <http://ex/p> <http://ex/b> .\n# fine\n<http://ex/a> <http://ex/p> \"open .\n",
+    )
+    .unwrap();
+    let o = locus(&["rdf", "load", nt.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(err.contains("bad.nt:3:"), "{err}");
+    let o = locus(&["rdf", "load", "/nonexistent/x.nt"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("/nonexistent/x.nt"));
+    let o = locus(&["rdf", "generate-lubm", "--universities", "0", "--out", "-"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("universities = 0"));
+}

@@ -1,0 +1,76 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+/// What loading, generating or querying RDF can fail with.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum RdfError {
+    /// A line of an N-Triples file is not a valid triple, or breaks a limit.
+    #[error("{file}:{line}: {message}")]
+    Syntax {
+        /// The file (or `-` for a stream without a name).
+        file: String,
+        /// The 1-based line.
+        line: u64,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A persisted dictionary is damaged or from another version.
+    #[error("dictionary {}: {message}", path.display())]
+    Dictionary {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the byte offset.
+        message: String,
+    },
+    /// The dataset does not fit the key layout (too many terms or predicates).
+    #[error("layout: {0}")]
+    Layout(String),
+    /// The input holds no triple.
+    #[error("{file}: no triples (an empty dataset cannot be queried)")]
+    Empty {
+        /// The file.
+        file: String,
+    },
+    /// A generator setting is out of range.
+    #[error("{name} = {value}: {expected}")]
+    Setting {
+        /// The flag or field.
+        name: &'static str,
+        /// The value given.
+        value: String,
+        /// The range it must be in.
+        expected: &'static str,
+    },
+    /// The SPARQL text does not parse.
+    #[error("SPARQL syntax: {0}")]
+    QuerySyntax(String),
+    /// The query uses a feature this engine does not implement.
+    #[error("unsupported SPARQL feature: {0} (supported: SELECT over basic graph patterns with constant predicates, FILTER with comparisons, &&, ||, !, BOUND, DISTINCT, LIMIT, OFFSET and projection)")]
+    Unsupported(String),
+    /// A query would keep more intermediate rows than its limit.
+    #[error("the query kept more than {rows_max} intermediate rows at step {step} ({pattern}); add a constant or a LIMIT, or raise rows_max")]
+    TooManyRows {
+        /// The bound.
+        rows_max: usize,
+        /// 1-based step of the plan.
+        step: usize,
+        /// The triple pattern of that step.
+        pattern: String,
+    },
+    /// The store failed underneath.
+    #[error("store: {0}")]
+    Store(#[from] locus_store::StoreError),
+}
+
+/// The crate's result type.
+pub type Result<T, E = RdfError> = std::result::Result<T, E>;

@@ -1,0 +1,51 @@
+//! RDF and SPARQL on Locus (Pragh 6.5: Wukong+M).
+//!
+//! Wukong (OSDI'16) stores an RDF graph as key-value pairs and answers SPARQL
+//! by graph exploration; Pragh ports split live migration into it. This crate
+//! does the same over the unchanged [`locus_store`]:
+//!
+//! - [`dict`]: the dictionary, terms to dense `u32` ids and back, with
+//!   bounded term sizes and a checksummed file format to persist it beside
+//!   the data; predicates and classes also get small **pt ids**.
+//! - [`layout`]: Wukong's keys. A *normal vertex* `(term, pt, dir)` holds the
+//!   term's neighbours along a predicate, out (as subject) or in (as
+//!   object); *index vertices* list a predicate's subjects and objects and a
+//!   class's instances, one part per machine as in Wukong. Each key packs
+//!   into one store vertex homed with its term (`term % machines`), so keys
+//!   are hash-partitioned by term id and values migrate, are cached and
+//!   replicated by the store's own mechanisms.
+//! - [`ntriples`]: N-Triples input through `oxttl`, validated line by line,
+//!   every error naming its line, all or nothing.
+//! - [`store`]: [`RdfStore`], a dataset loaded into a store in that layout.
+//! - [`lubm`]: the LUBM generator (UBA's univ-bench data), seeded.
+//! - [`sparql`]: SPARQL parsed by `spargebra`; basic graph patterns with
+//!   FILTER, DISTINCT, LIMIT/OFFSET and projection, executed by graph
+//!   exploration from a constant or an index vertex on the machine that
+//!   homes it; anything else is an error naming the feature.
+
+#![warn(missing_docs)]
+
+pub mod dict;
+mod error;
+pub mod layout;
+pub mod lubm;
+pub mod ntriples;
+pub mod sparql;
+pub mod store;
+
+pub use error::{RdfError, Result};
+pub use ntriples::Dataset;
+pub use store::RdfStore;
+
+/// Progress of a long step (a bar on a terminal; nothing in tests).
+pub trait Progress {
+    /// A step of `total` units begins.
+    fn start(&self, _what: &str, _total: u64) {}
+    /// `n` more units are done.
+    fn inc(&self, _n: u64) {}
+    /// The step is over.
+    fn finish(&self) {}
+}
+
+/// No progress reporting.
+impl Progress for () {}

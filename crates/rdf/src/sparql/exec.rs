@@ -1,0 +1,440 @@
+//! Planning and graph exploration (Wukong OSDI'16, 5).
+//!
+//! The planner orders the triple patterns greedily: at each point it takes
+//! the pattern that keeps the fewest estimated rows (a check of two known
+//! ends first, then the smallest fan-out from a known end, an index start
+//! last), so every step but a start extends rows through a known vertex.
+//! Execution keeps a table of bindings and, step by step, reads one store
+//! value per row: the neighbours of the known end along the predicate. New
+//! variables widen the table; known ones are checked against the (sorted)
+//! list, and each FILTER runs as soon as its variables are bound, so rows
+//! are pruned on the way.
+//!
+//! A query starting from a constant runs on the machine homing it; one
+//! starting from an index (a predicate's subjects, a class's instances) is
+//! forked to every machine, each starting from its own part of the index,
+//! and the rows are joined, as Wukong does.
+
+use locus_fabric::Fabric;
+use locus_store::{VertexId, Worker};
+use oxrdf::Term;
+
+use super::filter;
+use super::query::{End, Query};
+use crate::layout::{IN, OUT};
+use crate::store::RdfStore;
+use crate::{RdfError, Result};
+
+/// Intermediate rows a query may keep at most, by default.
+pub const ROWS_MAX: usize = 1 << 24;
+
+/// An end resolved against the dictionary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Node {
+    Var(usize),
+    Id(u32),
+}
+
+/// How a step reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// From the subject: its out-list along the predicate.
+    Subject,
+    /// From the object: its in-list (for `rdf:type`, the class's type index).
+    Object,
+    /// Neither end known: the predicate index's subjects, then as `Subject`.
+    Index,
+}
+
+#[derive(Debug, Clone)]
+struct Step {
+    s: Node,
+    o: Node,
+    pt: u32,
+    is_type: bool,
+    via: Via,
+    text: String,
+    /// Filters to run once this step is done.
+    filters: Vec<usize>,
+}
+
+/// A query planned against one store.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    steps: Vec<Step>,
+    /// The machine homing the start constant, or `None`: fork over every machine.
+    start: Option<usize>,
+    /// Filters with a variable no pattern binds (run at the end).
+    late_filters: Vec<usize>,
+    /// A constant is absent from the data: no rows.
+    empty: bool,
+}
+
+/// What a run did, for reports.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// Each step's pattern and the rows after it (summed over forks).
+    pub steps: Vec<(String, usize)>,
+    /// Machine the query started on (`None`: forked to every machine).
+    pub start: Option<usize>,
+    /// Store values read.
+    pub reads: u64,
+}
+
+pub(crate) fn plan<F: Fabric>(q: &Query, rdf: &RdfStore<F>) -> Plan {
+    let dict = rdf.dict();
+    let stats = rdf.stats();
+    let mut empty = false;
+    let resolve = |e: &End, empty: &mut bool| match e {
+        End::Var(v) => Node::Var(*v),
+        End::Const(t) => match dict.id(t) {
+            Some(id) => Node::Id(id),
+            None => {
+                *empty = true;
+                Node::Id(0)
+            }
+        },
+    };
+    let mut pending: Vec<Step> = Vec::new();
+    for p in &q.patterns {
+        let (s, o) = (resolve(&p.s, &mut empty), resolve(&p.o, &mut empty));
+        let pt = dict
+            .id(&Term::NamedNode(p.p.clone()))
+            .and_then(|id| dict.predicate_pt(id));
+        if pt.is_none() {
+            empty = true;
+        }
+        let pt = pt.unwrap_or(0);
+        pending.push(Step {
+            s,
+            o,
+            pt,
+            is_type: Some(pt) == rdf.type_pt() && !empty,
+            via: Via::Index,
+            text: p.text.clone(),
+            filters: Vec::new(),
+        });
+    }
+    let per = |n: u64, d: u64| n as f64 / d.max(1) as f64;
+    let mut bound = vec![false; q.vars.len()];
+    let known = |n: Node, bound: &[bool]| match n {
+        Node::Id(_) => true,
+        Node::Var(v) => bound[v],
+    };
+    let mut steps = Vec::new();
+    let mut est = 1.0f64;
+    while !pending.is_empty() {
+        let mut best: Option<(f64, usize, Via)> = None;
+        for (i, st) in pending.iter().enumerate() {
+            let p = st.pt as usize;
+            let (sk, ok) = (known(st.s, &bound), known(st.o, &bound));
+            let (cost, via) = if sk && ok {
+                (est * 0.5, Via::Subject)
+            } else if sk {
+                (est * per(stats.triples[p], stats.subjects[p]), Via::Subject)
+            } else if ok {
+                let fan = match (st.is_type, st.o) {
+                    (true, Node::Id(c)) => dict
+                        .type_pt(c)
+                        .map_or(0.0, |t| stats.subjects[t as usize] as f64),
+                    _ => per(stats.triples[p], stats.objects[p]),
+                };
+                (est * fan, Via::Object)
+            } else {
+                (est * stats.triples[p].max(1) as f64 * 4.0, Via::Index)
+            };
+            if best.is_none_or(|b| cost < b.0) {
+                best = Some((cost, i, via));
+            }
+        }
+        let (cost, i, via) = best.expect("pending is not empty");
+        let mut st = pending.remove(i);
+        st.via = via;
+        est = cost.max(1.0);
+        for n in [st.s, st.o] {
+            if let Node::Var(v) = n {
+                bound[v] = true;
+            }
+        }
+        steps.push(st);
+    }
+    // Each filter after the first step that binds all its variables.
+    let mut late_filters = Vec::new();
+    let mut seen = vec![false; q.vars.len()];
+    let mut when = vec![None; q.filters.len()];
+    for (k, st) in steps.iter().enumerate() {
+        for n in [st.s, st.o] {
+            if let Node::Var(v) = n {
+                seen[v] = true;
+            }
+        }
+        for (f, e) in q.filters.iter().enumerate() {
+            let mut vs = Vec::new();
+            e.vars(&mut vs);
+            if when[f].is_none() && vs.iter().all(|&v| seen[v]) {
+                when[f] = Some(k);
+            }
+        }
+    }
+    for (f, w) in when.into_iter().enumerate() {
+        match w {
+            Some(k) => steps[k].filters.push(f),
+            None => late_filters.push(f),
+        }
+    }
+    let start = steps.first().and_then(|st| match st.via {
+        Via::Subject => match st.s {
+            Node::Id(id) => Some(rdf.layout().home(id)),
+            Node::Var(_) => None,
+        },
+        Via::Object if !st.is_type => match st.o {
+            Node::Id(id) => Some(rdf.layout().home(id)),
+            Node::Var(_) => None,
+        },
+        _ => None,
+    });
+    Plan {
+        steps,
+        start,
+        late_filters,
+        empty,
+    }
+}
+
+/// Bindings: one column per bound variable, `rows` rows of `width` ids.
+/// Before the first step the table has one row of width 0.
+struct Table {
+    col_of: Vec<Option<usize>>,
+    width: usize,
+    rows: usize,
+    data: Vec<u32>,
+}
+
+impl Table {
+    fn row(&self, r: usize) -> &[u32] {
+        &self.data[r * self.width..(r + 1) * self.width]
+    }
+}
+
+struct Run<'a, F: Fabric> {
+    rdf: &'a RdfStore<F>,
+    q: &'a Query,
+    worker: &'a mut Worker<F>,
+    /// The index part read by the first step (forked runs), or every part.
+    part: Option<usize>,
+    rows_max: usize,
+    list: Vec<u32>,
+    reads: u64,
+}
+
+impl<F: Fabric> Run<'_, F> {
+    fn read(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
+        self.reads += 1;
+        self.worker.neighbors(key, usize::MAX, out)?;
+        Ok(())
+    }
+
+    /// Index `(pt, dir)`: this run's part at its first step, else every machine's.
+    fn read_index(&mut self, first: bool, pt: u32, dir: u32, out: &mut Vec<u32>) -> Result<()> {
+        let l = *self.rdf.layout();
+        match (first, self.part) {
+            (true, Some(m)) => self.read(l.index(m, pt, dir), out),
+            _ => {
+                let from = out.len();
+                for m in 0..l.machines() {
+                    self.read(l.index(m, pt, dir), out)?;
+                }
+                // Each part is sorted; the union must be too (members are binary-searched).
+                out[from..].sort_unstable();
+                Ok(())
+            }
+        }
+    }
+
+    fn step(&mut self, k: usize, st: &Step, t: Table) -> Result<Table> {
+        let l = *self.rdf.layout();
+        let type_pt = st.is_type.then(|| self.rdf.type_pt()).flatten();
+        let value = |n: Node, t: &Table, row: &[u32]| match n {
+            Node::Id(id) => Some(id),
+            Node::Var(v) => t.col_of[v].map(|c| row[c]),
+        };
+        // The variable this step binds, if any (the far end of the read).
+        let mut out = Table {
+            col_of: t.col_of.clone(),
+            width: t.width,
+            rows: 0,
+            data: Vec::new(),
+        };
+        let new_var = |n: Node, t: &Table| match n {
+            Node::Var(v) if t.col_of[v].is_none() => Some(v),
+            _ => None,
+        };
+        let (near, far) = match st.via {
+            Via::Subject | Via::Index => (st.s, st.o),
+            Via::Object => (st.o, st.s),
+        };
+        let index_var = if st.via == Via::Index {
+            new_var(st.s, &t)
+        } else {
+            None
+        };
+        let mut binds = Vec::new();
+        if let Some(v) = index_var {
+            binds.push(v);
+        }
+        let far_new = match far {
+            Node::Var(v) if t.col_of[v].is_none() && !binds.contains(&v) => Some(v),
+            _ => None,
+        };
+        binds.extend(far_new);
+        for &v in &binds {
+            out.col_of[v] = Some(out.width);
+            out.width += 1;
+        }
+        let mut starts = Vec::new();
+        let mut list = std::mem::take(&mut self.list);
+        for r in 0..t.rows {
+            let row = t.row(r);
+            // The near ends to explore from for this row.
+            starts.clear();
+            if st.via == Via::Index {
+                self.read_index(k == 0, st.pt, OUT, &mut starts)?;
+            } else {
+                starts.push(value(near, &t, row).expect("the near end is known"));
+            }
+            for &n in &starts {
+                list.clear();
+                match (st.via, type_pt) {
+                    (Via::Object, Some(_)) => match self.rdf.dict().type_pt(n) {
+                        Some(c) => self.read_index(k == 0, c, OUT, &mut list)?,
+                        None => continue,
+                    },
+                    (Via::Object, None) => self.read(l.normal(n, st.pt, IN), &mut list)?,
+                    _ => self.read(l.normal(n, st.pt, OUT), &mut list)?,
+                }
+                let emit = |far_id: u32, out: &mut Table| {
+                    out.rows += 1;
+                    out.data.extend_from_slice(row);
+                    if index_var.is_some() {
+                        out.data.push(n);
+                    }
+                    if far_new.is_some() {
+                        out.data.push(far_id);
+                    }
+                };
+                // The far end: known from the row, or the near end itself (?x p ?x).
+                let far_known = match far {
+                    Node::Id(id) => Some(id),
+                    Node::Var(v) if Some(v) == index_var => Some(n),
+                    Node::Var(v) => t.col_of[v].map(|c| row[c]),
+                };
+                match far_known {
+                    Some(f) => {
+                        if list.binary_search(&f).is_ok() {
+                            emit(f, &mut out);
+                        }
+                    }
+                    None => list.iter().for_each(|&f| emit(f, &mut out)),
+                }
+                if out.rows > self.rows_max {
+                    return Err(RdfError::TooManyRows {
+                        rows_max: self.rows_max,
+                        step: k + 1,
+                        pattern: st.text.clone(),
+                    });
+                }
+            }
+        }
+        self.list = list;
+        if !st.filters.is_empty() {
+            out = self.filter(out, &st.filters);
+        }
+        Ok(out)
+    }
+
+    fn filter(&self, t: Table, fs: &[usize]) -> Table {
+        let dict = self.rdf.dict();
+        let mut out = Table {
+            col_of: t.col_of.clone(),
+            width: t.width,
+            rows: 0,
+            data: Vec::with_capacity(t.data.len()),
+        };
+        for r in 0..t.rows {
+            let row = t.row(r);
+            let lookup = |v: usize| {
+                t.col_of
+                    .get(v)
+                    .copied()
+                    .flatten()
+                    .and_then(|c| dict.term(row[c]))
+            };
+            if fs
+                .iter()
+                .all(|&f| filter::holds(&self.q.filters[f], &lookup))
+            {
+                out.rows += 1;
+                out.data.extend_from_slice(row);
+            }
+        }
+        out
+    }
+}
+
+/// Runs `plan`; returns the projected rows as ids (`None`: unbound) and the trace.
+pub(crate) fn execute<F: Fabric>(
+    rdf: &RdfStore<F>,
+    q: &Query,
+    plan: &Plan,
+    workers: &mut [Worker<F>],
+    rows_max: usize,
+) -> Result<(Vec<Vec<Option<u32>>>, Trace)> {
+    let mut trace = Trace {
+        start: plan.start,
+        steps: plan.steps.iter().map(|s| (s.text.clone(), 0)).collect(),
+        ..Trace::default()
+    };
+    if plan.empty {
+        return Ok((Vec::new(), trace));
+    }
+    let runs: Vec<(usize, Option<usize>)> = match plan.start {
+        Some(m) => vec![(m, None)],
+        None if plan.steps.is_empty() => vec![(0, None)],
+        None => (0..workers.len()).map(|m| (m, Some(m))).collect(),
+    };
+    let mut result = Vec::new();
+    for (machine, part) in runs {
+        let mut run = Run {
+            rdf,
+            q,
+            worker: &mut workers[machine],
+            part,
+            rows_max,
+            list: Vec::new(),
+            reads: 0,
+        };
+        let mut t = Table {
+            col_of: vec![None; q.vars.len()],
+            width: 0,
+            rows: 1,
+            data: Vec::new(),
+        };
+        for (k, st) in plan.steps.iter().enumerate() {
+            t = run.step(k, st, t)?;
+            trace.steps[k].1 += t.rows;
+        }
+        if !plan.late_filters.is_empty() {
+            t = run.filter(t, &plan.late_filters);
+        }
+        trace.reads += run.reads;
+        for r in 0..t.rows {
+            result.push(
+                q.projection
+                    .iter()
+                    .map(|&v| t.col_of[v].map(|c| t.data[r * t.width + c]))
+                    .collect(),
+            );
+        }
+    }
+    Ok((result, trace))
+}

@@ -1,0 +1,227 @@
+//! [`RdfStore`]: a [`Dataset`] stored in Wukong's layout ([`crate::layout`])
+//! in an unchanged [`locus_store::Store`].
+//!
+//! Loading is all or nothing: every key's list is built and the store sized
+//! and checked for room first, then each list is PUT by the key's home
+//! machine (the keys of term `t` all live on `t % machines`). Values are plain
+//! store values, so migration, the location cache and replicas treat them
+//! like any other.
+
+use locus_fabric::{Fabric, MachineId};
+use locus_store::{home_of, Store, StoreConfig, VertexId, Worker};
+
+use crate::dict::Dictionary;
+use crate::layout::{Layout, IN, OUT};
+use crate::ntriples::Dataset;
+use crate::{Progress, RdfError, Result};
+
+/// Per predicate-or-type sizes the planner estimates fan-out with.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Triples per predicate pt (0 for type pts).
+    pub triples: Vec<u64>,
+    /// Distinct subjects per predicate pt; instances per type pt.
+    pub subjects: Vec<u64>,
+    /// Distinct objects per predicate pt.
+    pub objects: Vec<u64>,
+}
+
+/// What a load stored.
+#[derive(Debug, Clone, Default)]
+pub struct LoadReport {
+    /// Triples (after removing duplicates).
+    pub triples: u64,
+    /// Store keys written (normal and index vertices).
+    pub keys: u64,
+    /// Neighbour ids written over all keys.
+    pub entries: u64,
+    /// Keys per machine.
+    pub keys_per_machine: Vec<u64>,
+    /// Value bytes per machine.
+    pub value_bytes_per_machine: Vec<u64>,
+}
+
+/// RDF data in a store.
+pub struct RdfStore<F: Fabric> {
+    store: Store<F>,
+    dict: Dictionary,
+    layout: Layout,
+    type_pt: Option<u32>,
+    stats: Stats,
+    report: LoadReport,
+}
+
+/// Every (key, neighbour) pair of a dataset in the layout, sorted, without duplicates.
+fn pairs(d: &Dataset, l: &Layout) -> Vec<(VertexId, u32)> {
+    let mut out = Vec::with_capacity(d.triples.len() * 4);
+    for &[s, p, o] in &d.triples {
+        let (hs, ho) = (l.home(s), l.home(o));
+        out.push((l.normal(s, p, OUT), o));
+        out.push((l.index(hs, p, OUT), s));
+        out.push((l.index(ho, p, IN), o));
+        if Some(p) == d.type_pt {
+            let c = d
+                .dict
+                .type_pt(o)
+                .expect("every rdf:type object has a type pt");
+            out.push((l.index(hs, c, OUT), s));
+        } else {
+            out.push((l.normal(o, p, IN), s));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+impl<F: Fabric> RdfStore<F> {
+    /// Stores `d` on `fabric`'s machines. The store is sized for the data;
+    /// `tweak` may then change its settings (cache, replicas, ...).
+    pub fn load(
+        fabric: F,
+        d: Dataset,
+        tweak: impl FnOnce(&mut StoreConfig),
+        progress: &dyn Progress,
+    ) -> Result<RdfStore<F>> {
+        let machines = fabric.machine_count();
+        let layout = Layout::new(d.dict.len() as u64, d.dict.pts() as u64, machines)?;
+        let pairs = pairs(&d, &layout);
+        // Group boundaries, per-machine sizes and the planner's statistics.
+        let pts = d.dict.pts() as usize;
+        let mut stats = Stats {
+            triples: vec![0; pts],
+            subjects: vec![0; pts],
+            objects: vec![0; pts],
+        };
+        for &[_, p, _] in &d.triples {
+            stats.triples[p as usize] += 1;
+        }
+        let mut groups = Vec::new();
+        let mut i = 0;
+        while i < pairs.len() {
+            let key = pairs[i].0;
+            let mut j = i;
+            while j < pairs.len() && pairs[j].0 == key {
+                j += 1;
+            }
+            if let (Err(_), pt, dir) = layout.decode(key) {
+                let n = (j - i) as u64;
+                match dir {
+                    OUT => stats.subjects[pt as usize] += n,
+                    _ => stats.objects[pt as usize] += n,
+                }
+            }
+            groups.push((i, j));
+            i = j;
+        }
+        let part_max = StoreConfig::default().part_neighbors_max as u64;
+        let mut report = LoadReport {
+            triples: d.triples.len() as u64,
+            keys: groups.len() as u64,
+            entries: pairs.len() as u64,
+            keys_per_machine: vec![0; machines],
+            value_bytes_per_machine: vec![0; machines],
+        };
+        let mut entries_per_machine = vec![0u64; machines];
+        for &(i, j) in &groups {
+            let m = home_of(pairs[i].0, machines) as usize;
+            report.keys_per_machine[m] += ((j - i) as u64).div_ceil(part_max);
+            entries_per_machine[m] += (j - i) as u64;
+        }
+        let max_keys = report.keys_per_machine.iter().copied().max().unwrap_or(0);
+        let max_entries = entries_per_machine.iter().copied().max().unwrap_or(0);
+        // Sized for the fullest machine, as if every machine were that full.
+        let mut config = StoreConfig::for_graph(
+            max_keys * machines as u64,
+            max_entries * machines as u64,
+            machines,
+            part_max as u32,
+        );
+        tweak(&mut config);
+        let store = Store::create(fabric, config)?;
+        for &(i, j) in &groups {
+            let m = home_of(pairs[i].0, machines) as usize;
+            report.value_bytes_per_machine[m] += store.value_bytes_for_degree((j - i) as u64);
+        }
+        check_room(&store, &report)?;
+        let mut workers = (0..machines)
+            .map(|m| store.worker(m as MachineId))
+            .collect::<locus_store::Result<Vec<_>>>()?;
+        progress.start("storing keys", groups.len() as u64);
+        let mut list = Vec::new();
+        for (n, &(i, j)) in groups.iter().enumerate() {
+            let key = pairs[i].0;
+            list.clear();
+            list.extend(pairs[i..j].iter().map(|p| p.1));
+            workers[home_of(key, machines) as usize].put(key, &list)?;
+            if n % 4096 == 4095 {
+                progress.inc(4096);
+            }
+        }
+        progress.inc(groups.len() as u64 % 4096);
+        progress.finish();
+        Ok(RdfStore {
+            store,
+            dict: d.dict,
+            layout,
+            type_pt: d.type_pt,
+            stats,
+            report,
+        })
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Store<F> {
+        &self.store
+    }
+    /// The dictionary.
+    pub fn dict(&self) -> &Dictionary {
+        &self.dict
+    }
+    /// The key layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// The pt of `rdf:type`, if the data has type triples.
+    pub fn type_pt(&self) -> Option<u32> {
+        self.type_pt
+    }
+    /// Sizes for planning.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// What the load stored.
+    pub fn report(&self) -> &LoadReport {
+        &self.report
+    }
+    /// One worker per machine, for a thread that acts as every machine in turn.
+    pub fn workers(&self) -> Result<Vec<Worker<F>>> {
+        Ok((0..self.layout.machines())
+            .map(|m| self.store.worker(m as MachineId))
+            .collect::<locus_store::Result<Vec<_>>>()?)
+    }
+}
+
+/// Refuses a load that would not fit, before anything is written.
+fn check_room<F: Fabric>(store: &Store<F>, r: &LoadReport) -> Result<()> {
+    let c = store.config();
+    // The allocator keeps its first units; a quarter of the key slots stays free for hashing.
+    let bytes_max = c.value_region_bytes.saturating_sub(64);
+    let keys_max = (c.buckets_per_machine + c.overflow_buckets_per_machine)
+        * locus_store::table::KEY_SLOTS
+        * 3
+        / 4;
+    for (m, (&keys, &bytes)) in r
+        .keys_per_machine
+        .iter()
+        .zip(&r.value_bytes_per_machine)
+        .enumerate()
+    {
+        if bytes > bytes_max || keys > keys_max {
+            return Err(RdfError::Layout(format!(
+                "machine {m} needs {keys} keys and {bytes} value bytes, its store holds {keys_max} keys and {bytes_max} bytes; raise value_region_bytes or buckets_per_machine"
+            )));
+        }
+    }
+    Ok(())
+}
