@@ -69,7 +69,8 @@ impl From<FabricChoice> for locus_fabric::any::FabricKind {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// The fabric (`"local"`; `"tcp"` once server processes exist).
+    /// The fabric (`"local"`; embedded clusters refuse `"tcp"`: over TCP the
+    /// machines are server processes, see `pragh::tcp`).
     pub fabric: FabricChoice,
     /// Machines in the cluster.
     pub machines: usize,
@@ -187,7 +188,7 @@ impl Config {
             return Err(BenchError::setting(
                 "cluster.fabric",
                 "\"tcp\"",
-                "must be \"local\" for now: the TCP fabric joins machines in separate server processes, which embedded clusters do not start yet",
+                "must be \"local\": over TCP the machines are server processes (`locus cluster up`, `locus bench pragh schemes --fabric tcp`)",
             ));
         }
         if c.machines == 0 || c.machines > locus_fabric::MACHINES_MAX {
