@@ -8,10 +8,11 @@
 //! `server/source.rs` and `server/dest.rs`.
 //!
 //! # Ordering the protocol relies on
-//! Each server has one FIFO inbox. The router forwards a query to the source before it handles
-//! any later control packet, and acks control packets into that same inbox, so when the source
-//! sees the router's GROUP-START ack, every write the router sent it for that group is already
-//! behind it. Writes the source executes after scanning a group and before that ack are the late
+//! Each server has one FIFO inbox (its node's [`crate::budget::Inbox`] keeps that order, letting
+//! only acks of the copy pass queries that wait for budget). The router forwards a query to the
+//! source before it handles any later control packet, and acks control packets into that same
+//! inbox, so when the source sees the router's GROUP-START ack, every write the router sent it
+//! for that group is already behind it. Writes the source executes after scanning a group and before that ack are the late
 //! writes of NetMigrate 4.3; they are forwarded before GROUP-COMPLETE is sent.
 //!
 //! # Versions
