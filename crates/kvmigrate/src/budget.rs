@@ -304,7 +304,10 @@ mod tests {
         assert!(i.throttled());
         for body in [
             Body::DataAck { batch: 3 },
-            Body::InitAck { ok: true },
+            Body::InitAck {
+                ok: true,
+                buckets_log2_max: 20,
+            },
             Body::MirrorAck { ok: true },
             Body::PullReply {
                 item: Item {

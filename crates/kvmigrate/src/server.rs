@@ -26,8 +26,11 @@
 //! the source holds every acknowledged write, and an aborted migration (destination silent for
 //! `ack_timeout_us`) leaves the source authoritative and complete (NetMigrate 7, fault tolerance).
 
+mod config;
 mod dest;
 mod source;
+
+pub use config::{ServerConfig, ServerStats};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -39,120 +42,6 @@ use crate::wire::{
     Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE, FLAG_FROM_DEST,
     FLAG_LATE,
 };
-
-/// Server limits and agent settings.
-#[derive(Clone, Debug)]
-pub struct ServerConfig {
-    /// This server's node id; its own shard has the same id.
-    pub id: NodeId,
-    /// The router's node id.
-    pub router: NodeId,
-    /// Shape of this server's own shard.
-    pub geometry: Geometry,
-    /// Pairs per DATA packet.
-    pub batch_items_max: usize,
-    /// Unacked DATA packets per migration.
-    pub batches_inflight_max: usize,
-    /// Groups migrating at once (the paper's parallel migration threads, 6.3: 4).
-    pub groups_inflight_max: usize,
-    /// Reads parked at a destination waiting for a PriorityPull or a mirrored write.
-    pub parked_reads_max: usize,
-    /// Queries held by a frozen source (stop-and-copy, source-based final pause).
-    pub held_queries_max: usize,
-    /// Dirty-log rounds of the source-based protocol before the final pause.
-    pub dirty_rounds_max: u32,
-    /// The source-based protocol pauses once the dirty set is at most this big.
-    pub final_dirty_keys_max: usize,
-    /// A source waiting this long for its destination aborts the migration.
-    pub ack_timeout_us: u64,
-    /// Destination writes are mirrored to the source before they are acked (see module doc).
-    pub mirror_writes: bool,
-    /// Finished migrations kept for the status API.
-    pub status_history_max: usize,
-}
-
-impl ServerConfig {
-    /// Defaults for server `id` behind router `router`.
-    pub fn new(id: NodeId, router: NodeId, geometry: Geometry) -> Self {
-        Self {
-            id,
-            router,
-            geometry,
-            batch_items_max: 32,
-            batches_inflight_max: 16,
-            groups_inflight_max: 4,
-            parked_reads_max: 4096,
-            held_queries_max: 4096,
-            dirty_rounds_max: 8,
-            final_dirty_keys_max: 64,
-            ack_timeout_us: 2_000_000,
-            mirror_writes: true,
-            status_history_max: 16,
-        }
-    }
-
-    /// Checks every limit.
-    pub fn validate(&self) -> Result<()> {
-        let per_batch = crate::wire::DATAGRAM_BYTES_MAX
-            / (crate::wire::ITEM_BYTES_MIN + crate::wire::VALUE_BYTES_MAX);
-        let checks: [(&str, usize, usize, usize); 5] = [
-            ("batch_items_max", self.batch_items_max, 1, per_batch),
-            (
-                "batches_inflight_max",
-                self.batches_inflight_max,
-                1,
-                1 << 16,
-            ),
-            ("groups_inflight_max", self.groups_inflight_max, 1, 1 << 10),
-            ("parked_reads_max", self.parked_reads_max, 1, 1 << 20),
-            ("held_queries_max", self.held_queries_max, 1, 1 << 20),
-        ];
-        for (name, v, lo, hi) in checks {
-            if v < lo || v > hi {
-                return Err(Error::InvalidSetting {
-                    key: name,
-                    value: v.to_string(),
-                    expected: format!("{lo}..={hi}"),
-                });
-            }
-        }
-        if self.ack_timeout_us == 0 {
-            return Err(Error::InvalidSetting {
-                key: "ack_timeout_us",
-                value: "0".into(),
-                expected: "more than 0 (the source's patience with a silent peer)".into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Counters of one server.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ServerStats {
-    /// Client queries executed here.
-    pub queries: u64,
-    /// Queries forwarded (shard moved away, or held queries released).
-    pub forwarded: u64,
-    /// PriorityPulls this server sent as a destination.
-    pub pulls: u64,
-    /// Late dirty writes forwarded as a source (NetMigrate 4.3 corner case).
-    pub late_writes: u64,
-    /// Writes that reached a source after their group's late writes were flushed (must be 0).
-    pub late_after_flush: u64,
-    /// Dirty pairs re-sent by the source-based protocol.
-    pub dirty_items: u64,
-    /// Writes mirrored from a destination to its source.
-    pub mirrored: u64,
-    /// Queries refused (limits, aborted migration).
-    pub refused: u64,
-    /// Packets that fit no state (stale after an abort), dropped.
-    pub dropped: u64,
-    /// Bytes of first-copy migration data sent.
-    pub data_bytes: u64,
-    /// Server-to-server bytes beyond the first copy: late/dirty batches, pulls, mirrors.
-    pub extra_bytes: u64,
-}
 
 #[derive(Debug, Default)]
 struct GroupProgress {
@@ -631,10 +520,16 @@ impl<S: ShardStore> Server<S> {
                 geometry,
             } => {
                 // A shard can come back to a server it left (its old copy was cleaned up).
-                let ok = match self.shards.get(&shard) {
+                let free = match self.shards.get(&shard) {
                     None => true,
                     Some(s) => matches!(s.role, Role::Moved(_)),
                 };
+                let limit = self.cfg.incoming_buckets_log2_max;
+                let fits = geometry.buckets_log2 <= limit;
+                if !fits {
+                    self.stats.inits_too_large += 1;
+                }
+                let ok = free && fits;
                 if ok {
                     self.era = self.era.max(era.saturating_add(1));
                     let groups = geometry.groups() as usize;
@@ -658,7 +553,11 @@ impl<S: ShardStore> Server<S> {
                         },
                     );
                 }
-                self.send(p.from, shard, 0, 0, Body::InitAck { ok });
+                let body = Body::InitAck {
+                    ok,
+                    buckets_log2_max: limit,
+                };
+                self.send(p.from, shard, 0, 0, body);
             }
             Body::Data { batch, items, .. } => {
                 let Some(s) = self.dest_shard(shard, p.from) else {
@@ -750,7 +649,10 @@ impl<S: ShardStore> Server<S> {
                 };
                 self.send_extra(from, shard, p.seq, 0, Body::MirrorAck { ok });
             }
-            Body::InitAck { ok } => self.source_init_ack(shard, p.from, ok),
+            Body::InitAck {
+                ok,
+                buckets_log2_max,
+            } => self.source_init_ack(shard, p.from, ok, buckets_log2_max),
             Body::DataAck { batch } => self.source_data_ack(shard, p.from, batch),
             Body::ControlAck { op: o, ok, group } if p.from == self.cfg.router => {
                 self.source_control_ack(shard, o, ok, group)

@@ -17,7 +17,13 @@ impl<S: ShardStore> Server<S> {
         }
     }
 
-    pub(super) fn source_init_ack(&mut self, shard: ShardId, from: NodeId, ok: bool) {
+    pub(super) fn source_init_ack(
+        &mut self,
+        shard: ShardId,
+        from: NodeId,
+        ok: bool,
+        buckets_log2_max: u8,
+    ) {
         let (id, router, now) = (self.cfg.id, self.cfg.router, self.now_us);
         let Some((table, a)) = self.source(shard) else {
             self.stats.dropped += 1;
@@ -28,10 +34,17 @@ impl<S: ShardStore> Server<S> {
             return;
         }
         if !ok {
-            self.abort(
-                shard,
-                "the destination refused the shard (it already holds it)",
-            );
+            let b = table.geometry().buckets_log2;
+            let why = if b > buckets_log2_max {
+                format!(
+                    "the destination refused the shard: its 2^{b} buckets exceed the \
+                     destination's incoming_buckets_log2_max = {buckets_log2_max} (raise it \
+                     there, or migrate a smaller shard)"
+                )
+            } else {
+                "the destination refused the shard (it already holds it)".to_string()
+            };
+            self.abort(shard, &why);
             return;
         }
         a.last_progress_us = now;
