@@ -33,6 +33,7 @@ pub mod group;
 pub mod measure;
 pub mod node;
 pub mod redis;
+pub mod reliable;
 pub mod resp;
 pub mod router;
 pub mod runtime;

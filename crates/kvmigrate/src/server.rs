@@ -23,11 +23,23 @@
 //! # Destination failure
 //! With `mirror_writes` on, the destination sends every write it takes to the source and acks the
 //! client only after the source has applied it; reads of a key with a write in flight wait. So
-//! the source holds every acknowledged write, and an aborted migration (destination silent for
-//! `ack_timeout_us`) leaves the source authoritative and complete (NetMigrate 7, fault tolerance).
+//! the source holds every acknowledged write, and an aborted migration (a packet to the
+//! destination or router unanswered after `retries_max` resends and `ack_timeout_us`, see
+//! `reliable`) leaves the source authoritative and complete (NetMigrate 7, fault tolerance).
+//! A destination whose mirrored write goes unanswered fences the shard (every query of it
+//! fails) until the source finishes or aborts, since that write may or may not have reached
+//! the source; a MIRROR-ACK refusing a write means the source aborted, and the destination
+//! drops the shard.
+//!
+//! # Reliable control plane
+//! Migration and control packets (and pulls and mirrors) go through [`crate::reliable`]: a
+//! server-wide sequence number, resends with backoff, duplicates of answers ignored. Receivers
+//! are idempotent: a MIGRATE-INIT, DATA, FINISH or ABORT seen again is answered again and
+//! applied once (the router does the same for its control packets).
 
 mod config;
 mod dest;
+mod dispatch;
 mod source;
 
 pub use config::{ServerConfig, ServerStats};
@@ -36,11 +48,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::error::{Error, Result};
 use crate::group::Geometry;
+use crate::reliable::Retransmits;
 use crate::status::{MigrationPhase, MigrationStatus};
 use crate::table::{ShardStore, Table};
 use crate::wire::{
-    Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE, FLAG_FROM_DEST,
-    FLAG_LATE,
+    Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE, FLAG_LATE,
 };
 
 #[derive(Debug, Default)]
@@ -66,8 +78,6 @@ struct SourceAgent {
     batches: BTreeMap<u32, u32>,
     queue: VecDeque<(u32, Vec<Item>, bool)>,
     next_batch: u32,
-    completes_waiting: BTreeSet<u32>,
-    next_complete: u32,
     dirty: BTreeSet<Key>,
     dirty_rounds: u32,
     frozen_since_us: Option<u64>,
@@ -89,7 +99,9 @@ struct DestAgent {
     parked_count: usize,
     pending: BTreeMap<u32, Packet>,
     pending_keys: BTreeMap<Key, u32>,
-    next_token: u32,
+    /// A mirrored write went unanswered past its retries: the source may or may not hold it,
+    /// so nothing of the shard is served until the source finishes or aborts the migration.
+    fenced: bool,
 }
 
 impl DestAgent {
@@ -124,6 +136,7 @@ pub struct Server<S: ShardStore = Table> {
     now_us: u64,
     shards: BTreeMap<ShardId, Shard<S>>,
     out: Vec<(NodeId, Packet)>,
+    retx: Retransmits,
     stats: ServerStats,
     history: VecDeque<MigrationStatus>,
 }
@@ -161,6 +174,7 @@ impl<S: ShardStore> Server<S> {
             now_us: 0,
             shards,
             out: Vec::new(),
+            retx: Retransmits::new(cfg.retry_policy()),
             stats: ServerStats::default(),
             history: VecDeque::new(),
             cfg,
@@ -238,6 +252,32 @@ impl<S: ShardStore> Server<S> {
                 body,
             },
         ));
+    }
+
+    /// Sends a packet that must be answered: numbered, and sent again until it is (see
+    /// `reliable`). Returns its sequence number.
+    fn send_reliable(&mut self, to: NodeId, shard: ShardId, flags: u8, body: Body) -> u32 {
+        let p = Packet {
+            from: self.cfg.id,
+            shard,
+            seq: 0,
+            flags,
+            body,
+        };
+        let (to, p) = self.retx.send(self.now_us, to, p);
+        let seq = p.seq;
+        self.out.push((to, p));
+        seq
+    }
+
+    /// Whether answer `seq` from `from` answers a numbered packet still awaited (else it is a
+    /// duplicate, counted, to be ignored).
+    fn answered(&mut self, seq: u32, from: NodeId) -> bool {
+        if self.retx.ack(seq, from).is_some() {
+            return true;
+        }
+        self.stats.duplicates += 1;
+        false
     }
 
     fn send_extra(&mut self, to: NodeId, shard: ShardId, seq: u32, flags: u8, body: Body) {
@@ -321,8 +361,6 @@ impl<S: ShardStore> Server<S> {
             batches: BTreeMap::new(),
             queue: VecDeque::new(),
             next_batch: 0,
-            completes_waiting: BTreeSet::new(),
-            next_complete: 0,
             dirty: BTreeSet::new(),
             dirty_rounds: 0,
             frozen_since_us: None,
@@ -332,10 +370,9 @@ impl<S: ShardStore> Server<S> {
             last_error: None,
             terminate_sent: false,
         }));
-        self.send(
+        self.send_reliable(
             dst,
             shard,
-            0,
             0,
             Body::Init {
                 era,
@@ -357,9 +394,20 @@ impl<S: ShardStore> Server<S> {
         std::mem::take(&mut self.out)
     }
 
-    /// Background work: start groups, send batches, check timeouts.
+    /// Background work: start groups, send batches, send unanswered packets again and give up
+    /// the ones past their retries.
     pub fn tick(&mut self, now_us: u64) -> Vec<(NodeId, Packet)> {
         self.now_us = now_us;
+        let before = self.out.len();
+        let lost = self.retx.due(now_us, &mut self.out);
+        for (_, p) in &self.out[before..] {
+            self.stats.resent += 1;
+            self.stats.extra_bytes += p.encoded_len() as u64;
+        }
+        for l in lost {
+            self.stats.given_up += 1;
+            self.given_up(l);
+        }
         let shards: Vec<ShardId> = self
             .shards
             .iter()
@@ -507,157 +555,5 @@ impl<S: ShardStore> Server<S> {
             }
         }
         self.reply(&q, Status::Ok, version, vec![], flags);
-    }
-
-    // ---------------------------------------------------------------- agents
-
-    fn on_agent(&mut self, p: Packet) {
-        let shard = p.shard;
-        match p.body {
-            Body::Init {
-                era,
-                protocol,
-                geometry,
-            } => {
-                // A shard can come back to a server it left (its old copy was cleaned up).
-                let free = match self.shards.get(&shard) {
-                    None => true,
-                    Some(s) => matches!(s.role, Role::Moved(_)),
-                };
-                let limit = self.cfg.incoming_buckets_log2_max;
-                let fits = geometry.buckets_log2 <= limit;
-                if !fits {
-                    self.stats.inits_too_large += 1;
-                }
-                let ok = free && fits;
-                if ok {
-                    self.era = self.era.max(era.saturating_add(1));
-                    let groups = geometry.groups() as usize;
-                    let table = (self.make_store)(shard, geometry);
-                    self.shards.insert(
-                        shard,
-                        Shard {
-                            table,
-                            role: Role::Dest(Box::new(DestAgent {
-                                src: p.from,
-                                protocol,
-                                geometry,
-                                done: vec![0; groups.div_ceil(64)],
-                                owned: false,
-                                parked: BTreeMap::new(),
-                                parked_count: 0,
-                                pending: BTreeMap::new(),
-                                pending_keys: BTreeMap::new(),
-                                next_token: 0,
-                            })),
-                        },
-                    );
-                }
-                let body = Body::InitAck {
-                    ok,
-                    buckets_log2_max: limit,
-                };
-                self.send(p.from, shard, 0, 0, body);
-            }
-            Body::Data { batch, items, .. } => {
-                let Some(s) = self.dest_shard(shard, p.from) else {
-                    return;
-                };
-                s.table.install_batch(items);
-                self.send(p.from, shard, 0, 0, Body::DataAck { batch });
-            }
-            Body::GroupDone { group } => {
-                if let Some(s) = self.dest_shard(shard, p.from) {
-                    if let Role::Dest(d) = &mut s.role {
-                        let g = group as usize;
-                        if g / 64 < d.done.len() {
-                            d.done[g / 64] |= 1 << (g % 64);
-                        }
-                    }
-                }
-            }
-            Body::Finish => {
-                if let Some(s) = self.dest_shard(shard, p.from) {
-                    if let Role::Dest(d) = &mut s.role {
-                        d.owned = true;
-                    }
-                }
-            }
-            Body::PullReply { item } => {
-                let key = item.key;
-                let Some(s) = self.dest_shard(shard, p.from) else {
-                    return;
-                };
-                s.table.install_if_newer(item);
-                self.answer_parked(shard, key);
-            }
-            Body::MirrorAck { ok } => {
-                let Some(s) = self.dest_shard(shard, p.from) else {
-                    return;
-                };
-                let Role::Dest(d) = &mut s.role else {
-                    return;
-                };
-                let Some(q) = d.pending.remove(&p.seq) else {
-                    self.stats.dropped += 1;
-                    return;
-                };
-                let key = key_of(&q.body);
-                if let Some(n) = d.pending_keys.get_mut(&key) {
-                    *n -= 1;
-                    if *n == 0 {
-                        d.pending_keys.remove(&key);
-                    }
-                }
-                let version = s.table.version(key);
-                if ok {
-                    self.reply(&q, Status::Ok, version, vec![], FLAG_FROM_DEST);
-                } else {
-                    self.stats.refused += 1;
-                    self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
-                }
-                self.answer_parked(shard, key);
-            }
-            Body::Abort => self.dest_abort(shard, p.from),
-            Body::Pull { key } => {
-                let item = match self.shards.get(&shard) {
-                    Some(s) => s.table.get(key),
-                    None => None,
-                };
-                let item = item.unwrap_or(Item {
-                    key,
-                    version: 0,
-                    value: None,
-                });
-                self.send_extra(p.from, shard, p.seq, 0, Body::PullReply { item });
-            }
-            Body::Mirror { item } => {
-                let from = p.from;
-                let ok = match self.shards.get_mut(&shard) {
-                    Some(Shard {
-                        table,
-                        role: Role::Source(a),
-                    }) if a.dst == from => {
-                        table.install_if_newer(item);
-                        true
-                    }
-                    Some(Shard {
-                        role: Role::Moved(to),
-                        ..
-                    }) => *to == from,
-                    _ => false,
-                };
-                self.send_extra(from, shard, p.seq, 0, Body::MirrorAck { ok });
-            }
-            Body::InitAck {
-                ok,
-                buckets_log2_max,
-            } => self.source_init_ack(shard, p.from, ok, buckets_log2_max),
-            Body::DataAck { batch } => self.source_data_ack(shard, p.from, batch),
-            Body::ControlAck { op: o, ok, group } if p.from == self.cfg.router => {
-                self.source_control_ack(shard, o, ok, group)
-            }
-            _ => self.stats.dropped += 1,
-        }
     }
 }

@@ -52,8 +52,12 @@ pub struct SimConfig {
     pub steps_max: u64,
     /// A client abandons a query after this much simulated time.
     pub client_timeout_us: u64,
-    /// Source ack timeout (simulated time).
+    /// Patience with an unanswered packet (simulated time; see `reliable`).
     pub ack_timeout_us: u64,
+    /// First wait before an unanswered packet is sent again.
+    pub retransmit_us: u64,
+    /// Times an unanswered packet is sent again before it may be given up.
+    pub retries_max: u32,
     /// Groups the source migrates at once.
     pub groups_inflight_max: usize,
     /// Destination writes mirrored to the source (see `server`); off is the paper's protocol.
@@ -84,6 +88,8 @@ impl SimConfig {
             steps_max: 400_000,
             client_timeout_us: 200_000,
             ack_timeout_us: 100_000,
+            retransmit_us: 5_000,
+            retries_max: 4,
             groups_inflight_max: 2,
             mirror_writes: false,
             router_preset: (false, false),
@@ -146,6 +152,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
         bf_bytes: cfg.bf_bytes,
         cbf_bytes: cfg.cbf_bytes,
         redirects_max: 4,
+        tracked_groups_max: 1 << 10,
     })
     .map_err(|e| fail(e.to_string()))?;
     let server_cfg = |id| ServerConfig {
@@ -153,6 +160,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
         batches_inflight_max: 1,
         groups_inflight_max: cfg.groups_inflight_max,
         ack_timeout_us: cfg.ack_timeout_us,
+        retransmit_us: cfg.retransmit_us,
+        retries_max: cfg.retries_max,
         mirror_writes: cfg.mirror_writes,
         ..ServerConfig::new(id, ROUTER, cfg.geometry)
     };

@@ -1,11 +1,15 @@
 //! How packets move between nodes. [`Transport`] is the seam: [`InProcess`] (channels, the
 //! default), [`Udp`] (one loopback socket per node, every node in this process, packets encoded
-//! with [`crate::wire`]) and [`UdpPeer`] (this process's one node of a deployment with a process
-//! per node, as `locus kv` runs) are siblings. All keep the guarantee the protocol relies on (see `server`): per receiving node,
-//! packets are taken in the order they were sent. On loopback a datagram is queued at the
-//! receiver during `send_to`, so that holds; what UDP does not give is delivery when a receive
-//! buffer overflows (NetMigrate 7 leaves reliability to a layer above): a lost data batch or
-//! ack shows up as a migration abort after `ack_timeout_us`, a lost query as a client timeout.
+//! with [`crate::wire`]) and [`UdpPeer`] (this process's one node of a deployment with a
+//! process per node, as `locus kv` runs) are siblings.
+//!
+//! The siblings keep per receiving node the order packets were sent in: on loopback a datagram
+//! is queued at the receiver during `send_to`. What UDP does not give is delivery when a
+//! receive buffer overflows, nor, off loopback, order or uniqueness. The layer above copes
+//! (NetMigrate 7, see `reliable`): every migration and control packet is numbered and sent
+//! again until answered, a receiver applies a packet it sees twice once, and a packet still
+//! unanswered after its retries aborts the migration, the source staying authoritative. A lost
+//! query or reply shows up as a client timeout.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

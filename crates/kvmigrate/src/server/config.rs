@@ -28,15 +28,21 @@ pub struct ServerConfig {
     pub dirty_rounds_max: u32,
     /// The source-based protocol pauses once the dirty set is at most this big.
     pub final_dirty_keys_max: usize,
-    /// A source waiting this long for its destination aborts the migration.
+    /// Patience: a packet that must be answered (see `reliable`) is given up once it has been
+    /// sent `retries_max` more times and waited this long since its first send; a source then
+    /// aborts its migration.
     pub ack_timeout_us: u64,
+    /// First wait for an answer before sending a packet again (doubling after each send).
+    pub retransmit_us: u64,
+    /// Times a packet is sent again before it may be given up.
+    pub retries_max: u32,
     /// Destination writes are mirrored to the source before they are acked (see module doc).
     pub mirror_writes: bool,
     /// Finished migrations kept for the status API.
     pub status_history_max: usize,
     /// The largest shard this server accepts from a MIGRATE-INIT, as log2 of its buckets: one
     /// packet must not make it allocate an arbitrary table (2^24 buckets of the built-in
-    /// [`Table`] are about 400 MB before any pair arrives).
+    /// [`crate::table::Table`] are about 400 MB before any pair arrives).
     pub incoming_buckets_log2_max: u8,
 }
 
@@ -55,6 +61,8 @@ impl ServerConfig {
             dirty_rounds_max: 8,
             final_dirty_keys_max: 64,
             ack_timeout_us: 2_000_000,
+            retransmit_us: 20_000,
+            retries_max: 8,
             mirror_writes: true,
             status_history_max: 16,
             incoming_buckets_log2_max: 24,
@@ -73,7 +81,14 @@ impl ServerConfig {
                 1,
                 1 << 16,
             ),
-            ("groups_inflight_max", self.groups_inflight_max, 1, 1 << 10),
+            // Each group has at most one control packet unanswered; the router remembers the
+            // answers of its last CONTROL_SEQS_REMEMBERED, so duplicates stay recognisable.
+            (
+                "groups_inflight_max",
+                self.groups_inflight_max,
+                1,
+                crate::router::CONTROL_SEQS_REMEMBERED / 2,
+            ),
             ("parked_reads_max", self.parked_reads_max, 1, 1 << 20),
             ("held_queries_max", self.held_queries_max, 1, 1 << 20),
         ];
@@ -93,6 +108,7 @@ impl ServerConfig {
                 expected: format!("at most {}", Geometry::BUCKETS_LOG2_MAX),
             });
         }
+        self.retry_policy().check()?;
         if self.ack_timeout_us == 0 {
             return Err(Error::InvalidSetting {
                 key: "ack_timeout_us",
@@ -127,8 +143,25 @@ pub struct ServerStats {
     pub dropped: u64,
     /// MIGRATE-INITs refused because the shard was larger than `incoming_buckets_log2_max`.
     pub inits_too_large: u64,
+    /// Packets sent again because their answer had not come (see `reliable`).
+    pub resent: u64,
+    /// Answers that came twice (or after their packet was given up), ignored.
+    pub duplicates: u64,
+    /// Packets given up after their retries and patience.
+    pub given_up: u64,
     /// Bytes of first-copy migration data sent.
     pub data_bytes: u64,
     /// Server-to-server bytes beyond the first copy: late/dirty batches, pulls, mirrors.
     pub extra_bytes: u64,
+}
+
+impl ServerConfig {
+    /// When this server sends an unanswered packet again, and when it gives it up.
+    pub fn retry_policy(&self) -> crate::reliable::RetryPolicy {
+        crate::reliable::RetryPolicy {
+            retransmit_us: self.retransmit_us,
+            retries_max: self.retries_max,
+            patience_us: self.ack_timeout_us,
+        }
+    }
 }

@@ -54,7 +54,7 @@ impl<S: ShardStore> Server<S> {
             mode: a.protocol.router_mode(),
             geometry: table.geometry(),
         };
-        self.send(router, shard, 0, 0, body);
+        self.send_reliable(router, shard, 0, body);
     }
 
     pub(super) fn source_data_ack(&mut self, shard: ShardId, from: NodeId, batch: u32) {
@@ -90,7 +90,8 @@ impl<S: ShardStore> Server<S> {
                 if !ok {
                     self.abort(
                         shard,
-                        "the router refused the instance (table full or busy)",
+                        "the router refused the instance (table full, busy, or a Fulva shard \
+                         with more groups than its tracked_groups_max)",
                     );
                     return;
                 }
@@ -166,24 +167,14 @@ impl<S: ShardStore> Server<S> {
             }
         }
         gp.complete_sent = true;
+        // Only spares the destination pulls for absent keys; a lost one costs nothing else.
         self.send(dst, shard, 0, 0, Body::GroupDone { group: g });
         let Some((_, a)) = self.source(shard) else {
             return;
         };
         match protocol {
-            Protocol::NetMigrate => {
-                self.send(router, shard, 0, 0, Body::GroupComplete { group: g });
-            }
-            Protocol::Fulva => {
-                a.completes_waiting.insert(g);
-                let mut sends = Vec::new();
-                while a.completes_waiting.remove(&a.next_complete) {
-                    sends.push(a.next_complete);
-                    a.next_complete += 1;
-                }
-                for g in sends {
-                    self.send(router, shard, 0, 0, Body::GroupComplete { group: g });
-                }
+            Protocol::NetMigrate | Protocol::Fulva => {
+                self.send_reliable(router, shard, 0, Body::GroupComplete { group: g });
             }
             _ => {
                 a.groups.remove(&g);
@@ -198,11 +189,7 @@ impl<S: ShardStore> Server<S> {
         let Some((table, a)) = self.source(shard) else {
             return;
         };
-        let waiting = a.phase == MigrationPhase::Registering || !a.batches.is_empty();
-        if waiting && now.saturating_sub(a.last_progress_us) > cfg.ack_timeout_us {
-            self.abort(shard, "the destination stopped answering (ack timeout)");
-            return;
-        }
+        // Silence is handled by retransmission (`tick`): a packet given up aborts.
         if !matches!(
             a.phase,
             MigrationPhase::Copying | MigrationPhase::DirtyRounds | MigrationPhase::FinalPause
@@ -247,7 +234,7 @@ impl<S: ShardStore> Server<S> {
             if protocol == Protocol::NetMigrate {
                 // Pipelined as in the paper: scan without waiting for the ack; writes that
                 // land in between are the late writes.
-                self.send(cfg.router, shard, 0, 0, Body::GroupStart { group: *g });
+                self.send_reliable(cfg.router, shard, 0, Body::GroupStart { group: *g });
             }
         }
         for (batch, g, items, late) in sends {
@@ -256,12 +243,11 @@ impl<S: ShardStore> Server<S> {
                 group: g,
                 items,
             };
-            if late {
-                self.send_extra(dst, shard, 0, FLAG_LATE, body);
-            } else {
-                self.send(dst, shard, 0, 0, body);
-                if let Some((_, p)) = self.out.last() {
-                    self.stats.data_bytes += p.encoded_len() as u64;
+            self.send_reliable(dst, shard, if late { FLAG_LATE } else { 0 }, body);
+            if let Some((_, p)) = self.out.last() {
+                match late {
+                    true => self.stats.extra_bytes += p.encoded_len() as u64,
+                    false => self.stats.data_bytes += p.encoded_len() as u64,
                 }
             }
         }
@@ -318,13 +304,22 @@ impl<S: ShardStore> Server<S> {
             a.phase = MigrationPhase::Terminating;
         }
         if a.phase == MigrationPhase::Terminating {
-            // NetMigrate 4.1 step 3: the destination takes ownership, then the router drops the
-            // instance; the source cleans up when the router acks.
+            // NetMigrate 4.1 step 3: the destination takes ownership, then (once it acks) the
+            // router drops the instance; the source cleans up when the router acks.
             a.terminate_sent = true;
             let dst = a.dst;
-            self.send(dst, shard, 0, 0, Body::Finish);
-            self.send(cfg.router, shard, 0, 0, Body::Terminate);
+            self.send_reliable(dst, shard, 0, Body::Finish);
         }
+    }
+
+    /// The destination acked FINISH: it owns the shard; now TERMINATE at the router.
+    pub(super) fn source_finished(&mut self, shard: ShardId) {
+        let router = self.cfg.router;
+        if self.source(shard).is_none() {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.send_reliable(router, shard, 0, Body::Terminate);
     }
 
     fn source_cleanup(&mut self, shard: ShardId) {
@@ -369,8 +364,10 @@ impl<S: ShardStore> Server<S> {
         if let Some(t) = a.frozen_since_us.take() {
             a.pause_us = now.saturating_sub(t);
         }
-        self.send(router, shard, 0, 0, Body::Abort);
-        self.send(a.dst, shard, 0, 0, Body::Abort);
+        // Nothing of this migration is sent again; the peers hear of the abort reliably.
+        self.retx.forget(|p| p.shard != shard);
+        self.send_reliable(router, shard, 0, Body::Abort);
+        self.send_reliable(a.dst, shard, 0, Body::Abort);
         let held = std::mem::take(&mut a.held);
         let status = self.agent_status(shard, &a);
         self.remember(status);
