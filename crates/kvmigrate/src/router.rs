@@ -36,13 +36,20 @@
 //! has gone to the destination, that group never reads from the source alone again. This costs
 //! BF fill (more S3/S4 false positives, handled by pulls and double reads), never correctness.
 //!
-//! Duplicates (reliable control plane, see `reliable`): a source numbers its control packets
-//! and sends them again until acked, so the router may see one twice. Each instance remembers
-//! the acks of its last [`CONTROL_SEQS_REMEMBERED`] sequence numbers in a fixed register array
-//! (slot `seq % CONTROL_SEQS_REMEMBERED`, as a switch would index it): a duplicate is acked
-//! again with the remembered answer and changes nothing (a second GROUP-START would otherwise
-//! count twice in the CBF); one older than the window is dropped. A source keeps fewer control
-//! packets than that unanswered (`groups_inflight_max` is bounded below it).
+//! Duplicates (reliable control plane, see `reliable`): a source sends its control packets
+//! again until acked, so the router may see one twice, or late. Each is applied once, judged by
+//! content against small fixed tables, not by sequence number (a packet can be retried for
+//! longer than any window of numbers stays meaningful):
+//! - GROUP-START: each instance keeps the groups it counted in the CBF and has not seen
+//!   complete, at most [`GROUPS_INFLIGHT_MAX`], and the last [`GROUPS_INFLIGHT_MAX`] it saw
+//!   complete; a START for any of them is acked and not counted again. (A duplicate older than
+//!   that is counted again: its group stays in S2/S4 and is double-read, slower, never wrong.
+//!   A START must never be skipped on the BF's word: a BF false positive would then route a
+//!   migrating group as S3 while late writes are still on their way.)
+//! - GROUP-COMPLETE: applied only for a counted group; for a group the BF shows completed it is
+//!   acked ok without another decrement; anything else is refused.
+//! - REGISTER from the same source to the same destination: acked again. TERMINATE and ABORT
+//!   for a gone instance: refused, which the source takes as done.
 //!
 //! Fulva (`ClientTracked`): Fulva's clients track exactly which ranges have migrated. The router
 //! stands in for them with an exact bitmap of completed groups per instance, allocated up front
@@ -128,11 +135,9 @@ pub fn decide(state: GroupState, is_write: bool) -> Route {
     }
 }
 
-/// Control sequence numbers whose acks an instance remembers (see the module doc).
-pub const CONTROL_SEQS_REMEMBERED: usize = 64;
-
-/// A remembered control ack: (seq, acked op, ok, group).
-type Answer = (u32, u8, bool, u32);
+/// Groups one instance can have counted in its CBF at once (see the module doc); a source's
+/// `groups_inflight_max` is bounded by it.
+pub const GROUPS_INFLIGHT_MAX: usize = 32;
 
 #[derive(Clone, Debug)]
 struct Instance {
@@ -141,7 +146,9 @@ struct Instance {
     dst: NodeId,
     mode: RouterMode,
     geometry: Geometry,
-    highest_seq: u32,
+    counted: [Option<u32>; GROUPS_INFLIGHT_MAX],
+    completed: [Option<u32>; GROUPS_INFLIGHT_MAX],
+    completed_next: usize,
 }
 
 /// Counters the router keeps (what a switch exports through its control plane).
@@ -165,7 +172,7 @@ pub struct RouterStats {
     pub unexpected: u64,
     /// Bytes of the extra query copies made for double reads.
     pub double_read_bytes: u64,
-    /// Control packets seen again (acked again from memory, or dropped when too old).
+    /// Control packets seen again (acked, applied once).
     pub control_duplicates: u64,
 }
 
@@ -176,7 +183,6 @@ pub struct Router {
     bfs: Vec<BloomFilter>,
     cbfs: Vec<CountingBloomFilter>,
     redirects: Vec<Option<(ShardId, NodeId)>>,
-    answers: Vec<[Option<Answer>; CONTROL_SEQS_REMEMBERED]>,
     tracked: Vec<Vec<u64>>,
     stats: RouterStats,
 }
@@ -208,7 +214,6 @@ impl Router {
         Ok(Self {
             slots: vec![None; cfg.instances_max],
             redirects: vec![None; cfg.redirects_max],
-            answers: vec![[None; CONTROL_SEQS_REMEMBERED]; cfg.instances_max],
             tracked: vec![vec![0; words]; cfg.instances_max],
             bfs,
             cbfs,
@@ -344,12 +349,6 @@ impl Router {
     }
 
     fn ack(&mut self, to: NodeId, p: &Packet, ok: bool, group: u32) -> Vec<(NodeId, Packet)> {
-        if p.seq != 0 {
-            if let Some(i) = self.slot_of(p.shard) {
-                self.answers[i][p.seq as usize % CONTROL_SEQS_REMEMBERED] =
-                    Some((p.seq, p.body.op(), ok, group));
-            }
-        }
         if ok {
             self.stats.controls += 1;
         } else {
@@ -371,46 +370,8 @@ impl Router {
         )]
     }
 
-    /// A control packet seen before: its remembered ack again, or nothing when it is older than
-    /// the window. `None` for a packet seen first now (its seq becomes the highest).
-    fn duplicate(&mut self, i: usize, p: &Packet) -> Option<Vec<(NodeId, Packet)>> {
-        let inst = self.slots[i].as_mut()?;
-        if p.seq == 0 || inst.src != p.from {
-            return None;
-        }
-        let remembered = self.answers[i][p.seq as usize % CONTROL_SEQS_REMEMBERED];
-        match remembered {
-            Some((seq, o, ok, group)) if seq == p.seq && o == p.body.op() => {
-                self.stats.control_duplicates += 1;
-                let ack = Body::ControlAck { op: o, ok, group };
-                Some(vec![(
-                    p.from,
-                    Packet {
-                        body: ack,
-                        from: self.cfg.id,
-                        flags: 0,
-                        ..p.clone()
-                    },
-                )])
-            }
-            _ if p.seq.wrapping_add(CONTROL_SEQS_REMEMBERED as u32) <= inst.highest_seq => {
-                self.stats.control_duplicates += 1;
-                Some(Vec::new())
-            }
-            _ => {
-                inst.highest_seq = inst.highest_seq.max(p.seq);
-                None
-            }
-        }
-    }
-
     fn control(&mut self, p: Packet) -> Vec<(NodeId, Packet)> {
         let from = p.from;
-        if let Some(i) = self.slot_of(p.shard) {
-            if let Some(out) = self.duplicate(i, &p) {
-                return out;
-            }
-        }
         if let Body::Register {
             src,
             dst,
@@ -418,6 +379,11 @@ impl Router {
             geometry,
         } = p.body
         {
+            let same = self.slot_of(p.shard).and_then(|i| self.slots[i].as_ref());
+            if same.is_some_and(|s| s.src == src && s.dst == dst && s.mode == mode) {
+                self.stats.control_duplicates += 1;
+                return self.ack(from, &p, true, 0);
+            }
             let fits = mode != RouterMode::ClientTracked
                 || geometry.groups() <= self.cfg.tracked_groups_max;
             let ok = src == from && fits && self.slot_of(p.shard).is_none();
@@ -428,14 +394,15 @@ impl Router {
             self.bfs[i].clear();
             self.cbfs[i].clear();
             self.tracked[i].fill(0);
-            self.answers[i] = [None; CONTROL_SEQS_REMEMBERED];
             self.slots[i] = Some(Instance {
                 shard: p.shard,
                 src,
                 dst,
                 mode,
                 geometry,
-                highest_seq: p.seq,
+                counted: [None; GROUPS_INFLIGHT_MAX],
+                completed: [None; GROUPS_INFLIGHT_MAX],
+                completed_next: 0,
             });
             return self.ack(from, &p, true, 0);
         }
@@ -450,21 +417,41 @@ impl Router {
         }
         match p.body {
             Body::GroupStart { group } if group < inst.geometry.groups() => {
-                if inst.mode == RouterMode::Filters {
-                    self.cbfs[i].increment(group);
+                if inst.mode != RouterMode::Filters {
+                    return self.ack(from, &p, true, group);
                 }
+                // Counted once (module doc): not again while counted, nor once completed.
+                if inst.counted.contains(&Some(group)) || inst.completed.contains(&Some(group)) {
+                    self.stats.control_duplicates += 1;
+                    return self.ack(from, &p, true, group);
+                }
+                let Some(free) = inst.counted.iter_mut().find(|c| c.is_none()) else {
+                    return self.ack(from, &p, false, group);
+                };
+                *free = Some(group);
+                self.cbfs[i].increment(group);
                 self.ack(from, &p, true, group)
             }
             Body::GroupComplete { group } if group < inst.geometry.groups() => {
                 match inst.mode {
-                    // A zero counter proves the group never started (no false negatives):
-                    // a duplicate or stray COMPLETE is refused rather than corrupting the CBF.
-                    RouterMode::Filters if !self.cbfs[i].contains(group) => {
-                        return self.ack(from, &p, false, group)
-                    }
                     RouterMode::Filters => {
-                        self.bfs[i].insert(group);
-                        self.cbfs[i].decrement(group);
+                        match inst.counted.iter_mut().find(|c| **c == Some(group)) {
+                            Some(c) => {
+                                *c = None;
+                                inst.completed[inst.completed_next] = Some(group);
+                                inst.completed_next =
+                                    (inst.completed_next + 1) % GROUPS_INFLIGHT_MAX;
+                                self.bfs[i].insert(group);
+                                self.cbfs[i].decrement(group);
+                            }
+                            // Completed before: ack again, change nothing.
+                            None if self.bfs[i].contains(group) => {
+                                self.stats.control_duplicates += 1;
+                            }
+                            // Never counted: a stray COMPLETE is refused rather than corrupting
+                            // the CBF.
+                            None => return self.ack(from, &p, false, group),
+                        }
                     }
                     // Fulva: the exact set of completed groups, in any order.
                     RouterMode::ClientTracked => {

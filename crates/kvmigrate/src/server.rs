@@ -12,7 +12,12 @@
 //! only acks of the copy pass queries that wait for budget). The router forwards a query to the
 //! source before it handles any later control packet, and acks control packets into that same
 //! inbox, so when the source sees the router's GROUP-START ack, every write the router sent it
-//! for that group is already behind it. Writes the source executes after scanning a group and before that ack are the late
+//! for that group is already behind it.
+//!
+//! A group's DATA leaves the source only once its GROUP-START is acked. The paper pipelines
+//! them, which is safe when START reaches the router before anything the copy causes; over a
+//! network that loses or reorders, a START that arrives late would let a BF false positive
+//! route the group as S3, to a destination holding its copy but not yet its late writes. Writes the source executes after scanning a group and before that ack are the late
 //! writes of NetMigrate 4.3; they are forwarded before GROUP-COMPLETE is sent.
 //!
 //! # Versions

@@ -219,14 +219,19 @@ fn random_packets_never_panic_the_router() {
 }
 
 #[test]
-fn an_unnumbered_duplicate_group_complete_is_refused() {
+fn a_duplicate_group_complete_is_acked_again_and_a_stray_one_refused() {
     let mut r = router(64, 64);
     register(&mut r, RouterMode::Filters);
     r.on_packet(ctl(Body::GroupStart { group: 2 }));
     let ok = r.on_packet(ctl(Body::GroupComplete { group: 2 }));
     assert!(matches!(ok[0].1.body, Body::ControlAck { ok: true, .. }));
     let dup = r.on_packet(ctl(Body::GroupComplete { group: 2 }));
-    assert!(matches!(dup[0].1.body, Body::ControlAck { ok: false, .. }));
+    assert!(matches!(dup[0].1.body, Body::ControlAck { ok: true, .. }));
+    assert_eq!(r.stats().control_duplicates, 1);
+    // A COMPLETE for a group never started is refused (the 64-byte BF has no bit for it).
+    let stray = (0..64).find(|&g| !r.bfs[0].contains(g)).unwrap();
+    let out = r.on_packet(ctl(Body::GroupComplete { group: stray }));
+    assert!(matches!(out[0].1.body, Body::ControlAck { ok: false, .. }));
 }
 
 #[test]
@@ -282,15 +287,15 @@ fn numbered(seq: u32, body: Body) -> Packet {
 }
 
 #[test]
-fn numbered_control_packets_sent_again_are_acked_again_and_applied_once() {
+fn control_packets_sent_again_are_acked_again_and_applied_once() {
     let mut r = router(64, 64);
     let geo = register(&mut r, RouterMode::Filters);
     let k = key_in(geo, 2);
     let start = numbered(5, Body::GroupStart { group: 2 });
     let first = r.on_packet(start.clone());
     let again = r.on_packet(start.clone());
-    assert_eq!(first, again, "the same ack, from memory");
-    assert_eq!(again[0].1.seq, 5);
+    assert_eq!(first, again, "the same ack");
+    assert_eq!(again[0].1.seq, 5, "echoing the number");
     assert_eq!(r.stats().control_duplicates, 1);
     let complete = numbered(6, Body::GroupComplete { group: 2 });
     let done = r.on_packet(complete.clone());
@@ -308,13 +313,27 @@ fn numbered_control_packets_sent_again_are_acked_again_and_applied_once() {
         "and a late START changes nothing"
     );
     assert_eq!(r.lookup(SRC, k), Some(GroupState::Migrated));
-    // Past the window: dropped, neither applied nor acked.
-    let late = CONTROL_SEQS_REMEMBERED as u32 + 5; // takes seq 5's slot
-    r.on_packet(numbered(late, Body::GroupStart { group: 3 }));
-    assert!(r
-        .on_packet(numbered(5, Body::GroupStart { group: 2 }))
-        .is_empty());
+    // A REGISTER sent again is acked again; the instance stays.
+    let reg = r.on_packet(ctl(Body::Register {
+        src: SRC,
+        dst: DST,
+        mode: RouterMode::Filters,
+        geometry: geo,
+    }));
+    assert!(matches!(reg[0].1.body, Body::ControlAck { ok: true, .. }));
     assert_eq!(r.lookup(SRC, k), Some(GroupState::Migrated));
+}
+
+#[test]
+fn an_instance_counts_at_most_its_table_of_groups() {
+    let mut r = router(1 << 12, 64);
+    register(&mut r, RouterMode::Filters);
+    for g in 0..GROUPS_INFLIGHT_MAX as u32 {
+        let out = r.on_packet(ctl(Body::GroupStart { group: g }));
+        assert!(matches!(out[0].1.body, Body::ControlAck { ok: true, .. }));
+    }
+    let out = r.on_packet(ctl(Body::GroupStart { group: 40 }));
+    assert!(matches!(out[0].1.body, Body::ControlAck { ok: false, .. }));
 }
 
 #[test]

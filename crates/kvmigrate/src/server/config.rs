@@ -81,13 +81,12 @@ impl ServerConfig {
                 1,
                 1 << 16,
             ),
-            // Each group has at most one control packet unanswered; the router remembers the
-            // answers of its last CONTROL_SEQS_REMEMBERED, so duplicates stay recognisable.
+            // The router's table of counted groups (duplicates, see `router`) holds this many.
             (
                 "groups_inflight_max",
                 self.groups_inflight_max,
                 1,
-                crate::router::CONTROL_SEQS_REMEMBERED / 2,
+                crate::router::GROUPS_INFLIGHT_MAX,
             ),
             ("parked_reads_max", self.parked_reads_max, 1, 1 << 20),
             ("held_queries_max", self.held_queries_max, 1, 1 << 20),

@@ -242,8 +242,9 @@ impl<S: ShardStore> Server<S> {
     pub(super) fn given_up(&mut self, l: Lost) {
         let shard = l.packet.shard;
         match &l.packet.body {
-            // A notice to a peer that stays silent: nothing more can be done.
-            Body::Abort => {}
+            // A notice to a peer that stays silent: nothing more can be done (an unanswered
+            // TERMINATE leaves the router's filters sending every group to the destination).
+            Body::Abort | Body::Terminate => {}
             // The reads waiting for this pull fail; a later read pulls again.
             Body::Pull { key } => {
                 let key = *key;

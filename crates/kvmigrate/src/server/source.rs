@@ -110,6 +110,7 @@ impl<S: ShardStore> Server<S> {
                     return;
                 }
                 self.try_finish_group(shard, group);
+                self.source_step(shard);
             }
             op::GROUP_COMPLETE => {
                 if !ok {
@@ -121,7 +122,8 @@ impl<S: ShardStore> Server<S> {
                 }
                 self.source_step(shard);
             }
-            op::TERMINATE => self.source_cleanup(shard),
+            // The source cleaned up when FINISH was acked (`source_finished`).
+            op::TERMINATE => {}
             op::ABORT => {}
             _ => self.stats.dropped += 1,
         }
@@ -215,10 +217,17 @@ impl<S: ShardStore> Server<S> {
             a.groups.insert(g, gp);
             starts.push(g);
         }
-        // Send what the window allows.
+        // Send what the window allows. A NetMigrate group's data waits for its GROUP-START ack
+        // ("Ordering" in the module doc of `server`).
         let mut sends = Vec::new();
         while a.batches.len() < cfg.batches_inflight_max {
-            let Some((g, items, late)) = a.queue.pop_front() else {
+            let groups = &a.groups;
+            let ready =
+                |(g, _, _): &(u32, Vec<Item>, bool)| groups.get(g).is_none_or(|gp| gp.start_acked);
+            let Some(at) = a.queue.iter().position(ready) else {
+                break;
+            };
+            let Some((g, items, late)) = a.queue.remove(at) else {
                 break;
             };
             if a.batches.is_empty() {
@@ -304,15 +313,18 @@ impl<S: ShardStore> Server<S> {
             a.phase = MigrationPhase::Terminating;
         }
         if a.phase == MigrationPhase::Terminating {
-            // NetMigrate 4.1 step 3: the destination takes ownership, then (once it acks) the
-            // router drops the instance; the source cleans up when the router acks.
+            // NetMigrate 4.1 step 3: the destination takes ownership; once it acks, the source
+            // cleans up and the router drops the instance (`source_finished`).
             a.terminate_sent = true;
             let dst = a.dst;
             self.send_reliable(dst, shard, 0, Body::Finish);
         }
     }
 
-    /// The destination acked FINISH: it owns the shard; now TERMINATE at the router.
+    /// The destination acked FINISH: it owns the shard and takes writes without mirroring
+    /// them, so from here the migration cannot be undone. The source cleans up (and forwards
+    /// what still reaches it) and tells the router, reliably but without waiting: should the
+    /// router never answer, its filters already send every group to the destination.
     pub(super) fn source_finished(&mut self, shard: ShardId) {
         let router = self.cfg.router;
         if self.source(shard).is_none() {
@@ -320,6 +332,7 @@ impl<S: ShardStore> Server<S> {
             return;
         }
         self.send_reliable(router, shard, 0, Body::Terminate);
+        self.source_cleanup(shard);
     }
 
     fn source_cleanup(&mut self, shard: ShardId) {
