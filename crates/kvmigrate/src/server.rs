@@ -76,7 +76,12 @@ struct SourceAgent {
     phase: MigrationPhase,
     started_us: u64,
     last_progress_us: u64,
+    /// Groups started so far (all of them: the copy is done).
     next_group: u32,
+    /// Which groups have started (a bitmap: Fulva starts them out of order).
+    started: Vec<u64>,
+    /// The lowest group that may not have started (the order of every protocol but Fulva).
+    cursor: u32,
     groups_total: u32,
     groups_done: u32,
     groups: BTreeMap<u32, GroupProgress>,
@@ -126,6 +131,75 @@ enum Role {
 struct Shard<S> {
     table: S,
     role: Role,
+    heat: Heat,
+}
+
+/// Sampled accesses per group of a shard, for Fulva's hot-first order (NetMigrate 6.1: "the hot
+/// keys are migrated with a higher priority based on sampling statistics"): one query in
+/// [`HEAT_SAMPLE_EVERY`] counts for its group, at most [`HEAT_GROUPS_MAX`] groups tracked.
+#[derive(Debug, Default)]
+struct Heat {
+    queries: u64,
+    counts: BTreeMap<u32, u32>,
+}
+
+/// One query in this many is sampled.
+pub const HEAT_SAMPLE_EVERY: u64 = 8;
+/// Groups whose heat a shard tracks; once full, only tracked groups gain heat.
+pub const HEAT_GROUPS_MAX: usize = 4096;
+
+impl Heat {
+    fn sample(&mut self, group: u32) {
+        self.queries += 1;
+        if self.queries % HEAT_SAMPLE_EVERY != 0 {
+            return;
+        }
+        let full = self.counts.len() >= HEAT_GROUPS_MAX;
+        match self.counts.get_mut(&group) {
+            Some(c) => *c = c.saturating_add(1),
+            None if !full => {
+                self.counts.insert(group, 1);
+            }
+            None => {}
+        }
+    }
+
+    /// The hottest sampled group `skip` refuses not, ties to the lower group.
+    fn hottest(&self, skip: impl Fn(u32) -> bool) -> Option<u32> {
+        self.counts
+            .iter()
+            .filter(|(&g, _)| !skip(g))
+            .max_by_key(|(&g, &c)| (c, std::cmp::Reverse(g)))
+            .map(|(&g, _)| g)
+    }
+}
+
+impl SourceAgent {
+    fn is_started(&self, g: u32) -> bool {
+        let g = g as usize;
+        self.started
+            .get(g / 64)
+            .is_some_and(|w| w & (1 << (g % 64)) != 0)
+    }
+
+    /// Marks and returns the next group to copy: for Fulva the hottest sampled one not started
+    /// yet, otherwise (and once no sampled group is left) the lowest not started.
+    fn start_next(&mut self, heat: &Heat) -> u32 {
+        debug_assert!(self.next_group < self.groups_total);
+        let hot = match self.protocol {
+            Protocol::Fulva => heat.hottest(|g| g >= self.groups_total || self.is_started(g)),
+            _ => None,
+        };
+        let g = hot.unwrap_or_else(|| {
+            while self.is_started(self.cursor) {
+                self.cursor += 1;
+            }
+            self.cursor
+        });
+        self.started[g as usize / 64] |= 1 << (g % 64);
+        self.next_group += 1;
+        g
+    }
 }
 
 /// Makes the store of a shard this server starts holding (its own, or one migrating in).
@@ -170,6 +244,7 @@ impl<S: ShardStore> Server<S> {
             Shard {
                 table: make_store(cfg.id, cfg.geometry),
                 role: Role::Owner,
+                heat: Heat::default(),
             },
         );
         Ok(Self {
@@ -360,6 +435,8 @@ impl<S: ShardStore> Server<S> {
             started_us: now_us,
             last_progress_us: now_us,
             next_group: 0,
+            started: vec![0; (geometry.groups() as usize).div_ceil(64)],
+            cursor: 0,
             groups_total: geometry.groups(),
             groups_done: 0,
             groups: BTreeMap::new(),
@@ -497,6 +574,10 @@ impl<S: ShardStore> Server<S> {
         self.stats.queries += 1;
         let shard = q.shard;
         let key = key_of(&q.body);
+        if let Some(s) = self.shards.get_mut(&shard) {
+            let g = s.table.geometry().group_of(key);
+            s.heat.sample(g);
+        }
         let new_value = match &q.body {
             Body::Get { .. } => {
                 let item = self.shards.get(&shard).and_then(|s| s.table.get(key));
@@ -521,7 +602,7 @@ impl<S: ShardStore> Server<S> {
             let g = s.table.geometry().group_of(key);
             match a.protocol {
                 Protocol::SourceBased | Protocol::StopAndCopy => {
-                    if g < a.next_group {
+                    if a.is_started(g) {
                         a.dirty.insert(key);
                     }
                 }
@@ -532,7 +613,7 @@ impl<S: ShardStore> Server<S> {
                         } else {
                             gp.late.insert(key);
                         }
-                    } else if g < a.next_group {
+                    } else if a.is_started(g) {
                         late_after_flush = true;
                     }
                 }

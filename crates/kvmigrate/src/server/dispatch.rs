@@ -42,6 +42,7 @@ impl<S: ShardStore> Server<S> {
                         shard,
                         Shard {
                             table,
+                            heat: Default::default(),
                             role: Role::Dest(Box::new(DestAgent {
                                 src: p.from,
                                 protocol,
@@ -162,6 +163,7 @@ impl<S: ShardStore> Server<S> {
                     Some(Shard {
                         table,
                         role: Role::Source(a),
+                        ..
                     }) if a.dst == from => {
                         table.install_if_newer(item);
                         true

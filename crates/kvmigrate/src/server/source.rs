@@ -12,6 +12,7 @@ impl<S: ShardStore> Server<S> {
             Some(Shard {
                 table,
                 role: Role::Source(a),
+                ..
             }) => Some((table, a)),
             _ => None,
         }
@@ -188,9 +189,15 @@ impl<S: ShardStore> Server<S> {
     pub(super) fn source_step(&mut self, shard: ShardId) {
         let cfg = self.cfg.clone();
         let now = self.now_us;
-        let Some((table, a)) = self.source(shard) else {
+        let Some(Shard {
+            table,
+            role: Role::Source(a),
+            heat,
+        }) = self.shards.get_mut(&shard)
+        else {
             return;
         };
+        let heat = &*heat;
         // Silence is handled by retransmission (`tick`): a packet given up aborts.
         if !matches!(
             a.phase,
@@ -203,8 +210,7 @@ impl<S: ShardStore> Server<S> {
             && a.next_group < a.groups_total
             && a.groups.len() < cfg.groups_inflight_max
         {
-            let g = a.next_group;
-            a.next_group += 1;
+            let g = a.start_next(heat);
             let items = table.scan_group(g);
             let mut gp = GroupProgress {
                 start_acked: a.protocol != Protocol::NetMigrate,
