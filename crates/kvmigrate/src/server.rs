@@ -151,7 +151,7 @@ pub const HEAT_GROUPS_MAX: usize = 4096;
 impl Heat {
     fn sample(&mut self, group: u32) {
         self.queries += 1;
-        if self.queries % HEAT_SAMPLE_EVERY != 0 {
+        if !self.queries.is_multiple_of(HEAT_SAMPLE_EVERY) {
             return;
         }
         let full = self.counts.len() >= HEAT_GROUPS_MAX;
