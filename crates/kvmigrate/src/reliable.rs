@@ -10,10 +10,10 @@
 //! waited `patience_us` since the first send, it is given up and the caller decides (a source aborts its migration, a
 //! destination fails the reads or the write that waited for it).
 //!
-//! Receivers make every such packet idempotent (the router remembers the answers of recent
-//! sequence numbers per instance, the destination re-acks what it already applied, installs
-//! are install-if-newer), and an answer whose number is no longer waited for is a duplicate and
-//! is ignored.
+//! Receivers make every such packet idempotent (the router applies each control packet once,
+//! judged by its content; the destination re-acks what it already applied; installs are
+//! install-if-newer), and an answer whose number is no longer waited for is a duplicate and
+//! is ignored. Numbers are per server, not per peer: they only match answers to requests.
 
 use std::collections::BTreeMap;
 
