@@ -5,16 +5,19 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 
-use locus_kvmigrate::measure::{measure, KeyChooser, MeasureConfig};
+use locus_kvmigrate::measure::{measure, Draw, MeasureConfig, OpChooser};
 use locus_kvmigrate::Protocol;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     for protocol in Protocol::ALL {
         let cfg = MeasureConfig::quick(protocol);
-        let keys = cfg.keys;
-        let chooser: KeyChooser = Arc::new(move |_client, seed| {
+        let (keys, ratio) = (cfg.keys, cfg.write_ratio);
+        let chooser: OpChooser = Arc::new(move |_client, seed| {
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-            Box::new(move || rng.gen_range(0..keys))
+            Box::new(move || Draw {
+                write: rng.gen_bool(ratio),
+                key: rng.gen_range(0..keys),
+            })
         });
         let r = measure(&cfg, chooser)?;
         let line = serde_json::json!({

@@ -10,9 +10,9 @@
 //! it already has a newer version, and PriorityPulls keys it is asked for but lacks.
 //!
 //! The router and the servers are state machines without I/O (packets in, packets out). Drivers
-//! run them: [`node`] is the one packet loop of a node over a [`transport::Transport`] (CPU
-//! budget, timers, store failure), which [`runtime`] runs on threads (in-process channels by
-//! default) and `locus kv` runs one per process over UDP; [`sim`] steps them one at a time in
+//! run them: [`node`] is the one packet loop of a node over a [`transport::Transport`] (the
+//! CPU budget for client queries of [`budget`], timers, store failure), which [`runtime`] runs
+//! on threads (in-process channels by default) and `locus kv` runs one per process over UDP; [`sim`] steps them one at a time in
 //! an order drawn from a seed. [`check`] verifies client
 //! histories are linearizable per key; [`measure`] runs a closed-loop client load during a
 //! migration and reports throughput, latency and extra bandwidth. [`wire`] is the packet format.
@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+pub mod budget;
 pub mod check;
 pub mod client;
 pub mod error;
@@ -32,6 +33,7 @@ pub mod group;
 pub mod measure;
 pub mod node;
 pub mod redis;
+pub mod reliable;
 pub mod resp;
 pub mod router;
 pub mod runtime;

@@ -10,8 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rand::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -22,9 +20,22 @@ use crate::server::ServerConfig;
 use crate::status::{MigrationPhase, MigrationStatus};
 use crate::wire::{Key, Protocol, VALUE_BYTES_MAX};
 
-/// Makes each client thread's key generator, from (client index, seed); YCSB generators plug in
-/// here (for example a `ScrambledZipfian` and a `FastUniform` seeded per client).
-pub type KeyChooser = Arc<dyn Fn(u16, u64) -> Box<dyn FnMut() -> Key + Send> + Send + Sync>;
+/// One query the workload drew: its key (in `0..keys`) and whether it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Draw {
+    /// The key, `0..keys`.
+    pub key: Key,
+    /// A SET (otherwise a GET).
+    pub write: bool,
+}
+
+/// Makes each client thread's operation generator, from (client index, seed). One generator
+/// draws both the read/write choice and the key, in that order, from one uniform stream, as
+/// YCSB's `CoreWorkload.doTransaction` does; for example `locus_workloads`' `OpGenerator` (its
+/// scrambled Zipfian over `records + 1` items, drawing again past the last record) over one
+/// `FastUniform` per client. The driver uses the keys as drawn: one outside `0..keys` is a bug
+/// of the generator and stops the client loudly.
+pub type OpChooser = Arc<dyn Fn(u16, u64) -> Box<dyn FnMut() -> Draw + Send> + Send + Sync>;
 
 /// One measured run.
 #[derive(Clone, Debug)]
@@ -33,7 +44,8 @@ pub struct MeasureConfig {
     pub protocol: Protocol,
     /// Closed-loop client threads.
     pub clients: u16,
-    /// Share of queries that are SETs (0.0..=1.0); the rest are GETs.
+    /// Share of queries that are SETs (0.0..=1.0); the rest are GETs. The [`OpChooser`] given to
+    /// [`measure`] draws them; this is the setting it was built from, checked and recorded.
     pub write_ratio: f64,
     /// Keys `0..keys` preloaded on the source.
     pub keys: u64,
@@ -173,15 +185,15 @@ fn percentile(sorted: &[u32], p: f64) -> u64 {
 }
 
 /// Runs the load, migrates shard 1 from server 1 to server 2 with `cfg.protocol`, and measures.
-pub fn measure(cfg: &MeasureConfig, choose_key: KeyChooser) -> Result<MeasureReport> {
-    measure_on(cfg, choose_key, Cluster::start)
+pub fn measure(cfg: &MeasureConfig, choose: OpChooser) -> Result<MeasureReport> {
+    measure_on(cfg, choose, Cluster::start)
 }
 
 /// [`measure`] on a cluster that `start` builds from the configuration (for example with its
 /// servers' shards kept in `redis-server`s, see `crate::redis::measure_redis`).
 pub fn measure_on(
     cfg: &MeasureConfig,
-    choose_key: KeyChooser,
+    choose: OpChooser,
     start: impl FnOnce(ClusterConfig) -> Result<Cluster>,
 ) -> Result<MeasureReport> {
     if !(0.0..=1.0).contains(&cfg.write_ratio) {
@@ -238,13 +250,12 @@ pub fn measure_on(
     for c in 0..cfg.clients {
         let mut client = cluster.client()?;
         let (stopping, clock) = (stop.clone(), clock.clone());
-        let (ratio, len, seed, keys) = (cfg.write_ratio, cfg.value_bytes, cfg.seed, cfg.keys);
+        let (len, seed, keys) = (cfg.value_bytes, cfg.seed, cfg.keys);
         let client_seed = seed.wrapping_mul(1000) + c as u64;
-        let mut choose = choose_key(c, client_seed);
+        let mut next_op = choose(c, client_seed);
         let name = format!("kv-measure-client-{c}");
         let spawned = std::thread::Builder::new().name(name.clone());
         let handle = spawned.spawn(move || {
-            let mut rng = Xoshiro256PlusPlus::seed_from_u64(client_seed ^ 0x5bd1_e995);
             let mut log = ClientLog {
                 done: Vec::new(),
                 failed: 0,
@@ -254,9 +265,10 @@ pub fn measure_on(
                 extra_bytes: 0,
             };
             while !stopping.load(Ordering::Relaxed) {
-                let key = choose() % keys.max(1);
+                let Draw { key, write } = next_op();
+                assert!(key < keys, "the workload drew key {key}, past 0..{keys}");
                 let start = Instant::now();
-                let ok = if rng.gen_bool(ratio) {
+                let ok = if write {
                     let counter = log.writes.len() as u64 + 1;
                     let invoke = clock.tick();
                     let r = client.set(1, key, value_of(c, counter, len));

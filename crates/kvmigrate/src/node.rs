@@ -8,16 +8,22 @@
 //!
 //! ```text
 //!   hooks.poll(node)            the caller's commands, announcements (no packet I/O of its own)
-//!   budget left this interval?  (NetMigrate 4.4, 6.5: at most query_pct of every interval_us)
-//!     yes: one inbox item, waiting SERVER_INBOX_WAIT_IDLE when there is no migration work
-//!          packet   -> Server::handle, send its output, charge the time to the budget
+//!   one packet, if any may go:  (NetMigrate 4.4, 6.5: queries get at most query_pct of every
+//!                                interval_us; see `budget` for who waits behind whom)
+//!     the oldest waiting packet the budget allows, else
+//!     one inbox item, waiting SERVER_INBOX_WAIT_IDLE when there is no migration work
+//!     (at most until the budget's interval ends while queries wait for it):
+//!          packet   -> offered to the `Inbox`: handled now (Server::handle, send its output;
+//!                      a query's time is charged to the budget) or kept in order
 //!          foreign  -> hooks.foreign (management datagrams); unclaimed ones are counted
-//!     no:  nothing to migrate -> sleep out the interval
 //!   Server::tick                migration work (group copies, batches, timeouts); send it
 //!   hooks.after(node, step)     publish status or counters
 //! ```
 //!
-//! With a 100% budget the inbox always comes first and migration runs between packets. A failed
+//! Only client queries are charged and wait for budget; acks and control traffic are handled
+//! as they come (acks of the copy at once, the router's acks right behind the queries it
+//! forwarded before them), so a low budget leaves the copy its headroom instead of stalling
+//! its window. With a 100% budget nothing ever waits and migration runs between packets. A failed
 //! shard store poisons the node: what the step produced is dropped, the node marks itself down
 //! on its transport (packets to it vanish, as if it had crashed) and the step returns
 //! [`Error::StoreFailed`]. [`RouterNode::step`] is the same without budget and tick: poll, one
@@ -35,6 +41,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+pub use crate::budget::{BudgetMeter, CpuBudget, Inbox, Policy};
 use crate::error::{Error, Result};
 use crate::router::Router;
 use crate::server::Server;
@@ -50,104 +57,6 @@ pub const SERVER_INBOX_WAIT_BUSY: Duration = Duration::from_micros(1);
 /// stop flag or a process lifetime is noticed).
 pub const ROUTER_INBOX_WAIT_IDLE: Duration = Duration::from_millis(5);
 
-/// A server's CPU budget (NetMigrate 4.4's policy knob).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CpuBudget {
-    /// Accounting interval.
-    pub interval_us: u64,
-    /// Share of each interval the server may spend serving its inbox (1..=100).
-    pub query_pct: u8,
-}
-
-impl Default for CpuBudget {
-    fn default() -> Self {
-        Self {
-            interval_us: 1000,
-            query_pct: 100,
-        }
-    }
-}
-
-impl CpuBudget {
-    /// Checks the budget given for `server`.
-    pub fn check(&self, server: NodeId) -> Result<()> {
-        if self.query_pct == 0 || self.query_pct > 100 || self.interval_us == 0 {
-            return Err(Error::InvalidBudget {
-                server,
-                query_pct: self.query_pct,
-                interval_us: self.interval_us,
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Enforces a [`CpuBudget`] from observed handling times (pure; the server loop feeds it).
-#[derive(Clone, Debug)]
-pub struct BudgetMeter {
-    budget: CpuBudget,
-    allowance_ns: u64,
-    interval_start_us: u64,
-    used_ns: u64,
-}
-
-impl BudgetMeter {
-    /// A meter whose first interval starts at `now_us`.
-    pub fn new(budget: CpuBudget, now_us: u64) -> Self {
-        Self {
-            budget,
-            allowance_ns: budget.interval_us * 1000 * budget.query_pct.min(100) as u64 / 100,
-            interval_start_us: now_us,
-            used_ns: 0,
-        }
-    }
-
-    /// Whether the inbox may be served at `now_us` (starts a new interval when one is over).
-    pub fn may_serve(&mut self, now_us: u64) -> bool {
-        if now_us >= self.interval_start_us + self.budget.interval_us {
-            self.interval_start_us = now_us;
-            self.used_ns = 0;
-        }
-        self.budget.query_pct >= 100 || self.used_ns < self.allowance_ns
-    }
-
-    /// Charges handling time to the current interval.
-    pub fn charge(&mut self, ns: u64) {
-        self.used_ns += ns;
-    }
-
-    /// Microseconds left in the current interval.
-    pub fn interval_left_us(&self, now_us: u64) -> u64 {
-        (self.interval_start_us + self.budget.interval_us).saturating_sub(now_us)
-    }
-}
-
-/// NetMigrate's migration policies (4.4), as source budgets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Shortest migration (Rocksteady-like time): the source serves queries 40% of the time.
-    MinimizeTime,
-    /// The medium setting: 70%.
-    Medium,
-    /// Best query throughput: the source serves queries whenever it has any (100%).
-    MaximizeThroughput,
-}
-
-impl Policy {
-    /// The source budget of this policy.
-    pub fn source_budget(self) -> CpuBudget {
-        let query_pct = match self {
-            Policy::MinimizeTime => 40,
-            Policy::Medium => 70,
-            Policy::MaximizeThroughput => 100,
-        };
-        CpuBudget {
-            query_pct,
-            ..CpuBudget::default()
-        }
-    }
-}
-
 /// What one step did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -157,7 +66,8 @@ pub enum Step {
     Foreign,
     /// The inbox stayed empty for the whole wait.
     Idle,
-    /// The CPU budget of this interval was spent; the inbox was left alone.
+    /// No packet was handled: queries wait for the next budget interval (a query taken from
+    /// the inbox may have joined them).
     Throttled,
 }
 
@@ -192,8 +102,7 @@ impl<N> NodeHooks<N> for () {}
 pub struct ServerNode<S: ShardStore = Table> {
     server: Server<S>,
     transport: SharedTransport,
-    budget: CpuBudget,
-    meter: BudgetMeter,
+    inbox: Inbox,
     epoch: Instant,
     counters: NodeCounters,
 }
@@ -212,8 +121,7 @@ impl<S: ShardStore> ServerNode<S> {
         Ok(Self {
             server,
             transport,
-            budget,
-            meter: BudgetMeter::new(budget, now_us),
+            inbox: Inbox::new(budget, now_us),
             epoch,
             counters: NodeCounters::default(),
         })
@@ -276,41 +184,65 @@ impl<S: ShardStore> ServerNode<S> {
     pub fn step(&mut self, hooks: &mut impl NodeHooks<Self>) -> Result<Step> {
         hooks.poll(self);
         self.stop_if_store_failed()?;
-        let step = if self.meter.may_serve(self.now_us()) {
-            let wait = if self.server.has_background_work() {
-                SERVER_INBOX_WAIT_BUSY
-            } else {
-                SERVER_INBOX_WAIT_IDLE
-            };
-            match self.transport.recv_inbound(self.id(), wait)? {
-                Some(Inbound::Packet(p)) => {
-                    let start = Instant::now();
-                    let out = self.server.handle(self.now_us(), p);
-                    self.emit(out)?;
-                    self.meter.charge(start.elapsed().as_nanos() as u64);
-                    self.counters.packets += 1;
-                    Step::Packet
+        let step = match self.inbox.next(self.now_us()) {
+            Some(p) => self.handle(p)?,
+            None if !self.inbox.accepts() => {
+                if !self.server.has_background_work() {
+                    // Backlog full of queries, nothing to migrate: idle out the interval.
+                    let left = self.inbox.interval_left_us(self.now_us());
+                    std::thread::sleep(Duration::from_micros(left).min(SERVER_INBOX_WAIT_IDLE));
                 }
-                Some(Inbound::Foreign(d)) => {
-                    if hooks.foreign(self, d).is_some() {
-                        self.counters.malformed += 1;
+                Step::Throttled
+            }
+            None => {
+                let mut wait = if self.server.has_background_work() {
+                    SERVER_INBOX_WAIT_BUSY
+                } else {
+                    SERVER_INBOX_WAIT_IDLE
+                };
+                if self.inbox.throttled() {
+                    let left = self.inbox.interval_left_us(self.now_us());
+                    wait = wait.min(Duration::from_micros(left));
+                }
+                match self.transport.recv_inbound(self.id(), wait)? {
+                    Some(Inbound::Packet(p)) => match self.inbox.offer(self.now_us(), p) {
+                        Some(p) => self.handle(p)?,
+                        None => Step::Throttled,
+                    },
+                    Some(Inbound::Foreign(d)) => {
+                        if hooks.foreign(self, d).is_some() {
+                            self.counters.malformed += 1;
+                        }
+                        Step::Foreign
                     }
-                    Step::Foreign
+                    None if self.inbox.throttled() => Step::Throttled,
+                    None => Step::Idle,
                 }
-                None => Step::Idle,
             }
-        } else {
-            if !self.server.has_background_work() {
-                // Budget spent and nothing to migrate: idle out the interval.
-                let left = self.meter.interval_left_us(self.now_us());
-                std::thread::sleep(Duration::from_micros(left.min(self.budget.interval_us)));
-            }
-            Step::Throttled
         };
         let out = self.server.tick(self.now_us());
         self.emit(out)?;
         hooks.after(self, step);
         Ok(step)
+    }
+
+    /// Handles one packet the inbox let through; a query's handling time is charged.
+    fn handle(&mut self, p: Packet) -> Result<Step> {
+        let query = p.body.is_query();
+        let start = Instant::now();
+        let out = self.server.handle(self.now_us(), p);
+        self.emit(out)?;
+        if query {
+            self.inbox.charge(start.elapsed().as_nanos() as u64);
+        }
+        self.counters.packets += 1;
+        Ok(Step::Packet)
+    }
+
+    /// Spends the rest of this interval's query budget (tests of what still moves without it).
+    #[cfg(test)]
+    fn spend_budget(&mut self) {
+        self.inbox.charge(u64::MAX / 4);
     }
 
     /// Steps until `stop` is set (`Ok`) or a step fails: the node was marked down
@@ -429,25 +361,10 @@ mod tests {
     use super::*;
     use crate::router::RouterConfig;
     use crate::server::ServerConfig;
+    use crate::status::MigrationPhase;
     use crate::transport::InProcess;
     use crate::wire::{Body, Item, Status};
     use crate::Geometry;
-
-    #[test]
-    fn budget_meter_enforces_the_share_per_interval() {
-        let mut m = BudgetMeter::new(Policy::MinimizeTime.source_budget(), 0);
-        assert!(m.may_serve(0));
-        m.charge(399_000);
-        assert!(m.may_serve(10), "399 us of 400 us used");
-        m.charge(2_000);
-        assert!(!m.may_serve(500), "40% of 1 ms spent");
-        assert_eq!(m.interval_left_us(500), 500);
-        assert!(m.may_serve(1000), "a new interval starts");
-        let mut full = BudgetMeter::new(Policy::MaximizeThroughput.source_budget(), 0);
-        full.charge(10_000_000);
-        assert!(full.may_serve(1));
-        assert_eq!(Policy::Medium.source_budget().query_pct, 70);
-    }
 
     fn geometry() -> Geometry {
         Geometry::new(6, 2).unwrap()
@@ -505,6 +422,50 @@ mod tests {
                 shard: 5
             })
         ));
+    }
+
+    #[test]
+    fn a_spent_query_budget_leaves_the_copy_running_and_only_queries_wait() {
+        // 40% of a one-hour interval: once spent, the budget stays spent for the whole test.
+        let budget = CpuBudget {
+            interval_us: 3_600_000_000,
+            query_pct: 40,
+        };
+        let t: SharedTransport = Arc::new(InProcess::new(4));
+        let mut router = RouterNode::new(Router::new(RouterConfig::default()).unwrap(), t.clone());
+        let server = |id| Server::new(ServerConfig::new(id, 0, geometry())).unwrap();
+        let epoch = Instant::now();
+        let mut src = ServerNode::new(server(1), t.clone(), budget, epoch).unwrap();
+        let mut dst = ServerNode::new(server(2), t.clone(), CpuBudget::default(), epoch).unwrap();
+        src.load(1, (0..200).map(|k| (k, vec![k as u8]))).unwrap();
+        src.spend_budget();
+        src.start_migration(1, 2, Protocol::NetMigrate).unwrap();
+        let done = |n: &ServerNode| n.server().migration_status().last().map(|s| s.phase);
+        for _ in 0..20_000 {
+            if matches!(
+                done(&src),
+                Some(MigrationPhase::Done | MigrationPhase::Aborted)
+            ) {
+                break;
+            }
+            router.step(&mut ()).unwrap();
+            dst.step(&mut ()).unwrap();
+            src.step(&mut ()).unwrap();
+        }
+        // Under the old charging every ack counted as a query and none was read once the
+        // budget was spent: the window never moved and the copy stalled until its timeout.
+        assert_eq!(done(&src), Some(MigrationPhase::Done));
+        assert_eq!(dst.server().live_keys(1), 200);
+        assert_eq!(
+            src.inbox.used_ns(),
+            u64::MAX / 4,
+            "the copy charged nothing"
+        );
+        // A client query, though, waits for the next interval.
+        t.send(1, query(3, 7, Body::Get { key: 5 })).unwrap();
+        assert_eq!(src.step(&mut ()).unwrap(), Step::Throttled);
+        assert_eq!(src.inbox.backlog_len(), 1);
+        assert!(t.recv(3, Duration::from_millis(1)).unwrap().is_none());
     }
 
     /// A store that fails on demand.

@@ -35,6 +35,26 @@
 //! write sent to the destination from S2 also sets the group's BF bits: once any write of a group
 //! has gone to the destination, that group never reads from the source alone again. This costs
 //! BF fill (more S3/S4 false positives, handled by pulls and double reads), never correctness.
+//!
+//! Duplicates (reliable control plane, see `reliable`): a source sends its control packets
+//! again until acked, so the router may see one twice, or late. Each is applied once, judged by
+//! content against small fixed tables, not by sequence number (a packet can be retried for
+//! longer than any window of numbers stays meaningful):
+//! - GROUP-START: each instance keeps the groups it counted in the CBF and has not seen
+//!   complete, at most [`GROUPS_INFLIGHT_MAX`], and the last [`GROUPS_INFLIGHT_MAX`] it saw
+//!   complete; a START for any of them is acked and not counted again. (A duplicate older than
+//!   that is counted again: its group stays in S2/S4 and is double-read, slower, never wrong.
+//!   A START must never be skipped on the BF's word: a BF false positive would then route a
+//!   migrating group as S3 while late writes are still on their way.)
+//! - GROUP-COMPLETE: applied only for a counted group; for a group the BF shows completed it is
+//!   acked ok without another decrement; anything else is refused.
+//! - REGISTER from the same source to the same destination: acked again. TERMINATE and ABORT
+//!   for a gone instance: refused, which the source takes as done.
+//!
+//! Fulva (`ClientTracked`): Fulva's clients track exactly which ranges have migrated. The router
+//! stands in for them with an exact bitmap of completed groups per instance, allocated up front
+//! for [`RouterConfig::tracked_groups_max`] groups; a REGISTER of a Fulva shard with more groups
+//! is refused.
 
 use crate::error::Result;
 use crate::filter::{BloomFilter, CountingBloomFilter};
@@ -54,6 +74,8 @@ pub struct RouterConfig {
     pub cbf_bytes: usize,
     /// Finished migrations remembered as shard -> new owner rewrites.
     pub redirects_max: usize,
+    /// Groups a Fulva (`ClientTracked`) instance can track exactly, bitmap allocated up front.
+    pub tracked_groups_max: u32,
 }
 
 impl Default for RouterConfig {
@@ -64,6 +86,7 @@ impl Default for RouterConfig {
             bf_bytes: 512 << 10,
             cbf_bytes: 1024 << 10,
             redirects_max: 256,
+            tracked_groups_max: 1 << 20,
         }
     }
 }
@@ -112,6 +135,10 @@ pub fn decide(state: GroupState, is_write: bool) -> Route {
     }
 }
 
+/// Groups one instance can have counted in its CBF at once (see the module doc); a source's
+/// `groups_inflight_max` is bounded by it.
+pub const GROUPS_INFLIGHT_MAX: usize = 32;
+
 #[derive(Clone, Debug)]
 struct Instance {
     shard: ShardId,
@@ -119,7 +146,9 @@ struct Instance {
     dst: NodeId,
     mode: RouterMode,
     geometry: Geometry,
-    completed_prefix: u32,
+    counted: [Option<u32>; GROUPS_INFLIGHT_MAX],
+    completed: [Option<u32>; GROUPS_INFLIGHT_MAX],
+    completed_next: usize,
 }
 
 /// Counters the router keeps (what a switch exports through its control plane).
@@ -143,6 +172,8 @@ pub struct RouterStats {
     pub unexpected: u64,
     /// Bytes of the extra query copies made for double reads.
     pub double_read_bytes: u64,
+    /// Control packets seen again (acked, applied once).
+    pub control_duplicates: u64,
 }
 
 /// The router state: instance table, filters, redirects, counters.
@@ -152,6 +183,7 @@ pub struct Router {
     bfs: Vec<BloomFilter>,
     cbfs: Vec<CountingBloomFilter>,
     redirects: Vec<Option<(ShardId, NodeId)>>,
+    tracked: Vec<Vec<u64>>,
     stats: RouterStats,
 }
 
@@ -171,9 +203,18 @@ impl Router {
         let cbfs = (0..cfg.instances_max)
             .map(|_| CountingBloomFilter::new(cfg.cbf_bytes))
             .collect::<Result<_>>()?;
+        if cfg.tracked_groups_max > 1 << 24 {
+            return Err(crate::Error::InvalidSetting {
+                key: "tracked_groups_max",
+                value: cfg.tracked_groups_max.to_string(),
+                expected: format!("at most {} (2 MB of bitmap per instance)", 1 << 24),
+            });
+        }
+        let words = (cfg.tracked_groups_max as usize).div_ceil(64);
         Ok(Self {
             slots: vec![None; cfg.instances_max],
             redirects: vec![None; cfg.redirects_max],
+            tracked: vec![vec![0; words]; cfg.instances_max],
             bfs,
             cbfs,
             stats: RouterStats::default(),
@@ -272,7 +313,7 @@ impl Router {
             RouterMode::SourceOnly => Route::Source,
             RouterMode::DestinationFirst => Route::Destination,
             RouterMode::ClientTracked => {
-                if g < inst.completed_prefix || is_write {
+                if is_write || self.tracked[i][g as usize / 64] & (1 << (g % 64)) != 0 {
                     Route::Destination
                 } else {
                     Route::DoubleRead
@@ -338,20 +379,30 @@ impl Router {
             geometry,
         } = p.body
         {
-            let ok = src == from && self.slot_of(p.shard).is_none();
+            let same = self.slot_of(p.shard).and_then(|i| self.slots[i].as_ref());
+            if same.is_some_and(|s| s.src == src && s.dst == dst && s.mode == mode) {
+                self.stats.control_duplicates += 1;
+                return self.ack(from, &p, true, 0);
+            }
+            let fits = mode != RouterMode::ClientTracked
+                || geometry.groups() <= self.cfg.tracked_groups_max;
+            let ok = src == from && fits && self.slot_of(p.shard).is_none();
             let free = self.slots.iter().position(Option::is_none);
             let (Some(i), true) = (free, ok) else {
                 return self.ack(from, &p, false, 0);
             };
             self.bfs[i].clear();
             self.cbfs[i].clear();
+            self.tracked[i].fill(0);
             self.slots[i] = Some(Instance {
                 shard: p.shard,
                 src,
                 dst,
                 mode,
                 geometry,
-                completed_prefix: 0,
+                counted: [None; GROUPS_INFLIGHT_MAX],
+                completed: [None; GROUPS_INFLIGHT_MAX],
+                completed_next: 0,
             });
             return self.ack(from, &p, true, 0);
         }
@@ -366,27 +417,46 @@ impl Router {
         }
         match p.body {
             Body::GroupStart { group } if group < inst.geometry.groups() => {
-                if inst.mode == RouterMode::Filters {
-                    self.cbfs[i].increment(group);
+                if inst.mode != RouterMode::Filters {
+                    return self.ack(from, &p, true, group);
                 }
+                // Counted once (module doc): not again while counted, nor once completed.
+                if inst.counted.contains(&Some(group)) || inst.completed.contains(&Some(group)) {
+                    self.stats.control_duplicates += 1;
+                    return self.ack(from, &p, true, group);
+                }
+                let Some(free) = inst.counted.iter_mut().find(|c| c.is_none()) else {
+                    return self.ack(from, &p, false, group);
+                };
+                *free = Some(group);
+                self.cbfs[i].increment(group);
                 self.ack(from, &p, true, group)
             }
             Body::GroupComplete { group } if group < inst.geometry.groups() => {
                 match inst.mode {
-                    // A zero counter proves the group never started (no false negatives):
-                    // a duplicate or stray COMPLETE is refused rather than corrupting the CBF.
-                    RouterMode::Filters if !self.cbfs[i].contains(group) => {
-                        return self.ack(from, &p, false, group)
-                    }
                     RouterMode::Filters => {
-                        self.bfs[i].insert(group);
-                        self.cbfs[i].decrement(group);
+                        match inst.counted.iter_mut().find(|c| **c == Some(group)) {
+                            Some(c) => {
+                                *c = None;
+                                inst.completed[inst.completed_next] = Some(group);
+                                inst.completed_next =
+                                    (inst.completed_next + 1) % GROUPS_INFLIGHT_MAX;
+                                self.bfs[i].insert(group);
+                                self.cbfs[i].decrement(group);
+                            }
+                            // Completed before: ack again, change nothing.
+                            None if self.bfs[i].contains(group) => {
+                                self.stats.control_duplicates += 1;
+                            }
+                            // Never counted: a stray COMPLETE is refused rather than corrupting
+                            // the CBF.
+                            None => return self.ack(from, &p, false, group),
+                        }
                     }
-                    // Fulva's progress is a prefix; the source completes groups in order.
-                    RouterMode::ClientTracked if group == inst.completed_prefix => {
-                        inst.completed_prefix += 1;
+                    // Fulva: the exact set of completed groups, in any order.
+                    RouterMode::ClientTracked => {
+                        self.tracked[i][group as usize / 64] |= 1 << (group % 64);
                     }
-                    RouterMode::ClientTracked => return self.ack(from, &p, false, group),
                     _ => {}
                 }
                 self.ack(from, &p, true, group)
@@ -434,273 +504,4 @@ impl Router {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::wire::{op, FLAG_DOUBLE};
-
-    const SRC: NodeId = 1;
-    const DST: NodeId = 2;
-    const CLIENT: NodeId = 100;
-
-    fn router(bf: usize, cbf: usize) -> Router {
-        Router::new(RouterConfig {
-            bf_bytes: bf,
-            cbf_bytes: cbf,
-            ..RouterConfig::default()
-        })
-        .unwrap()
-    }
-
-    fn ctl(body: Body) -> Packet {
-        Packet {
-            from: SRC,
-            shard: SRC,
-            seq: 0,
-            flags: 0,
-            body,
-        }
-    }
-
-    fn query(body: Body) -> Packet {
-        Packet {
-            from: CLIENT,
-            shard: SRC,
-            seq: 1,
-            flags: 0,
-            body,
-        }
-    }
-
-    fn register(r: &mut Router, mode: RouterMode) -> Geometry {
-        let geometry = Geometry::new(8, 2).unwrap();
-        let out = r.on_packet(ctl(Body::Register {
-            src: SRC,
-            dst: DST,
-            mode,
-            geometry,
-        }));
-        assert!(matches!(out[0].1.body, Body::ControlAck { ok: true, .. }));
-        geometry
-    }
-
-    fn key_in(geo: Geometry, group: u32) -> u64 {
-        (0..).find(|&k| geo.group_of(k) == group).unwrap()
-    }
-
-    fn targets(out: &[(NodeId, Packet)]) -> Vec<NodeId> {
-        out.iter().map(|(n, _)| *n).collect()
-    }
-
-    #[test]
-    fn decision_table_matches_fig3() {
-        use GroupState::*;
-        assert_eq!(decide(NotStarted, false), Route::Source);
-        assert_eq!(decide(NotStarted, true), Route::Source);
-        assert_eq!(decide(Migrating, false), Route::DoubleRead);
-        assert_eq!(decide(Migrating, true), Route::Destination);
-        assert_eq!(decide(Migrated, false), Route::Destination);
-        assert_eq!(decide(Migrated, true), Route::Destination);
-        assert_eq!(decide(Conflict, false), Route::DoubleRead);
-        assert_eq!(decide(Conflict, true), Route::Destination);
-        assert_eq!(classify(true, true), Conflict);
-    }
-
-    #[test]
-    fn group_walks_s1_s2_s3() {
-        let mut r = router(4096, 4096);
-        let geo = register(&mut r, RouterMode::Filters);
-        let k = key_in(geo, 5);
-        let get = query(Body::Get { key: k });
-        assert_eq!(targets(&r.on_packet(get.clone())), vec![SRC]);
-        r.on_packet(ctl(Body::GroupStart { group: 5 }));
-        let out = r.on_packet(get.clone());
-        assert_eq!(targets(&out), vec![SRC, DST]);
-        assert!(out.iter().all(|(_, p)| p.flags & FLAG_DOUBLE != 0));
-        r.on_packet(ctl(Body::GroupComplete { group: 5 }));
-        assert_eq!(targets(&r.on_packet(get)), vec![DST]);
-        assert_eq!(r.lookup(SRC, k), Some(GroupState::Migrated));
-        // Termination drops the instance and redirects the shard.
-        r.on_packet(ctl(Body::Terminate));
-        assert!(r.instances().is_empty());
-        assert_eq!(
-            targets(&r.on_packet(query(Body::Delete { key: k }))),
-            vec![DST]
-        );
-    }
-
-    #[test]
-    fn sticky_write_keeps_a_false_positive_group_off_source_only_reads() {
-        // One CBF counter: every group collides.
-        let mut r = router(4096, 1);
-        let geo = register(&mut r, RouterMode::Filters);
-        let (a, b) = (key_in(geo, 1), key_in(geo, 2));
-        r.on_packet(ctl(Body::GroupStart { group: 1 }));
-        assert_eq!(
-            r.lookup(SRC, b),
-            Some(GroupState::Migrating),
-            "CBF false positive"
-        );
-        let out = r.on_packet(query(Body::Set {
-            key: b,
-            value: vec![1],
-        }));
-        assert_eq!(targets(&out), vec![DST]);
-        r.on_packet(ctl(Body::GroupComplete { group: 1 }));
-        // Group 2 never started, but a write of it went to the destination.
-        assert_ne!(r.lookup(SRC, b), Some(GroupState::NotStarted));
-        assert_eq!(
-            targets(&r.on_packet(query(Body::Get { key: b }))),
-            vec![DST]
-        );
-        assert_eq!(
-            targets(&r.on_packet(query(Body::Get { key: a }))),
-            vec![DST]
-        );
-        assert_eq!(r.stats().sticky_writes, 1);
-    }
-
-    #[test]
-    fn several_instances_are_independent_and_bounded() {
-        let mut r = Router::new(RouterConfig {
-            instances_max: 2,
-            bf_bytes: 64,
-            cbf_bytes: 64,
-            ..RouterConfig::default()
-        })
-        .unwrap();
-        let geometry = Geometry::new(6, 1).unwrap();
-        for (src, ok) in [(1u16, true), (3, true), (5, false)] {
-            let out = r.on_packet(Packet {
-                from: src,
-                shard: src,
-                seq: 0,
-                flags: 0,
-                body: Body::Register {
-                    src,
-                    dst: src + 1,
-                    mode: RouterMode::DestinationFirst,
-                    geometry,
-                },
-            });
-            assert!(matches!(out[0].1.body, Body::ControlAck { ok: o, .. } if o == ok));
-        }
-        let to = |r: &mut Router, shard: u16| {
-            targets(&r.on_packet(Packet {
-                from: CLIENT,
-                shard,
-                seq: 0,
-                flags: 0,
-                body: Body::Get { key: 9 },
-            }))
-        };
-        assert_eq!(to(&mut r, 1), vec![2]);
-        assert_eq!(to(&mut r, 3), vec![4]);
-        assert_eq!(to(&mut r, 5), vec![5]);
-    }
-
-    #[test]
-    fn control_from_a_stranger_or_for_no_instance_is_refused() {
-        let mut r = router(64, 64);
-        let out = r.on_packet(ctl(Body::GroupStart { group: 0 }));
-        assert!(matches!(out[0].1.body, Body::ControlAck { ok: false, .. }));
-        register(&mut r, RouterMode::Filters);
-        let mut p = ctl(Body::GroupStart { group: 0 });
-        p.from = 77;
-        let out = r.on_packet(p);
-        assert_eq!(out[0].0, 77);
-        assert!(matches!(out[0].1.body, Body::ControlAck { ok: false, .. }));
-        let out = r.on_packet(ctl(Body::GroupStart { group: 1 << 20 }));
-        assert!(matches!(out[0].1.body, Body::ControlAck { ok: false, .. }));
-        assert_eq!(r.stats().controls_refused, 3);
-    }
-
-    #[test]
-    fn random_packets_never_panic_the_router() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
-        let mut r = router(8, 2);
-        let geometry = Geometry::new(6, 1).unwrap();
-        for _ in 0..20_000 {
-            let from = rng.gen_range(0..4);
-            let shard = rng.gen_range(0..4);
-            let group = rng.gen_range(0..40);
-            let body = match rng.gen_range(0..9) {
-                0 => Body::Get { key: rng.gen() },
-                1 => Body::Set {
-                    key: rng.gen(),
-                    value: vec![1],
-                },
-                2 => Body::Delete { key: rng.gen() },
-                3 => Body::Register {
-                    src: rng.gen_range(0..4),
-                    dst: rng.gen_range(0..4),
-                    mode: [RouterMode::Filters, RouterMode::ClientTracked][rng.gen_range(0..2)],
-                    geometry,
-                },
-                4 => Body::GroupStart { group },
-                5 => Body::GroupComplete { group },
-                6 => Body::Terminate,
-                7 => Body::Abort,
-                _ => Body::DataAck { batch: 0 },
-            };
-            r.on_packet(Packet {
-                from,
-                shard,
-                seq: 0,
-                flags: 0,
-                body,
-            });
-        }
-        assert!(r.stats().controls_refused > 0);
-        assert!(r.stats().unexpected > 0);
-    }
-
-    #[test]
-    fn duplicate_group_complete_is_refused() {
-        let mut r = router(64, 64);
-        register(&mut r, RouterMode::Filters);
-        r.on_packet(ctl(Body::GroupStart { group: 2 }));
-        let ok = r.on_packet(ctl(Body::GroupComplete { group: 2 }));
-        assert!(matches!(ok[0].1.body, Body::ControlAck { ok: true, .. }));
-        let dup = r.on_packet(ctl(Body::GroupComplete { group: 2 }));
-        assert!(matches!(dup[0].1.body, Body::ControlAck { ok: false, .. }));
-    }
-
-    #[test]
-    fn malformed_datagrams_are_counted_and_dropped() {
-        let mut r = router(64, 64);
-        assert!(r.on_datagram(&[1, 2, 3]).is_empty());
-        assert!(r.on_datagram(&[]).is_empty());
-        let mut buf = Vec::new();
-        query(Body::Get { key: 1 }).encode(&mut buf).unwrap();
-        buf[3] = 200;
-        assert!(r.on_datagram(&buf).is_empty());
-        assert_eq!(r.stats().malformed, 3);
-        buf[3] = op::GET;
-        assert_eq!(targets(&r.on_datagram(&buf)), vec![SRC]);
-    }
-
-    #[test]
-    fn fulva_prefix_and_rocksteady_modes() {
-        let mut r = router(64, 64);
-        let geo = register(&mut r, RouterMode::ClientTracked);
-        let k0 = key_in(geo, 0);
-        let k1 = key_in(geo, 1);
-        assert_eq!(
-            targets(&r.on_packet(query(Body::Get { key: k0 }))),
-            vec![SRC, DST]
-        );
-        assert_eq!(
-            targets(&r.on_packet(query(Body::Delete { key: k1 }))),
-            vec![DST]
-        );
-        r.on_packet(ctl(Body::GroupComplete { group: 0 }));
-        assert_eq!(
-            targets(&r.on_packet(query(Body::Get { key: k0 }))),
-            vec![DST]
-        );
-        // Out-of-order completion is refused in this mode.
-        let out = r.on_packet(ctl(Body::GroupComplete { group: 3 }));
-        assert!(matches!(out[0].1.body, Body::ControlAck { ok: false, .. }));
-    }
-}
+mod tests;

@@ -8,10 +8,16 @@
 //! `server/source.rs` and `server/dest.rs`.
 //!
 //! # Ordering the protocol relies on
-//! Each server has one FIFO inbox. The router forwards a query to the source before it handles
-//! any later control packet, and acks control packets into that same inbox, so when the source
-//! sees the router's GROUP-START ack, every write the router sent it for that group is already
-//! behind it. Writes the source executes after scanning a group and before that ack are the late
+//! Each server has one FIFO inbox (its node's [`crate::budget::Inbox`] keeps that order, letting
+//! only acks of the copy pass queries that wait for budget). The router forwards a query to the
+//! source before it handles any later control packet, and acks control packets into that same
+//! inbox, so when the source sees the router's GROUP-START ack, every write the router sent it
+//! for that group is already behind it.
+//!
+//! A group's DATA leaves the source only once its GROUP-START is acked. The paper pipelines
+//! them, which is safe when START reaches the router before anything the copy causes; over a
+//! network that loses or reorders, a START that arrives late would let a BF false positive
+//! route the group as S3, to a destination holding its copy but not yet its late writes. Writes the source executes after scanning a group and before that ack are the late
 //! writes of NetMigrate 4.3; they are forwarded before GROUP-COMPLETE is sent.
 //!
 //! # Versions
@@ -22,136 +28,37 @@
 //! # Destination failure
 //! With `mirror_writes` on, the destination sends every write it takes to the source and acks the
 //! client only after the source has applied it; reads of a key with a write in flight wait. So
-//! the source holds every acknowledged write, and an aborted migration (destination silent for
-//! `ack_timeout_us`) leaves the source authoritative and complete (NetMigrate 7, fault tolerance).
+//! the source holds every acknowledged write, and an aborted migration (a packet to the
+//! destination or router unanswered after `retries_max` resends and `ack_timeout_us`, see
+//! `reliable`) leaves the source authoritative and complete (NetMigrate 7, fault tolerance).
+//! A destination whose mirrored write goes unanswered fences the shard (every query of it
+//! fails) until the source finishes or aborts, since that write may or may not have reached
+//! the source; a MIRROR-ACK refusing a write means the source aborted, and the destination
+//! drops the shard.
+//!
+//! # Reliable control plane
+//! Migration and control packets (and pulls and mirrors) go through [`crate::reliable`]: a
+//! server-wide sequence number, resends with backoff, duplicates of answers ignored. Receivers
+//! are idempotent: a MIGRATE-INIT, DATA, FINISH or ABORT seen again is answered again and
+//! applied once (the router does the same for its control packets).
 
+mod config;
 mod dest;
+mod dispatch;
 mod source;
+
+pub use config::{ServerConfig, ServerStats};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::error::{Error, Result};
 use crate::group::Geometry;
+use crate::reliable::Retransmits;
 use crate::status::{MigrationPhase, MigrationStatus};
 use crate::table::{ShardStore, Table};
 use crate::wire::{
-    Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE, FLAG_FROM_DEST,
-    FLAG_LATE,
+    Body, Item, Key, NodeId, Packet, Protocol, ShardId, Status, FLAG_DOUBLE, FLAG_LATE,
 };
-
-/// Server limits and agent settings.
-#[derive(Clone, Debug)]
-pub struct ServerConfig {
-    /// This server's node id; its own shard has the same id.
-    pub id: NodeId,
-    /// The router's node id.
-    pub router: NodeId,
-    /// Shape of this server's own shard.
-    pub geometry: Geometry,
-    /// Pairs per DATA packet.
-    pub batch_items_max: usize,
-    /// Unacked DATA packets per migration.
-    pub batches_inflight_max: usize,
-    /// Groups migrating at once (the paper's parallel migration threads, 6.3: 4).
-    pub groups_inflight_max: usize,
-    /// Reads parked at a destination waiting for a PriorityPull or a mirrored write.
-    pub parked_reads_max: usize,
-    /// Queries held by a frozen source (stop-and-copy, source-based final pause).
-    pub held_queries_max: usize,
-    /// Dirty-log rounds of the source-based protocol before the final pause.
-    pub dirty_rounds_max: u32,
-    /// The source-based protocol pauses once the dirty set is at most this big.
-    pub final_dirty_keys_max: usize,
-    /// A source waiting this long for its destination aborts the migration.
-    pub ack_timeout_us: u64,
-    /// Destination writes are mirrored to the source before they are acked (see module doc).
-    pub mirror_writes: bool,
-    /// Finished migrations kept for the status API.
-    pub status_history_max: usize,
-}
-
-impl ServerConfig {
-    /// Defaults for server `id` behind router `router`.
-    pub fn new(id: NodeId, router: NodeId, geometry: Geometry) -> Self {
-        Self {
-            id,
-            router,
-            geometry,
-            batch_items_max: 32,
-            batches_inflight_max: 16,
-            groups_inflight_max: 4,
-            parked_reads_max: 4096,
-            held_queries_max: 4096,
-            dirty_rounds_max: 8,
-            final_dirty_keys_max: 64,
-            ack_timeout_us: 2_000_000,
-            mirror_writes: true,
-            status_history_max: 16,
-        }
-    }
-
-    /// Checks every limit.
-    pub fn validate(&self) -> Result<()> {
-        let per_batch = crate::wire::DATAGRAM_BYTES_MAX
-            / (crate::wire::ITEM_BYTES_MIN + crate::wire::VALUE_BYTES_MAX);
-        let checks: [(&str, usize, usize, usize); 5] = [
-            ("batch_items_max", self.batch_items_max, 1, per_batch),
-            (
-                "batches_inflight_max",
-                self.batches_inflight_max,
-                1,
-                1 << 16,
-            ),
-            ("groups_inflight_max", self.groups_inflight_max, 1, 1 << 10),
-            ("parked_reads_max", self.parked_reads_max, 1, 1 << 20),
-            ("held_queries_max", self.held_queries_max, 1, 1 << 20),
-        ];
-        for (name, v, lo, hi) in checks {
-            if v < lo || v > hi {
-                return Err(Error::InvalidSetting {
-                    key: name,
-                    value: v.to_string(),
-                    expected: format!("{lo}..={hi}"),
-                });
-            }
-        }
-        if self.ack_timeout_us == 0 {
-            return Err(Error::InvalidSetting {
-                key: "ack_timeout_us",
-                value: "0".into(),
-                expected: "more than 0 (the source's patience with a silent peer)".into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Counters of one server.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ServerStats {
-    /// Client queries executed here.
-    pub queries: u64,
-    /// Queries forwarded (shard moved away, or held queries released).
-    pub forwarded: u64,
-    /// PriorityPulls this server sent as a destination.
-    pub pulls: u64,
-    /// Late dirty writes forwarded as a source (NetMigrate 4.3 corner case).
-    pub late_writes: u64,
-    /// Writes that reached a source after their group's late writes were flushed (must be 0).
-    pub late_after_flush: u64,
-    /// Dirty pairs re-sent by the source-based protocol.
-    pub dirty_items: u64,
-    /// Writes mirrored from a destination to its source.
-    pub mirrored: u64,
-    /// Queries refused (limits, aborted migration).
-    pub refused: u64,
-    /// Packets that fit no state (stale after an abort), dropped.
-    pub dropped: u64,
-    /// Bytes of first-copy migration data sent.
-    pub data_bytes: u64,
-    /// Server-to-server bytes beyond the first copy: late/dirty batches, pulls, mirrors.
-    pub extra_bytes: u64,
-}
 
 #[derive(Debug, Default)]
 struct GroupProgress {
@@ -169,15 +76,18 @@ struct SourceAgent {
     phase: MigrationPhase,
     started_us: u64,
     last_progress_us: u64,
+    /// Groups started so far (all of them: the copy is done).
     next_group: u32,
+    /// Which groups have started (a bitmap: Fulva starts them out of order).
+    started: Vec<u64>,
+    /// The lowest group that may not have started (the order of every protocol but Fulva).
+    cursor: u32,
     groups_total: u32,
     groups_done: u32,
     groups: BTreeMap<u32, GroupProgress>,
     batches: BTreeMap<u32, u32>,
     queue: VecDeque<(u32, Vec<Item>, bool)>,
     next_batch: u32,
-    completes_waiting: BTreeSet<u32>,
-    next_complete: u32,
     dirty: BTreeSet<Key>,
     dirty_rounds: u32,
     frozen_since_us: Option<u64>,
@@ -199,7 +109,9 @@ struct DestAgent {
     parked_count: usize,
     pending: BTreeMap<u32, Packet>,
     pending_keys: BTreeMap<Key, u32>,
-    next_token: u32,
+    /// A mirrored write went unanswered past its retries: the source may or may not hold it,
+    /// so nothing of the shard is served until the source finishes or aborts the migration.
+    fenced: bool,
 }
 
 impl DestAgent {
@@ -219,6 +131,75 @@ enum Role {
 struct Shard<S> {
     table: S,
     role: Role,
+    heat: Heat,
+}
+
+/// Sampled accesses per group of a shard, for Fulva's hot-first order (NetMigrate 6.1: "the hot
+/// keys are migrated with a higher priority based on sampling statistics"): one query in
+/// [`HEAT_SAMPLE_EVERY`] counts for its group, at most [`HEAT_GROUPS_MAX`] groups tracked.
+#[derive(Debug, Default)]
+struct Heat {
+    queries: u64,
+    counts: BTreeMap<u32, u32>,
+}
+
+/// One query in this many is sampled.
+pub const HEAT_SAMPLE_EVERY: u64 = 8;
+/// Groups whose heat a shard tracks; once full, only tracked groups gain heat.
+pub const HEAT_GROUPS_MAX: usize = 4096;
+
+impl Heat {
+    fn sample(&mut self, group: u32) {
+        self.queries += 1;
+        if !self.queries.is_multiple_of(HEAT_SAMPLE_EVERY) {
+            return;
+        }
+        let full = self.counts.len() >= HEAT_GROUPS_MAX;
+        match self.counts.get_mut(&group) {
+            Some(c) => *c = c.saturating_add(1),
+            None if !full => {
+                self.counts.insert(group, 1);
+            }
+            None => {}
+        }
+    }
+
+    /// The hottest sampled group `skip` refuses not, ties to the lower group.
+    fn hottest(&self, skip: impl Fn(u32) -> bool) -> Option<u32> {
+        self.counts
+            .iter()
+            .filter(|(&g, _)| !skip(g))
+            .max_by_key(|(&g, &c)| (c, std::cmp::Reverse(g)))
+            .map(|(&g, _)| g)
+    }
+}
+
+impl SourceAgent {
+    fn is_started(&self, g: u32) -> bool {
+        let g = g as usize;
+        self.started
+            .get(g / 64)
+            .is_some_and(|w| w & (1 << (g % 64)) != 0)
+    }
+
+    /// Marks and returns the next group to copy: for Fulva the hottest sampled one not started
+    /// yet, otherwise (and once no sampled group is left) the lowest not started.
+    fn start_next(&mut self, heat: &Heat) -> u32 {
+        debug_assert!(self.next_group < self.groups_total);
+        let hot = match self.protocol {
+            Protocol::Fulva => heat.hottest(|g| g >= self.groups_total || self.is_started(g)),
+            _ => None,
+        };
+        let g = hot.unwrap_or_else(|| {
+            while self.is_started(self.cursor) {
+                self.cursor += 1;
+            }
+            self.cursor
+        });
+        self.started[g as usize / 64] |= 1 << (g % 64);
+        self.next_group += 1;
+        g
+    }
 }
 
 /// Makes the store of a shard this server starts holding (its own, or one migrating in).
@@ -234,6 +215,7 @@ pub struct Server<S: ShardStore = Table> {
     now_us: u64,
     shards: BTreeMap<ShardId, Shard<S>>,
     out: Vec<(NodeId, Packet)>,
+    retx: Retransmits,
     stats: ServerStats,
     history: VecDeque<MigrationStatus>,
 }
@@ -262,6 +244,7 @@ impl<S: ShardStore> Server<S> {
             Shard {
                 table: make_store(cfg.id, cfg.geometry),
                 role: Role::Owner,
+                heat: Heat::default(),
             },
         );
         Ok(Self {
@@ -271,6 +254,7 @@ impl<S: ShardStore> Server<S> {
             now_us: 0,
             shards,
             out: Vec::new(),
+            retx: Retransmits::new(cfg.retry_policy()),
             stats: ServerStats::default(),
             history: VecDeque::new(),
             cfg,
@@ -350,6 +334,32 @@ impl<S: ShardStore> Server<S> {
         ));
     }
 
+    /// Sends a packet that must be answered: numbered, and sent again until it is (see
+    /// `reliable`). Returns its sequence number.
+    fn send_reliable(&mut self, to: NodeId, shard: ShardId, flags: u8, body: Body) -> u32 {
+        let p = Packet {
+            from: self.cfg.id,
+            shard,
+            seq: 0,
+            flags,
+            body,
+        };
+        let (to, p) = self.retx.send(self.now_us, to, p);
+        let seq = p.seq;
+        self.out.push((to, p));
+        seq
+    }
+
+    /// Whether answer `seq` from `from` answers a numbered packet still awaited (else it is a
+    /// duplicate, counted, to be ignored).
+    fn answered(&mut self, seq: u32, from: NodeId) -> bool {
+        if self.retx.ack(seq, from).is_some() {
+            return true;
+        }
+        self.stats.duplicates += 1;
+        false
+    }
+
     fn send_extra(&mut self, to: NodeId, shard: ShardId, seq: u32, flags: u8, body: Body) {
         self.send(to, shard, seq, flags, body);
         if let Some((_, p)) = self.out.last() {
@@ -425,14 +435,14 @@ impl<S: ShardStore> Server<S> {
             started_us: now_us,
             last_progress_us: now_us,
             next_group: 0,
+            started: vec![0; (geometry.groups() as usize).div_ceil(64)],
+            cursor: 0,
             groups_total: geometry.groups(),
             groups_done: 0,
             groups: BTreeMap::new(),
             batches: BTreeMap::new(),
             queue: VecDeque::new(),
             next_batch: 0,
-            completes_waiting: BTreeSet::new(),
-            next_complete: 0,
             dirty: BTreeSet::new(),
             dirty_rounds: 0,
             frozen_since_us: None,
@@ -442,10 +452,9 @@ impl<S: ShardStore> Server<S> {
             last_error: None,
             terminate_sent: false,
         }));
-        self.send(
+        self.send_reliable(
             dst,
             shard,
-            0,
             0,
             Body::Init {
                 era,
@@ -467,9 +476,20 @@ impl<S: ShardStore> Server<S> {
         std::mem::take(&mut self.out)
     }
 
-    /// Background work: start groups, send batches, check timeouts.
+    /// Background work: start groups, send batches, send unanswered packets again and give up
+    /// the ones past their retries.
     pub fn tick(&mut self, now_us: u64) -> Vec<(NodeId, Packet)> {
         self.now_us = now_us;
+        let before = self.out.len();
+        let lost = self.retx.due(now_us, &mut self.out);
+        for (_, p) in &self.out[before..] {
+            self.stats.resent += 1;
+            self.stats.extra_bytes += p.encoded_len() as u64;
+        }
+        for l in lost {
+            self.stats.given_up += 1;
+            self.given_up(l);
+        }
         let shards: Vec<ShardId> = self
             .shards
             .iter()
@@ -554,6 +574,10 @@ impl<S: ShardStore> Server<S> {
         self.stats.queries += 1;
         let shard = q.shard;
         let key = key_of(&q.body);
+        if let Some(s) = self.shards.get_mut(&shard) {
+            let g = s.table.geometry().group_of(key);
+            s.heat.sample(g);
+        }
         let new_value = match &q.body {
             Body::Get { .. } => {
                 let item = self.shards.get(&shard).and_then(|s| s.table.get(key));
@@ -578,7 +602,7 @@ impl<S: ShardStore> Server<S> {
             let g = s.table.geometry().group_of(key);
             match a.protocol {
                 Protocol::SourceBased | Protocol::StopAndCopy => {
-                    if g < a.next_group {
+                    if a.is_started(g) {
                         a.dirty.insert(key);
                     }
                 }
@@ -589,7 +613,7 @@ impl<S: ShardStore> Server<S> {
                         } else {
                             gp.late.insert(key);
                         }
-                    } else if g < a.next_group {
+                    } else if a.is_started(g) {
                         late_after_flush = true;
                     }
                 }
@@ -617,144 +641,5 @@ impl<S: ShardStore> Server<S> {
             }
         }
         self.reply(&q, Status::Ok, version, vec![], flags);
-    }
-
-    // ---------------------------------------------------------------- agents
-
-    fn on_agent(&mut self, p: Packet) {
-        let shard = p.shard;
-        match p.body {
-            Body::Init {
-                era,
-                protocol,
-                geometry,
-            } => {
-                // A shard can come back to a server it left (its old copy was cleaned up).
-                let ok = match self.shards.get(&shard) {
-                    None => true,
-                    Some(s) => matches!(s.role, Role::Moved(_)),
-                };
-                if ok {
-                    self.era = self.era.max(era.saturating_add(1));
-                    let groups = geometry.groups() as usize;
-                    let table = (self.make_store)(shard, geometry);
-                    self.shards.insert(
-                        shard,
-                        Shard {
-                            table,
-                            role: Role::Dest(Box::new(DestAgent {
-                                src: p.from,
-                                protocol,
-                                geometry,
-                                done: vec![0; groups.div_ceil(64)],
-                                owned: false,
-                                parked: BTreeMap::new(),
-                                parked_count: 0,
-                                pending: BTreeMap::new(),
-                                pending_keys: BTreeMap::new(),
-                                next_token: 0,
-                            })),
-                        },
-                    );
-                }
-                self.send(p.from, shard, 0, 0, Body::InitAck { ok });
-            }
-            Body::Data { batch, items, .. } => {
-                let Some(s) = self.dest_shard(shard, p.from) else {
-                    return;
-                };
-                s.table.install_batch(items);
-                self.send(p.from, shard, 0, 0, Body::DataAck { batch });
-            }
-            Body::GroupDone { group } => {
-                if let Some(s) = self.dest_shard(shard, p.from) {
-                    if let Role::Dest(d) = &mut s.role {
-                        let g = group as usize;
-                        if g / 64 < d.done.len() {
-                            d.done[g / 64] |= 1 << (g % 64);
-                        }
-                    }
-                }
-            }
-            Body::Finish => {
-                if let Some(s) = self.dest_shard(shard, p.from) {
-                    if let Role::Dest(d) = &mut s.role {
-                        d.owned = true;
-                    }
-                }
-            }
-            Body::PullReply { item } => {
-                let key = item.key;
-                let Some(s) = self.dest_shard(shard, p.from) else {
-                    return;
-                };
-                s.table.install_if_newer(item);
-                self.answer_parked(shard, key);
-            }
-            Body::MirrorAck { ok } => {
-                let Some(s) = self.dest_shard(shard, p.from) else {
-                    return;
-                };
-                let Role::Dest(d) = &mut s.role else {
-                    return;
-                };
-                let Some(q) = d.pending.remove(&p.seq) else {
-                    self.stats.dropped += 1;
-                    return;
-                };
-                let key = key_of(&q.body);
-                if let Some(n) = d.pending_keys.get_mut(&key) {
-                    *n -= 1;
-                    if *n == 0 {
-                        d.pending_keys.remove(&key);
-                    }
-                }
-                let version = s.table.version(key);
-                if ok {
-                    self.reply(&q, Status::Ok, version, vec![], FLAG_FROM_DEST);
-                } else {
-                    self.stats.refused += 1;
-                    self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
-                }
-                self.answer_parked(shard, key);
-            }
-            Body::Abort => self.dest_abort(shard, p.from),
-            Body::Pull { key } => {
-                let item = match self.shards.get(&shard) {
-                    Some(s) => s.table.get(key),
-                    None => None,
-                };
-                let item = item.unwrap_or(Item {
-                    key,
-                    version: 0,
-                    value: None,
-                });
-                self.send_extra(p.from, shard, p.seq, 0, Body::PullReply { item });
-            }
-            Body::Mirror { item } => {
-                let from = p.from;
-                let ok = match self.shards.get_mut(&shard) {
-                    Some(Shard {
-                        table,
-                        role: Role::Source(a),
-                    }) if a.dst == from => {
-                        table.install_if_newer(item);
-                        true
-                    }
-                    Some(Shard {
-                        role: Role::Moved(to),
-                        ..
-                    }) => *to == from,
-                    _ => false,
-                };
-                self.send_extra(from, shard, p.seq, 0, Body::MirrorAck { ok });
-            }
-            Body::InitAck { ok } => self.source_init_ack(shard, p.from, ok),
-            Body::DataAck { batch } => self.source_data_ack(shard, p.from, batch),
-            Body::ControlAck { op: o, ok, group } if p.from == self.cfg.router => {
-                self.source_control_ack(shard, o, ok, group)
-            }
-            _ => self.stats.dropped += 1,
-        }
     }
 }

@@ -1,11 +1,15 @@
 //! Deterministic simulation: the real router and server state machines, one source and one
 //! destination, and closed-loop clients, stepped one event at a time in an order drawn from one
 //! seed (TigerBeetle-style). Each step delivers one packet from some node's FIFO inbox, lets a
-//! server do background work, lets a client issue its next query, or times a client out.
+//! server do background work, lets a client issue its next query, or times a client out. The
+//! inboxes are an [`InProcess`] transport under a [`Lossy`] decorator, so a run can drop,
+//! duplicate and reorder a share of the datagrams ([`SimConfig::faults`], seeded from the run's
+//! seed) and exercise the reliable control plane.
 //! Clients record a history for [`crate::check`]; after the migration, one client reads every
 //! key so that lost writes show up as stale reads. Errors name the seed.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -16,6 +20,7 @@ use crate::group::Geometry;
 use crate::router::{Router, RouterConfig, RouterStats};
 use crate::server::{Server, ServerConfig, ServerStats};
 use crate::status::{MigrationPhase, MigrationStatus};
+use crate::transport::{FaultCounters, Faults, InProcess, Lossy, Transport};
 use crate::wire::{Body, Key, NodeId, Packet, Protocol, Status};
 
 const ROUTER: NodeId = 0;
@@ -52,8 +57,12 @@ pub struct SimConfig {
     pub steps_max: u64,
     /// A client abandons a query after this much simulated time.
     pub client_timeout_us: u64,
-    /// Source ack timeout (simulated time).
+    /// Patience with an unanswered packet (simulated time; see `reliable`).
     pub ack_timeout_us: u64,
+    /// First wait before an unanswered packet is sent again.
+    pub retransmit_us: u64,
+    /// Times an unanswered packet is sent again before it may be given up.
+    pub retries_max: u32,
     /// Groups the source migrates at once.
     pub groups_inflight_max: usize,
     /// Destination writes mirrored to the source (see `server`); off is the paper's protocol.
@@ -61,6 +70,8 @@ pub struct SimConfig {
     /// NetMigrate 4.4 presets applied once the instance is registered: (every BF bit set,
     /// every CBF counter at 1), i.e. Rocksteady-like and Fulva-like routing.
     pub router_preset: (bool, bool),
+    /// Datagrams dropped, duplicated and reordered (none by default).
+    pub faults: Faults,
 }
 
 impl SimConfig {
@@ -84,9 +95,12 @@ impl SimConfig {
             steps_max: 400_000,
             client_timeout_us: 200_000,
             ack_timeout_us: 100_000,
+            retransmit_us: 5_000,
+            retries_max: 4,
             groups_inflight_max: 2,
             mirror_writes: false,
             router_preset: (false, false),
+            faults: Faults::default(),
         }
     }
 }
@@ -110,6 +124,8 @@ pub struct SimReport {
     pub steps: u64,
     /// Queries that failed or timed out.
     pub failed_ops: u64,
+    /// What the lossy network did.
+    pub faults: FaultCounters,
 }
 
 struct Outstanding {
@@ -146,6 +162,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
         bf_bytes: cfg.bf_bytes,
         cbf_bytes: cfg.cbf_bytes,
         redirects_max: 4,
+        tracked_groups_max: 1 << 10,
     })
     .map_err(|e| fail(e.to_string()))?;
     let server_cfg = |id| ServerConfig {
@@ -153,6 +170,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
         batches_inflight_max: 1,
         groups_inflight_max: cfg.groups_inflight_max,
         ack_timeout_us: cfg.ack_timeout_us,
+        retransmit_us: cfg.retransmit_us,
+        retries_max: cfg.retries_max,
         mirror_writes: cfg.mirror_writes,
         ..ServerConfig::new(id, ROUTER, cfg.geometry)
     };
@@ -169,7 +188,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
         initial.insert(k, v);
     }
     let nodes = FIRST_CLIENT as usize + cfg.clients as usize;
-    let mut inbox: Vec<VecDeque<Packet>> = vec![VecDeque::new(); nodes];
+    let net = Lossy::new(InProcess::new(nodes), cfg.faults, seed ^ 0x6c6f_7373)
+        .map_err(|e| fail(e.to_string()))?;
     let mut dead = vec![false; nodes];
     let mut clients: Vec<SimClient> = (0..cfg.clients)
         .map(|c| {
@@ -210,13 +230,15 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
     let mut started = false;
     let mut preset_done = cfg.router_preset == (false, false);
 
-    fn deliver(inbox: &mut [VecDeque<Packet>], dead: &[bool], out: Vec<(NodeId, Packet)>) {
+    let deliver = |dead: &[bool], out: Vec<(NodeId, Packet)>| -> Result<(), String> {
         for (to, p) in out {
             if !dead[to as usize] {
-                inbox[to as usize].push_back(p);
+                net.send(to, p)
+                    .map_err(|e| format!("seed {seed}: send to {to}: {e}"))?;
             }
         }
-    }
+        Ok(())
+    };
 
     for step in 1..=cfg.steps_max {
         now_us += rng.gen_range(1..=20);
@@ -224,12 +246,12 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
             let out = servers[0]
                 .start_migration(now_us, SOURCE, DEST, cfg.protocol)
                 .map_err(|e| fail(e.to_string()))?;
-            deliver(&mut inbox, &dead, out);
+            deliver(&dead, out)?;
             started = true;
         }
         if cfg.kill_destination_at_step == Some(step) {
             dead[DEST as usize] = true;
-            inbox[DEST as usize].clear();
+            net.set_down(DEST);
         }
         let status = servers[0].migration_status().into_iter().last();
         let finished = started
@@ -258,14 +280,15 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                     destination: servers[1].stats().clone(),
                     steps: step,
                     failed_ops,
+                    faults: net.counters(),
                 });
             }
             read_back_queued = true;
             clients[0].script = (0..cfg.keys).map(|k| (k, OpKind::Read(None))).collect();
         }
         let mut actions = Vec::new();
-        for (n, q) in inbox.iter().enumerate() {
-            if !q.is_empty() && !dead[n] {
+        for (n, &down) in dead.iter().enumerate() {
+            if !down && net.ready(n as NodeId) == Some(true) {
                 actions.push(Action::Deliver(n));
             }
         }
@@ -291,20 +314,20 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
         let action = &actions[rng.gen_range(0..actions.len())];
         match *action {
             Action::Deliver(n) => {
-                let Some(p) = inbox[n].pop_front() else {
+                let Ok(Some(p)) = net.recv(n as NodeId, Duration::ZERO) else {
                     continue;
                 };
                 let node = n as NodeId;
                 if node == ROUTER {
                     let out = router.on_packet(p);
-                    deliver(&mut inbox, &dead, out);
+                    deliver(&dead, out)?;
                     if !preset_done {
                         let (bf, cbf) = cfg.router_preset;
                         preset_done = router.preset(SOURCE, bf, cbf);
                     }
                 } else if node == SOURCE || node == DEST {
                     let out = servers[(node - 1) as usize].handle(now_us, p);
-                    deliver(&mut inbox, &dead, out);
+                    deliver(&dead, out)?;
                 } else {
                     let c = &mut clients[(node - FIRST_CLIENT) as usize];
                     let Some(o) = c.outstanding.as_mut() else {
@@ -346,7 +369,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
             }
             Action::Tick(s) => {
                 let out = servers[(s - 1) as usize].tick(now_us);
-                deliver(&mut inbox, &dead, out);
+                deliver(&dead, out)?;
             }
             Action::Issue(i) => {
                 let c = &mut clients[i];
@@ -362,13 +385,14 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                     },
                     OpKind::Write(None) => Body::Delete { key },
                 };
-                inbox[ROUTER as usize].push_back(Packet {
+                let query = Packet {
                     from: c.id,
                     shard: SOURCE,
                     seq: c.seq,
                     flags: 0,
                     body,
-                });
+                };
+                deliver(&dead, vec![(ROUTER, query)])?;
                 c.outstanding = Some(Outstanding {
                     seq: c.seq,
                     key,

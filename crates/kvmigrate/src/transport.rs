@@ -1,11 +1,16 @@
 //! How packets move between nodes. [`Transport`] is the seam: [`InProcess`] (channels, the
 //! default), [`Udp`] (one loopback socket per node, every node in this process, packets encoded
-//! with [`crate::wire`]) and [`UdpPeer`] (this process's one node of a deployment with a process
-//! per node, as `locus kv` runs) are siblings. All keep the guarantee the protocol relies on (see `server`): per receiving node,
-//! packets are taken in the order they were sent. On loopback a datagram is queued at the
-//! receiver during `send_to`, so that holds; what UDP does not give is delivery when a receive
-//! buffer overflows (NetMigrate 7 leaves reliability to a layer above): a lost data batch or
-//! ack shows up as a migration abort after `ack_timeout_us`, a lost query as a client timeout.
+//! with [`crate::wire`]) and [`UdpPeer`] (this process's one node of a deployment with a
+//! process per node, as `locus kv` runs) are siblings; [`Lossy`] is a decorator of any of them
+//! that drops, duplicates and reorders a given share of datagrams, from a seed.
+//!
+//! The siblings keep per receiving node the order packets were sent in: on loopback a datagram
+//! is queued at the receiver during `send_to`. What UDP does not give is delivery when a
+//! receive buffer overflows, nor, off loopback, order or uniqueness. The layer above copes
+//! (NetMigrate 7, see `reliable`): every migration and control packet is numbered and sent
+//! again until answered, a receiver applies a packet it sees twice once, and a packet still
+//! unanswered after its retries aborts the migration, the source staying authoritative. A lost
+//! query or reply shows up as a client timeout.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,6 +21,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::error::{Error, Result};
 use crate::wire::{NodeId, Packet};
+
+mod lossy;
+
+pub use lossy::{FaultCounters, Faults, Lossy};
 
 /// A transport shared by the nodes and clients that use it.
 pub type SharedTransport = std::sync::Arc<dyn Transport>;
@@ -39,6 +48,11 @@ pub trait Transport: Send + Sync {
     fn bytes_sent(&self) -> u64;
     /// Marks a node dead (fault injection): it receives nothing more.
     fn set_down(&self, node: NodeId);
+    /// Whether `node` has a packet to take right now, for transports that can tell without
+    /// waiting (in-memory ones; the simulation steps only nodes that have one).
+    fn ready(&self, _node: NodeId) -> Option<bool> {
+        None
+    }
 }
 
 /// What a node receives: a packet, or a datagram that does not decode as one.
@@ -124,6 +138,11 @@ impl Transport for InProcess {
             d.store(true, Ordering::SeqCst);
             while self.inboxes[node as usize].1.try_recv().is_ok() {}
         }
+    }
+
+    fn ready(&self, node: NodeId) -> Option<bool> {
+        let (_, rx) = self.inboxes.get(node as usize)?;
+        Some(!rx.is_empty() && !self.is_down(node))
     }
 }
 

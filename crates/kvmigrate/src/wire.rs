@@ -24,7 +24,7 @@
 //!  14  ABORT      (empty)                                            source -> router, dest
 //!  15  CONTROL_ACK  acked_op u8 | ok u8 | group u32                  router -> source
 //!  20  INIT       era u16 | protocol u8 | buckets_log2 u8 | group_buckets_log2 u8
-//!  21  INIT_ACK   ok u8                                              dest -> source
+//!  21  INIT_ACK   ok u8 | buckets_log2_max u8                        dest -> source
 //!  22  DATA       batch u32 | group u32 | count u16 | item[count]    source -> dest
 //!  23  DATA_ACK   batch u32                                          dest -> source
 //!  24  GROUP_DONE group u32                                          source -> dest
@@ -240,6 +240,9 @@ pub enum Body {
     },
     InitAck {
         ok: bool,
+        /// The largest incoming shard the destination accepts (log2 of its buckets), so that a
+        /// source refused for size can say why.
+        buckets_log2_max: u8,
     },
     Data {
         batch: u32,
@@ -348,7 +351,8 @@ impl Packet {
                 Body::Terminate | Body::Abort | Body::Finish => 0,
                 Body::ControlAck { .. } => 6,
                 Body::Init { .. } => 5,
-                Body::InitAck { .. } | Body::MirrorAck { .. } => 1,
+                Body::InitAck { .. } => 2,
+                Body::MirrorAck { .. } => 1,
                 Body::Data { items, .. } => 10 + items.iter().map(item_len).sum::<usize>(),
                 Body::PullReply { item } | Body::Mirror { item } => item_len(item),
             }
@@ -423,7 +427,14 @@ impl Packet {
                 out.push(geometry.buckets_log2);
                 out.push(geometry.group_buckets_log2);
             }
-            Body::InitAck { ok } | Body::MirrorAck { ok } => out.push(*ok as u8),
+            Body::InitAck {
+                ok,
+                buckets_log2_max,
+            } => {
+                out.push(*ok as u8);
+                out.push(*buckets_log2_max);
+            }
+            Body::MirrorAck { ok } => out.push(*ok as u8),
             Body::Data {
                 batch,
                 group,
@@ -498,7 +509,10 @@ impl Packet {
                 protocol: Protocol::from_u8(r.u8()?)?,
                 geometry: r.geometry()?,
             },
-            op::INIT_ACK => Body::InitAck { ok: r.bool()? },
+            op::INIT_ACK => Body::InitAck {
+                ok: r.bool()?,
+                buckets_log2_max: r.u8()?,
+            },
             op::DATA => {
                 let batch = r.u32()?;
                 let group = r.u32()?;

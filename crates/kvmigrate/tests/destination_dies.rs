@@ -73,6 +73,7 @@ fn threaded_cluster_aborts_and_reports_status() {
     let geometry = Geometry::new(12, 2).unwrap();
     let mut server = ServerConfig::new(0, 0, geometry);
     server.ack_timeout_us = 200_000;
+    server.retries_max = 3;
     let mut cfg = ClusterConfig::new(2, 2, server);
     cfg.op_timeout_ms = 300;
     // A slow destination (2% of each millisecond for its inbox) keeps the migration running.

@@ -4,9 +4,22 @@
 
 use std::sync::Arc;
 
-use locus_kvmigrate::measure::{measure, KeyChooser, MeasureConfig};
+use locus_kvmigrate::measure::{measure, Draw, MeasureConfig, OpChooser};
 use locus_kvmigrate::{MigrationPhase, Protocol};
-use locus_workloads::ycsb::{FastUniform, ScrambledZipfian};
+use locus_workloads::ycsb::{FastUniform, Op, Workload};
+
+/// YCSB's operation generator (scrambled Zipfian, one uniform stream per client).
+fn ycsb(records: u64, write_ratio: f64) -> OpChooser {
+    Arc::new(move |_client, seed| {
+        let workload = Workload::with_write_ratio(write_ratio).expect("a valid ratio");
+        let mut ops = workload.generator(records).expect("records > 0");
+        let mut uniform = FastUniform::new(seed);
+        Box::new(move || match ops.next(&mut uniform) {
+            Op::Read(key) => Draw { key, write: false },
+            Op::Update(key) => Draw { key, write: true },
+        })
+    })
+}
 
 #[test]
 fn every_protocol_measures_without_losing_writes() {
@@ -20,13 +33,7 @@ fn every_protocol_measures_without_losing_writes() {
         // A loaded machine must not turn slowness into failures.
         cfg.server.ack_timeout_us = 30_000_000;
         cfg.op_timeout_ms = 30_000;
-        // YCSB's scrambled Zipfian (theta 0.99) over the keys, one generator per client.
-        let chooser: KeyChooser = Arc::new(|_client, seed| {
-            let mut zipf = ScrambledZipfian::new(4000).expect("items > 0");
-            let mut uniform = FastUniform::new(seed);
-            Box::new(move || zipf.next(&mut uniform))
-        });
-        let r = measure(&cfg, chooser).unwrap();
+        let r = measure(&cfg, ycsb(4000, 0.3)).unwrap();
         let status = r.status.clone().expect("migration finished");
         assert_eq!(status.phase, MigrationPhase::Done, "{}", protocol.name());
         assert_eq!(r.lost_writes, 0, "{}", protocol.name());
@@ -48,7 +55,7 @@ fn every_protocol_measures_without_losing_writes() {
 
 #[test]
 fn bad_settings_are_refused() {
-    let chooser: KeyChooser = Arc::new(|_, _| Box::new(|| 0));
+    let chooser = ycsb(10, 0.5);
     let mut cfg = MeasureConfig::quick(Protocol::NetMigrate);
     cfg.write_ratio = 1.5;
     assert!(measure(&cfg, chooser.clone()).is_err());

@@ -28,6 +28,8 @@ impl Net {
         let cfg = |id| ServerConfig {
             groups_inflight_max: 1,
             ack_timeout_us: 1000,
+            retransmit_us: 300,
+            retries_max: 2,
             mirror_writes: false,
             ..ServerConfig::new(id, R, geometry)
         };
@@ -196,18 +198,25 @@ fn corner_case_4_3_late_write_reaches_the_destination_before_group_complete() {
         "the client got its ack from the source"
     );
     net.inbox[C as usize].clear();
-    net.deliver(R); // GROUP-START
-    while !net.inbox[D as usize].is_empty() {
-        net.deliver(D); // the scanned copy (old value)
+    net.deliver(R); // GROUP-START; its ack releases the scanned copy (old value)
+    let late_in = |net: &Net| {
+        net.inbox[D as usize].iter().any(|p| {
+            p.flags & FLAG_LATE != 0
+                && matches!(&p.body, Body::Data { items, .. } if items.iter().any(|i| i.key == k))
+        })
+    };
+    // The START ack, then data acks (the source flushes the late write); the scanned copy.
+    for _ in 0..100 {
+        if late_in(&net) {
+            break;
+        }
+        if !net.inbox[S as usize].is_empty() {
+            net.deliver(S);
+        } else if !net.inbox[D as usize].is_empty() {
+            net.deliver(D);
+        }
     }
-    while !net.inbox[S as usize].is_empty() {
-        net.deliver(S); // acks: the source flushes the late write
-    }
-    let late = net.inbox[D as usize].iter().any(|p| {
-        p.flags & FLAG_LATE != 0
-            && matches!(&p.body, Body::Data { items, .. } if items.iter().any(|i| i.key == k))
-    });
-    assert!(late, "late batch carries the key");
+    assert!(late_in(&net), "late batch carries the key");
     assert!(
         !net.inbox[R as usize]
             .iter()
@@ -268,20 +277,40 @@ fn stuck_migration_is_visible_and_times_out() {
     let mut net = Net::new(10);
     net.start(Protocol::NetMigrate);
     net.inbox[D as usize].clear(); // the destination never answers
-    for t in [100, 500, 900] {
+                                   // MIGRATE-INIT is sent again once 300 us passed, then once 600 us more passed; then the
+                                   // retries are spent and it waits out the patience (1000 us).
+    let schedule = [
+        (100, false),
+        (500, true),
+        (900, false),
+        (1100, true),
+        (1500, false),
+    ];
+    for (t, resent) in schedule {
         let out = net.servers[0].tick(t);
-        assert!(out.is_empty());
+        let init = |(to, p): &(NodeId, Packet)| *to == D && matches!(p.body, Body::Init { .. });
+        assert_eq!(out.iter().any(init), resent, "at {t} us");
+        assert_eq!(out.len(), resent as usize, "at {t} us");
         let s = net.servers[0].migration_status().pop().unwrap();
         assert_eq!(s.phase, MigrationPhase::Registering);
         assert_eq!(s.idle_us, t);
         assert_eq!(s.groups_done, 0);
     }
-    let out = net.servers[0].tick(2000);
+    // Given up once the last resend had its wait (600 us x 2) and the patience passed.
+    assert!(net.servers[0].tick(2200).is_empty());
+    let out = net.servers[0].tick(2300);
     assert!(out
         .iter()
         .any(|(to, p)| *to == R && matches!(p.body, Body::Abort)));
     let s = net.servers[0].migration_status().pop().unwrap();
     assert_eq!(s.phase, MigrationPhase::Aborted);
+    assert!(
+        s.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("MIGRATE-INIT") && e.contains("2 more times")),
+        "{:?}",
+        s.last_error
+    );
     assert!(net.servers[0].owns(S));
 }
 

@@ -19,6 +19,7 @@ fn scenario(protocol: Protocol) -> Scenario {
     let mut s = Scenario::new(protocol);
     s.kill_destination_after_groups = Some(KILL_AFTER_GROUPS);
     s.server.ack_timeout_us = 1_000_000;
+    s.server.retries_max = 4;
     s.op_timeout_ms = 1_500;
     // A slow destination (a fifth of each millisecond for its inbox) keeps the migration
     // running long after the kill point, so the kill lands mid-migration on a loaded machine.

@@ -5,16 +5,20 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use locus_kvmigrate::measure::{KeyChooser, MeasureConfig};
+use locus_kvmigrate::measure::{Draw, MeasureConfig, OpChooser};
 use locus_kvmigrate::redis::measure_redis;
 use locus_kvmigrate::{MigrationPhase, Protocol};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-fn uniform() -> KeyChooser {
+/// Uniform keys over 5,000 records, a fifth of the queries writes.
+fn uniform() -> OpChooser {
     Arc::new(|_, seed| {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        Box::new(move || rng.gen())
+        Box::new(move || Draw {
+            write: rng.gen_bool(0.2),
+            key: rng.gen_range(0..5_000),
+        })
     })
 }
 

@@ -5,11 +5,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use locus_kvmigrate::measure::{measure, IntervalStats, KeyChooser, MeasureConfig, MeasureReport};
+use locus_kvmigrate::measure::{
+    measure, Draw, IntervalStats, MeasureConfig, MeasureReport, OpChooser,
+};
 use locus_kvmigrate::router::RouterConfig;
 use locus_kvmigrate::runtime::CpuBudget;
 use locus_kvmigrate::{Geometry, MigrationPhase, ServerConfig};
-use locus_workloads::ycsb::{FastUniform, ScrambledZipfian};
+use locus_workloads::ycsb::{FastUniform, Op, Workload};
 use serde::Serialize;
 
 use super::cases::Case;
@@ -98,13 +100,21 @@ pub struct Row {
     pub timeline: Option<Vec<IntervalStats>>,
 }
 
-fn chooser(records: u64) -> KeyChooser {
-    Arc::new(move |_client, seed| {
-        // ScrambledZipfian::new fails only for 0 items, and records >= RECORDS_MIN.
-        let mut zipf = ScrambledZipfian::new(records).expect("records > 0 is validated");
+/// YCSB's `CoreWorkload` for one client: one uniform stream draws the read/write choice, then
+/// the key from a scrambled Zipfian over `records + 1` items, drawing again past the last record.
+fn chooser(records: u64, write_ratio: f64) -> Result<OpChooser> {
+    // Checked once here, so that every client's generator below is valid.
+    Workload::with_write_ratio(write_ratio)?.generator(records)?;
+    Ok(Arc::new(move |_client, seed| {
+        let mut ops = Workload::with_write_ratio(write_ratio)
+            .and_then(|w| w.generator(records))
+            .expect("checked when the chooser was made");
         let mut uniform = FastUniform::new(seed);
-        Box::new(move || zipf.next(&mut uniform))
-    })
+        Box::new(move || match ops.next(&mut uniform) {
+            Op::Read(key) => Draw { key, write: false },
+            Op::Update(key) => Draw { key, write: true },
+        })
+    }))
 }
 
 /// Bloom filter false-positive bound: (1 - e^(-k n / m))^k.
@@ -155,8 +165,10 @@ pub(super) fn run_case(s: &RunSettings, c: &Case, keep_timeline: bool) -> Result
     };
     let t = Instant::now();
     let r = match &s.redis_server {
-        None => measure(&cfg, chooser(s.records)),
-        Some(bin) => locus_kvmigrate::redis::measure_redis(&cfg, chooser(s.records), bin),
+        None => measure(&cfg, chooser(s.records, c.write_ratio)?),
+        Some(bin) => {
+            locus_kvmigrate::redis::measure_redis(&cfg, chooser(s.records, c.write_ratio)?, bin)
+        }
     }
     .map_err(in_case)?;
     Ok(row(
@@ -312,5 +324,31 @@ mod tests {
         let fp = bloom_fp(32.0 * 1000.0, 1000.0);
         assert!(fp > 0.0001 && fp < 0.001, "{fp}");
         assert!(bloom_fp(8.0, 1000.0) > 0.99);
+    }
+
+    /// A model of YCSB's `doTransaction` written from its description: one draw picks READ or
+    /// UPDATE, then scrambled-Zipfian draws over `records + 1` items until one is a record.
+    #[test]
+    fn the_driver_draws_as_ycsb_one_stream_op_then_key_with_rejection() {
+        use locus_workloads::ycsb::{ScrambledZipfian, UniformSource};
+        let (records, write_ratio, seed) = (3, 0.25, 42);
+        let mut drawn = chooser(records, write_ratio).unwrap()(0, seed);
+        let mut u = FastUniform::new(seed);
+        let mut zipf = ScrambledZipfian::with_range(0, records).unwrap();
+        let mut rejected = 0;
+        for _ in 0..10_000 {
+            let write = u.next_f64() >= 1.0 - write_ratio;
+            let key = loop {
+                let k = zipf.next(&mut u);
+                if k < records {
+                    break k;
+                }
+                rejected += 1;
+            };
+            assert_eq!(drawn(), Draw { key, write });
+        }
+        assert!(rejected > 0, "item `records` was drawn and rejected");
+        assert!(chooser(0, 0.5).is_err(), "no records");
+        assert!(chooser(10, 1.5).is_err(), "a ratio past 1");
     }
 }

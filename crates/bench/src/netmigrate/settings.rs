@@ -191,7 +191,9 @@ impl Settings {
             key_note: "keys are 0..records (a 4-byte key space); the wire carries them as u64",
             value_bytes: self.value_bytes,
             clients,
-            distribution: "YCSB scrambled Zipfian",
+            distribution: "YCSB CoreWorkload: per client one uniform stream draws READ/UPDATE, \
+                           then the key from a scrambled Zipfian over records + 1 items, drawing \
+                           again past the last record",
             zipf_theta: ZIPF_THETA,
             buckets_log2,
             group_buckets_log2: GROUP_BUCKETS_LOG2_DEFAULT.min(buckets_log2),

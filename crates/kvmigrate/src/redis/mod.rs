@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::group::Geometry;
-use crate::measure::{measure_on, KeyChooser, MeasureConfig, MeasureReport};
+use crate::measure::{measure_on, MeasureConfig, MeasureReport, OpChooser};
 use crate::resp::{Client, Command, Config, Reply, RespError};
 use crate::runtime::Cluster;
 use crate::server::StoreFactory;
@@ -532,13 +532,13 @@ pub fn start_redis_cluster(
 /// `redis_bin` (killed afterwards): the same load, migration and report, over stock Redis.
 pub fn measure_redis(
     cfg: &MeasureConfig,
-    choose_key: KeyChooser,
+    choose: OpChooser,
     redis_bin: &Path,
 ) -> Result<MeasureReport> {
     let source = RedisProcess::start(redis_bin)?;
     let destination = RedisProcess::start(redis_bin)?;
     let addrs = [source.addr().to_string(), destination.addr().to_string()];
-    measure_on(cfg, choose_key, |cc| start_redis_cluster(cc, &addrs))
+    measure_on(cfg, choose, |cc| start_redis_cluster(cc, &addrs))
 }
 
 #[cfg(test)]

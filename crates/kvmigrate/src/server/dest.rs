@@ -21,6 +21,11 @@ impl<S: ShardStore> Server<S> {
             unreachable!("dest_query on a non-destination shard")
         };
         self.stats.queries += 1;
+        if d.fenced {
+            self.stats.refused += 1;
+            self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
+            return;
+        }
         match &q.body {
             Body::Get { .. } => {
                 if d.pending_keys.contains_key(&key) {
@@ -58,7 +63,10 @@ impl<S: ShardStore> Server<S> {
                 if first {
                     let src = d.src;
                     self.stats.pulls += 1;
-                    self.send_extra(src, shard, 0, 0, Body::Pull { key });
+                    self.send_reliable(src, shard, 0, Body::Pull { key });
+                    if let Some((_, p)) = self.out.last() {
+                        self.stats.extra_bytes += p.encoded_len() as u64;
+                    }
                 }
             }
             Body::Set { .. } | Body::Delete { .. } => {
@@ -78,13 +86,17 @@ impl<S: ShardStore> Server<S> {
                 };
                 s.table.put(item.clone());
                 if mirror && !d.owned {
-                    let token = d.next_token;
-                    d.next_token = d.next_token.wrapping_add(1);
                     *d.pending_keys.entry(key).or_default() += 1;
-                    d.pending.insert(token, q);
                     let src = d.src;
                     self.stats.mirrored += 1;
-                    self.send_extra(src, shard, token, 0, Body::Mirror { item });
+                    // The mirror's sequence number is the token its ack brings back.
+                    let token = self.send_reliable(src, shard, 0, Body::Mirror { item });
+                    if let Some((_, p)) = self.out.last() {
+                        self.stats.extra_bytes += p.encoded_len() as u64;
+                    }
+                    if let Some(Role::Dest(d)) = self.shards.get_mut(&shard).map(|s| &mut s.role) {
+                        d.pending.insert(token, q);
+                    }
                 } else {
                     self.reply(&q, Status::Ok, version, vec![], FLAG_FROM_DEST);
                 }
@@ -120,26 +132,6 @@ impl<S: ShardStore> Server<S> {
             _ => {
                 self.stats.dropped += 1;
                 None
-            }
-        }
-    }
-
-    pub(super) fn dest_abort(&mut self, shard: ShardId, from: NodeId) {
-        if self.dest_shard(shard, from).is_none() {
-            return;
-        }
-        let Some(s) = self.shards.remove(&shard) else {
-            return;
-        };
-        if let Role::Dest(d) = s.role {
-            for q in d
-                .parked
-                .into_values()
-                .flatten()
-                .chain(d.pending.into_values())
-            {
-                self.stats.refused += 1;
-                self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
             }
         }
     }

@@ -12,12 +12,19 @@ impl<S: ShardStore> Server<S> {
             Some(Shard {
                 table,
                 role: Role::Source(a),
+                ..
             }) => Some((table, a)),
             _ => None,
         }
     }
 
-    pub(super) fn source_init_ack(&mut self, shard: ShardId, from: NodeId, ok: bool) {
+    pub(super) fn source_init_ack(
+        &mut self,
+        shard: ShardId,
+        from: NodeId,
+        ok: bool,
+        buckets_log2_max: u8,
+    ) {
         let (id, router, now) = (self.cfg.id, self.cfg.router, self.now_us);
         let Some((table, a)) = self.source(shard) else {
             self.stats.dropped += 1;
@@ -28,10 +35,17 @@ impl<S: ShardStore> Server<S> {
             return;
         }
         if !ok {
-            self.abort(
-                shard,
-                "the destination refused the shard (it already holds it)",
-            );
+            let b = table.geometry().buckets_log2;
+            let why = if b > buckets_log2_max {
+                format!(
+                    "the destination refused the shard: its 2^{b} buckets exceed the \
+                     destination's incoming_buckets_log2_max = {buckets_log2_max} (raise it \
+                     there, or migrate a smaller shard)"
+                )
+            } else {
+                "the destination refused the shard (it already holds it)".to_string()
+            };
+            self.abort(shard, &why);
             return;
         }
         a.last_progress_us = now;
@@ -41,7 +55,7 @@ impl<S: ShardStore> Server<S> {
             mode: a.protocol.router_mode(),
             geometry: table.geometry(),
         };
-        self.send(router, shard, 0, 0, body);
+        self.send_reliable(router, shard, 0, body);
     }
 
     pub(super) fn source_data_ack(&mut self, shard: ShardId, from: NodeId, batch: u32) {
@@ -77,7 +91,8 @@ impl<S: ShardStore> Server<S> {
                 if !ok {
                     self.abort(
                         shard,
-                        "the router refused the instance (table full or busy)",
+                        "the router refused the instance (table full, busy, or a Fulva shard \
+                         with more groups than its tracked_groups_max)",
                     );
                     return;
                 }
@@ -96,6 +111,7 @@ impl<S: ShardStore> Server<S> {
                     return;
                 }
                 self.try_finish_group(shard, group);
+                self.source_step(shard);
             }
             op::GROUP_COMPLETE => {
                 if !ok {
@@ -107,7 +123,8 @@ impl<S: ShardStore> Server<S> {
                 }
                 self.source_step(shard);
             }
-            op::TERMINATE => self.source_cleanup(shard),
+            // The source cleaned up when FINISH was acked (`source_finished`).
+            op::TERMINATE => {}
             op::ABORT => {}
             _ => self.stats.dropped += 1,
         }
@@ -153,24 +170,14 @@ impl<S: ShardStore> Server<S> {
             }
         }
         gp.complete_sent = true;
+        // Only spares the destination pulls for absent keys; a lost one costs nothing else.
         self.send(dst, shard, 0, 0, Body::GroupDone { group: g });
         let Some((_, a)) = self.source(shard) else {
             return;
         };
         match protocol {
-            Protocol::NetMigrate => {
-                self.send(router, shard, 0, 0, Body::GroupComplete { group: g });
-            }
-            Protocol::Fulva => {
-                a.completes_waiting.insert(g);
-                let mut sends = Vec::new();
-                while a.completes_waiting.remove(&a.next_complete) {
-                    sends.push(a.next_complete);
-                    a.next_complete += 1;
-                }
-                for g in sends {
-                    self.send(router, shard, 0, 0, Body::GroupComplete { group: g });
-                }
+            Protocol::NetMigrate | Protocol::Fulva => {
+                self.send_reliable(router, shard, 0, Body::GroupComplete { group: g });
             }
             _ => {
                 a.groups.remove(&g);
@@ -182,14 +189,16 @@ impl<S: ShardStore> Server<S> {
     pub(super) fn source_step(&mut self, shard: ShardId) {
         let cfg = self.cfg.clone();
         let now = self.now_us;
-        let Some((table, a)) = self.source(shard) else {
+        let Some(Shard {
+            table,
+            role: Role::Source(a),
+            heat,
+        }) = self.shards.get_mut(&shard)
+        else {
             return;
         };
-        let waiting = a.phase == MigrationPhase::Registering || !a.batches.is_empty();
-        if waiting && now.saturating_sub(a.last_progress_us) > cfg.ack_timeout_us {
-            self.abort(shard, "the destination stopped answering (ack timeout)");
-            return;
-        }
+        let heat = &*heat;
+        // Silence is handled by retransmission (`tick`): a packet given up aborts.
         if !matches!(
             a.phase,
             MigrationPhase::Copying | MigrationPhase::DirtyRounds | MigrationPhase::FinalPause
@@ -201,8 +210,7 @@ impl<S: ShardStore> Server<S> {
             && a.next_group < a.groups_total
             && a.groups.len() < cfg.groups_inflight_max
         {
-            let g = a.next_group;
-            a.next_group += 1;
+            let g = a.start_next(heat);
             let items = table.scan_group(g);
             let mut gp = GroupProgress {
                 start_acked: a.protocol != Protocol::NetMigrate,
@@ -215,10 +223,17 @@ impl<S: ShardStore> Server<S> {
             a.groups.insert(g, gp);
             starts.push(g);
         }
-        // Send what the window allows.
+        // Send what the window allows. A NetMigrate group's data waits for its GROUP-START ack
+        // ("Ordering" in the module doc of `server`).
         let mut sends = Vec::new();
         while a.batches.len() < cfg.batches_inflight_max {
-            let Some((g, items, late)) = a.queue.pop_front() else {
+            let groups = &a.groups;
+            let ready =
+                |(g, _, _): &(u32, Vec<Item>, bool)| groups.get(g).is_none_or(|gp| gp.start_acked);
+            let Some(at) = a.queue.iter().position(ready) else {
+                break;
+            };
+            let Some((g, items, late)) = a.queue.remove(at) else {
                 break;
             };
             if a.batches.is_empty() {
@@ -234,7 +249,7 @@ impl<S: ShardStore> Server<S> {
             if protocol == Protocol::NetMigrate {
                 // Pipelined as in the paper: scan without waiting for the ack; writes that
                 // land in between are the late writes.
-                self.send(cfg.router, shard, 0, 0, Body::GroupStart { group: *g });
+                self.send_reliable(cfg.router, shard, 0, Body::GroupStart { group: *g });
             }
         }
         for (batch, g, items, late) in sends {
@@ -243,12 +258,11 @@ impl<S: ShardStore> Server<S> {
                 group: g,
                 items,
             };
-            if late {
-                self.send_extra(dst, shard, 0, FLAG_LATE, body);
-            } else {
-                self.send(dst, shard, 0, 0, body);
-                if let Some((_, p)) = self.out.last() {
-                    self.stats.data_bytes += p.encoded_len() as u64;
+            self.send_reliable(dst, shard, if late { FLAG_LATE } else { 0 }, body);
+            if let Some((_, p)) = self.out.last() {
+                match late {
+                    true => self.stats.extra_bytes += p.encoded_len() as u64,
+                    false => self.stats.data_bytes += p.encoded_len() as u64,
                 }
             }
         }
@@ -305,13 +319,26 @@ impl<S: ShardStore> Server<S> {
             a.phase = MigrationPhase::Terminating;
         }
         if a.phase == MigrationPhase::Terminating {
-            // NetMigrate 4.1 step 3: the destination takes ownership, then the router drops the
-            // instance; the source cleans up when the router acks.
+            // NetMigrate 4.1 step 3: the destination takes ownership; once it acks, the source
+            // cleans up and the router drops the instance (`source_finished`).
             a.terminate_sent = true;
             let dst = a.dst;
-            self.send(dst, shard, 0, 0, Body::Finish);
-            self.send(cfg.router, shard, 0, 0, Body::Terminate);
+            self.send_reliable(dst, shard, 0, Body::Finish);
         }
+    }
+
+    /// The destination acked FINISH: it owns the shard and takes writes without mirroring
+    /// them, so from here the migration cannot be undone. The source cleans up (and forwards
+    /// what still reaches it) and tells the router, reliably but without waiting: should the
+    /// router never answer, its filters already send every group to the destination.
+    pub(super) fn source_finished(&mut self, shard: ShardId) {
+        let router = self.cfg.router;
+        if self.source(shard).is_none() {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.send_reliable(router, shard, 0, Body::Terminate);
+        self.source_cleanup(shard);
     }
 
     fn source_cleanup(&mut self, shard: ShardId) {
@@ -356,8 +383,10 @@ impl<S: ShardStore> Server<S> {
         if let Some(t) = a.frozen_since_us.take() {
             a.pause_us = now.saturating_sub(t);
         }
-        self.send(router, shard, 0, 0, Body::Abort);
-        self.send(a.dst, shard, 0, 0, Body::Abort);
+        // Nothing of this migration is sent again; the peers hear of the abort reliably.
+        self.retx.forget(|p| p.shard != shard);
+        self.send_reliable(router, shard, 0, Body::Abort);
+        self.send_reliable(a.dst, shard, 0, Body::Abort);
         let held = std::mem::take(&mut a.held);
         let status = self.agent_status(shard, &a);
         self.remember(status);

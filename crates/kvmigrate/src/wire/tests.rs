@@ -44,7 +44,10 @@ fn samples() -> Vec<Packet> {
             protocol: Protocol::Fulva,
             geometry: geo,
         },
-        Body::InitAck { ok: false },
+        Body::InitAck {
+            ok: false,
+            buckets_log2_max: Geometry::BUCKETS_LOG2_MAX,
+        },
         Body::Data {
             batch: 3,
             group: 9,
