@@ -13,6 +13,7 @@
 //! | `locus_migrations_total`, `locus_migrated_bytes_total` | counter | `how` (manual, coordinator) |
 //! | `locus_replicas_total`, `locus_reports_dropped_total` | counter | |
 //! | `locus_reports_total` | counter | `kind` (periodic, hot) |
+//! | `locus_replica_bytes_total` | counter | (bytes copied into replicas on the coordinator's jobs) |
 //! | `locus_coordinator_linked` | gauge | (1 while the control link is up) |
 //!
 //! The coordinator process exports `locus_coordinator_*`: links, reports and
@@ -147,6 +148,8 @@ pub(crate) fn server_gauges(s: &Shared) -> bool {
             .absolute(c.driver.reports.load(Ordering::Relaxed));
         metrics::counter!("locus_reports_total", "kind" => "hot")
             .absolute(c.driver.hot_reports.load(Ordering::Relaxed));
+        metrics::counter!("locus_replica_bytes_total")
+            .absolute(c.driver.replica_bytes.load(Ordering::Relaxed));
     }
     metrics::gauge!("locus_fabric_auth_refused").set(store.fabric().inner().auth_refusals() as f64);
     true
