@@ -1,5 +1,10 @@
 //! The location cache (Pragh 4.2, reused by the monitor of 4.4).
 //!
+//! (About 800 lines, most of them this doc and the settings' checks: the
+//! shard, its replacement policy and the epochs change together under one
+//! lock, so they stay in one file; the tests are in `cache/tests.rs` and
+//! the workers' lock-free copies in `worker/recent.rs`.)
+//!
 //! **What is cached.** Each machine keeps the 64-bit address words
 //! ([`crate::addr`]) of keys whose home is another machine, and of keys whose
 //! values were migrated to this machine. A hit gives the value's address
