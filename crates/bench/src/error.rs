@@ -128,6 +128,9 @@ pub enum BenchError {
     /// A cluster file could not be made, or a server could not start.
     #[error(transparent)]
     Server(#[from] locus_server::ServerError),
+    /// RDF data could not be generated, loaded or queried.
+    #[error(transparent)]
+    Rdf(#[from] locus_rdf::RdfError),
     /// A result could not be turned into JSON.
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -28,6 +28,8 @@
 //!   Table 4; `locus bench fargraph`).
 //! - [`netmigrate`]: live shard migration, every protocol side by side
 //!   (NetMigrate 6: Figs. 4-6, Tables 2-7; `locus bench netmigrate`).
+//! - [`sparql`]: the SPARQL mix on LUBM, every scheme side by side (Pragh
+//!   6.5, Fig. 16; `locus bench sparql`).
 //! - [`demo`]: Ideal, hash placement and split live migration side by side,
 //!   with the recovery timeline.
 
@@ -45,6 +47,7 @@ pub mod pragh;
 pub mod preset;
 pub mod processes;
 mod progress;
+pub mod sparql;
 
 pub use error::{BenchError, Result};
 pub use preset::Preset;

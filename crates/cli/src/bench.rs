@@ -29,6 +29,9 @@ pub enum Bench {
     Fargraph(crate::fargraph::FargraphArgs),
     /// Live shard migration (NetMigrate 6: Figs. 4-6, Tables 2-7), every protocol side by side.
     Netmigrate(crate::netmigrate::NetmigrateArgs),
+    /// The SPARQL mix on LUBM (Pragh 6.5, Fig. 16): Orig, Shard, Split,
+    /// Split+Cache and Replica side by side (Ideal and Cache for reference).
+    Sparql(crate::bench_sparql::SparqlBenchArgs),
     /// Client round trips (NEIGHBORS, KHOP 100 x 100) and the bulk-load rate
     /// over the client protocol, on `locus server` processes started for it.
     Client(ClientArgs),
@@ -87,6 +90,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::Fargraph(g) => crate::fargraph::run(g),
         Bench::Netmigrate(n) => crate::netmigrate::run(n),
         Bench::Client(c) => run_client(c),
+        Bench::Sparql(s) => crate::bench_sparql::run(s),
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod analytics;
 mod bench;
+mod bench_sparql;
 mod cluster;
 mod commands;
 mod demo;

@@ -121,3 +121,85 @@ fn a_bad_line_is_named_and_nothing_is_loaded() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("universities = 0"));
 }
+
+/// `locus bench sparql` end to end on LUBM-1 with two runs of two schemes:
+/// the JSON has every run and a summary whose medians lie within the runs,
+/// Orig's queries are mostly remote and Ideal's all local, the plots exist;
+/// and a bad flag is named.
+#[test]
+fn bench_sparql_writes_runs_medians_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = locus(&[
+        "bench",
+        "sparql",
+        "--universities",
+        "1",
+        "--runs",
+        "2",
+        "--queries",
+        "300",
+        "--schemes",
+        "Ideal,Orig,Split+Cache",
+        "--warm-s-max",
+        "3",
+        "--threads",
+        "2",
+        "--out",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    assert!(stdout.contains("Split+Cache"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("sparql-mix.json")).unwrap())
+            .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "two runs of three schemes");
+    // Interleaved: every scheme once, then again.
+    let order: Vec<&str> = rows.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(
+        order,
+        [
+            "Ideal",
+            "Orig",
+            "Split+Cache",
+            "Ideal",
+            "Orig",
+            "Split+Cache"
+        ]
+    );
+    for s in json["summary"].as_array().unwrap() {
+        let t = &s["throughput_qps"];
+        let (lo, mid, hi) = (
+            t["min"].as_f64().unwrap(),
+            t["median"].as_f64().unwrap(),
+            t["max"].as_f64().unwrap(),
+        );
+        assert!(lo > 0.0 && lo <= mid && mid <= hi, "{s}");
+        let remote = s["remote_rate"]["median"].as_f64().unwrap();
+        match s["scheme"].as_str().unwrap() {
+            "Ideal" => assert_eq!(remote, 0.0, "one machine: nothing remote"),
+            // Hash placement over 8 machines: most reads are another machine's.
+            "Orig" => assert!(remote > 0.5, "{s}"),
+            _ => {}
+        }
+    }
+    for r in rows {
+        assert!(r["rows_per_query"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["class_p50_us"].as_array().unwrap().len(), 6);
+    }
+    for f in [
+        "sparql-mix.meta.json",
+        "sparql-mix-throughput.png",
+        "sparql-mix-remote.png",
+    ] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+    let o = locus(&["bench", "sparql", "--runs", "0"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--runs"), "{}", text(&o.stderr));
+    let o = locus(&["bench", "sparql", "--schemes", "Wukong"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--schemes"), "{}", text(&o.stderr));
+}

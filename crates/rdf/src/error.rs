@@ -57,6 +57,9 @@ pub enum RdfError {
     /// The query uses a feature this engine does not implement.
     #[error("unsupported SPARQL feature: {0} (supported: SELECT over basic graph patterns with constant predicates, FILTER with comparisons, &&, ||, !, BOUND, DISTINCT, LIMIT, OFFSET and projection)")]
     Unsupported(String),
+    /// A prepared query (a benchmark's template) cannot be run by swapping its start constant.
+    #[error("query template: {0}")]
+    Template(String),
     /// A query would keep more intermediate rows than its limit.
     #[error("the query kept more than {rows_max} intermediate rows at step {step} ({pattern}); add a constant or a LIMIT, or raise rows_max")]
     TooManyRows {

@@ -49,6 +49,8 @@ pub struct RdfStore<F: Fabric> {
     type_pt: Option<u32>,
     stats: Stats,
     report: LoadReport,
+    /// Every key written, sorted.
+    keys: Vec<VertexId>,
 }
 
 /// Every (key, neighbour) pair of a dataset in the layout, sorted, without duplicates.
@@ -160,7 +162,9 @@ impl<F: Fabric> RdfStore<F> {
         }
         progress.inc(groups.len() as u64 % 4096);
         progress.finish();
+        let keys = groups.iter().map(|&(i, _)| pairs[i].0).collect();
         Ok(RdfStore {
+            keys,
             store,
             dict: d.dict,
             layout,
@@ -193,6 +197,10 @@ impl<F: Fabric> RdfStore<F> {
     /// What the load stored.
     pub fn report(&self) -> &LoadReport {
         &self.report
+    }
+    /// Every key written (normal and index vertices), sorted.
+    pub fn keys(&self) -> &[VertexId] {
+        &self.keys
     }
     /// One worker per machine, for a thread that acts as every machine in turn.
     pub fn workers(&self) -> Result<Vec<Worker<F>>> {

@@ -63,11 +63,11 @@ struct Step {
 pub(crate) struct Plan {
     steps: Vec<Step>,
     /// The machine homing the start constant, or `None`: fork over every machine.
-    start: Option<usize>,
+    pub(crate) start: Option<usize>,
     /// Filters with a variable no pattern binds (run at the end).
     late_filters: Vec<usize>,
     /// A constant is absent from the data: no rows.
-    empty: bool,
+    pub(crate) empty: bool,
 }
 
 /// What a run did, for reports.
@@ -79,6 +79,17 @@ pub struct Trace {
     pub start: Option<usize>,
     /// Store values read.
     pub reads: u64,
+}
+
+impl Plan {
+    /// Whether the first step reads from the constant `id`.
+    pub(crate) fn starts_from(&self, id: u32) -> bool {
+        self.steps.first().is_some_and(|st| match st.via {
+            Via::Subject => st.s == Node::Id(id),
+            Via::Object => !st.is_type && st.o == Node::Id(id),
+            Via::Index => false,
+        })
+    }
 }
 
 pub(crate) fn plan<F: Fabric>(q: &Query, rdf: &RdfStore<F>) -> Plan {
@@ -225,13 +236,28 @@ struct Run<'a, F: Fabric> {
     rows_max: usize,
     list: Vec<u32>,
     reads: u64,
+    /// A prepared query's start constant and the constant of this run (`None`: as planned).
+    swap: Option<(u32, u32)>,
+    /// Every key read, in order, when the caller wants them.
+    log: Option<&'a mut Vec<VertexId>>,
 }
 
 impl<F: Fabric> Run<'_, F> {
     fn read(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
         self.reads += 1;
+        if let Some(log) = self.log.as_mut() {
+            log.push(key);
+        }
         self.worker.neighbors(key, usize::MAX, out)?;
         Ok(())
+    }
+
+    /// `n`, with a prepared query's start constant replaced by this run's.
+    fn node(&self, n: Node) -> Node {
+        match (n, self.swap) {
+            (Node::Id(id), Some((from, to))) if id == from => Node::Id(to),
+            _ => n,
+        }
     }
 
     /// Index `(pt, dir)`: this run's part at its first step, else every machine's.
@@ -269,12 +295,13 @@ impl<F: Fabric> Run<'_, F> {
             Node::Var(v) if t.col_of[v].is_none() => Some(v),
             _ => None,
         };
+        let (s, o) = (self.node(st.s), self.node(st.o));
         let (near, far) = match st.via {
-            Via::Subject | Via::Index => (st.s, st.o),
-            Via::Object => (st.o, st.s),
+            Via::Subject | Via::Index => (s, o),
+            Via::Object => (o, s),
         };
         let index_var = if st.via == Via::Index {
-            new_var(st.s, &t)
+            new_var(s, &t)
         } else {
             None
         };
@@ -412,6 +439,8 @@ pub(crate) fn execute<F: Fabric>(
             rows_max,
             list: Vec::new(),
             reads: 0,
+            swap: None,
+            log: None,
         };
         let mut t = Table {
             col_of: vec![None; q.vars.len()],
@@ -437,4 +466,62 @@ pub(crate) fn execute<F: Fabric>(
         }
     }
     Ok((result, trace))
+}
+
+/// What one run of a prepared query did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Rows found (before DISTINCT, OFFSET and LIMIT).
+    pub rows: usize,
+    /// Store values read.
+    pub reads: u64,
+}
+
+/// Runs `plan`, planned for the start constant `from`, with `to` in its
+/// place, on `worker` (which must act as `to`'s home); counts rows only.
+/// Every key read is appended to `log` when given.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn execute_swapped<F: Fabric>(
+    rdf: &RdfStore<F>,
+    q: &Query,
+    plan: &Plan,
+    worker: &mut Worker<F>,
+    (from, to): (u32, u32),
+    rows_max: usize,
+    log: Option<&mut Vec<VertexId>>,
+) -> Result<Outcome> {
+    debug_assert!(
+        plan.start.is_some(),
+        "a prepared plan starts from a constant"
+    );
+    let mut run = Run {
+        rdf,
+        q,
+        worker,
+        part: None,
+        rows_max,
+        list: Vec::new(),
+        reads: 0,
+        swap: Some((from, to)),
+        log,
+    };
+    let mut t = Table {
+        col_of: vec![None; q.vars.len()],
+        width: 0,
+        rows: 1,
+        data: Vec::new(),
+    };
+    for (k, st) in plan.steps.iter().enumerate() {
+        t = run.step(k, st, t)?;
+        if t.rows == 0 {
+            break;
+        }
+    }
+    if !plan.late_filters.is_empty() {
+        t = run.filter(t, &plan.late_filters);
+    }
+    Ok(Outcome {
+        rows: t.rows,
+        reads: run.reads,
+    })
 }

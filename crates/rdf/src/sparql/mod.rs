@@ -14,13 +14,13 @@ pub mod results;
 use std::collections::HashSet;
 
 use locus_fabric::Fabric;
-use locus_store::Worker;
+use locus_store::{VertexId, Worker};
 use oxrdf::Term;
 
-pub use exec::{Trace, ROWS_MAX};
+pub use exec::{Outcome, Trace, ROWS_MAX};
 
 use crate::store::RdfStore;
-use crate::Result;
+use crate::{RdfError, Result};
 
 /// A query's answer: variable names and rows of terms (`None`: unbound).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,5 +74,70 @@ impl<'a, F: Fabric> Engine<'a, F> {
             .collect();
         let vars = q.projection.iter().map(|&v| q.vars[v].clone()).collect();
         Ok((Solutions { vars, rows }, trace))
+    }
+}
+
+/// A query parsed and planned once, then run many times with its start
+/// constant swapped for another (a benchmark's query class: one template,
+/// start constants drawn from a distribution). Runs count rows only; they do
+/// no DISTINCT, OFFSET, LIMIT or decoding, so a run costs its store reads
+/// and joins, not parsing and planning.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    q: query::Query,
+    plan: exec::Plan,
+    /// The template's start constant.
+    start: u32,
+}
+
+impl Prepared {
+    /// Parses and plans `text` against `rdf`. The plan must start from the
+    /// constant `start` (which the data must hold): runs swap it for theirs.
+    pub fn new<F: Fabric>(rdf: &RdfStore<F>, text: &str, start: &Term) -> Result<Prepared> {
+        let q = query::Query::parse(text)?;
+        let plan = exec::plan(&q, rdf);
+        let id = rdf.dict().id(start);
+        let invalid = |why: String| RdfError::Template(format!("{text:?} {why}"));
+        let Some(id) = id else {
+            return Err(invalid(format!(
+                "starts from {start}, which is not in the data"
+            )));
+        };
+        if plan.empty {
+            return Err(invalid("names a constant that is not in the data".into()));
+        }
+        if plan.start != Some(rdf.layout().home(id)) || !plan.starts_from(id) {
+            return Err(invalid(format!(
+                "is planned to start elsewhere than at its constant {start}"
+            )));
+        }
+        Ok(Prepared { q, plan, start: id })
+    }
+
+    /// The machine a run starting from `start` executes on (the constant's home).
+    pub fn machine<F: Fabric>(&self, rdf: &RdfStore<F>, start: u32) -> usize {
+        rdf.layout().home(start)
+    }
+
+    /// Runs the query with `start` in place of the template's constant on
+    /// `worker`, which must act as `start`'s home ([`Prepared::machine`]).
+    /// Every key read is appended to `log` when given.
+    pub fn run<F: Fabric>(
+        &self,
+        rdf: &RdfStore<F>,
+        worker: &mut Worker<F>,
+        start: u32,
+        log: Option<&mut Vec<VertexId>>,
+    ) -> Result<Outcome> {
+        debug_assert_eq!(worker.machine() as usize, self.machine(rdf, start));
+        exec::execute_swapped(
+            rdf,
+            &self.q,
+            &self.plan,
+            worker,
+            (self.start, start),
+            ROWS_MAX,
+            log,
+        )
     }
 }
