@@ -14,6 +14,7 @@ mod migrate_speed;
 mod netmigrate;
 mod pragh;
 mod rdf;
+mod rdf_cluster;
 mod remote;
 mod serve;
 mod sparql;

@@ -24,9 +24,10 @@ pub struct RdfArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum RdfCommand {
-    /// Validate an N-Triples file (the failing line is named; nothing is
-    /// loaded unless all of it is valid), load it into an embedded cluster in
-    /// Wukong's layout and summarise it.
+    /// Validate an N-Triples or Turtle file (the failing line is named;
+    /// nothing is loaded unless all of it is valid), load it in Wukong's
+    /// layout into an embedded cluster, or into a running one with
+    /// --cluster, and summarise it.
     Load(LoadArgs),
     /// Write a LUBM dataset (UBA's univ-bench data) as N-Triples.
     GenerateLubm(GenerateArgs),
@@ -34,8 +35,14 @@ pub enum RdfCommand {
 
 #[derive(Args, Debug)]
 pub struct LoadArgs {
-    /// N-Triples file.
+    /// N-Triples (.nt) or Turtle (.ttl) file.
     pub file: PathBuf,
+    /// Load into the running cluster this file describes (`locus cluster
+    /// up` writes it) instead of an embedded one; the catalog (dictionary
+    /// and statistics) is written to `rdf/` beside it, for `locus sparql
+    /// --cluster`.
+    #[arg(long = "cluster", value_name = "FILE")]
+    pub cluster_file: Option<PathBuf>,
     /// Also write the dictionary (terms to ids) to this file.
     #[arg(long, value_name = "FILE")]
     pub save_dict: Option<PathBuf>,
@@ -162,6 +169,9 @@ struct LoadSummary {
 }
 
 fn load(a: LoadArgs) -> CliResult {
+    if let Some(c) = &a.cluster_file {
+        return load_cluster(&a, c);
+    }
     let l = load_file(&a.file, &a.cluster, Reporter::terminal())?;
     let r = l.rdf.report();
     if let Some(p) = &a.save_dict {
@@ -207,6 +217,63 @@ fn load(a: LoadArgs) -> CliResult {
     println!("{:>8} {:>12} {:>14}", "machine", "keys", "value bytes");
     for m in &s.machines {
         println!("{:>8} {:>12} {:>14}", m.machine, m.keys, m.value_bytes);
+    }
+    Ok(())
+}
+
+/// `locus rdf load FILE --cluster C`.
+fn load_cluster(a: &LoadArgs, cluster_file: &Path) -> CliResult {
+    let reporter = if a.json {
+        Reporter::quiet()
+    } else {
+        Reporter::terminal()
+    };
+    let l = crate::rdf_cluster::load(&a.file, cluster_file, reporter)?;
+    if let Some(p) = &a.save_dict {
+        locus_rdf::dict::Dictionary::load(&l.catalog_dir.join("dict"))?.save(p)?;
+    }
+    let s = LoadSummary {
+        file: a.file.display().to_string(),
+        triples: l.triples,
+        terms: l.terms,
+        predicates_and_types: l.pts,
+        keys: l.keys,
+        neighbour_ids: l.entries,
+        parse_s: l.parse_s,
+        load_s: l.load_s,
+        triples_per_s: l.triples as f64 / (l.parse_s + l.load_s).max(1e-9),
+        machines: l
+            .keys_per_machine
+            .iter()
+            .enumerate()
+            .map(|(machine, &keys)| MachineSummary {
+                machine,
+                keys,
+                value_bytes: 0,
+            })
+            .collect(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!(
+        "{}: {} triples, {} terms, {} predicates and classes",
+        s.file, s.triples, s.terms, s.predicates_and_types
+    );
+    println!(
+        "parsed in {:.2} s, sent to {} servers in {:.2} s ({:.0} triples/s); {} keys, {} neighbour ids",
+        s.parse_s,
+        s.machines.len(),
+        s.load_s,
+        s.triples_per_s,
+        s.keys,
+        s.neighbour_ids
+    );
+    println!("catalog written to {}", l.catalog_dir.display());
+    println!("{:>8} {:>12}", "server", "keys");
+    for m in &s.machines {
+        println!("{:>8} {:>12}", m.machine, m.keys);
     }
     Ok(())
 }

@@ -70,6 +70,14 @@ pub enum RdfError {
         /// The triple pattern of that step.
         pattern: String,
     },
+    /// A list could not be read from where the data lives (a cluster's server).
+    #[error("reading key {key}: {message}")]
+    Source {
+        /// The store key.
+        key: u32,
+        /// What the source said.
+        message: String,
+    },
     /// The store failed underneath.
     #[error("store: {0}")]
     Store(#[from] locus_store::StoreError),

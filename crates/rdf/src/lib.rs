@@ -16,7 +16,10 @@
 //!   replicated by the store's own mechanisms.
 //! - [`ntriples`]: N-Triples input through `oxttl`, validated line by line,
 //!   every error naming its line, all or nothing.
-//! - [`store`]: [`RdfStore`], a dataset loaded into a store in that layout.
+//! - [`catalog`]: [`Catalog`] (dictionary, layout, statistics: what a query
+//!   needs besides the lists, persisted beside a cluster's data) and every
+//!   key's list of a dataset, built once for any store.
+//! - [`store`]: [`RdfStore`], a dataset loaded into an embedded store in that layout.
 //! - [`lubm`]: the LUBM generator (UBA's univ-bench data), seeded.
 //! - [`sparql`]: SPARQL parsed by `spargebra`; basic graph patterns with
 //!   FILTER, DISTINCT, LIMIT/OFFSET and projection, executed by graph
@@ -25,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+pub mod catalog;
 pub mod dict;
 mod error;
 pub mod layout;
@@ -33,6 +37,7 @@ pub mod ntriples;
 pub mod sparql;
 pub mod store;
 
+pub use catalog::Catalog;
 pub use error::{RdfError, Result};
 pub use ntriples::Dataset;
 pub use store::RdfStore;

@@ -1,18 +1,20 @@
-//! N-Triples input: a validated [`Dataset`] (dictionary + encoded triples),
-//! all or nothing.
+//! N-Triples and Turtle input: a validated [`Dataset`] (dictionary +
+//! encoded triples), all or nothing.
 //!
 //! Lines are fed one at a time to `oxttl`'s N-Triples parser (maintained,
 //! W3C test suite) so every error names its own line: a syntax error, a term
 //! over the dictionary's limits, or a line that does not finish its triple
-//! (N-Triples puts each triple on one line, ending with `.`). Nothing is
-//! returned unless the whole input is valid.
+//! (N-Triples puts each triple on one line, ending with `.`). Turtle goes
+//! through `oxttl`'s Turtle parser whole (its statements span lines); its
+//! errors carry the parser's own position, reported as a 1-based line.
+//! Nothing is returned unless the whole input is valid.
 
 use std::io::{BufRead, Read};
 use std::path::Path;
 
 use oxrdf::vocab::rdf;
 use oxrdf::{NamedOrBlankNode, Term, Triple};
-use oxttl::NTriplesParser;
+use oxttl::{NTriplesParser, TurtleParseError, TurtleParser};
 
 use crate::dict::Dictionary;
 use crate::{Progress, RdfError, Result};
@@ -125,13 +127,77 @@ impl Dataset {
         Ok(d)
     }
 
-    /// Parses the N-Triples file at `path`.
+    /// Parses Turtle from `input`; `name` is what errors call it.
+    pub fn parse_turtle(input: impl Read, name: &str, progress: &dyn Progress) -> Result<Dataset> {
+        let counted = Counted {
+            inner: input,
+            progress,
+        };
+        let mut d = Dataset::new();
+        for r in TurtleParser::new().for_reader(counted) {
+            let t = match r {
+                Ok(t) => t,
+                Err(TurtleParseError::Syntax(e)) => {
+                    return Err(RdfError::Syntax {
+                        file: name.to_string(),
+                        line: e.location().start.line + 1,
+                        message: e.message().to_string(),
+                    })
+                }
+                Err(TurtleParseError::Io(source)) => {
+                    return Err(RdfError::Io {
+                        path: name.into(),
+                        source,
+                    })
+                }
+            };
+            // A term past the dictionary's limits: the statement is not
+            // located by the parser's iterator, so the error names the term.
+            d.add(&t).map_err(|message| RdfError::Syntax {
+                file: name.to_string(),
+                line: 0,
+                message: format!("in the triple {t}: {message}"),
+            })?;
+        }
+        if d.triples.is_empty() {
+            return Err(RdfError::Empty {
+                file: name.to_string(),
+            });
+        }
+        d.finish();
+        Ok(d)
+    }
+
+    /// Parses the file at `path`: Turtle if its name ends in `.ttl`,
+    /// N-Triples otherwise.
     pub fn parse_file(path: &Path, progress: &dyn Progress) -> Result<Dataset> {
         let f = std::fs::File::open(path).map_err(|source| RdfError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::parse(f, &path.display().to_string(), progress)
+        let name = path.display().to_string();
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("ttl"))
+        {
+            Self::parse_turtle(f, &name, progress)
+        } else {
+            Self::parse(f, &name, progress)
+        }
+    }
+}
+
+/// A reader that reports the bytes it reads.
+struct Counted<'a, R> {
+    inner: R,
+    progress: &'a dyn Progress,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.inc(n as u64);
+        Ok(n)
     }
 }
 
@@ -177,6 +243,36 @@ mod tests {
                 other => panic!("{text:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn turtle_reads_prefixes_and_lists_of_objects_and_names_a_bad_line() {
+        let ttl = "@prefix ex: <http://ex/> .\n\
+                   ex:a a ex:C ;\n\
+                   \tex:p ex:b, ex:c ;\n\
+                   \tex:name \"A\"@en .\n";
+        let d = Dataset::parse_turtle(ttl.as_bytes(), "t.ttl", &()).unwrap();
+        assert_eq!(d.triples.len(), 4);
+        assert!(d.type_pt.is_some(), "`a` is rdf:type");
+        let nt =
+            "<http://ex/a> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://ex/C> .\n\
+                  <http://ex/a> <http://ex/p> <http://ex/b> .\n\
+                  <http://ex/a> <http://ex/p> <http://ex/c> .\n\
+                  <http://ex/a> <http://ex/name> \"A\"@en .\n";
+        let same = parse(nt).unwrap();
+        assert_eq!(d.triples.len(), same.triples.len());
+        assert_eq!(d.dict.len(), same.dict.len());
+        let bad = "@prefix ex: <http://ex/> .\nex:a ex:p ex:b .\nex:a ex:p nope:x .\n";
+        match Dataset::parse_turtle(bad.as_bytes(), "t.ttl", &()) {
+            Err(RdfError::Syntax { line, file, .. }) => {
+                assert_eq!((line, file.as_str()), (3, "t.ttl"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            Dataset::parse_turtle("@prefix ex: <http://ex/> .\n".as_bytes(), "t.ttl", &()),
+            Err(RdfError::Empty { .. })
+        ));
     }
 
     #[test]

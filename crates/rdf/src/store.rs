@@ -10,21 +10,12 @@
 use locus_fabric::{Fabric, MachineId};
 use locus_store::{home_of, Store, StoreConfig, VertexId, Worker};
 
+pub use crate::catalog::Stats;
+use crate::catalog::{build, Catalog, Lists};
 use crate::dict::Dictionary;
-use crate::layout::{Layout, IN, OUT};
+use crate::layout::Layout;
 use crate::ntriples::Dataset;
 use crate::{Progress, RdfError, Result};
-
-/// Per predicate-or-type sizes the planner estimates fan-out with.
-#[derive(Debug, Clone, Default)]
-pub struct Stats {
-    /// Triples per predicate pt (0 for type pts).
-    pub triples: Vec<u64>,
-    /// Distinct subjects per predicate pt; instances per type pt.
-    pub subjects: Vec<u64>,
-    /// Distinct objects per predicate pt.
-    pub objects: Vec<u64>,
-}
 
 /// What a load stored.
 #[derive(Debug, Clone, Default)]
@@ -44,36 +35,10 @@ pub struct LoadReport {
 /// RDF data in a store.
 pub struct RdfStore<F: Fabric> {
     store: Store<F>,
-    dict: Dictionary,
-    layout: Layout,
-    type_pt: Option<u32>,
-    stats: Stats,
+    catalog: Catalog,
     report: LoadReport,
     /// Every key written, sorted.
     keys: Vec<VertexId>,
-}
-
-/// Every (key, neighbour) pair of a dataset in the layout, sorted, without duplicates.
-fn pairs(d: &Dataset, l: &Layout) -> Vec<(VertexId, u32)> {
-    let mut out = Vec::with_capacity(d.triples.len() * 4);
-    for &[s, p, o] in &d.triples {
-        let (hs, ho) = (l.home(s), l.home(o));
-        out.push((l.normal(s, p, OUT), o));
-        out.push((l.index(hs, p, OUT), s));
-        out.push((l.index(ho, p, IN), o));
-        if Some(p) == d.type_pt {
-            let c = d
-                .dict
-                .type_pt(o)
-                .expect("every rdf:type object has a type pt");
-            out.push((l.index(hs, c, OUT), s));
-        } else {
-            out.push((l.normal(o, p, IN), s));
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
 }
 
 impl<F: Fabric> RdfStore<F> {
@@ -86,39 +51,15 @@ impl<F: Fabric> RdfStore<F> {
         progress: &dyn Progress,
     ) -> Result<RdfStore<F>> {
         let machines = fabric.machine_count();
-        let layout = Layout::new(d.dict.len() as u64, d.dict.pts() as u64, machines)?;
-        let pairs = pairs(&d, &layout);
-        // Group boundaries, per-machine sizes and the planner's statistics.
-        let pts = d.dict.pts() as usize;
-        let mut stats = Stats {
-            triples: vec![0; pts],
-            subjects: vec![0; pts],
-            objects: vec![0; pts],
-        };
-        for &[_, p, _] in &d.triples {
-            stats.triples[p as usize] += 1;
-        }
-        let mut groups = Vec::new();
-        let mut i = 0;
-        while i < pairs.len() {
-            let key = pairs[i].0;
-            let mut j = i;
-            while j < pairs.len() && pairs[j].0 == key {
-                j += 1;
-            }
-            if let (Err(_), pt, dir) = layout.decode(key) {
-                let n = (j - i) as u64;
-                match dir {
-                    OUT => stats.subjects[pt as usize] += n,
-                    _ => stats.objects[pt as usize] += n,
-                }
-            }
-            groups.push((i, j));
-            i = j;
-        }
+        let (catalog, lists) = build(d, machines)?;
+        let Lists {
+            pairs,
+            groups,
+            triples,
+        } = lists;
         let part_max = StoreConfig::default().part_neighbors_max as u64;
         let mut report = LoadReport {
-            triples: d.triples.len() as u64,
+            triples,
             keys: groups.len() as u64,
             entries: pairs.len() as u64,
             keys_per_machine: vec![0; machines],
@@ -166,10 +107,7 @@ impl<F: Fabric> RdfStore<F> {
         Ok(RdfStore {
             keys,
             store,
-            dict: d.dict,
-            layout,
-            type_pt: d.type_pt,
-            stats,
+            catalog,
             report,
         })
     }
@@ -178,21 +116,25 @@ impl<F: Fabric> RdfStore<F> {
     pub fn store(&self) -> &Store<F> {
         &self.store
     }
+    /// The dictionary, layout and statistics queries plan and decode with.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
     /// The dictionary.
     pub fn dict(&self) -> &Dictionary {
-        &self.dict
+        self.catalog.dict()
     }
     /// The key layout.
     pub fn layout(&self) -> &Layout {
-        &self.layout
+        self.catalog.layout()
     }
     /// The pt of `rdf:type`, if the data has type triples.
     pub fn type_pt(&self) -> Option<u32> {
-        self.type_pt
+        self.catalog.type_pt()
     }
     /// Sizes for planning.
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        self.catalog.stats()
     }
     /// What the load stored.
     pub fn report(&self) -> &LoadReport {
@@ -204,7 +146,7 @@ impl<F: Fabric> RdfStore<F> {
     }
     /// One worker per machine, for a thread that acts as every machine in turn.
     pub fn workers(&self) -> Result<Vec<Worker<F>>> {
-        Ok((0..self.layout.machines())
+        Ok((0..self.layout().machines())
             .map(|m| self.store.worker(m as MachineId))
             .collect::<locus_store::Result<Vec<_>>>()?)
     }

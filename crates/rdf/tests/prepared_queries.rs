@@ -59,13 +59,14 @@ fn swapped_constants_find_the_rows_the_written_out_query_finds() {
         let mut engine = Engine::new(&rdf).unwrap();
         let mut workers = rdf.workers().unwrap();
         for t in templates {
-            let prepared = Prepared::new(&rdf, &text(t, &depts[0]), &iri(&depts[0])).unwrap();
+            let prepared =
+                Prepared::new(rdf.catalog(), &text(t, &depts[0]), &iri(&depts[0])).unwrap();
             for dept in &depts {
                 let id = rdf.dict().id(&iri(dept)).unwrap();
-                let m = prepared.machine(&rdf, id);
+                let m = prepared.machine(rdf.catalog(), id);
                 let mut log = Vec::new();
                 let out = prepared
-                    .run(&rdf, &mut workers[m], id, Some(&mut log))
+                    .run(rdf.catalog(), &mut workers[m], id, Some(&mut log))
                     .unwrap();
                 let (want, trace) = engine.query(&text(t, dept)).unwrap();
                 assert_eq!(
@@ -96,7 +97,7 @@ fn a_template_that_starts_elsewhere_or_names_a_missing_constant_is_refused() {
     let dept = "http://www.Department0.University0.edu";
     // The start named is not the query's constant: refused, naming the query.
     let e = Prepared::new(
-        &rdf,
+        rdf.catalog(),
         &text("SELECT ?X WHERE { ?X ub:worksFor <START> }", dept),
         &iri("http://www.University0.edu"),
     )
@@ -104,7 +105,7 @@ fn a_template_that_starts_elsewhere_or_names_a_missing_constant_is_refused() {
     assert!(matches!(e, RdfError::Template(_)), "{e}");
     assert!(e.to_string().contains("start elsewhere"), "{e}");
     let e = Prepared::new(
-        &rdf,
+        rdf.catalog(),
         &text(
             "SELECT ?X WHERE { ?X ub:worksFor <START> }",
             "http://nowhere",

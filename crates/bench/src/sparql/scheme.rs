@@ -62,7 +62,7 @@ impl Running {
             .zip(&w.classes)
             .map(|(c, (start, _))| {
                 let term = Term::NamedNode(NamedNode::new_unchecked(start.clone()));
-                Prepared::new(&rdf, &c.query(start), &term)
+                Prepared::new(rdf.catalog(), &c.query(start), &term)
             })
             .collect::<locus_rdf::Result<Vec<_>>>()?;
         let services = rdf.store().spawn_services()?;
@@ -129,10 +129,10 @@ impl Running {
                 Arc::clone(&error),
             );
             let q = &self.prepared[class as usize];
-            let machine = q.machine(&self.rdf, start) as u8;
+            let machine = q.machine(self.rdf.catalog(), start) as u8;
             pool.execute(machine, move |w| {
                 let t = Instant::now();
-                let out = prepared[class as usize].run(&rdf, w, start, None);
+                let out = prepared[class as usize].run(rdf.catalog(), w, start, None);
                 latencies[i].store(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 match out {
                     Ok(o) => {
@@ -197,9 +197,9 @@ impl Running {
         let mut log: Vec<VertexId> = Vec::new();
         for &(class, start) in ops {
             let q = &self.prepared[class as usize];
-            let m = q.machine(&self.rdf, start);
+            let m = q.machine(self.rdf.catalog(), start);
             log.clear();
-            q.run(&self.rdf, &mut workers[m], start, Some(&mut log))?;
+            q.run(self.rdf.catalog(), &mut workers[m], start, Some(&mut log))?;
             for &k in &log {
                 counts[map.shard_of(k) as usize][m] += 1;
             }

@@ -15,14 +15,14 @@
 //! forked to every machine, each starting from its own part of the index,
 //! and the rows are joined, as Wukong does.
 
-use locus_fabric::Fabric;
-use locus_store::{VertexId, Worker};
+use locus_store::VertexId;
 use oxrdf::Term;
 
 use super::filter;
 use super::query::{End, Query};
+use super::Source;
+use crate::catalog::Catalog;
 use crate::layout::{IN, OUT};
-use crate::store::RdfStore;
 use crate::{RdfError, Result};
 
 /// Intermediate rows a query may keep at most, by default.
@@ -92,7 +92,7 @@ impl Plan {
     }
 }
 
-pub(crate) fn plan<F: Fabric>(q: &Query, rdf: &RdfStore<F>) -> Plan {
+pub(crate) fn plan(q: &Query, rdf: &Catalog) -> Plan {
     let dict = rdf.dict();
     let stats = rdf.stats();
     let mut empty = false;
@@ -227,10 +227,10 @@ impl Table {
     }
 }
 
-struct Run<'a, F: Fabric> {
-    rdf: &'a RdfStore<F>,
+struct Run<'a, S: Source> {
+    rdf: &'a Catalog,
     q: &'a Query,
-    worker: &'a mut Worker<F>,
+    worker: &'a mut S,
     /// The index part read by the first step (forked runs), or every part.
     part: Option<usize>,
     rows_max: usize,
@@ -242,13 +242,13 @@ struct Run<'a, F: Fabric> {
     log: Option<&'a mut Vec<VertexId>>,
 }
 
-impl<F: Fabric> Run<'_, F> {
+impl<S: Source> Run<'_, S> {
     fn read(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
         self.reads += 1;
         if let Some(log) = self.log.as_mut() {
             log.push(key);
         }
-        self.worker.neighbors(key, usize::MAX, out)?;
+        self.worker.list(key, out)?;
         Ok(())
     }
 
@@ -409,11 +409,11 @@ impl<F: Fabric> Run<'_, F> {
 }
 
 /// Runs `plan`; returns the projected rows as ids (`None`: unbound) and the trace.
-pub(crate) fn execute<F: Fabric>(
-    rdf: &RdfStore<F>,
+pub(crate) fn execute<S: Source>(
+    rdf: &Catalog,
     q: &Query,
     plan: &Plan,
-    workers: &mut [Worker<F>],
+    workers: &mut [S],
     rows_max: usize,
 ) -> Result<(Vec<Vec<Option<u32>>>, Trace)> {
     let mut trace = Trace {
@@ -481,11 +481,11 @@ pub struct Outcome {
 /// place, on `worker` (which must act as `to`'s home); counts rows only.
 /// Every key read is appended to `log` when given.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn execute_swapped<F: Fabric>(
-    rdf: &RdfStore<F>,
+pub(crate) fn execute_swapped<S: Source>(
+    rdf: &Catalog,
     q: &Query,
     plan: &Plan,
-    worker: &mut Worker<F>,
+    worker: &mut S,
     (from, to): (u32, u32),
     rows_max: usize,
     log: Option<&mut Vec<VertexId>>,

@@ -19,6 +19,7 @@ use oxrdf::Term;
 
 pub use exec::{Outcome, Trace, ROWS_MAX};
 
+use crate::catalog::Catalog;
 use crate::store::RdfStore;
 use crate::{RdfError, Result};
 
@@ -31,21 +32,54 @@ pub struct Solutions {
     pub rows: Vec<Vec<Option<Term>>>,
 }
 
-/// Answers queries over one [`RdfStore`] from one thread that acts as every
-/// machine in turn (a worker per machine).
-pub struct Engine<'a, F: Fabric> {
-    rdf: &'a RdfStore<F>,
-    workers: Vec<Worker<F>>,
+/// Where exploration reads a key's list: a store worker acting as one
+/// machine (embedded), or a client that asks the key's home (a cluster).
+pub trait Source {
+    /// Appends the list of `key` (empty if the key is absent) to `out`.
+    fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()>;
+}
+
+impl<F: Fabric> Source for Worker<F> {
+    fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
+        self.neighbors(key, usize::MAX, out)?;
+        Ok(())
+    }
+}
+
+/// Answers queries from one thread that acts as every machine in turn (a
+/// source per machine: store workers, or a cluster's client).
+pub struct Engine<'a, S: Source> {
+    rdf: &'a Catalog,
+    workers: Vec<S>,
     /// Intermediate rows a query may keep at most.
     pub rows_max: usize,
 }
 
-impl<'a, F: Fabric> Engine<'a, F> {
+impl<'a, F: Fabric> Engine<'a, Worker<F>> {
     /// An engine with a worker for every machine of `rdf`'s store.
     pub fn new(rdf: &'a RdfStore<F>) -> Result<Self> {
         Ok(Engine {
-            rdf,
+            rdf: rdf.catalog(),
             workers: rdf.workers()?,
+            rows_max: ROWS_MAX,
+        })
+    }
+}
+
+impl<'a, S: Source> Engine<'a, S> {
+    /// An engine over `catalog`'s data read through `sources`, one per
+    /// machine of its layout (index = machine).
+    pub fn with_sources(catalog: &'a Catalog, sources: Vec<S>) -> Result<Self> {
+        if sources.len() != catalog.layout().machines() {
+            return Err(crate::RdfError::Layout(format!(
+                "{} sources for data laid out over {} machines",
+                sources.len(),
+                catalog.layout().machines()
+            )));
+        }
+        Ok(Engine {
+            rdf: catalog,
+            workers: sources,
             rows_max: ROWS_MAX,
         })
     }
@@ -93,7 +127,7 @@ pub struct Prepared {
 impl Prepared {
     /// Parses and plans `text` against `rdf`. The plan must start from the
     /// constant `start` (which the data must hold): runs swap it for theirs.
-    pub fn new<F: Fabric>(rdf: &RdfStore<F>, text: &str, start: &Term) -> Result<Prepared> {
+    pub fn new(rdf: &Catalog, text: &str, start: &Term) -> Result<Prepared> {
         let q = query::Query::parse(text)?;
         let plan = exec::plan(&q, rdf);
         let id = rdf.dict().id(start);
@@ -115,21 +149,20 @@ impl Prepared {
     }
 
     /// The machine a run starting from `start` executes on (the constant's home).
-    pub fn machine<F: Fabric>(&self, rdf: &RdfStore<F>, start: u32) -> usize {
+    pub fn machine(&self, rdf: &Catalog, start: u32) -> usize {
         rdf.layout().home(start)
     }
 
     /// Runs the query with `start` in place of the template's constant on
     /// `worker`, which must act as `start`'s home ([`Prepared::machine`]).
     /// Every key read is appended to `log` when given.
-    pub fn run<F: Fabric>(
+    pub fn run<S: Source>(
         &self,
-        rdf: &RdfStore<F>,
-        worker: &mut Worker<F>,
+        rdf: &Catalog,
+        worker: &mut S,
         start: u32,
         log: Option<&mut Vec<VertexId>>,
     ) -> Result<Outcome> {
-        debug_assert_eq!(worker.machine() as usize, self.machine(rdf, start));
         exec::execute_swapped(
             rdf,
             &self.q,

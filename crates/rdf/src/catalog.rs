@@ -1,0 +1,281 @@
+//! [`Catalog`]: what a query needs besides the lists themselves (the
+//! dictionary, the key layout, the pt of `rdf:type` and the planner's
+//! statistics), and [`Lists`]: every key's list of a dataset in Wukong's
+//! layout, built once for whichever store receives them (an embedded
+//! [`crate::RdfStore`] or a cluster through the client protocol).
+//!
+//! A catalog is persisted with the data it describes: in a cluster, as the
+//! directory `rdf/` beside the cluster file, holding `dict` (the dictionary's
+//! checksummed format, [`crate::dict`]) and `catalog.json` (machines, the
+//! type pt and the statistics). Both are written to a temporary name,
+//! synced and renamed, the dictionary first, so a catalog is whole or absent.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use locus_store::VertexId;
+
+use crate::dict::Dictionary;
+use crate::layout::{Layout, IN, OUT};
+use crate::ntriples::Dataset;
+use crate::{RdfError, Result};
+
+/// Per predicate-or-type sizes the planner estimates fan-out with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Triples per predicate pt (0 for type pts).
+    pub triples: Vec<u64>,
+    /// Distinct subjects per predicate pt; instances per type pt.
+    pub subjects: Vec<u64>,
+    /// Distinct objects per predicate pt.
+    pub objects: Vec<u64>,
+}
+
+/// The dictionary, layout, type pt and statistics of one stored dataset.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    dict: Dictionary,
+    layout: Layout,
+    type_pt: Option<u32>,
+    stats: Stats,
+}
+
+/// `catalog.json`: everything but the dictionary.
+#[derive(Debug, Serialize, Deserialize)]
+struct Header {
+    format: u32,
+    machines: usize,
+    type_pt: Option<u32>,
+    triples: u64,
+    stats: Stats,
+}
+
+const FORMAT: u32 = 1;
+
+impl Catalog {
+    /// The dictionary.
+    pub fn dict(&self) -> &Dictionary {
+        &self.dict
+    }
+    /// The key layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// The pt of `rdf:type`, if the data has type triples.
+    pub fn type_pt(&self) -> Option<u32> {
+        self.type_pt
+    }
+    /// Sizes for planning.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The catalog directory of a cluster described by `cluster_file`.
+    pub fn dir_beside(cluster_file: &Path) -> PathBuf {
+        cluster_file.parent().unwrap_or(Path::new(".")).join("rdf")
+    }
+
+    /// Writes the catalog into `dir` (created if missing).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| RdfError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        self.dict.save(&dir.join("dict"))?;
+        let triples = self.stats.triples.iter().sum();
+        let header = Header {
+            format: FORMAT,
+            machines: self.layout.machines(),
+            type_pt: self.type_pt,
+            triples,
+            stats: self.stats.clone(),
+        };
+        let path = dir.join("catalog.json");
+        let tmp = dir.join("catalog.json.tmp");
+        let bytes = serde_json::to_vec_pretty(&header).expect("a catalog serialises");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(dir)?.sync_all()
+        };
+        write().map_err(io(&path))
+    }
+
+    /// Reads a catalog written by [`Catalog::save`] for a cluster of
+    /// `machines` machines; a mismatch or a damaged file is an error naming it.
+    pub fn load(dir: &Path, machines: usize) -> Result<Catalog> {
+        let path = dir.join("catalog.json");
+        let bytes = std::fs::read(&path).map_err(|source| RdfError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let bad = |message: String| RdfError::Dictionary {
+            path: path.clone(),
+            message,
+        };
+        let h: Header = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        if h.format != FORMAT {
+            return Err(bad(format!(
+                "format {}, this build reads {FORMAT}",
+                h.format
+            )));
+        }
+        if h.machines != machines {
+            return Err(bad(format!(
+                "the data was laid out for {} machines, the cluster has {machines}",
+                h.machines
+            )));
+        }
+        let dict = Dictionary::load(&dir.join("dict"))?;
+        let pts = dict.pts() as usize;
+        let s = &h.stats;
+        if s.triples.len() != pts || s.subjects.len() != pts || s.objects.len() != pts {
+            return Err(bad(format!(
+                "statistics for {} pts, the dictionary has {pts}",
+                s.triples.len()
+            )));
+        }
+        if h.type_pt.is_some_and(|t| t as usize >= pts) {
+            return Err(bad(format!("type pt {:?} is not a pt", h.type_pt)));
+        }
+        let layout = Layout::new(dict.len() as u64, dict.pts() as u64, machines)?;
+        Ok(Catalog {
+            dict,
+            layout,
+            type_pt: h.type_pt,
+            stats: h.stats,
+        })
+    }
+}
+
+/// Every key's sorted list of a dataset, grouped by key.
+#[derive(Debug, Clone)]
+pub struct Lists {
+    /// (key, neighbour) pairs, sorted by key then neighbour, without duplicates.
+    pub pairs: Vec<(VertexId, u32)>,
+    /// `pairs[i..j]` of each key, in key order.
+    pub groups: Vec<(usize, usize)>,
+    /// Triples the lists came from.
+    pub triples: u64,
+}
+
+impl Lists {
+    /// Key and list of group `g`.
+    pub fn group(&self, g: usize) -> (VertexId, impl ExactSizeIterator<Item = u32> + '_) {
+        let (i, j) = self.groups[g];
+        (self.pairs[i].0, self.pairs[i..j].iter().map(|p| p.1))
+    }
+}
+
+/// Every (key, neighbour) pair of a dataset in the layout, sorted, without duplicates.
+fn pairs(d: &Dataset, l: &Layout) -> Vec<(VertexId, u32)> {
+    let mut out = Vec::with_capacity(d.triples.len() * 4);
+    for &[s, p, o] in &d.triples {
+        let (hs, ho) = (l.home(s), l.home(o));
+        out.push((l.normal(s, p, OUT), o));
+        out.push((l.index(hs, p, OUT), s));
+        out.push((l.index(ho, p, IN), o));
+        if Some(p) == d.type_pt {
+            let c = d
+                .dict
+                .type_pt(o)
+                .expect("every rdf:type object has a type pt");
+            out.push((l.index(hs, c, OUT), s));
+        } else {
+            out.push((l.normal(o, p, IN), s));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Lays `d` out for `machines` machines: its catalog and every key's list.
+pub fn build(d: Dataset, machines: usize) -> Result<(Catalog, Lists)> {
+    let layout = Layout::new(d.dict.len() as u64, d.dict.pts() as u64, machines)?;
+    let pairs = pairs(&d, &layout);
+    let pts = d.dict.pts() as usize;
+    let mut stats = Stats {
+        triples: vec![0; pts],
+        subjects: vec![0; pts],
+        objects: vec![0; pts],
+    };
+    for &[_, p, _] in &d.triples {
+        stats.triples[p as usize] += 1;
+    }
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < pairs.len() {
+        let key = pairs[i].0;
+        let mut j = i;
+        while j < pairs.len() && pairs[j].0 == key {
+            j += 1;
+        }
+        if let (Err(_), pt, dir) = layout.decode(key) {
+            let n = (j - i) as u64;
+            match dir {
+                OUT => stats.subjects[pt as usize] += n,
+                _ => stats.objects[pt as usize] += n,
+            }
+        }
+        groups.push((i, j));
+        i = j;
+    }
+    let triples = d.triples.len() as u64;
+    Ok((
+        Catalog {
+            dict: d.dict,
+            layout,
+            type_pt: d.type_pt,
+            stats,
+        },
+        Lists {
+            pairs,
+            groups,
+            triples,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DATA: &str = r#"
+<http://ex/a> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://ex/C> .
+<http://ex/a> <http://ex/p> <http://ex/b> .
+<http://ex/b> <http://ex/p> "x" .
+"#;
+
+    #[test]
+    fn a_saved_catalog_loads_back_and_refuses_another_cluster_size_or_damage() {
+        let d = Dataset::parse(DATA.as_bytes(), "t.nt", &()).unwrap();
+        let (c, lists) = build(d, 3).unwrap();
+        assert!(lists.groups.len() >= 5);
+        let dir = tempfile::tempdir().unwrap();
+        c.save(dir.path()).unwrap();
+        let back = Catalog::load(dir.path(), 3).unwrap();
+        assert_eq!(back.stats(), c.stats());
+        assert_eq!(back.type_pt(), c.type_pt());
+        assert_eq!(back.dict().len(), c.dict().len());
+        assert_eq!(*back.layout(), *c.layout());
+        let e = Catalog::load(dir.path(), 4).unwrap_err().to_string();
+        assert!(
+            e.contains("3 machines") && e.contains("catalog.json"),
+            "{e}"
+        );
+        let path = dir.path().join("catalog.json");
+        std::fs::write(&path, b"{\"format\": 1").unwrap();
+        let e = Catalog::load(dir.path(), 3).unwrap_err().to_string();
+        assert!(e.contains("catalog.json"), "{e}");
+        let e = Catalog::load(&dir.path().join("none"), 3)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("none"), "{e}");
+    }
+}
