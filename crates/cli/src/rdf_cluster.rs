@@ -71,6 +71,9 @@ impl Source for ClientSource {
     }
 }
 
+/// One LOAD request's vertices and lists.
+type Batch = Vec<(u32, Vec<u32>)>;
+
 /// What a load into a cluster did.
 pub struct ClusterLoad {
     pub triples: u64,
@@ -111,10 +114,11 @@ pub fn load(file: &Path, cluster_file: &Path, reporter: Reporter) -> CliResult<C
     let parse_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let (cat, lists) = catalog::build(d, machines)?;
-    let mut pending: Vec<(Vec<(u32, Vec<u32>)>, usize)> = vec![(Vec::new(), 0); machines];
+    // Per server: the batch being filled and its neighbour ids.
+    let mut pending: Vec<(Batch, usize)> = vec![(Vec::new(), 0); machines];
     let mut keys_per_machine = vec![0u64; machines];
     bars.start("storing keys", lists.groups.len() as u64);
-    let send = |m: usize, batch: Vec<(u32, Vec<u32>)>| -> CliResult {
+    let send = |m: usize, batch: Batch| -> CliResult {
         let n = batch.len() as u64;
         client.load_batch(m as u8, batch, None)?;
         bars.inc(n);
