@@ -31,6 +31,7 @@
 pub mod catalog;
 pub mod dict;
 mod error;
+mod fastnt;
 pub mod layout;
 pub mod lubm;
 pub mod ntriples;

@@ -17,6 +17,7 @@ use oxrdf::{NamedOrBlankNode, Term, Triple};
 use oxttl::{NTriplesParser, TurtleParseError, TurtleParser};
 
 use crate::dict::Dictionary;
+use crate::fastnt::{FastLines, Outcome};
 use crate::{Progress, RdfError, Result};
 
 /// Bytes of one line at most (longer lines are refused, naming the line).
@@ -48,8 +49,17 @@ impl Dataset {
         let s = self.dict.intern(&s)?;
         let p = self.dict.intern(&Term::NamedNode(t.predicate.clone()))?;
         let o = self.dict.intern(&t.object)?;
+        self.add_ids([s, p, o], t.predicate == rdf::TYPE)
+    }
+
+    /// Adds the triple of interned term ids `[s, p, o]` (`is_type`: `p` is `rdf:type`).
+    pub(crate) fn add_ids(
+        &mut self,
+        [s, p, o]: [u32; 3],
+        is_type: bool,
+    ) -> std::result::Result<(), String> {
         let ppt = self.dict.intern_predicate(p)?;
-        if t.predicate == rdf::TYPE {
+        if is_type {
             self.type_pt = Some(ppt);
             self.dict.intern_type(o)?;
         }
@@ -65,6 +75,22 @@ impl Dataset {
 
     /// Parses N-Triples from `input`; `name` is what errors call it.
     pub fn parse(input: impl Read, name: &str, progress: &dyn Progress) -> Result<Dataset> {
+        Self::parse_lines(input, name, progress, true)
+    }
+
+    /// [`Dataset::parse`] with every line through the full parser (the
+    /// reference the fast path is tested against).
+    pub fn parse_full(input: impl Read, name: &str, progress: &dyn Progress) -> Result<Dataset> {
+        Self::parse_lines(input, name, progress, false)
+    }
+
+    fn parse_lines(
+        input: impl Read,
+        name: &str,
+        progress: &dyn Progress,
+        fast: bool,
+    ) -> Result<Dataset> {
+        let mut lines = FastLines::default();
         let mut reader = std::io::BufReader::with_capacity(1 << 20, input);
         let mut d = Dataset::new();
         let mut parser = NTriplesParser::new().low_level();
@@ -94,6 +120,13 @@ impl Dataset {
                     number,
                     format!("the line is longer than {LINE_BYTES_MAX} bytes"),
                 ));
+            }
+            if fast {
+                match lines.line(&mut d, &line) {
+                    Outcome::Done => continue,
+                    Outcome::Limit(reason) => return Err(syntax(number, reason)),
+                    Outcome::Fallback => {}
+                }
             }
             if line.last() != Some(&b'\n') {
                 line.push(b'\n');
