@@ -118,10 +118,18 @@ pub fn load(file: &Path, cluster_file: &Path, reporter: Reporter) -> CliResult<C
     let mut pending: Vec<(Batch, usize)> = vec![(Vec::new(), 0); machines];
     let mut keys_per_machine = vec![0u64; machines];
     bars.start("storing keys", lists.groups.len() as u64);
+    let total = lists.groups.len();
+    let sent = std::cell::Cell::new(0usize);
     let send = |m: usize, batch: Batch| -> CliResult {
-        let n = batch.len() as u64;
-        client.load_batch(m as u8, batch, None)?;
-        bars.inc(n);
+        let n = batch.len();
+        client.load_batch(m as u8, batch, None).map_err(|e| {
+            format!(
+                "{e}\nthe load stopped after {} of {total} keys and no catalog was written; LOAD merges lists, so running the same command again completes it",
+                sent.get()
+            )
+        })?;
+        sent.set(sent.get() + n);
+        bars.inc(n as u64);
         Ok(())
     };
     for g in 0..lists.groups.len() {
