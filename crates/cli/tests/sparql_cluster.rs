@@ -146,3 +146,33 @@ fn lubm_on_a_cluster_answers_as_the_embedded_store_does_while_values_migrate() {
         );
     }
 }
+
+/// A cluster too small for the data: the load stops on the servers' FULL
+/// reply with how far it got, writes no catalog, and queries say to load first.
+#[test]
+fn a_load_that_does_not_fit_says_how_far_it_got_and_leaves_no_catalog() {
+    let c = Cluster::up_with(&["--no-coordinator", "--value-region-mb", "1"]);
+    let file = c.file();
+    let cluster = file.to_str().unwrap();
+    let nt = c.dir.path().join("lubm1.nt");
+    let nt = nt.to_str().unwrap();
+    let o = locus(&["rdf", "generate-lubm", "--universities", "1", "--out", nt]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = locus(&["rdf", "load", nt, "--cluster", cluster]);
+    assert!(!o.status.success());
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("the load stopped after") && e.contains("again"),
+        "{e}"
+    );
+    assert!(!c.dir.path().join("rdf/catalog.json").exists());
+    let o = locus(&[
+        "sparql",
+        "--cluster",
+        cluster,
+        "--query",
+        &format!("{QUERIES}/q4.rq"),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("rdf load"), "{}", text(&o.stderr));
+}

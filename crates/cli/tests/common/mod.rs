@@ -32,7 +32,8 @@ impl Cluster {
         Cluster::up_with(&[])
     }
 
-    /// As [`Cluster::up`], with more `cluster up` flags.
+    /// As [`Cluster::up`], with more `cluster up` flags (a `--value-region-mb`
+    /// among them replaces the default 32).
     pub fn up_with(extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_str().unwrap();
@@ -43,11 +44,12 @@ impl Cluster {
             "3",
             "--dir",
             d,
-            "--value-region-mb",
-            "32",
             "--lifetime-s",
             "300",
         ];
+        if !extra.contains(&"--value-region-mb") {
+            args.extend(["--value-region-mb", "32"]);
+        }
         args.extend_from_slice(extra);
         let o = locus(&args);
         assert!(
