@@ -21,6 +21,20 @@
 //! track the candidate keys ([`Action::Track`]) for one interval, then
 //! collects the counts ([`Action::Collect`]) and decides with both sides.
 //!
+//! **Significance** (past the paper: Pragh's rule moves a value on any
+//! profit, which under uniform access moves values on noise and runs below
+//! hash placement). A move is approved only if it is worth it, three ways:
+//! the applicant counted at least `count_min` accesses in its latest report;
+//! its lead over the holder and over the next machine is larger than
+//! counting noise (`lead > significance_z * sqrt(sum)`, both counts taken
+//! over the applicant's window, as for Poisson counts); and the accesses it
+//! gains within one interval pay for the move
+//! (`(rate - holder_rate) * interval_s >= move_cost_accesses`). A replica
+//! must likewise have `count_min` accesses and pay for its copy within an
+//! interval. An instant report acts at once only when its rate so far
+//! reaches `hot_rate_min_per_s` (Pragh 6.4: 100 accesses per second),
+//! whatever the interval; a slower key waits for the periodic report.
+//!
 //! **No ping-pong.** A key whose two busiest non-holder machines are within
 //! the profit threshold of each other is contended and stays put (moving it
 //! would only make another machine remote); a key moved less than
@@ -84,6 +98,14 @@ pub struct PolicyConfig {
     pub replicas: bool,
     /// Rates below this (accesses/s) are not worth a replica.
     pub replica_rate_min_per_s: f64,
+    /// An instant report acts at once only at this rate or more (Pragh 6.4: 100/s).
+    pub hot_rate_min_per_s: f64,
+    /// An applicant (or replica reader) with fewer accesses in its latest report is noise.
+    pub count_min: u32,
+    /// An applicant's lead must exceed this many standard deviations of counting noise.
+    pub significance_z: f64,
+    /// What a move (or a replica) costs, in accesses it must save within one interval.
+    pub move_cost_accesses: f64,
 }
 
 impl Default for PolicyConfig {
@@ -98,6 +120,10 @@ impl Default for PolicyConfig {
             forget_after_ms: 30_000,
             replicas: false,
             replica_rate_min_per_s: 1.0,
+            hot_rate_min_per_s: 100.0,
+            count_min: 8,
+            significance_z: 2.0,
+            move_cost_accesses: 8.0,
         }
     }
 }
@@ -133,6 +159,15 @@ impl PolicyConfig {
                 self.replica_rate_min_per_s,
                 "finite and >= 0 (accesses per second)",
             ));
+        }
+        for (field, v) in [
+            ("hot_rate_min_per_s", self.hot_rate_min_per_s),
+            ("significance_z", self.significance_z),
+            ("move_cost_accesses", self.move_cost_accesses),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(CoordinatorError::invalid(field, v, "finite and >= 0"));
+            }
         }
         if self.keys_max == 0 {
             return Err(CoordinatorError::invalid(
@@ -269,13 +304,17 @@ pub struct Stats {
     pub track_requests: u64,
     /// Replicas approved.
     pub replicas_approved: u64,
+    /// Decisions not to move (or replicate) a key because the lead was noise or too small to pay.
+    pub insignificant: u64,
+    /// Instant reports below `hot_rate_min_per_s`, left for the periodic report.
+    pub hot_ignored: u64,
 }
 
 #[derive(Debug, Clone, Default)]
 struct KeyState {
     holder: MachineId,
-    /// Per machine: (accesses/s, time of the report in ms).
-    rates: BTreeMap<MachineId, (f64, u64)>,
+    /// Per machine: (accesses/s, time of the report in ms, seconds the rate was counted over).
+    rates: BTreeMap<MachineId, (f64, u64, f64)>,
     in_flight: bool,
     moved_at_ms: Option<u64>,
     /// Deferred: the holder is tracking this key until this time.
@@ -361,7 +400,7 @@ impl Coordinator {
                 let secs = interval_ms.max(1) as f64 / 1000.0;
                 let mut touched = Vec::with_capacity(accesses.len());
                 for a in accesses {
-                    if self.note(machine, a.key, a.holder, a.count as f64 / secs) {
+                    if self.note(machine, a.key, a.holder, a.count as f64 / secs, secs) {
                         touched.push(a.key);
                     }
                 }
@@ -377,12 +416,10 @@ impl Coordinator {
                 access,
             } => {
                 let secs = elapsed_ms.max(1) as f64 / 1000.0;
-                if self.note(
-                    machine,
-                    access.key,
-                    access.holder,
-                    access.count as f64 / secs,
-                ) {
+                let rate = access.count as f64 / secs;
+                if rate < self.config.hot_rate_min_per_s {
+                    self.stats.hot_ignored += 1;
+                } else if self.note(machine, access.key, access.holder, rate, secs) {
                     self.consider(access.key, &mut out);
                 }
             }
@@ -397,7 +434,7 @@ impl Coordinator {
                     if let Some(k) = self.keys.get_mut(&key) {
                         k.tracking_until_ms = None;
                         if k.holder == machine {
-                            k.rates.insert(machine, (count as f64 / secs, now));
+                            k.rates.insert(machine, (count as f64 / secs, now, secs));
                         }
                     }
                     self.consider(key, &mut out);
@@ -427,7 +464,14 @@ impl Coordinator {
     }
 
     /// Records a rate; false if the key is not remembered.
-    fn note(&mut self, machine: MachineId, key: Key, holder: MachineId, rate: f64) -> bool {
+    fn note(
+        &mut self,
+        machine: MachineId,
+        key: Key,
+        holder: MachineId,
+        rate: f64,
+        secs: f64,
+    ) -> bool {
         let now = self.now_ms;
         if !self.keys.contains_key(&key) && self.keys.len() >= self.config.keys_max {
             self.forget_stale();
@@ -444,7 +488,7 @@ impl Coordinator {
             // A reporter saw the value at `holder` during its interval.
             k.holder = holder;
         }
-        k.rates.insert(machine, (rate, now));
+        k.rates.insert(machine, (rate, now, secs));
         true
     }
 
@@ -453,7 +497,7 @@ impl Coordinator {
         self.keys.retain(|_, k| {
             k.in_flight
                 || k.tracking_until_ms.is_some()
-                || k.rates.values().any(|&(_, at)| at >= horizon)
+                || k.rates.values().any(|&(_, at, _)| at >= horizon)
         });
     }
 
@@ -480,11 +524,17 @@ impl Coordinator {
             return; // deferred: decide the move first
         }
         let fresh = now.saturating_sub(cfg.forget_after_ms);
-        for (&m, &(rate, at)) in &k.rates {
+        let interval_s = cfg.interval_ms as f64 / 1000.0;
+        for (&m, &(rate, at, secs)) in &k.rates {
             if m == k.holder || Some(m) == target || at < fresh {
                 continue;
             }
             if rate < cfg.replica_rate_min_per_s || rate < cfg.rate_min_per_s {
+                continue;
+            }
+            // A copy must be read often enough to pay for itself.
+            if rate * secs < cfg.count_min as f64 || rate * interval_s < cfg.move_cost_accesses {
+                self.stats.insignificant += 1;
                 continue;
             }
             // Only a report newer than the last approval asks again (reads
@@ -507,23 +557,23 @@ impl Coordinator {
         let cfg = &self.config;
         let k = self.keys.get_mut(&key)?;
         let fresh = now.saturating_sub(cfg.forget_after_ms);
-        let mut best: Option<(MachineId, f64)> = None;
+        let mut best: Option<(MachineId, f64, f64)> = None;
         let mut second = 0.0f64;
-        for (&m, &(rate, at)) in &k.rates {
+        for (&m, &(rate, at, secs)) in &k.rates {
             if m == k.holder || at < fresh {
                 continue;
             }
             match best {
-                Some((_, r)) if rate <= r => second = second.max(rate),
+                Some((_, r, _)) if rate <= r => second = second.max(rate),
                 _ => {
-                    if let Some((_, r)) = best {
+                    if let Some((_, r, _)) = best {
                         second = second.max(r);
                     }
-                    best = Some((m, rate));
+                    best = Some((m, rate, secs));
                 }
             }
         }
-        let (applicant, rate) = best?;
+        let (applicant, rate, secs) = best?;
         if rate < cfg.rate_min_per_s {
             return None;
         }
@@ -548,6 +598,16 @@ impl Coordinator {
             }
         };
         if rate <= holder_rate * (1.0 + cfg.profit) {
+            return None;
+        }
+        // Significance: enough accesses, a lead beyond counting noise over
+        // both the holder and the next machine, and a gain that pays for the move.
+        let count = rate * secs;
+        let rival = second.max(holder_rate) * secs;
+        let noise = cfg.significance_z * (count + rival).sqrt();
+        let gain = (rate - holder_rate) * cfg.interval_ms as f64 / 1000.0;
+        if count < cfg.count_min as f64 || count - rival <= noise || gain < cfg.move_cost_accesses {
+            self.stats.insignificant += 1;
             return None;
         }
         k.in_flight = true;

@@ -412,3 +412,56 @@ fn replica_settings_are_validated() {
         "{e}"
     );
 }
+
+#[test]
+fn a_lead_within_counting_noise_or_too_few_accesses_moves_nothing() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    // Five accesses in an interval: below count_min, noise.
+    assert!(migrations(&c.step(0, report(3, &[(1, 0, 5)]))).is_empty());
+    assert_eq!(c.stats().insignificant, 1);
+    // Machine 2 holds key 2 and reads it 10 times; machine 4, 16 times: past
+    // the 50% profit, but 6 more is within 2 standard deviations of noise.
+    c.step(0, report(2, &[(2, 2, 10)]));
+    assert!(migrations(&c.step(1, report(4, &[(2, 2, 16)]))).is_empty());
+    assert_eq!(c.stats().insignificant, 2);
+    // 60 against 10 is a clear lead.
+    assert_eq!(
+        migrations(&c.step(2, report(4, &[(2, 2, 60)]))),
+        vec![(2, 2, 4)]
+    );
+}
+
+#[test]
+fn a_move_must_pay_for_itself_within_an_interval() {
+    let cfg = PolicyConfig {
+        move_cost_accesses: 50.0,
+        ..eager()
+    };
+    let mut c = Coordinator::new(cfg).unwrap();
+    // 40 accesses in the 1 s interval save fewer than the 50 a move costs.
+    assert!(migrations(&c.step(0, report(3, &[(7, 0, 40)]))).is_empty());
+    assert_eq!(c.stats().insignificant, 1);
+    assert_eq!(
+        migrations(&c.step(1, report(3, &[(7, 0, 80)]))),
+        vec![(7, 0, 3)]
+    );
+}
+
+#[test]
+fn an_instant_report_below_the_per_second_threshold_waits_for_the_interval() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    // 20 accesses in 400 ms is 50/s: below Pragh's 100/s for instant reports.
+    let hot = |count, elapsed_ms| Event::Hot {
+        machine: 4,
+        elapsed_ms,
+        access: Access {
+            key: Key(9),
+            holder: 1,
+            count,
+        },
+    };
+    assert!(c.step(0, hot(20, 400)).is_empty());
+    assert_eq!(c.stats().hot_ignored, 1);
+    // The same key counted at 100 in 500 ms (200/s) moves at once.
+    assert_eq!(migrations(&c.step(1, hot(100, 500))), vec![(9, 1, 4)]);
+}
