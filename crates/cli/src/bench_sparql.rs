@@ -90,12 +90,19 @@ pub fn run(a: SparqlBenchArgs) -> CliResult {
                 .join(", ")
         );
         println!(
-            "{:<12} {:>26} {:>9} {:>9} {:>17} {:>9} {:>8}",
-            "scheme", "queries/s", "p50(us)", "p99(us)", "remote", "migrated", "vs Orig"
+            "{:<12} {:>26} {:>9} {:>9} {:>17} {:>8} {:>9} {:>8}",
+            "scheme",
+            "queries/s",
+            "p50(us)",
+            "p99(us)",
+            "remote ops",
+            "rem.GET",
+            "migrated",
+            "vs Orig"
         );
         for s in &report.summary {
             println!(
-                "{:<12} {:>9.0} [{:>7.0}-{:>7.0}] {:>9.1} {:>9.1} {:>5.1}% [{:.1}-{:.1}] {:>8.2}% {:>7.2}x",
+                "{:<12} {:>9.0} [{:>7.0}-{:>7.0}] {:>9.1} {:>9.1} {:>5.1}% [{:.1}-{:.1}] {:>7.1}% {:>8.2}% {:>7.2}x",
                 s.scheme,
                 s.throughput_qps.median,
                 s.throughput_qps.min,
@@ -105,6 +112,7 @@ pub fn run(a: SparqlBenchArgs) -> CliResult {
                 s.remote_rate.median * 100.0,
                 s.remote_rate.min * 100.0,
                 s.remote_rate.max * 100.0,
+                s.remote_gets.median * 100.0,
                 s.migrated_fraction.median * 100.0,
                 s.vs_orig
             );

@@ -161,7 +161,7 @@ pub fn run(a: PraghArgs) -> CliResult {
 
 fn print_rows(rows: &[Row]) {
     println!(
-        "{:<12} {:>7} {:>12} {:>10} {:>10} {:>10} {:>8} {:>9} {:>11} {:>8} {:>8}",
+        "{:<12} {:>7} {:>12} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>11} {:>8} {:>8}",
         "scheme",
         "scope",
         "queries/s",
@@ -169,6 +169,7 @@ fn print_rows(rows: &[Row]) {
         "p99(us)",
         "p99.9(us)",
         "remote",
+        "rem.GET",
         "migrated",
         "moved(MB)",
         "vs Orig",
@@ -176,7 +177,7 @@ fn print_rows(rows: &[Row]) {
     );
     for r in rows {
         println!(
-            "{:<12} {:>7} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>7.1}% {:>8.2}% {:>11.1} {:>7.2}x {:>7.1}%",
+            "{:<12} {:>7} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>7.1}% {:>7.1}% {:>8.2}% {:>11.1} {:>7.2}x {:>7.1}%",
             r.scheme,
             r.scope.map_or("-".to_string(), |s| s.to_string()),
             r.throughput_qps,
@@ -184,6 +185,7 @@ fn print_rows(rows: &[Row]) {
             r.p99_us,
             r.p999_us,
             r.remote_rate * 100.0,
+            r.remote_gets * 100.0,
             r.migrated_fraction * 100.0,
             r.bytes_moved as f64 / 1e6,
             r.vs_orig,

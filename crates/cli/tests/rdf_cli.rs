@@ -178,10 +178,15 @@ fn bench_sparql_writes_runs_medians_and_plots() {
         );
         assert!(lo > 0.0 && lo <= mid && mid <= hi, "{s}");
         let remote = s["remote_rate"]["median"].as_f64().unwrap();
+        let remote_gets = s["remote_gets"]["median"].as_f64().unwrap();
         match s["scheme"].as_str().unwrap() {
-            "Ideal" => assert_eq!(remote, 0.0, "one machine: nothing remote"),
+            "Ideal" => assert_eq!(
+                (remote, remote_gets),
+                (0.0, 0.0),
+                "one machine: nothing remote"
+            ),
             // Hash placement over 8 machines: most reads are another machine's.
-            "Orig" => assert!(remote > 0.5, "{s}"),
+            "Orig" => assert!(remote > 0.5 && remote_gets > 0.5, "{s}"),
             _ => {}
         }
     }

@@ -63,6 +63,9 @@ pub(crate) struct Shared<F: Fabric> {
     /// Per hosted machine, its service thread, woken when a request is sent
     /// to it (an idle service parks instead of polling).
     pub(crate) wakers: Vec<std::sync::Mutex<Option<std::thread::Thread>>>,
+    /// Values read (GETs, one per part fetched) and those read from another
+    /// machine than the reader, added by each worker when it is dropped.
+    pub(crate) gets: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl<F: Fabric> Shared<F> {
@@ -223,6 +226,7 @@ impl<F: Fabric> Store<F> {
                     })
                     .collect(),
                 wakers: (0..machines).map(|_| std::sync::Mutex::new(None)).collect(),
+                gets: Default::default(),
                 allocs,
                 config,
             }),
@@ -242,6 +246,18 @@ impl<F: Fabric> Store<F> {
     /// Machines in the cluster.
     pub fn machines(&self) -> usize {
         self.shared.machines
+    }
+
+    /// (values read, of them read from a machine other than the reader) by
+    /// workers dropped so far: the unit of the placement bound (a GET is
+    /// remote when its value is elsewhere), as opposed to the fabric's
+    /// one-sided operations (a home-local GET is two, a cache hit one).
+    pub fn get_counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.shared.gets[0].load(Relaxed),
+            self.shared.gets[1].load(Relaxed),
+        )
     }
 
     /// A worker that runs operations as `machine` (which must be hosted here).

@@ -103,6 +103,11 @@ pub struct RunReport {
     pub results: u64,
     /// One-sided reads issued.
     pub reads: u64,
+    /// Values read (GETs; for two-hop queries, one per vertex visited).
+    pub gets: u64,
+    /// GETs whose value was on another machine than the reader: the unit of
+    /// the placement bound, beside `remote_rate`'s one-sided operations.
+    pub remote_get_rate: f64,
 }
 
 /// Query settings.
@@ -248,6 +253,7 @@ pub fn run_ops<F: Fabric>(
     let done = Arc::new(AtomicU64::new(0));
     let error: Arc<Mutex<Option<WorkloadError>>> = Arc::new(Mutex::new(None));
     let before = counters.total();
+    let gets_before = store.get_counts();
     let t0 = Instant::now();
     for (i, &op) in ops.iter().enumerate() {
         let (latencies, finished, results, done_job, error) = (
@@ -300,6 +306,11 @@ pub fn run_ops<F: Fabric>(
     }
     pool.wait_idle().map_err(pool_error)?;
     let elapsed = t0.elapsed().as_secs_f64();
+    // The pool's workers hand their GET counts to the store when dropped.
+    drop(pool);
+    let gets_after = store.get_counts();
+    let gets = gets_after.0 - gets_before.0;
+    let remote_gets = gets_after.1 - gets_before.1;
     progress(n as u64);
     if let Some(e) = error.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(e);
@@ -335,6 +346,8 @@ pub fn run_ops<F: Fabric>(
             results: results.load(Ordering::Relaxed),
             reads: delta.ops_of(Locality::Local, OpKind::Read)
                 + delta.ops_of(Locality::Remote, OpKind::Read),
+            gets,
+            remote_get_rate: remote_gets as f64 / gets.max(1) as f64,
         },
         remote_sends: delta.ops_of(Locality::Remote, OpKind::Send),
         update_latencies_us: update_lat.iter().map(|&l| l as f64 / 1000.0).collect(),

@@ -175,6 +175,9 @@ pub struct Row {
     pub p999_us: f64,
     /// Remote one-sided operations / all one-sided operations.
     pub remote_rate: f64,
+    /// GETs whose value was on another machine / all GETs (the placement
+    /// bound's unit; updates' reads included).
+    pub remote_gets: f64,
     /// Share of vertices held away from their key's machine at the end
     /// (Split schemes), or keys moved with their shards (Shard).
     pub migrated_fraction: f64,

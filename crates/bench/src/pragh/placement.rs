@@ -25,16 +25,16 @@ pub struct PlacementBound {
 
 pub fn placement_bound(csr: &Csr, ops: &[Op], machines: usize, k: usize) -> PlacementBound {
     use std::collections::HashMap;
-    let mut counts: HashMap<u32, [u32; 8]> = HashMap::new();
+    // Per vertex read, its reads by each machine.
+    let mut counts: HashMap<u32, Vec<u32>> = HashMap::new();
     let mut gets = 0u64;
     let mut hash_remote = 0u64;
-    let m = machines.min(8);
     let mut note = |u: u32, at: usize| {
         gets += 1;
         if locus_store::home_of(u, machines) as usize != at {
             hash_remote += 1;
         }
-        counts.entry(u).or_default()[at % m] += 1;
+        counts.entry(u).or_insert_with(|| vec![0; machines])[at] += 1;
     };
     for op in ops {
         if let Op::TwoHop(s) = op {

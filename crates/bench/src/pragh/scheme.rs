@@ -371,6 +371,7 @@ pub(super) fn run_scheme(
         p99_us: q.p99_us,
         p999_us: q.p999_us,
         remote_rate: q.remote_rate,
+        remote_gets: q.remote_get_rate,
         migrated_fraction: away.unwrap_or(moved) as f64 / loaded as f64,
         values_moved: moved,
         bytes_moved,
@@ -468,6 +469,44 @@ mod tests {
         let mut g = Config::default().graph;
         g.scale = 6;
         crate::cluster::rmat_csr(&g).unwrap()
+    }
+
+    /// Orig reads every value at its key's home, so its measured remote GET
+    /// share is exactly the bound's hash-placement share (same unit, same
+    /// queries); Ideal's is zero; and the bound counts any number of machines.
+    #[test]
+    fn orig_measures_the_hash_placement_bound_in_gets() {
+        let csr = tiny_csr();
+        let mut p = Settings::new(crate::Preset::Quick, 3);
+        p.scale = 6;
+        p.ops = 400;
+        p.update_fraction = 0.0;
+        p.measure_s_min = 0.0;
+        p.threads = 2;
+        let r = Reporter::quiet();
+        for machines in [4, 12] {
+            p.machines = machines;
+            let w = workload(&csr, &p, StartDist::Uniform).unwrap();
+            let b = super::super::placement_bound(&csr, &w.measure, machines, p.k);
+            assert!(b.gets > 400, "{b:?}");
+            let orig = run_scheme(Scheme::Orig, &w, &p, Mode::Eager, &r).unwrap();
+            assert!(
+                (orig.remote_gets - b.hash_remote_gets).abs() < 1e-12,
+                "{machines} machines: measured {} bound {}",
+                orig.remote_gets,
+                b.hash_remote_gets
+            );
+            assert!(b.best_single_copy_remote_gets <= b.hash_remote_gets);
+        }
+        let ideal = run_scheme(
+            Scheme::Ideal,
+            &workload(&csr, &p, StartDist::Uniform).unwrap(),
+            &p,
+            Mode::Eager,
+            &r,
+        )
+        .unwrap();
+        assert_eq!(ideal.remote_gets, 0.0);
     }
 
     #[test]

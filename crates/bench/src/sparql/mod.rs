@@ -237,6 +237,8 @@ pub struct Row {
     pub p99_us: f64,
     /// Remote one-sided operations / all one-sided operations (Pragh's remote access rate).
     pub remote_rate: f64,
+    /// Values read from another machine than the query's / all values read.
+    pub remote_gets: f64,
     /// Store values read per query.
     pub reads_per_query: f64,
     /// Rows found per query.
@@ -273,6 +275,8 @@ pub struct Summary {
     pub p99_us: Spread,
     /// Remote one-sided operations / all.
     pub remote_rate: Spread,
+    /// Values read from another machine / all values read.
+    pub remote_gets: Spread,
     /// Keys away from their machine (Split schemes) or moved (Shard).
     pub migrated_fraction: Spread,
     /// Median throughput over Orig's median.
@@ -458,6 +462,7 @@ pub fn summarize(rows: &[Row], schemes: &[Scheme]) -> Vec<Summary> {
                 p50_us: of(s.name(), &|r| r.p50_us),
                 p99_us: of(s.name(), &|r| r.p99_us),
                 remote_rate: of(s.name(), &|r| r.remote_rate),
+                remote_gets: of(s.name(), &|r| r.remote_gets),
                 migrated_fraction: of(s.name(), &|r| r.migrated_fraction),
             }
         })

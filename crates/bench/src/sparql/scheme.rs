@@ -38,6 +38,9 @@ struct Pass {
     reads: u64,
     rows: u64,
     remote_rate: f64,
+    /// Values read, and of them read from another machine than the query's.
+    gets: u64,
+    remote_gets: u64,
 }
 
 impl Running {
@@ -118,6 +121,7 @@ impl Running {
         let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let pb = r.bar(n as u64, label);
         let before = self.counters.total();
+        let gets_before = self.rdf.store().get_counts();
         let t0 = Instant::now();
         for (i, &(class, start)) in ops.iter().enumerate() {
             let (rdf, prepared) = (Arc::clone(&self.rdf), Arc::clone(&self.prepared));
@@ -159,6 +163,9 @@ impl Running {
         }
         pool.wait_idle()?;
         let elapsed_s = t0.elapsed().as_secs_f64();
+        // The pool's workers hand their GET counts to the store when dropped.
+        drop(pool);
+        let gets_after = self.rdf.store().get_counts();
         pb.finish_and_clear();
         self.check()?;
         if let Some(e) = error.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -177,6 +184,8 @@ impl Running {
             reads: reads.load(Ordering::Relaxed),
             rows: rows.load(Ordering::Relaxed),
             remote_rate: delta.remote_rate(),
+            gets: gets_after.0 - gets_before.0,
+            remote_gets: gets_after.1 - gets_before.1,
         })
     }
 
@@ -316,6 +325,8 @@ pub(super) fn run_scheme(
     // The remote rate weighs each pass by its length (passes are the same sequence).
     let remote_rate = passes.iter().map(|x| x.remote_rate).sum::<f64>() / passes.len() as f64;
     let q = queries.max(1) as f64;
+    let gets: u64 = passes.iter().map(|x| x.gets).sum();
+    let remote_gets = passes.iter().map(|x| x.remote_gets).sum::<u64>() as f64 / gets.max(1) as f64;
     let row = Row {
         scheme: scheme.name().into(),
         run: 0,
@@ -323,6 +334,7 @@ pub(super) fn run_scheme(
         p50_us: percentile_us(&all, 0.5),
         p99_us: percentile_us(&all, 0.99),
         remote_rate,
+        remote_gets,
         reads_per_query: passes.iter().map(|x| x.reads).sum::<u64>() as f64 / q,
         rows_per_query: passes.iter().map(|x| x.rows).sum::<u64>() as f64 / q,
         migrated_fraction: migrated,

@@ -59,6 +59,8 @@ const SPARE_BUFFERS_MAX: usize = 1024;
 pub struct WorkerStats {
     /// Values read.
     pub values_read: u64,
+    /// Values read from a machine other than this one.
+    pub values_read_remote: u64,
     /// Reads that found an invalidated value and looked the key up again.
     pub invalid_retries: u64,
     /// Address-word CASes lost to a concurrent update.
@@ -228,6 +230,7 @@ impl<F: Fabric> Worker<F> {
         self.port
             .read(holder, vr, addr.offset_units() * 8, &mut self.value)?;
         self.stats.values_read += 1;
+        self.stats.values_read_remote += (holder != self.machine) as u64;
         let header = Header::decode(u64::from_le_bytes(
             self.value[..8].try_into().expect("8 bytes"),
         ));
@@ -330,10 +333,14 @@ impl<F: Fabric> Worker<F> {
 }
 
 impl<F: Fabric> Drop for Worker<F> {
-    /// Hands the recent table's pending hits to the location cache.
+    /// Hands the recent table's pending hits to the location cache, and
+    /// the worker's GET counts to the store's ([`crate::Store::get_counts`]).
     fn drop(&mut self) {
         if let Some(c) = self.shared.caches[self.machine as usize].as_ref() {
             self.recent.flush(c);
         }
+        use std::sync::atomic::Ordering::Relaxed;
+        self.shared.gets[0].fetch_add(self.stats.values_read, Relaxed);
+        self.shared.gets[1].fetch_add(self.stats.values_read_remote, Relaxed);
     }
 }

@@ -310,6 +310,7 @@ impl<F: Fabric> Worker<F> {
             if let Some(a) = addrs[i] {
                 let home = self.home(Key::part(batch[i], 0));
                 let holder = a.holder(home);
+                self.stats.values_read_remote += (holder != self.machine) as u64;
                 let vr = self.values_region(holder);
                 let buf = self.buffer((a.size_units() * 8) as usize);
                 self.port.post(WorkRequest::read_into(
