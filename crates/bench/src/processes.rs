@@ -193,6 +193,7 @@ impl Processes {
             store: spec.store.clone(),
             policy: spec.policy.clone(),
             limits: Default::default(),
+            durability: None,
         };
         drop(ports);
         file.validate()?;
@@ -440,6 +441,7 @@ mod tests {
             store: StoreSection::default(),
             policy: PolicySection::default(),
             limits: Default::default(),
+            durability: None,
         };
         let file_path = dir.path().join("cluster.toml");
         file.write(&file_path).unwrap();
