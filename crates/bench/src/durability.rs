@@ -160,6 +160,8 @@ pub struct RunRow {
     pub records_per_group: f64,
     /// fdatasync calls, all servers.
     pub syncs: u64,
+    /// The server processes (all gone when the row is returned).
+    pub pids: Vec<u32>,
 }
 
 /// The runs of one mode.
@@ -297,6 +299,7 @@ fn one_run(s: &Settings, mode: usize, run: usize, r: &Reporter) -> Result<RunRow
         syncs += d["syncs"].as_u64().unwrap_or(0);
     }
     procs.check()?;
+    let pids = procs.pids();
     drop(client);
     procs.stop();
     lat.sort_unstable();
@@ -314,6 +317,7 @@ fn one_run(s: &Settings, mode: usize, run: usize, r: &Reporter) -> Result<RunRow
             records as f64 / groups as f64
         },
         syncs,
+        pids,
     })
 }
 
