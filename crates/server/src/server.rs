@@ -79,12 +79,7 @@ impl Server {
         let entry = file.server(id)?.clone();
         let secret = file.secret()?;
         let machines = file.machines();
-        let listener = TcpListener::bind(entry.fabric).map_err(|e| {
-            ServerError::io(
-                format!("server {id}: cannot listen for peers on {}", entry.fabric),
-                e,
-            )
-        })?;
+        let listener = bind(entry.fabric, id, "peers")?;
         let mut peers = vec![entry.fabric; machines];
         for s in &file.servers {
             peers[s.id as usize] = s.fabric;
@@ -108,12 +103,7 @@ impl Server {
             let mut w = store.worker(id)?;
             Durability::open(&file, id, &mut w)?
         };
-        let client_listener = TcpListener::bind(entry.client).map_err(|e| {
-            ServerError::io(
-                format!("server {id}: cannot listen for clients on {}", entry.client),
-                e,
-            )
-        })?;
+        let client_listener = bind(entry.client, id, "clients")?;
         let client_addr = client_listener
             .local_addr()
             .map_err(|e| ServerError::io("client listener address", e))?;
@@ -258,6 +248,34 @@ fn wait_for_peers(store: &Store<ServerFabric>, file: &ClusterFile, id: MachineId
                     logged = Instant::now();
                 }
                 std::thread::sleep(PEER_RETRY);
+            }
+        }
+    }
+}
+
+/// How long a starting server retries a listening address still in use.
+const BIND_RETRY: Duration = Duration::from_secs(10);
+
+/// Binds `addr`, retrying while it is in use for at most [`BIND_RETRY`]: a
+/// server restarted at once after `kill -9` can find its old sockets not yet
+/// released (the killed process's threads still exiting).
+fn bind(addr: SocketAddr, id: MachineId, whom: &str) -> Result<TcpListener> {
+    let t0 = Instant::now();
+    loop {
+        match TcpListener::bind(addr) {
+            Ok(l) => return Ok(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < BIND_RETRY => {
+                tracing::debug!(server = id, %addr, "address in use, retrying: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => {
+                return Err(ServerError::io(
+                    format!(
+                        "server {id}: cannot listen for {whom} on {addr} (retried {} ms)",
+                        t0.elapsed().as_millis()
+                    ),
+                    e,
+                ))
             }
         }
     }
