@@ -20,6 +20,9 @@
 //!   loopback, killed and reaped by a guard.
 //! - [`client_bench`]: client round trips and the bulk-load rate over the
 //!   client protocol (`locus bench client`).
+//! - [`durability`]: acknowledged updates per second and their latency with
+//!   the write-ahead log off, syncing every interval, and always
+//!   (`locus bench durability`).
 //! - [`foundation`]: fabric and store micro-figures, TCP round trips against
 //!   a `locus serve` process, two-hop throughput (`locus bench foundation`).
 //! - [`migrate_speed`]: split-migration speed by payload and threads (Pragh
@@ -37,6 +40,7 @@ pub mod client_bench;
 pub mod cluster;
 pub mod config;
 pub mod demo;
+pub mod durability;
 mod error;
 pub mod fargraph;
 pub mod foundation;

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use locus_client::{Client, ClientConfig};
 use locus_fabric::auth::Secret;
 use locus_server::config::{
-    ClusterFile, ClusterSection, CoordinatorEntry, PolicySection, ServerEntry, StoreSection,
+    ClusterFile, ClusterSection, CoordinatorEntry, DurabilitySection, PolicySection, ServerEntry,
+    StoreSection,
 };
 
 use crate::{BenchError, Reporter, Result};
@@ -131,9 +132,19 @@ impl Processes {
     /// Writes a cluster file for `spec` and starts its processes; returns once
     /// every server answers PING.
     pub fn start(spec: &Spec, r: &Reporter) -> Result<Processes> {
+        Processes::start_durable(spec, None, r)
+    }
+
+    /// As [`start`](Self::start), with a `[durability]` section (its `dir`
+    /// relative to the run's temporary directory).
+    pub fn start_durable(
+        spec: &Spec,
+        durability: Option<DurabilitySection>,
+        r: &Reporter,
+    ) -> Result<Processes> {
         let mut attempt = 1;
         loop {
-            match Processes::start_once(spec) {
+            match Processes::start_once(spec, durability.clone()) {
                 Ok(p) => return Ok(p),
                 Err(StartError::PortTaken(what)) if attempt < START_ATTEMPTS_MAX => {
                     r.note(format!(
@@ -154,7 +165,10 @@ impl Processes {
         }
     }
 
-    fn start_once(spec: &Spec) -> std::result::Result<Processes, StartError> {
+    fn start_once(
+        spec: &Spec,
+        durability: Option<DurabilitySection>,
+    ) -> std::result::Result<Processes, StartError> {
         let dir = tempfile::Builder::new()
             .prefix("locus-bench-")
             .tempdir()
@@ -193,6 +207,7 @@ impl Processes {
             store: spec.store.clone(),
             policy: spec.policy.clone(),
             limits: Default::default(),
+            durability,
         };
         drop(ports);
         file.validate()?;
@@ -440,6 +455,7 @@ mod tests {
             store: StoreSection::default(),
             policy: PolicySection::default(),
             limits: Default::default(),
+            durability: None,
         };
         let file_path = dir.path().join("cluster.toml");
         file.write(&file_path).unwrap();

@@ -35,6 +35,37 @@ pub enum Bench {
     /// Client round trips (NEIGHBORS, KHOP 100 x 100) and the bulk-load rate
     /// over the client protocol, on `locus server` processes started for it.
     Client(ClientArgs),
+    /// Acknowledged updates per second and update latency with the
+    /// write-ahead log off, `sync = interval` and `sync = always`.
+    Durability(DurabilityArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DurabilityArgs {
+    /// quick (5 s of updates per mode and run) or full (20 s).
+    #[arg(long, default_value = "quick")]
+    pub preset: Preset,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for durability.json and durability.meta.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Servers.
+    #[arg(long, default_value_t = 3)]
+    pub servers: usize,
+    /// Client threads, one update in flight each.
+    #[arg(long, default_value_t = 8)]
+    pub clients: usize,
+    /// Runs (modes interleaved within each); medians with min and max.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Seconds of updates per mode and run (default: the preset's).
+    #[arg(long)]
+    pub duration_s: Option<u64>,
+    /// `interval_ms` of the interval mode.
+    #[arg(long, default_value_t = 10)]
+    pub interval_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -91,6 +122,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::Netmigrate(n) => crate::netmigrate::run(n),
         Bench::Client(c) => run_client(c),
         Bench::Sparql(s) => crate::bench_sparql::run(s),
+        Bench::Durability(d) => run_durability(d),
     }
 }
 
@@ -224,6 +256,53 @@ fn run_client(a: ClientArgs) -> CliResult {
             cell(r.khop_rtt_us, 0),
             cell(r.khop_server_us, 0),
             cell(r.load_stored_edges_per_s, 0)
+        );
+    }
+    Ok(())
+}
+
+fn run_durability(a: DurabilityArgs) -> CliResult {
+    use locus_bench::durability;
+    check_out(a.out.as_deref())?;
+    let mut s = durability::Settings::new(a.preset, std::env::current_exe()?);
+    s.servers = a.servers;
+    s.clients = a.clients;
+    s.runs = a.runs;
+    s.interval_ms = a.interval_ms;
+    if let Some(d) = a.duration_s {
+        s.duration_s = d;
+    }
+    let report = durability::run(&s, &Reporter::terminal())?;
+    if let Some(dir) = &a.out {
+        print_written(&report.write(dir)?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{} servers, {} client threads (one update in flight each), {} vertices, {} s of updates per mode and run; median [min-max] of {} runs, modes interleaved",
+        s.servers, s.clients, s.vertices, s.duration_s, s.runs
+    );
+    println!(
+        "{:>16} {:>28} {:>26} {:>26} {:>20}",
+        "durability",
+        "acknowledged updates/s",
+        "latency p50 (us)",
+        "latency p99 (us)",
+        "records per group"
+    );
+    let cell = |x: locus_bench::output::Spread, prec: usize| {
+        format!("{:.prec$} [{:.prec$}-{:.prec$}]", x.median, x.min, x.max)
+    };
+    for r in &report.summary {
+        println!(
+            "{:>16} {:>28} {:>26} {:>26} {:>20}",
+            r.mode,
+            cell(r.updates_per_s, 0),
+            cell(r.p50_us, 0),
+            cell(r.p99_us, 0),
+            cell(r.records_per_group, 1)
         );
     }
     Ok(())

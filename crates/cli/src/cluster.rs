@@ -9,6 +9,11 @@
 //! answers and has linked to the coordinator. `down` stops them (SIGTERM,
 //! then SIGKILL after a grace period); `status` asks each server for its
 //! statistics and the coordinator for its metrics.
+//!
+//! `up` on a directory that already holds a cluster file restarts, with
+//! that file, whichever of its processes are not running (a server then
+//! recovers from its checkpoint and log, `[durability]`) and leaves the
+//! running ones alone.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -18,7 +23,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use locus_client::{Client, ClientConfig};
 use locus_fabric::auth::Secret;
-use locus_server::config::{ClusterFile, ClusterSection, CoordinatorEntry, ServerEntry};
+use locus_server::config::{
+    ClusterFile, ClusterSection, CoordinatorEntry, DurabilitySection, ServerEntry,
+};
 use locus_server::{CoordinatorProcess, Server};
 use serde::{Deserialize, Serialize};
 
@@ -121,6 +128,18 @@ pub struct UpArgs {
     /// Start no coordinator: values move only by `locus migrate`.
     #[arg(long)]
     pub no_coordinator: bool,
+    /// Durability of acknowledged updates: `always` (fdatasync before each
+    /// acknowledgement, group commit), `interval` (written before, synced
+    /// every --sync-interval-ms) or `off` (nothing logged; a restarted server
+    /// starts empty). Logs and checkpoints go to DIR/data/server-N.
+    #[arg(long, default_value = "always", value_parser = ["always", "interval", "off"])]
+    pub sync: String,
+    /// With `--sync interval`: the longest time between a write and its sync.
+    #[arg(long, default_value_t = 10)]
+    pub sync_interval_ms: u64,
+    /// How often each server checkpoints what it homes (bounds recovery time).
+    #[arg(long, default_value_t = 60)]
+    pub checkpoint_interval_s: u64,
 }
 
 #[derive(Args, Debug)]
@@ -179,6 +198,9 @@ fn up(a: UpArgs) -> CliResult {
     }
     std::fs::create_dir_all(a.dir.join("logs"))
         .map_err(|e| format!("cannot create {}: {e}", a.dir.display()))?;
+    if a.dir.join(CLUSTER_FILE).exists() {
+        return restart(&a);
+    }
     if let Some(live) = live_pids(&a.dir).filter(|l| !l.is_empty()) {
         return Err(format!(
             "{} already runs a cluster ({} live processes); `locus cluster down --dir {}` first",
@@ -206,6 +228,7 @@ fn up(a: UpArgs) -> CliResult {
         store: Default::default(),
         policy: Default::default(),
         limits: Default::default(),
+        durability: None,
     };
     if !a.no_coordinator {
         file.coordinator = Some(CoordinatorEntry {
@@ -219,6 +242,15 @@ fn up(a: UpArgs) -> CliResult {
     file.policy.dwell_ms = a.interval_ms;
     // Access counts live in cache entries: keep them for a few intervals (Pragh: 60 s lease, 10 s interval).
     file.store.cache_lease_ms = file.store.cache_lease_ms.max(a.interval_ms * 6);
+    if a.sync != "off" {
+        file.durability = Some(DurabilitySection {
+            dir: PathBuf::from("data"),
+            sync: a.sync.clone(),
+            interval_ms: a.sync_interval_ms,
+            checkpoint_interval_s: a.checkpoint_interval_s,
+            ..DurabilitySection::default()
+        });
+    }
     if a.replicas {
         file.policy.replicas = true;
         file.store.replica_mb = file.store.replica_mb.max(a.value_region_mb / 4);
@@ -322,6 +354,108 @@ fn up(a: UpArgs) -> CliResult {
     Ok(())
 }
 
+/// `up` on an existing cluster directory: starts, with its cluster file,
+/// the coordinator and the servers that are not running; leaves the others
+/// alone; waits (bounded) until every server answers. On failure nothing is
+/// stopped: the running processes keep serving.
+fn restart(a: &UpArgs) -> CliResult {
+    let path = a.dir.join(CLUSTER_FILE);
+    let file = ClusterFile::load(&path)?;
+    let exe = std::env::current_exe()?;
+    let old = read_pids(&a.dir).unwrap_or_default();
+    let mut kept: Vec<Started> = old.iter().filter(|s| alive(s.pid)).cloned().collect();
+    let mut started: Vec<Started> = Vec::new();
+    if file.coordinator.is_some() && !kept.iter().any(|s| s.role == "coordinator") {
+        let log = a.dir.join("logs").join("coordinator.log");
+        let mut cmd = Command::new(&exe);
+        cmd.arg("coordinator").arg("--config").arg(&path);
+        let pid = spawn_detached(cmd, &log, a.lifetime_s)?;
+        started.push(Started {
+            role: "coordinator".into(),
+            id: None,
+            pid,
+        });
+    }
+    for s in &file.servers {
+        if kept.iter().any(|k| k.id == Some(s.id)) {
+            continue;
+        }
+        let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
+        let mut cmd = Command::new(&exe);
+        cmd.arg("server")
+            .arg("--config")
+            .arg(&path)
+            .arg("--id")
+            .arg(s.id.to_string());
+        let pid = spawn_detached(cmd, &log, a.lifetime_s)?;
+        started.push(Started {
+            role: "server".into(),
+            id: Some(s.id),
+            pid,
+        });
+    }
+    let restarted: Vec<Started> = started.clone();
+    kept.append(&mut started);
+    write_pids(&a.dir, &kept)?;
+    if restarted.is_empty() {
+        println!(
+            "every process of {} is running ({}); nothing to restart",
+            path.display(),
+            kept.len()
+        );
+        return Ok(());
+    }
+    let client = Client::from_file(&path, ClientConfig::default())?;
+    let t0 = Instant::now();
+    for r in restarted.iter().filter(|r| r.role == "server") {
+        let id = r.id.expect("a server has an id");
+        loop {
+            match client.stats(id) {
+                Ok(st) => {
+                    let d = &st["durability"];
+                    println!(
+                        "  server {id}: restarted, pid {}, {}",
+                        r.pid,
+                        if d.is_null() {
+                            "no [durability]: it starts empty".to_string()
+                        } else {
+                            format!(
+                                "recovered {} vertices ({} checkpoint entries, {} log records) in {} ms",
+                                d["recovered_vertices"],
+                                d["recovered_checkpoint_entries"],
+                                d["recovered_records"],
+                                d["recovery_ms"]
+                            )
+                        }
+                    );
+                    break;
+                }
+                Err(e) if t0.elapsed() < UP_WAIT && alive(r.pid) => {
+                    tracing::debug!("waiting for server {id}: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    let log = a.dir.join("logs").join(format!("server-{id}.log"));
+                    return Err(format!(
+                        "server {id} did not come back: {e}\n--- last lines of {} ---\n{}",
+                        log.display(),
+                        log_tail(&log)
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    println!(
+        "restarted {} of {} processes of {} in {:.1} s (the others were running)",
+        restarted.len(),
+        kept.len(),
+        path.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// The unlabelled samples of a Prometheus endpoint (`GET /metrics`, 1 s bound).
 fn scrape(addr: SocketAddr) -> Option<std::collections::HashMap<String, f64>> {
     use std::io::{Read, Write};
@@ -345,8 +479,12 @@ fn scrape(addr: SocketAddr) -> Option<std::collections::HashMap<String, f64>> {
 
 /// Starts `cmd` detached, its output appended to `log`; returns its pid.
 fn spawn_detached(mut cmd: Command, log: &Path, lifetime_s: Option<u64>) -> CliResult<u32> {
-    let out =
-        std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    // Appended, so a restarted process's log keeps what its predecessor said.
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
     cmd.stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out);

@@ -1,5 +1,5 @@
 //! The benchmarks that start Locus as processes: `locus bench pragh schemes
-//! --fabric tcp` and `locus bench client`, tiny, with real server processes.
+//! --fabric tcp`, `locus bench client` and `locus bench durability`, tiny, with real server processes.
 //! They check what the commands produce (every row there and well-formed,
 //! the files written) and that every process they started is gone after;
 //! no timing is checked (timing claims live in the benchmarks' results).
@@ -192,4 +192,56 @@ fn the_client_bench_reports_medians_of_its_runs_and_leaves_no_process() {
     assert_eq!(pids.len(), 2 * (1 + 3), "a process per server per run");
     let left: Vec<u64> = pids.into_iter().filter(|&p| alive(p)).collect();
     assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+#[test]
+fn the_durability_bench_measures_every_mode_and_leaves_no_process() {
+    let out = tempfile::tempdir().unwrap();
+    let v = locus(
+        &[
+            "bench",
+            "durability",
+            "--servers",
+            "2",
+            "--clients",
+            "2",
+            "--runs",
+            "1",
+            "--duration-s",
+            "1",
+            "--json",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    let summary = v["summary"].as_array().unwrap();
+    let modes: Vec<&str> = summary
+        .iter()
+        .map(|s| s["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["off", "interval 10 ms", "always"]);
+    for s in summary {
+        assert!(num(&s["updates_per_s"], "median") > 0.0, "{s}");
+        assert!(
+            num(&s["p99_us"], "median") >= num(&s["p50_us"], "median"),
+            "{s}"
+        );
+    }
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        let logged = r["mode"] != "off";
+        // Without a log nothing is grouped or synced; with one, every group holds a record.
+        assert_eq!(num(r, "records_per_group") >= 1.0, logged, "{r}");
+        if r["mode"] == "always" {
+            assert!(num(r, "syncs") > 0.0, "{r}");
+        }
+        for pid in r["pids"].as_array().unwrap() {
+            assert!(!alive(pid.as_u64().unwrap()), "server {pid} still running");
+        }
+    }
+    for f in ["durability.json", "durability.meta.json"] {
+        assert!(out.path().join(f).exists(), "{f}");
+    }
 }

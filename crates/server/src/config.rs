@@ -23,6 +23,12 @@
 //!
 //! [policy]                          # the coordinator's (Pragh 4.4)
 //! interval_ms = 10000
+//!
+//! [durability]                      # optional: without it, nothing is logged
+//! dir = "data"                      # relative to this file; server N uses DIR/server-N
+//! sync = "always"                   # or "interval": fdatasync at most every interval_ms
+//! interval_ms = 10
+//! checkpoint_interval_s = 60
 //! ```
 
 use std::net::SocketAddr;
@@ -60,6 +66,100 @@ pub struct ClusterFile {
     /// Limits of the serving side.
     #[serde(default)]
     pub limits: LimitsSection,
+    /// The write-ahead log and checkpoints (`durable.rs`); none: updates are
+    /// not logged and a restarted server starts empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<DurabilitySection>,
+}
+
+/// `[durability]`: where and how each server logs what it homes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DurabilitySection {
+    /// The directory (relative paths are relative to the file); server N
+    /// keeps its log and checkpoint in `DIR/server-N`.
+    pub dir: PathBuf,
+    /// `"always"`: an update is acknowledged after its record is synced
+    /// (`fdatasync` per group); `"interval"`: after it is written, with a
+    /// sync at most every `interval_ms` (a process crash loses nothing, a
+    /// power loss up to that long of acknowledged updates).
+    pub sync: String,
+    /// The longest time between a write and its sync with `sync = "interval"`.
+    pub interval_ms: u64,
+    /// How often a checkpoint replaces the log (bounds recovery time).
+    pub checkpoint_interval_s: u64,
+    /// MiB of one log segment before the next one begins.
+    pub segment_mb: u64,
+}
+
+impl Default for DurabilitySection {
+    fn default() -> Self {
+        DurabilitySection {
+            dir: PathBuf::from("data"),
+            sync: "always".into(),
+            interval_ms: 10,
+            checkpoint_interval_s: 60,
+            segment_mb: 64,
+        }
+    }
+}
+
+impl DurabilitySection {
+    /// The log's sync mode; a bad `sync` or `interval_ms` names its key.
+    pub fn sync_mode(&self) -> Result<locus_wal::SyncMode> {
+        match self.sync.as_str() {
+            "always" => Ok(locus_wal::SyncMode::Always),
+            "interval" => {
+                if !(1..=60_000).contains(&self.interval_ms) {
+                    return Err(ServerError::setting(
+                        "durability.interval_ms",
+                        self.interval_ms.to_string(),
+                        "must be 1..=60000 with sync = \"interval\"",
+                    ));
+                }
+                Ok(locus_wal::SyncMode::Interval {
+                    interval_ms: self.interval_ms,
+                })
+            }
+            other => Err(ServerError::setting(
+                "durability.sync",
+                format!("{other:?}"),
+                "must be \"always\" (sync before acknowledging) or \"interval\" (sync every interval_ms)",
+            )),
+        }
+    }
+
+    /// Rejects settings that cannot work, naming the key.
+    pub fn validate(&self) -> Result<()> {
+        if self.dir.as_os_str().is_empty() {
+            return Err(ServerError::setting(
+                "durability.dir",
+                "\"\"".into(),
+                "must name a directory",
+            ));
+        }
+        self.sync_mode()?;
+        if !(1..=86_400).contains(&self.checkpoint_interval_s) {
+            return Err(ServerError::setting(
+                "durability.checkpoint_interval_s",
+                self.checkpoint_interval_s.to_string(),
+                "must be 1..=86400",
+            ));
+        }
+        if !(1..=4096).contains(&self.segment_mb) {
+            return Err(ServerError::setting(
+                "durability.segment_mb",
+                self.segment_mb.to_string(),
+                "must be 1..=4096",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Server `id`'s own directory.
+    pub fn server_dir(&self, id: u8) -> PathBuf {
+        self.dir.join(format!("server-{id}"))
+    }
 }
 
 /// `[cluster]`.
@@ -264,10 +364,15 @@ impl ClusterFile {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
         if let Some(c) = &mut f.coordinator {
             if c.record.is_relative() {
-                let dir = path.parent().unwrap_or(Path::new("."));
                 c.record = dir.join(&c.record);
+            }
+        }
+        if let Some(d) = &mut f.durability {
+            if d.dir.is_relative() {
+                d.dir = dir.join(&d.dir);
             }
         }
         f.validate().map_err(|e| match e {
@@ -382,6 +487,9 @@ impl ClusterFile {
                 "true".into(),
                 "needs store.replica_mb > 0",
             ));
+        }
+        if let Some(d) = &self.durability {
+            d.validate()?;
         }
         let l = &self.limits;
         for (key, v, min) in [

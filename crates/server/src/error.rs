@@ -69,6 +69,12 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// The write-ahead log or a checkpoint failed (recovery names the file and offset).
+    #[error(transparent)]
+    Wal(#[from] locus_wal::WalError),
+    /// Recovery could not put the logged state back.
+    #[error("recovery: {0}")]
+    Recovery(String),
     /// The metrics recorder could not be installed.
     #[error("metrics: {0}")]
     Metrics(String),

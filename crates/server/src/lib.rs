@@ -9,6 +9,8 @@
 //!   process; servers reach it over the control link (`control.rs` is the
 //!   server's side: its monitor and migration executor).
 //! - `metrics.rs`: Prometheus metrics on a loopback port.
+//! - `durable.rs`: with `[durability]`, the write-ahead log of what this
+//!   server homes, checkpoints and recovery at start (`locus-wal`).
 
 #![warn(missing_docs)]
 
@@ -16,6 +18,7 @@ pub mod config;
 mod conn;
 mod control;
 mod coordinator;
+mod durable;
 mod error;
 mod metrics;
 mod ops;

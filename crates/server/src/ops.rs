@@ -12,7 +12,10 @@ use locus_fabric::FabricError;
 use locus_store::addr::Addr;
 use locus_store::{home_of, StoreError};
 
+use locus_store::Worker;
+
 use crate::conn::Connection;
+use crate::server::ServerFabric;
 
 /// Largest k-hop frontier (counting repeats).
 pub const FRONTIER_MAX: usize = 64 << 20;
@@ -57,24 +60,76 @@ impl Connection<'_> {
             Request::Ping => Ok(Reply::Pong),
             Request::Stats => Ok(crate::stats::reply(self)),
             Request::Neighbors { vertex, k } => self.neighbors(vertex, k),
-            Request::Put { vertex, ids } => self
-                .worker()
-                .and_then(|w| w.put(vertex, &ids))
-                .map(|()| Reply::Put),
-            Request::InsertEdge { vertex, neighbor } => self
-                .worker()
-                .and_then(|w| w.insert_edge(vertex, neighbor))
-                .map(Reply::Changed),
-            Request::DeleteEdge { vertex, neighbor } => self
-                .worker()
-                .and_then(|w| w.delete_edge(vertex, neighbor))
-                .map(Reply::Changed),
+            Request::Put { vertex, ids } => {
+                self.update(vertex, |w| w.put(vertex, &ids).map(|()| (Reply::Put, true)))
+            }
+            Request::InsertEdge { vertex, neighbor } => self.update(vertex, |w| {
+                w.insert_edge(vertex, neighbor)
+                    .map(|c| (Reply::Changed(c), c))
+            }),
+            Request::DeleteEdge { vertex, neighbor } => self.update(vertex, |w| {
+                w.delete_edge(vertex, neighbor)
+                    .map(|c| (Reply::Changed(c), c))
+            }),
             Request::Khop { vertex, hops, k } => self.khop(vertex, hops, k, deadline),
             Request::Load { vertices } => self.load(vertices, deadline),
             Request::Migrate { vertex } => self.migrate(vertex),
             Request::Where { vertex } => self.locate(vertex),
         };
         r.unwrap_or_else(|e| self.store_error(&e))
+    }
+
+    /// One vertex update. Without durability: `apply` as is. With it (see
+    /// `durable.rs`, D1 and D2): only at `v`'s home; `apply`, then `v`'s
+    /// new list read back and logged, under `v`'s stripe lock; the reply
+    /// waits until the record is durable. `apply` says whether it changed
+    /// anything: an unchanged list is not logged, but the reply still waits
+    /// for whatever was logged before (the answer may depend on it).
+    fn update(
+        &mut self,
+        v: u32,
+        apply: impl FnOnce(&mut Worker<ServerFabric>) -> locus_store::Result<(Reply, bool)>,
+    ) -> locus_store::Result<Reply> {
+        let s = self.s;
+        let Some(d) = &s.durable else {
+            return apply(self.worker()?).map(|(r, _)| r);
+        };
+        let home = home_of(v, s.file.machines());
+        if home != s.id {
+            return Ok(self.error(
+                ErrorCode::WrongHome,
+                format!("vertex {v} is homed on server {home}; with [durability] updates go to the home, which logs them"),
+            ));
+        }
+        let (result, logged) = {
+            let _stripe = d.lock(v);
+            let w = self.worker()?;
+            let result = apply(w);
+            let logged = match &result {
+                Ok((_, false)) => Ok(d.last_lsn()),
+                // Changed, or failed part-way: log the list as it now is.
+                _ => match w.get(v) {
+                    Ok(Some(list)) => d.log([(v, list.as_slice())].into_iter()),
+                    Ok(None) => Ok(d.last_lsn()),
+                    Err(e) => {
+                        tracing::warn!(
+                            server = s.id,
+                            vertex = v,
+                            "cannot read back an updated vertex to log it: {e}"
+                        );
+                        Ok(d.last_lsn())
+                    }
+                },
+            };
+            (result, logged)
+        };
+        if let Err(e) = logged.and_then(|lsn| d.wait(lsn)) {
+            return Ok(self.error(
+                ErrorCode::Internal,
+                format!("vertex {v}: the update was applied but could not be made durable ({e}); it is not acknowledged"),
+            ));
+        }
+        result.map(|(r, _)| r)
     }
 
     fn unknown(&self, v: u32) -> Reply {
@@ -190,6 +245,10 @@ impl Connection<'_> {
                 .extend(ids);
         }
         let store = self.s.store.clone();
+        let s = self.s;
+        // With durability, the batch reads, merges and puts under every
+        // stripe lock, and is logged as one record (durable.rs, D2).
+        let _stripes = s.durable.as_ref().map(|d| d.lock_all());
         let w = self.worker()?;
         let mut plan: Vec<(u32, Option<Vec<u32>>, Vec<u32>)> = Vec::new();
         let mut bytes_needed = 0u64;
@@ -224,6 +283,15 @@ impl Connection<'_> {
                 ));
             }
         }
+        if s.durable.is_some() {
+            let bytes = crate::durable::record_bytes(plan.iter().map(|(_, _, m)| m.as_slice()));
+            if bytes > locus_wal::frame::RECORD_BYTES_MAX {
+                return Ok(self.error(
+                    ErrorCode::TooLarge,
+                    format!("the batch's new lists take {bytes} bytes, past one log record ({} bytes); nothing applied; send smaller batches", locus_wal::frame::RECORD_BYTES_MAX),
+                ));
+            }
+        }
         if let Some(r) = self.past(deadline, "before the batch was applied; nothing applied") {
             return Ok(r);
         }
@@ -241,6 +309,9 @@ impl Connection<'_> {
                         }
                     }
                 }
+                if undo_failed.is_some() {
+                    self.log_current(plan[..i].iter().map(|(u, _, _)| *u));
+                }
                 let what = match undo_failed {
                     None => format!("applying vertex {v} failed: {e}; the {undone} vertices already changed were put back, nothing of the batch remains"),
                     Some(f) => format!("applying vertex {v} failed: {e}; putting back the batch also failed ({f}): {undone} of {i} vertices were restored"),
@@ -248,10 +319,39 @@ impl Connection<'_> {
                 return Ok(self.error(code_of(&e), what));
             }
         }
+        if let Some(d) = &s.durable {
+            let logged = d.log(plan.iter().map(|(v, _, m)| (*v, m.as_slice())));
+            drop(_stripes);
+            if let Err(e) = logged.and_then(|lsn| d.wait(lsn)) {
+                return Ok(self.error(
+                    ErrorCode::Internal,
+                    format!("the batch was applied but could not be made durable ({e}); it is not acknowledged"),
+                ));
+            }
+        }
         Ok(Reply::Load {
             vertices: plan.len() as u32,
             edges_added,
         })
+    }
+
+    /// After a LOAD that could not be put back whole: logs the lists of
+    /// `vertices` as they now are, so the log follows memory (best effort:
+    /// nothing of it is acknowledged). Called under every stripe lock.
+    fn log_current(&mut self, vertices: impl Iterator<Item = u32>) {
+        let s = self.s;
+        let (Some(d), Ok(w)) = (&s.durable, self.worker()) else {
+            return;
+        };
+        let lists: Vec<(u32, Vec<u32>)> = vertices
+            .filter_map(|u| w.get(u).ok().flatten().map(|l| (u, l)))
+            .collect();
+        if let Err(e) = d.log(lists.iter().map(|(u, l)| (*u, l.as_slice()))) {
+            tracing::warn!(
+                server = s.id,
+                "cannot log a batch that was put back in part: {e}"
+            );
+        }
     }
 
     fn migrate(&mut self, v: u32) -> locus_store::Result<Reply> {

@@ -7,6 +7,10 @@
 //! 3. wait for every peer's regions, retrying within `limits.peer_wait_ms`
 //!    and logging which peer is missing and why;
 //! 4. start the store's service thread (forwarded updates, reclaim ring);
+//!    then, with `[durability]`, recover: load the checkpoint, replay the
+//!    log, put every vertex this server homes back at home (`durable.rs`);
+//!    a corrupt log stops the start naming the file and offset; the
+//!    checkpointer thread starts with the others;
 //! 5. bind the client listener and accept clients (`conn.rs`), each
 //!    connection on its own thread with its own worker, at most
 //!    `limits.max_clients` at once;
@@ -31,6 +35,7 @@ use locus_fabric::{FabricError, MachineId};
 use locus_store::{Services, Store, StoreError};
 
 use crate::config::ClusterFile;
+use crate::durable::Durability;
 use crate::{Result, ServerError};
 
 /// The fabric a server runs on: TCP, with exact counters.
@@ -56,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) migrated_bytes: AtomicU64,
     /// The coordinator link's counters (zero without a coordinator).
     pub(crate) control: crate::control::ControlStats,
+    /// The write-ahead log, with `[durability]`.
+    pub(crate) durable: Option<Durability>,
 }
 
 /// A running server.
@@ -72,12 +79,7 @@ impl Server {
         let entry = file.server(id)?.clone();
         let secret = file.secret()?;
         let machines = file.machines();
-        let listener = TcpListener::bind(entry.fabric).map_err(|e| {
-            ServerError::io(
-                format!("server {id}: cannot listen for peers on {}", entry.fabric),
-                e,
-            )
-        })?;
+        let listener = bind(entry.fabric, id, "peers")?;
         let mut peers = vec![entry.fabric; machines];
         for s in &file.servers {
             peers[s.id as usize] = s.fabric;
@@ -97,12 +99,11 @@ impl Server {
         let store = Store::create(Counting::new(tcp), file.store_config())?;
         wait_for_peers(&store, &file, id)?;
         let services = store.spawn_services()?;
-        let client_listener = TcpListener::bind(entry.client).map_err(|e| {
-            ServerError::io(
-                format!("server {id}: cannot listen for clients on {}", entry.client),
-                e,
-            )
-        })?;
+        let durable = {
+            let mut w = store.worker(id)?;
+            Durability::open(&file, id, &mut w)?
+        };
+        let client_listener = bind(entry.client, id, "clients")?;
         let client_addr = client_listener
             .local_addr()
             .map_err(|e| ServerError::io("client listener address", e))?;
@@ -120,6 +121,7 @@ impl Server {
             migrations_in: AtomicU64::new(0),
             migrated_bytes: AtomicU64::new(0),
             control: Default::default(),
+            durable,
         });
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
@@ -127,6 +129,12 @@ impl Server {
             crate::conn::accept_loop(&s, client_listener)
         })?);
         threads.extend(crate::control::start(&shared)?);
+        if shared.durable.is_some() {
+            let s = Arc::clone(&shared);
+            threads.push(spawn(&format!("locus-checkpoint-{id}"), move || {
+                checkpointer(&s)
+            })?);
+        }
         let metrics_addr = match entry.metrics {
             Some(addr) => {
                 let s = Arc::clone(&shared);
@@ -244,6 +252,66 @@ fn wait_for_peers(store: &Store<ServerFabric>, file: &ClusterFile, id: MachineId
         }
     }
 }
+
+/// How long a starting server retries a listening address still in use.
+const BIND_RETRY: Duration = Duration::from_secs(10);
+
+/// Binds `addr`, retrying while it is in use for at most [`BIND_RETRY`]: a
+/// server restarted at once after `kill -9` can find its old sockets not yet
+/// released (the killed process's threads still exiting).
+fn bind(addr: SocketAddr, id: MachineId, whom: &str) -> Result<TcpListener> {
+    let t0 = Instant::now();
+    loop {
+        match TcpListener::bind(addr) {
+            Ok(l) => return Ok(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < BIND_RETRY => {
+                tracing::debug!(server = id, %addr, "address in use, retrying: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => {
+                return Err(ServerError::io(
+                    format!(
+                        "server {id}: cannot listen for {whom} on {addr} (retried {} ms)",
+                        t0.elapsed().as_millis()
+                    ),
+                    e,
+                ))
+            }
+        }
+    }
+}
+
+/// Writes a checkpoint every `durability.checkpoint_interval_s` (when
+/// something was logged since the last one) until the server stops. A
+/// failed checkpoint is logged and retried next interval: the log still
+/// holds everything, only recovery gets longer.
+fn checkpointer(s: &Shared) {
+    let Some(d) = &s.durable else { return };
+    let mut w = match s.store.worker(s.id) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!(
+                server = s.id,
+                "checkpointer: no worker ({e}); no checkpoints"
+            );
+            return;
+        }
+    };
+    let mut last = Instant::now();
+    while !s.stop.load(Ordering::Acquire) {
+        std::thread::sleep(STOP_POLL);
+        if last.elapsed() < d.interval {
+            continue;
+        }
+        last = Instant::now();
+        if let Err(e) = d.checkpoint(&mut w) {
+            tracing::error!(server = s.id, "checkpoint failed, will retry: {e}");
+        }
+    }
+}
+
+/// How often the checkpointer looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(200);
 
 /// Starts a named thread.
 pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {

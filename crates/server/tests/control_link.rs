@@ -44,6 +44,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8) -> ClusterFile {
         store: Default::default(),
         policy: Default::default(),
         limits: Default::default(),
+        durability: None,
     };
     f.store.value_region_mb = 16;
     f.store.cache_mb = 16;

@@ -1,0 +1,369 @@
+//! Durability of what a server homes (issue 15, requirement 1): the
+//! write-ahead log (`locus-wal`) given its meaning, checkpoints, recovery.
+//!
+//! **Where records are written.** Updates of a vertex are serialised at its
+//! home (Pragh 4.3: vertex ops run at the home under its update lock, part
+//! ops wherever the part is held). So the home logs, for every update it
+//! acknowledges, the vertex's *whole new adjacency list*, read back after
+//! the update was applied, wherever its value lives. Replaying "the last
+//! list logged for each vertex" rebuilds every value the server is home of,
+//! and puts it back at home, whether it had been migrated or not.
+//!
+//! ```text
+//!  client ─PUT/INSERT_EDGE/DELETE_EDGE v─▶ home(v)
+//!     lock stripe(v) ─▶ apply (store) ─▶ read v's list ─▶ append record ─▶ unlock
+//!     wait until the record is durable (flusher: one write + one fdatasync per group)
+//!     ─▶ reply
+//! ```
+//!
+//! Record and checkpoint entry payloads (inside `locus-wal` frames), explicit
+//! little-endian:
+//!
+//! ```text
+//!  record:  kind u8 = 1 | count u32 | count x (vertex u32 | n u32 | n x id u32)
+//!  entry:   vertex u32 | n u32 | n x id u32
+//! ```
+//!
+//! A single update is a record of one list; a LOAD batch is one record of
+//! all its new lists, so a batch is replayed whole or not at all.
+//!
+//! Invariants:
+//! - D1: an update is acknowledged only after a record holding the vertex's
+//!   list as of that update (or later) is durable (`sync = "always"`) or
+//!   written (`"interval"`). With durability on, a server refuses updates of
+//!   vertices it does not home (WRONG_HOME): only the home logs.
+//! - D2: for each vertex, records are appended in the order its updates
+//!   were applied: apply, read back and append happen under the vertex's
+//!   stripe lock, and every update of it runs at its home through here.
+//! - D3: a checkpoint rotates the log first, then reads each home vertex
+//!   under its stripe lock. A record in a segment below the rotation point
+//!   was appended (so applied) before the rotation returned, before the
+//!   read: the checkpoint holds its effect or a later one. Records after
+//!   the rotation point are replayed over the checkpoint; each is a whole
+//!   list, so replaying one the checkpoint already holds is harmless.
+//! - D4: recovery applies, per vertex, the checkpoint's list and then every
+//!   logged list in order; the last one wins. It runs before the client
+//!   listener opens, and puts every value back at home.
+//!
+//! A read may see an update whose record is not durable yet; if the server
+//! dies before the flush, that update is lost, but it was never acknowledged.
+//! An update that fails part-way still logs the list as it then is, so the
+//! log follows memory.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use locus_fabric::MachineId;
+use locus_store::{home_of, Worker};
+use locus_wal::{Entry, Lsn, Wal, WalConfig};
+
+use crate::config::ClusterFile;
+use crate::server::ServerFabric;
+use crate::{Result, ServerError};
+
+/// Stripe locks serialising apply-then-log per vertex (a power of two).
+const STRIPES: usize = 1024;
+const KIND_LISTS: u8 = 1;
+
+/// Appends `v`'s list as `vertex | n | ids`.
+fn encode_list(v: u32, ids: &[u32], out: &mut Vec<u8>) {
+    out.extend_from_slice(&v.to_le_bytes());
+    out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+    for id in ids {
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+}
+
+/// Bytes of a record holding these lists.
+pub(crate) fn record_bytes<'a>(lists: impl Iterator<Item = &'a [u32]>) -> usize {
+    5 + lists.map(|l| 8 + 4 * l.len()).sum::<usize>()
+}
+
+/// A record holding `lists`.
+pub(crate) fn encode_record<'a>(lists: impl ExactSizeIterator<Item = (u32, &'a [u32])>) -> Vec<u8> {
+    let mut out = vec![KIND_LISTS];
+    out.extend_from_slice(&(lists.len() as u32).to_le_bytes());
+    for (v, ids) in lists {
+        encode_list(v, ids, &mut out);
+    }
+    out
+}
+
+/// A vertex and its list, and the bytes after them.
+type ListAndRest<'a> = ((u32, Vec<u32>), &'a [u8]);
+
+/// Reads one `vertex | n | ids` at the front of `b`; returns it and the rest.
+fn decode_list(b: &[u8]) -> std::result::Result<ListAndRest<'_>, String> {
+    if b.len() < 8 {
+        return Err(format!("a list cut short ({} bytes)", b.len()));
+    }
+    let v = u32::from_le_bytes(b[0..4].try_into().expect("4 bytes"));
+    let n = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")) as usize;
+    let end = n
+        .checked_mul(4)
+        .and_then(|x| x.checked_add(8))
+        .filter(|&e| e <= b.len())
+        .ok_or_else(|| format!("vertex {v} claims {n} ids, past the record"))?;
+    let ids = b[8..end]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    Ok(((v, ids), &b[end..]))
+}
+
+/// Every list of a record, in order.
+pub(crate) fn decode_record(b: &[u8]) -> std::result::Result<Vec<(u32, Vec<u32>)>, String> {
+    if b.len() < 5 || b[0] != KIND_LISTS {
+        return Err("not a record of adjacency lists".into());
+    }
+    let count = u32::from_le_bytes(b[1..5].try_into().expect("4 bytes"));
+    let mut rest = &b[5..];
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let (l, r) = decode_list(rest)?;
+        out.push(l);
+        rest = r;
+    }
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the last list", rest.len()));
+    }
+    Ok(out)
+}
+
+/// What recovery did, for the log, STATS and the tests.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Recovered {
+    pub(crate) vertices: u64,
+    pub(crate) checkpoint_entries: u64,
+    pub(crate) records: u64,
+    pub(crate) truncated: Option<String>,
+    pub(crate) elapsed_ms: u64,
+}
+
+/// A server's log, its stripe locks and counters.
+pub(crate) struct Durability {
+    wal: Wal,
+    stripes: Box<[Mutex<()>]>,
+    /// One checkpoint at a time.
+    checkpointing: Mutex<()>,
+    /// The last LSN a checkpoint covered (skip a checkpoint with nothing new).
+    checkpoint_lsn: AtomicU64,
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) checkpoint_vertices: AtomicU64,
+    pub(crate) checkpoint_ms: AtomicU64,
+    pub(crate) recovered: Recovered,
+    pub(crate) interval: Duration,
+}
+
+impl Durability {
+    /// Opens server `id`'s log, replays it into the store through `w` (this
+    /// machine's worker), and returns it ready for updates (D4).
+    pub(crate) fn open(
+        file: &ClusterFile,
+        id: MachineId,
+        w: &mut Worker<ServerFabric>,
+    ) -> Result<Option<Durability>> {
+        let Some(d) = &file.durability else {
+            return Ok(None);
+        };
+        let t0 = Instant::now();
+        let machines = file.machines();
+        let cfg = WalConfig {
+            dir: d.server_dir(id),
+            sync: d.sync_mode()?,
+            identity: format!("server {id} of {machines}"),
+            segment_bytes_max: d.segment_mb << 20,
+        };
+        let mut lists: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut take = |v: u32, ids: Vec<u32>| {
+            if home_of(v, machines) != id {
+                return Err(format!("vertex {v} is not homed on server {id}"));
+            }
+            lists.insert(v, ids);
+            Ok(())
+        };
+        let (wal, r) = Wal::open(cfg, |e| match e {
+            Entry::Checkpoint(b) => match decode_list(b)? {
+                ((v, ids), []) => take(v, ids),
+                (_, rest) => Err(format!("{} bytes after the list", rest.len())),
+            },
+            Entry::Record(b) => decode_record(b)?
+                .into_iter()
+                .try_for_each(|(v, ids)| take(v, ids)),
+        })?;
+        let mut order: Vec<u32> = lists.keys().copied().collect();
+        order.sort_unstable();
+        for v in &order {
+            w.put(*v, &lists[v]).map_err(|e| {
+                ServerError::Recovery(format!(
+                    "cannot put back vertex {v} ({} ids): {e}; raise store.value_region_mb or buckets if the region or table is full",
+                    lists[v].len()
+                ))
+            })?;
+        }
+        let recovered = Recovered {
+            vertices: order.len() as u64,
+            checkpoint_entries: r.checkpoint_entries,
+            records: r.records,
+            truncated: r
+                .truncated
+                .map(|(p, off, why)| format!("{} at byte {off}: {why}", p.display())),
+            elapsed_ms: t0.elapsed().as_millis() as u64,
+        };
+        tracing::info!(
+            server = id,
+            dir = %d.server_dir(id).display(),
+            vertices = recovered.vertices,
+            checkpoint_entries = recovered.checkpoint_entries,
+            records = recovered.records,
+            segments = r.segments,
+            elapsed_ms = recovered.elapsed_ms,
+            "recovered from the checkpoint and the write-ahead log"
+        );
+        Ok(Some(Durability {
+            wal,
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            checkpointing: Mutex::new(()),
+            checkpoint_lsn: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
+            checkpoint_vertices: AtomicU64::new(0),
+            checkpoint_ms: AtomicU64::new(0),
+            recovered,
+            interval: Duration::from_secs(d.checkpoint_interval_s),
+        }))
+    }
+
+    /// `v`'s stripe lock (D2).
+    pub(crate) fn lock(&self, v: u32) -> MutexGuard<'_, ()> {
+        // Vertex ids are dense: the low bits spread them over the stripes.
+        self.stripes[v as usize & (STRIPES - 1)]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every stripe, in order (LOAD; single updates take one, so no cycle).
+    pub(crate) fn lock_all(&self) -> Vec<MutexGuard<'_, ()>> {
+        self.stripes
+            .iter()
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+            .collect()
+    }
+
+    /// Appends a record of `lists`; durable once [`wait`](Self::wait) returns.
+    pub(crate) fn log<'a>(
+        &self,
+        lists: impl ExactSizeIterator<Item = (u32, &'a [u32])>,
+    ) -> locus_wal::Result<Lsn> {
+        self.wal.append(&encode_record(lists))
+    }
+
+    /// The last LSN appended (what a state just read may depend on).
+    pub(crate) fn last_lsn(&self) -> Lsn {
+        self.wal.last_lsn()
+    }
+
+    /// Waits until `lsn` is durable (D1).
+    pub(crate) fn wait(&self, lsn: Lsn) -> locus_wal::Result<()> {
+        if lsn == 0 {
+            return Ok(());
+        }
+        self.wal.wait(lsn)
+    }
+
+    /// The log's counters and mode, for STATS.
+    pub(crate) fn stats_json(&self) -> serde_json::Value {
+        let s = self.wal.stats();
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let r = &self.recovered;
+        serde_json::json!({
+            "dir": self.wal.dir().display().to_string(),
+            "sync": format!("{:?}", self.wal.sync_mode()),
+            "records": n(&s.records), "groups": n(&s.groups), "syncs": n(&s.syncs),
+            "bytes": n(&s.bytes),
+            "checkpoints": n(&self.checkpoints),
+            "checkpoint_vertices": n(&self.checkpoint_vertices),
+            "checkpoint_ms": n(&self.checkpoint_ms),
+            "recovered_vertices": r.vertices,
+            "recovered_checkpoint_entries": r.checkpoint_entries,
+            "recovered_records": r.records,
+            "recovery_ms": r.elapsed_ms,
+            "truncated": r.truncated,
+        })
+    }
+
+    /// Writes a checkpoint of every vertex this server homes and drops the
+    /// log before it (D3). Returns the vertices written, or None if nothing
+    /// was logged since the last one.
+    pub(crate) fn checkpoint(&self, w: &mut Worker<ServerFabric>) -> Result<Option<u64>> {
+        let _one = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+        let lsn = self.wal.last_lsn();
+        if lsn == self.checkpoint_lsn.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let t0 = Instant::now();
+        let first = self.wal.rotate()?;
+        let mut ck = self.wal.checkpoint_writer(first)?;
+        let mut buf = Vec::new();
+        for v in w.home_vertices()? {
+            let list = {
+                let _g = self.lock(v);
+                w.get(v)?
+            };
+            if let Some(l) = list {
+                buf.clear();
+                encode_list(v, &l, &mut buf);
+                ck.entry(&buf)?;
+            }
+        }
+        let vertices = ck.entries();
+        let bytes = ck.commit()?;
+        let removed = self.wal.remove_segments_before(first)?;
+        self.checkpoint_lsn.store(lsn, Ordering::Release);
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        self.checkpoint_vertices.store(vertices, Ordering::Relaxed);
+        let ms = t0.elapsed().as_millis() as u64;
+        self.checkpoint_ms.store(ms, Ordering::Relaxed);
+        tracing::info!(
+            vertices,
+            bytes,
+            segments_removed = removed,
+            elapsed_ms = ms,
+            "checkpoint written"
+        );
+        Ok(Some(vertices))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let lists: Vec<(u32, Vec<u32>)> =
+            vec![(7, vec![]), (9, vec![1, 2, u32::MAX]), (0, vec![5])];
+        let rec = encode_record(lists.iter().map(|(v, l)| (*v, l.as_slice())));
+        assert_eq!(
+            rec.len(),
+            record_bytes(lists.iter().map(|(_, l)| l.as_slice()))
+        );
+        assert_eq!(&rec[..5], &[1, 3, 0, 0, 0]);
+        assert_eq!(decode_record(&rec).unwrap(), lists);
+    }
+
+    #[test]
+    fn bad_records_are_refused_not_panicked_on() {
+        let rec = encode_record([(9u32, &[1u32, 2][..])].into_iter());
+        for cut in 0..rec.len() {
+            assert!(decode_record(&rec[..cut]).is_err(), "cut {cut}");
+        }
+        let mut huge = rec.clone();
+        huge[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_record(&huge).is_err());
+        let mut extra = rec;
+        extra.push(0);
+        assert!(decode_record(&extra).is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! A write-ahead log with group commit, and checkpoints, for one server.
+//!
+//! What it knows: opaque records (byte strings) framed with a length and a
+//! CRC-32C (`frame.rs`, diagram there). What it does not know: what a
+//! record means; the server encodes vertices into records and replays them
+//! (`locus-server`'s `durable.rs`).
+//!
+//! On disk, one directory per server:
+//!
+//! ```text
+//!  DIR/LOCK                       flock(2)ed by the one process using DIR
+//!  DIR/00000000000000000007.wal   log segments, numbered; each starts with a
+//!  DIR/00000000000000000008.wal   header frame (magic, version, number, identity)
+//!  DIR/checkpoint                 the last checkpoint: header frame (magic,
+//!                                 version, first segment to replay, identity),
+//!                                 entry frames, end frame (entry count)
+//! ```
+//!
+//! **Group commit.** [`Wal::append`] frames a record into the pending group
+//! and returns its sequence number (LSN) at once; [`Wal::wait`] blocks until
+//! the record is durable. One flusher thread takes the whole pending group,
+//! writes it with one `write`, and with `SyncMode::Always` calls `fdatasync`
+//! once for the group before waking every waiter of it. With
+//! `SyncMode::Interval` the group is written at once (so a process that dies
+//! loses nothing written) and `fdatasync` runs at most every interval (a
+//! machine that loses power loses at most that long of acknowledged
+//! records). A failed write or sync poisons the log: every waiter and every
+//! later append gets the error (a failed fsync is not retried: the kernel may
+//! have dropped the dirty pages).
+//!
+//! **Checkpoints.** [`Wal::rotate`] starts a new segment after every record
+//! appended before the call; the caller then writes a snapshot with a
+//! [`CheckpointWriter`] (temporary file, fsync, rename, fsync of the
+//! directory) naming that segment as the first to replay, and
+//! [`Wal::remove_segments_before`] deletes the older ones.
+//!
+//! **Recovery** ([`Wal::open`]): the checkpoint's entries, then the records
+//! of every segment from its first one, in order. A torn final frame of the
+//! last segment is truncated (logged); anything else that does not parse is
+//! [`WalError::Corrupt`] naming the file and byte offset.
+//!
+//! Invariants:
+//! - W1: `wait(lsn)` returns Ok only once every record with a smaller or
+//!   equal LSN is written (`Interval`) or written and synced (`Always`).
+//! - W2: records reach the file in LSN order; segments in number order.
+//! - W3: a segment other than the newest ends with a sync (rotation syncs
+//!   before creating the next), so only the newest can end torn.
+//! - W4: every record appended before `rotate` returned segment `s` lives in
+//!   a segment below `s`; the checkpoint that names `s` is durable before
+//!   any segment below `s` is removed.
+
+#![warn(missing_docs)]
+
+pub mod checkpoint;
+pub mod crc32c;
+pub mod frame;
+mod log;
+
+pub use checkpoint::CheckpointWriter;
+pub use log::{Entry, Lsn, Recovery, SyncMode, Wal, WalConfig, WalStats};
+
+use std::path::PathBuf;
+
+/// What the log can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WalError {
+    /// An I/O failure, with what was being done and on which file.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Durable data does not parse: recovery stops here.
+    #[error("{} is corrupt at byte offset {offset}: {why}; the server refuses to start rather than lose acknowledged updates silently: restore the directory from a copy, or move this file away to accept losing what it holds", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Where the bad frame starts.
+        offset: u64,
+        /// What was found.
+        why: String,
+    },
+    /// The directory belongs to another server or cluster shape.
+    #[error("{} was written by {found}, not {expected}; point durability.dir at this server's own directory", path.display())]
+    Identity {
+        /// The file.
+        path: PathBuf,
+        /// Who wrote it.
+        found: String,
+        /// Who reads it.
+        expected: String,
+    },
+    /// Another process holds the directory.
+    #[error("{} is locked by another process (a second server with the same id and durability.dir?)", path.display())]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// A record larger than a frame may carry.
+    #[error("a record of {bytes} bytes is past the log's limit of {max} bytes")]
+    TooLarge {
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The flusher failed earlier; nothing more can be made durable.
+    #[error("the write-ahead log failed earlier and accepts nothing more: {0}")]
+    Failed(String),
+}
+
+/// The crate's result.
+pub type Result<T, E = WalError> = std::result::Result<T, E>;
+
+/// Syncs a directory (so a rename or a new file in it is durable).
+pub(crate) fn sync_dir(dir: &std::path::Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| WalError::Io {
+            what: "cannot sync the directory",
+            path: dir.to_path_buf(),
+            source,
+        })
+}

@@ -1,0 +1,592 @@
+//! [`Wal`]: segments, the flusher thread, rotation, and recovery.
+//! The protocol and its invariants (W1-W4) are in the crate doc.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::checkpoint::{self, CheckpointWriter};
+use crate::frame::{self, End};
+use crate::{sync_dir, Result, WalError};
+
+/// A record's sequence number: 1 for the first record this process appends.
+pub type Lsn = u64;
+
+const SEGMENT_MAGIC: &[u8; 8] = b"LOCUSWAL";
+const SEGMENT_VERSION: u32 = 1;
+const LOCK_FILE: &str = "LOCK";
+
+/// When the flusher calls `fdatasync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// After every group, before any of its records is acknowledged.
+    Always,
+    /// At most every `interval_ms`; records are acknowledged once written.
+    Interval {
+        /// Longest time between a write and its sync.
+        interval_ms: u64,
+    },
+}
+
+/// How to open a log.
+#[derive(Debug, Clone)]
+pub struct WalConfig {
+    /// The directory (created if missing).
+    pub dir: PathBuf,
+    /// When to sync.
+    pub sync: SyncMode,
+    /// Who writes here ("server 2 of 3"): checked on every file read back.
+    pub identity: String,
+    /// A segment past this many bytes is closed and a new one started.
+    pub segment_bytes_max: u64,
+}
+
+/// What recovery hands to its callback.
+#[derive(Debug, Clone, Copy)]
+pub enum Entry<'a> {
+    /// An entry of the checkpoint.
+    Checkpoint(&'a [u8]),
+    /// A log record, after every checkpoint entry.
+    Record(&'a [u8]),
+}
+
+/// What [`Wal::open`] found.
+#[derive(Debug, Clone, Default)]
+pub struct Recovery {
+    /// Entries of the checkpoint (0: none).
+    pub checkpoint_entries: u64,
+    /// Log records replayed.
+    pub records: u64,
+    /// Segments read.
+    pub segments: u64,
+    /// A torn tail that was cut: file, offset, what was there.
+    pub truncated: Option<(PathBuf, u64, String)>,
+    /// The segment new records go to.
+    pub segment: u64,
+}
+
+/// Counters of a running log.
+#[derive(Debug, Default)]
+pub struct WalStats {
+    /// Records appended.
+    pub records: AtomicU64,
+    /// Groups written (one write each).
+    pub groups: AtomicU64,
+    /// fdatasync calls.
+    pub syncs: AtomicU64,
+    /// Bytes written to segments.
+    pub bytes: AtomicU64,
+}
+
+struct State {
+    pending: Vec<u8>,
+    next: Lsn,
+    /// Highest LSN written to the file.
+    written: Lsn,
+    /// Highest LSN written and synced.
+    synced: Lsn,
+    want_rotate: bool,
+    rotations: u64,
+    segment: u64,
+    failed: Option<String>,
+    stop: bool,
+}
+
+struct Inner {
+    st: Mutex<State>,
+    /// The flusher waits here for work.
+    work: Condvar,
+    /// Waiters of `wait` and `rotate` wait here.
+    done: Condvar,
+    cfg: WalConfig,
+    stats: WalStats,
+}
+
+/// A running write-ahead log (see the crate doc).
+pub struct Wal {
+    inner: Arc<Inner>,
+    flusher: Option<JoinHandle<()>>,
+    rotating: Mutex<()>,
+    _lock: File,
+}
+
+fn segment_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:020}.wal"))
+}
+
+/// The numbered segments of `dir`, in order.
+fn segments(dir: &Path) -> Result<Vec<u64>> {
+    let rd = std::fs::read_dir(dir).map_err(|source| WalError::Io {
+        what: "cannot list",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if let Some(n) = name
+            .strip_suffix(".wal")
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            out.push(n);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| WalError::Io {
+            what: "cannot open the lock file",
+            path: path.clone(),
+            source,
+        })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: flock(2) on a descriptor this function owns; released when
+        // the file closes, including when the process dies.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            return Err(WalError::Locked { path });
+        }
+    }
+    Ok(f)
+}
+
+/// Creates segment `n` with its header frame, synced, and syncs the directory.
+fn create_segment(dir: &Path, n: u64, identity: &str) -> Result<File> {
+    let path = segment_path(dir, n);
+    let io = |what, source| WalError::Io {
+        what,
+        path: path.clone(),
+        source,
+    };
+    let mut f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io("cannot create the log segment", e))?;
+    let mut h = Vec::new();
+    h.extend_from_slice(SEGMENT_MAGIC);
+    h.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    h.extend_from_slice(&n.to_le_bytes());
+    h.extend_from_slice(identity.as_bytes());
+    let mut buf = Vec::new();
+    frame::encode(&h, &mut buf);
+    f.write_all(&buf)
+        .and_then(|()| f.sync_data())
+        .map_err(|e| io("cannot write the log segment header", e))?;
+    sync_dir(dir)?;
+    Ok(f)
+}
+
+impl Wal {
+    /// Locks `cfg.dir`, replays the checkpoint and the log through `replay`
+    /// (checkpoint entries first, then records in order), cuts a torn tail,
+    /// and starts a new segment and the flusher. `replay` returning an error
+    /// makes the record corrupt (its file and offset are named).
+    pub fn open(
+        cfg: WalConfig,
+        mut replay: impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
+    ) -> Result<(Wal, Recovery)> {
+        let dir = cfg.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|source| WalError::Io {
+            what: "cannot create",
+            path: dir.clone(),
+            source,
+        })?;
+        let lock = lock_dir(&dir)?;
+        let mut rec = Recovery::default();
+        let first =
+            match checkpoint::read(&dir, &cfg.identity, |_, e| replay(Entry::Checkpoint(e)))? {
+                Some((first, n)) => {
+                    rec.checkpoint_entries = n;
+                    first
+                }
+                None => 0,
+            };
+        let all = segments(&dir)?;
+        // Segments below the checkpoint's first one were covered by it (a
+        // crash between its rename and their removal leaves them).
+        for &n in all.iter().filter(|&&n| n < first) {
+            let p = segment_path(&dir, n);
+            std::fs::remove_file(&p).map_err(|source| WalError::Io {
+                what: "cannot remove the old log segment",
+                path: p,
+                source,
+            })?;
+        }
+        let live: Vec<u64> = all.into_iter().filter(|&n| n >= first).collect();
+        for (i, &n) in live.iter().enumerate() {
+            let last = i + 1 == live.len();
+            rec.records += replay_segment(&dir, n, last, &cfg.identity, &mut rec, &mut replay)?;
+            rec.segments += 1;
+        }
+        let segment = live.last().map_or(first.max(1), |&n| n + 1);
+        let file = create_segment(&dir, segment, &cfg.identity)?;
+        rec.segment = segment;
+        let inner = Arc::new(Inner {
+            st: Mutex::new(State {
+                pending: Vec::new(),
+                next: 1,
+                written: 0,
+                synced: 0,
+                want_rotate: false,
+                rotations: 0,
+                segment,
+                failed: None,
+                stop: false,
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            cfg,
+            stats: WalStats::default(),
+        });
+        let i2 = Arc::clone(&inner);
+        let flusher = std::thread::Builder::new()
+            .name("locus-wal-flush".into())
+            .spawn(move || flusher(&i2, file, segment))
+            .map_err(|source| WalError::Io {
+                what: "cannot start the flusher thread for",
+                path: dir.clone(),
+                source,
+            })?;
+        Ok((
+            Wal {
+                inner,
+                flusher: Some(flusher),
+                rotating: Mutex::new(()),
+                _lock: lock,
+            },
+            rec,
+        ))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock is a bug in this file; the state
+        // is a few counters and a buffer, still coherent: carry on.
+        self.inner.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Frames `record` into the pending group; returns its LSN. Durable
+    /// only once [`wait`](Self::wait) for it returns.
+    pub fn append(&self, record: &[u8]) -> Result<Lsn> {
+        if record.len() > frame::RECORD_BYTES_MAX {
+            return Err(WalError::TooLarge {
+                bytes: record.len(),
+                max: frame::RECORD_BYTES_MAX,
+            });
+        }
+        let mut st = self.state();
+        if let Some(f) = &st.failed {
+            return Err(WalError::Failed(f.clone()));
+        }
+        frame::encode(record, &mut st.pending);
+        let lsn = st.next;
+        st.next += 1;
+        drop(st);
+        self.inner.stats.records.fetch_add(1, Ordering::Relaxed);
+        self.inner.work.notify_one();
+        Ok(lsn)
+    }
+
+    /// The LSN of the last record appended (0: none).
+    pub fn last_lsn(&self) -> Lsn {
+        self.state().next - 1
+    }
+
+    /// Blocks until record `lsn` is durable (W1), or the log failed.
+    pub fn wait(&self, lsn: Lsn) -> Result<()> {
+        let always = self.inner.cfg.sync == SyncMode::Always;
+        let mut st = self.state();
+        loop {
+            let reached = if always { st.synced } else { st.written };
+            if reached >= lsn {
+                return Ok(());
+            }
+            if let Some(f) = &st.failed {
+                return Err(WalError::Failed(f.clone()));
+            }
+            st = self.inner.done.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Appends `record` and waits until it is durable.
+    pub fn append_and_wait(&self, record: &[u8]) -> Result<Lsn> {
+        let lsn = self.append(record)?;
+        self.wait(lsn)?;
+        Ok(lsn)
+    }
+
+    /// Closes the current segment after every record appended so far and
+    /// starts a new one; returns its number (W4).
+    pub fn rotate(&self) -> Result<u64> {
+        let _one = self.rotating.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state();
+        let gen = st.rotations;
+        st.want_rotate = true;
+        self.inner.work.notify_one();
+        loop {
+            if st.rotations > gen {
+                return Ok(st.segment);
+            }
+            if let Some(f) = &st.failed {
+                return Err(WalError::Failed(f.clone()));
+            }
+            st = self.inner.done.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A checkpoint whose replay starts at segment `first` (from [`rotate`](Self::rotate)).
+    pub fn checkpoint_writer(&self, first: u64) -> Result<CheckpointWriter> {
+        CheckpointWriter::create(&self.inner.cfg.dir, first, &self.inner.cfg.identity)
+    }
+
+    /// Removes the segments below `first` (after the checkpoint naming it was committed).
+    pub fn remove_segments_before(&self, first: u64) -> Result<usize> {
+        let dir = &self.inner.cfg.dir;
+        let old: Vec<u64> = segments(dir)?.into_iter().filter(|&n| n < first).collect();
+        for &n in &old {
+            let p = segment_path(dir, n);
+            std::fs::remove_file(&p).map_err(|source| WalError::Io {
+                what: "cannot remove the old log segment",
+                path: p,
+                source,
+            })?;
+        }
+        if !old.is_empty() {
+            sync_dir(dir)?;
+        }
+        Ok(old.len())
+    }
+
+    /// The log's counters.
+    pub fn stats(&self) -> &WalStats {
+        &self.inner.stats
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.cfg.dir
+    }
+
+    /// When it syncs.
+    pub fn sync_mode(&self) -> SyncMode {
+        self.inner.cfg.sync
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.state().stop = true;
+        self.inner.work.notify_one();
+        if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Replays segment `n`; returns its records. Only the last segment may end
+/// torn (W3); its tail is then cut.
+fn replay_segment(
+    dir: &Path,
+    n: u64,
+    last: bool,
+    identity: &str,
+    rec: &mut Recovery,
+    replay: &mut impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
+) -> Result<u64> {
+    let path = segment_path(dir, n);
+    let bytes = std::fs::read(&path).map_err(|source| WalError::Io {
+        what: "cannot read the log segment",
+        path: path.clone(),
+        source,
+    })?;
+    let corrupt = |offset, why| WalError::Corrupt {
+        path: path.clone(),
+        offset,
+        why,
+    };
+    let (frames, end) = frame::parse(&bytes);
+    let mut records = 0;
+    match frames.first() {
+        Some(&(_, h)) => {
+            if h.len() < 20 || &h[0..8] != SEGMENT_MAGIC {
+                return Err(corrupt(0, "no log segment header".into()));
+            }
+            let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+            let number = u64::from_le_bytes(h[12..20].try_into().expect("8 bytes"));
+            if version != SEGMENT_VERSION || number != n {
+                return Err(corrupt(
+                    0,
+                    format!("header says version {version}, segment {number}; expected version {SEGMENT_VERSION}, segment {n}"),
+                ));
+            }
+            let found = String::from_utf8_lossy(&h[20..]);
+            if found != identity {
+                return Err(WalError::Identity {
+                    path,
+                    found: found.into(),
+                    expected: identity.into(),
+                });
+            }
+        }
+        // A segment whose header never made it (created, crash before its
+        // sync) holds no record; only the newest can be like that.
+        None if last => {}
+        None => return Err(corrupt(0, "an older segment without a header".into())),
+    }
+    for &(off, p) in frames.iter().skip(1) {
+        replay(Entry::Record(p)).map_err(|why| corrupt(off, why))?;
+        records += 1;
+    }
+    match end {
+        End::Clean => {}
+        End::Corrupt { offset, why } => return Err(corrupt(offset, why)),
+        End::Torn { offset, why } if last => {
+            tracing::warn!(
+                file = %path.display(),
+                offset,
+                "write-ahead log: torn final record ({why}); truncating the file to {offset} bytes (it was never acknowledged)"
+            );
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(offset).and_then(|()| f.sync_all()));
+            f.map_err(|source| WalError::Io {
+                what: "cannot truncate the torn tail of",
+                path: path.clone(),
+                source,
+            })?;
+            rec.truncated = Some((path.clone(), offset, why));
+        }
+        End::Torn { offset, why } => {
+            return Err(corrupt(
+                offset,
+                format!("{why}, in a segment that was synced before the next one began"),
+            ))
+        }
+    }
+    Ok(records)
+}
+
+/// The flusher: takes the pending group, writes it, syncs per the mode,
+/// rotates when asked or when the segment is full, wakes the waiters.
+fn flusher(inner: &Inner, mut file: File, mut segment: u64) {
+    let cfg = &inner.cfg;
+    let interval = match cfg.sync {
+        SyncMode::Always => None,
+        SyncMode::Interval { interval_ms } => Some(Duration::from_millis(interval_ms)),
+    };
+    let mut seg_bytes = 0u64;
+    let mut last_sync = Instant::now();
+    let mut written: Lsn = 0;
+    let mut synced: Lsn = 0;
+    let mut buf = Vec::new();
+    loop {
+        let (rotate, stop) = {
+            let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                if !st.pending.is_empty() || st.want_rotate || st.stop {
+                    break;
+                }
+                match interval {
+                    Some(iv) if synced < written => {
+                        let left = iv.saturating_sub(last_sync.elapsed());
+                        if left.is_zero() {
+                            break;
+                        }
+                        st = inner
+                            .work
+                            .wait_timeout(st, left)
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0;
+                    }
+                    _ => st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner()),
+                }
+            }
+            buf.clear();
+            std::mem::swap(&mut buf, &mut st.pending);
+            let upto = st.next - 1;
+            let r = (std::mem::take(&mut st.want_rotate), st.stop);
+            drop(st);
+            if !buf.is_empty() {
+                written = upto;
+            }
+            r
+        };
+        let path = segment_path(&cfg.dir, segment);
+        let mut result: std::result::Result<(), String> = Ok(());
+        if !buf.is_empty() {
+            result = file
+                .write_all(&buf)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()));
+            seg_bytes += buf.len() as u64;
+            inner.stats.groups.fetch_add(1, Ordering::Relaxed);
+            inner
+                .stats
+                .bytes
+                .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        }
+        let full = seg_bytes >= cfg.segment_bytes_max;
+        let due = match interval {
+            None => !buf.is_empty(),
+            Some(iv) => synced < written && last_sync.elapsed() >= iv,
+        };
+        if result.is_ok() && synced < written && (due || rotate || full || stop) {
+            result = file
+                .sync_data()
+                .map_err(|e| format!("cannot fdatasync {}: {e}", path.display()));
+            inner.stats.syncs.fetch_add(1, Ordering::Relaxed);
+            last_sync = Instant::now();
+            if result.is_ok() {
+                synced = written;
+            }
+        }
+        if result.is_ok() && (rotate || full) {
+            match create_segment(&cfg.dir, segment + 1, &cfg.identity) {
+                Ok(f) => {
+                    file = f;
+                    segment += 1;
+                    seg_bytes = 0;
+                }
+                Err(e) => result = Err(e.to_string()),
+            }
+        }
+        let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = result {
+            // Published watermarks stay where they were: nothing of this
+            // group is acknowledged.
+            tracing::error!("write-ahead log failed, refusing every later update: {e}");
+            st.failed = Some(e);
+            drop(st);
+            inner.done.notify_all();
+            return;
+        }
+        st.written = written;
+        st.synced = synced;
+        st.segment = segment;
+        if rotate {
+            st.rotations += 1;
+        }
+        let exit = stop && st.pending.is_empty();
+        drop(st);
+        inner.done.notify_all();
+        if exit {
+            return;
+        }
+    }
+}
