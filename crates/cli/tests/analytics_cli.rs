@@ -418,6 +418,39 @@ fn bench_fargraph_writes_json_and_png() {
         serde_json::from_slice(&std::fs::read(dir.path().join("buffering.json")).unwrap()).unwrap();
     assert_eq!(v["graph"]["vertices"], 1024);
     assert_eq!(v["derived"]["by_algo"].as_array().unwrap().len(), 2);
+    // Medians of three interleaved runs, with min and max beside them.
+    for run in v["runs"].as_array().unwrap() {
+        let times: Vec<f64> = run["times_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap())
+            .collect();
+        assert_eq!(times.len(), 3);
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(run["time_s_median"].as_f64().unwrap(), sorted[1]);
+        assert_eq!(run["report"]["time_s"].as_f64().unwrap(), sorted[1]);
+        assert_eq!(run["time_s_min"].as_f64().unwrap(), sorted[0]);
+        assert_eq!(run["time_s_max"].as_f64().unwrap(), sorted[2]);
+    }
+    let row = &v["derived"]["by_algo"][0];
+    assert_eq!(row["with_buffering_range_s"].as_array().unwrap().len(), 2);
+    let o = locus(&[
+        "bench",
+        "fargraph",
+        "buffering",
+        "--scale",
+        "10",
+        "--repeat",
+        "2",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("at least three"),
+        "{}",
+        text(&o.stderr)
+    );
     let png = std::fs::read(dir.path().join("buffering.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
 }
