@@ -2,10 +2,11 @@
 //! BFS, WCC, PageRank and Radii, as GridGraph writes them (vertex data in
 //! local arrays, edges streamed block by block with selective scheduling).
 //!
-//! Every update goes to the owned side of a column-order (or row-order) pass,
-//! so results do not depend on the thread count or the backend. WCC and
-//! Radii are synchronous (Jacobi): a pass reads last iteration's labels and
-//! writes a copy; BFS writes each vertex once; PageRank sums into a fresh
+//! Every update goes to the owned side of a column-order pass, so results
+//! do not depend on the thread count or the backend; WCC updates shared
+//! labels in place by atomic minimum, and its fixed point is unique. Radii
+//! is synchronous (Jacobi): a pass reads last iteration's masks and writes a
+//! copy; BFS writes each vertex once; PageRank sums into a fresh
 //! array. [`crate::reference`] has the plain in-memory versions the tests
 //! compare against.
 
@@ -71,13 +72,10 @@ impl Algo {
         }
     }
 
-    /// The grid orders it streams: WCC follows edges both ways (column order
-    /// pushes labels to destinations, row order to sources).
+    /// The grid orders it streams: the column order for all (WCC applies
+    /// each edge both ways in that one order).
     pub fn orders(self) -> &'static [Order] {
-        match self {
-            Algo::Wcc => &[Order::Column, Order::Row],
-            _ => &[Order::Column],
-        }
+        &[Order::Column]
     }
 
     /// Its vertex arrays and how it touches them (Fargraph+ Fig. 8-9's
@@ -122,9 +120,9 @@ const BFS_SEGMENTS: &[VertexSegment] = &[
     seg("frontier", 1, (1, 0), (0, 1)),
 ];
 const WCC_SEGMENTS: &[VertexSegment] = &[
-    seg("label", 4, (1, 0), (1, 1)),
-    seg("next-label", 4, (1, 1), (1, 1)),
-    seg("active", 1, (1, 0), (0, 1)),
+    seg("label", 4, (2, 1), (3, 1)),
+    seg("previous-label", 4, (0, 0), (1, 1)),
+    seg("active", 1, (2, 0), (0, 1)),
 ];
 const PAGERANK_SEGMENTS: &[VertexSegment] = &[
     seg("rank", 8, (0, 0), (2, 1)),
@@ -386,36 +384,65 @@ fn bfs(engine: &Engine<'_>, root: u32) -> Result<Run> {
     })
 }
 
+/// WCC in one order with labels updated in place (issue 12, requirement 2):
+/// each edge of the column order pulls the larger of its two labels down to
+/// the smaller by an atomic minimum, so a label crosses many edges in one
+/// pass and an edge works in both directions without the row order; then
+/// pointer jumping (`label[x] = label[label[x]]`) shortcuts chains. A label
+/// is always the id of a vertex of the same component and only decreases,
+/// so the fixed point (every edge's labels equal) is unique: each
+/// component's smallest id, whatever the thread interleaving. Only edges
+/// with an endpoint whose label changed in the last iteration are applied;
+/// an iteration without a change ends the run.
 fn wcc(engine: &Engine<'_>) -> Result<Run> {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     let v = engine.vertex_count();
-    let mut label: Vec<u32> = (0..v as u32).collect();
+    let label: Vec<AtomicU32> = (0..v as u32).map(AtomicU32::new).collect();
+    let mut prev: Vec<u32> = (0..v as u32).collect();
+    // The engine hands each owned vertex's element to the callback; labels
+    // are shared atomics instead, so the owned side carries nothing.
+    let mut unit = vec![(); v as usize];
     let mut active: Option<Bitmap> = None;
     let mut iterations = 0u32;
     loop {
-        let mut next = label.clone();
-        let old = &label;
-        engine.stream_edges(Order::Column, active.as_ref(), &mut next, |s, _, x| {
-            let l = old[s as usize];
-            if l < *x {
-                *x = l;
+        let act = active.as_ref();
+        let l = &label;
+        engine.stream_edges(Order::Column, None, &mut unit, |s, d, _| {
+            if act.is_some_and(|a| !a.get(u64::from(s)) && !a.get(u64::from(d))) {
+                return;
+            }
+            let (ls, ld) = (l[s as usize].load(Relaxed), l[d as usize].load(Relaxed));
+            if ls < ld {
+                l[d as usize].fetch_min(ls, Relaxed);
+            } else if ld < ls {
+                l[s as usize].fetch_min(ld, Relaxed);
             }
         })?;
-        engine.stream_edges(Order::Row, active.as_ref(), &mut next, |_, d, x| {
-            let l = old[d as usize];
-            if l < *x {
-                *x = l;
+        engine.stream_vertices(&mut unit, |x, _| {
+            let me = &l[x as usize];
+            loop {
+                let up = me.load(Relaxed);
+                let upper = l[up as usize].load(Relaxed);
+                if upper >= up {
+                    break 0u64;
+                }
+                me.fetch_min(upper, Relaxed);
             }
-        })?;
+        });
         iterations += 1;
-        let changed = engine.vertex_bitmap(|x| next[x as usize] != label[x as usize]);
-        label = next;
+        let p = &prev;
+        let changed = engine.vertex_bitmap(|x| l[x as usize].load(Relaxed) != p[x as usize]);
+        engine.stream_vertices(&mut prev, |x, p| {
+            *p = l[x as usize].load(Relaxed);
+            0u64
+        });
         if changed.count() == 0 || iterations >= ITERATIONS_MAX {
             break;
         }
         active = Some(changed);
     }
     Ok(Run {
-        output: Output::Wcc { label },
+        output: Output::Wcc { label: prev },
         iterations,
     })
 }

@@ -55,6 +55,15 @@ pub enum AnalyticsError {
         reason: String,
     },
 
+    /// The run would need more memory than its limit (`--memory-max`); the
+    /// message says how much, why (which file and line named the largest
+    /// id) and what to do.
+    #[error("not enough memory allowed: {reason}")]
+    MemoryLimit {
+        /// The estimate, its cause and the advice.
+        reason: String,
+    },
+
     /// A worker thread of the engine panicked (a bug); the run is abandoned.
     #[error("an engine thread panicked: {0}")]
     WorkerPanicked(String),

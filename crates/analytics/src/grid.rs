@@ -3,7 +3,11 @@
 //!
 //! Vertices `0..V` fall into P partitions of `width = ceil(V / P)` ids each
 //! (the last one may be shorter). Block `(i, j)` holds the edges whose source
-//! is in partition `i` and destination in partition `j`, in input order. The
+//! is in partition `i` and destination in partition `j`: in row order in
+//! input order, in column order sorted by (destination, source), so that a
+//! destination's edges in a block are adjacent and a pass that owns the
+//! destinations (every algorithm's) updates each one in a run of consecutive
+//! edges instead of a random read-modify-write per edge. The
 //! grid keeps every edge twice: once in **row order** (blocks `(0,0), (0,1),
 //! ..., (1,0), ...`) and once in **column order** (`(0,0), (1,0), ...,
 //! (0,1), ...`), each with `P*P + 1` block offsets counted in edges (u64, so
@@ -292,7 +296,7 @@ impl Grid {
                 o[pos + 1] = o[pos] + counts[i as usize * p + j as usize];
             }
         }
-        // Pass 2: fill, in input order within each block.
+        // Pass 2: fill, in input order within each block (column order is sorted after).
         let total = edges.len() * EDGE_BYTES as usize;
         let mut bytes = [vec![0u8; total], vec![0u8; total]];
         let mut cursor = [offsets[0][..p * p].to_vec(), offsets[1][..p * p].to_vec()];
@@ -307,6 +311,7 @@ impl Grid {
                 *c += 1;
             }
         }
+        sort_blocks_by_destination(&mut bytes[Order::Column.index()], &offsets[1]);
         Ok(Grid {
             shape,
             edge_count: edges.len() as u64,
@@ -355,6 +360,25 @@ impl Grid {
     /// Bytes of one order's edges.
     pub fn edge_bytes(&self) -> u64 {
         self.edge_count * EDGE_BYTES
+    }
+}
+
+/// Sorts the edges of every block of `order_bytes` (blocks delimited by
+/// `offsets`, in edges) by (destination, source).
+fn sort_blocks_by_destination(order_bytes: &mut [u8], offsets: &[u64]) {
+    let mut keys: Vec<u64> = Vec::new();
+    for w in offsets.windows(2) {
+        let block = &mut order_bytes[(w[0] * EDGE_BYTES) as usize..(w[1] * EDGE_BYTES) as usize];
+        keys.clear();
+        keys.extend(block.chunks_exact(EDGE_BYTES as usize).map(|e| {
+            let (s, d) = decode(e);
+            u64::from(d) << 32 | u64::from(s)
+        }));
+        keys.sort_unstable();
+        for (e, k) in block.chunks_exact_mut(EDGE_BYTES as usize).zip(&keys) {
+            e[..4].copy_from_slice(&(*k as u32).to_le_bytes());
+            e[4..].copy_from_slice(&((*k >> 32) as u32).to_le_bytes());
+        }
     }
 }
 

@@ -14,7 +14,9 @@
 //! [`server`] is the far-memory daemon and its control protocol, [`control`]
 //! the offline thread table and the online choice from it, [`algo`] BFS,
 //! WCC, PageRank and Radii, [`reference`] their plain versions for tests,
-//! and [`run`] a whole run with its report.
+//! and [`run`] a whole run with its report. [`input`] loads a graph within
+//! the memory limit [`memory`] estimates (refusing huge ids, or compacting
+//! them) and [`results`] writes per-vertex results as text or binary.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -25,9 +27,12 @@ pub mod control;
 pub mod engine;
 mod error;
 pub mod grid;
+pub mod input;
+pub mod memory;
 mod parallel;
 pub mod placement;
 pub mod reference;
+pub mod results;
 pub mod run;
 pub mod server;
 pub mod store;

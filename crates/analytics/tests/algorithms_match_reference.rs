@@ -12,7 +12,7 @@ use locus_analytics::run::{run, RunConfig};
 use locus_analytics::store::far::{FarConfig, FarStore};
 use locus_analytics::store::paged::PagedStore;
 use locus_analytics::store::{Backend, BlockTable, EdgeStore, Residency};
-use locus_analytics::{local_fabric, server};
+use locus_analytics::{local_fabric, server, Order};
 use locus_fabric::local::{LocalConfig, LocalFabric};
 
 /// A 2-machine fabric without the latency model (timing is not checked here).
@@ -66,7 +66,8 @@ fn every_backend_through_run() {
 #[test]
 fn far_with_tiny_chunks_and_without_buffering() {
     for g in small_graphs() {
-        let table_orders: Vec<_> = [Algo::Wcc.orders()].concat();
+        // Both orders, so the store holds more than any one algorithm streams.
+        let table_orders = Order::ALL.to_vec();
         let table = BlockTable::new(&g.grid, &table_orders).unwrap();
         let all_far = Residency::all(&table, false);
         let fabric = fast_fabric();
@@ -99,7 +100,7 @@ fn far_with_tiny_chunks_and_without_buffering() {
 #[test]
 fn paged_with_a_one_page_cache_evicts_and_stays_correct() {
     for g in small_graphs() {
-        let orders = Algo::Wcc.orders();
+        let orders = &Order::ALL;
         let fabric = fast_fabric();
         for cache_bytes in [4096, 3 * 4096] {
             let store = server::with_server(&fabric, 1, u64::MAX, || {
@@ -135,5 +136,19 @@ fn with_the_latency_model_on() {
         let (report, result, _) = run(&g.grid, Some(&fabric), &cfg, None).unwrap();
         check(&g, &result.output, &cfg.params);
         assert!(report.fetch_ops > 0);
+    }
+}
+
+#[test]
+fn wcc_in_place_labels_reach_the_reference_under_any_interleaving() {
+    // Labels are lowered by atomic minimum from several threads at once;
+    // the fixed point must still be each component's smallest id.
+    for seed in 1..4 {
+        let g = common::rmat(12, seed, Some(16));
+        let store =
+            locus_analytics::store::local::LocalStore::new(&g.grid, Algo::Wcc.orders()).unwrap();
+        for threads in [1, 2, 4, 7] {
+            run_on(&g, &store, Algo::Wcc, threads, threads % 2 == 0);
+        }
     }
 }

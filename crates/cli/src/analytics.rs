@@ -1,6 +1,9 @@
 //! `locus analytics`: far-memory graph analytics (Fargraph+) from the command
 //! line. `run` runs one algorithm on one backend and prints time, iterations,
-//! bytes fetched and a result digest; `serve` is a far-memory server over
+//! bytes fetched and a result digest (and with `--output` writes every
+//! vertex's result); it refuses, before allocating, a graph whose estimated
+//! memory exceeds `--memory-max` (`--compact-ids` numbers only the vertices
+//! present); `serve` is a far-memory server over
 //! TCP; `profile` builds the offline thread table that `--threads auto` uses.
 
 use std::net::{SocketAddr, TcpListener};
@@ -8,11 +11,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use locus_analytics::algo::{Algo, Params, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT};
+use locus_analytics::algo::{self, Algo, Params, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT};
 use locus_analytics::control::{self, Table};
+use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
+use locus_analytics::memory;
+use locus_analytics::results::{self, ResultFormat};
 use locus_analytics::run::{run, Report, RunConfig};
 use locus_analytics::store::Backend;
-use locus_analytics::{local_fabric, EngineConfig, GraphInput, Grid};
+use locus_analytics::{local_fabric, EngineConfig, Grid};
 use locus_bench::output::cores;
 use locus_bench::Preset;
 
@@ -105,6 +111,21 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Refuse a run whose estimated memory exceeds this (K, M, G suffixes;
+    /// default: half of this machine's memory).
+    #[arg(long, value_name = "BYTES")]
+    pub memory_max: Option<String>,
+    /// Number vertices by the ids the edges name, in increasing order, so
+    /// sparse or huge ids cost nothing; results keep the input's ids.
+    #[arg(long)]
+    pub compact_ids: bool,
+    /// Write every vertex's result (BFS depth, WCC label, PageRank score,
+    /// Radii estimate) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// text (`vertex value` lines) or binary (see `locus_analytics::results`).
+    #[arg(long, default_value = "text")]
+    pub output_format: String,
 }
 
 #[derive(Args, Debug)]
@@ -153,14 +174,16 @@ pub fn run_command(a: AnalyticsArgs) -> CliResult {
     }
 }
 
-/// The grid of a file or an R-MAT graph.
+/// The grid of a file or an R-MAT graph, admitted under `limits` for `algo`.
 fn load_grid(
     graph: Option<&Path>,
     format: Option<&str>,
     vertex_count: Option<u64>,
     rmat: Option<RmatConfig>,
     partitions: Option<u32>,
-) -> CliResult<Grid> {
+    algo: Algo,
+    limits: LoadLimits,
+) -> CliResult<Loaded> {
     match (graph, rmat) {
         (Some(path), _) => {
             let format = format.map(|f| f.parse::<Format>()).transpose()?;
@@ -168,13 +191,26 @@ fn load_grid(
                 vertex_count,
                 ..LoadOptions::default()
             };
-            Ok(Grid::load(path, format, &opts, partitions)?)
+            Ok(graph_input::load_graph(
+                path, format, &opts, partitions, algo, limits,
+            )?)
         }
         (None, Some(cfg)) => {
             let rmat = Rmat::new(cfg)?;
-            Ok(Grid::build(GraphInput::Rmat(&rmat), partitions)?)
+            Ok(graph_input::rmat_graph(&rmat, partitions, algo, limits)?)
         }
         (None, None) => Err("give --graph FILE or --rmat-scale SCALE".into()),
+    }
+}
+
+/// `--root` in the input's ids, as the run's (compacted) id.
+fn run_root(root: Option<u32>, ids: Option<&IdMap>) -> CliResult<Option<u32>> {
+    match (root, ids) {
+        (Some(r), Some(m)) => m
+            .compacted(r)
+            .map(Some)
+            .ok_or_else(|| format!("--root {r}: no edge names vertex {r}").into()),
+        (r, _) => Ok(r),
     }
 }
 
@@ -188,15 +224,26 @@ fn run_one(a: RunArgs) -> CliResult {
         seed: a.seed,
         ..RmatConfig::default()
     });
+    let output_format = ResultFormat::parse(&a.output_format)?;
+    let limits = LoadLimits {
+        memory_bytes_max: match &a.memory_max {
+            Some(m) => parse_bytes("--memory-max", m)?,
+            None => memory::default_limit_bytes(),
+        },
+        compact_ids: a.compact_ids,
+    };
     let t = std::time::Instant::now();
-    let grid = load_grid(
+    let Loaded { grid, ids, .. } = load_grid(
         a.graph.as_deref(),
         a.format.as_deref(),
         a.vertex_count,
         rmat,
         a.partitions,
+        algo,
+        limits,
     )?;
     let load_s = t.elapsed().as_secs_f64();
+    let root = run_root(a.root, ids.as_ref())?;
     let threads = match a.threads.as_deref().unwrap_or("") {
         "" => cores(),
         "auto" => {
@@ -211,7 +258,7 @@ fn run_one(a: RunArgs) -> CliResult {
     };
     let cfg = RunConfig {
         params: Params {
-            root: a.root,
+            root,
             iterations: a.iterations,
             seed: a.radii_seed,
         },
@@ -223,7 +270,7 @@ fn run_one(a: RunArgs) -> CliResult {
         disk_dir: a.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
         ..RunConfig::new(algo, backend, a.far_ratio)
     };
-    let (report, fabric_name) = match a.server {
+    let ((report, result), fabric_name) = match a.server {
         None => {
             let fabric = local_fabric()?;
             (
@@ -238,6 +285,10 @@ fn run_one(a: RunArgs) -> CliResult {
             (r, "TCP fabric")
         }
     };
+    if let Some(path) = &a.output {
+        let n = results::write(path, output_format, &result.output, ids.as_ref())?;
+        eprintln!("wrote {n} vertices' results to {}", path.display());
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -260,9 +311,13 @@ fn run_one(a: RunArgs) -> CliResult {
     Ok(())
 }
 
-fn run_with<F: Fabric + Clone>(grid: &Grid, fabric: &F, cfg: &RunConfig) -> CliResult<Report> {
+fn run_with<F: Fabric + Clone>(
+    grid: &Grid,
+    fabric: &F,
+    cfg: &RunConfig,
+) -> CliResult<(Report, algo::Run)> {
     run(grid, Some(fabric), cfg, None)
-        .map(|(r, _, _)| r)
+        .map(|(r, out, _)| (r, out))
         .map_err(Into::into)
 }
 

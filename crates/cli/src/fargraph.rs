@@ -52,7 +52,7 @@ pub struct FargraphArgs {
     /// Directory to write EXPERIMENT.json and EXPERIMENT.png into.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Runs per configuration (default 3); the fastest is used.
+    /// Runs per configuration (default 3), interleaved; the median is used, with min and max.
     #[arg(long)]
     pub repeat: Option<usize>,
     /// `threads`: read the offline table from here instead of building one.

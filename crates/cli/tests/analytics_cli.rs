@@ -147,6 +147,156 @@ fn bad_input_and_settings_are_clear_errors() {
 }
 
 #[test]
+fn a_huge_id_is_refused_unless_ids_are_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("huge.txt");
+    std::fs::write(&g, "0 4294967293\n").unwrap();
+    let g = g.to_str().unwrap();
+    // Without a limit given, the default (half the machine) still refuses:
+    // PageRank on 4.3 billion vertices needs over 100 GiB.
+    let o = locus(&["analytics", "run", "--algo", "pagerank", "--graph", g]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("huge.txt' line 1 names vertex 4294967293"),
+        "{err}"
+    );
+    assert!(err.contains("--compact-ids"), "{err}");
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--graph",
+        g,
+        "--memory-max",
+        "1G",
+    ]);
+    assert!(
+        text(&o.stderr).contains("over the limit of 1.0 GiB"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Compacted, it is a graph of two vertices, and results keep the input's ids.
+    let out = dir.path().join("wcc.txt");
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "wcc",
+        "--graph",
+        g,
+        "--compact-ids",
+        "--backend",
+        "far",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    assert_eq!(lines, ["0 0", "4294967293 0"]);
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--graph",
+        g,
+        "--compact-ids",
+        "--root",
+        "4294967293",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let body = std::fs::read_to_string(&out).unwrap();
+    assert!(body.ends_with("0 -1\n4294967293 0\n"), "{body}");
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--graph",
+        g,
+        "--compact-ids",
+        "--root",
+        "7",
+    ]);
+    assert!(
+        text(&o.stderr).contains("--root 7: no edge names vertex 7"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn output_writes_every_vertex_in_text_and_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = karate();
+    for (format, len) in [("text", None), ("binary", Some(24 + 34 * 12))] {
+        let out = dir.path().join(format!("pr.{format}"));
+        let o = locus(&[
+            "analytics",
+            "run",
+            "--algo",
+            "pagerank",
+            "--graph",
+            &g,
+            "--backend",
+            "paged",
+            "--threads",
+            "2",
+            "--output",
+            out.to_str().unwrap(),
+            "--output-format",
+            format,
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let bytes = std::fs::read(&out).unwrap();
+        match len {
+            Some(n) => assert_eq!(bytes.len(), n),
+            None => {
+                let body = text(&bytes);
+                let rows: Vec<(u32, f64)> = body
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .map(|l| {
+                        let (v, x) = l.split_once(' ').unwrap();
+                        (v.parse().unwrap(), x.parse().unwrap())
+                    })
+                    .collect();
+                assert_eq!(rows.len(), 34);
+                assert!(rows.iter().enumerate().all(|(i, r)| r.0 == i as u32));
+                let sum: f64 = rows.iter().map(|r| r.1).sum();
+                assert!((sum - 1.0).abs() < 1e-9, "{sum}");
+            }
+        }
+    }
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--graph",
+        &g,
+        "--output",
+        "x",
+        "--output-format",
+        "csv",
+    ]);
+    assert!(
+        text(&o.stderr).contains("'csv' is not text or binary"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
 fn threads_auto_picks_from_a_table() {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("t.json");
@@ -268,6 +418,39 @@ fn bench_fargraph_writes_json_and_png() {
         serde_json::from_slice(&std::fs::read(dir.path().join("buffering.json")).unwrap()).unwrap();
     assert_eq!(v["graph"]["vertices"], 1024);
     assert_eq!(v["derived"]["by_algo"].as_array().unwrap().len(), 2);
+    // Medians of three interleaved runs, with min and max beside them.
+    for run in v["runs"].as_array().unwrap() {
+        let times: Vec<f64> = run["times_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap())
+            .collect();
+        assert_eq!(times.len(), 3);
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(run["time_s_median"].as_f64().unwrap(), sorted[1]);
+        assert_eq!(run["report"]["time_s"].as_f64().unwrap(), sorted[1]);
+        assert_eq!(run["time_s_min"].as_f64().unwrap(), sorted[0]);
+        assert_eq!(run["time_s_max"].as_f64().unwrap(), sorted[2]);
+    }
+    let row = &v["derived"]["by_algo"][0];
+    assert_eq!(row["with_buffering_range_s"].as_array().unwrap().len(), 2);
+    let o = locus(&[
+        "bench",
+        "fargraph",
+        "buffering",
+        "--scale",
+        "10",
+        "--repeat",
+        "2",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("at least three"),
+        "{}",
+        text(&o.stderr)
+    );
     let png = std::fs::read(dir.path().join("buffering.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
 }

@@ -17,8 +17,9 @@
 //!
 //! Each configuration runs [`Settings::repeat`] times (default 3), round-robin
 //! over the configurations so that interference from other processes on the
-//! machine spreads evenly; derived numbers use each configuration's fastest
-//! run, and the JSON keeps every time. Placement comes from one untimed
+//! machine spreads evenly; derived numbers use each configuration's median
+//! run (the lower middle one for an even count) and give its min-max range
+//! beside it (`*_range_s`), and the JSON keeps every time. Placement comes from one untimed
 //! profiling run per algorithm on the Oracle.
 
 mod plots;
@@ -66,6 +67,8 @@ impl Experiment {
     }
 }
 
+/// Fewest runs per configuration: a median needs at least three.
+pub const REPEAT_MIN: usize = 3;
 /// Most runs per configuration.
 pub const REPEAT_MAX: usize = 20;
 
@@ -76,7 +79,7 @@ pub struct Settings {
     pub preset: Preset,
     /// R-MAT scale of the graph.
     pub scale: u32,
-    /// Runs per configuration; the fastest is used.
+    /// Runs per configuration; the median is used, with min and max.
     pub repeat: usize,
     /// Engine threads (the `threads` experiment sets its own; this is also
     /// the core count `auto` picks for).
@@ -106,11 +109,11 @@ impl Settings {
 
     /// Rejects settings that cannot work, naming the flag.
     pub fn validate(&self) -> Result<()> {
-        if self.repeat == 0 || self.repeat > REPEAT_MAX {
+        if self.repeat < REPEAT_MIN || self.repeat > REPEAT_MAX {
             return Err(BenchError::setting(
                 "--repeat",
                 self.repeat,
-                format!("must be 1..={REPEAT_MAX}"),
+                format!("must be {REPEAT_MIN}..={REPEAT_MAX} (a median of at least three runs)"),
             ));
         }
         if !(1..=32).contains(&self.scale) {
@@ -138,7 +141,7 @@ pub struct Report {
     pub graph: GraphInfo,
     /// Runs of each configuration (round-robin, `repeat` each).
     pub repeat: usize,
-    /// Every configuration: its fastest run's report and all its times.
+    /// Every configuration: its median run's report and all its times.
     pub runs: Vec<Sample>,
     /// Numbers derived from the runs (normalised times, speedups).
     pub derived: serde_json::Value,
@@ -163,13 +166,37 @@ pub struct GraphInfo {
     pub seed: u64,
 }
 
-/// A measured configuration: the report of its fastest run and every run's time.
+/// A measured configuration: the report of its median run and every run's time.
 #[derive(Debug, Serialize, Clone)]
 pub struct Sample {
-    /// The fastest run.
+    /// The median run (the lower middle one for an even count).
     pub report: RunReport,
+    /// The median time (the median run's).
+    pub time_s_median: f64,
+    /// The fastest run's time.
+    pub time_s_min: f64,
+    /// The slowest run's time.
+    pub time_s_max: f64,
     /// Every run's time, in the order run.
     pub times_s: Vec<f64>,
+}
+
+/// Index of the median of `times` (the lower middle one for an even
+/// count, so it is always a run that happened). `times` is not empty.
+pub fn median_index(times: &[f64]) -> usize {
+    assert!(!times.is_empty(), "a configuration ran at least once");
+    let mut idx: Vec<usize> = (0..times.len()).collect();
+    idx.sort_by(|&a, &b| times[a].total_cmp(&times[b]));
+    idx[(times.len() - 1) / 2]
+}
+
+/// `[min, max]` of `times`.
+fn range(times: &[f64]) -> [f64; 2] {
+    times
+        .iter()
+        .fold([f64::INFINITY, f64::NEG_INFINITY], |[lo, hi], &t| {
+            [lo.min(t), hi.max(t)]
+        })
 }
 
 impl Report {
@@ -230,10 +257,11 @@ impl Bench<'_, '_> {
 
     /// Runs every config `self.repeat` times, round-robin (so interference
     /// from other processes spreads evenly), each on a fresh in-process
-    /// fabric; returns per config the report of its fastest run, whose time
-    /// the derived numbers use. Every time is kept in `times`.
-    fn measure_all(&mut self, cfgs: &[RunConfig]) -> Result<Vec<RunReport>> {
-        let mut best: Vec<Option<RunReport>> = vec![None; cfgs.len()];
+    /// fabric; returns per config the report of its median run, whose time
+    /// the derived numbers use, and the `[min, max]` of its times. Every
+    /// time is kept in the JSON's `runs`.
+    fn measure_all(&mut self, cfgs: &[RunConfig]) -> Result<(Vec<RunReport>, Vec<[f64; 2]>)> {
+        let mut all: Vec<Vec<RunReport>> = vec![Vec::new(); cfgs.len()];
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); cfgs.len()];
         for round in 0..self.repeat {
             for (k, cfg) in cfgs.iter().enumerate() {
@@ -253,20 +281,27 @@ impl Bench<'_, '_> {
                     r.digest
                 ));
                 times[k].push(r.time_s);
-                if best[k].as_ref().is_none_or(|b| r.time_s < b.time_s) {
-                    best[k] = Some(r);
-                }
+                all[k].push(r);
             }
         }
         // `repeat >= 1` is validated, so every configuration ran.
-        let best: Vec<RunReport> = best.into_iter().map(|b| b.expect("repeat >= 1")).collect();
-        for (r, t) in best.iter().zip(times) {
+        let mut medians = Vec::with_capacity(cfgs.len());
+        let mut ranges = Vec::with_capacity(cfgs.len());
+        for (mut reports, t) in all.into_iter().zip(times) {
+            let m = median_index(&t);
+            let [lo, hi] = range(&t);
+            let report = reports.swap_remove(m);
             self.runs.push(Sample {
-                report: r.clone(),
+                report: report.clone(),
+                time_s_median: report.time_s,
+                time_s_min: lo,
+                time_s_max: hi,
                 times_s: t,
             });
+            medians.push(report);
+            ranges.push([lo, hi]);
         }
-        Ok(best)
+        Ok((medians, ranges))
     }
 }
 
@@ -354,19 +389,36 @@ fn overall(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
             cfgs.push(b.config(algo, backend, ratio));
         }
     }
-    let reports = b.measure_all(&cfgs)?;
+    let (reports, ranges) = b.measure_all(&cfgs)?;
     let mut rows = Vec::new();
-    for (algo, runs) in Algo::ALL.iter().zip(reports.chunks(Backend::ALL.len())) {
+    let n = Backend::ALL.len();
+    for ((algo, runs), rg) in Algo::ALL
+        .iter()
+        .zip(reports.chunks(n))
+        .zip(ranges.chunks(n))
+    {
         let t = |k: Backend| {
             runs.iter()
                 .find(|r| r.backend == k)
                 .map_or(f64::NAN, |r| r.time_s)
         };
+        let range_s: serde_json::Map<String, serde_json::Value> = runs
+            .iter()
+            .zip(rg)
+            .map(|(r, x)| (r.backend.name().to_string(), serde_json::json!(x)))
+            .collect();
         let oracle = t(Backend::Local);
         let same = runs.windows(2).all(|w| w[0].digest == w[1].digest);
         rows.push(serde_json::json!({
             "algo": algo.name(),
             "oracle_s": oracle,
+            "median_s": {
+                "local": oracle,
+                "disk": t(Backend::Disk),
+                "far": t(Backend::Far),
+                "paged": t(Backend::Paged),
+            },
+            "range_s": range_s,
             "normalised_to_oracle": {
                 "local": 1.0,
                 "disk": t(Backend::Disk) / oracle,
@@ -393,15 +445,18 @@ fn ratio(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
             ]
         })
         .collect();
-    let reports = b.measure_all(&cfgs)?;
+    let (reports, ranges) = b.measure_all(&cfgs)?;
     let rows: Vec<_> = RATIOS
         .iter()
         .zip(reports.chunks(2))
-        .map(|(r, pair)| {
+        .zip(ranges.chunks(2))
+        .map(|((r, pair), rg)| {
             let (far, paged) = (&pair[0], &pair[1]);
             serde_json::json!({
                 "far_ratio": r,
                 "far_s": far.time_s,
+                "far_range_s": rg[0],
+                "paged_range_s": rg[1],
                 "far_ratio_achieved": far.far_ratio_achieved,
                 "paged_s": paged.time_s,
                 "paged_far_ratio_achieved": paged.far_ratio_achieved,
@@ -425,17 +480,19 @@ fn chunk(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
             cfgs.push(cfg);
         }
     }
-    let reports = b.measure_all(&cfgs)?;
+    let (reports, ranges) = b.measure_all(&cfgs)?;
     let out: Vec<_> = algos
         .iter()
         .zip(reports.chunks(CHUNKS.len()))
-        .map(|(algo, runs)| {
+        .zip(ranges.chunks(CHUNKS.len()))
+        .map(|((algo, runs), rg)| {
             let base = runs[0].time_s;
             serde_json::json!({
                 "algo": algo.name(),
-                "by_chunk": runs.iter().map(|r| serde_json::json!({
+                "by_chunk": runs.iter().zip(rg).map(|(r, x)| serde_json::json!({
                     "chunk_bytes": r.chunk_bytes,
                     "time_s": r.time_s,
+                    "range_s": x,
                     "normalised_to_4k": r.time_s / base,
                     "fetch_ops": r.fetch_ops,
                     "buffer_bytes_peak": r.buffer_bytes_peak,
@@ -456,16 +513,19 @@ fn buffering(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
             cfgs.push(cfg);
         }
     }
-    let reports = b.measure_all(&cfgs)?;
+    let (reports, ranges) = b.measure_all(&cfgs)?;
     let out: Vec<_> = algos
         .iter()
         .zip(reports.chunks(2))
-        .map(|(algo, pair)| {
+        .zip(ranges.chunks(2))
+        .map(|((algo, pair), rg)| {
             let (off, on) = (&pair[0], &pair[1]);
             serde_json::json!({
                 "algo": algo.name(),
                 "without_buffering_s": off.time_s,
+                "without_buffering_range_s": rg[0],
                 "with_buffering_s": on.time_s,
+                "with_buffering_range_s": rg[1],
                 "reduction_s": off.time_s - on.time_s,
                 "reduction_relative": (off.time_s - on.time_s) / off.time_s,
                 "buffer_bytes_peak": on.buffer_bytes_peak,
@@ -489,21 +549,42 @@ fn threads(b: &mut Bench<'_, '_>, table: &Table, cores: usize) -> Result<serde_j
             cfgs.push(cfg);
         }
     }
-    let reports = b.measure_all(&cfgs)?;
+    let (reports, ranges) = b.measure_all(&cfgs)?;
     let out: Vec<_> = Algo::ALL
         .iter()
         .zip(reports.chunks(3))
+        .zip(ranges.chunks(3))
         .zip(autos)
-        .map(|((algo, r), auto)| {
+        .map(|(((algo, r), rg), auto)| {
             serde_json::json!({
                 "algo": algo.name(),
                 "one_thread_s": r[0].time_s,
+                "one_thread_range_s": rg[0],
                 "two_threads_s": r[1].time_s,
+                "two_threads_range_s": rg[1],
                 "auto_threads": auto,
                 "auto_s": r[2].time_s,
+                "auto_range_s": rg[2],
                 "speedup_two_over_one": r[0].time_s / r[1].time_s,
             })
         })
         .collect();
     Ok(serde_json::json!({ "far_ratio": OVERALL_RATIO, "by_algo": out }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_is_a_run_that_happened() {
+        assert_eq!(median_index(&[3.0, 1.0, 2.0]), 2);
+        assert_eq!(median_index(&[5.0]), 0);
+        // Even count: the lower middle.
+        assert_eq!(median_index(&[4.0, 1.0, 3.0, 2.0]), 3);
+        // Not the fastest: one lucky run does not decide.
+        let t = [9.0, 1.0, 8.5, 9.5, 8.0];
+        assert_eq!(t[median_index(&t)], 8.5);
+        assert_eq!(range(&t), [1.0, 9.5]);
+    }
 }

@@ -1,0 +1,256 @@
+//! A run's graph, loaded within a memory limit (issue 12, requirement 6).
+//!
+//! The edge list is read first (its size is the file's), then the run's
+//! peak memory is estimated from the vertex count ([`crate::memory`]) and
+//! the run refused, naming the file and line of the largest id, before any
+//! array of one entry per vertex exists. With `compact_ids` the ids the
+//! edges name are renumbered `0..n` in increasing order (an [`IdMap`]), so
+//! a graph of two vertices with ids 0 and 4294967293 is a graph of two.
+//!
+//! The renumbering is monotone, so results map back exactly: BFS depths
+//! and Radii estimates are per vertex, a WCC label (the smallest id of the
+//! component) maps to the smallest *original* id of it. Vertices no edge
+//! names drop out: they would be isolated, but PageRank gives every vertex a
+//! share, so compacted PageRank is that of the graph on the vertices present,
+//! and Radii samples among those vertices.
+
+use std::path::Path;
+
+use locus_graph::{Edge, Format, LoadOptions, Rmat};
+
+use crate::algo::Algo;
+use crate::error::Result;
+use crate::grid::{GraphInput, Grid};
+use crate::memory::{human_bytes, Estimate};
+
+/// What a load may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadLimits {
+    /// Refuse a run whose estimate exceeds this (`--memory-max`).
+    pub memory_bytes_max: u64,
+    /// Renumber ids to the vertices present (`--compact-ids`).
+    pub compact_ids: bool,
+}
+
+/// The original id of every compacted vertex, in increasing order:
+/// compacted vertex `v` is `original[v]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdMap {
+    original: Vec<u32>,
+}
+
+impl IdMap {
+    /// Renumbers `edges` in place to `0..n` over the ids they name, keeping
+    /// the order of ids; returns the map back. Holds one sorted copy of the
+    /// ids meanwhile (8 bytes per edge).
+    pub fn compact(edges: &mut [Edge]) -> IdMap {
+        let mut ids: Vec<u32> = Vec::with_capacity(edges.len() * 2);
+        for &(s, d) in edges.iter() {
+            ids.push(s);
+            ids.push(d);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids.shrink_to_fit();
+        let pos = |x: u32| -> u32 {
+            // Every endpoint is in `ids` by construction.
+            ids.binary_search(&x)
+                .expect("an endpoint's id was collected") as u32
+        };
+        for e in edges.iter_mut() {
+            *e = (pos(e.0), pos(e.1));
+        }
+        IdMap { original: ids }
+    }
+
+    /// Vertices after compaction.
+    pub fn len(&self) -> u64 {
+        self.original.len() as u64
+    }
+
+    /// Whether no vertex is present.
+    pub fn is_empty(&self) -> bool {
+        self.original.is_empty()
+    }
+
+    /// The original id of compacted vertex `v`.
+    pub fn original(&self, v: u32) -> u32 {
+        self.original[v as usize]
+    }
+
+    /// Every original id, by compacted id.
+    pub fn originals(&self) -> &[u32] {
+        &self.original
+    }
+
+    /// The compacted id of original id `id`, if an edge names it.
+    pub fn compacted(&self, id: u32) -> Option<u32> {
+        self.original.binary_search(&id).ok().map(|v| v as u32)
+    }
+}
+
+/// A grid ready to run, with its id map (when compacted) and the estimate
+/// it was admitted under.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The grid.
+    pub grid: Grid,
+    /// Compacted ids back to the input's (None: ids are the input's).
+    pub ids: Option<IdMap>,
+    /// The memory estimate checked against the limit.
+    pub estimate: Estimate,
+}
+
+/// Loads `path` (errors name the file and line or byte offset), checks the
+/// run of `algo` on it against `limits`, compacts ids if asked, and builds
+/// the grid. A refusal names the line of the largest id.
+pub fn load_graph(
+    path: &Path,
+    format: Option<Format>,
+    opts: &LoadOptions,
+    partitions: Option<u32>,
+    algo: Algo,
+    limits: LoadLimits,
+) -> Result<Loaded> {
+    let list = locus_graph::input::load(path, format, opts)?;
+    let cause = || match opts.vertex_count {
+        Some(n) => format!("the vertex count {n} given for '{}'", path.display()),
+        None => largest_id_cause(path, format, opts),
+    };
+    admit(
+        list.vertex_count,
+        list.edges,
+        partitions,
+        algo,
+        limits,
+        cause,
+    )
+}
+
+/// Checks the run of `algo` on R-MAT `rmat` against `limits` before
+/// generating it, then generates (and compacts, if asked) and builds it.
+pub fn rmat_graph(
+    rmat: &Rmat,
+    partitions: Option<u32>,
+    algo: Algo,
+    limits: LoadLimits,
+) -> Result<Loaded> {
+    let cause = || format!("R-MAT with {} vertices", rmat.vertex_count());
+    // The compacted count is not known before generating: check the full one.
+    let est = Estimate::new(algo, rmat.vertex_count(), rmat.edge_count(), false);
+    est.check(
+        algo,
+        limits.memory_bytes_max,
+        &cause(),
+        "use a smaller scale or raise --memory-max",
+    )?;
+    let mut edges = Vec::with_capacity(rmat.edge_count() as usize);
+    rmat.try_for_each_chunk_in_order(locus_graph::default_threads(), |_, chunk| {
+        edges.extend_from_slice(chunk);
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .unwrap_or_else(|e| match e {});
+    admit(rmat.vertex_count(), edges, partitions, algo, limits, cause)
+}
+
+fn admit(
+    vertex_count: u64,
+    mut edges: Vec<Edge>,
+    partitions: Option<u32>,
+    algo: Algo,
+    limits: LoadLimits,
+    cause: impl FnOnce() -> String,
+) -> Result<Loaded> {
+    let e = edges.len() as u64;
+    let (vertices, ids, estimate) = if limits.compact_ids {
+        // Compaction holds one more copy of the ids; check that much first
+        // against the most vertices the edges can name.
+        Estimate::new(algo, (2 * e).min(vertex_count), e, true).check(
+            algo,
+            limits.memory_bytes_max,
+            &format!("compacting {e} edges"),
+            "raise --memory-max",
+        )?;
+        let ids = IdMap::compact(&mut edges);
+        let est = Estimate::new(algo, ids.len(), e, true);
+        est.check(
+            algo,
+            limits.memory_bytes_max,
+            &format!("{} vertices present after compaction", ids.len()),
+            "raise --memory-max",
+        )?;
+        (ids.len(), Some(ids), est)
+    } else {
+        let est = Estimate::new(algo, vertex_count, e, false);
+        if est.total_bytes > limits.memory_bytes_max {
+            est.check(
+                algo,
+                limits.memory_bytes_max,
+                &cause(),
+                "give --compact-ids to number only the vertices the edges name, \
+                 or raise --memory-max",
+            )?;
+        }
+        (vertex_count, None, est)
+    };
+    let grid = Grid::build(
+        GraphInput::Edges {
+            vertex_count: vertices,
+            edges: &edges,
+        },
+        partitions,
+    )?;
+    Ok(Loaded {
+        grid,
+        ids,
+        estimate,
+    })
+}
+
+/// "'PATH' line N names vertex ID, so vertices are numbered 0..=ID": a
+/// second pass over the file, only on the way to an error.
+fn largest_id_cause(path: &Path, format: Option<Format>, opts: &LoadOptions) -> String {
+    let mut max = 0u32;
+    let mut at = None;
+    let visited = locus_graph::input::visit(path, format, opts, |(s, d), pos| {
+        let m = s.max(d);
+        if at.is_none() || m > max {
+            max = m;
+            at = Some(pos);
+        }
+        Ok::<(), std::convert::Infallible>(())
+    });
+    match (visited, at) {
+        (Ok(_), Some(pos)) => format!(
+            "'{}' {pos} names vertex {max}, so vertices are numbered 0..={max}",
+            path.display()
+        ),
+        _ => format!("'{}' names vertices up to {max}", path.display()),
+    }
+}
+
+/// A one-line description of an estimate, for reports.
+pub fn describe(e: &Estimate) -> String {
+    format!(
+        "about {} ({} vertex data, {} edges)",
+        human_bytes(e.total_bytes),
+        human_bytes(e.vertex_bytes),
+        human_bytes(e.edge_bytes)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compaction_keeps_the_order_of_ids() {
+        let mut edges = vec![(7, 4_294_967_293), (0, 7), (4_294_967_293, 0)];
+        let ids = IdMap::compact(&mut edges);
+        assert_eq!(ids.originals(), &[0, 7, 4_294_967_293]);
+        assert_eq!(edges, vec![(1, 2), (0, 1), (2, 0)]);
+        assert_eq!(ids.compacted(7), Some(1));
+        assert_eq!(ids.compacted(8), None);
+        assert_eq!(ids.original(2), 4_294_967_293);
+    }
+}
