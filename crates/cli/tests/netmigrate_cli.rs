@@ -74,6 +74,9 @@ fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
             "migration_ms",
             "failed_ops",
             "lost_ops",
+            "violations",
+            "history_keys_sampled",
+            "history_ops_checked",
             "client_extra_pct",
             "server_extra_pct",
         ] {
@@ -81,6 +84,8 @@ fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
         }
         assert_eq!(r["outcome"], "done", "{exp}: {r}");
         assert_eq!(r["lost_ops"], 0, "{exp}: {r}");
+        assert_eq!(r["violations"], 0, "{exp}: {r}");
+        assert_eq!(r["history_keys_unchecked"], 0, "{exp}: {r}");
     }
     j
 }

@@ -1,7 +1,8 @@
 //! The measurement driver behind `locus bench netmigrate` (NetMigrate 6.1's metrics): a
 //! closed-loop client load against a source/destination pair while one protocol migrates the
 //! source's shard. It reports a throughput/latency timeline, average throughput, migration time,
-//! the source's pause, failed and lost operations, and the extra bytes on the client side
+//! the source's pause, failed and lost operations, per-key linearizability violations of what the
+//! clients saw ([`crate::history`]), and the extra bytes on the client side
 //! (double-read copies and their replies) and the server side (late and dirty re-sends,
 //! PriorityPulls, mirrored writes) beside the first-copy migration bytes.
 
@@ -14,6 +15,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::group::Geometry;
+use crate::history::{self, value_id, value_of, Event, HistoryConfig, HistoryReport, Recorder};
 use crate::router::{RouterConfig, RouterStats};
 use crate::runtime::{Cluster, ClusterConfig, CpuBudget, HistoryClock};
 use crate::server::ServerConfig;
@@ -73,6 +75,8 @@ pub struct MeasureConfig {
     pub op_timeout_ms: u64,
     /// Seeds the clients' random choices.
     pub seed: u64,
+    /// Which keys' histories are recorded and checked, and the memory bound.
+    pub history: HistoryConfig,
 }
 
 impl MeasureConfig {
@@ -99,6 +103,7 @@ impl MeasureConfig {
             migration_timeout_ms: 60_000,
             op_timeout_ms: 5_000,
             seed: 1,
+            history: HistoryConfig::default(),
         }
     }
 }
@@ -143,6 +148,10 @@ pub struct MeasureReport {
     pub failed_ops: u64,
     /// Keys whose final value is older than an acknowledged write (must be 0).
     pub lost_writes: u64,
+    /// Sampled keys whose client history is not linearizable (must be 0); see `history`.
+    pub violations: u64,
+    /// The linearizability check: sample size, keys and operations checked, undecided keys.
+    pub history: HistoryReport,
     /// Client bytes (queries and replies).
     pub client_bytes: u64,
     /// Extra client-side bytes (double-read copies and second replies).
@@ -161,6 +170,7 @@ struct ClientLog {
     done: Vec<(u32, u32)>,
     failed: u64,
     writes: Vec<u64>,
+    events: Vec<Event>,
     last_acked_invoke: HashMap<Key, u64>,
     bytes: u64,
     extra_bytes: u64,
@@ -168,13 +178,6 @@ struct ClientLog {
 
 /// Keys per load command.
 const LOAD_BATCH_KEYS: u64 = 2_000;
-
-fn value_of(writer: u16, counter: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    v[..2].copy_from_slice(&(writer + 1).to_le_bytes());
-    v[2..10].copy_from_slice(&counter.to_le_bytes());
-    v
-}
 
 fn percentile(sorted: &[u32], p: f64) -> u64 {
     if sorted.is_empty() {
@@ -246,10 +249,11 @@ pub fn measure_on(
     let stop = Arc::new(AtomicBool::new(false));
     let clock = Arc::new(HistoryClock::default());
     let t0 = Instant::now();
+    let recorder = Arc::new(Recorder::new(&cfg.history, cfg.keys, cfg.seed, t0));
     let mut handles = Vec::new();
     for c in 0..cfg.clients {
         let mut client = cluster.client()?;
-        let (stopping, clock) = (stop.clone(), clock.clone());
+        let (stopping, clock, recorder) = (stop.clone(), clock.clone(), recorder.clone());
         let (len, seed, keys) = (cfg.value_bytes, cfg.seed, cfg.keys);
         let client_seed = seed.wrapping_mul(1000) + c as u64;
         let mut next_op = choose(c, client_seed);
@@ -260,6 +264,7 @@ pub fn measure_on(
                 done: Vec::new(),
                 failed: 0,
                 writes: Vec::new(),
+                events: Vec::new(),
                 last_acked_invoke: HashMap::new(),
                 bytes: 0,
                 extra_bytes: 0,
@@ -270,17 +275,29 @@ pub fn measure_on(
                 let start = Instant::now();
                 let ok = if write {
                     let counter = log.writes.len() as u64 + 1;
+                    let value = value_of(c, counter, len);
                     let invoke = clock.tick();
-                    let r = client.set(1, key, value_of(c, counter, len));
+                    let r = client.set(1, key, value.clone());
                     let response = clock.tick();
                     log.writes.push(if r.is_ok() { response } else { u64::MAX });
                     if r.is_ok() {
                         let e = log.last_acked_invoke.entry(key).or_insert(0);
                         *e = (*e).max(invoke);
                     }
+                    let acked = r.is_ok().then_some(response);
+                    let ev = Event::write(key, invoke, acked, &value);
+                    recorder.record(&mut log.events, ev, &clock);
                     r.is_ok()
                 } else {
-                    client.get(1, key).is_ok()
+                    let invoke = clock.tick();
+                    let r = client.get(1, key);
+                    let response = clock.tick();
+                    if let Ok(v) = &r {
+                        // A failed read says nothing and is left out.
+                        let ev = Event::read(key, invoke, response, v.as_deref());
+                        recorder.record(&mut log.events, ev, &clock);
+                    }
+                    r.is_ok()
                 };
                 if ok {
                     let at_ms = t0.elapsed().as_millis() as u32;
@@ -312,7 +329,7 @@ pub fn measure_on(
     let migration_end_ms = t0.elapsed().as_millis() as u64;
     std::thread::sleep(Duration::from_millis(cfg.cooldown_ms));
     stop.store(true, Ordering::SeqCst);
-    let mut logs = Vec::new();
+    let mut logs: Vec<ClientLog> = Vec::new();
     for h in handles {
         let thread = h.thread().name().unwrap_or("kv-measure-client").to_string();
         logs.push(h.join().map_err(|_| Error::ThreadPanicked { thread })?);
@@ -348,6 +365,12 @@ pub fn measure_on(
             lost_writes += 1;
         }
     }
+
+    let events = logs
+        .iter_mut()
+        .map(|l| std::mem::take(&mut l.events))
+        .collect();
+    let history = history::check(events, &recorder, value_id(&initial));
 
     let mut done: Vec<(u32, u32)> = logs.iter().flat_map(|l| l.done.iter().copied()).collect();
     done.sort_unstable();
@@ -388,6 +411,8 @@ pub fn measure_on(
         ops: done.len() as u64,
         failed_ops: logs.iter().map(|l| l.failed).sum(),
         lost_writes,
+        violations: history.violations,
+        history,
         client_bytes: logs.iter().map(|l| l.bytes).sum(),
         client_extra_bytes: logs.iter().map(|l| l.extra_bytes).sum::<u64>()
             + router.double_read_bytes,

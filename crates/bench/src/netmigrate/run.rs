@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use locus_kvmigrate::history::HistoryConfig;
 use locus_kvmigrate::measure::{
     measure, Draw, IntervalStats, MeasureConfig, MeasureReport, OpChooser,
 };
@@ -65,6 +66,18 @@ pub struct Row {
     pub failed_ops: u64,
     /// Acknowledged writes lost, summed over every repeat.
     pub lost_ops: u64,
+    /// Keys whose client history was not linearizable, summed over every repeat.
+    pub violations: u64,
+    /// Keys in the checked sample (every key by default; see `history_stopped_ms`).
+    pub history_keys_sampled: u64,
+    /// Keys whose history was checked, and their operations (this run).
+    pub history_keys_checked: u64,
+    /// Operations in the checked histories (this run).
+    pub history_ops_checked: u64,
+    /// Keys the checker could not decide, summed over every repeat (never counted as a pass).
+    pub history_keys_unchecked: u64,
+    /// When recording stopped at its memory bound, ms into the run (this run), if it did.
+    pub history_stopped_ms: Option<u64>,
     /// Client-side extra bytes / all client-side bytes, percent.
     pub client_extra_pct: f64,
     /// Server-side extra bytes / all server-to-server bytes, percent.
@@ -162,6 +175,7 @@ pub(super) fn run_case(s: &RunSettings, c: &Case, keep_timeline: bool) -> Result
         migration_timeout_ms: s.migration_timeout_ms,
         op_timeout_ms: s.op_timeout_ms,
         seed: s.seed,
+        history: HistoryConfig::default(),
     };
     let t = Instant::now();
     let r = match &s.redis_server {
@@ -230,6 +244,12 @@ fn row(
         ops: r.ops,
         failed_ops: r.failed_ops,
         lost_ops: r.lost_writes,
+        violations: r.violations,
+        history_keys_sampled: r.history.keys_sampled,
+        history_keys_checked: r.history.keys_checked,
+        history_ops_checked: r.history.ops_checked,
+        history_keys_unchecked: r.history.keys_unchecked,
+        history_stopped_ms: r.history.recording_stopped_ms,
         client_extra_pct: 100.0 * r.client_extra_bytes as f64 / client_total.max(1) as f64,
         server_extra_pct: 100.0 * r.server_extra_bytes as f64 / server_total.max(1) as f64,
         client_bytes: client_total,
@@ -273,11 +293,17 @@ pub(super) fn run_all(
             );
             let r = run_case(s, c, keep_timeline)?;
             reporter.note(format_args!(
-                "{case}{:>9.0} ops/s migrating, p50 {:>6.0} us, migration {:>6} ms ({}), {:.1} s, {:.0} s total",
+                "{case}{:>9.0} ops/s migrating, p50 {:>6.0} us, migration {:>6} ms ({}), failed {} lost {} violations {} ({} keys, {} ops checked, {} undecided), {:.1} s, {:.0} s total",
                 r.avg_ops_per_s_migrating,
                 r.p50_us_migrating,
                 r.migration_ms,
                 r.outcome,
+                r.failed_ops,
+                r.lost_ops,
+                r.violations,
+                r.history_keys_checked,
+                r.history_ops_checked,
+                r.history_keys_unchecked,
                 r.wall_s,
                 t.elapsed().as_secs_f64()
             ));
@@ -288,12 +314,14 @@ pub(super) fn run_all(
 }
 
 /// The run with the median throughput during migration, carrying every run's figures. Failed
-/// and lost operations are summed over all runs, so none can hide in a discarded run.
+/// and lost operations, violations and undecided keys are summed over all runs, so none can hide in a discarded run.
 fn median_run(mut runs: Vec<Row>) -> Row {
     let ops: Vec<f64> = runs.iter().map(|r| r.avg_ops_per_s_migrating).collect();
     let times: Vec<u64> = runs.iter().map(|r| r.migration_ms).collect();
     let failed = runs.iter().map(|r| r.failed_ops).sum();
     let lost = runs.iter().map(|r| r.lost_ops).sum();
+    let violations = runs.iter().map(|r| r.violations).sum();
+    let unchecked = runs.iter().map(|r| r.history_keys_unchecked).sum();
     let worst = if runs.iter().all(|r| r.outcome == "done") {
         "done"
     } else {
@@ -308,6 +336,8 @@ fn median_run(mut runs: Vec<Row>) -> Row {
     m.repeat_migration_ms = times;
     m.failed_ops = failed;
     m.lost_ops = lost;
+    m.violations = violations;
+    m.history_keys_unchecked = unchecked;
     if worst != "done" {
         m.outcome = worst;
     }
