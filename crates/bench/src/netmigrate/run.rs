@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use locus_kvmigrate::history::HistoryConfig;
 use locus_kvmigrate::measure::{
-    measure, Draw, IntervalStats, MeasureConfig, MeasureReport, OpChooser,
+    measure, Draw, IntervalStats, MeasureConfig, MeasureReport, OpChooser, Outcome,
 };
 use locus_kvmigrate::router::RouterConfig;
 use locus_kvmigrate::runtime::CpuBudget;
-use locus_kvmigrate::{Geometry, MigrationPhase, ServerConfig};
+use locus_kvmigrate::{Geometry, ServerConfig};
 use locus_workloads::ycsb::{FastUniform, Op, Workload};
 use serde::Serialize;
 
@@ -178,11 +178,13 @@ pub(super) fn run_case(s: &RunSettings, c: &Case, keep_timeline: bool) -> Result
         history: HistoryConfig::default(),
     };
     let t = Instant::now();
+    let choose = chooser(s.records, c.write_ratio)?;
     let r = match &s.redis_server {
-        None => measure(&cfg, chooser(s.records, c.write_ratio)?),
-        Some(bin) => {
-            locus_kvmigrate::redis::measure_redis(&cfg, chooser(s.records, c.write_ratio)?, bin)
+        None => measure(&cfg, choose),
+        Some(bin) if c.redis_cluster => {
+            locus_kvmigrate::redis::measure_redis_cluster(&cfg, choose, bin)
         }
+        Some(bin) => locus_kvmigrate::redis::measure_redis(&cfg, choose, bin),
     }
     .map_err(in_case)?;
     Ok(row(
@@ -216,14 +218,18 @@ fn row(
         .collect();
     let client_total = r.client_bytes + r.router.double_read_bytes;
     let server_total = r.server_data_bytes + r.server_extra_bytes;
-    let outcome = match r.status.as_ref().map(|st| st.phase) {
-        Some(MigrationPhase::Done) => "done",
-        Some(_) => "aborted",
-        None => "timeout",
+    let outcome = match r.outcome {
+        Outcome::Done => "done",
+        Outcome::Aborted => "aborted",
+        Outcome::Timeout => "timeout",
     };
     Row {
         label: c.label.clone(),
-        protocol: c.protocol.name(),
+        protocol: if c.redis_cluster {
+            "redis-cluster"
+        } else {
+            c.protocol.name()
+        },
         mirror_writes: c.mirror_writes,
         write_ratio: c.write_ratio,
         source_budget_pct: c.source_budget_pct,

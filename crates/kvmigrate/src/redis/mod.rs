@@ -38,6 +38,7 @@
 //! case: the source's ack timeout aborts the migration and, with `mirror_writes`, the source
 //! already holds every acknowledged write.
 
+pub mod cluster;
 pub mod process;
 
 use std::path::Path;
@@ -53,6 +54,7 @@ use crate::table::ShardStore;
 use crate::transport::InProcess;
 use crate::wire::{Item, Key, NodeId, ShardId};
 
+pub use cluster::measure_redis_cluster;
 pub use process::RedisProcess;
 
 /// Bytes before the value: 16 hex digits of version and the tag.
