@@ -146,6 +146,18 @@ pub trait ShardStore: Send {
     fn version(&self, key: Key) -> u64;
     /// Writes unconditionally (the caller chose a version above the current one).
     fn put(&mut self, item: Item);
+    /// A client write: stores `value` (`None`: a tombstone) at version
+    /// `candidate.max(current + 1)` and returns that version. One step, so a remote store
+    /// reads the current version and writes in one round trip (issue 16: Redis at par).
+    fn put_next(&mut self, key: Key, candidate: u64, value: Option<Vec<u8>>) -> u64 {
+        let version = candidate.max(self.version(key) + 1);
+        self.put(Item {
+            key,
+            version,
+            value,
+        });
+        version
+    }
     /// Installs unless this or a newer version is already here; whether it changed anything.
     fn install_if_newer(&mut self, item: Item) -> bool;
     /// [`ShardStore::install_if_newer`] for a whole DATA batch (a remote store pipelines it).
