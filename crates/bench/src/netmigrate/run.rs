@@ -102,6 +102,10 @@ pub struct Row {
     pub repeat_ops_per_s_migrating: Vec<f64>,
     /// Every run's migration time.
     pub repeat_migration_ms: Vec<u64>,
+    /// Every run's mean p50 during migration.
+    pub repeat_p50_us_migrating: Vec<f64>,
+    /// Every run's mean p99 during migration.
+    pub repeat_p99_us_migrating: Vec<f64>,
     /// Migration start in the timeline (`overall`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migration_start_ms: Option<u64>,
@@ -268,6 +272,8 @@ fn row(
         wall_s,
         repeat_ops_per_s_migrating: Vec::new(),
         repeat_migration_ms: Vec::new(),
+        repeat_p50_us_migrating: Vec::new(),
+        repeat_p99_us_migrating: Vec::new(),
         migration_start_ms: keep_timeline.then_some(r.migration_start_ms),
         migration_end_ms: keep_timeline.then_some(r.migration_end_ms),
         timeline: keep_timeline.then(|| r.timeline.clone()),
@@ -324,6 +330,8 @@ pub(super) fn run_all(
 fn median_run(mut runs: Vec<Row>) -> Row {
     let ops: Vec<f64> = runs.iter().map(|r| r.avg_ops_per_s_migrating).collect();
     let times: Vec<u64> = runs.iter().map(|r| r.migration_ms).collect();
+    let p50s: Vec<f64> = runs.iter().map(|r| r.p50_us_migrating).collect();
+    let p99s: Vec<f64> = runs.iter().map(|r| r.p99_us_migrating).collect();
     let failed = runs.iter().map(|r| r.failed_ops).sum();
     let lost = runs.iter().map(|r| r.lost_ops).sum();
     let violations = runs.iter().map(|r| r.violations).sum();
@@ -340,6 +348,8 @@ fn median_run(mut runs: Vec<Row>) -> Row {
     let mut m = runs.swap_remove(runs.len() / 2);
     m.repeat_ops_per_s_migrating = ops;
     m.repeat_migration_ms = times;
+    m.repeat_p50_us_migrating = p50s;
+    m.repeat_p99_us_migrating = p99s;
     m.failed_ops = failed;
     m.lost_ops = lost;
     m.violations = violations;

@@ -5,7 +5,8 @@
 //! its bound even if this process dies), gives every slot to node 0 and joins the others with
 //! `CLUSTER MEET`. [`ClusterClient`] is a cluster-aware client over [`crate::resp::Client`]: it
 //! sends each key to its slot's owner, follows `MOVED` (updating its slot map) and `ASK` (one
-//! `ASKING` before the command, map unchanged), and retries `TRYAGAIN` a bounded number of times.
+//! `ASKING` before the command, map unchanged), and retries `TRYAGAIN` and `CLUSTERDOWN` for at
+//! most its I/O timeout.
 //! [`measure_redis_cluster`] runs [`crate::measure::drive`], the agents' driver, with the same
 //! load and the same keys, while `redis-cli --cluster reshard` moves every slot (so every key)
 //! from node 0 to node 1: per slot `CLUSTER SETSLOT .. IMPORTING` / `MIGRATING`,
@@ -35,8 +36,9 @@ use crate::wire::Key;
 pub const SLOTS: usize = 16384;
 /// Redirects followed for one command before it fails (a slot moves at most a few times).
 pub const REDIRECTS_MAX: u32 = 16;
-/// `TRYAGAIN` answers retried for one command, 1 ms apart.
-pub const TRYAGAIN_MAX: u32 = 1000;
+/// Pause between retries of a command answered `TRYAGAIN` or `CLUSTERDOWN` (retried until the
+/// client's `io_timeout_ms` has passed since the command started, as cluster clients do).
+pub const RETRY_PAUSE_MS: u64 = 1;
 /// Bound on the nodes agreeing on the cluster's configuration after start.
 pub const CONVERGE_MS_MAX: u64 = 30_000;
 /// Keys per `MIGRATE` of `redis-cli --cluster reshard` (`--cluster-pipeline`).
@@ -387,6 +389,8 @@ pub struct ClusterClient {
     pub moved: u64,
     /// `ASK` answers followed.
     pub asked: u64,
+    /// Commands sent again after `TRYAGAIN` or `CLUSTERDOWN`.
+    pub retried: u64,
     /// Bytes of commands sent and replies received (payloads and RESP framing, estimated from
     /// the encoded commands and the reply values).
     pub bytes: u64,
@@ -413,6 +417,7 @@ impl ClusterClient {
             config,
             moved: 0,
             asked: 0,
+            retried: 0,
             bytes: 0,
         };
         let mut last = None;
@@ -478,7 +483,8 @@ impl ClusterClient {
     pub fn call(&mut self, key: &[u8], cmd: &Command) -> Result<Reply> {
         let slot = key_slot(key);
         let mut ask: Option<u16> = None;
-        let (mut redirects, mut retries) = (0, 0);
+        let mut redirects = 0;
+        let retry_until = Instant::now() + Duration::from_millis(self.config.io_timeout_ms);
         loop {
             let node = ask.unwrap_or(self.slots[slot]);
             let cmds = match ask {
@@ -524,10 +530,12 @@ impl ClusterClient {
                         ask = Some(to);
                     }
                 }
-                Some("TRYAGAIN") if retries < TRYAGAIN_MAX => {
-                    retries += 1;
+                // A multi-key command during a slot move, or a node whose view of the
+                // cluster is briefly "fail" (a slow gossip round on a loaded machine).
+                Some("TRYAGAIN" | "CLUSTERDOWN") if Instant::now() < retry_until => {
+                    self.retried += 1;
                     ask = None;
-                    std::thread::sleep(Duration::from_millis(1));
+                    std::thread::sleep(Duration::from_millis(RETRY_PAUSE_MS));
                 }
                 _ => return Err(RespError::Server(msg.clone()).into()),
             }
