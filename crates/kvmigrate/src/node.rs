@@ -14,8 +14,8 @@
 //!     one inbox item, waiting SERVER_INBOX_WAIT_IDLE when there is no migration work
 //!     (at most until the budget's interval ends while queries wait for it):
 //!          packet   -> offered to the `Inbox`: handled now (Server::handle, send its output;
-//!                      a query's time is charged to the budget) or kept in order; a DATA
-//!                      batch is held back so that queries behind it go first (`handle`)
+//!                      a query's time is charged to the budget) or kept in order; over
+//!                      Redis a DATA batch is held back so that queries behind it go first
 //!          nothing  -> a held-back DATA batch is installed
 //!          foreign  -> hooks.foreign (management datagrams); unclaimed ones are counted
 //!   Server::tick                migration work (group copies, batches, timeouts); send it
@@ -246,8 +246,9 @@ impl<S: ShardStore> ServerNode<S> {
 
     /// Handles one packet the inbox let through; a query's handling time is charged.
     ///
-    /// A destination serves queries ahead of installs (issue 16: over Redis an install is a
-    /// pipeline of scripts that queries would wait behind): a DATA batch is held back while
+    /// A destination whose store says `QUERIES_AHEAD_OF_INSTALLS` (Redis) serves queries ahead
+    /// of installs (issue 16: there an install is a pipeline of scripts that queries would wait
+    /// behind; in memory it costs less than the delay): a DATA batch is held back while
     /// queries arrive, and installed when nothing else waits, after [`QUERIES_AHEAD_MAX`]
     /// queries, or when [`DEFERRED_DATA_MAX`] batches wait. Only queries overtake it; any other
     /// packet first installs every held-back batch, so control order is the sender's. Safe
@@ -256,7 +257,7 @@ impl<S: ShardStore> ServerNode<S> {
     /// group sees the key absent and pulls it (or is a double read), and a write's version
     /// beats any copy (K4).
     fn handle(&mut self, p: Packet) -> Result<Step> {
-        if matches!(p.body, Body::Data { .. }) {
+        if S::QUERIES_AHEAD_OF_INSTALLS && matches!(p.body, Body::Data { .. }) {
             if self.deferred.len() >= DEFERRED_DATA_MAX {
                 self.install_deferred()?;
             }
@@ -535,10 +536,42 @@ mod tests {
     /// before installing the batch, installs it once nothing else waits, and lets no other
     /// packet overtake it. Without the priority, the batch installs first and the read is
     /// answered from it without a pull.
+    /// An in-memory store that asks for queries ahead of installs, as Redis does.
+    struct Remote(Table);
+
+    impl ShardStore for Remote {
+        const QUERIES_AHEAD_OF_INSTALLS: bool = true;
+        fn geometry(&self) -> Geometry {
+            self.0.geometry()
+        }
+        fn live(&self) -> usize {
+            self.0.live()
+        }
+        fn get(&self, key: Key) -> Option<Item> {
+            self.0.get(key)
+        }
+        fn version(&self, key: Key) -> u64 {
+            self.0.version(key)
+        }
+        fn put(&mut self, item: Item) {
+            self.0.put(item)
+        }
+        fn install_if_newer(&mut self, item: Item) -> bool {
+            self.0.install_if_newer(item)
+        }
+        fn scan_group(&self, group: u32) -> Vec<Item> {
+            self.0.scan_group(group)
+        }
+        fn clear(&mut self) {
+            self.0.clear()
+        }
+    }
+
     #[test]
     fn a_destination_serves_queries_ahead_of_installs() {
         let t: SharedTransport = Arc::new(InProcess::new(4));
-        let server = Server::new(ServerConfig::new(2, 0, geometry())).unwrap();
+        let make: crate::server::StoreFactory<Remote> = Box::new(|_, g| Remote(Table::new(g)));
+        let server = Server::with_store(ServerConfig::new(2, 0, geometry()), make).unwrap();
         let mut dst =
             ServerNode::new(server, t.clone(), CpuBudget::default(), Instant::now()).unwrap();
         let from_source = |seq, body| Packet {

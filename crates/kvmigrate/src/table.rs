@@ -170,6 +170,11 @@ pub trait ShardStore: Send {
     fn scan_group(&self, group: u32) -> Vec<Item>;
     /// Drops everything (the source's clean-up after termination).
     fn clear(&mut self);
+    /// Whether an install blocks the node long enough (a remote store's round trips) that a
+    /// destination should serve the queries behind a DATA batch first (`crate::node`). An
+    /// in-memory install is cheaper than the reordering, so the default is no.
+    const QUERIES_AHEAD_OF_INSTALLS: bool = false;
+
     /// `Err` once the store has failed; every answer since then is a placeholder.
     fn health(&self) -> std::result::Result<(), String> {
         Ok(())

@@ -395,6 +395,9 @@ impl RedisShard {
 }
 
 impl ShardStore for RedisShard {
+    /// An install is a pipeline of scripts over RESP: queries go first.
+    const QUERIES_AHEAD_OF_INSTALLS: bool = true;
+
     fn geometry(&self) -> Geometry {
         self.geometry
     }
