@@ -138,7 +138,7 @@ pub fn run(a: NetmigrateArgs) -> CliResult {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<24} {:>6} {:>7} {:>12} {:>9} {:>9} {:>10} {:>7} {:>6} {:>8} {:>8}",
+        "{:<24} {:>6} {:>7} {:>12} {:>9} {:>9} {:>10} {:>7} {:>6} {:>6} {:>8} {:>8}",
         "configuration",
         "writes",
         "budget",
@@ -148,12 +148,13 @@ fn print_table(rows: &[Row]) {
         "migr(ms)",
         "failed",
         "lost",
+        "viol",
         "C-extra%",
         "S-extra%"
     );
     for r in rows {
         println!(
-            "{:<24} {:>5.0}% {:>6}% {:>12.0} {:>9.0} {:>9.0} {:>10} {:>7} {:>6} {:>8.4} {:>8.4}",
+            "{:<24} {:>5.0}% {:>6}% {:>12.0} {:>9.0} {:>9.0} {:>10} {:>7} {:>6} {:>6} {:>8.4} {:>8.4}",
             r.label,
             r.write_ratio * 100.0,
             r.source_budget_pct,
@@ -163,6 +164,7 @@ fn print_table(rows: &[Row]) {
             r.migration_ms,
             r.failed_ops,
             r.lost_ops,
+            r.violations,
             r.client_extra_pct,
             r.server_extra_pct
         );

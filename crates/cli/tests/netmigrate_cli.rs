@@ -74,6 +74,9 @@ fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
             "migration_ms",
             "failed_ops",
             "lost_ops",
+            "violations",
+            "history_keys_sampled",
+            "history_ops_checked",
             "client_extra_pct",
             "server_extra_pct",
         ] {
@@ -81,6 +84,8 @@ fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
         }
         assert_eq!(r["outcome"], "done", "{exp}: {r}");
         assert_eq!(r["lost_ops"], 0, "{exp}: {r}");
+        assert_eq!(r["violations"], 0, "{exp}: {r}");
+        assert_eq!(r["history_keys_unchecked"], 0, "{exp}: {r}");
     }
     j
 }
@@ -470,7 +475,8 @@ fn router_and_servers_run_as_processes_and_migrate() {
 }
 
 /// The same experiment over two private redis-server processes (issue 5: the targets hold on
-/// both backends): every protocol migrates with no failed or lost operation.
+/// both backends): every protocol migrates with no failed or lost operation and no violation,
+/// and Redis Cluster's own resharding adds its row.
 #[test]
 fn overall_runs_over_redis_with_no_failed_or_lost_operations() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -505,9 +511,18 @@ fn overall_runs_over_redis_with_no_failed_or_lost_operations() {
     let rows = j["rows"].as_array().expect("rows");
     assert!(rows.len() >= 5, "{rows:?}");
     for r in rows {
+        assert_eq!(r["outcome"], "done", "{r}");
         assert_eq!(r["failed_ops"], 0, "{r}");
         assert_eq!(r["lost_ops"], 0, "{r}");
+        assert_eq!(r["violations"], 0, "{r}");
     }
+    // Redis Cluster's own resharding is one more row (issue 16).
+    let cluster: Vec<_> = rows
+        .iter()
+        .filter(|r| r["protocol"] == "redis-cluster")
+        .collect();
+    assert_eq!(cluster.len(), 1, "{rows:?}");
+    assert!(cluster[0]["history_ops_checked"].as_u64().unwrap_or(0) > 0);
     let bad = run(&[
         "bench",
         "netmigrate",

@@ -39,6 +39,10 @@ pub const OPS_PER_KEY_MAX: usize = 2048;
 /// Configurations explored per key before giving up (reported as an error, never as a pass).
 pub const CONFIGURATIONS_MAX: usize = 2_000_000;
 
+/// The error of a history that has no valid order (a violation; other errors mean the
+/// checker gave up).
+pub const NO_VALID_ORDER: &str = "no valid order";
+
 /// Checks every key's history; `initial` gives each key's value before the history.
 /// On failure, the message names the key and shows its history.
 pub fn check_history(ops: &[Op], initial: impl Fn(Key) -> Option<Vec<u8>>) -> Result<(), String> {
@@ -81,12 +85,57 @@ pub fn check_history(ops: &[Op], initial: impl Fn(Key) -> Option<Vec<u8>>) -> Re
 }
 
 fn check_key(ops: &[Op], initial: Option<Vec<u8>>) -> Result<(), &'static str> {
+    explore(ops, &[initial], false).map(|_| ())
+}
+
+/// The register values a history of one key can end with, starting from any of `initials`:
+/// one per valid order of all its completed operations (each order ends with the value of its
+/// last write, or its initial value). Empty: no valid order, the history is not linearizable.
+///
+/// Meant for a segment of a history that ends at a quiescent instant (every operation before it
+/// has responded), so that the next segment may start from any of these values: this is how
+/// [`crate::history`] checks histories far longer than [`OPS_PER_KEY_MAX`]. A write with an
+/// unknown outcome may take effect after the segment ends, so a segment holding one must be the
+/// last; this function does not let it take effect after the completed operations (it asserts
+/// there is none in debug builds).
+pub fn final_values(
+    ops: &[Op],
+    initials: &[Option<Vec<u8>>],
+) -> Result<Vec<Option<Vec<u8>>>, &'static str> {
+    debug_assert!(ops.iter().all(|o| o.response.is_some()));
+    if ops.len() > OPS_PER_KEY_MAX {
+        return Err("segment longer than OPS_PER_KEY_MAX");
+    }
+    let mut sorted = ops.to_vec();
+    sorted.sort_by_key(|o| o.invoke);
+    explore(&sorted, initials, true)
+}
+
+/// Whether one key's history (unknown-outcome writes allowed) has a valid order starting from
+/// any of `initials`: the last segment of a history cut at quiescent instants.
+pub fn linearizable_from(ops: &[Op], initials: &[Option<Vec<u8>>]) -> Result<(), &'static str> {
+    if ops.len() > OPS_PER_KEY_MAX {
+        return Err("segment longer than OPS_PER_KEY_MAX");
+    }
+    let mut sorted = ops.to_vec();
+    sorted.sort_by_key(|o| o.invoke);
+    explore(&sorted, initials, false).map(|_| ())
+}
+
+/// Depth-first search over (linearized set, register value) from each initial value, with a
+/// memo of visited configurations. With `all`, collects the value of every configuration where
+/// all completed ops are linearized; otherwise stops at the first. `ops` sorted by invocation.
+fn explore(
+    ops: &[Op],
+    initials: &[Option<Vec<u8>>],
+    all: bool,
+) -> Result<Vec<Option<Vec<u8>>>, &'static str> {
     let n = ops.len();
     let words = n.div_ceil(64).max(1);
     let completed = ops.iter().filter(|o| o.response.is_some()).count();
     let mut seen: HashSet<(Vec<u64>, Option<Vec<u8>>)> = HashSet::new();
-    // Depth-first search over (linearized set, register value); an explicit stack of frames
-    // holding the candidates still to try at each depth.
+    let mut finals: Vec<Option<Vec<u8>>> = Vec::new();
+    // An explicit stack of frames holding the candidates still to try at each depth.
     struct Frame {
         done: Vec<u64>,
         value: Option<Vec<u8>>,
@@ -109,44 +158,60 @@ fn check_key(ops: &[Op], initial: Option<Vec<u8>>) -> Result<(), &'static str> {
             })
             .collect()
     };
-    let root = vec![0u64; words];
-    let c = candidates(&root, &initial);
-    let mut stack = vec![Frame {
-        done: root,
-        value: initial,
-        completed_done: 0,
-        candidates: c,
-    }];
-    while let Some(top) = stack.last_mut() {
-        if top.completed_done == completed {
-            return Ok(());
-        }
-        let Some(i) = top.candidates.pop() else {
-            stack.pop();
-            continue;
-        };
-        let mut done = top.done.clone();
-        done[i / 64] |= 1 << (i % 64);
-        let value = match &ops[i].kind {
-            OpKind::Read(_) => top.value.clone(),
-            OpKind::Write(v) => v.clone(),
-        };
-        let completed_done = top.completed_done + ops[i].response.is_some() as usize;
-        if !seen.insert((done.clone(), value.clone())) {
+    for initial in initials {
+        let root = vec![0u64; words];
+        if !seen.insert((root.clone(), initial.clone())) {
             continue;
         }
-        if seen.len() > CONFIGURATIONS_MAX {
-            return Err("search too large; shorten the history");
-        }
-        let c = candidates(&done, &value);
-        stack.push(Frame {
-            done,
-            value,
-            completed_done,
+        let c = candidates(&root, initial);
+        let mut stack = vec![Frame {
+            done: root,
+            value: initial.clone(),
+            completed_done: 0,
             candidates: c,
-        });
+        }];
+        while let Some(top) = stack.last_mut() {
+            if top.completed_done == completed {
+                if !finals.contains(&top.value) {
+                    finals.push(top.value.clone());
+                }
+                if !all {
+                    return Ok(finals);
+                }
+                stack.pop();
+                continue;
+            }
+            let Some(i) = top.candidates.pop() else {
+                stack.pop();
+                continue;
+            };
+            let mut done = top.done.clone();
+            done[i / 64] |= 1 << (i % 64);
+            let value = match &ops[i].kind {
+                OpKind::Read(_) => top.value.clone(),
+                OpKind::Write(v) => v.clone(),
+            };
+            let completed_done = top.completed_done + ops[i].response.is_some() as usize;
+            if !seen.insert((done.clone(), value.clone())) {
+                continue;
+            }
+            if seen.len() > CONFIGURATIONS_MAX {
+                return Err("search too large; shorten the history");
+            }
+            let c = candidates(&done, &value);
+            stack.push(Frame {
+                done,
+                value,
+                completed_done,
+                candidates: c,
+            });
+        }
     }
-    Err("no valid order")
+    if finals.is_empty() {
+        Err(NO_VALID_ORDER)
+    } else {
+        Ok(finals)
+    }
 }
 
 #[cfg(test)]
@@ -226,5 +291,28 @@ mod tests {
         let h = vec![r(0, Some(7), 1, 2)];
         check_history(&h, |_| Some(vec![7])).unwrap();
         assert!(check_history(&h, |_| None).is_err());
+    }
+
+    #[test]
+    fn final_values_are_every_possible_last_write() {
+        // Two concurrent writes: either may be last.
+        let h = vec![w(0, 1, 1, Some(4)), w(1, 2, 2, Some(3))];
+        let mut f = final_values(&h, &[None]).unwrap();
+        f.sort();
+        assert_eq!(f, vec![Some(vec![1]), Some(vec![2])]);
+        // A read after both pins the order.
+        let h = vec![
+            w(0, 1, 1, Some(4)),
+            w(1, 2, 2, Some(3)),
+            r(2, Some(2), 5, 6),
+        ];
+        assert_eq!(final_values(&h, &[None]).unwrap(), vec![Some(vec![2])]);
+        // Only reads: the initial value survives, from whichever initial fits.
+        let h = vec![r(0, Some(7), 1, 2)];
+        assert_eq!(
+            final_values(&h, &[Some(vec![3]), Some(vec![7])]).unwrap(),
+            vec![Some(vec![7])]
+        );
+        assert!(final_values(&h, &[Some(vec![3])]).is_err());
     }
 }

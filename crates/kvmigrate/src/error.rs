@@ -176,6 +176,12 @@ pub enum Error {
         /// The server.
         server: NodeId,
     },
+    /// A Redis Cluster (started for `measure_redis_cluster`) misbehaved or answered nonsense.
+    #[error("redis cluster: {what}")]
+    RedisCluster {
+        /// What happened, with the node or command.
+        what: String,
+    },
     /// A `redis-server` binary cannot be run at all.
     #[error(
         "{} is not runnable ({why}): install redis (Debian: `apt-get install -y redis-server`) \

@@ -14,7 +14,7 @@
 //! CPU budget for client queries of [`budget`], timers, store failure), which [`runtime`] runs
 //! on threads (in-process channels by default) and `locus kv` runs one per process over UDP; [`sim`] steps them one at a time in
 //! an order drawn from a seed. [`check`] verifies client
-//! histories are linearizable per key; [`measure`] runs a closed-loop client load during a
+//! histories are linearizable per key, and [`history`] records and checks them in measured runs; [`measure`] runs a closed-loop client load during a
 //! migration and reports throughput, latency and extra bandwidth. [`wire`] is the packet format.
 //!
 //! The same agents and transport run every [`Protocol`]: NetMigrate, stop-and-copy,
@@ -30,6 +30,7 @@ pub mod client;
 pub mod error;
 pub mod filter;
 pub mod group;
+pub mod history;
 pub mod measure;
 pub mod node;
 pub mod redis;

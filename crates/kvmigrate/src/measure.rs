@@ -1,7 +1,8 @@
 //! The measurement driver behind `locus bench netmigrate` (NetMigrate 6.1's metrics): a
 //! closed-loop client load against a source/destination pair while one protocol migrates the
 //! source's shard. It reports a throughput/latency timeline, average throughput, migration time,
-//! the source's pause, failed and lost operations, and the extra bytes on the client side
+//! the source's pause, failed and lost operations, per-key linearizability violations of what the
+//! clients saw ([`crate::history`]), and the extra bytes on the client side
 //! (double-read copies and their replies) and the server side (late and dirty re-sends,
 //! PriorityPulls, mirrored writes) beside the first-copy migration bytes.
 
@@ -14,6 +15,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::group::Geometry;
+use crate::history::{self, value_id, value_of, Event, HistoryConfig, HistoryReport, Recorder};
 use crate::router::{RouterConfig, RouterStats};
 use crate::runtime::{Cluster, ClusterConfig, CpuBudget, HistoryClock};
 use crate::server::ServerConfig;
@@ -73,6 +75,8 @@ pub struct MeasureConfig {
     pub op_timeout_ms: u64,
     /// Seeds the clients' random choices.
     pub seed: u64,
+    /// Which keys' histories are recorded and checked, and the memory bound.
+    pub history: HistoryConfig,
 }
 
 impl MeasureConfig {
@@ -99,6 +103,7 @@ impl MeasureConfig {
             migration_timeout_ms: 60_000,
             op_timeout_ms: 5_000,
             seed: 1,
+            history: HistoryConfig::default(),
         }
     }
 }
@@ -118,11 +123,25 @@ pub struct IntervalStats {
     pub p99_us: u64,
 }
 
+/// How a measured migration ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// It finished.
+    Done,
+    /// It stopped with an error (the source stays the owner).
+    Aborted,
+    /// It did not finish within `migration_timeout_ms`.
+    Timeout,
+}
+
 /// What a run measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct MeasureReport {
-    /// Protocol.
-    pub protocol: Protocol,
+    /// What migrated: a protocol's name (`Protocol::name`) or `redis-cluster`.
+    pub system: String,
+    /// How the migration ended.
+    pub outcome: Outcome,
     /// Per-interval throughput and latency.
     pub timeline: Vec<IntervalStats>,
     /// Migration start, ms since the load started.
@@ -143,6 +162,10 @@ pub struct MeasureReport {
     pub failed_ops: u64,
     /// Keys whose final value is older than an acknowledged write (must be 0).
     pub lost_writes: u64,
+    /// Sampled keys whose client history is not linearizable (must be 0); see `history`.
+    pub violations: u64,
+    /// The linearizability check: sample size, keys and operations checked, undecided keys.
+    pub history: HistoryReport,
     /// Client bytes (queries and replies).
     pub client_bytes: u64,
     /// Extra client-side bytes (double-read copies and second replies).
@@ -151,7 +174,7 @@ pub struct MeasureReport {
     pub server_data_bytes: u64,
     /// Extra server-to-server bytes (late/dirty, pulls, mirrors).
     pub server_extra_bytes: u64,
-    /// The migration's final status.
+    /// The migration's final status (the agents' runs; `None` for Redis Cluster or a timeout).
     pub status: Option<MigrationStatus>,
     /// Router counters at the end.
     pub router: RouterStats,
@@ -161,6 +184,7 @@ struct ClientLog {
     done: Vec<(u32, u32)>,
     failed: u64,
     writes: Vec<u64>,
+    events: Vec<Event>,
     last_acked_invoke: HashMap<Key, u64>,
     bytes: u64,
     extra_bytes: u64,
@@ -168,13 +192,6 @@ struct ClientLog {
 
 /// Keys per load command.
 const LOAD_BATCH_KEYS: u64 = 2_000;
-
-fn value_of(writer: u16, counter: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    v[..2].copy_from_slice(&(writer + 1).to_le_bytes());
-    v[2..10].copy_from_slice(&counter.to_le_bytes());
-    v
-}
 
 fn percentile(sorted: &[u32], p: f64) -> u64 {
     if sorted.is_empty() {
@@ -189,13 +206,101 @@ pub fn measure(cfg: &MeasureConfig, choose: OpChooser) -> Result<MeasureReport> 
     measure_on(cfg, choose, Cluster::start)
 }
 
-/// [`measure`] on a cluster that `start` builds from the configuration (for example with its
-/// servers' shards kept in `redis-server`s, see `crate::redis::measure_redis`).
-pub fn measure_on(
-    cfg: &MeasureConfig,
-    choose: OpChooser,
-    start: impl FnOnce(ClusterConfig) -> Result<Cluster>,
-) -> Result<MeasureReport> {
+/// A key-value system a measured run drives: it loads the keys, gives each client thread its
+/// own connection, moves the keys once, and reports its counters at the end. The agents'
+/// [`Cluster`] is one; Redis Cluster's own resharding (`crate::redis::cluster`) is another.
+pub trait Subject {
+    /// One client thread's connection.
+    type Client: SubjectClient + Send + 'static;
+    /// Stores `pairs` before the load starts.
+    fn load(&mut self, pairs: Vec<(Key, Vec<u8>)>) -> Result<()>;
+    /// A new client connection.
+    fn client(&mut self) -> Result<Self::Client>;
+    /// Starts moving every key to the other server.
+    fn start_migration(&mut self) -> Result<()>;
+    /// Waits up to `timeout` for the migration to end.
+    fn wait_migration(&mut self, timeout: Duration) -> (Outcome, Option<MigrationStatus>);
+    /// Counters at the end (router, server bytes), and shuts the system down.
+    fn finish(self) -> Result<SubjectCounters>;
+}
+
+/// One client connection of a [`Subject`].
+pub trait SubjectClient {
+    /// GET.
+    fn get(&mut self, key: Key) -> Result<Option<Vec<u8>>>;
+    /// SET.
+    fn set(&mut self, key: Key, value: Vec<u8>) -> Result<()>;
+    /// (all bytes sent and received, extra client-side bytes) so far.
+    fn bytes(&self) -> (u64, u64);
+}
+
+/// What a [`Subject`] counts besides the clients.
+#[derive(Clone, Debug, Default)]
+pub struct SubjectCounters {
+    /// Router counters (zero without a router).
+    pub router: RouterStats,
+    /// First-copy migration bytes.
+    pub server_data_bytes: u64,
+    /// Extra server-to-server bytes.
+    pub server_extra_bytes: u64,
+}
+
+impl SubjectClient for crate::runtime::Client {
+    fn get(&mut self, key: Key) -> Result<Option<Vec<u8>>> {
+        crate::runtime::Client::get(self, 1, key)
+    }
+    fn set(&mut self, key: Key, value: Vec<u8>) -> Result<()> {
+        crate::runtime::Client::set(self, 1, key, value)
+    }
+    fn bytes(&self) -> (u64, u64) {
+        (self.bytes_sent + self.bytes_received, self.extra_bytes)
+    }
+}
+
+/// The agents' cluster: shard 1 moves from server 1 to server 2 with one protocol.
+struct Agents {
+    cluster: Cluster,
+    protocol: Protocol,
+}
+
+impl Subject for Agents {
+    type Client = crate::runtime::Client;
+    fn load(&mut self, pairs: Vec<(Key, Vec<u8>)>) -> Result<()> {
+        self.cluster.load(1, pairs)
+    }
+    fn client(&mut self) -> Result<Self::Client> {
+        self.cluster.client()
+    }
+    fn start_migration(&mut self) -> Result<()> {
+        self.cluster.migrate(1, 1, 2, self.protocol)
+    }
+    fn wait_migration(&mut self, timeout: Duration) -> (Outcome, Option<MigrationStatus>) {
+        let status = self
+            .cluster
+            .wait_migration(1, timeout)
+            .ok()
+            .filter(|s| matches!(s.phase, MigrationPhase::Done | MigrationPhase::Aborted));
+        let outcome = match status.as_ref().map(|s| s.phase) {
+            Some(MigrationPhase::Done) => Outcome::Done,
+            Some(_) => Outcome::Aborted,
+            None => Outcome::Timeout,
+        };
+        (outcome, status)
+    }
+    fn finish(self) -> Result<SubjectCounters> {
+        let router = self.cluster.router_stats();
+        let (s1, s2) = (self.cluster.server_stats(1)?, self.cluster.server_stats(2)?);
+        self.cluster.shutdown()?;
+        Ok(SubjectCounters {
+            router,
+            server_data_bytes: s1.data_bytes + s2.data_bytes,
+            server_extra_bytes: s1.extra_bytes + s2.extra_bytes,
+        })
+    }
+}
+
+/// Checks the settings every [`Subject`] shares.
+pub fn validate(cfg: &MeasureConfig) -> Result<()> {
     if !(0.0..=1.0).contains(&cfg.write_ratio) {
         return Err(Error::InvalidSetting {
             key: "write_ratio",
@@ -222,6 +327,17 @@ pub fn measure_on(
             });
         }
     }
+    Ok(())
+}
+
+/// [`measure`] on a cluster that `start` builds from the configuration (for example with its
+/// servers' shards kept in `redis-server`s, see `crate::redis::measure_redis`).
+pub fn measure_on(
+    cfg: &MeasureConfig,
+    choose: OpChooser,
+    start: impl FnOnce(ClusterConfig) -> Result<Cluster>,
+) -> Result<MeasureReport> {
+    validate(cfg)?;
     let mut cc = ClusterConfig::new(
         2,
         cfg.clients + 1,
@@ -234,22 +350,44 @@ pub fn measure_on(
     cc.op_timeout_ms = cfg.op_timeout_ms;
     cc.budgets.insert(1, cfg.source_budget);
     cc.budgets.insert(2, cfg.destination_budget);
-    let cluster = start(cc)?;
+    let subject = Agents {
+        cluster: start(cc)?,
+        protocol: cfg.protocol,
+    };
+    drive(cfg, choose, subject, cfg.protocol.name())
+}
+
+/// Runs the load on `subject` (named `system` in the report), migrates, and measures: the
+/// driver every [`Subject`] shares, so the numbers of different systems mean the same.
+pub fn drive<S: Subject>(
+    cfg: &MeasureConfig,
+    choose: OpChooser,
+    mut subject: S,
+    system: &str,
+) -> Result<MeasureReport> {
+    validate(cfg)?;
     let initial = value_of(u16::MAX - 1, 0, cfg.value_bytes);
     let mut k = 0;
     while k < cfg.keys {
         // Bounded per command, so a remote store loads each batch within `op_timeout_ms`.
         let end = (k + LOAD_BATCH_KEYS).min(cfg.keys);
-        cluster.load(1, (k..end).map(|k| (k, initial.clone())).collect())?;
+        subject.load((k..end).map(|k| (k, initial.clone())).collect())?;
         k = end;
     }
     let stop = Arc::new(AtomicBool::new(false));
     let clock = Arc::new(HistoryClock::default());
     let t0 = Instant::now();
+    let recorder = Arc::new(Recorder::new(&cfg.history, cfg.keys, cfg.seed, t0));
     let mut handles = Vec::new();
     for c in 0..cfg.clients {
-        let mut client = cluster.client()?;
-        let (stopping, clock) = (stop.clone(), clock.clone());
+        let mut client = match subject.client() {
+            Ok(client) => client,
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        let (stopping, clock, recorder) = (stop.clone(), clock.clone(), recorder.clone());
         let (len, seed, keys) = (cfg.value_bytes, cfg.seed, cfg.keys);
         let client_seed = seed.wrapping_mul(1000) + c as u64;
         let mut next_op = choose(c, client_seed);
@@ -260,6 +398,7 @@ pub fn measure_on(
                 done: Vec::new(),
                 failed: 0,
                 writes: Vec::new(),
+                events: Vec::new(),
                 last_acked_invoke: HashMap::new(),
                 bytes: 0,
                 extra_bytes: 0,
@@ -270,17 +409,29 @@ pub fn measure_on(
                 let start = Instant::now();
                 let ok = if write {
                     let counter = log.writes.len() as u64 + 1;
+                    let value = value_of(c, counter, len);
                     let invoke = clock.tick();
-                    let r = client.set(1, key, value_of(c, counter, len));
+                    let r = client.set(key, value.clone());
                     let response = clock.tick();
                     log.writes.push(if r.is_ok() { response } else { u64::MAX });
                     if r.is_ok() {
                         let e = log.last_acked_invoke.entry(key).or_insert(0);
                         *e = (*e).max(invoke);
                     }
+                    let acked = r.is_ok().then_some(response);
+                    let ev = Event::write(key, invoke, acked, &value);
+                    recorder.record(&mut log.events, ev, &clock);
                     r.is_ok()
                 } else {
-                    client.get(1, key).is_ok()
+                    let invoke = clock.tick();
+                    let r = client.get(key);
+                    let response = clock.tick();
+                    if let Ok(v) = &r {
+                        // A failed read says nothing and is left out.
+                        let ev = Event::read(key, invoke, response, v.as_deref());
+                        recorder.record(&mut log.events, ev, &clock);
+                    }
+                    r.is_ok()
                 };
                 if ok {
                     let at_ms = t0.elapsed().as_millis() as u32;
@@ -290,8 +441,7 @@ pub fn measure_on(
                     log.failed += 1;
                 }
             }
-            log.bytes = client.bytes_sent + client.bytes_received;
-            log.extra_bytes = client.extra_bytes;
+            (log.bytes, log.extra_bytes) = client.bytes();
             log
         });
         match handle {
@@ -305,18 +455,22 @@ pub fn measure_on(
     }
     std::thread::sleep(Duration::from_millis(cfg.warmup_ms));
     let migration_start_ms = t0.elapsed().as_millis() as u64;
-    cluster.migrate(1, 1, 2, cfg.protocol)?;
-    let status = cluster
-        .wait_migration(1, Duration::from_millis(cfg.migration_timeout_ms))
-        .ok();
+    let started = subject.start_migration();
+    let (outcome, status) = match &started {
+        Ok(()) => subject.wait_migration(Duration::from_millis(cfg.migration_timeout_ms)),
+        Err(_) => (Outcome::Aborted, None),
+    };
     let migration_end_ms = t0.elapsed().as_millis() as u64;
-    std::thread::sleep(Duration::from_millis(cfg.cooldown_ms));
+    if started.is_ok() {
+        std::thread::sleep(Duration::from_millis(cfg.cooldown_ms));
+    }
     stop.store(true, Ordering::SeqCst);
-    let mut logs = Vec::new();
+    let mut logs: Vec<ClientLog> = Vec::new();
     for h in handles {
         let thread = h.thread().name().unwrap_or("kv-measure-client").to_string();
         logs.push(h.join().map_err(|_| Error::ThreadPanicked { thread })?);
     }
+    started?;
     let total_ms = t0.elapsed().as_millis() as u64;
 
     // Lost writes: a key's final value must not predate an acknowledged write of it.
@@ -327,10 +481,10 @@ pub fn measure_on(
             *e = (*e).max(i);
         }
     }
-    let mut reader = cluster.client()?;
+    let mut reader = subject.client()?;
     let mut lost_writes = 0;
     for (&key, &invoke) in &last_acked {
-        let v = reader.get(1, key)?;
+        let v = reader.get(key)?;
         let final_response = match v.as_deref() {
             Some(v) if v.len() >= 10 => {
                 let writer = u16::from_le_bytes([v[0], v[1]]).wrapping_sub(1);
@@ -338,7 +492,7 @@ pub fn measure_on(
                 c.copy_from_slice(&v[2..10]);
                 let counter = u64::from_le_bytes(c);
                 logs.get(writer as usize)
-                    .and_then(|l| l.writes.get(counter as usize - 1))
+                    .and_then(|l| l.writes.get((counter as usize).wrapping_sub(1)))
                     .copied()
                     .unwrap_or(0)
             }
@@ -348,6 +502,12 @@ pub fn measure_on(
             lost_writes += 1;
         }
     }
+    drop(reader);
+    let events = logs
+        .iter_mut()
+        .map(|l| std::mem::take(&mut l.events))
+        .collect();
+    let history = history::check(events, &recorder, value_id(&initial));
 
     let mut done: Vec<(u32, u32)> = logs.iter().flat_map(|l| l.done.iter().copied()).collect();
     done.sort_unstable();
@@ -374,10 +534,10 @@ pub fn measure_on(
         .filter(|(at, _)| (migration_start_ms..migration_end_ms).contains(&(*at as u64)))
         .count();
     let migration_ms = migration_end_ms.saturating_sub(migration_start_ms);
-    let router = cluster.router_stats();
-    let (s1, s2) = (cluster.server_stats(1)?, cluster.server_stats(2)?);
-    let report = MeasureReport {
-        protocol: cfg.protocol,
+    let counters = subject.finish()?;
+    Ok(MeasureReport {
+        system: system.to_string(),
+        outcome,
         timeline,
         migration_start_ms,
         migration_end_ms,
@@ -388,15 +548,14 @@ pub fn measure_on(
         ops: done.len() as u64,
         failed_ops: logs.iter().map(|l| l.failed).sum(),
         lost_writes,
+        violations: history.violations,
+        history,
         client_bytes: logs.iter().map(|l| l.bytes).sum(),
         client_extra_bytes: logs.iter().map(|l| l.extra_bytes).sum::<u64>()
-            + router.double_read_bytes,
-        server_data_bytes: s1.data_bytes + s2.data_bytes,
-        server_extra_bytes: s1.extra_bytes + s2.extra_bytes,
-        status: status
-            .filter(|s| matches!(s.phase, MigrationPhase::Done | MigrationPhase::Aborted)),
-        router,
-    };
-    cluster.shutdown()?;
-    Ok(report)
+            + counters.router.double_read_bytes,
+        server_data_bytes: counters.server_data_bytes,
+        server_extra_bytes: counters.server_extra_bytes,
+        status,
+        router: counters.router,
+    })
 }

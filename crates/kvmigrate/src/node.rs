@@ -14,7 +14,9 @@
 //!     one inbox item, waiting SERVER_INBOX_WAIT_IDLE when there is no migration work
 //!     (at most until the budget's interval ends while queries wait for it):
 //!          packet   -> offered to the `Inbox`: handled now (Server::handle, send its output;
-//!                      a query's time is charged to the budget) or kept in order
+//!                      a query's time is charged to the budget) or kept in order; over
+//!                      Redis a DATA batch is held back so that queries behind it go first
+//!          nothing  -> a held-back DATA batch is installed
 //!          foreign  -> hooks.foreign (management datagrams); unclaimed ones are counted
 //!   Server::tick                migration work (group copies, batches, timeouts); send it
 //!   hooks.after(node, step)     publish status or counters
@@ -38,6 +40,7 @@
 //! [`Udp`]: crate::transport::Udp
 //! [`UdpPeer`]: crate::transport::UdpPeer
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -47,12 +50,19 @@ use crate::router::Router;
 use crate::server::Server;
 use crate::table::{ShardStore, Table};
 use crate::transport::{Foreign, Inbound, SharedTransport, Transport};
-use crate::wire::{Key, NodeId, Packet, Protocol, ShardId};
+use crate::wire::{Body, Key, NodeId, Packet, Protocol, ShardId};
 
 /// How long a server waits for its inbox when it has no migration work.
 pub const SERVER_INBOX_WAIT_IDLE: Duration = Duration::from_micros(500);
 /// How long a server waits for its inbox between pieces of migration work (a poll).
 pub const SERVER_INBOX_WAIT_BUSY: Duration = Duration::from_micros(1);
+/// DATA batches a destination holds back so that queries go ahead of their installs: one,
+/// so that a query waits behind no install it arrived after, while a run of DATA batches with
+/// no query between them installs as it comes (holding more only delays the copy's acks).
+pub const DEFERRED_DATA_MAX: usize = 1;
+/// Queries a destination serves ahead of its oldest held-back DATA batch before it installs
+/// it (so a steady query load cannot starve the copy).
+pub const QUERIES_AHEAD_MAX: usize = 8;
 /// How long a router waits for its inbox before running its hooks again (bounds how late a
 /// stop flag or a process lifetime is noticed).
 pub const ROUTER_INBOX_WAIT_IDLE: Duration = Duration::from_millis(5);
@@ -103,6 +113,10 @@ pub struct ServerNode<S: ShardStore = Table> {
     server: Server<S>,
     transport: SharedTransport,
     inbox: Inbox,
+    /// DATA batches received, not yet installed (queries go ahead of them; see `handle`).
+    deferred: VecDeque<Packet>,
+    /// Queries served since the oldest deferred batch was held back.
+    overtaken: usize,
     epoch: Instant,
     counters: NodeCounters,
 }
@@ -122,6 +136,8 @@ impl<S: ShardStore> ServerNode<S> {
             server,
             transport,
             inbox: Inbox::new(budget, now_us),
+            deferred: VecDeque::new(),
+            overtaken: 0,
             epoch,
             counters: NodeCounters::default(),
         })
@@ -195,7 +211,7 @@ impl<S: ShardStore> ServerNode<S> {
                 Step::Throttled
             }
             None => {
-                let mut wait = if self.server.has_background_work() {
+                let mut wait = if self.server.has_background_work() || !self.deferred.is_empty() {
                     SERVER_INBOX_WAIT_BUSY
                 } else {
                     SERVER_INBOX_WAIT_IDLE
@@ -215,6 +231,8 @@ impl<S: ShardStore> ServerNode<S> {
                         }
                         Step::Foreign
                     }
+                    // Nothing else arrived: install a held-back batch.
+                    None if !self.deferred.is_empty() => self.install_deferred()?,
                     None if self.inbox.throttled() => Step::Throttled,
                     None => Step::Idle,
                 }
@@ -227,8 +245,31 @@ impl<S: ShardStore> ServerNode<S> {
     }
 
     /// Handles one packet the inbox let through; a query's handling time is charged.
+    ///
+    /// A destination whose store says `QUERIES_AHEAD_OF_INSTALLS` (Redis) serves queries ahead
+    /// of installs (issue 16: there an install is a pipeline of scripts that queries would wait
+    /// behind; in memory it costs less than the delay): a DATA batch is held back while
+    /// queries arrive, and installed when nothing else waits, after [`QUERIES_AHEAD_MAX`]
+    /// queries, or when [`DEFERRED_DATA_MAX`] batches wait. Only queries overtake it; any other
+    /// packet first installs every held-back batch, so control order is the sender's. Safe
+    /// because a batch's DATA-ACK leaves only after its install, so a group the destination
+    /// serves alone (completed, K3) is installed; a query overtaking a batch of an unfinished
+    /// group sees the key absent and pulls it (or is a double read), and a write's version
+    /// beats any copy (K4).
     fn handle(&mut self, p: Packet) -> Result<Step> {
+        if S::QUERIES_AHEAD_OF_INSTALLS && matches!(p.body, Body::Data { .. }) {
+            if self.deferred.len() >= DEFERRED_DATA_MAX {
+                self.install_deferred()?;
+            }
+            self.deferred.push_back(p);
+            return Ok(Step::Packet);
+        }
         let query = p.body.is_query();
+        if !query {
+            while !self.deferred.is_empty() {
+                self.install_deferred()?;
+            }
+        }
         let start = Instant::now();
         let out = self.server.handle(self.now_us(), p);
         self.emit(out)?;
@@ -236,6 +277,23 @@ impl<S: ShardStore> ServerNode<S> {
             self.inbox.charge(start.elapsed().as_nanos() as u64);
         }
         self.counters.packets += 1;
+        if query && !self.deferred.is_empty() {
+            self.overtaken += 1;
+            if self.overtaken >= QUERIES_AHEAD_MAX {
+                self.install_deferred()?;
+            }
+        }
+        Ok(Step::Packet)
+    }
+
+    /// Installs the oldest held-back DATA batch (and acks it).
+    fn install_deferred(&mut self) -> Result<Step> {
+        if let Some(p) = self.deferred.pop_front() {
+            self.overtaken = 0;
+            let out = self.server.handle(self.now_us(), p);
+            self.emit(out)?;
+            self.counters.packets += 1;
+        }
         Ok(Step::Packet)
     }
 
@@ -463,9 +521,126 @@ mod tests {
         );
         // A client query, though, waits for the next interval.
         t.send(1, query(3, 7, Body::Get { key: 5 })).unwrap();
-        assert_eq!(src.step(&mut ()).unwrap(), Step::Throttled);
+        // (A late duplicate answer may still be in the inbox on a slow machine; it is
+        // handled at once, the query is not.)
+        let mut steps = 0;
+        while src.step(&mut ()).unwrap() != Step::Throttled {
+            steps += 1;
+            assert!(steps < 100, "the query was never held");
+        }
         assert_eq!(src.inbox.backlog_len(), 1);
         assert!(t.recv(3, Duration::from_millis(1)).unwrap().is_none());
+    }
+
+    /// Issue 16 (Redis at par): a destination serves a query that arrived behind a DATA batch
+    /// before installing the batch, installs it once nothing else waits, and lets no other
+    /// packet overtake it. Without the priority, the batch installs first and the read is
+    /// answered from it without a pull.
+    /// An in-memory store that asks for queries ahead of installs, as Redis does.
+    struct Remote(Table);
+
+    impl ShardStore for Remote {
+        const QUERIES_AHEAD_OF_INSTALLS: bool = true;
+        fn geometry(&self) -> Geometry {
+            self.0.geometry()
+        }
+        fn live(&self) -> usize {
+            self.0.live()
+        }
+        fn get(&self, key: Key) -> Option<Item> {
+            self.0.get(key)
+        }
+        fn version(&self, key: Key) -> u64 {
+            self.0.version(key)
+        }
+        fn put(&mut self, item: Item) {
+            self.0.put(item)
+        }
+        fn install_if_newer(&mut self, item: Item) -> bool {
+            self.0.install_if_newer(item)
+        }
+        fn scan_group(&self, group: u32) -> Vec<Item> {
+            self.0.scan_group(group)
+        }
+        fn clear(&mut self) {
+            self.0.clear()
+        }
+    }
+
+    #[test]
+    fn a_destination_serves_queries_ahead_of_installs() {
+        let t: SharedTransport = Arc::new(InProcess::new(4));
+        let make: crate::server::StoreFactory<Remote> = Box::new(|_, g| Remote(Table::new(g)));
+        let server = Server::with_store(ServerConfig::new(2, 0, geometry()), make).unwrap();
+        let mut dst =
+            ServerNode::new(server, t.clone(), CpuBudget::default(), Instant::now()).unwrap();
+        let from_source = |seq, body| Packet {
+            from: 1,
+            shard: 1,
+            seq,
+            flags: 0,
+            body,
+        };
+        let init = Body::Init {
+            era: 1,
+            protocol: Protocol::NetMigrate,
+            geometry: geometry(),
+        };
+        t.send(2, from_source(1, init)).unwrap();
+        until_packet(|| dst.step(&mut ()));
+        let to_source = |t: &SharedTransport| {
+            let mut got = Vec::new();
+            while let Some(p) = t.recv(1, Duration::from_millis(1)).unwrap() {
+                got.push(p.body);
+            }
+            got
+        };
+        assert!(matches!(
+            to_source(&t)[..],
+            [Body::InitAck { ok: true, .. }]
+        ));
+        let item = Item {
+            key: 5,
+            version: 1,
+            value: Some(vec![5]),
+        };
+        let data = |batch| Body::Data {
+            batch,
+            group: geometry().group_of(5),
+            items: vec![item.clone()],
+        };
+        t.send(2, from_source(2, data(0))).unwrap();
+        t.send(2, query(3, 7, Body::Get { key: 5 })).unwrap();
+        for _ in 0..10 {
+            dst.step(&mut ()).unwrap();
+        }
+        let got = to_source(&t);
+        // (On a slow machine the pull may be resent after the install; never the ack.)
+        assert!(
+            matches!(
+                &got[..],
+                [Body::Pull { key: 5 }, Body::DataAck { batch: 0 }, ..]
+            ) && got[2..].iter().all(|b| matches!(b, Body::Pull { key: 5 })),
+            "the read went first (and pulled), then the batch was installed: {got:?}"
+        );
+        assert_eq!(dst.server().live_keys(1), 1);
+
+        // A control packet behind a held-back batch does not overtake it.
+        t.send(2, from_source(3, data(1))).unwrap();
+        t.send(2, from_source(4, Body::Abort)).unwrap();
+        until_packet(|| dst.step(&mut ()));
+        until_packet(|| dst.step(&mut ()));
+        let got: Vec<Body> = to_source(&t)
+            .into_iter()
+            .filter(|b| !matches!(b, Body::Pull { .. }))
+            .collect();
+        assert!(
+            matches!(
+                &got[..],
+                [Body::DataAck { batch: 1 }, Body::ControlAck { .. }]
+            ),
+            "{got:?}"
+        );
     }
 
     /// A store that fails on demand.

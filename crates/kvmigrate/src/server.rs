@@ -587,16 +587,11 @@ impl<S: ShardStore> Server<S> {
             Body::Set { value, .. } => Some(value.clone()),
             _ => None,
         };
-        let cur = self.shards.get(&shard).map_or(0, |s| s.table.version(key));
-        let version = self.next_version(cur);
+        let candidate = self.next_version(0);
         let Some(s) = self.shards.get_mut(&shard) else {
             return;
         };
-        s.table.put(Item {
-            key,
-            version,
-            value: new_value,
-        });
+        let version = s.table.put_next(key, candidate, new_value);
         let mut late_after_flush = false;
         if let Role::Source(a) = &mut s.role {
             let g = s.table.geometry().group_of(key);

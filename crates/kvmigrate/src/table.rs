@@ -146,6 +146,18 @@ pub trait ShardStore: Send {
     fn version(&self, key: Key) -> u64;
     /// Writes unconditionally (the caller chose a version above the current one).
     fn put(&mut self, item: Item);
+    /// A client write: stores `value` (`None`: a tombstone) at version
+    /// `candidate.max(current + 1)` and returns that version. One step, so a remote store
+    /// reads the current version and writes in one round trip (issue 16: Redis at par).
+    fn put_next(&mut self, key: Key, candidate: u64, value: Option<Vec<u8>>) -> u64 {
+        let version = candidate.max(self.version(key) + 1);
+        self.put(Item {
+            key,
+            version,
+            value,
+        });
+        version
+    }
     /// Installs unless this or a newer version is already here; whether it changed anything.
     fn install_if_newer(&mut self, item: Item) -> bool;
     /// [`ShardStore::install_if_newer`] for a whole DATA batch (a remote store pipelines it).
@@ -158,6 +170,11 @@ pub trait ShardStore: Send {
     fn scan_group(&self, group: u32) -> Vec<Item>;
     /// Drops everything (the source's clean-up after termination).
     fn clear(&mut self);
+    /// Whether an install blocks the node long enough (a remote store's round trips) that a
+    /// destination should serve the queries behind a DATA batch first (`crate::node`). An
+    /// in-memory install is cheaper than the reordering, so the default is no.
+    const QUERIES_AHEAD_OF_INSTALLS: bool = false;
+
     /// `Err` once the store has failed; every answer since then is a placeholder.
     fn health(&self) -> std::result::Result<(), String> {
         Ok(())

@@ -1,5 +1,6 @@
 //! The measurement driver runs a load during each protocol's migration and reports a coherent
-//! result: the migration finished, nothing acknowledged was lost, the timeline covers the run,
+//! result: the migration finished, nothing acknowledged was lost, every key's client history is
+//! linearizable, the timeline covers the run,
 //! and the extra-bandwidth counters come from the mechanisms each protocol uses.
 
 use std::sync::Arc;
@@ -38,6 +39,23 @@ fn every_protocol_measures_without_losing_writes() {
         assert_eq!(status.phase, MigrationPhase::Done, "{}", protocol.name());
         assert_eq!(r.lost_writes, 0, "{}", protocol.name());
         assert_eq!(r.failed_ops, 0, "{}", protocol.name());
+        // Every key's client history was recorded and checked, and is linearizable.
+        let h = &r.history;
+        assert_eq!(
+            r.violations,
+            0,
+            "{}: {:?}",
+            protocol.name(),
+            h.first_violation
+        );
+        assert_eq!(h.keys_sampled, 4000);
+        assert!(h.keys_checked > 0 && h.keys_checked == h.keys_seen, "{h:?}");
+        assert_eq!(h.keys_unchecked, 0, "{h:?}");
+        assert_eq!(
+            h.ops_checked, r.ops,
+            "every completed query is in a checked history"
+        );
+        assert_eq!(h.recording_stopped_ms, None);
         assert!(r.ops > 0);
         assert_eq!(r.timeline.iter().map(|b| b.ops).sum::<u64>(), r.ops);
         assert!(r.timeline.iter().all(|b| b.p50_us <= b.p99_us));

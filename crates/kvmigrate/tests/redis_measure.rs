@@ -47,6 +47,8 @@ fn measure_redis_netmigrate_and_source_based() {
         assert_eq!(status.phase, MigrationPhase::Done, "{status:?}");
         assert_eq!(r.failed_ops, 0);
         assert_eq!(r.lost_writes, 0);
+        assert_eq!(r.violations, 0, "{:?}", r.history.first_violation);
+        assert!(r.history.keys_checked > 0 && r.history.keys_unchecked == 0);
         assert!(r.ops > 0 && r.server_data_bytes > 0);
     }
 }

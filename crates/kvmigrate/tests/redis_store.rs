@@ -70,7 +70,17 @@ fn redis_shard_matches_the_in_memory_table() {
                 r.install_batch(items.clone());
                 ShardStore::install_batch(&mut t, items);
             }
-            55..=79 => {
+            55..=64 => {
+                // A client write: the version read folded into the write script.
+                version += 1;
+                let candidate = if rng.gen_bool(0.5) { version } else { 1 };
+                assert_eq!(
+                    r.put_next(key, candidate, value.clone()),
+                    t.put_next(key, candidate, value),
+                    "step {step}"
+                );
+            }
+            65..=79 => {
                 assert_eq!(r.get(key), t.get(key), "step {step}");
                 assert_eq!(r.version(key), t.version(key));
             }
@@ -123,4 +133,47 @@ fn a_killed_redis_fails_the_store_loudly() {
     // Every later call is a placeholder too, and the first error is kept.
     assert_eq!(s.version(1), 0);
     assert_eq!(s.health().unwrap_err(), err);
+}
+
+/// `put_next` carries from the low into the high 32 bits as Lua sees them, and keeps a larger
+/// candidate.
+#[test]
+fn put_next_carries_across_the_32_bit_halves() {
+    let redis = start_redis();
+    let geometry = Geometry::new(6, 2).unwrap();
+    let mut make = redis_stores(redis.addr(), agent_resp_config()).unwrap();
+    let mut r = make(1, geometry);
+    let mut t = Table::new(geometry);
+    for (key, (stored, candidate)) in [
+        (0xffff_ffffu64, 5u64),
+        ((3 << 48) | 0x1_ffff_ffff, 7),
+        (10, (2 << 48) | 1),
+        (u64::MAX >> 1, 1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let key = key as u64 + 10;
+        let item = Item {
+            key,
+            version: stored,
+            value: Some(vec![1]),
+        };
+        r.put(item.clone());
+        t.put(item);
+        let want = candidate.max(stored + 1);
+        assert_eq!(t.put_next(key, candidate, Some(vec![2])), want);
+        assert_eq!(
+            r.put_next(key, candidate, Some(vec![2])),
+            want,
+            "{stored:#x}"
+        );
+        assert_eq!(r.get(key), t.get(key));
+    }
+    assert_eq!(
+        r.put_next(5, 9, None),
+        9,
+        "an absent key takes the candidate"
+    );
+    assert_eq!(r.live(), 4, "four values and a tombstone");
 }

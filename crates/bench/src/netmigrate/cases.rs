@@ -25,6 +25,8 @@ pub(super) struct Case {
     pub cbf_bytes: usize,
     /// log2 of buckets per migration group.
     pub group_buckets_log2: u8,
+    /// Redis Cluster's own resharding instead of `protocol` (the Redis backend's extra row).
+    pub redis_cluster: bool,
 }
 
 impl Case {
@@ -38,6 +40,7 @@ impl Case {
             bf_bytes: s.bf_bytes,
             cbf_bytes: s.cbf_bytes,
             group_buckets_log2: s.group_buckets_log2,
+            redis_cluster: false,
         }
     }
 
@@ -94,6 +97,13 @@ pub(super) fn overall_cases(s: &RunSettings) -> Vec<Case> {
         Protocol::Fulva,
     ] {
         cases.push(Case::new(s, p, w, 100));
+    }
+    if s.redis_server.is_some() {
+        // What a Redis user would do instead: Redis Cluster moves every slot (so the same
+        // keys) with `redis-cli --cluster reshard`, under the same load.
+        let mut c = Case::new(s, Protocol::SourceBased, w, 100).labelled("redis-cluster");
+        c.redis_cluster = true;
+        cases.push(c);
     }
     cases
 }

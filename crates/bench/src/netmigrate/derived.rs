@@ -44,6 +44,7 @@ pub(super) fn overall_derived(rows: &[Row]) -> serde_json::Value {
         "netmigrate_client_extra_pct_max": nm.iter().map(|r| r.client_extra_pct).fold(0.0, f64::max),
         "failed_ops_total": rows.iter().map(|r| r.failed_ops).sum::<u64>(),
         "lost_ops_total": rows.iter().map(|r| r.lost_ops).sum::<u64>(),
+        "violations_total": rows.iter().map(|r| r.violations).sum::<u64>(),
     })
 }
 

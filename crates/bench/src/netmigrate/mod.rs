@@ -5,7 +5,9 @@
 //!
 //! - `overall` (Figs. 4-6): every protocol under YCSB-B (5% writes), source budget 100%, and
 //!   NetMigrate at its three policies (long 100%, medium 70%, short 40% source budget);
-//!   throughput, p50 and p99 timelines.
+//!   throughput, p50 and p99 timelines. With `--backend redis`, one more row: Redis Cluster's
+//!   own live resharding (`redis-cli --cluster reshard` moving every slot between two
+//!   cluster-mode `redis-server`s, a client following MOVED and ASK) under the same load.
 //! - `filters` (Table 2): BF and CBF sizes, scaled to this run's group count by bits per group.
 //! - `groups` (Table 3): keys per migration group.
 //! - `bandwidth` (Table 4): client- and server-side extra bytes as a share of each side's total.
@@ -14,7 +16,9 @@
 //! Servers run with `mirror_writes = false` (the paper's protocol: the destination acks its
 //! writes without copying them back to the source); NetMigrate with the crate's default
 //! (mirrored writes, which keeps an aborted migration lossless) is its own row everywhere.
-//! Every run uses the same seed, so protocols see the same key sequences.
+//! Every run uses the same seed, so protocols see the same key sequences. Every run checks that
+//! what its clients saw is linearizable per key (`locus_kvmigrate::history`, every key) and
+//! reports `violations` beside `failed_ops` and `lost_ops`.
 //!
 //! [`Settings::new`] turns an experiment, a [`Preset`](crate::Preset) and a backend into the
 //! run's sizes; callers override fields, and [`Settings::resolve`] validates

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use locus_kvmigrate::history::HistoryConfig;
 use locus_kvmigrate::measure::{
-    measure, Draw, IntervalStats, MeasureConfig, MeasureReport, OpChooser,
+    measure, Draw, IntervalStats, MeasureConfig, MeasureReport, OpChooser, Outcome,
 };
 use locus_kvmigrate::router::RouterConfig;
 use locus_kvmigrate::runtime::CpuBudget;
-use locus_kvmigrate::{Geometry, MigrationPhase, ServerConfig};
+use locus_kvmigrate::{Geometry, ServerConfig};
 use locus_workloads::ycsb::{FastUniform, Op, Workload};
 use serde::Serialize;
 
@@ -65,6 +66,18 @@ pub struct Row {
     pub failed_ops: u64,
     /// Acknowledged writes lost, summed over every repeat.
     pub lost_ops: u64,
+    /// Keys whose client history was not linearizable, summed over every repeat.
+    pub violations: u64,
+    /// Keys in the checked sample (every key by default; see `history_stopped_ms`).
+    pub history_keys_sampled: u64,
+    /// Keys whose history was checked, and their operations (this run).
+    pub history_keys_checked: u64,
+    /// Operations in the checked histories (this run).
+    pub history_ops_checked: u64,
+    /// Keys the checker could not decide, summed over every repeat (never counted as a pass).
+    pub history_keys_unchecked: u64,
+    /// When recording stopped at its memory bound, ms into the run (this run), if it did.
+    pub history_stopped_ms: Option<u64>,
     /// Client-side extra bytes / all client-side bytes, percent.
     pub client_extra_pct: f64,
     /// Server-side extra bytes / all server-to-server bytes, percent.
@@ -89,6 +102,10 @@ pub struct Row {
     pub repeat_ops_per_s_migrating: Vec<f64>,
     /// Every run's migration time.
     pub repeat_migration_ms: Vec<u64>,
+    /// Every run's mean p50 during migration.
+    pub repeat_p50_us_migrating: Vec<f64>,
+    /// Every run's mean p99 during migration.
+    pub repeat_p99_us_migrating: Vec<f64>,
     /// Migration start in the timeline (`overall`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migration_start_ms: Option<u64>,
@@ -162,13 +179,16 @@ pub(super) fn run_case(s: &RunSettings, c: &Case, keep_timeline: bool) -> Result
         migration_timeout_ms: s.migration_timeout_ms,
         op_timeout_ms: s.op_timeout_ms,
         seed: s.seed,
+        history: HistoryConfig::default(),
     };
     let t = Instant::now();
+    let choose = chooser(s.records, c.write_ratio)?;
     let r = match &s.redis_server {
-        None => measure(&cfg, chooser(s.records, c.write_ratio)?),
-        Some(bin) => {
-            locus_kvmigrate::redis::measure_redis(&cfg, chooser(s.records, c.write_ratio)?, bin)
+        None => measure(&cfg, choose),
+        Some(bin) if c.redis_cluster => {
+            locus_kvmigrate::redis::measure_redis_cluster(&cfg, choose, bin)
         }
+        Some(bin) => locus_kvmigrate::redis::measure_redis(&cfg, choose, bin),
     }
     .map_err(in_case)?;
     Ok(row(
@@ -202,14 +222,18 @@ fn row(
         .collect();
     let client_total = r.client_bytes + r.router.double_read_bytes;
     let server_total = r.server_data_bytes + r.server_extra_bytes;
-    let outcome = match r.status.as_ref().map(|st| st.phase) {
-        Some(MigrationPhase::Done) => "done",
-        Some(_) => "aborted",
-        None => "timeout",
+    let outcome = match r.outcome {
+        Outcome::Done => "done",
+        Outcome::Aborted => "aborted",
+        Outcome::Timeout => "timeout",
     };
     Row {
         label: c.label.clone(),
-        protocol: c.protocol.name(),
+        protocol: if c.redis_cluster {
+            "redis-cluster"
+        } else {
+            c.protocol.name()
+        },
         mirror_writes: c.mirror_writes,
         write_ratio: c.write_ratio,
         source_budget_pct: c.source_budget_pct,
@@ -230,6 +254,12 @@ fn row(
         ops: r.ops,
         failed_ops: r.failed_ops,
         lost_ops: r.lost_writes,
+        violations: r.violations,
+        history_keys_sampled: r.history.keys_sampled,
+        history_keys_checked: r.history.keys_checked,
+        history_ops_checked: r.history.ops_checked,
+        history_keys_unchecked: r.history.keys_unchecked,
+        history_stopped_ms: r.history.recording_stopped_ms,
         client_extra_pct: 100.0 * r.client_extra_bytes as f64 / client_total.max(1) as f64,
         server_extra_pct: 100.0 * r.server_extra_bytes as f64 / server_total.max(1) as f64,
         client_bytes: client_total,
@@ -242,6 +272,8 @@ fn row(
         wall_s,
         repeat_ops_per_s_migrating: Vec::new(),
         repeat_migration_ms: Vec::new(),
+        repeat_p50_us_migrating: Vec::new(),
+        repeat_p99_us_migrating: Vec::new(),
         migration_start_ms: keep_timeline.then_some(r.migration_start_ms),
         migration_end_ms: keep_timeline.then_some(r.migration_end_ms),
         timeline: keep_timeline.then(|| r.timeline.clone()),
@@ -273,11 +305,17 @@ pub(super) fn run_all(
             );
             let r = run_case(s, c, keep_timeline)?;
             reporter.note(format_args!(
-                "{case}{:>9.0} ops/s migrating, p50 {:>6.0} us, migration {:>6} ms ({}), {:.1} s, {:.0} s total",
+                "{case}{:>9.0} ops/s migrating, p50 {:>6.0} us, migration {:>6} ms ({}), failed {} lost {} violations {} ({} keys, {} ops checked, {} undecided), {:.1} s, {:.0} s total",
                 r.avg_ops_per_s_migrating,
                 r.p50_us_migrating,
                 r.migration_ms,
                 r.outcome,
+                r.failed_ops,
+                r.lost_ops,
+                r.violations,
+                r.history_keys_checked,
+                r.history_ops_checked,
+                r.history_keys_unchecked,
                 r.wall_s,
                 t.elapsed().as_secs_f64()
             ));
@@ -288,12 +326,16 @@ pub(super) fn run_all(
 }
 
 /// The run with the median throughput during migration, carrying every run's figures. Failed
-/// and lost operations are summed over all runs, so none can hide in a discarded run.
+/// and lost operations, violations and undecided keys are summed over all runs, so none can hide in a discarded run.
 fn median_run(mut runs: Vec<Row>) -> Row {
     let ops: Vec<f64> = runs.iter().map(|r| r.avg_ops_per_s_migrating).collect();
     let times: Vec<u64> = runs.iter().map(|r| r.migration_ms).collect();
+    let p50s: Vec<f64> = runs.iter().map(|r| r.p50_us_migrating).collect();
+    let p99s: Vec<f64> = runs.iter().map(|r| r.p99_us_migrating).collect();
     let failed = runs.iter().map(|r| r.failed_ops).sum();
     let lost = runs.iter().map(|r| r.lost_ops).sum();
+    let violations = runs.iter().map(|r| r.violations).sum();
+    let unchecked = runs.iter().map(|r| r.history_keys_unchecked).sum();
     let worst = if runs.iter().all(|r| r.outcome == "done") {
         "done"
     } else {
@@ -306,8 +348,12 @@ fn median_run(mut runs: Vec<Row>) -> Row {
     let mut m = runs.swap_remove(runs.len() / 2);
     m.repeat_ops_per_s_migrating = ops;
     m.repeat_migration_ms = times;
+    m.repeat_p50_us_migrating = p50s;
+    m.repeat_p99_us_migrating = p99s;
     m.failed_ops = failed;
     m.lost_ops = lost;
+    m.violations = violations;
+    m.history_keys_unchecked = unchecked;
     if worst != "done" {
         m.outcome = worst;
     }

@@ -25,8 +25,8 @@
 //!
 //! # Versions without patching Redis
 //! The version travels with the value (the first 16 bytes). Only the agent in front of a Redis
-//! writes to it and it is single-threaded, so client writes are a GET of the version and an
-//! unconditional PUT script with a higher one. Migrated, late, dirty, pulled and mirrored pairs go
+//! writes to it and it is single-threaded, so a client write is one script that reads the stored
+//! version and writes at max(the server's next version, stored + 1) (`ShardStore::put_next`). Migrated, late, dirty, pulled and mirrored pairs go
 //! through the same script with "install only if newer" on: the comparison runs inside Redis, so
 //! a copy never overwrites a newer write (NetMigrate 4.2, 7). The hex halves are compared as two
 //! 32-bit numbers (exact in Lua's doubles; no locale-dependent string comparison).
@@ -38,6 +38,7 @@
 //! case: the source's ack timeout aborts the migration and, with `mirror_writes`, the source
 //! already holds every acknowledged write.
 
+pub mod cluster;
 pub mod process;
 
 use std::path::Path;
@@ -53,6 +54,7 @@ use crate::table::ShardStore;
 use crate::transport::InProcess;
 use crate::wire::{Item, Key, NodeId, ShardId};
 
+pub use cluster::measure_redis_cluster;
 pub use process::RedisProcess;
 
 /// Bytes before the value: 16 hex digits of version and the tag.
@@ -60,24 +62,46 @@ const HEADER_BYTES: usize = 17;
 const TAG_VALUE: u8 = b'v';
 const TAG_TOMBSTONE: u8 = b'd';
 
-/// Writes one entry and adds its key to its group set; with ARGV[3] = "1" only if the entry is
-/// newer than the stored one. Keeps the live counter. Returns 1 if it wrote.
+/// Writes one entry and adds its key to its group set. ARGV[3] is the mode: "0" writes as
+/// given; "1" only if the entry is newer than the stored one; "2" (a client write) at version
+/// max(the entry's, stored + 1), the version read folded into the write (one round trip).
+/// Keeps the live counter. Returns 1 if it wrote (modes 0 and 1) or the version written as
+/// 16 hex digits (mode 2).
 const PUT_SCRIPT: &str = r"
 local old = redis.call('GET', KEYS[1])
+local entry = ARGV[1]
 if old and ARGV[3] == '1' then
   local oh = tonumber(string.sub(old, 1, 8), 16)
-  local nh = tonumber(string.sub(ARGV[1], 1, 8), 16)
+  local nh = tonumber(string.sub(entry, 1, 8), 16)
   local ol = tonumber(string.sub(old, 9, 16), 16)
-  local nl = tonumber(string.sub(ARGV[1], 9, 16), 16)
+  local nl = tonumber(string.sub(entry, 9, 16), 16)
   if oh > nh or (oh == nh and ol >= nl) then return 0 end
+end
+if ARGV[3] == '2' then
+  local nh = tonumber(string.sub(entry, 1, 8), 16)
+  local nl = tonumber(string.sub(entry, 9, 16), 16)
+  if old then
+    local oh = tonumber(string.sub(old, 1, 8), 16)
+    local ol = tonumber(string.sub(old, 9, 16), 16) + 1
+    if ol == 4294967296 then
+      ol = 0
+      oh = oh + 1
+    end
+    if oh > nh or (oh == nh and ol > nl) then
+      nh = oh
+      nl = ol
+    end
+  end
+  entry = string.format('%08x%08x', nh, nl) .. string.sub(entry, 17)
 end
 local was = 0
 if old and string.sub(old, 17, 17) == 'v' then was = 1 end
 local now = 0
-if string.sub(ARGV[1], 17, 17) == 'v' then now = 1 end
-redis.call('SET', KEYS[1], ARGV[1])
+if string.sub(entry, 17, 17) == 'v' then now = 1 end
+redis.call('SET', KEYS[1], entry)
 redis.call('SADD', KEYS[2], ARGV[2])
 if now ~= was then redis.call('INCRBY', KEYS[3], now - was) end
+if ARGV[3] == '2' then return string.sub(entry, 1, 16) end
 return 1
 ";
 
@@ -257,6 +281,10 @@ impl RedisShard {
     }
 
     fn put_cmd(&self, sha: &str, item: &Item, only_if_newer: bool) -> Command {
+        self.put_cmd_mode(sha, item, if only_if_newer { "1" } else { "0" })
+    }
+
+    fn put_cmd_mode(&self, sha: &str, item: &Item, mode: &str) -> Command {
         Command::new("EVALSHA")
             .arg(sha)
             .arg("3")
@@ -265,7 +293,7 @@ impl RedisShard {
             .arg(self.live_key())
             .arg(encode_entry(item))
             .arg(item.key.to_string())
-            .arg(if only_if_newer { "1" } else { "0" })
+            .arg(mode)
     }
 
     fn write(&mut self, items: &[Item], only_if_newer: bool) -> Vec<bool> {
@@ -367,6 +395,9 @@ impl RedisShard {
 }
 
 impl ShardStore for RedisShard {
+    /// An install is a pipeline of scripts over RESP: queries go first.
+    const QUERIES_AHEAD_OF_INSTALLS: bool = true;
+
     fn geometry(&self) -> Geometry {
         self.geometry
     }
@@ -400,6 +431,37 @@ impl ShardStore for RedisShard {
 
     fn put(&mut self, item: Item) {
         self.write(std::slice::from_ref(&item), false);
+    }
+
+    fn put_next(&mut self, key: Key, candidate: u64, value: Option<Vec<u8>>) -> u64 {
+        let item = Item {
+            key,
+            version: candidate,
+            value,
+        };
+        self.with(|c| {
+            let cmd = self.put_cmd_mode(&c.put_sha.clone(), &item, "2");
+            match c.run(std::slice::from_ref(&cmd)).as_deref() {
+                Some([Reply::Bulk(Some(hex))]) => {
+                    match std::str::from_utf8(hex)
+                        .ok()
+                        .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    {
+                        Some(v) => v,
+                        None => {
+                            c.fail(format!("the write script answered {hex:?}"));
+                            candidate
+                        }
+                    }
+                }
+                // A failed store: the node goes down on this step (see `health`).
+                None => candidate,
+                Some(other) => {
+                    c.fail(format!("the write script answered {other:?}"));
+                    candidate
+                }
+            }
+        })
     }
 
     fn install_if_newer(&mut self, item: Item) -> bool {

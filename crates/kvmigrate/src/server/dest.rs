@@ -74,17 +74,14 @@ impl<S: ShardStore> Server<S> {
                     Body::Set { value, .. } => Some(value.clone()),
                     _ => None,
                 };
-                let cur = s.table.version(key);
-                let version = {
-                    self.seq += 1;
-                    (((self.era as u64) << 48) | self.seq).max(cur + 1)
-                };
+                self.seq += 1;
+                let candidate = ((self.era as u64) << 48) | self.seq;
+                let version = s.table.put_next(key, candidate, value.clone());
                 let item = Item {
                     key,
                     version,
                     value,
                 };
-                s.table.put(item.clone());
                 if mirror && !d.owned {
                     *d.pending_keys.entry(key).or_default() += 1;
                     let src = d.src;
