@@ -45,7 +45,7 @@ fn query(args: &[&str]) -> Vec<String> {
 
 #[test]
 fn lubm_on_a_cluster_answers_as_the_embedded_store_does_while_values_migrate() {
-    let c = Cluster::up_with(&["--interval-ms", "300"]);
+    let c = Cluster::up_with(&["--interval-ms", "1000"]);
     let file = c.file();
     let cluster = file.to_str().unwrap();
     let nt = c.dir.path().join("lubm1.nt");
@@ -111,8 +111,10 @@ fn lubm_on_a_cluster_answers_as_the_embedded_store_does_while_values_migrate() {
     }
 
     // Light queries, again and again, from their start servers: the
-    // coordinator moves the values they read remotely to those servers.
-    let light = [q(4), q(5), q(6)];
+    // coordinator moves the values they read remotely to those servers. (Q4
+    // and Q5 read a few dozen keys each, so each key is read hundreds of
+    // times per interval: far past the coordinator's significance rule.)
+    let light = [q(4), q(5)];
     let mut args = vec!["sparql", "--cluster", cluster, "--json"];
     for _ in 0..40 {
         for l in &light {
