@@ -187,9 +187,20 @@ pub fn run(a: ClusterArgs) -> CliResult {
     }
 }
 
-/// A free loopback port (bound, then released; `up` binds it again at once).
-fn free_port() -> CliResult<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+/// Free loopback ports for one cluster file. Each stays bound until every
+/// port is chosen, so the operating system cannot hand out the same port
+/// twice (a released port may be given again at once); they are released
+/// when this is dropped, just before the processes bind them.
+#[derive(Default)]
+struct FreePorts(Vec<TcpListener>);
+
+impl FreePorts {
+    fn next(&mut self) -> CliResult<SocketAddr> {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let addr = l.local_addr()?;
+        self.0.push(l);
+        Ok(addr)
+    }
 }
 
 fn up(a: UpArgs) -> CliResult {
@@ -210,13 +221,14 @@ fn up(a: UpArgs) -> CliResult {
         )
         .into());
     }
+    let mut ports = FreePorts::default();
     let mut servers = Vec::new();
     for id in 0..a.servers {
         servers.push(ServerEntry {
             id: id as u8,
-            fabric: free_port()?,
-            client: free_port()?,
-            metrics: Some(free_port()?),
+            fabric: ports.next()?,
+            client: ports.next()?,
+            metrics: Some(ports.next()?),
         });
     }
     let mut file = ClusterFile {
@@ -232,8 +244,8 @@ fn up(a: UpArgs) -> CliResult {
     };
     if !a.no_coordinator {
         file.coordinator = Some(CoordinatorEntry {
-            control: free_port()?,
-            metrics: Some(free_port()?),
+            control: ports.next()?,
+            metrics: Some(ports.next()?),
             record: PathBuf::from("coordinator.redb"),
         });
     }
@@ -256,6 +268,7 @@ fn up(a: UpArgs) -> CliResult {
         file.store.replica_mb = file.store.replica_mb.max(a.value_region_mb / 4);
     }
     file.validate()?;
+    drop(ports);
     let path = a.dir.join(CLUSTER_FILE);
     file.write(&path)?;
     let exe = std::env::current_exe()?;
