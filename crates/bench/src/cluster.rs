@@ -24,6 +24,9 @@ pub struct Embedded {
     pub store: Store<EmbeddedFabric>,
     /// Seconds the load took.
     pub load_s: f64,
+    /// Value-region bytes the loaded graph occupies over all machines (the
+    /// base replica memory is measured against).
+    pub value_bytes: u64,
 }
 
 /// Builds the R-MAT graph of `g` as a CSR (undirected, simple).
@@ -148,9 +151,12 @@ pub fn build_with(
     pb.finish_and_clear();
     result?;
     fabric.counters().reset();
+    let load_s = t0.elapsed().as_secs_f64();
+    let value_bytes = store.usage().iter().map(|u| u.value_live_bytes).sum();
     Ok(Embedded {
         fabric,
         store,
-        load_s: t0.elapsed().as_secs_f64(),
+        load_s,
+        value_bytes,
     })
 }

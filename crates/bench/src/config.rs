@@ -103,6 +103,10 @@ pub struct StoreSection {
     pub part_neighbors_max: u32,
     pub reclaim_lease_ms: u64,
     pub location_cache_mb: u64,
+    /// MiB of read-only replicas each machine may hold in schemes with
+    /// replicas (`bench pragh`'s Replica); unset: a quarter of the value
+    /// region, at most 256 MiB; fractions allowed. 0 turns replicas off.
+    pub replica_mb: Option<f64>,
 }
 
 impl Default for StoreSection {
@@ -111,6 +115,7 @@ impl Default for StoreSection {
             part_neighbors_max: 1 << 16,
             reclaim_lease_ms: 60_000,
             location_cache_mb: 0,
+            replica_mb: None,
         }
     }
 }
@@ -204,6 +209,15 @@ impl Config {
                 c.threads,
                 "must be at most 1024",
             ));
+        }
+        if let Some(mb) = self.store.replica_mb {
+            if !(mb.is_finite() && (0.0..=1_048_576.0).contains(&mb)) {
+                return Err(BenchError::setting(
+                    "store.replica_mb",
+                    mb,
+                    "must be between 0 and 1048576 (MiB per machine)",
+                ));
+            }
         }
         let w = &self.workload;
         if w.queries == 0 {

@@ -24,6 +24,9 @@ pub enum ExperimentArg {
     EagerDeferred,
     /// Throughput timeline as the start scope switches, Shard vs Split+Cache (Pragh Fig. 15).
     Dynamic,
+    /// Replica throughput against its memory: Ideal, Orig and Replica at budgets from 0
+    /// (Split+Cache) to 25% of a machine's share of the graph's value bytes.
+    ReplicaBudget,
 }
 
 impl From<ExperimentArg> for Experiment {
@@ -35,6 +38,7 @@ impl From<ExperimentArg> for Experiment {
             ExperimentArg::PutHeavy => Experiment::PutHeavy,
             ExperimentArg::EagerDeferred => Experiment::EagerDeferred,
             ExperimentArg::Dynamic => Experiment::Dynamic,
+            ExperimentArg::ReplicaBudget => Experiment::ReplicaBudget,
         }
     }
 }
@@ -77,9 +81,14 @@ pub struct PraghArgs {
     /// in-process run of the same workload; writes pragh-schemes-tcp.json.
     #[arg(long, value_enum, default_value = "local")]
     pub fabric: FabricArg,
-    /// With --fabric tcp: interleaved runs (medians with min and max).
+    /// Interleaved runs of every scheme (rows are medians, with min and max;
+    /// every run's rows go to pragh-<experiment>.runs.json).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Replica budget per machine in MiB (fractions allowed) for the Replica
+    /// scheme; default: a quarter of the value region, at most 256 MiB.
+    #[arg(long)]
+    pub replica_mb: Option<f64>,
     /// With --fabric tcp: closed-loop client threads.
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
@@ -114,6 +123,8 @@ pub fn run(a: PraghArgs) -> CliResult {
     if let Some(w) = a.warm_s_max {
         settings.warm_s_max = w;
     }
+    settings.runs = a.runs;
+    settings.replica_mb = a.replica_mb;
     let only = a
         .schemes
         .iter()
@@ -146,8 +157,8 @@ pub fn run(a: PraghArgs) -> CliResult {
     } else if !report.rows.is_empty() {
         let p = &report.settings;
         println!(
-            "R-MAT scale {} ({} vertices, {} stored edges), {} machines, {} worker threads, interval {} ms",
-            p.scale, report.vertices, report.stored_edges, p.machines, p.threads, p.interval_ms
+            "R-MAT scale {} ({} vertices, {} stored edges), {} machines, {} worker threads, interval {} ms; median [min-max] of {} interleaved run(s)",
+            p.scale, report.vertices, report.stored_edges, p.machines, p.threads, p.interval_ms, p.runs
         );
         print_rows(&report.rows);
     }
@@ -161,37 +172,44 @@ pub fn run(a: PraghArgs) -> CliResult {
 
 fn print_rows(rows: &[Row]) {
     println!(
-        "{:<12} {:>7} {:>12} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>11} {:>8} {:>8}",
+        "{:<12} {:>7} {:>22} {:>9} {:>9} {:>8} {:>8} {:>9} {:>10} {:>8} {:>17} {:>8}",
         "scheme",
         "scope",
         "queries/s",
         "p50(us)",
         "p99(us)",
-        "p99.9(us)",
         "remote",
         "rem.GET",
         "migrated",
         "moved(MB)",
+        "replicas",
         "vs Orig",
         "vs Ideal"
     );
     for r in rows {
         println!(
-            "{:<12} {:>7} {:>12.0} {:>10.1} {:>10.1} {:>10.1} {:>7.1}% {:>7.1}% {:>8.2}% {:>11.1} {:>7.2}x {:>7.1}%",
+            "{:<12} {:>7} {:>22} {:>9.1} {:>9.1} {:>7.1}% {:>7.1}% {:>8.2}% {:>10.1} {:>7.2}% {:>17} {:>7.1}%",
             r.scheme,
             r.scope.map_or("-".to_string(), |s| s.to_string()),
-            r.throughput_qps,
+            format!(
+                "{:.0} [{:.0}-{:.0}]",
+                r.throughput_qps, r.throughput_qps_range[0], r.throughput_qps_range[1]
+            ),
             r.p50_us,
             r.p99_us,
-            r.p999_us,
             r.remote_rate * 100.0,
             r.remote_gets * 100.0,
             r.migrated_fraction * 100.0,
             r.bytes_moved as f64 / 1e6,
-            r.vs_orig,
+            r.replica_share * 100.0,
+            format!(
+                "{:.2}x [{:.2}-{:.2}]",
+                r.vs_orig, r.vs_orig_range[0], r.vs_orig_range[1]
+            ),
             r.vs_ideal * 100.0
         );
     }
+    println!("(replicas: replica bytes as a share of the graph's value bytes; the JSON has bytes per machine and the budget)");
 }
 
 /// `pragh schemes --fabric tcp`.

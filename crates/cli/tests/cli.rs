@@ -232,10 +232,21 @@ fn pragh_bench_runs_shard_against_orig_and_writes_json_and_plots() {
         "8",
         "--schemes",
         "Orig,Shard",
+        "--runs",
+        "3",
+        "--ops",
+        "5000",
         "--out",
         out,
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    // Three interleaved rounds of both schemes, and rows that are their medians.
+    let runs: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("pragh-schemes.runs.json")).unwrap(),
+    )
+    .unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3);
     let rows: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("pragh-schemes.json")).unwrap(),
     )
@@ -262,6 +273,20 @@ fn pragh_bench_runs_shard_against_orig_and_writes_json_and_plots() {
     }
     assert_eq!(rows[0]["scheme"], "Orig");
     assert_eq!(rows[1]["scheme"], "Shard");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["runs"], 3);
+        let mut seen: Vec<f64> = runs
+            .iter()
+            .map(|round| round[i]["throughput_qps"].as_f64().unwrap())
+            .collect();
+        seen.sort_by(f64::total_cmp);
+        assert_eq!(r["throughput_qps"].as_f64().unwrap(), seen[1], "{r}");
+        let range = r["throughput_qps_range"].as_array().unwrap();
+        assert_eq!(range[0].as_f64().unwrap(), seen[0]);
+        assert_eq!(range[1].as_f64().unwrap(), seen[2]);
+        // Each round's Orig is 1.00x of itself.
+        assert_eq!(runs[0][0]["vs_orig"].as_f64().unwrap(), 1.0);
+    }
     assert!(
         rows[1]["bytes_moved"].as_u64().unwrap() > 0,
         "Shard moved nothing"
@@ -276,4 +301,56 @@ fn pragh_bench_runs_shard_against_orig_and_writes_json_and_plots() {
         &["bench", "pragh", "schemes", "--preset", "huge"],
         "quick or full",
     );
+}
+
+#[test]
+fn pragh_replica_budget_keeps_every_machine_within_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = locus(&[
+        "bench",
+        "pragh",
+        "replica-budget",
+        "--scale",
+        "9",
+        "--runs",
+        "1",
+        "--ops",
+        "4000",
+        "--warm-s-max",
+        "4",
+        "--out",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rows: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("pragh-replica-budget.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = rows.as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(names[..2], ["Ideal", "Orig"]);
+    let replica: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["scheme"] == "Replica").collect();
+    assert_eq!(replica.len(), 7, "{names:?}");
+    let mut last_budget = 0;
+    for r in &replica {
+        let budget = r["replica_budget_bytes"].as_u64().unwrap();
+        assert!(budget >= last_budget, "budgets grow: {r}");
+        last_budget = budget;
+        let held = r["replica_bytes_machine_max"].as_u64().unwrap();
+        assert!(
+            held <= budget,
+            "a machine holds {held} replica bytes over its budget {budget}"
+        );
+        let share = r["replica_share"].as_f64().unwrap();
+        let graph = r["graph_value_bytes"].as_u64().unwrap();
+        assert!(graph > 0);
+        let total = r["replica_bytes"].as_u64().unwrap();
+        assert!((share - total as f64 / graph as f64).abs() < 1e-9, "{r}");
+    }
+    assert_eq!(replica[0]["replica_budget_bytes"], 0);
+    assert_eq!(replica[0]["replica_bytes"], 0);
+    assert!(last_budget > 0);
+    assert!(dir.path().join("pragh-replica-budget.png").exists());
 }

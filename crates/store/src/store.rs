@@ -310,6 +310,16 @@ impl<F: Fabric> Store<F> {
             .collect()
     }
 
+    /// Bytes of read-only replica blocks `machine` holds now (0 if it is not
+    /// hosted or replicas are off): the memory replicas cost beyond the graph.
+    pub fn replica_bytes(&self, machine: MachineId) -> u64 {
+        self.shared
+            .replica_sets
+            .get(machine as usize)
+            .and_then(|s| s.as_ref())
+            .map_or(0, |s| s.bytes())
+    }
+
     /// Retired value blocks of `machine` waiting out the reclaim lease (0 if not hosted).
     pub fn reclaim_backlog(&self, machine: MachineId) -> usize {
         self.shared

@@ -48,6 +48,8 @@ pub enum Experiment {
     EagerDeferred,
     /// Throughput timeline as the start scope switches, Shard vs Split+Cache (Pragh Fig. 15).
     Dynamic,
+    /// Replica throughput and memory as the replica budget grows (Locus's replicas).
+    ReplicaBudget,
 }
 
 impl Experiment {
@@ -60,6 +62,7 @@ impl Experiment {
             Experiment::PutHeavy => "put-heavy",
             Experiment::EagerDeferred => "eager-deferred",
             Experiment::Dynamic => "dynamic",
+            Experiment::ReplicaBudget => "replica-budget",
         }
     }
 }
@@ -89,6 +92,10 @@ pub struct Settings {
     pub k: usize,
     /// Workload seed.
     pub seed: u64,
+    /// Interleaved runs of every scheme; each row is their median.
+    pub runs: usize,
+    /// Replica budget per machine, MiB (None: the scheme's default).
+    pub replica_mb: Option<f64>,
 }
 
 impl Settings {
@@ -109,6 +116,8 @@ impl Settings {
                 update_fraction: 0.05,
                 k: 100,
                 seed,
+                runs: 3,
+                replica_mb: None,
             },
             Preset::Full => Settings {
                 preset,
@@ -122,6 +131,8 @@ impl Settings {
                 update_fraction: 0.05,
                 k: 100,
                 seed,
+                runs: 3,
+                replica_mb: None,
             },
         }
     }
@@ -136,6 +147,9 @@ impl Settings {
         }
         if self.ops == 0 {
             return Err(BenchError::setting("--ops", 0, "must be positive"));
+        }
+        if !(1..=99).contains(&self.runs) {
+            return Err(BenchError::setting("--runs", self.runs, "must be 1..=99"));
         }
         if !(self.warm_s_max >= 0.0 && self.warm_s_max <= 3600.0) {
             return Err(BenchError::setting(
@@ -154,6 +168,7 @@ impl Settings {
         c.cluster.machines = self.machines;
         c.graph.scale = self.scale;
         c.store.location_cache_mb = 0;
+        c.store.replica_mb = self.replica_mb;
         c
     }
 }
@@ -211,6 +226,31 @@ pub struct Row {
     pub migrations_approved: u64,
     /// Coordinator decisions to leave a key put because several machines want it.
     pub contended_decisions: u64,
+    /// Bytes of read-only replicas held at the end of the run, all machines.
+    pub replica_bytes: u64,
+    /// The most replica bytes one machine held.
+    pub replica_bytes_machine_max: u64,
+    /// Replica bytes over the loaded graph's value bytes (`graph_value_bytes`).
+    pub replica_share: f64,
+    /// The replica budget of each machine (0: no replicas).
+    pub replica_budget_bytes: u64,
+    /// Value-region bytes of the loaded graph, all machines.
+    pub graph_value_bytes: u64,
+    /// Interleaved runs this row is the median of (each field its own median;
+    /// ratios are medians of each run's own ratio).
+    pub runs: usize,
+    /// [min, max] of `throughput_qps` over the runs.
+    pub throughput_qps_range: [f64; 2],
+    /// [min, max] of `vs_orig` over the runs.
+    pub vs_orig_range: [f64; 2],
+    /// [min, max] of `vs_ideal` over the runs.
+    pub vs_ideal_range: [f64; 2],
+    /// [min, max] of `remote_rate` over the runs.
+    pub remote_rate_range: [f64; 2],
+    /// [min, max] of `remote_gets` over the runs.
+    pub remote_gets_range: [f64; 2],
+    /// [min, max] of `migrated_fraction` over the runs.
+    pub migrated_fraction_range: [f64; 2],
     /// Every update's latency (for the CDF plot; not in the JSON).
     #[serde(skip)]
     pub update_latencies_us: Vec<f64>,
@@ -229,8 +269,11 @@ pub struct Report {
     pub stored_edges: u64,
     /// What placement alone could achieve (schemes, uniform).
     pub placement_bound: Option<PlacementBound>,
-    /// Scheme rows (schemes, uniform, scope, put-heavy).
+    /// Scheme rows (schemes, uniform, scope, put-heavy, replica-budget):
+    /// medians over the runs.
     pub rows: Vec<Row>,
+    /// Every run's rows, round by round (`<name>.runs.json`).
+    pub run_rows: Vec<Vec<Row>>,
     /// Timelines (eager-deferred, dynamic).
     pub timelines: Vec<Timeline>,
     /// The machine it ran on.
@@ -250,6 +293,7 @@ impl Report {
         let name = self.name();
         if self.timelines.is_empty() {
             out.json(&format!("{name}.json"), &self.rows)?;
+            out.json(&format!("{name}.runs.json"), &self.run_rows)?;
         } else {
             out.json(&format!("{name}.json"), &self.timelines)?;
             plots::plot_timelines(dir, &name, &self.timelines)?;
@@ -288,9 +332,11 @@ pub fn fill_ratios(rows: &mut [Row]) {
     for r in rows.iter_mut() {
         if let Some(o) = orig {
             r.vs_orig = r.throughput_qps / o;
+            r.vs_orig_range = [r.vs_orig; 2];
         }
         if let Some(i) = ideal {
             r.vs_ideal = r.throughput_qps / i;
+            r.vs_ideal_range = [r.vs_ideal; 2];
         }
     }
 }
@@ -302,6 +348,11 @@ const SKEWED: StartDist = StartDist::Zipf {
 };
 
 /// Runs `experiment` with `settings` on the schemes in `only` (all if empty).
+///
+/// Row experiments run every scheme once per round, `settings.runs` rounds
+/// (so the schemes compared alternate in time on a shared machine); each
+/// row is the median of its scheme's runs, with the per-run rows kept in
+/// [`Report::run_rows`].
 pub fn run(
     experiment: Experiment,
     settings: &Settings,
@@ -315,11 +366,49 @@ pub fn run(
     let csr = rmat_csr(&p.config().graph)?;
     let wanted = |s: Scheme| only.is_empty() || only.contains(&s);
     let mut rows = Vec::new();
+    let mut run_rows = Vec::new();
     let mut bound = None;
     let mut timelines = Vec::new();
-    let scheme_run = |s: Scheme, w: &scheme::Workload, p: &Settings| -> Result<Row> {
-        r.note(format!("{} ...", s.name()));
-        scheme::run_scheme(s, w, p, Mode::Eager, r).map_err(|e| e.in_scheme(s.name()))
+    // Every scheme of `schemes` once per round, `p.runs` rounds; the medians.
+    let mut rounds = |schemes: &[(Scheme, Option<f64>)],
+                      w: &scheme::Workload,
+                      p: &Settings,
+                      scope: Option<u64>|
+     -> Result<Vec<Row>> {
+        let mut all = Vec::new();
+        for round in 0..p.runs {
+            let mut group = Vec::new();
+            for &(s, replica_mb) in schemes {
+                let budget =
+                    replica_mb.map_or(String::new(), |mb| format!(", {mb:.3} MiB of replicas"));
+                r.note(format!(
+                    "{}{budget} (run {}/{}) ...",
+                    s.name(),
+                    round + 1,
+                    p.runs
+                ));
+                let p = Settings {
+                    replica_mb: replica_mb.or(p.replica_mb),
+                    ..p.clone()
+                };
+                let mut row = scheme::run_scheme(s, w, &p, Mode::Eager, r)
+                    .map_err(|e| e.in_scheme(s.name()))?;
+                row.scope = scope;
+                group.push(row);
+            }
+            fill_ratios(&mut group);
+            all.push(group);
+        }
+        let medians = median_rows(&all);
+        run_rows.extend(all);
+        Ok(medians)
+    };
+    let plain = |schemes: &[Scheme]| -> Vec<(Scheme, Option<f64>)> {
+        schemes
+            .iter()
+            .filter(|&&s| wanted(s))
+            .map(|&s| (s, None))
+            .collect()
     };
     match experiment {
         Experiment::Schemes | Experiment::Uniform => {
@@ -338,10 +427,7 @@ pub fn run(
                 b.shared_vertices
             ));
             bound = Some(b);
-            for s in Scheme::ALL.into_iter().filter(|&s| wanted(s)) {
-                rows.push(scheme_run(s, &w, p)?);
-            }
-            fill_ratios(&mut rows);
+            rows = rounds(&plain(&Scheme::ALL), &w, p, None)?;
         }
         Experiment::Scope => {
             let max_scale = p.scale;
@@ -351,24 +437,15 @@ pub fn run(
             }
             for scope in scopes {
                 let w = scheme::workload(&csr, p, StartDist::Zipf { theta: 0.99, scope })?;
-                let mut group = Vec::new();
-                for s in [
+                r.note(format!("scope {scope}:"));
+                let schemes = plain(&[
                     Scheme::Ideal,
                     Scheme::Orig,
                     Scheme::Shard,
                     Scheme::SplitCache,
                     Scheme::Replica,
-                ]
-                .into_iter()
-                .filter(|&s| wanted(s))
-                {
-                    r.note(format!("scope {scope}:"));
-                    let mut row = scheme_run(s, &w, p)?;
-                    row.scope = Some(scope);
-                    group.push(row);
-                }
-                fill_ratios(&mut group);
-                rows.extend(group);
+                ]);
+                rows.extend(rounds(&schemes, &w, p, Some(scope))?);
             }
         }
         Experiment::PutHeavy => {
@@ -377,13 +454,24 @@ pub fn run(
                 ..p.clone()
             };
             let w = scheme::workload(&csr, &p, SKEWED)?;
-            for s in [Scheme::Orig, Scheme::SplitCache, Scheme::Replica]
-                .into_iter()
-                .filter(|&s| wanted(s))
-            {
-                rows.push(scheme_run(s, &w, &p)?);
+            let schemes = plain(&[Scheme::Orig, Scheme::SplitCache, Scheme::Replica]);
+            rows = rounds(&schemes, &w, &p, None)?;
+        }
+        Experiment::ReplicaBudget => {
+            let w = scheme::workload(&csr, p, SKEWED)?;
+            // A machine's share of the graph's value bytes, from a store
+            // sized and loaded as every scheme's is.
+            let share = {
+                let c = crate::cluster::build(&csr, p.machines, &p.config(), r)?;
+                c.value_bytes as f64 / p.machines as f64 / (1u64 << 20) as f64
+            };
+            let mut schemes = plain(&[Scheme::Ideal, Scheme::Orig]);
+            if wanted(Scheme::Replica) {
+                for f in REPLICA_BUDGET_SHARES {
+                    schemes.push((Scheme::Replica, Some(share * f)));
+                }
             }
-            fill_ratios(&mut rows);
+            rows = rounds(&schemes, &w, p, None)?;
         }
         Experiment::EagerDeferred => {
             let w = scheme::workload(&csr, p, SKEWED)?;
@@ -427,9 +515,74 @@ pub fn run(
         stored_edges: csr.edge_count(),
         placement_bound: bound,
         rows,
+        run_rows,
         timelines,
         machine,
     })
+}
+
+/// Replica budgets of the `replica-budget` experiment, as shares of one
+/// machine's part of the graph's value bytes (0: Split+Cache).
+pub const REPLICA_BUDGET_SHARES: [f64; 7] = [0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25];
+
+/// The median row of each scheme over interleaved rounds: `rounds[r][i]` is
+/// the `i`-th row of round `r` (the same scheme in every round, ratios
+/// filled within the round). Each field is its own median (the lower middle
+/// value for an even count, so always a value some run measured); the
+/// update latencies (for the CDF plot) are those of the run with the median
+/// throughput.
+pub fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    (0..first.len())
+        .map(|i| {
+            let runs: Vec<&Row> = rounds.iter().map(|round| &round[i]).collect();
+            let spread = |get: fn(&Row) -> f64| -> (f64, [f64; 2]) {
+                let mut v: Vec<f64> = runs.iter().map(|r| get(r)).collect();
+                v.sort_by(f64::total_cmp);
+                (v[(v.len() - 1) / 2], [v[0], v[v.len() - 1]])
+            };
+            let median = |get: fn(&Row) -> f64| spread(get).0;
+            let median_u = |get: fn(&Row) -> u64| -> u64 {
+                let mut v: Vec<u64> = runs.iter().map(|r| get(r)).collect();
+                v.sort_unstable();
+                v[(v.len() - 1) / 2]
+            };
+            let (tp, tp_range) = spread(|r| r.throughput_qps);
+            let mut row = (*runs
+                .iter()
+                .find(|r| r.throughput_qps == tp)
+                .expect("the median is one of the values"))
+            .clone();
+            row.runs = runs.len();
+            row.throughput_qps = tp;
+            row.throughput_qps_range = tp_range;
+            (row.vs_orig, row.vs_orig_range) = spread(|r| r.vs_orig);
+            (row.vs_ideal, row.vs_ideal_range) = spread(|r| r.vs_ideal);
+            (row.remote_rate, row.remote_rate_range) = spread(|r| r.remote_rate);
+            (row.remote_gets, row.remote_gets_range) = spread(|r| r.remote_gets);
+            (row.migrated_fraction, row.migrated_fraction_range) = spread(|r| r.migrated_fraction);
+            row.p50_us = median(|r| r.p50_us);
+            row.p99_us = median(|r| r.p99_us);
+            row.p999_us = median(|r| r.p999_us);
+            row.update_p50_us = median(|r| r.update_p50_us);
+            row.update_p99_us = median(|r| r.update_p99_us);
+            row.update_p999_us = median(|r| r.update_p999_us);
+            row.forwarded_share = median(|r| r.forwarded_share);
+            row.warm_s = median(|r| r.warm_s);
+            row.replica_share = median(|r| r.replica_share);
+            row.values_moved = median_u(|r| r.values_moved);
+            row.bytes_moved = median_u(|r| r.bytes_moved);
+            row.queries = median_u(|r| r.queries);
+            row.updates = median_u(|r| r.updates);
+            row.migrations_approved = median_u(|r| r.migrations_approved);
+            row.contended_decisions = median_u(|r| r.contended_decisions);
+            row.replica_bytes = median_u(|r| r.replica_bytes);
+            row.replica_bytes_machine_max = median_u(|r| r.replica_bytes_machine_max);
+            row
+        })
+        .collect()
 }
 
 /// Three phases of the dynamic experiment: non-overlapping start scopes.

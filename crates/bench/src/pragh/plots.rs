@@ -46,6 +46,51 @@ pub(super) fn plot_rows(dir: &std::path::Path, name: &str, rows: &[Row]) -> Resu
             schemes.push(r.scheme.clone());
         }
     }
+    if rows.iter().filter(|r| r.scheme == "Replica").count() > 1 {
+        // replica-budget: throughput against the replica memory it used.
+        let replica: Vec<&Row> = rows.iter().filter(|r| r.scheme == "Replica").collect();
+        let share = |r: &Row| r.replica_share * 100.0;
+        let x_max = replica.iter().map(|r| share(r)).fold(0.0, f64::max);
+        let mut series = vec![
+            locus_plot::Series {
+                label: "Replica (median)".into(),
+                points: replica
+                    .iter()
+                    .map(|r| (share(r), r.throughput_qps))
+                    .collect(),
+            },
+            locus_plot::Series {
+                label: "Replica (min)".into(),
+                points: replica
+                    .iter()
+                    .map(|r| (share(r), r.throughput_qps_range[0]))
+                    .collect(),
+            },
+            locus_plot::Series {
+                label: "Replica (max)".into(),
+                points: replica
+                    .iter()
+                    .map(|r| (share(r), r.throughput_qps_range[1]))
+                    .collect(),
+            },
+        ];
+        for r in rows.iter().filter(|r| r.scheme != "Replica") {
+            series.push(locus_plot::Series {
+                label: r.scheme.clone(),
+                points: vec![(0.0, r.throughput_qps), (x_max, r.throughput_qps)],
+            });
+        }
+        locus_plot::LineChart {
+            title: "Replica: throughput against replica memory".into(),
+            x_label: "replica bytes (% of the graph's value bytes)".into(),
+            y_label: "queries per second".into(),
+            x_log: false,
+            y_log: false,
+            series,
+        }
+        .write_png(&at(format!("{name}.png")))?;
+        return Ok(wrote);
+    }
     if rows.iter().any(|r| r.scope.is_some()) {
         let line = |y: &dyn Fn(&Row) -> f64| -> Vec<locus_plot::Series> {
             schemes

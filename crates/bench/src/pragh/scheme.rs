@@ -89,8 +89,9 @@ impl Scheme {
         }
     }
 
-    /// How the scheme sets up a store sized for its graph.
-    pub fn configure(self, s: &mut StoreConfig) {
+    /// How the scheme sets up a store sized for its graph; `replica_mb`
+    /// (Replica only) overrides the default replica budget per machine.
+    pub fn configure(self, s: &mut StoreConfig, replica_mb: Option<f64>) {
         match self {
             Scheme::Ideal | Scheme::Orig => s.cache_bytes_max = 0,
             Scheme::Shard => {
@@ -104,7 +105,10 @@ impl Scheme {
             Scheme::Cache | Scheme::SplitCache => s.cache_bytes_max = 128 << 20,
             Scheme::Replica => {
                 s.cache_bytes_max = 128 << 20;
-                s.replica_bytes_max = (s.value_region_bytes / 4).min(256 << 20) / 8 * 8;
+                s.replica_bytes_max = match replica_mb {
+                    Some(mb) => (mb * (1u64 << 20) as f64) as u64 / 8 * 8,
+                    None => (s.value_region_bytes / 4).min(256 << 20) / 8 * 8,
+                };
             }
             Scheme::Split => {
                 // The cache still counts accesses for the monitor, but no lookup uses it.
@@ -159,14 +163,14 @@ impl Running {
         r: &Reporter,
     ) -> Result<Running> {
         let cluster = cluster::build_with(csr, scheme.machines(machines), config, r, |s| {
-            scheme.configure(s)
+            scheme.configure(s, config.store.replica_mb)
         })?;
         let services = cluster.store.spawn_services()?;
         let driver = if scheme.migrates() {
-            Some(Driver::start(
-                cluster.store.clone(),
-                scheme.driver_config(interval_ms, mode),
-            )?)
+            let mut d = scheme.driver_config(interval_ms, mode);
+            // A zero budget makes Replica Split+Cache (no replicas to approve).
+            d.policy.replicas &= config.store.replica_mb != Some(0.0);
+            Some(Driver::start(cluster.store.clone(), d)?)
         } else {
             None
         };
@@ -350,11 +354,19 @@ pub(super) fn run_scheme(
     } else {
         None
     };
+    let store = &run.cluster.store;
+    let replica: Vec<u64> = (0..store.machines())
+        .map(|m| store.replica_bytes(m as u8))
+        .collect();
+    let replica_bytes: u64 = replica.iter().sum();
+    let graph_value_bytes = run.cluster.value_bytes;
+    let replica_budget_bytes = store.config().replica_bytes_max;
     let Running { driver, .. } = run;
     let contended = driver
         .and_then(|d| d.stop())
         .map_or(0, |c| c.stats().contended);
     let loaded = w.endpoints.len().max(1);
+    let migrated_fraction = away.unwrap_or(moved) as f64 / loaded as f64;
     let q = &report.queries;
     let ul = &report.update_latencies_us;
     let pct = |p: f64| -> f64 {
@@ -372,7 +384,7 @@ pub(super) fn run_scheme(
         p999_us: q.p999_us,
         remote_rate: q.remote_rate,
         remote_gets: q.remote_get_rate,
-        migrated_fraction: away.unwrap_or(moved) as f64 / loaded as f64,
+        migrated_fraction,
         values_moved: moved,
         bytes_moved,
         vs_orig: 0.0,
@@ -388,6 +400,18 @@ pub(super) fn run_scheme(
         warm_s,
         migrations_approved: approved,
         contended_decisions: contended,
+        replica_bytes,
+        replica_bytes_machine_max: replica.iter().copied().max().unwrap_or(0),
+        replica_share: replica_bytes as f64 / graph_value_bytes.max(1) as f64,
+        replica_budget_bytes,
+        graph_value_bytes,
+        runs: 1,
+        throughput_qps_range: [q.throughput_qps; 2],
+        vs_orig_range: [0.0; 2],
+        vs_ideal_range: [0.0; 2],
+        remote_rate_range: [q.remote_rate; 2],
+        remote_gets_range: [q.remote_get_rate; 2],
+        migrated_fraction_range: [migrated_fraction; 2],
         update_latencies_us: report.update_latencies_us.clone(),
     })
 }

@@ -55,7 +55,7 @@ impl Running {
             |s| {
                 s.reclaim_lease_ms = config.store.reclaim_lease_ms;
                 s.cache_lease_ms = config.store.reclaim_lease_ms.min(60_000);
-                scheme.configure(s);
+                scheme.configure(s, None);
             },
             &(),
         )?;

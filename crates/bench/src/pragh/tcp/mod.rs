@@ -328,7 +328,7 @@ pub fn store_section(c: &StoreConfig) -> StoreSection {
 fn spec(scheme: Scheme, csr: &Csr, p: &Settings, tcp: &TcpSettings) -> Spec {
     let machines = scheme.machines(p.machines);
     let mut c = crate::cluster::store_config(csr, machines, &p.config());
-    scheme.configure(&mut c);
+    scheme.configure(&mut c, None);
     let d = scheme.driver_config(p.interval_ms, Mode::Eager);
     let policy = PolicySection {
         mode: "eager".into(),
