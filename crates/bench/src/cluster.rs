@@ -8,6 +8,7 @@ use locus_fabric::counting::Counting;
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_graph::{Csr, CsrOptions, Lists, Rmat, RmatConfig};
 use locus_store::{home_of, Store, StoreConfig};
+use serde::Serialize;
 
 use crate::config::{Config, GraphSection};
 use crate::{BenchError, Reporter, Result};
@@ -109,45 +110,8 @@ pub fn build_with(
             .filter(|&(_, d)| d > 0),
     )?;
     let t0 = Instant::now();
-    let threads = config.threads();
-    let n = csr.entries();
-    let pb = r.bar(n, &format!("loading {machines} machine(s)"));
-    let result: Result<()> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (store, pb) = (&store, &pb);
-                s.spawn(move || -> Result<()> {
-                    let mut workers = (0..machines)
-                        .map(|m| store.worker(m as u8))
-                        .collect::<locus_store::Result<Vec<_>>>()?;
-                    let mut i = t as u64;
-                    let mut since = 0u64;
-                    while i < n {
-                        let list = csr.list(i);
-                        if !list.is_empty() {
-                            let v = csr.vertex(i);
-                            workers[home_of(v, machines) as usize].put(v, list)?;
-                        }
-                        i += threads as u64;
-                        since += 1;
-                        if since == 4096 {
-                            pb.inc(since);
-                            since = 0;
-                        }
-                    }
-                    pb.inc(since);
-                    Ok(())
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join().unwrap_or_else(|_| {
-                Err(BenchError::ThreadPanicked {
-                    thread: "loader".into(),
-                })
-            })
-        })
-    });
+    let pb = r.bar(csr.entries(), &format!("loading {machines} machine(s)"));
+    let result = put_lists(&store, csr, config.threads(), &|n| pb.inc(n));
     pb.finish_and_clear();
     result?;
     fabric.counters().reset();
@@ -159,4 +123,258 @@ pub fn build_with(
         load_s,
         value_bytes,
     })
+}
+
+/// Puts every non-empty list of `lists` at its vertex's home, from
+/// `threads` threads; `progress(n)` is told of entries done.
+fn put_lists(
+    store: &Store<EmbeddedFabric>,
+    lists: &impl Lists,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<()> {
+    let machines = store.machines();
+    let n = lists.entries();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || -> Result<()> {
+                    let mut workers = (0..machines)
+                        .map(|m| store.worker(m as u8))
+                        .collect::<locus_store::Result<Vec<_>>>()?;
+                    let mut i = t as u64;
+                    let mut since = 0u64;
+                    while i < n {
+                        let list = lists.list(i);
+                        if !list.is_empty() {
+                            let v = lists.vertex(i);
+                            workers[home_of(v, machines) as usize].put(v, list)?;
+                        }
+                        i += threads as u64;
+                        since += 1;
+                        if since == 4096 {
+                            progress(since);
+                            since = 0;
+                        }
+                    }
+                    progress(since);
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(BenchError::ThreadPanicked {
+                    thread: "loader".into(),
+                })
+            })
+        })
+    })
+}
+
+/// What [`build_rmat_ranged`] measured of its load.
+#[derive(Debug, Clone, Serialize)]
+pub struct RangedLoad {
+    /// Vertices of the graph (`2^scale`).
+    pub vertices: u64,
+    /// Vertices with a list.
+    pub vertices_with_edges: u64,
+    /// Adjacency entries stored (after dedup; both directions if symmetrized).
+    pub stored_edges: u64,
+    /// Generated edges.
+    pub generated_edges: u64,
+    /// Vertex ranges the lists were built in (passes over the generator after the degree pass).
+    pub ranges: usize,
+    /// Seconds of the degree pass.
+    pub degrees_s: f64,
+    /// Seconds from the first range's build to the last list put.
+    pub load_s: f64,
+    /// Generated edges per second over the whole load (degree pass included).
+    pub edges_per_s: f64,
+    /// Key-table bytes over all machines.
+    pub key_bytes: u64,
+    /// Value-region bytes in use (the lists) over all machines.
+    pub value_bytes: u64,
+    /// (key + value bytes) per vertex of the graph.
+    pub bytes_per_vertex: f64,
+    /// Value bytes per stored adjacency entry.
+    pub value_bytes_per_edge: f64,
+}
+
+/// Builds a cluster of `machines` machines and loads the R-MAT graph of `g`
+/// into it without ever holding its CSR: one pass of the counter-based
+/// generator counts each vertex's raw degree (4 bytes per vertex, kept: a
+/// zero says the vertex has no list); then the vertices are cut into ranges
+/// of at most `range_entries` raw adjacency entries, and for each range the
+/// generator runs again, only that range's lists are built (sorted,
+/// deduplicated, self loops dropped, symmetrized if `opts` says), put at
+/// their homes and dropped. Peak memory beyond the store: the degrees and one
+/// range's lists (12 bytes per entry while building). The store is sized from
+/// the raw degrees (an upper bound), and its capacity is checked before
+/// anything is put.
+pub fn build_rmat_ranged(
+    g: &GraphSection,
+    opts: CsrOptions,
+    machines: usize,
+    config: &Config,
+    range_entries: u64,
+    r: &Reporter,
+    tweak: impl FnOnce(&mut StoreConfig),
+) -> Result<(Embedded, Vec<u32>, RangedLoad)> {
+    let rmat = Rmat::new(RmatConfig {
+        scale: g.scale,
+        edge_factor: g.edge_factor,
+        seed: g.seed,
+        ..RmatConfig::default()
+    })?;
+    let n = rmat.vertex_count();
+    let threads = config.threads();
+    let t0 = Instant::now();
+    r.note(format!(
+        "R-MAT scale {}: counting the degrees of {} vertices over {} edges ...",
+        g.scale,
+        n,
+        rmat.edge_count()
+    ));
+    let degrees = locus_graph::csr::raw_degrees(n, opts, &rmat, threads)?;
+    let degrees_s = t0.elapsed().as_secs_f64();
+    let raw_entries: u64 = degrees.iter().map(|&d| u64::from(d)).sum();
+    let fabric = fabric(machines, config)?;
+    let mut store_config = StoreConfig {
+        reclaim_lease_ms: config.store.reclaim_lease_ms,
+        cache_bytes_max: config.store.location_cache_mb << 20,
+        cache_lease_ms: config.store.reclaim_lease_ms.min(60_000),
+        ..StoreConfig::for_graph(n, raw_entries, machines, config.store.part_neighbors_max)
+    };
+    tweak(&mut store_config);
+    let store = Store::create(fabric.clone(), store_config)?;
+    store.check_capacity_of(
+        degrees
+            .iter()
+            .enumerate()
+            .filter(|&(_, &d)| d > 0)
+            .map(|(v, &d)| (v as u32, u64::from(d))),
+    )?;
+    let ranges = locus_graph::csr::ranges_by_entries(&degrees, range_entries.max(1));
+    let t1 = Instant::now();
+    let pb = r.bar(
+        n,
+        &format!("loading {machines} machine(s), {} range(s)", ranges.len()),
+    );
+    let mut stored_edges = 0u64;
+    for range in &ranges {
+        let part = Csr::build_range(n, opts, &rmat, range.clone(), threads)?;
+        stored_edges += part.edge_count();
+        let lists = Offset {
+            csr: &part,
+            first: range.start as u32,
+        };
+        put_lists(&store, &lists, threads, &|k| pb.inc(k))?;
+    }
+    pb.finish_and_clear();
+    fabric.counters().reset();
+    let load_s = t1.elapsed().as_secs_f64();
+    let usage = store.usage();
+    let key_bytes: u64 = usage.iter().map(|u| u.key_region_bytes).sum();
+    let value_bytes: u64 = usage.iter().map(|u| u.value_live_bytes).sum();
+    let load = RangedLoad {
+        vertices: n,
+        vertices_with_edges: degrees.iter().filter(|&&d| d > 0).count() as u64,
+        stored_edges,
+        generated_edges: rmat.edge_count(),
+        ranges: ranges.len(),
+        degrees_s,
+        load_s,
+        edges_per_s: rmat.edge_count() as f64 / t0.elapsed().as_secs_f64(),
+        key_bytes,
+        value_bytes,
+        bytes_per_vertex: (key_bytes + value_bytes) as f64 / n as f64,
+        value_bytes_per_edge: value_bytes as f64 / stored_edges.max(1) as f64,
+    };
+    let e = Embedded {
+        fabric,
+        store,
+        load_s,
+        value_bytes,
+    };
+    Ok((e, degrees, load))
+}
+
+/// One range's CSR seen as lists of the graph's own vertex ids.
+struct Offset<'a> {
+    csr: &'a Csr,
+    first: u32,
+}
+
+impl Lists for Offset<'_> {
+    fn entries(&self) -> u64 {
+        self.csr.vertex_count()
+    }
+    fn vertex(&self, i: u64) -> u32 {
+        self.first + i as u32
+    }
+    fn list(&self, i: u64) -> &[u32] {
+        self.csr.neighbors(i as u32)
+    }
+    fn vertices_with_edges(&self) -> u64 {
+        Lists::vertices_with_edges(self.csr)
+    }
+    fn stored_edges(&self) -> u64 {
+        self.csr.edge_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ranged loader stores exactly the lists a CSR-built cluster holds,
+    /// for both directed and symmetrized graphs, whatever the range size.
+    #[test]
+    fn ranged_rmat_load_stores_what_the_csr_load_stores() {
+        let mut config = Config::default();
+        config.cluster.machines = 4;
+        config.cluster.threads = 2;
+        config.cluster.latency_ns = 0;
+        config.cluster.bandwidth_bytes_per_s = 0;
+        config.cluster.pin_memory = false;
+        config.graph.scale = 10;
+        config.graph.edge_factor = 8;
+        let r = Reporter::quiet();
+        for opts in [
+            CsrOptions::default(),
+            CsrOptions {
+                symmetrize: false,
+                ..CsrOptions::default()
+            },
+        ] {
+            let rmat = Rmat::new(RmatConfig {
+                scale: 10,
+                edge_factor: 8,
+                seed: config.graph.seed,
+                ..RmatConfig::default()
+            })
+            .unwrap();
+            let csr = Csr::from_rmat(&rmat, opts).unwrap();
+            for range_entries in [700, 1 << 30] {
+                let (e, degrees, load) =
+                    build_rmat_ranged(&config.graph, opts, 4, &config, range_entries, &r, |_| {})
+                        .unwrap();
+                assert_eq!(load.stored_edges, csr.edge_count());
+                assert_eq!(load.vertices, 1024);
+                assert!(load.ranges > 1 || range_entries > 1 << 20);
+                let mut w = e.store.worker(0).unwrap();
+                for v in 0..1024u32 {
+                    let got = w.get(v).unwrap();
+                    if csr.degree(v) == 0 {
+                        assert_eq!(degrees[v as usize], 0);
+                        assert!(got.is_none(), "{v} has no edges but a value");
+                    } else {
+                        assert_eq!(got.as_deref(), Some(csr.neighbors(v)), "{opts:?} {v}");
+                    }
+                }
+                assert!(load.value_bytes_per_edge >= 4.0);
+            }
+        }
+    }
 }

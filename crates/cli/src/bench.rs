@@ -25,6 +25,10 @@ pub enum Bench {
     MigrateSpeed(crate::migrate_speed::MigrateSpeedArgs),
     /// Pragh's traversal benchmark (section 6): schemes side by side in one run.
     Pragh(crate::pragh::PraghArgs),
+    /// An R-MAT graph loaded into an embedded cluster without its CSR (a
+    /// degree pass, then vertex ranges built and put one at a time): bytes
+    /// per vertex and per edge, load rate, peak memory.
+    LoadRmat(crate::load_rmat::LoadRmatArgs),
     /// Far-memory analytics (Fargraph+ Figs. 15, 18, 19, Table 4, threads).
     Fargraph(crate::fargraph::FargraphArgs),
     /// Live shard migration (NetMigrate 6: Figs. 4-6, Tables 2-7), every protocol side by side.
@@ -118,6 +122,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::Foundation(f) => run_foundation(f),
         Bench::MigrateSpeed(m) => crate::migrate_speed::run(m),
         Bench::Pragh(p) => crate::pragh::run(p),
+        Bench::LoadRmat(l) => crate::load_rmat::run(l),
         Bench::Fargraph(g) => crate::fargraph::run(g),
         Bench::Netmigrate(n) => crate::netmigrate::run(n),
         Bench::Client(c) => run_client(c),

@@ -10,6 +10,7 @@ mod commands;
 mod demo;
 mod fargraph;
 mod kv;
+mod load_rmat;
 mod migrate_speed;
 mod netmigrate;
 mod pragh;

@@ -354,3 +354,39 @@ fn pragh_replica_budget_keeps_every_machine_within_its_budget() {
     assert!(last_budget > 0);
     assert!(dir.path().join("pragh-replica-budget.png").exists());
 }
+
+#[test]
+fn load_rmat_builds_the_store_range_by_range_and_reports_its_memory() {
+    let o = locus(&[
+        "bench",
+        "load-rmat",
+        "--scale",
+        "12",
+        "--range-mb",
+        "0.1",
+        "--machines",
+        "4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let load = &j["load"];
+    assert_eq!(load["vertices"], 4096);
+    assert_eq!(load["generated_edges"], 4096 * 16);
+    assert!(load["ranges"].as_u64().unwrap() > 1, "{j}");
+    let stored = load["stored_edges"].as_u64().unwrap();
+    assert!(
+        stored > 0 && stored <= 4096 * 16,
+        "directed, deduplicated: {j}"
+    );
+    assert!(load["value_bytes_per_edge"].as_f64().unwrap() >= 4.0);
+    assert!(j["peak_rss_bytes"].as_u64().unwrap() > 0);
+    fails_with(
+        &["bench", "load-rmat", "--scale", "12", "--machines", "0"],
+        "cluster.machines",
+    );
+    fails_with(
+        &["bench", "load-rmat", "--scale", "12", "--range-mb", "0"],
+        "--range-mb 0 must be a positive number",
+    );
+}

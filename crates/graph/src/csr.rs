@@ -163,14 +163,39 @@ impl Csr {
         source: &S,
         threads: usize,
     ) -> Result<Csr> {
+        let csr = Self::build_range(vertex_count, opts, source, 0..vertex_count, threads)?;
+        debug_assert!(csr.check_invariants());
+        Ok(csr)
+    }
+
+    /// The lists of the vertices in `range` only, in the same two passes over
+    /// the whole `source` (edges whose endpoint of interest lies outside the
+    /// range are skipped): entry `i` of the result is vertex `range.start + i`,
+    /// and targets keep their ids in `0..vertex_count`. Memory is proportional
+    /// to the range's entries, so a graph too large for one CSR can be built
+    /// and consumed a range at a time ([`raw_degrees`] says how to cut it).
+    pub fn build_range<S: EdgeSource + ?Sized>(
+        vertex_count: u64,
+        opts: CsrOptions,
+        source: &S,
+        range: std::ops::Range<u64>,
+        threads: usize,
+    ) -> Result<Csr> {
         if vertex_count > VERTEX_COUNT_MAX {
             return Err(GraphError::TooManyVertices {
                 vertex_count,
                 vertex_count_max: VERTEX_COUNT_MAX,
             });
         }
+        assert!(
+            range.start <= range.end && range.end <= vertex_count,
+            "range {range:?} not within 0..{vertex_count}"
+        );
         let threads = crate::clamp_threads(threads);
         let n = vertex_count as usize;
+        let (lo, len) = (range.start as usize, (range.end - range.start) as usize);
+        // The local index of `u`, if `u` is in the range.
+        let local = |u: VertexId| (u as usize).checked_sub(lo).filter(|&i| i < len);
         let pb = progress::bar(
             source.edge_count().saturating_mul(2),
             Unit::Edges,
@@ -178,7 +203,7 @@ impl Csr {
         );
 
         // Pass 1: degrees.
-        let degrees: Vec<AtomicU64> = (0..=n).map(|_| AtomicU64::new(0)).collect();
+        let degrees: Vec<AtomicU64> = (0..=len).map(|_| AtomicU64::new(0)).collect();
         let bad_edge: Mutex<Option<Edge>> = Mutex::new(None);
         source.visit_chunks(threads, &|chunk| {
             for &(u, v) in chunk {
@@ -190,9 +215,13 @@ impl Csr {
                 if u == v && opts.drop_self_loops {
                     continue;
                 }
-                degrees[u as usize].fetch_add(1, Ordering::Relaxed);
+                if let Some(i) = local(u) {
+                    degrees[i].fetch_add(1, Ordering::Relaxed);
+                }
                 if opts.symmetrize && u != v {
-                    degrees[v as usize].fetch_add(1, Ordering::Relaxed);
+                    if let Some(i) = local(v) {
+                        degrees[i].fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
             pb.inc(chunk.len() as u64);
@@ -222,7 +251,7 @@ impl Csr {
         // Pass 2: fill. Each vertex owns targets[offsets[v]..offsets[v + 1]]; a cursor
         // per vertex hands out its slots.
         let targets: Vec<AtomicU32> = (0..entries).map(|_| AtomicU32::new(0)).collect();
-        let cursors: Vec<AtomicU64> = offsets[..n].iter().map(|&o| AtomicU64::new(o)).collect();
+        let cursors: Vec<AtomicU64> = offsets[..len].iter().map(|&o| AtomicU64::new(o)).collect();
         let unstable = AtomicBool::new(false);
         source.visit_chunks(threads, &|chunk| {
             // Claim every slot of the chunk first, then store. A locked fetch_add waits
@@ -230,8 +259,9 @@ impl Csr {
             // miss the cache serialises the misses; batching lets the stores overlap.
             let mut claims: Vec<(u64, VertexId)> = Vec::with_capacity(2 * chunk.len());
             let mut claim = |u: VertexId, v: VertexId| {
-                let pos = cursors[u as usize].fetch_add(1, Ordering::Relaxed);
-                if pos < offsets[u as usize + 1] {
+                let Some(i) = local(u) else { return };
+                let pos = cursors[i].fetch_add(1, Ordering::Relaxed);
+                if pos < offsets[i + 1] {
                     claims.push((pos, v));
                 } else {
                     unstable.store(true, Ordering::Relaxed);
@@ -271,13 +301,11 @@ impl Csr {
             compact(&mut offsets, &mut targets, &lengths);
         }
         let max_degree = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
-        let csr = Csr {
+        Ok(Csr {
             offsets,
             targets,
             max_degree,
-        };
-        debug_assert!(csr.check_invariants());
-        Ok(csr)
+        })
     }
 
     /// Number of vertices.
@@ -331,6 +359,76 @@ impl Csr {
             && self.offsets.windows(2).all(|w| w[0] <= w[1])
             && self.targets.iter().all(|&t| u64::from(t) < n)
     }
+}
+
+/// Each vertex's list length before deduplication (self loops already
+/// dropped if `opts` drops them), in one pass over `source`: an upper bound
+/// on its final degree (equal without dedup), zero exactly when the vertex
+/// will have no list. 4 bytes per vertex; lengths saturate at `u32::MAX`.
+pub fn raw_degrees<S: EdgeSource + ?Sized>(
+    vertex_count: u64,
+    opts: CsrOptions,
+    source: &S,
+    threads: usize,
+) -> Result<Vec<u32>> {
+    if vertex_count > VERTEX_COUNT_MAX {
+        return Err(GraphError::TooManyVertices {
+            vertex_count,
+            vertex_count_max: VERTEX_COUNT_MAX,
+        });
+    }
+    let n = vertex_count as usize;
+    let degrees: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+    let bad_edge: Mutex<Option<Edge>> = Mutex::new(None);
+    let pb = progress::bar(source.edge_count(), Unit::Edges, "counting degrees");
+    let bump = |d: &AtomicU32| {
+        let _ = d.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| x.checked_add(1));
+    };
+    source.visit_chunks(crate::clamp_threads(threads), &|chunk| {
+        for &(u, v) in chunk {
+            if u as usize >= n || v as usize >= n {
+                let mut slot = bad_edge.lock().unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert((u, v));
+                continue;
+            }
+            if u == v && opts.drop_self_loops {
+                continue;
+            }
+            bump(&degrees[u as usize]);
+            if opts.symmetrize && u != v {
+                bump(&degrees[v as usize]);
+            }
+        }
+        pb.inc(chunk.len() as u64);
+    });
+    pb.finish_and_clear();
+    if let Some((src, dst)) = bad_edge.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(GraphError::EdgeOutOfRange {
+            src,
+            dst,
+            vertex_count,
+        });
+    }
+    Ok(degrees.into_iter().map(AtomicU32::into_inner).collect())
+}
+
+/// Cuts `0..degrees.len()` into consecutive ranges of at most `entries_max`
+/// raw entries each (a vertex with more is a range of its own).
+pub fn ranges_by_entries(degrees: &[u32], entries_max: u64) -> Vec<std::ops::Range<u64>> {
+    let mut out = Vec::new();
+    let (mut start, mut sum) = (0u64, 0u64);
+    for (v, &d) in degrees.iter().enumerate() {
+        let d = u64::from(d);
+        if sum + d > entries_max && v as u64 > start {
+            out.push(start..v as u64);
+            (start, sum) = (v as u64, 0);
+        }
+        sum += d;
+    }
+    if (degrees.len() as u64) > start || out.is_empty() {
+        out.push(start..degrees.len() as u64);
+    }
+    out
 }
 
 /// Sorts every adjacency list, in parallel over vertex ranges balanced by entries.
@@ -429,6 +527,65 @@ fn compact(offsets: &mut [u64], targets: &mut Vec<VertexId>, lengths: &[u64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Building range by range gives exactly the full CSR's lists, for
+    /// every option set and every cut, and the raw degrees bound them.
+    #[test]
+    fn ranges_rebuild_the_whole_graph() {
+        let rmat = Rmat::new(crate::RmatConfig {
+            scale: 10,
+            edge_factor: 8,
+            seed: 3,
+            ..crate::RmatConfig::default()
+        })
+        .unwrap();
+        let n = rmat.vertex_count();
+        for opts in [
+            CsrOptions::default(),
+            CsrOptions::RAW,
+            CsrOptions {
+                symmetrize: false,
+                ..CsrOptions::default()
+            },
+        ] {
+            let full = Csr::build_with_threads(n, opts, &rmat, 2).unwrap();
+            let raw = raw_degrees(n, opts, &rmat, 2).unwrap();
+            for v in 0..n as u32 {
+                assert!(u64::from(raw[v as usize]) >= full.degree(v), "{opts:?} {v}");
+                assert_eq!(raw[v as usize] == 0, full.degree(v) == 0);
+                if !opts.dedup {
+                    assert_eq!(u64::from(raw[v as usize]), full.degree(v));
+                }
+            }
+            for entries_max in [1, 500, 4096, u64::MAX] {
+                let ranges = ranges_by_entries(&raw, entries_max);
+                assert_eq!(ranges.first().unwrap().start, 0);
+                assert_eq!(ranges.last().unwrap().end, n);
+                let mut next = 0;
+                for r in &ranges {
+                    assert_eq!(r.start, next, "ranges are consecutive");
+                    next = r.end;
+                    let entries: u64 = raw[r.start as usize..r.end as usize]
+                        .iter()
+                        .map(|&d| u64::from(d))
+                        .sum();
+                    assert!(entries <= entries_max || r.end - r.start == 1);
+                }
+                for r in ranges.iter().take(40) {
+                    let part = Csr::build_range(n, opts, &rmat, r.clone(), 2).unwrap();
+                    assert_eq!(part.vertex_count(), r.end - r.start);
+                    for i in 0..part.vertex_count() {
+                        let v = (r.start + i) as u32;
+                        assert_eq!(part.neighbors(i as u32), full.neighbors(v), "{opts:?} {v}");
+                    }
+                }
+            }
+        }
+        assert!(matches!(
+            raw_degrees(2, CsrOptions::default(), &[(0u32, 5u32)][..], 1),
+            Err(GraphError::EdgeOutOfRange { .. })
+        ));
+    }
 
     #[test]
     fn small_graph_layout() {
