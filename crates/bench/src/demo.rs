@@ -191,7 +191,8 @@ pub fn run(
     s.validate()?;
     let c = &s.config;
     let t0 = Instant::now();
-    let csr = rmat_csr(&c.graph)?;
+    let graph = crate::pragh::Graph::Csr(rmat_csr(&c.graph)?);
+    let csr = graph.csr().expect("held as a CSR just above");
     let gen_s = t0.elapsed().as_secs_f64();
     on(DemoEvent::Graph {
         vertices: csr.vertex_count(),
@@ -225,7 +226,7 @@ pub fn run(
     // Ideal and Hash-N: load, run the query set once.
     let mut ideal_cpu_share = None;
     for (name, machines) in [("Ideal".to_string(), 1), (format!("Hash-{n}"), n)] {
-        let e = cluster::build(&csr, machines, c, r)?;
+        let e = cluster::build(csr, machines, c, r)?;
         let pb = r.bar(starts.len() as u64, &format!("{name}: queries"));
         let cpu0 = process_cpu_s();
         let wall = Instant::now();
@@ -264,7 +265,7 @@ pub fn run(
     let ops: Vec<Op> = starts.iter().map(|&v| Op::TwoHop(v)).collect();
     let mut recoveries = Vec::new();
     for &scheme in &s.migrating {
-        let run = Running::start(scheme, &csr, c, n, s.interval_ms, Mode::Eager, r)?;
+        let run = Running::start(scheme, &graph, c, n, s.interval_ms, Mode::Eager, r)?;
         on(DemoEvent::Migrating(scheme));
         let recovery =
             recover(&run, &ops, q, threads, s, on).map_err(|e| e.in_scheme(scheme.name()))?;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use locus_bench::pragh::tcp::{FabricSpread, TcpReport, TcpSettings};
-use locus_bench::pragh::{self, Experiment, Row, Scheme, Settings};
+use locus_bench::pragh::{self, Experiment, Loader, Row, Scheme, Settings};
 use locus_bench::{Preset, Reporter};
 
 use crate::CliResult;
@@ -85,6 +85,11 @@ pub struct PraghArgs {
     /// every run's rows go to pragh-<experiment>.runs.json).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// How the graph is held: csr (a CSR beside each store) or ranged (no
+    /// CSR: each store is loaded from the generator a vertex range at a
+    /// time; what R-MAT 26 needs here). Default: csr up to scale 22.
+    #[arg(long, value_enum)]
+    pub loader: Option<LoaderArg>,
     /// Replica budget per machine in MiB (fractions allowed) for the Replica
     /// scheme; default: a quarter of the value region, at most 256 MiB.
     #[arg(long)]
@@ -99,6 +104,14 @@ pub struct PraghArgs {
     /// With --fabric tcp: threads sending the graph's LOAD batches.
     #[arg(long, default_value_t = 4)]
     pub senders: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoaderArg {
+    /// A CSR in memory.
+    Csr,
+    /// No CSR: vertex ranges built from the generator and put one at a time.
+    Ranged,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -125,6 +138,10 @@ pub fn run(a: PraghArgs) -> CliResult {
     }
     settings.runs = a.runs;
     settings.replica_mb = a.replica_mb;
+    settings.loader = a.loader.map(|l| match l {
+        LoaderArg::Csr => Loader::Csr,
+        LoaderArg::Ranged => Loader::Ranged,
+    });
     let only = a
         .schemes
         .iter()

@@ -412,6 +412,64 @@ pub fn raw_degrees<S: EdgeSource + ?Sized>(
     Ok(degrees.into_iter().map(AtomicU32::into_inner).collect())
 }
 
+/// The sorted lists (as [`Csr`] would build them with `opts`) of just
+/// `vertices`, in one pass over `source`: a bitmap of the wanted vertices
+/// (one bit per vertex) filters the edges, so the memory is that of the
+/// wanted lists. Vertices without edges map to empty lists.
+pub fn lists_of<S: EdgeSource + ?Sized>(
+    vertex_count: u64,
+    opts: CsrOptions,
+    source: &S,
+    vertices: &[VertexId],
+    threads: usize,
+) -> Result<std::collections::HashMap<VertexId, Vec<VertexId>>> {
+    let n = vertex_count as usize;
+    let mut wanted = vec![0u64; n.div_ceil(64)];
+    for &v in vertices {
+        if v as usize >= n {
+            return Err(GraphError::EdgeOutOfRange {
+                src: v,
+                dst: v,
+                vertex_count,
+            });
+        }
+        wanted[v as usize / 64] |= 1 << (v % 64);
+    }
+    let is_wanted = |v: VertexId| (v as usize) < n && wanted[v as usize / 64] >> (v % 64) & 1 == 1;
+    let found: Mutex<Vec<Edge>> = Mutex::new(Vec::new());
+    let pb = progress::bar(source.edge_count(), Unit::Edges, "reading start lists");
+    source.visit_chunks(crate::clamp_threads(threads), &|chunk| {
+        let mut mine = Vec::new();
+        for &(u, v) in chunk {
+            if u == v && opts.drop_self_loops {
+                continue;
+            }
+            if is_wanted(u) {
+                mine.push((u, v));
+            }
+            if opts.symmetrize && u != v && is_wanted(v) {
+                mine.push((v, u));
+            }
+        }
+        if !mine.is_empty() {
+            found.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
+        }
+        pb.inc(chunk.len() as u64);
+    });
+    pb.finish_and_clear();
+    let mut pairs = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    pairs.sort_unstable();
+    if opts.dedup {
+        pairs.dedup();
+    }
+    let mut lists: std::collections::HashMap<VertexId, Vec<VertexId>> =
+        vertices.iter().map(|&v| (v, Vec::new())).collect();
+    for (u, v) in pairs {
+        lists.get_mut(&u).expect("only wanted vertices").push(v);
+    }
+    Ok(lists)
+}
+
 /// Cuts `0..degrees.len()` into consecutive ranges of at most `entries_max`
 /// raw entries each (a vertex with more is a range of its own).
 pub fn ranges_by_entries(degrees: &[u32], entries_max: u64) -> Vec<std::ops::Range<u64>> {
@@ -579,6 +637,15 @@ mod tests {
                         assert_eq!(part.neighbors(i as u32), full.neighbors(v), "{opts:?} {v}");
                     }
                 }
+            }
+        }
+        for opts in [CsrOptions::default(), CsrOptions::RAW] {
+            let full = Csr::build_with_threads(n, opts, &rmat, 2).unwrap();
+            let some: Vec<u32> = (0..n as u32).step_by(37).chain([0, 1, 2, 3]).collect();
+            let lists = lists_of(n, opts, &rmat, &some, 2).unwrap();
+            assert_eq!(lists.len(), (0..n).step_by(37).count() + 3);
+            for &v in &some {
+                assert_eq!(lists[&v], full.neighbors(v), "{opts:?} {v}");
             }
         }
         assert!(matches!(

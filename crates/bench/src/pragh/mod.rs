@@ -10,6 +10,7 @@
 //! driver are checked after every sequence, so a dead service is an error
 //! naming the machine, not a run of 30-second timeouts.
 
+mod graph;
 mod placement;
 mod plots;
 mod scheme;
@@ -20,15 +21,14 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use locus_coordinator::Mode;
-use locus_graph::Csr;
 use locus_workloads::traversal::{mix_ops, start_vertices, StartDist};
 use serde::Serialize;
 
+pub use graph::{Graph, Loader};
 pub use placement::{placement_bound, PlacementBound};
 pub use scheme::{values_away, Running, Scheme};
 pub use timeline::{bin, recovery, TimePoint, Timeline};
 
-use crate::cluster::rmat_csr;
 use crate::config::Config;
 use crate::output::{MachineMeta, OutDir};
 use crate::{BenchError, Preset, Reporter, Result};
@@ -96,6 +96,9 @@ pub struct Settings {
     pub runs: usize,
     /// Replica budget per machine, MiB (None: the scheme's default).
     pub replica_mb: Option<f64>,
+    /// How the graph is held: a CSR, or no CSR (stores loaded from the
+    /// generator a range at a time); by default a CSR up to scale 22.
+    pub loader: Option<Loader>,
 }
 
 impl Settings {
@@ -118,6 +121,7 @@ impl Settings {
                 seed,
                 runs: 3,
                 replica_mb: None,
+                loader: None,
             },
             Preset::Full => Settings {
                 preset,
@@ -133,6 +137,7 @@ impl Settings {
                 seed,
                 runs: 3,
                 replica_mb: None,
+                loader: None,
             },
         }
     }
@@ -363,7 +368,8 @@ pub fn run(
     let p = settings;
     let mut machine = MachineMeta::start();
     r.note(format!("generating R-MAT scale {} ...", p.scale));
-    let csr = rmat_csr(&p.config().graph)?;
+    let loader = p.loader.unwrap_or(Loader::for_scale(p.scale));
+    let csr = Graph::generate(&p.config().graph, loader, p.threads, r)?;
     let wanted = |s: Scheme| only.is_empty() || only.contains(&s);
     let mut rows = Vec::new();
     let mut run_rows = Vec::new();
@@ -462,7 +468,7 @@ pub fn run(
             // A machine's share of the graph's value bytes, from a store
             // sized and loaded as every scheme's is.
             let share = {
-                let c = crate::cluster::build(&csr, p.machines, &p.config(), r)?;
+                let c = csr.build(p.machines, &p.config(), r, |_| {})?;
                 c.value_bytes as f64 / p.machines as f64 / (1u64 << 20) as f64
             };
             let mut schemes = plain(&[Scheme::Ideal, Scheme::Orig]);
@@ -512,7 +518,7 @@ pub fn run(
         experiment: experiment.name(),
         settings: p.clone(),
         vertices: csr.vertex_count(),
-        stored_edges: csr.edge_count(),
+        stored_edges: csr.stored_edges(),
         placement_bound: bound,
         rows,
         run_rows,
@@ -586,15 +592,16 @@ pub fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
 }
 
 /// Three phases of the dynamic experiment: non-overlapping start scopes.
-fn dynamic_phases(csr: &Csr, p: &Settings) -> Result<Vec<Vec<locus_workloads::traversal::Op>>> {
+fn dynamic_phases(csr: &Graph, p: &Settings) -> Result<Vec<Vec<locus_workloads::traversal::Op>>> {
     let mut used = HashSet::new();
     let mut phases = Vec::new();
     let ends = scheme::endpoints(csr);
     for i in 0..3u64 {
         let starts = start_vertices(csr.vertex_count(), p.ops, SKEWED, p.seed + 100 * i, |v| {
-            csr.degree(v) > 0 && !used.contains(&v)
+            csr.has_edges(v) && !used.contains(&v)
         })?;
         used.extend(starts.iter().copied());
+        csr.remember_lists(&starts, p.threads)?;
         phases.push(mix_ops(&starts, p.update_fraction, &ends, p.seed + i));
     }
     Ok(phases)

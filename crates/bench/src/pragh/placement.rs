@@ -1,7 +1,7 @@
 //! The placement bound: what the best placement with one copy per value could
 //! achieve for a workload, computed offline from the operation sequence.
 
-use locus_graph::Csr;
+use super::graph::Graph;
 use locus_workloads::traversal::Op;
 use serde::Serialize;
 
@@ -23,7 +23,7 @@ pub struct PlacementBound {
     pub shared_vertices: u64,
 }
 
-pub fn placement_bound(csr: &Csr, ops: &[Op], machines: usize, k: usize) -> PlacementBound {
+pub fn placement_bound(graph: &Graph, ops: &[Op], machines: usize, k: usize) -> PlacementBound {
     use std::collections::HashMap;
     // Per vertex read, its reads by each machine.
     let mut counts: HashMap<u32, Vec<u32>> = HashMap::new();
@@ -40,7 +40,7 @@ pub fn placement_bound(csr: &Csr, ops: &[Op], machines: usize, k: usize) -> Plac
         if let Op::TwoHop(s) = op {
             let at = locus_store::home_of(*s, machines) as usize;
             note(*s, at);
-            for &u in csr.neighbors(*s).iter().take(k) {
+            for u in graph.neighbors(*s, k) {
                 note(u, at);
             }
         }

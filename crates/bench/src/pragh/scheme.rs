@@ -6,14 +6,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use locus_coordinator::{Driver, DriverConfig, Mode, PolicyConfig};
-use locus_graph::Csr;
 use locus_store::{Services, StoreConfig};
 use locus_workloads::traversal::{
     mix_ops, repeat_fresh, run_ops, start_vertices, MixReport, Op, StartDist, TwoHop,
 };
 
+use super::graph::Graph;
 use super::{Row, Settings};
-use crate::cluster::{self, Embedded};
+use crate::cluster::Embedded;
 use crate::config::Config;
 use crate::{BenchError, Reporter, Result};
 
@@ -152,17 +152,17 @@ pub struct Running {
 }
 
 impl Running {
-    /// Builds `scheme`'s cluster for `csr` and starts its services and driver.
+    /// Builds `scheme`'s cluster for `graph` and starts its services and driver.
     pub fn start(
         scheme: Scheme,
-        csr: &Csr,
+        graph: &Graph,
         config: &Config,
         machines: usize,
         interval_ms: u64,
         mode: Mode,
         r: &Reporter,
     ) -> Result<Running> {
-        let cluster = cluster::build_with(csr, scheme.machines(machines), config, r, |s| {
+        let cluster = graph.build(scheme.machines(machines), config, r, |s| {
             scheme.configure(s, config.store.replica_mb)
         })?;
         let services = cluster.store.spawn_services()?;
@@ -240,7 +240,7 @@ impl Running {
 /// The operation sequences of one experiment: a warm-up and a measured
 /// sequence drawn from the same start set.
 pub struct Workload<'a> {
-    pub(super) csr: &'a Csr,
+    pub(super) graph: &'a Graph,
     /// Vertices with a value (sorted): update endpoints are drawn from them.
     pub(super) endpoints: Vec<u32>,
     pub(super) warm: Vec<Op>,
@@ -248,24 +248,30 @@ pub struct Workload<'a> {
 }
 
 /// The vertices a loaded graph has values for (degree > 0), sorted.
-pub(super) fn endpoints(csr: &Csr) -> Vec<u32> {
-    (0..csr.vertex_count() as u32)
-        .filter(|&v| csr.degree(v) > 0)
+pub(super) fn endpoints(graph: &Graph) -> Vec<u32> {
+    (0..graph.vertex_count() as u32)
+        .filter(|&v| graph.has_edges(v))
         .collect()
 }
 
 /// The warm-up and measured sequences for `dist`: `p.ops` operations each,
 /// `p.update_fraction` of them edge inserts.
-pub(super) fn workload<'a>(csr: &'a Csr, p: &Settings, dist: StartDist) -> Result<Workload<'a>> {
-    let eligible = |v: u32| csr.degree(v) > 0;
-    let n = csr.vertex_count();
+pub(super) fn workload<'a>(
+    graph: &'a Graph,
+    p: &Settings,
+    dist: StartDist,
+) -> Result<Workload<'a>> {
+    let eligible = |v: u32| graph.has_edges(v);
+    let n = graph.vertex_count();
     // The measured and warm-up sequences share the start set (same seed for
     // the scope choice) but draw different operations from it.
     let starts = start_vertices(n, p.ops * 2, dist, p.seed, eligible)?;
     let (warm, measure) = starts.split_at(p.ops);
-    let ends = endpoints(csr);
+    let ends = endpoints(graph);
+    // The placement bound and the Shard plan read the start vertices' lists.
+    graph.remember_lists(&starts, p.threads)?;
     Ok(Workload {
-        csr,
+        graph,
         warm: mix_ops(warm, p.update_fraction, &ends, p.seed ^ 1),
         measure: mix_ops(measure, p.update_fraction, &ends, p.seed ^ 2),
         endpoints: ends,
@@ -283,7 +289,7 @@ pub(super) fn run_scheme(
 ) -> Result<Row> {
     let run = Running::start(
         scheme,
-        w.csr,
+        w.graph,
         &p.config(),
         p.machines,
         p.interval_ms,
@@ -300,7 +306,7 @@ pub(super) fn run_scheme(
     let mut shard_moved = (0u64, 0u64);
     if scheme == Scheme::Shard {
         run.run(&w.warm, q, p.threads, "Shard: warm-up", r)?;
-        shard_moved = move_shards_optimally(&run.cluster, &w.warm, w.csr, p.k, r)?;
+        shard_moved = move_shards_optimally(&run.cluster, &w.warm, w.graph, p.k, r)?;
     }
     let mut last_approved = u64::MAX;
     let mut round = 1u64;
@@ -350,7 +356,7 @@ pub(super) fn run_scheme(
     };
     // The share of vertices whose value is away from its key's machine now.
     let away = if scheme.migrates() {
-        Some(values_away(&run.cluster, w.csr)?)
+        Some(values_away(&run.cluster, w.graph)?)
     } else {
         None
     };
@@ -417,11 +423,11 @@ pub(super) fn run_scheme(
 }
 
 /// Vertices whose value is held away from their key's machine.
-pub fn values_away(e: &Embedded, csr: &Csr) -> Result<u64> {
+pub fn values_away(e: &Embedded, graph: &Graph) -> Result<u64> {
     let mut w0 = e.store.worker(0)?;
     let mut away = 0u64;
-    for v in 0..csr.vertex_count() as u32 {
-        if csr.degree(v) == 0 {
+    for v in 0..graph.vertex_count() as u32 {
+        if !graph.has_edges(v) {
             continue;
         }
         let word = w0.address_word(v)?;
@@ -441,7 +447,7 @@ pub fn values_away(e: &Embedded, csr: &Csr) -> Result<u64> {
 pub(super) fn move_shards_optimally(
     e: &Embedded,
     ops: &[Op],
-    csr: &Csr,
+    graph: &Graph,
     k: usize,
     r: &Reporter,
 ) -> Result<(u64, u64)> {
@@ -459,7 +465,7 @@ pub(super) fn move_shards_optimally(
         match *op {
             Op::TwoHop(s) => {
                 counts[map.shard_of(s) as usize][at] += 1;
-                for &u in csr.neighbors(s).iter().take(k) {
+                for u in graph.neighbors(s, k) {
                     counts[map.shard_of(u) as usize][at] += 1;
                 }
             }
@@ -467,8 +473,8 @@ pub(super) fn move_shards_optimally(
         }
     }
     let mut keys = vec![0u64; shards];
-    for v in 0..csr.vertex_count() as u32 {
-        if csr.degree(v) > 0 {
+    for v in 0..graph.vertex_count() as u32 {
+        if graph.has_edges(v) {
             keys[map.shard_of(v) as usize] += 1;
         }
     }
@@ -489,10 +495,10 @@ mod tests {
     use locus_fabric::faulty::{Fault, Faulty};
     use locus_fabric::local::{LocalConfig, LocalFabric};
 
-    fn tiny_csr() -> Csr {
+    fn tiny_csr() -> Graph {
         let mut g = Config::default().graph;
         g.scale = 6;
-        crate::cluster::rmat_csr(&g).unwrap()
+        Graph::Csr(crate::cluster::rmat_csr(&g).unwrap())
     }
 
     /// Orig reads every value at its key's home, so its measured remote GET
@@ -531,6 +537,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ideal.remote_gets, 0.0);
+    }
+
+    /// A graph held without its CSR gives the run the same workload, the
+    /// same placement bound and the same store contents as the CSR.
+    #[test]
+    fn the_ranged_graph_runs_the_same_experiment_as_the_csr() {
+        let mut g = Config::default().graph;
+        g.scale = 8;
+        let r = Reporter::quiet();
+        let csr = Graph::generate(&g, super::super::Loader::Csr, 2, &r).unwrap();
+        let ranged = Graph::generate(&g, super::super::Loader::Ranged, 2, &r).unwrap();
+        assert_eq!(csr.vertex_count(), ranged.vertex_count());
+        let mut p = Settings::new(crate::Preset::Quick, 5);
+        p.scale = 8;
+        p.ops = 300;
+        p.update_fraction = 0.0;
+        p.measure_s_min = 0.0;
+        p.threads = 2;
+        p.machines = 4;
+        let (wc, wr) = (
+            workload(&csr, &p, StartDist::Uniform).unwrap(),
+            workload(&ranged, &p, StartDist::Uniform).unwrap(),
+        );
+        assert_eq!(wc.measure, wr.measure);
+        assert_eq!(wc.endpoints, wr.endpoints);
+        let (bc, br) = (
+            super::super::placement_bound(&csr, &wc.measure, 4, p.k),
+            super::super::placement_bound(&ranged, &wr.measure, 4, p.k),
+        );
+        assert_eq!((bc.gets, bc.shared_vertices), (br.gets, br.shared_vertices));
+        assert_eq!(bc.hash_remote_gets, br.hash_remote_gets);
+        let orig = run_scheme(Scheme::Orig, &wr, &p, Mode::Eager, &r).unwrap();
+        assert!((orig.remote_gets - br.hash_remote_gets).abs() < 1e-12);
+        assert_eq!(ranged.stored_edges(), csr.stored_edges());
     }
 
     #[test]

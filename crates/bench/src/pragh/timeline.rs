@@ -6,10 +6,10 @@
 use std::time::Instant;
 
 use locus_coordinator::Mode;
-use locus_graph::Csr;
 use locus_workloads::traversal::{repeat_fresh, Op, TwoHop};
 use serde::Serialize;
 
+use super::graph::Graph;
 use super::scheme::{endpoints, move_shards_optimally, Running, Scheme};
 use super::Settings;
 use crate::{Reporter, Result};
@@ -50,15 +50,23 @@ pub struct Timeline {
 pub(super) fn timeline(
     scheme: Scheme,
     mode: Mode,
-    csr: &Csr,
+    graph: &Graph,
     p: &Settings,
     phases: &[Vec<Op>],
     phase_s: f64,
     r: &Reporter,
 ) -> Result<Timeline> {
     let bin_s = p.interval_ms as f64 / 4000.0;
-    let ends = endpoints(csr);
-    let run = Running::start(scheme, csr, &p.config(), p.machines, p.interval_ms, mode, r)?;
+    let ends = endpoints(graph);
+    let run = Running::start(
+        scheme,
+        graph,
+        &p.config(),
+        p.machines,
+        p.interval_ms,
+        mode,
+        r,
+    )?;
     let q = TwoHop {
         k: p.k,
         pipelined: false,
@@ -76,7 +84,7 @@ pub(super) fn timeline(
         let label = format!("{} phase {i}", scheme.name());
         while t0.elapsed().as_secs_f64() - start < phase_s {
             if !replanned && t0.elapsed().as_secs_f64() - start >= p.interval_ms as f64 / 1000.0 {
-                bytes_moved += move_shards_optimally(&run.cluster, ops, csr, p.k, r)?.1;
+                bytes_moved += move_shards_optimally(&run.cluster, ops, graph, p.k, r)?.1;
                 replanned = true;
             }
             let rep = (at / ops.len().max(1)) as u64;

@@ -185,7 +185,14 @@ pub(super) fn run_scheme(
     run: usize,
     r: &Reporter,
 ) -> Result<TcpRow> {
-    let spec = super::spec(scheme, w.csr, p, tcp);
+    let csr = w.graph.csr().ok_or_else(|| {
+        BenchError::setting(
+            "--loader",
+            "ranged",
+            "must be csr with --fabric tcp (the graph is loaded over the client from its CSR)",
+        )
+    })?;
+    let spec = super::spec(scheme, csr, p, tcp);
     let mut procs = Processes::start(&spec, r)?;
     let client = procs.client(ClientConfig {
         deadline: REQUEST_DEADLINE,
@@ -204,7 +211,7 @@ pub(super) fn run_scheme(
             ""
         }
     ));
-    let loaded = crate::client_bench::load_csr(&client, w.csr, tcp.senders, r)?;
+    let loaded = crate::client_bench::load_csr(&client, csr, tcp.senders, r)?;
     let k = p.k as u32;
     let migrating = spec.coordinator;
     // Warm-up: the warm-up sequence, as in process. Migrating schemes run

@@ -368,9 +368,9 @@ pub fn run(p: &Settings, tcp: &TcpSettings, only: &[Scheme], r: &Reporter) -> Re
         .collect();
     let mut machine = MachineMeta::start();
     r.note(format!("generating R-MAT scale {} ...", p.scale));
-    let csr = rmat_csr(&p.config().graph)?;
-    let w = scheme::workload(&csr, p, SKEWED)?;
-    let bound = placement_bound(&csr, &w.measure, p.machines, p.k);
+    let graph = super::Graph::Csr(rmat_csr(&p.config().graph)?);
+    let w = scheme::workload(&graph, p, SKEWED)?;
+    let bound = placement_bound(&graph, &w.measure, p.machines, p.k);
     let mut runs = Vec::new();
     for run in 1..=tcp.runs {
         let (mut local, mut over_tcp) = (Vec::new(), Vec::new());
@@ -401,8 +401,8 @@ pub fn run(p: &Settings, tcp: &TcpSettings, only: &[Scheme], r: &Reporter) -> Re
     Ok(TcpReport {
         settings: p.clone(),
         tcp: tcp.clone(),
-        vertices: csr.vertex_count(),
-        stored_edges: csr.edge_count(),
+        vertices: graph.vertex_count(),
+        stored_edges: graph.stored_edges(),
         placement_bound: bound,
         summary: summarize(&schemes, &runs),
         runs,
