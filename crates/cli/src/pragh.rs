@@ -48,9 +48,10 @@ pub struct PraghArgs {
     /// Which experiment.
     #[arg(value_enum)]
     pub experiment: ExperimentArg,
-    /// quick (a few minutes here) or full (larger graph, Pragh's 10 s interval).
-    #[arg(long, default_value = "quick")]
-    pub preset: Preset,
+    /// quick (a few minutes here), full (R-MAT 20, Pragh's 10 s interval) or
+    /// paper (R-MAT 26 without a CSR: hours).
+    #[arg(long, value_enum, default_value = "quick")]
+    pub preset: PresetArg,
     /// Print the rows as JSON.
     #[arg(long)]
     pub json: bool,
@@ -107,6 +108,17 @@ pub struct PraghArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PresetArg {
+    /// R-MAT 16, 1 s monitoring interval: minutes here.
+    Quick,
+    /// R-MAT 20, Pragh's 10 s interval.
+    Full,
+    /// Pragh 6's graph, R-MAT 26 (2^26 vertices, 2^30 edges), loaded without a
+    /// CSR, Pragh's 10 s interval: hours here, and most of the machine's memory.
+    Paper,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LoaderArg {
     /// A CSR in memory.
     Csr,
@@ -123,7 +135,11 @@ pub enum FabricArg {
 }
 
 pub fn run(a: PraghArgs) -> CliResult {
-    let mut settings = Settings::new(a.preset, a.seed);
+    let mut settings = match a.preset {
+        PresetArg::Quick => Settings::new(Preset::Quick, a.seed),
+        PresetArg::Full => Settings::new(Preset::Full, a.seed),
+        PresetArg::Paper => Settings::paper(a.seed),
+    };
     if let Some(s) = a.scale {
         settings.scale = s;
     }

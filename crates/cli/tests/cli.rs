@@ -299,7 +299,7 @@ fn pragh_bench_runs_shard_against_orig_and_writes_json_and_plots() {
     );
     fails_with(
         &["bench", "pragh", "schemes", "--preset", "huge"],
-        "quick or full",
+        "possible values: quick, full, paper",
     );
 }
 

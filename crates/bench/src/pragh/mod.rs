@@ -71,7 +71,7 @@ impl Experiment {
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
     /// The preset the settings came from.
-    pub preset: Preset,
+    pub preset: PraghPreset,
     /// R-MAT scale.
     pub scale: u32,
     /// Machines of the migrating schemes (Ideal runs on one).
@@ -99,16 +99,57 @@ pub struct Settings {
     /// How the graph is held: a CSR, or no CSR (stores loaded from the
     /// generator a range at a time); by default a CSR up to scale 22.
     pub loader: Option<Loader>,
+    /// Fault in every region page when a store is made (as RDMA registration
+    /// pins memory); off at the paper's scale, where the stores' slack for
+    /// migrations would not fit in this machine's memory if it were touched.
+    pub pin_memory: bool,
+}
+
+/// `bench pragh`'s presets: the shared quick and full, and the paper's scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PraghPreset {
+    /// Scale 16, 1 s interval: minutes here.
+    Quick,
+    /// Scale 20, Pragh's 10 s interval.
+    Full,
+    /// Pragh 6's graph, R-MAT 26 (2^26 vertices, 2^30 edges), loaded without
+    /// a CSR, Pragh's 10 s interval: hours here.
+    Paper,
+}
+
+impl From<Preset> for PraghPreset {
+    fn from(p: Preset) -> PraghPreset {
+        match p {
+            Preset::Quick => PraghPreset::Quick,
+            Preset::Full => PraghPreset::Full,
+        }
+    }
 }
 
 impl Settings {
+    /// The settings at the paper's scale (see [`PraghPreset::Paper`]).
+    pub fn paper(seed: u64) -> Settings {
+        Settings {
+            preset: PraghPreset::Paper,
+            scale: 26,
+            ops: 100_000,
+            measure_s_min: 10.0,
+            warm_s_max: 600.0,
+            interval_ms: 10_000,
+            loader: Some(Loader::Ranged),
+            pin_memory: false,
+            ..Settings::new(Preset::Full, seed)
+        }
+    }
+
     /// The settings of `preset`: quick (scale 16, 1 s interval, a few
     /// minutes here) or full (scale 20, Pragh's 10 s interval).
     pub fn new(preset: Preset, seed: u64) -> Settings {
         let threads = locus_fabric::pool::default_threads();
         match preset {
             Preset::Quick => Settings {
-                preset,
+                preset: preset.into(),
                 scale: 16,
                 machines: 8,
                 threads,
@@ -122,9 +163,10 @@ impl Settings {
                 runs: 3,
                 replica_mb: None,
                 loader: None,
+                pin_memory: true,
             },
             Preset::Full => Settings {
-                preset,
+                preset: preset.into(),
                 scale: 20,
                 machines: 8,
                 threads,
@@ -138,6 +180,7 @@ impl Settings {
                 runs: 3,
                 replica_mb: None,
                 loader: None,
+                pin_memory: true,
             },
         }
     }
@@ -174,6 +217,7 @@ impl Settings {
         c.graph.scale = self.scale;
         c.store.location_cache_mb = 0;
         c.store.replica_mb = self.replica_mb;
+        c.cluster.pin_memory = self.pin_memory;
         c
     }
 }
