@@ -25,7 +25,7 @@ pub enum ExperimentArg {
     /// Throughput timeline as the start scope switches, Shard vs Split+Cache (Pragh Fig. 15).
     Dynamic,
     /// Replica throughput against its memory: Ideal, Orig and Replica at budgets from 0
-    /// (Split+Cache) to 25% of a machine's share of the graph's value bytes.
+    /// (Split+Cache) to 100% of a machine's share of the graph's value bytes.
     ReplicaBudget,
 }
 

@@ -573,7 +573,7 @@ pub fn run(
 
 /// Replica budgets of the `replica-budget` experiment, as shares of one
 /// machine's part of the graph's value bytes (0: Split+Cache).
-pub const REPLICA_BUDGET_SHARES: [f64; 7] = [0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25];
+pub const REPLICA_BUDGET_SHARES: [f64; 7] = [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0];
 
 /// The median row of each scheme over interleaved rounds: `rounds[r][i]` is
 /// the `i`-th row of round `r` (the same scheme in every round, ratios
