@@ -17,7 +17,7 @@ use crate::server;
 use crate::store::disk::DiskStore;
 use crate::store::far::{segment_bytes_for, FarConfig, FarStore};
 use crate::store::local::LocalStore;
-use crate::store::paged::PagedStore;
+use crate::store::paged::{PagedStore, READAHEAD_PAGES_DEFAULT};
 use crate::store::{check_chunk_bytes, Backend, BlockTable, EdgeStore, CHUNK_BYTES_DEFAULT};
 
 /// Memory the in-process far-memory server may lend (no limit beyond the machine's).
@@ -42,6 +42,8 @@ pub struct RunConfig {
     pub disk_dir: PathBuf,
     /// Far and paged: the machine that computes and the far-memory server.
     pub far: FarConfig,
+    /// Paged: pages read ahead after a fault (0: none; Linux's default 8).
+    pub readahead_pages: u32,
 }
 
 impl RunConfig {
@@ -56,6 +58,7 @@ impl RunConfig {
             chunk_bytes: CHUNK_BYTES_DEFAULT,
             disk_dir: std::env::temp_dir(),
             far: FarConfig::default(),
+            readahead_pages: READAHEAD_PAGES_DEFAULT,
         }
     }
 }
@@ -99,6 +102,10 @@ pub struct Report {
     pub page_faults: u64,
     /// Paged: hits.
     pub page_hits: u64,
+    /// Paged: the readahead window asked for (pages).
+    pub readahead_window: u32,
+    /// Paged: pages fetched by readahead.
+    pub readahead_pages: u64,
     /// Seconds threads spent waiting for data (summed over threads).
     pub wait_s: f64,
     /// Local memory budget.
@@ -181,10 +188,14 @@ pub fn build_store<F: Fabric + Clone>(
             let f = need_fabric()?;
             let cache = paged_cache_bytes(grid, cfg)?;
             server::with_server(f, cfg.far.server, LOCAL_SERVER_BYTES_MAX, || {
-                Ok(
-                    Box::new(PagedStore::new(f.clone(), grid, orders, cache, cfg.far)?)
-                        as Box<dyn EdgeStore>,
-                )
+                Ok(Box::new(PagedStore::new(
+                    f.clone(),
+                    grid,
+                    orders,
+                    cache,
+                    cfg.far,
+                    cfg.readahead_pages,
+                )?) as Box<dyn EdgeStore>)
             })?
         }
     })
@@ -271,6 +282,11 @@ pub fn run<F: Fabric + Clone>(
         fetch_ops: stats.fetch_ops,
         page_faults: stats.page_faults,
         page_hits: stats.page_hits,
+        readahead_window: match cfg.backend {
+            Backend::Paged => cfg.readahead_pages,
+            _ => 0,
+        },
+        readahead_pages: stats.readahead_pages,
         wait_s: stats.wait_ns as f64 / 1e9,
         local_budget_bytes: placement::local_budget(cfg.far_ratio, total),
         vertex_bytes,

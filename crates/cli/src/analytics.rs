@@ -17,6 +17,7 @@ use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
 use locus_analytics::memory;
 use locus_analytics::results::{self, ResultFormat};
 use locus_analytics::run::{run, Report, RunConfig};
+use locus_analytics::store::paged::READAHEAD_PAGES_DEFAULT;
 use locus_analytics::store::Backend;
 use locus_analytics::{local_fabric, EngineConfig, Grid};
 use locus_bench::output::cores;
@@ -89,6 +90,10 @@ pub struct RunArgs {
     /// Fetch, then compute (no double buffering).
     #[arg(long)]
     pub no_buffering: bool,
+    /// Paged backend: pages read ahead, asynchronously, after a fault (0: none;
+    /// 8 is Linux's default swap readahead, `vm.page-cluster` 3).
+    #[arg(long, default_value_t = READAHEAD_PAGES_DEFAULT)]
+    pub readahead_pages: u32,
     /// Grid partitions per side (default: automatic).
     #[arg(long)]
     pub partitions: Option<u32>,
@@ -268,6 +273,7 @@ fn run_one(a: RunArgs) -> CliResult {
         },
         chunk_bytes,
         disk_dir: a.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
+        readahead_pages: a.readahead_pages,
         ..RunConfig::new(algo, backend, a.far_ratio)
     };
     let ((report, result), fabric_name) = match a.server {
@@ -328,8 +334,8 @@ fn print_report(r: &Report) {
     );
     println!("iterations      {}", r.iterations);
     println!(
-        "bytes fetched   {} in {} reads ({} page faults, {} hits)",
-        r.bytes_fetched, r.fetch_ops, r.page_faults, r.page_hits
+        "bytes fetched   {} in {} reads ({} page faults, {} hits, {} pages read ahead)",
+        r.bytes_fetched, r.fetch_ops, r.page_faults, r.page_hits, r.readahead_pages
     );
     println!(
         "local memory    budget {} B: vertex data {} B, resident edges {} B, page cache {} B, fetch buffers {} B",

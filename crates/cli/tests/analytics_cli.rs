@@ -90,6 +90,30 @@ fn rmat_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["vertices"], 1024);
     assert!(v["page_faults"].as_u64().unwrap() > 0);
+    // Linux's default swap readahead (8 pages) unless told otherwise; the
+    // result is the same without it.
+    assert_eq!(v["readahead_window"], 8);
+    assert!(v["readahead_pages"].as_u64().unwrap() > 0);
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--rmat-scale",
+        "10",
+        "--backend",
+        "paged",
+        "--readahead-pages",
+        "0",
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(w["readahead_pages"], 0);
+    assert_eq!(w["digest"], v["digest"]);
+    assert!(w["page_faults"].as_u64() > v["page_faults"].as_u64());
 }
 
 #[test]
@@ -453,4 +477,40 @@ fn bench_fargraph_writes_json_and_png() {
     );
     let png = std::fs::read(dir.path().join("buffering.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
+}
+
+#[test]
+fn bench_fargraph_ratio_has_far_and_both_paged_variants() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = locus(&[
+        "bench",
+        "fargraph",
+        "ratio",
+        "--scale",
+        "9",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("ratio.json")).unwrap()).unwrap();
+    let rows = v["derived"]["by_ratio"].as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    for r in rows {
+        for key in ["far_s", "paged_readahead_s", "paged_no_readahead_s"] {
+            assert!(r[key].as_f64().unwrap() > 0.0, "{key} in {r}");
+        }
+        assert_eq!(r["paged_readahead_pages"], 8);
+        // Readahead turns some demand faults into hits.
+        assert!(
+            r["paged_readahead_page_faults"].as_u64()
+                < r["paged_no_readahead_page_faults"].as_u64(),
+            "{r}"
+        );
+    }
+    // Three configurations per ratio, all with the same result.
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 24);
+    let digest = &runs[0]["report"]["digest"];
+    assert!(runs.iter().all(|r| &r["report"]["digest"] == digest));
 }
