@@ -92,6 +92,8 @@ pub struct Report {
     pub time_s: f64,
     /// Iterations.
     pub iterations: u32,
+    /// PageRank: its value type.
+    pub precision: Option<crate::algo::Precision>,
     /// Edges handed to the update function.
     pub edges_applied: u64,
     /// Bytes fetched from far memory or disk.
@@ -208,7 +210,9 @@ pub fn build_store<F: Fabric + Clone>(
 pub fn paged_cache_bytes(grid: &Grid, cfg: &RunConfig) -> Result<u64> {
     placement::check_ratio(cfg.far_ratio)?;
     let table = BlockTable::new(grid, cfg.algo.orders())?;
-    let vertex = cfg.algo.vertex_bytes(grid.vertex_count());
+    let vertex = cfg
+        .algo
+        .vertex_bytes_at(grid.vertex_count(), cfg.params.precision);
     let budget = placement::local_budget(cfg.far_ratio, vertex + table.total_bytes());
     let buffers = cfg.engine.threads as u64 * 2 * segment_bytes_for(CHUNK_BYTES_DEFAULT);
     Ok(budget.saturating_sub(vertex).max(buffers))
@@ -255,7 +259,9 @@ pub fn run<F: Fabric + Clone>(
     let stats = engine.stream_stats();
     let profile = engine.profile();
     let fp = store.footprint();
-    let vertex_bytes = cfg.algo.vertex_bytes(grid.vertex_count());
+    let vertex_bytes = cfg
+        .algo
+        .vertex_bytes_at(grid.vertex_count(), cfg.params.precision);
     let total = vertex_bytes + store.table().total_bytes();
     let far_ratio_achieved = match cfg.backend {
         Backend::Paged => {
@@ -277,6 +283,7 @@ pub fn run<F: Fabric + Clone>(
         setup_s,
         time_s,
         iterations: result.iterations,
+        precision: (cfg.algo == Algo::PageRank).then_some(cfg.params.precision),
         edges_applied: profile.edges_applied,
         bytes_fetched: stats.bytes_fetched,
         fetch_ops: stats.fetch_ops,

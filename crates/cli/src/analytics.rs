@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use locus_analytics::algo::{self, Algo, Params, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT};
+use locus_analytics::algo::{
+    self, Algo, Params, Precision, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT,
+};
 use locus_analytics::control::{self, Table};
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
 use locus_analytics::memory;
@@ -100,6 +102,10 @@ pub struct RunArgs {
     /// PageRank iterations.
     #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
     pub iterations: u32,
+    /// PageRank's value type: f32 (half the vertex bytes, within the bound
+    /// in `locus_analytics::algo::pagerank_f32_tolerance` of f64) or f64.
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
     /// BFS root (default: the vertex with the most out-edges).
     #[arg(long)]
     pub root: Option<u32>,
@@ -223,6 +229,7 @@ fn run_one(a: RunArgs) -> CliResult {
     let algo = Algo::parse(&a.algo)?;
     let backend = Backend::parse(&a.backend)?;
     let chunk_bytes = parse_bytes("--chunk", &a.chunk)?;
+    let precision = Precision::parse(&a.precision)?;
     let rmat = a.rmat_scale.map(|scale| RmatConfig {
         scale,
         edge_factor: a.edge_factor,
@@ -236,6 +243,7 @@ fn run_one(a: RunArgs) -> CliResult {
             None => memory::default_limit_bytes(),
         },
         compact_ids: a.compact_ids,
+        window_bytes: algo.window_bytes(precision),
     };
     let t = std::time::Instant::now();
     let Loaded { grid, ids, .. } = load_grid(
@@ -266,6 +274,7 @@ fn run_one(a: RunArgs) -> CliResult {
             root,
             iterations: a.iterations,
             seed: a.radii_seed,
+            precision,
         },
         engine: EngineConfig {
             threads,

@@ -194,6 +194,11 @@ pub struct BlockTable {
     shape: Shape,
     /// Per order (by `Order::index`): `blocks + 1` offsets in edges, if held.
     offsets: [Option<Vec<u64>>; 2],
+    /// Source ids per stripe of a column block, and stripes per block.
+    stripe_ids: u64,
+    stripes: u32,
+    /// Column order, if held: `blocks * stripes + 1` stripe offsets in edges.
+    stripe_offsets: Option<Vec<u64>>,
 }
 
 impl BlockTable {
@@ -206,10 +211,37 @@ impl BlockTable {
         for &o in orders {
             offsets[o.index()] = Some(grid.offsets(o).to_vec());
         }
+        let stripe_offsets = offsets[Order::Column.index()]
+            .is_some()
+            .then(|| grid.stripe_offsets().to_vec());
         Ok(BlockTable {
             shape: grid.shape(),
             offsets,
+            stripe_ids: grid.stripe_ids(),
+            stripes: grid.stripes(),
+            stripe_offsets,
         })
+    }
+
+    /// Source ids per stripe of a column block.
+    pub fn stripe_ids(&self) -> u64 {
+        self.stripe_ids
+    }
+
+    /// Stripes per column block (1: blocks are not striped).
+    pub fn stripes(&self) -> u32 {
+        self.stripes
+    }
+
+    /// Byte range, relative to the block's start, of stripe `t` of the
+    /// column block at `position` (empty if the column order is not held).
+    pub fn stripe_bytes(&self, position: usize, t: u32) -> std::ops::Range<u64> {
+        let Some(so) = &self.stripe_offsets else {
+            return 0..0;
+        };
+        let k = position * self.stripes as usize + t as usize;
+        let start = so[position * self.stripes as usize];
+        (so[k] - start) * EDGE_BYTES..(so[k + 1] - start) * EDGE_BYTES
     }
 
     /// The grid's shape.
