@@ -16,7 +16,8 @@ use locus_analytics::algo::{
 };
 use locus_analytics::control::{self, Table};
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
-use locus_analytics::memory;
+use locus_analytics::memory::{self, Estimate};
+use locus_analytics::prepared;
 use locus_analytics::results::{self, ResultFormat};
 use locus_analytics::run::{run, Report, RunConfig};
 use locus_analytics::store::paged::READAHEAD_PAGES_DEFAULT;
@@ -44,6 +45,9 @@ pub enum AnalyticsCommand {
     /// Run BFS, WCC, PageRank or Radii on one backend and print time,
     /// iterations, bytes fetched and a digest of the result.
     Run(Box<RunArgs>),
+    /// Preprocess a graph into a grid on disk once (`DIR/grid.bin`, format
+    /// in `locus_analytics::prepared`); `analytics run --prepared DIR` reuses it.
+    Prepare(PrepareArgs),
     /// Serve far memory over TCP for `analytics run --server ADDR`.
     Serve(ServeArgs),
     /// Build the offline table (algorithm, graph size, threads, far ratio ->
@@ -56,6 +60,9 @@ pub struct RunArgs {
     /// bfs, wcc, pagerank or radii.
     #[arg(long)]
     pub algo: String,
+    /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["graph", "rmat_scale", "partitions", "compact_ids", "vertex_count", "format"])]
+    pub prepared: Option<PathBuf>,
     /// Edge list (SNAP text, or GridGraph binary u32 pairs for .bin).
     #[arg(long, value_name = "FILE", conflicts_with = "rmat_scale")]
     pub graph: Option<PathBuf>,
@@ -153,6 +160,46 @@ pub struct ServeArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct PrepareArgs {
+    /// Edge list (SNAP text, or GridGraph binary u32 pairs for .bin).
+    #[arg(value_name = "GRAPH", conflicts_with = "rmat_scale")]
+    pub graph: Option<PathBuf>,
+    /// Edge-list format: snap or binary (default: from the extension).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Vertex count of the edge list (default: largest id + 1).
+    #[arg(long)]
+    pub vertex_count: Option<u64>,
+    /// Generate a Graph500 R-MAT graph of 2^SCALE vertices instead.
+    #[arg(long, value_name = "SCALE")]
+    pub rmat_scale: Option<u32>,
+    /// R-MAT edges per vertex.
+    #[arg(long, default_value_t = 16)]
+    pub edge_factor: u32,
+    /// R-MAT seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Grid partitions per side (default: a partition's values fit L2).
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    /// Size the automatic partitions for this algorithm's values.
+    #[arg(long, default_value = "pagerank")]
+    pub algo: String,
+    /// ... and this PageRank precision.
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
+    /// Number only the vertices the edges name (see `analytics run`).
+    #[arg(long)]
+    pub compact_ids: bool,
+    /// Refuse a graph whose estimated memory exceeds this (default: half of memory).
+    #[arg(long, value_name = "BYTES")]
+    pub memory_max: Option<String>,
+    /// The directory to write `grid.bin` into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
 pub struct ProfileArgs {
     /// quick (R-MAT scales 14 and 16) or full (16, 18, 20).
     #[arg(long, default_value = "quick")]
@@ -180,6 +227,7 @@ fn parse_bytes(flag: &str, s: &str) -> Result<u64, String> {
 pub fn run_command(a: AnalyticsArgs) -> CliResult {
     match a.which {
         AnalyticsCommand::Run(r) => run_one(*r),
+        AnalyticsCommand::Prepare(p) => prepare(p),
         AnalyticsCommand::Serve(s) => serve(s),
         AnalyticsCommand::Profile(p) => profile(p),
     }
@@ -246,15 +294,32 @@ fn run_one(a: RunArgs) -> CliResult {
         window_bytes: algo.window_bytes(precision),
     };
     let t = std::time::Instant::now();
-    let Loaded { grid, ids, .. } = load_grid(
-        a.graph.as_deref(),
-        a.format.as_deref(),
-        a.vertex_count,
-        rmat,
-        a.partitions,
-        algo,
-        limits,
-    )?;
+    let (grid, ids) = match &a.prepared {
+        Some(dir) => {
+            // The estimate from the header, before the payload is read.
+            let h = prepared::read_header(dir)?;
+            Estimate::new(algo, h.vertices, h.edges, false).check(
+                algo,
+                limits.memory_bytes_max,
+                &format!("the prepared grid in '{}'", dir.display()),
+                "raise --memory-max",
+            )?;
+            let (grid, ids, _) = prepared::read(dir)?;
+            (grid, ids)
+        }
+        None => {
+            let Loaded { grid, ids, .. } = load_grid(
+                a.graph.as_deref(),
+                a.format.as_deref(),
+                a.vertex_count,
+                rmat,
+                a.partitions,
+                algo,
+                limits,
+            )?;
+            (grid, ids)
+        }
+    };
     let load_s = t.elapsed().as_secs_f64();
     let root = run_root(a.root, ids.as_ref())?;
     let threads = match a.threads.as_deref().unwrap_or("") {
@@ -309,8 +374,16 @@ fn run_one(a: RunArgs) -> CliResult {
         return Ok(());
     }
     println!(
-        "graph: {} vertices, {} edges, {}x{} grid (loaded in {load_s:.1} s)",
-        report.vertices, report.edges, report.partitions, report.partitions
+        "graph: {} vertices, {} edges, {}x{} grid ({} in {load_s:.2} s)",
+        report.vertices,
+        report.edges,
+        report.partitions,
+        report.partitions,
+        if a.prepared.is_some() {
+            "prepared grid read"
+        } else {
+            "loaded and preprocessed"
+        }
     );
     println!(
         "{} on {} at far ratio {:.2} (achieved {:.3}), {} thread(s), buffering {}, {}",
@@ -323,6 +396,53 @@ fn run_one(a: RunArgs) -> CliResult {
         fabric_name
     );
     print_report(&report);
+    Ok(())
+}
+
+/// `analytics prepare`: load and preprocess once, write the grid.
+fn prepare(a: PrepareArgs) -> CliResult {
+    let algo = Algo::parse(&a.algo)?;
+    let precision = Precision::parse(&a.precision)?;
+    let limits = LoadLimits {
+        memory_bytes_max: match &a.memory_max {
+            Some(m) => parse_bytes("--memory-max", m)?,
+            None => memory::default_limit_bytes(),
+        },
+        compact_ids: a.compact_ids,
+        window_bytes: algo.window_bytes(precision),
+    };
+    let rmat = a.rmat_scale.map(|scale| RmatConfig {
+        scale,
+        edge_factor: a.edge_factor,
+        seed: a.seed,
+        ..RmatConfig::default()
+    });
+    let t = std::time::Instant::now();
+    let Loaded { grid, ids, .. } = load_grid(
+        a.graph.as_deref(),
+        a.format.as_deref(),
+        a.vertex_count,
+        rmat,
+        a.partitions,
+        algo,
+        limits,
+    )?;
+    let load_s = t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    let path = prepared::write(&a.out, &grid, ids.as_ref(), limits.window_bytes)?;
+    let write_s = t.elapsed().as_secs_f64();
+    let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let sh = grid.shape();
+    println!(
+        "prepared {} vertices, {} edges: {}x{} grid, {} stripes per column block",
+        sh.vertex_count,
+        grid.edge_count(),
+        sh.partitions,
+        sh.partitions,
+        grid.stripes()
+    );
+    println!("load+preprocess {load_s:.2} s, write {write_s:.2} s");
+    println!("wrote {} ({bytes} B)", path.display());
     Ok(())
 }
 

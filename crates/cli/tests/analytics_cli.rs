@@ -514,3 +514,94 @@ fn bench_fargraph_ratio_has_far_and_both_paged_variants() {
     let digest = &runs[0]["report"]["digest"];
     assert!(runs.iter().all(|r| &r["report"]["digest"] == digest));
 }
+
+#[test]
+fn prepare_once_then_run_from_the_prepared_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let prep = dir.path().join("karate-grid");
+    let p = prep.to_str().unwrap();
+    let o = locus(&["analytics", "prepare", &karate(), "--out", p]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("prepared 34 vertices, 78 edges"), "{out}");
+    assert!(out.contains("grid.bin"), "{out}");
+    for algo in ["bfs", "wcc", "pagerank", "radii"] {
+        let direct = locus(&["analytics", "run", "--algo", algo, "--graph", &karate()]);
+        let reused = locus(&["analytics", "run", "--algo", algo, "--prepared", p]);
+        assert!(reused.status.success(), "{}", text(&reused.stderr));
+        let (d, r) = (text(&direct.stdout), text(&reused.stdout));
+        assert_eq!(digest(&d), digest(&r), "{algo}");
+        assert!(r.contains("prepared grid read in"), "{r}");
+        // Setup and compute are reported apart.
+        assert!(r.contains("(setup "), "{r}");
+    }
+    // Compacted ids are kept: results come back in the input's ids.
+    let sparse = dir.path().join("sparse.txt");
+    std::fs::write(&sparse, "0 4294967293\n").unwrap();
+    let prep2 = dir.path().join("sparse-grid");
+    let o = locus(&[
+        "analytics",
+        "prepare",
+        sparse.to_str().unwrap(),
+        "--compact-ids",
+        "--out",
+        prep2.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let res = dir.path().join("wcc.txt");
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "wcc",
+        "--prepared",
+        prep2.to_str().unwrap(),
+        "--output",
+        res.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rows: Vec<String> = std::fs::read_to_string(&res)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(rows, ["0 0", "4294967293 0"]);
+    // A corrupt grid is a clear error naming the file.
+    let file = prep.join("grid.bin");
+    let mut b = std::fs::read(&file).unwrap();
+    let n = b.len();
+    b[n - 3] ^= 0xff;
+    std::fs::write(&file, &b).unwrap();
+    let o = locus(&["analytics", "run", "--algo", "bfs", "--prepared", p]);
+    assert!(!o.status.success());
+    let e = text(&o.stderr);
+    assert!(e.contains("grid.bin") && e.contains("checksum"), "{e}");
+    // A missing one too; and --prepared with --graph is refused.
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--prepared",
+        "/nonexistent-dir",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("/nonexistent-dir/grid.bin"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--prepared",
+        p,
+        "--graph",
+        &karate(),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--graph"), "{}", text(&o.stderr));
+}
