@@ -33,6 +33,8 @@ pub struct LoadLimits {
     /// Bytes per vertex of the values a pass owns, which size the automatic
     /// partition count to L2 ([`Algo::window_bytes`]).
     pub window_bytes: u64,
+    /// Source ids per stripe of a column block (`u64::MAX`: one stripe).
+    pub stripe_ids: u64,
 }
 
 /// The original id of every compacted vertex, in increasing order:
@@ -212,7 +214,7 @@ fn admit(
         &GridOptions {
             partitions,
             value_bytes: limits.window_bytes,
-            ..GridOptions::default()
+            stripe_ids: limits.stripe_ids,
         },
     )?;
     Ok(Loaded {

@@ -15,6 +15,7 @@ use locus_analytics::algo::{
     self, Algo, Params, Precision, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT,
 };
 use locus_analytics::control::{self, Table};
+use locus_analytics::grid::STRIPE_IDS_DEFAULT;
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
 use locus_analytics::memory::{self, Estimate};
 use locus_analytics::prepared;
@@ -61,7 +62,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub algo: String,
     /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["graph", "rmat_scale", "partitions", "compact_ids", "vertex_count", "format"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["graph", "rmat_scale", "partitions", "compact_ids", "vertex_count", "format", "stripe_ids"])]
     pub prepared: Option<PathBuf>,
     /// Edge list (SNAP text, or GridGraph binary u32 pairs for .bin).
     #[arg(long, value_name = "FILE", conflicts_with = "rmat_scale")]
@@ -106,6 +107,11 @@ pub struct RunArgs {
     /// Grid partitions per side (default: automatic).
     #[arg(long)]
     pub partitions: Option<u32>,
+    /// Source ids per stripe of a column block, so sparse levels skip
+    /// inactive source ranges (0: one stripe per block).
+    #[arg(long, default_value_t = STRIPE_IDS_DEFAULT)]
+    pub stripe_ids: u64,
+
     /// PageRank iterations.
     #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
     pub iterations: u32,
@@ -182,6 +188,11 @@ pub struct PrepareArgs {
     /// Grid partitions per side (default: a partition's values fit L2).
     #[arg(long)]
     pub partitions: Option<u32>,
+    /// Source ids per stripe of a column block, so sparse levels skip
+    /// inactive source ranges (0: one stripe per block).
+    #[arg(long, default_value_t = STRIPE_IDS_DEFAULT)]
+    pub stripe_ids: u64,
+
     /// Size the automatic partitions for this algorithm's values.
     #[arg(long, default_value = "pagerank")]
     pub algo: String,
@@ -292,6 +303,10 @@ fn run_one(a: RunArgs) -> CliResult {
         },
         compact_ids: a.compact_ids,
         window_bytes: algo.window_bytes(precision),
+        stripe_ids: match a.stripe_ids {
+            0 => u64::MAX,
+            n => n,
+        },
     };
     let t = std::time::Instant::now();
     let (grid, ids) = match &a.prepared {
@@ -410,6 +425,10 @@ fn prepare(a: PrepareArgs) -> CliResult {
         },
         compact_ids: a.compact_ids,
         window_bytes: algo.window_bytes(precision),
+        stripe_ids: match a.stripe_ids {
+            0 => u64::MAX,
+            n => n,
+        },
     };
     let rmat = a.rmat_scale.map(|scale| RmatConfig {
         scale,

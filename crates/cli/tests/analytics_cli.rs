@@ -534,6 +534,24 @@ fn prepare_once_then_run_from_the_prepared_grid() {
         assert!(r.contains("prepared grid read in"), "{r}");
         // Setup and compute are reported apart.
         assert!(r.contains("(setup "), "{r}");
+        // Any stripe width (0: none) gives the same result.
+        for ids in ["0", "3"] {
+            let o = locus(&[
+                "analytics",
+                "run",
+                "--algo",
+                algo,
+                "--graph",
+                &karate(),
+                "--stripe-ids",
+                ids,
+            ]);
+            assert_eq!(
+                digest(&text(&o.stdout)),
+                digest(&d),
+                "{algo} --stripe-ids {ids}"
+            );
+        }
     }
     // Compacted ids are kept: results come back in the input's ids.
     let sparse = dir.path().join("sparse.txt");
