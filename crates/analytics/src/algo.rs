@@ -100,6 +100,16 @@ impl Algo {
         }
     }
 
+    /// Source ids per stripe of the grid it runs best on: BFS and Radii
+    /// stream with an active set and skip inactive stripes; WCC and PageRank
+    /// stream every edge and keep one stripe per block.
+    pub fn stripe_ids(self) -> u64 {
+        match self {
+            Algo::Bfs | Algo::Radii => crate::grid::STRIPE_IDS_SPARSE,
+            Algo::Wcc | Algo::PageRank => crate::grid::NO_STRIPES,
+        }
+    }
+
     /// Bytes of its vertex data for `vertices` vertices (bitmaps rounded
     /// up), PageRank's values in f64.
     pub fn vertex_bytes(self, vertices: u64) -> u64 {

@@ -103,14 +103,20 @@ impl Default for GridOptions {
     fn default() -> Self {
         GridOptions {
             partitions: None,
-            stripe_ids: STRIPE_IDS_DEFAULT,
+            stripe_ids: NO_STRIPES,
             value_bytes: 4,
         }
     }
 }
-/// Source ids per stripe of a column-order block by default (see the module
-/// doc): 1024 ids, 128 bitmap words; R-MAT 20 has 1024 stripes.
-pub const STRIPE_IDS_DEFAULT: u64 = 1 << 10;
+/// Source ids per stripe for the algorithms that stream with an active set
+/// (BFS, Radii; see the module doc): 8192 ids, 128 bitmap words, 16 stripes
+/// per block at R-MAT 20. Measured at R-MAT 20 (docs/results.md): BFS was
+/// faster with 8192 than with 1024 or none, while PageRank, which streams
+/// every edge, was slower with any stripes (its destination runs shorten).
+pub const STRIPE_IDS_SPARSE: u64 = 1 << 13;
+/// `stripe_ids` meaning one stripe per block: the plain (destination,
+/// source) sort.
+pub const NO_STRIPES: u64 = u64::MAX;
 
 /// Which copy of the edges, by block order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -317,9 +323,9 @@ impl Grid {
     }
 
     /// Partitions `input` into a grid with `partitions` per side (None:
-    /// automatic) and [`STRIPE_IDS_DEFAULT`] source ids per stripe.
+    /// automatic) and one stripe per block.
     pub fn build(input: GraphInput<'_>, partitions: Option<u32>) -> Result<Grid> {
-        Grid::build_striped(input, partitions, STRIPE_IDS_DEFAULT)
+        Grid::build_striped(input, partitions, NO_STRIPES)
     }
 
     /// [`Grid::build`] with `stripe_ids` source ids per stripe of a column

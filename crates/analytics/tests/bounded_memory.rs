@@ -20,7 +20,7 @@ fn limits(memory_bytes_max: u64, compact_ids: bool) -> LoadLimits {
         memory_bytes_max,
         compact_ids,
         window_bytes: 4,
-        stripe_ids: locus_analytics::grid::STRIPE_IDS_DEFAULT,
+        stripe_ids: locus_analytics::grid::NO_STRIPES,
     }
 }
 

@@ -15,7 +15,7 @@ use locus_analytics::algo::{
     self, Algo, Params, Precision, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT,
 };
 use locus_analytics::control::{self, Table};
-use locus_analytics::grid::STRIPE_IDS_DEFAULT;
+use locus_analytics::grid::NO_STRIPES;
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
 use locus_analytics::memory::{self, Estimate};
 use locus_analytics::prepared;
@@ -108,9 +108,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub partitions: Option<u32>,
     /// Source ids per stripe of a column block, so sparse levels skip
-    /// inactive source ranges (0: one stripe per block).
-    #[arg(long, default_value_t = STRIPE_IDS_DEFAULT)]
-    pub stripe_ids: u64,
+    /// inactive source ranges (0: one stripe per block; default: 8192 for
+    /// bfs and radii, none for wcc and pagerank).
+    #[arg(long)]
+    pub stripe_ids: Option<u64>,
 
     /// PageRank iterations.
     #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
@@ -189,9 +190,10 @@ pub struct PrepareArgs {
     #[arg(long)]
     pub partitions: Option<u32>,
     /// Source ids per stripe of a column block, so sparse levels skip
-    /// inactive source ranges (0: one stripe per block).
-    #[arg(long, default_value_t = STRIPE_IDS_DEFAULT)]
-    pub stripe_ids: u64,
+    /// inactive source ranges (0: one stripe per block; default: 8192 for
+    /// bfs and radii, none for wcc and pagerank).
+    #[arg(long)]
+    pub stripe_ids: Option<u64>,
 
     /// Size the automatic partitions for this algorithm's values.
     #[arg(long, default_value = "pagerank")]
@@ -304,8 +306,9 @@ fn run_one(a: RunArgs) -> CliResult {
         compact_ids: a.compact_ids,
         window_bytes: algo.window_bytes(precision),
         stripe_ids: match a.stripe_ids {
-            0 => u64::MAX,
-            n => n,
+            None => algo.stripe_ids(),
+            Some(0) => NO_STRIPES,
+            Some(n) => n,
         },
     };
     let t = std::time::Instant::now();
@@ -426,8 +429,9 @@ fn prepare(a: PrepareArgs) -> CliResult {
         compact_ids: a.compact_ids,
         window_bytes: algo.window_bytes(precision),
         stripe_ids: match a.stripe_ids {
-            0 => u64::MAX,
-            n => n,
+            None => algo.stripe_ids(),
+            Some(0) => NO_STRIPES,
+            Some(n) => n,
         },
     };
     let rmat = a.rmat_scale.map(|scale| RmatConfig {

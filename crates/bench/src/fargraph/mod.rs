@@ -214,12 +214,17 @@ impl Report {
     }
 }
 
-fn rmat_grid(scale: u32) -> Result<Grid> {
+/// The R-MAT grid, striped for BFS when every run is BFS (`ratio`).
+fn rmat_grid(scale: u32, stripe_ids: u64) -> Result<Grid> {
     let rmat = Rmat::new(RmatConfig {
         scale,
         ..RmatConfig::default()
     })?;
-    Ok(Grid::build(GraphInput::Rmat(&rmat), None)?)
+    Ok(Grid::build_striped(
+        GraphInput::Rmat(&rmat),
+        None,
+        stripe_ids,
+    )?)
 }
 
 struct Bench<'g, 'r> {
@@ -318,7 +323,11 @@ pub fn run(experiment: Experiment, settings: &Settings, r: &Reporter) -> Result<
     r.note(format!(
         "generating and partitioning R-MAT scale {scale} ..."
     ));
-    let grid = rmat_grid(scale)?;
+    let stripe_ids = match experiment {
+        Experiment::Ratio => Algo::Bfs.stripe_ids(),
+        _ => locus_analytics::grid::NO_STRIPES,
+    };
+    let grid = rmat_grid(scale, stripe_ids)?;
     let mut b = Bench {
         grid: &grid,
         threads: cores,
