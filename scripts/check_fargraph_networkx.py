@@ -81,7 +81,7 @@ def main():
                 for v in comp:
                     if got[v] != label:
                         fail(name, "WCC label", v, got[v], label)
-            got = locus(binary, path, vc, "pagerank", out, ["--iterations", "100"])
+            got = locus(binary, path, vc, "pagerank", out, ["--iterations", "100", "--precision", "f64"])
             want = nx.pagerank(g, alpha=0.85, max_iter=1000, tol=1e-13)
             worst = 0.0
             for v in range(n):

@@ -89,12 +89,44 @@ impl Algo {
         }
     }
 
-    /// Bytes of its vertex data for `vertices` vertices (bitmaps rounded up).
+    /// Bytes per vertex of the values a column pass owns (the destination
+    /// window the automatic partition count sizes to L2): BFS depth and
+    /// parent, WCC's label, PageRank's sum, Radii's mask.
+    pub fn window_bytes(self, precision: Precision) -> u64 {
+        match self {
+            Algo::Bfs | Algo::Radii => 8,
+            Algo::Wcc => 4,
+            Algo::PageRank => precision.bytes(),
+        }
+    }
+
+    /// Source ids per stripe of the grid it runs best on: BFS and Radii
+    /// stream with an active set and skip inactive stripes; WCC and PageRank
+    /// stream every edge and keep one stripe per block.
+    pub fn stripe_ids(self) -> u64 {
+        match self {
+            Algo::Bfs | Algo::Radii => crate::grid::STRIPE_IDS_SPARSE,
+            Algo::Wcc | Algo::PageRank => crate::grid::NO_STRIPES,
+        }
+    }
+
+    /// Bytes of its vertex data for `vertices` vertices (bitmaps rounded
+    /// up), PageRank's values in f64.
     pub fn vertex_bytes(self, vertices: u64) -> u64 {
         self.vertex_segments()
             .iter()
             .map(|s| s.bytes(vertices))
             .sum()
+    }
+
+    /// [`Algo::vertex_bytes`] with PageRank's rank, contribution and sum in
+    /// `precision`.
+    pub fn vertex_bytes_at(self, vertices: u64, precision: Precision) -> u64 {
+        let full = self.vertex_bytes(vertices);
+        match (self, precision) {
+            (Algo::PageRank, Precision::F32) => full - 3 * 4 * vertices,
+            _ => full,
+        }
     }
 }
 
@@ -166,6 +198,73 @@ impl VertexSegment {
     }
 }
 
+/// PageRank's vertex value type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Ranks, contributions and sums in f32 (half the vertex bytes); the
+    /// dangling mass and the normalising total are summed in f64. Within
+    /// [`pagerank_f32_tolerance`] of the f64 result.
+    F32,
+    /// Everything in f64 (the reference's type; checked against networkx).
+    F64,
+}
+
+impl Precision {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+
+    /// Parses `f32` or `f64`.
+    pub fn parse(s: &str) -> Result<Precision> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "f64" => Ok(Precision::F64),
+            _ => Err(config_err(
+                "precision",
+                format!("'{s}' is not one of f32, f64"),
+            )),
+        }
+    }
+
+    /// Bytes of one value.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        }
+    }
+}
+
+/// How far, in the L1 norm, f32 PageRank may be from f64 PageRank after any
+/// number of iterations on a graph whose largest in-degree is `max_in_degree`.
+///
+/// The argument. Let u = 2^-24 (f32's unit roundoff) and d the damping
+/// factor. One iteration computes, per vertex v with in-degree k,
+/// `r'(v) = base + d * sum(c(s))` with `c(s) = r(s) / deg(s)`: the division
+/// rounds each term once (relative u), the k-term sum of non-negative terms
+/// in recursive order adds at most (k - 1) u of the sum, the product and the
+/// addition of `base` one u each, so the computed `r'(v)` is within
+/// (k + 3) u * r'(v) of the exact image of the previous f32 ranks (`base`
+/// comes from the f64 dangling sum, exact to f64 rounding). Summed over v,
+/// the rounding added per iteration is at most (K + 3) u * sum(r') <=
+/// (K + 3) u, K the largest in-degree, since the ranks sum to 1. The exact
+/// map is a contraction with factor d in L1 (its linear part is d times a
+/// column-stochastic matrix, dangling mass spread uniformly), so errors
+/// from earlier iterations shrink by d each iteration and the total after
+/// any number of them is at most (K + 3) u / (1 - d); the initial 1/n in
+/// f32 adds u more. Dividing by the f64 total of the f32 ranks, which is
+/// 1 within that same error e, at most doubles it (plus u). Hence
+/// `2 (K + 5) u / (1 - d)`.
+pub fn pagerank_f32_tolerance(max_in_degree: u64) -> f64 {
+    let u = f64::powi(2.0, -24);
+    2.0 * (max_in_degree as f64 + 5.0) * u / (1.0 - PAGERANK_DAMPING)
+}
+
 /// Per-algorithm settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
@@ -175,6 +274,8 @@ pub struct Params {
     pub iterations: u32,
     /// Radii sample seed.
     pub seed: u64,
+    /// PageRank's value type.
+    pub precision: Precision,
 }
 
 impl Default for Params {
@@ -183,6 +284,7 @@ impl Default for Params {
             root: None,
             iterations: PAGERANK_ITERATIONS_DEFAULT,
             seed: RADII_SEED_DEFAULT,
+            precision: Precision::F32,
         }
     }
 }
@@ -347,7 +449,10 @@ pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params)
             bfs(engine, root)
         }
         Algo::Wcc => wcc(engine),
-        Algo::PageRank => pagerank(engine, out_degree, params.iterations),
+        Algo::PageRank => match params.precision {
+            Precision::F32 => pagerank::<f32>(engine, out_degree, params.iterations),
+            Precision::F64 => pagerank::<f64>(engine, out_degree, params.iterations),
+        },
         Algo::Radii => radii(engine, params.seed),
     }
 }
@@ -447,7 +552,87 @@ fn wcc(engine: &Engine<'_>) -> Result<Run> {
     })
 }
 
-fn pagerank(engine: &Engine<'_>, out_degree: &[u32], iterations: u32) -> Result<Run> {
+/// A PageRank value type: f64 (the reference's) or f32.
+trait Rank: Copy + Send + Sync + Default {
+    fn from_f64(x: f64) -> Self;
+    fn to_f64(self) -> f64;
+    fn add(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn div(self, o: Self) -> Self;
+}
+
+impl Rank for f64 {
+    #[inline(always)]
+    fn from_f64(x: f64) -> f64 {
+        x
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn add(self, o: f64) -> f64 {
+        self + o
+    }
+    #[inline(always)]
+    fn mul(self, o: f64) -> f64 {
+        self * o
+    }
+    #[inline(always)]
+    fn div(self, o: f64) -> f64 {
+        self / o
+    }
+}
+
+impl Rank for f32 {
+    #[inline(always)]
+    fn from_f64(x: f64) -> f32 {
+        x as f32
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    #[inline(always)]
+    fn add(self, o: f32) -> f32 {
+        self + o
+    }
+    #[inline(always)]
+    fn mul(self, o: f32) -> f32 {
+        self * o
+    }
+    #[inline(always)]
+    fn div(self, o: f32) -> f32 {
+        self / o
+    }
+}
+
+/// Two sums folded at once by a vertex pass: the dangling mass and the
+/// total of the ranks, both in f64.
+#[derive(Clone, Copy, Default)]
+struct Sums {
+    dangling: f64,
+    total: f64,
+}
+
+impl std::ops::Add for Sums {
+    type Output = Sums;
+    fn add(self, o: Sums) -> Sums {
+        Sums {
+            dangling: self.dangling + o.dangling,
+            total: self.total + o.total,
+        }
+    }
+}
+
+/// PageRank with values of type `T` (issue 12, requirement 2): one column
+/// pass per iteration summing each destination's in-edges in a register
+/// ([`Engine::fold_edges`]), and one fused vertex pass that turns the sums
+/// into ranks, clears them, and computes the next iteration's contributions,
+/// dangling mass and the ranks' total together. In f64 every operation and
+/// its order are those of the plain form (contributions; edge sums; ranks;
+/// total; normalise), so the result is bit-for-bit the same.
+fn pagerank<T: Rank>(engine: &Engine<'_>, out_degree: &[u32], iterations: u32) -> Result<Run> {
     if iterations == 0 || iterations > ITERATIONS_MAX {
         return Err(config_err(
             "iterations",
@@ -457,42 +642,51 @@ fn pagerank(engine: &Engine<'_>, out_degree: &[u32], iterations: u32) -> Result<
     let n = engine.vertex_count() as usize;
     let vf = n as f64;
     let d = PAGERANK_DAMPING;
-    let mut rank = vec![1.0 / vf; n];
-    let mut contrib = vec![0.0f64; n];
-    let mut sum = vec![0.0f64; n];
+    let dt = T::from_f64(d);
+    let mut rank = vec![T::from_f64(1.0 / vf); n];
+    let mut contrib = vec![T::default(); n];
+    let mut sum = vec![T::default(); n];
+    // Each vertex hands rank/out-degree to its out-neighbours; a vertex
+    // without out-edges hands its rank to everyone (the dangling mass).
+    let contribute = |x: u32, r: T, c: &mut T| -> f64 {
+        let deg = out_degree[x as usize];
+        if deg == 0 {
+            *c = T::default();
+            r.to_f64()
+        } else {
+            *c = r.div(T::from_f64(f64::from(deg)));
+            0.0
+        }
+    };
+    let r = &rank;
+    let mut dangling: f64 =
+        engine.stream_vertices(&mut contrib, |x, c| contribute(x, r[x as usize], c));
+    let mut total = 0.0f64;
     for _ in 0..iterations {
-        // Each vertex hands rank/out-degree to its out-neighbours; a vertex
-        // without out-edges hands its rank to everyone (the dangling mass).
-        let r = &rank;
-        let dangling: f64 = engine.stream_vertices(&mut contrib, |x, c| {
-            let deg = out_degree[x as usize];
-            if deg == 0 {
-                *c = 0.0;
-                r[x as usize]
-            } else {
-                *c = r[x as usize] / f64::from(deg);
-                0.0
-            }
-        });
         let c = &contrib;
-        engine.stream_edges(Order::Column, None, &mut sum, |s, _, acc| {
-            *acc += c[s as usize];
-        })?;
-        let base = (1.0 - d) / vf + d * dangling / vf;
-        engine.stream_vertices2(&mut rank, &mut sum, |_, r, s| {
-            *r = base + d * *s;
-            *s = 0.0;
-            0.0f64
-        });
+        engine.fold_edges(&mut sum, |s| c[s as usize], T::add)?;
+        let base = T::from_f64((1.0 - d) / vf + d * dangling / vf);
+        let sums: Sums =
+            engine.stream_vertices3(&mut rank, &mut sum, &mut contrib, |x, r, s, c| {
+                *r = base.add(dt.mul(*s));
+                *s = T::default();
+                Sums {
+                    dangling: contribute(x, *r, c),
+                    total: r.to_f64(),
+                }
+            });
+        dangling = sums.dangling;
+        total = sums.total;
     }
     // Normalised: the scores sum to 1 (they do up to rounding; make it exact-ish).
-    let total: f64 = engine.stream_vertices(&mut rank, |_, r| *r);
-    engine.stream_vertices(&mut rank, |_, r| {
-        *r /= total;
+    let mut out: Vec<f64> = vec![0.0; n];
+    let r = &rank;
+    engine.stream_vertices(&mut out, |x, o| {
+        *o = r[x as usize].to_f64() / total;
         0.0f64
     });
     Ok(Run {
-        output: Output::PageRank { rank },
+        output: Output::PageRank { rank: out },
         iterations,
     })
 }

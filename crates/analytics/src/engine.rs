@@ -10,8 +10,11 @@
 //! order whatever the thread count or backend, which makes results bit-for-bit
 //! repeatable. In row order the owned side is the source and the read side
 //! the destination. Selective scheduling: a block whose read-side partition
-//! has no active vertex is not fetched at all; within a fetched block, edges
-//! from inactive vertices are skipped.
+//! has no active vertex is not fetched at all; in column order over striped
+//! blocks ([`crate::grid`]), neither are the byte ranges of source stripes
+//! with no active vertex (gaps under [`SKIP_GAP_BYTES_MIN`] excepted), so a
+//! sparse BFS level streams only the stripes its frontier touches; within
+//! what is fetched, edges from inactive vertices are skipped.
 //!
 //! **Fetching.** Each thread has its own [`FetchStream`] (one fetch stream per
 //! thread, Fargraph+ 6.3). With double buffering on, a thread begins segment
@@ -36,6 +39,10 @@ use crate::store::{EdgeStore, FetchStream, Segment, StreamStats};
 
 /// Most engine threads.
 pub const THREADS_MAX: usize = 256;
+/// Inactive stripes shorter than this are streamed through rather than
+/// skipped: 16 KB is about one far READ's fixed cost at the modelled 12.5
+/// GB/s (2 us), and a skip splits the fetch in two.
+pub const SKIP_GAP_BYTES_MIN: u64 = 16 << 10;
 /// Vertices per work item of `stream_vertices` (also the unit of its
 /// deterministic reduction).
 pub const VERTEX_CHUNK: usize = 1 << 14;
@@ -212,6 +219,43 @@ impl<'s> Engine<'s> {
         parts.into_iter().fold(T::default(), |a, b| a + b)
     }
 
+    /// [`Engine::stream_vertices`] over three arrays at once.
+    pub fn stream_vertices3<A, B, C, T, F>(&self, a: &mut [A], b: &mut [B], c: &mut [C], f: F) -> T
+    where
+        A: Send,
+        B: Send,
+        C: Send,
+        T: Send + Default + std::ops::Add<Output = T>,
+        F: Fn(u32, &mut A, &mut B, &mut C) -> T + Sync,
+    {
+        let v = self.vertex_count();
+        assert!(
+            a.len() as u64 == v && b.len() as u64 == v && c.len() as u64 == v,
+            "one element per vertex"
+        );
+        self.count_vertex_pass();
+        type Three<'x, A, B, C> = ((&'x mut [A], &'x mut [B]), &'x mut [C]);
+        let items: Vec<Three<'_, A, B, C>> = a
+            .chunks_mut(VERTEX_CHUNK)
+            .zip(b.chunks_mut(VERTEX_CHUNK))
+            .zip(c.chunks_mut(VERTEX_CHUNK))
+            .collect();
+        let parts = crate::parallel::map(items, self.config.threads, |k, ((ca, cb), cc)| {
+            let base = (k * VERTEX_CHUNK) as u32;
+            let mut acc = T::default();
+            for (i, ((x, y), z)) in ca
+                .iter_mut()
+                .zip(cb.iter_mut())
+                .zip(cc.iter_mut())
+                .enumerate()
+            {
+                acc = acc + f(base + i as u32, x, y, z);
+            }
+            acc
+        });
+        parts.into_iter().fold(T::default(), |a, b| a + b)
+    }
+
     /// A bitmap of the vertices where `f` holds, built on all threads (a vertex pass).
     pub fn vertex_bitmap<F: Fn(u64) -> bool + Sync>(&self, f: F) -> Bitmap {
         self.count_vertex_pass();
@@ -222,6 +266,35 @@ impl<'s> Engine<'s> {
         self.vertex_passes.fetch_add(1, Ordering::Relaxed);
         self.vertex_visits
             .fetch_add(self.vertex_count(), Ordering::Relaxed);
+    }
+
+    /// Per source stripe, whether it holds an active vertex; None unless
+    /// the pass is column order with an active set over striped blocks.
+    fn stripe_active(
+        &self,
+        order: Order,
+        active: Option<&Bitmap>,
+        read_active: &[bool],
+    ) -> Option<Vec<bool>> {
+        let table = self.store.table();
+        let (a, stripes) = (active?, table.stripes());
+        if order != Order::Column || stripes <= 1 {
+            return None;
+        }
+        let ids = table.stripe_ids();
+        let mut out = vec![false; read_active.len() * stripes as usize];
+        for (i, &any) in read_active.iter().enumerate() {
+            if !any {
+                continue;
+            }
+            let r = self.shape.range(i as u32);
+            for t in 0..stripes as u64 {
+                let lo = (r.start + t * ids).min(r.end);
+                let hi = (lo + ids).min(r.end);
+                out[i * stripes as usize + t as usize] = lo < hi && a.any_in(lo..hi);
+            }
+        }
+        Some(out)
     }
 
     /// Streams the edges of `order` (see the module doc): `f(src, dst, s)` for
@@ -238,6 +311,36 @@ impl<'s> Engine<'s> {
     where
         S: Send,
         F: Fn(u32, u32, &mut S) + Sync,
+    {
+        self.stream(order, active, owned, &EachEdge(f))
+    }
+
+    /// A column pass over every edge that folds, per destination `d`,
+    /// `out[d] = add(out[d], value(src))` in edge order, keeping the running
+    /// value in a register over a run of `d`'s adjacent edges (column blocks
+    /// are sorted by destination within a stripe) and storing it once at the
+    /// run's end. The additions happen in exactly the order, and on exactly
+    /// the operands, of the per-edge form, so the results are bit-for-bit
+    /// those of `stream_edges` with `|s, _, o| *o = add(*o, value(s))`.
+    pub fn fold_edges<T, V, A>(&self, out: &mut [T], value: V, add: A) -> Result<u64>
+    where
+        T: Copy + Send,
+        V: Fn(u32) -> T + Sync,
+        A: Fn(T, T) -> T + Sync,
+    {
+        self.stream(Order::Column, None, out, &Fold { value, add })
+    }
+
+    fn stream<S, K>(
+        &self,
+        order: Order,
+        active: Option<&Bitmap>,
+        owned: &mut [S],
+        kernel: &K,
+    ) -> Result<u64>
+    where
+        S: Send,
+        K: Kernel<S>,
     {
         assert_eq!(
             owned.len() as u64,
@@ -259,6 +362,7 @@ impl<'s> Engine<'s> {
         let read_active: Vec<bool> = (0..p)
             .map(|k| active.is_none_or(|a| a.any_in(shape.range(k))))
             .collect();
+        let stripe_active = self.stripe_active(order, active, &read_active);
         let slots: Vec<Mutex<Option<&mut [S]>>> = owned
             .chunks_mut(shape.width as usize)
             .map(|c| Mutex::new(Some(c)))
@@ -273,10 +377,11 @@ impl<'s> Engine<'s> {
                 order,
                 active,
                 read_active: &read_active,
+                stripe_active: stripe_active.as_deref(),
                 slots: &slots,
                 next: &next,
             };
-            let n = job.run(stream.as_mut(), &f)?;
+            let n = job.run(stream.as_mut(), kernel)?;
             applied.fetch_add(n, Ordering::Relaxed);
             Ok(())
         };
@@ -308,13 +413,16 @@ struct Job<'j, 's, S> {
     order: Order,
     active: Option<&'j Bitmap>,
     read_active: &'j [bool],
+    /// Column order with an active set and striped blocks: per source
+    /// stripe (`partition * stripes + t`), whether it has an active vertex.
+    stripe_active: Option<&'j [bool]>,
     slots: &'j [Mutex<Option<&'j mut [S]>>],
     next: &'j AtomicUsize,
 }
 
 impl<'j, S> Job<'j, '_, S> {
     /// Claims owned partitions until none is left and streams their blocks.
-    fn run<F: Fn(u32, u32, &mut S)>(&self, stream: &mut dyn FetchStream, f: &F) -> Result<u64> {
+    fn run<K: Kernel<S>>(&self, stream: &mut dyn FetchStream, kernel: &K) -> Result<u64> {
         let e = self.engine;
         let depth = if e.config.buffering {
             stream.depth_max().clamp(1, 2)
@@ -344,10 +452,10 @@ impl<'j, S> Job<'j, '_, S> {
             let mut n = 0u64;
             match self.order {
                 Order::Column => stream.consume(&mut |bytes: &[u8]| {
-                    n += apply::<S, F, true>(bytes, base, slice, self.active, f);
+                    n += kernel.apply::<true>(bytes, base, slice, self.active);
                 })?,
                 Order::Row => stream.consume(&mut |bytes: &[u8]| {
-                    n += apply::<S, F, false>(bytes, base, slice, self.active, f);
+                    n += kernel.apply::<false>(bytes, base, slice, self.active);
                 })?,
             }
             applied += n;
@@ -383,19 +491,53 @@ impl<'j, S> Job<'j, '_, S> {
                 };
                 let pos = shape.position(self.order, i, j);
                 let len = table.block_len(self.order, pos);
-                let mut off = 0;
-                while off < len {
-                    let l = seg_max.min(len - off);
-                    planned.push_back((
-                        k,
-                        Segment {
-                            order: self.order,
-                            position: pos as u32,
-                            offset: off,
-                            len: l,
-                        },
-                    ));
-                    off += l;
+                let mut push = |start: u64, end: u64| {
+                    let mut off = start;
+                    while off < end {
+                        let l = seg_max.min(end - off);
+                        planned.push_back((
+                            k,
+                            Segment {
+                                order: self.order,
+                                position: pos as u32,
+                                offset: off,
+                                len: l,
+                            },
+                        ));
+                        off += l;
+                    }
+                };
+                match self.stripe_active {
+                    None => push(0, len),
+                    Some(sa) => {
+                        // Runs of stripes with an active source; a gap shorter
+                        // than SKIP_GAP_BYTES_MIN is streamed through (its
+                        // edges are filtered by the bitmap like any other).
+                        let stripes = table.stripes();
+                        let mut run: Option<(u64, u64)> = None;
+                        for t in 0..stripes {
+                            if !sa[i as usize * stripes as usize + t as usize] {
+                                continue;
+                            }
+                            let r = table.stripe_bytes(pos, t);
+                            if r.is_empty() {
+                                continue;
+                            }
+                            run = match run {
+                                Some((a, b)) if r.start - b < SKIP_GAP_BYTES_MIN => {
+                                    Some((a, r.end))
+                                }
+                                Some((a, b)) => {
+                                    push(a, b);
+                                    Some((r.start, r.end))
+                                }
+                                None => Some((r.start, r.end)),
+                            };
+                        }
+                        if let Some((a, b)) = run {
+                            push(a, b);
+                        }
+                    }
                 }
             }
             if !planned.is_empty() {
@@ -410,27 +552,89 @@ impl<'j, S> Job<'j, '_, S> {
     }
 }
 
-/// Applies `f` to the edges in `bytes`; `COLUMN` selects which side is owned.
-#[inline(always)]
-fn apply<S, F: Fn(u32, u32, &mut S), const COLUMN: bool>(
-    bytes: &[u8],
-    base: u32,
-    owned: &mut [S],
-    active: Option<&Bitmap>,
-    f: &F,
-) -> u64 {
-    debug_assert_eq!(bytes.len() as u64 % EDGE_BYTES, 0);
-    let mut n = 0u64;
-    for e in bytes.chunks_exact(EDGE_BYTES as usize) {
-        let (s, d) = decode(e);
-        let (read, mine) = if COLUMN { (s, d) } else { (d, s) };
-        if let Some(a) = active {
-            if !a.get(u64::from(read)) {
-                continue;
+/// What a pass does with the edges of a piece of a segment.
+trait Kernel<S>: Sync {
+    /// Applies the pass to the edges in `bytes` (whole edges) whose owned
+    /// side is in `owned` (starting at vertex `base`); `COLUMN` selects which
+    /// side is owned. Returns the edges applied.
+    fn apply<const COLUMN: bool>(
+        &self,
+        bytes: &[u8],
+        base: u32,
+        owned: &mut [S],
+        active: Option<&Bitmap>,
+    ) -> u64;
+}
+
+/// `f(src, dst, owned element)` on every edge with an active read side.
+struct EachEdge<F>(F);
+
+impl<S, F: Fn(u32, u32, &mut S) + Sync> Kernel<S> for EachEdge<F> {
+    #[inline(always)]
+    fn apply<const COLUMN: bool>(
+        &self,
+        bytes: &[u8],
+        base: u32,
+        owned: &mut [S],
+        active: Option<&Bitmap>,
+    ) -> u64 {
+        debug_assert_eq!(bytes.len() as u64 % EDGE_BYTES, 0);
+        let f = &self.0;
+        let mut n = 0u64;
+        for e in bytes.chunks_exact(EDGE_BYTES as usize) {
+            let (s, d) = decode(e);
+            let (read, mine) = if COLUMN { (s, d) } else { (d, s) };
+            if let Some(a) = active {
+                if !a.get(u64::from(read)) {
+                    continue;
+                }
             }
+            f(s, d, &mut owned[(mine - base) as usize]);
+            n += 1;
         }
-        f(s, d, &mut owned[(mine - base) as usize]);
-        n += 1;
+        n
     }
-    n
+}
+
+/// [`Engine::fold_edges`]: a register-held sum per destination run.
+struct Fold<V, A> {
+    value: V,
+    add: A,
+}
+
+impl<T, V, A> Kernel<T> for Fold<V, A>
+where
+    T: Copy,
+    V: Fn(u32) -> T + Sync,
+    A: Fn(T, T) -> T + Sync,
+{
+    #[inline(always)]
+    fn apply<const COLUMN: bool>(
+        &self,
+        bytes: &[u8],
+        base: u32,
+        owned: &mut [T],
+        active: Option<&Bitmap>,
+    ) -> u64 {
+        debug_assert!(COLUMN && active.is_none(), "a fold is a full column pass");
+        let edges = bytes.len() / EDGE_BYTES as usize;
+        let mut it = bytes.chunks_exact(EDGE_BYTES as usize);
+        let Some(first) = it.next() else {
+            return 0;
+        };
+        let (s, d) = decode(first);
+        let mut cur = d;
+        let mut acc = (self.add)(owned[(d - base) as usize], (self.value)(s));
+        for e in it {
+            let (s, d) = decode(e);
+            if d != cur {
+                owned[(cur - base) as usize] = acc;
+                cur = d;
+                acc = owned[(d - base) as usize];
+            }
+            acc = (self.add)(acc, (self.value)(s));
+        }
+        owned[(cur - base) as usize] = acc;
+        edges as u64
+    }
 }

@@ -64,6 +64,16 @@ pub enum AnalyticsError {
         reason: String,
     },
 
+    /// A prepared grid directory that cannot be used (corrupt, truncated,
+    /// another format version, or not what the run asks for).
+    #[error("prepared grid '{}': {reason}", path.display())]
+    Prepared {
+        /// The file at fault.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+
     /// A worker thread of the engine panicked (a bug); the run is abandoned.
     #[error("an engine thread panicked: {0}")]
     WorkerPanicked(String),

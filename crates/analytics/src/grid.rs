@@ -20,6 +20,19 @@
 //!  edge:         | src u32 LE | dst u32 LE |
 //! ```
 //!
+//! **Source stripes** (issue 12: BFS skipping inactive source ranges inside
+//! blocks). A column-order block is cut by source id into stripes of
+//! `stripe_ids` ids (the block's source range split from its start; the last
+//! stripe may be shorter), laid out in stripe order, each stripe sorted by
+//! (destination, source), with `P*P*S + 1` stripe offsets (S stripes per
+//! block). A pass with an active set skips the bytes of stripes with no
+//! active source ([`crate::engine`]). A destination still meets its edges in
+//! increasing source order (stripes ascend by source, and within a stripe its
+//! edges ascend by source), so every per-destination fold sees the same order
+//! as with one stripe and results are bit-for-bit unchanged. With one stripe
+//! per block (`stripe_ids >= width`) the layout is the plain (destination,
+//! source) sort.
+//!
 //! Column order lets a thread own a destination range (no atomics, a fixed
 //! update order); row order lets it own a source range. Preprocessing is two
 //! passes over the input (count per block and out-degree, then fill), so its
@@ -39,10 +52,71 @@ pub const EDGE_BYTES: u64 = 8;
 pub const PARTITIONS_MAX: u32 = 1024;
 /// Fewest partitions the automatic choice makes (so two threads have columns to share).
 pub const PARTITIONS_AUTO_MIN: u32 = 8;
-/// Vertices per partition the automatic choice aims at: 2^18 ids, so a
-/// partition's 4-byte vertex values (1 MiB) stay in cache while its blocks
-/// stream (GridGraph 3.2: P is chosen so a chunk of vertex data fits in the cache).
-pub const PARTITION_VERTICES_AUTO: u64 = 1 << 18;
+/// L2 size assumed when `/sys` does not say (1 MiB).
+pub const L2_BYTES_FALLBACK: u64 = 1 << 20;
+/// Fewest vertices per partition the automatic choice makes.
+pub const PARTITION_VERTICES_AUTO_MIN: u64 = 1 << 12;
+
+/// This machine's L2 cache per core, from
+/// `/sys/devices/system/cpu/cpu0/cache/index2/size` ("1024K"), or
+/// [`L2_BYTES_FALLBACK`] if that is missing or unreadable.
+pub fn l2_bytes() -> u64 {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/size")
+        .ok()
+        .and_then(|t| parse_cache_size(t.trim()))
+        .unwrap_or(L2_BYTES_FALLBACK)
+}
+
+/// "1024K", "2M" or "524288" in bytes.
+fn parse_cache_size(t: &str) -> Option<u64> {
+    let (num, mul) = match t.as_bytes().last()? {
+        b'K' | b'k' => (&t[..t.len() - 1], 1 << 10),
+        b'M' | b'm' => (&t[..t.len() - 1], 1 << 20),
+        _ => (t, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mul).filter(|&b| b > 0)
+}
+
+/// Vertices per partition the automatic choice aims at for owned-side
+/// values of `value_bytes`: the largest power of two whose values fit in L2,
+/// so a partition's window stays in cache while its blocks stream (GridGraph
+/// 3.2: P is chosen so a chunk of vertex data fits in the cache). 2^18 for
+/// 4-byte values in a 1 MiB L2, 2^17 for 8-byte ones.
+pub fn partition_vertices_auto(value_bytes: u64) -> u64 {
+    let fit = (l2_bytes() / value_bytes.max(1)).max(1);
+    let pow = 1u64 << (63 - fit.leading_zeros());
+    pow.max(PARTITION_VERTICES_AUTO_MIN)
+}
+
+/// How to build a grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GridOptions {
+    /// Partitions per side (None: automatic, from `value_bytes` and L2).
+    pub partitions: Option<u32>,
+    /// Source ids per stripe of a column block (`u64::MAX`: one stripe).
+    pub stripe_ids: u64,
+    /// Bytes per vertex of the owned-side values the automatic P sizes to L2.
+    pub value_bytes: u64,
+}
+
+impl Default for GridOptions {
+    fn default() -> Self {
+        GridOptions {
+            partitions: None,
+            stripe_ids: NO_STRIPES,
+            value_bytes: 4,
+        }
+    }
+}
+/// Source ids per stripe for the algorithms that stream with an active set
+/// (BFS, Radii; see the module doc): 8192 ids, 128 bitmap words, 16 stripes
+/// per block at R-MAT 20. Measured at R-MAT 20 (docs/results.md): BFS was
+/// faster with 8192 than with 1024 or none, while PageRank, which streams
+/// every edge, was slower with any stripes (its destination runs shorten).
+pub const STRIPE_IDS_SPARSE: u64 = 1 << 13;
+/// `stripe_ids` meaning one stripe per block: the plain (destination,
+/// source) sort.
+pub const NO_STRIPES: u64 = u64::MAX;
 
 /// Which copy of the edges, by block order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -101,8 +175,14 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The shape for `vertex_count` vertices and `partitions` (None: automatic).
+    /// The shape for `vertex_count` vertices and `partitions` (None:
+    /// automatic, for 4-byte values).
     pub fn new(vertex_count: u64, partitions: Option<u32>) -> Result<Shape> {
+        Shape::new_for(vertex_count, partitions, 4)
+    }
+
+    /// [`Shape::new`], the automatic P sized for owned values of `value_bytes`.
+    pub fn new_for(vertex_count: u64, partitions: Option<u32>, value_bytes: u64) -> Result<Shape> {
         if vertex_count == 0 {
             return Err(config_err(
                 "vertex_count",
@@ -125,7 +205,7 @@ impl Shape {
             }
             Some(p) => u64::from(p),
             None => vertex_count
-                .div_ceil(PARTITION_VERTICES_AUTO)
+                .div_ceil(partition_vertices_auto(value_bytes))
                 .clamp(u64::from(PARTITIONS_AUTO_MIN), u64::from(PARTITIONS_MAX)),
         };
         let asked = asked.min(vertex_count);
@@ -205,6 +285,12 @@ pub struct Grid {
     /// Per order: edge bytes and `blocks + 1` offsets in edges.
     bytes: [Vec<u8>; 2],
     offsets: [Vec<u64>; 2],
+    /// Source ids per stripe of a column-order block.
+    stripe_ids: u64,
+    /// Stripes per block.
+    stripes: u32,
+    /// Column order: `blocks * stripes + 1` stripe offsets, in edges.
+    stripe_offsets: Vec<u64>,
 }
 
 impl std::fmt::Debug for Grid {
@@ -236,13 +322,39 @@ impl Grid {
         )
     }
 
-    /// Partitions `input` into a grid with `partitions` per side (None: automatic).
+    /// Partitions `input` into a grid with `partitions` per side (None:
+    /// automatic) and one stripe per block.
     pub fn build(input: GraphInput<'_>, partitions: Option<u32>) -> Result<Grid> {
+        Grid::build_striped(input, partitions, NO_STRIPES)
+    }
+
+    /// [`Grid::build`] with `stripe_ids` source ids per stripe of a column
+    /// block (`u64::MAX`: one stripe per block).
+    pub fn build_striped(
+        input: GraphInput<'_>,
+        partitions: Option<u32>,
+        stripe_ids: u64,
+    ) -> Result<Grid> {
+        Grid::build_with(
+            input,
+            &GridOptions {
+                partitions,
+                stripe_ids,
+                ..GridOptions::default()
+            },
+        )
+    }
+
+    /// Partitions `input` as `opts` says.
+    pub fn build_with(input: GraphInput<'_>, opts: &GridOptions) -> Result<Grid> {
+        if opts.stripe_ids == 0 {
+            return Err(config_err("stripe_ids", "must be at least 1"));
+        }
         match input {
             GraphInput::Edges {
                 vertex_count,
                 edges,
-            } => Grid::from_edges(vertex_count, edges, partitions),
+            } => Grid::from_edges(vertex_count, edges, opts),
             GraphInput::Rmat(rmat) => {
                 let mut edges = Vec::with_capacity(rmat.edge_count() as usize);
                 rmat.try_for_each_chunk_in_order(locus_graph::default_threads(), |_, chunk| {
@@ -250,13 +362,15 @@ impl Grid {
                     Ok::<(), std::convert::Infallible>(())
                 })
                 .unwrap_or_else(|e| match e {});
-                Grid::from_edges(rmat.vertex_count(), &edges, partitions)
+                Grid::from_edges(rmat.vertex_count(), &edges, opts)
             }
         }
     }
 
-    fn from_edges(vertex_count: u64, edges: &[Edge], partitions: Option<u32>) -> Result<Grid> {
-        let shape = Shape::new(vertex_count, partitions)?;
+    fn from_edges(vertex_count: u64, edges: &[Edge], opts: &GridOptions) -> Result<Grid> {
+        let shape = Shape::new_for(vertex_count, opts.partitions, opts.value_bytes)?;
+        let stripe_ids = opts.stripe_ids.min(shape.width);
+        let stripes = shape.width.div_ceil(stripe_ids) as u32;
         if edges.is_empty() {
             return Err(config_err("edges", "the graph has no edges"));
         }
@@ -311,14 +425,48 @@ impl Grid {
                 *c += 1;
             }
         }
-        sort_blocks_by_destination(&mut bytes[Order::Column.index()], &offsets[1]);
+        let stripe_offsets = sort_column_blocks(
+            &mut bytes[Order::Column.index()],
+            &offsets[1],
+            &shape,
+            stripe_ids,
+            stripes,
+        );
         Ok(Grid {
             shape,
             edge_count: edges.len() as u64,
             out_degree,
             bytes,
             offsets,
+            stripe_ids,
+            stripes,
+            stripe_offsets,
         })
+    }
+
+    /// A grid from its parts, as [`crate::prepared`] reads them back (the
+    /// reader has checked them).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        shape: Shape,
+        edge_count: u64,
+        out_degree: Vec<u32>,
+        bytes: [Vec<u8>; 2],
+        offsets: [Vec<u64>; 2],
+        stripe_ids: u64,
+        stripes: u32,
+        stripe_offsets: Vec<u64>,
+    ) -> Grid {
+        Grid {
+            shape,
+            edge_count,
+            out_degree,
+            bytes,
+            offsets,
+            stripe_ids,
+            stripes,
+            stripe_offsets,
+        }
     }
 
     /// The grid's shape.
@@ -361,13 +509,39 @@ impl Grid {
     pub fn edge_bytes(&self) -> u64 {
         self.edge_count * EDGE_BYTES
     }
+
+    /// Source ids per stripe of a column-order block.
+    pub fn stripe_ids(&self) -> u64 {
+        self.stripe_ids
+    }
+
+    /// Stripes per column-order block.
+    pub fn stripes(&self) -> u32 {
+        self.stripes
+    }
+
+    /// Column order: the `blocks * stripes + 1` stripe offsets, in edges.
+    pub fn stripe_offsets(&self) -> &[u64] {
+        &self.stripe_offsets
+    }
 }
 
-/// Sorts the edges of every block of `order_bytes` (blocks delimited by
-/// `offsets`, in edges) by (destination, source).
-fn sort_blocks_by_destination(order_bytes: &mut [u8], offsets: &[u64]) {
+/// Lays out every column-order block (blocks delimited by `offsets`, in
+/// edges) as its source stripes in order, each sorted by (destination,
+/// source); returns the stripe offsets (`blocks * stripes + 1`, in edges).
+fn sort_column_blocks(
+    order_bytes: &mut [u8],
+    offsets: &[u64],
+    shape: &Shape,
+    stripe_ids: u64,
+    stripes: u32,
+) -> Vec<u64> {
+    let s_count = stripes as usize;
+    let mut stripe_offsets = Vec::with_capacity(offsets.len().saturating_sub(1) * s_count + 1);
     let mut keys: Vec<u64> = Vec::new();
-    for w in offsets.windows(2) {
+    let mut out: Vec<u64> = Vec::new();
+    let mut cursor = vec![0usize; s_count];
+    for (pos, w) in offsets.windows(2).enumerate() {
         let block = &mut order_bytes[(w[0] * EDGE_BYTES) as usize..(w[1] * EDGE_BYTES) as usize];
         keys.clear();
         keys.extend(block.chunks_exact(EDGE_BYTES as usize).map(|e| {
@@ -375,11 +549,41 @@ fn sort_blocks_by_destination(order_bytes: &mut [u8], offsets: &[u64]) {
             u64::from(d) << 32 | u64::from(s)
         }));
         keys.sort_unstable();
-        for (e, k) in block.chunks_exact_mut(EDGE_BYTES as usize).zip(&keys) {
+        let src_lo = shape.range(shape.block_at(Order::Column, pos).0).start;
+        let stripe_of = |k: u64| ((k as u32 as u64 - src_lo) / stripe_ids) as usize;
+        let sorted: &[u64] = if s_count == 1 {
+            stripe_offsets.push(w[0]);
+            &keys
+        } else {
+            // A stable counting sort by stripe keeps (destination, source)
+            // order inside each stripe.
+            cursor.iter_mut().for_each(|c| *c = 0);
+            for &k in &keys {
+                cursor[stripe_of(k)] += 1;
+            }
+            let mut at = 0usize;
+            for c in cursor.iter_mut() {
+                stripe_offsets.push(w[0] + at as u64);
+                let n = *c;
+                *c = at;
+                at += n;
+            }
+            out.clear();
+            out.resize(keys.len(), 0);
+            for &k in &keys {
+                let t = stripe_of(k);
+                out[cursor[t]] = k;
+                cursor[t] += 1;
+            }
+            &out
+        };
+        for (e, k) in block.chunks_exact_mut(EDGE_BYTES as usize).zip(sorted) {
             e[..4].copy_from_slice(&(*k as u32).to_le_bytes());
             e[4..].copy_from_slice(&((*k >> 32) as u32).to_le_bytes());
         }
     }
+    stripe_offsets.push(*offsets.last().expect("offsets has blocks + 1 entries"));
+    stripe_offsets
 }
 
 /// Decodes the edge at the start of `b` (8 bytes).
@@ -410,12 +614,35 @@ mod tests {
         assert_eq!((s.partitions, s.width), (3, 2));
         assert_eq!(s.range(2), 4..5);
         let s = Shape::new(1 << 22, None).unwrap();
-        assert_eq!(s.partitions, 16);
+        let want = (1u64 << 22)
+            .div_ceil(partition_vertices_auto(4))
+            .clamp(8, 1024);
+        assert_eq!(u64::from(s.partitions), want);
         let s = Shape::new(34, None).unwrap();
         assert_eq!(s.partitions, 7); // 8 asked: width 5, 7 partitions cover 34 ids
         assert!(Shape::new(10, Some(0)).is_err());
         assert!(Shape::new(10, Some(PARTITIONS_MAX + 1)).is_err());
         assert!(Shape::new(0, None).is_err());
+    }
+
+    #[test]
+    fn windows_fit_the_cache() {
+        assert_eq!(parse_cache_size("1024K"), Some(1 << 20));
+        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+        assert_eq!(parse_cache_size("524288"), Some(524_288));
+        assert_eq!(parse_cache_size("x"), None);
+        assert_eq!(parse_cache_size("0K"), None);
+        let l2 = l2_bytes();
+        for b in [4u64, 8] {
+            let w = partition_vertices_auto(b);
+            assert!(w.is_power_of_two());
+            assert!(
+                w * b <= l2.max(PARTITION_VERTICES_AUTO_MIN * b),
+                "{w} x {b} B"
+            );
+            assert!(w == PARTITION_VERTICES_AUTO_MIN || 2 * w * b > l2);
+        }
+        assert_eq!(partition_vertices_auto(4), 2 * partition_vertices_auto(8));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use locus_graph::{Edge, Format, LoadOptions, Rmat};
 
 use crate::algo::Algo;
 use crate::error::Result;
-use crate::grid::{GraphInput, Grid};
+use crate::grid::{GraphInput, Grid, GridOptions};
 use crate::memory::{human_bytes, Estimate};
 
 /// What a load may use.
@@ -30,6 +30,11 @@ pub struct LoadLimits {
     pub memory_bytes_max: u64,
     /// Renumber ids to the vertices present (`--compact-ids`).
     pub compact_ids: bool,
+    /// Bytes per vertex of the values a pass owns, which size the automatic
+    /// partition count to L2 ([`Algo::window_bytes`]).
+    pub window_bytes: u64,
+    /// Source ids per stripe of a column block (`u64::MAX`: one stripe).
+    pub stripe_ids: u64,
 }
 
 /// The original id of every compacted vertex, in increasing order:
@@ -73,7 +78,15 @@ impl IdMap {
         self.original.is_empty()
     }
 
-    /// The original id of compacted vertex `v`.
+    /// The map with these original ids, if strictly increasing.
+    pub fn from_originals(original: Vec<u32>) -> Option<IdMap> {
+        original
+            .windows(2)
+            .all(|w| w[0] < w[1])
+            .then_some(IdMap { original })
+    }
+
+    /// The input id of compacted vertex `v`.
     pub fn original(&self, v: u32) -> u32 {
         self.original[v as usize]
     }
@@ -193,12 +206,16 @@ fn admit(
         }
         (vertex_count, None, est)
     };
-    let grid = Grid::build(
+    let grid = Grid::build_with(
         GraphInput::Edges {
             vertex_count: vertices,
             edges: &edges,
         },
-        partitions,
+        &GridOptions {
+            partitions,
+            value_bytes: limits.window_bytes,
+            stripe_ids: limits.stripe_ids,
+        },
     )?;
     Ok(Loaded {
         grid,

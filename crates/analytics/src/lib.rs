@@ -16,7 +16,8 @@
 //! WCC, PageRank and Radii, [`reference`] their plain versions for tests,
 //! and [`run`] a whole run with its report. [`input`] loads a graph within
 //! the memory limit [`memory`] estimates (refusing huge ids, or compacting
-//! them) and [`results`] writes per-vertex results as text or binary.
+//! them), [`results`] writes per-vertex results as text or binary, and
+//! [`prepared`] keeps a preprocessed grid on disk for later runs.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -31,13 +32,14 @@ pub mod input;
 pub mod memory;
 mod parallel;
 pub mod placement;
+pub mod prepared;
 pub mod reference;
 pub mod results;
 pub mod run;
 pub mod server;
 pub mod store;
 
-pub use algo::{Algo, Output, Params};
+pub use algo::{Algo, Output, Params, Precision};
 pub use bitmap::Bitmap;
 pub use engine::{Engine, EngineConfig, Profile};
 pub use error::{AnalyticsError, Result};

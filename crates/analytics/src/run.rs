@@ -17,7 +17,7 @@ use crate::server;
 use crate::store::disk::DiskStore;
 use crate::store::far::{segment_bytes_for, FarConfig, FarStore};
 use crate::store::local::LocalStore;
-use crate::store::paged::PagedStore;
+use crate::store::paged::{PagedStore, READAHEAD_PAGES_DEFAULT};
 use crate::store::{check_chunk_bytes, Backend, BlockTable, EdgeStore, CHUNK_BYTES_DEFAULT};
 
 /// Memory the in-process far-memory server may lend (no limit beyond the machine's).
@@ -42,6 +42,8 @@ pub struct RunConfig {
     pub disk_dir: PathBuf,
     /// Far and paged: the machine that computes and the far-memory server.
     pub far: FarConfig,
+    /// Paged: pages read ahead after a fault (0: none; Linux's default 8).
+    pub readahead_pages: u32,
 }
 
 impl RunConfig {
@@ -56,6 +58,7 @@ impl RunConfig {
             chunk_bytes: CHUNK_BYTES_DEFAULT,
             disk_dir: std::env::temp_dir(),
             far: FarConfig::default(),
+            readahead_pages: READAHEAD_PAGES_DEFAULT,
         }
     }
 }
@@ -89,6 +92,8 @@ pub struct Report {
     pub time_s: f64,
     /// Iterations.
     pub iterations: u32,
+    /// PageRank: its value type.
+    pub precision: Option<crate::algo::Precision>,
     /// Edges handed to the update function.
     pub edges_applied: u64,
     /// Bytes fetched from far memory or disk.
@@ -99,6 +104,10 @@ pub struct Report {
     pub page_faults: u64,
     /// Paged: hits.
     pub page_hits: u64,
+    /// Paged: the readahead window asked for (pages).
+    pub readahead_window: u32,
+    /// Paged: pages fetched by readahead.
+    pub readahead_pages: u64,
     /// Seconds threads spent waiting for data (summed over threads).
     pub wait_s: f64,
     /// Local memory budget.
@@ -181,10 +190,14 @@ pub fn build_store<F: Fabric + Clone>(
             let f = need_fabric()?;
             let cache = paged_cache_bytes(grid, cfg)?;
             server::with_server(f, cfg.far.server, LOCAL_SERVER_BYTES_MAX, || {
-                Ok(
-                    Box::new(PagedStore::new(f.clone(), grid, orders, cache, cfg.far)?)
-                        as Box<dyn EdgeStore>,
-                )
+                Ok(Box::new(PagedStore::new(
+                    f.clone(),
+                    grid,
+                    orders,
+                    cache,
+                    cfg.far,
+                    cfg.readahead_pages,
+                )?) as Box<dyn EdgeStore>)
             })?
         }
     })
@@ -197,7 +210,9 @@ pub fn build_store<F: Fabric + Clone>(
 pub fn paged_cache_bytes(grid: &Grid, cfg: &RunConfig) -> Result<u64> {
     placement::check_ratio(cfg.far_ratio)?;
     let table = BlockTable::new(grid, cfg.algo.orders())?;
-    let vertex = cfg.algo.vertex_bytes(grid.vertex_count());
+    let vertex = cfg
+        .algo
+        .vertex_bytes_at(grid.vertex_count(), cfg.params.precision);
     let budget = placement::local_budget(cfg.far_ratio, vertex + table.total_bytes());
     let buffers = cfg.engine.threads as u64 * 2 * segment_bytes_for(CHUNK_BYTES_DEFAULT);
     Ok(budget.saturating_sub(vertex).max(buffers))
@@ -244,7 +259,9 @@ pub fn run<F: Fabric + Clone>(
     let stats = engine.stream_stats();
     let profile = engine.profile();
     let fp = store.footprint();
-    let vertex_bytes = cfg.algo.vertex_bytes(grid.vertex_count());
+    let vertex_bytes = cfg
+        .algo
+        .vertex_bytes_at(grid.vertex_count(), cfg.params.precision);
     let total = vertex_bytes + store.table().total_bytes();
     let far_ratio_achieved = match cfg.backend {
         Backend::Paged => {
@@ -266,11 +283,17 @@ pub fn run<F: Fabric + Clone>(
         setup_s,
         time_s,
         iterations: result.iterations,
+        precision: (cfg.algo == Algo::PageRank).then_some(cfg.params.precision),
         edges_applied: profile.edges_applied,
         bytes_fetched: stats.bytes_fetched,
         fetch_ops: stats.fetch_ops,
         page_faults: stats.page_faults,
         page_hits: stats.page_hits,
+        readahead_window: match cfg.backend {
+            Backend::Paged => cfg.readahead_pages,
+            _ => 0,
+        },
+        readahead_pages: stats.readahead_pages,
         wait_s: stats.wait_ns as f64 / 1e9,
         local_budget_bytes: placement::local_budget(cfg.far_ratio, total),
         vertex_bytes,

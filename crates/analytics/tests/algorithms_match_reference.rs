@@ -110,6 +110,7 @@ fn paged_with_a_one_page_cache_evicts_and_stays_correct() {
                     orders,
                     cache_bytes,
                     FarConfig::default(),
+                    0,
                 )
             })
             .unwrap();

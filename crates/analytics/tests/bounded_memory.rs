@@ -19,6 +19,8 @@ fn limits(memory_bytes_max: u64, compact_ids: bool) -> LoadLimits {
     LoadLimits {
         memory_bytes_max,
         compact_ids,
+        window_bytes: 4,
+        stripe_ids: locus_analytics::grid::NO_STRIPES,
     }
 }
 
@@ -111,7 +113,11 @@ fn a_sparse_real_graph_compacted_matches_the_reference() {
             78 * 8 * algo.orders().len() as u64
         );
         let engine = Engine::new(&store, EngineConfig::default()).unwrap();
-        let params = Params::default();
+        // f64: compared with the f64 reference at 1e-9.
+        let params = Params {
+            precision: locus_analytics::Precision::F64,
+            ..Params::default()
+        };
         let out = algo::run(&engine, algo, l.grid.out_degree(), &params)
             .unwrap()
             .output;

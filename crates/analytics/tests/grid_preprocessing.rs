@@ -45,7 +45,7 @@ fn check_grid(vertices: u64, edges: &[Edge], grid: &Grid) {
                 );
             }
             // Row order keeps input order within a block; column order sorts
-            // it by (destination, source).
+            // it by (source stripe, destination, source).
             let mut expected: Vec<Edge> = edges
                 .iter()
                 .copied()
@@ -53,8 +53,22 @@ fn check_grid(vertices: u64, edges: &[Edge], grid: &Grid) {
                     shape.range(i).contains(&u64::from(s)) && shape.range(j).contains(&u64::from(d))
                 })
                 .collect();
+            let lo = shape.range(i).start;
+            let stripe = |s: u32| (u64::from(s) - lo) / grid.stripe_ids();
             if order == Order::Column {
-                expected.sort_unstable_by_key(|&(s, d)| (d, s));
+                expected.sort_unstable_by_key(|&(s, d)| (stripe(s), d, s));
+                // Every stripe's offsets delimit exactly its sources' edges.
+                let so = grid.stripe_offsets();
+                let per = grid.stripes() as usize;
+                let base = so[pos * per];
+                assert_eq!(base, off[pos]);
+                assert_eq!(so[pos * per + per], off[pos + 1]);
+                for t in 0..per {
+                    let (a, b) = (so[pos * per + t] - base, so[pos * per + t + 1] - base);
+                    for &(s, _) in &block[a as usize..b as usize] {
+                        assert_eq!(stripe(s), t as u64, "({i},{j}) stripe {t} holds src {s}");
+                    }
+                }
             }
             assert_eq!(block, expected, "{order:?} ({i},{j})");
             all.extend(block);
@@ -87,6 +101,21 @@ fn both_orders_hold_every_edge_in_its_block() {
         )
         .unwrap();
         assert_eq!(grid.shape().partitions, p);
+        check_grid(g.vertices as u64, &g.edges, &grid);
+    }
+    // Striped column blocks: several stripe widths, one stripe per block.
+    for (p, ids) in [(1, 3), (2, 64), (7, 5), (4, u64::MAX)] {
+        let grid = Grid::build_striped(
+            GraphInput::Edges {
+                vertex_count: g.vertices as u64,
+                edges: &g.edges,
+            },
+            Some(p),
+            ids,
+        )
+        .unwrap();
+        let width = grid.shape().width;
+        assert_eq!(grid.stripes() as u64, width.div_ceil(ids.min(width)));
         check_grid(g.vertices as u64, &g.edges, &grid);
     }
 }

@@ -11,12 +11,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use locus_analytics::algo::{self, Algo, Params, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT};
+use locus_analytics::algo::{
+    self, Algo, Params, Precision, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT,
+};
 use locus_analytics::control::{self, Table};
+use locus_analytics::grid::NO_STRIPES;
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
-use locus_analytics::memory;
+use locus_analytics::memory::{self, Estimate};
+use locus_analytics::prepared;
 use locus_analytics::results::{self, ResultFormat};
 use locus_analytics::run::{run, Report, RunConfig};
+use locus_analytics::store::paged::READAHEAD_PAGES_DEFAULT;
 use locus_analytics::store::Backend;
 use locus_analytics::{local_fabric, EngineConfig, Grid};
 use locus_bench::output::cores;
@@ -41,6 +46,9 @@ pub enum AnalyticsCommand {
     /// Run BFS, WCC, PageRank or Radii on one backend and print time,
     /// iterations, bytes fetched and a digest of the result.
     Run(Box<RunArgs>),
+    /// Preprocess a graph into a grid on disk once (`DIR/grid.bin`, format
+    /// in `locus_analytics::prepared`); `analytics run --prepared DIR` reuses it.
+    Prepare(PrepareArgs),
     /// Serve far memory over TCP for `analytics run --server ADDR`.
     Serve(ServeArgs),
     /// Build the offline table (algorithm, graph size, threads, far ratio ->
@@ -53,6 +61,9 @@ pub struct RunArgs {
     /// bfs, wcc, pagerank or radii.
     #[arg(long)]
     pub algo: String,
+    /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["graph", "rmat_scale", "partitions", "compact_ids", "vertex_count", "format", "stripe_ids"])]
+    pub prepared: Option<PathBuf>,
     /// Edge list (SNAP text, or GridGraph binary u32 pairs for .bin).
     #[arg(long, value_name = "FILE", conflicts_with = "rmat_scale")]
     pub graph: Option<PathBuf>,
@@ -89,12 +100,26 @@ pub struct RunArgs {
     /// Fetch, then compute (no double buffering).
     #[arg(long)]
     pub no_buffering: bool,
+    /// Paged backend: pages read ahead, asynchronously, after a fault (0: none;
+    /// 8 is Linux's default swap readahead, `vm.page-cluster` 3).
+    #[arg(long, default_value_t = READAHEAD_PAGES_DEFAULT)]
+    pub readahead_pages: u32,
     /// Grid partitions per side (default: automatic).
     #[arg(long)]
     pub partitions: Option<u32>,
+    /// Source ids per stripe of a column block, so sparse levels skip
+    /// inactive source ranges (0: one stripe per block; default: 8192 for
+    /// bfs and radii, none for wcc and pagerank).
+    #[arg(long)]
+    pub stripe_ids: Option<u64>,
+
     /// PageRank iterations.
     #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
     pub iterations: u32,
+    /// PageRank's value type: f32 (half the vertex bytes, within the bound
+    /// in `locus_analytics::algo::pagerank_f32_tolerance` of f64) or f64.
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
     /// BFS root (default: the vertex with the most out-edges).
     #[arg(long)]
     pub root: Option<u32>,
@@ -142,6 +167,52 @@ pub struct ServeArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct PrepareArgs {
+    /// Edge list (SNAP text, or GridGraph binary u32 pairs for .bin).
+    #[arg(value_name = "GRAPH", conflicts_with = "rmat_scale")]
+    pub graph: Option<PathBuf>,
+    /// Edge-list format: snap or binary (default: from the extension).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Vertex count of the edge list (default: largest id + 1).
+    #[arg(long)]
+    pub vertex_count: Option<u64>,
+    /// Generate a Graph500 R-MAT graph of 2^SCALE vertices instead.
+    #[arg(long, value_name = "SCALE")]
+    pub rmat_scale: Option<u32>,
+    /// R-MAT edges per vertex.
+    #[arg(long, default_value_t = 16)]
+    pub edge_factor: u32,
+    /// R-MAT seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Grid partitions per side (default: a partition's values fit L2).
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    /// Source ids per stripe of a column block, so sparse levels skip
+    /// inactive source ranges (0: one stripe per block; default: 8192 for
+    /// bfs and radii, none for wcc and pagerank).
+    #[arg(long)]
+    pub stripe_ids: Option<u64>,
+
+    /// Size the automatic partitions for this algorithm's values.
+    #[arg(long, default_value = "pagerank")]
+    pub algo: String,
+    /// ... and this PageRank precision.
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
+    /// Number only the vertices the edges name (see `analytics run`).
+    #[arg(long)]
+    pub compact_ids: bool,
+    /// Refuse a graph whose estimated memory exceeds this (default: half of memory).
+    #[arg(long, value_name = "BYTES")]
+    pub memory_max: Option<String>,
+    /// The directory to write `grid.bin` into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
 pub struct ProfileArgs {
     /// quick (R-MAT scales 14 and 16) or full (16, 18, 20).
     #[arg(long, default_value = "quick")]
@@ -169,6 +240,7 @@ fn parse_bytes(flag: &str, s: &str) -> Result<u64, String> {
 pub fn run_command(a: AnalyticsArgs) -> CliResult {
     match a.which {
         AnalyticsCommand::Run(r) => run_one(*r),
+        AnalyticsCommand::Prepare(p) => prepare(p),
         AnalyticsCommand::Serve(s) => serve(s),
         AnalyticsCommand::Profile(p) => profile(p),
     }
@@ -218,6 +290,7 @@ fn run_one(a: RunArgs) -> CliResult {
     let algo = Algo::parse(&a.algo)?;
     let backend = Backend::parse(&a.backend)?;
     let chunk_bytes = parse_bytes("--chunk", &a.chunk)?;
+    let precision = Precision::parse(&a.precision)?;
     let rmat = a.rmat_scale.map(|scale| RmatConfig {
         scale,
         edge_factor: a.edge_factor,
@@ -231,17 +304,40 @@ fn run_one(a: RunArgs) -> CliResult {
             None => memory::default_limit_bytes(),
         },
         compact_ids: a.compact_ids,
+        window_bytes: algo.window_bytes(precision),
+        stripe_ids: match a.stripe_ids {
+            None => algo.stripe_ids(),
+            Some(0) => NO_STRIPES,
+            Some(n) => n,
+        },
     };
     let t = std::time::Instant::now();
-    let Loaded { grid, ids, .. } = load_grid(
-        a.graph.as_deref(),
-        a.format.as_deref(),
-        a.vertex_count,
-        rmat,
-        a.partitions,
-        algo,
-        limits,
-    )?;
+    let (grid, ids) = match &a.prepared {
+        Some(dir) => {
+            // The estimate from the header, before the payload is read.
+            let h = prepared::read_header(dir)?;
+            Estimate::new(algo, h.vertices, h.edges, false).check(
+                algo,
+                limits.memory_bytes_max,
+                &format!("the prepared grid in '{}'", dir.display()),
+                "raise --memory-max",
+            )?;
+            let (grid, ids, _) = prepared::read(dir)?;
+            (grid, ids)
+        }
+        None => {
+            let Loaded { grid, ids, .. } = load_grid(
+                a.graph.as_deref(),
+                a.format.as_deref(),
+                a.vertex_count,
+                rmat,
+                a.partitions,
+                algo,
+                limits,
+            )?;
+            (grid, ids)
+        }
+    };
     let load_s = t.elapsed().as_secs_f64();
     let root = run_root(a.root, ids.as_ref())?;
     let threads = match a.threads.as_deref().unwrap_or("") {
@@ -261,6 +357,7 @@ fn run_one(a: RunArgs) -> CliResult {
             root,
             iterations: a.iterations,
             seed: a.radii_seed,
+            precision,
         },
         engine: EngineConfig {
             threads,
@@ -268,6 +365,7 @@ fn run_one(a: RunArgs) -> CliResult {
         },
         chunk_bytes,
         disk_dir: a.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
+        readahead_pages: a.readahead_pages,
         ..RunConfig::new(algo, backend, a.far_ratio)
     };
     let ((report, result), fabric_name) = match a.server {
@@ -294,8 +392,16 @@ fn run_one(a: RunArgs) -> CliResult {
         return Ok(());
     }
     println!(
-        "graph: {} vertices, {} edges, {}x{} grid (loaded in {load_s:.1} s)",
-        report.vertices, report.edges, report.partitions, report.partitions
+        "graph: {} vertices, {} edges, {}x{} grid ({} in {load_s:.2} s)",
+        report.vertices,
+        report.edges,
+        report.partitions,
+        report.partitions,
+        if a.prepared.is_some() {
+            "prepared grid read"
+        } else {
+            "loaded and preprocessed"
+        }
     );
     println!(
         "{} on {} at far ratio {:.2} (achieved {:.3}), {} thread(s), buffering {}, {}",
@@ -308,6 +414,58 @@ fn run_one(a: RunArgs) -> CliResult {
         fabric_name
     );
     print_report(&report);
+    Ok(())
+}
+
+/// `analytics prepare`: load and preprocess once, write the grid.
+fn prepare(a: PrepareArgs) -> CliResult {
+    let algo = Algo::parse(&a.algo)?;
+    let precision = Precision::parse(&a.precision)?;
+    let limits = LoadLimits {
+        memory_bytes_max: match &a.memory_max {
+            Some(m) => parse_bytes("--memory-max", m)?,
+            None => memory::default_limit_bytes(),
+        },
+        compact_ids: a.compact_ids,
+        window_bytes: algo.window_bytes(precision),
+        stripe_ids: match a.stripe_ids {
+            None => algo.stripe_ids(),
+            Some(0) => NO_STRIPES,
+            Some(n) => n,
+        },
+    };
+    let rmat = a.rmat_scale.map(|scale| RmatConfig {
+        scale,
+        edge_factor: a.edge_factor,
+        seed: a.seed,
+        ..RmatConfig::default()
+    });
+    let t = std::time::Instant::now();
+    let Loaded { grid, ids, .. } = load_grid(
+        a.graph.as_deref(),
+        a.format.as_deref(),
+        a.vertex_count,
+        rmat,
+        a.partitions,
+        algo,
+        limits,
+    )?;
+    let load_s = t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    let path = prepared::write(&a.out, &grid, ids.as_ref(), limits.window_bytes)?;
+    let write_s = t.elapsed().as_secs_f64();
+    let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let sh = grid.shape();
+    println!(
+        "prepared {} vertices, {} edges: {}x{} grid, {} stripes per column block",
+        sh.vertex_count,
+        grid.edge_count(),
+        sh.partitions,
+        sh.partitions,
+        grid.stripes()
+    );
+    println!("load+preprocess {load_s:.2} s, write {write_s:.2} s");
+    println!("wrote {} ({bytes} B)", path.display());
     Ok(())
 }
 
@@ -328,8 +486,8 @@ fn print_report(r: &Report) {
     );
     println!("iterations      {}", r.iterations);
     println!(
-        "bytes fetched   {} in {} reads ({} page faults, {} hits)",
-        r.bytes_fetched, r.fetch_ops, r.page_faults, r.page_hits
+        "bytes fetched   {} in {} reads ({} page faults, {} hits, {} pages read ahead)",
+        r.bytes_fetched, r.fetch_ops, r.page_faults, r.page_hits, r.readahead_pages
     );
     println!(
         "local memory    budget {} B: vertex data {} B, resident edges {} B, page cache {} B, fetch buffers {} B",

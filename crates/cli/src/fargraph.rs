@@ -14,7 +14,7 @@ use crate::CliResult;
 pub enum ExperimentArg {
     /// Every algorithm x backend at far ratio 0.8, normalised to the Oracle (Fig. 15).
     Overall,
-    /// BFS time by far ratio, far vs paged (Fig. 18).
+    /// BFS time by far ratio, far vs paged with and without readahead (Fig. 18).
     Ratio,
     /// Chunk sizes 4 KB .. 4 MB (Fig. 19).
     Chunk,

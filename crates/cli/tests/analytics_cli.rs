@@ -90,6 +90,30 @@ fn rmat_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["vertices"], 1024);
     assert!(v["page_faults"].as_u64().unwrap() > 0);
+    // Linux's default swap readahead (8 pages) unless told otherwise; the
+    // result is the same without it.
+    assert_eq!(v["readahead_window"], 8);
+    assert!(v["readahead_pages"].as_u64().unwrap() > 0);
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--rmat-scale",
+        "10",
+        "--backend",
+        "paged",
+        "--readahead-pages",
+        "0",
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(w["readahead_pages"], 0);
+    assert_eq!(w["digest"], v["digest"]);
+    assert!(w["page_faults"].as_u64() > v["page_faults"].as_u64());
 }
 
 #[test]
@@ -453,4 +477,149 @@ fn bench_fargraph_writes_json_and_png() {
     );
     let png = std::fs::read(dir.path().join("buffering.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
+}
+
+#[test]
+fn bench_fargraph_ratio_has_far_and_both_paged_variants() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = locus(&[
+        "bench",
+        "fargraph",
+        "ratio",
+        "--scale",
+        "9",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("ratio.json")).unwrap()).unwrap();
+    let rows = v["derived"]["by_ratio"].as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    for r in rows {
+        for key in ["far_s", "paged_readahead_s", "paged_no_readahead_s"] {
+            assert!(r[key].as_f64().unwrap() > 0.0, "{key} in {r}");
+        }
+        assert_eq!(r["paged_readahead_pages"], 8);
+        // Readahead turns some demand faults into hits.
+        assert!(
+            r["paged_readahead_page_faults"].as_u64()
+                < r["paged_no_readahead_page_faults"].as_u64(),
+            "{r}"
+        );
+    }
+    // Three configurations per ratio, all with the same result.
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 24);
+    let digest = &runs[0]["report"]["digest"];
+    assert!(runs.iter().all(|r| &r["report"]["digest"] == digest));
+}
+
+#[test]
+fn prepare_once_then_run_from_the_prepared_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let prep = dir.path().join("karate-grid");
+    let p = prep.to_str().unwrap();
+    let o = locus(&["analytics", "prepare", &karate(), "--out", p]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("prepared 34 vertices, 78 edges"), "{out}");
+    assert!(out.contains("grid.bin"), "{out}");
+    for algo in ["bfs", "wcc", "pagerank", "radii"] {
+        let direct = locus(&["analytics", "run", "--algo", algo, "--graph", &karate()]);
+        let reused = locus(&["analytics", "run", "--algo", algo, "--prepared", p]);
+        assert!(reused.status.success(), "{}", text(&reused.stderr));
+        let (d, r) = (text(&direct.stdout), text(&reused.stdout));
+        assert_eq!(digest(&d), digest(&r), "{algo}");
+        assert!(r.contains("prepared grid read in"), "{r}");
+        // Setup and compute are reported apart.
+        assert!(r.contains("(setup "), "{r}");
+        // Any stripe width (0: none) gives the same result.
+        for ids in ["0", "3"] {
+            let o = locus(&[
+                "analytics",
+                "run",
+                "--algo",
+                algo,
+                "--graph",
+                &karate(),
+                "--stripe-ids",
+                ids,
+            ]);
+            assert_eq!(
+                digest(&text(&o.stdout)),
+                digest(&d),
+                "{algo} --stripe-ids {ids}"
+            );
+        }
+    }
+    // Compacted ids are kept: results come back in the input's ids.
+    let sparse = dir.path().join("sparse.txt");
+    std::fs::write(&sparse, "0 4294967293\n").unwrap();
+    let prep2 = dir.path().join("sparse-grid");
+    let o = locus(&[
+        "analytics",
+        "prepare",
+        sparse.to_str().unwrap(),
+        "--compact-ids",
+        "--out",
+        prep2.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let res = dir.path().join("wcc.txt");
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "wcc",
+        "--prepared",
+        prep2.to_str().unwrap(),
+        "--output",
+        res.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rows: Vec<String> = std::fs::read_to_string(&res)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(rows, ["0 0", "4294967293 0"]);
+    // A corrupt grid is a clear error naming the file.
+    let file = prep.join("grid.bin");
+    let mut b = std::fs::read(&file).unwrap();
+    let n = b.len();
+    b[n - 3] ^= 0xff;
+    std::fs::write(&file, &b).unwrap();
+    let o = locus(&["analytics", "run", "--algo", "bfs", "--prepared", p]);
+    assert!(!o.status.success());
+    let e = text(&o.stderr);
+    assert!(e.contains("grid.bin") && e.contains("checksum"), "{e}");
+    // A missing one too; and --prepared with --graph is refused.
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--prepared",
+        "/nonexistent-dir",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("/nonexistent-dir/grid.bin"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--prepared",
+        p,
+        "--graph",
+        &karate(),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--graph"), "{}", text(&o.stderr));
 }

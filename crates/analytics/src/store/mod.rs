@@ -12,7 +12,7 @@
 //! | [`local`] (Oracle) | nowhere: every block is in local memory | none |
 //! | [`disk`] (GridGraph's out-of-core original) | a file, block-aligned | one large read per segment (O_DIRECT when the file system allows) |
 //! | [`far`] (Fargraph+) | another machine's memory on the fabric | one-sided READs of `chunk_bytes`, all of a segment posted at once |
-//! | [`paged`] (Fastswap-like) | another machine's memory on the fabric | 4 KB pages demand-fetched into a shared LRU page cache |
+//! | [`paged`] (Fastswap-like) | another machine's memory on the fabric | 4 KB pages demand-fetched into a shared LRU page cache, with asynchronous readahead of the following pages |
 //!
 //! Local, disk and far keep the blocks the placement marks resident in local
 //! memory (graph-aware placement, [`crate::placement`]); paged is graph-unaware:
@@ -109,8 +109,10 @@ pub struct StreamStats {
     pub bytes_resident: u64,
     /// Paged: page faults (misses) and hits.
     pub page_faults: u64,
-    /// Paged: pages found in the cache.
+    /// Paged: pages found in the cache (or whose readahead READ was in flight).
     pub page_hits: u64,
+    /// Paged: pages fetched by readahead (also in `fetch_ops` and `bytes_fetched`).
+    pub readahead_pages: u64,
     /// Nanoseconds spent waiting for data in `consume`.
     pub wait_ns: u64,
     /// Most bytes of fetch buffers this stream held at once.
@@ -126,6 +128,7 @@ impl StreamStats {
             bytes_resident: self.bytes_resident + o.bytes_resident,
             page_faults: self.page_faults + o.page_faults,
             page_hits: self.page_hits + o.page_hits,
+            readahead_pages: self.readahead_pages + o.readahead_pages,
             wait_ns: self.wait_ns + o.wait_ns,
             buffer_bytes_peak: self.buffer_bytes_peak + o.buffer_bytes_peak,
         }
@@ -191,6 +194,11 @@ pub struct BlockTable {
     shape: Shape,
     /// Per order (by `Order::index`): `blocks + 1` offsets in edges, if held.
     offsets: [Option<Vec<u64>>; 2],
+    /// Source ids per stripe of a column block, and stripes per block.
+    stripe_ids: u64,
+    stripes: u32,
+    /// Column order, if held: `blocks * stripes + 1` stripe offsets in edges.
+    stripe_offsets: Option<Vec<u64>>,
 }
 
 impl BlockTable {
@@ -203,10 +211,37 @@ impl BlockTable {
         for &o in orders {
             offsets[o.index()] = Some(grid.offsets(o).to_vec());
         }
+        let stripe_offsets = offsets[Order::Column.index()]
+            .is_some()
+            .then(|| grid.stripe_offsets().to_vec());
         Ok(BlockTable {
             shape: grid.shape(),
             offsets,
+            stripe_ids: grid.stripe_ids(),
+            stripes: grid.stripes(),
+            stripe_offsets,
         })
+    }
+
+    /// Source ids per stripe of a column block.
+    pub fn stripe_ids(&self) -> u64 {
+        self.stripe_ids
+    }
+
+    /// Stripes per column block (1: blocks are not striped).
+    pub fn stripes(&self) -> u32 {
+        self.stripes
+    }
+
+    /// Byte range, relative to the block's start, of stripe `t` of the
+    /// column block at `position` (empty if the column order is not held).
+    pub fn stripe_bytes(&self, position: usize, t: u32) -> std::ops::Range<u64> {
+        let Some(so) = &self.stripe_offsets else {
+            return 0..0;
+        };
+        let k = position * self.stripes as usize + t as usize;
+        let start = so[position * self.stripes as usize];
+        (so[k] - start) * EDGE_BYTES..(so[k + 1] - start) * EDGE_BYTES
     }
 
     /// The grid's shape.

@@ -5,7 +5,8 @@
 //! - `overall` (Fig. 15): every algorithm on every backend at far ratio 0.8,
 //!   times normalised to the Oracle.
 //! - `ratio` (Fig. 18): BFS time as the far ratio rises from 0 to 0.95, far
-//!   versus paged.
+//!   versus paged with Linux's default readahead (8 pages) and paged
+//!   without readahead.
 //! - `chunk` (Fig. 19): BFS and PageRank on far at 0.8 with chunks of 4 KB to
 //!   4 MB, normalised to 4 KB.
 //! - `buffering` (Table 4): BFS and PageRank on far at 0.8 with and without
@@ -213,12 +214,17 @@ impl Report {
     }
 }
 
-fn rmat_grid(scale: u32) -> Result<Grid> {
+/// The R-MAT grid, striped for BFS when every run is BFS (`ratio`).
+fn rmat_grid(scale: u32, stripe_ids: u64) -> Result<Grid> {
     let rmat = Rmat::new(RmatConfig {
         scale,
         ..RmatConfig::default()
     })?;
-    Ok(Grid::build(GraphInput::Rmat(&rmat), None)?)
+    Ok(Grid::build_striped(
+        GraphInput::Rmat(&rmat),
+        None,
+        stripe_ids,
+    )?)
 }
 
 struct Bench<'g, 'r> {
@@ -271,7 +277,11 @@ impl Bench<'_, '_> {
                 self.reporter.note(format!(
                     "  [{round}] {:<8} {:<6} ratio {:.2} threads {} chunk {:>8} buffering {:<5} {:>9.3} s  fetched {:>12} B  digest {}",
                     cfg.algo.name(),
-                    cfg.backend.name(),
+                    match (cfg.backend, cfg.readahead_pages) {
+                        (Backend::Paged, 0) => "paged-no-ra".to_string(),
+                        (Backend::Paged, w) => format!("paged-ra{w}"),
+                        (b, _) => b.name().to_string(),
+                    },
                     cfg.far_ratio,
                     cfg.engine.threads,
                     cfg.chunk_bytes,
@@ -313,7 +323,11 @@ pub fn run(experiment: Experiment, settings: &Settings, r: &Reporter) -> Result<
     r.note(format!(
         "generating and partitioning R-MAT scale {scale} ..."
     ));
-    let grid = rmat_grid(scale)?;
+    let stripe_ids = match experiment {
+        Experiment::Ratio => Algo::Bfs.stripe_ids(),
+        _ => locus_analytics::grid::NO_STRIPES,
+    };
+    let grid = rmat_grid(scale, stripe_ids)?;
     let mut b = Bench {
         grid: &grid,
         threads: cores,
@@ -436,32 +450,47 @@ fn overall(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
 const RATIOS: [f64; 8] = [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95];
 
 fn ratio(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
+    // Per ratio: far, paged with Linux's default readahead (Fastswap as it
+    // is), paged without readahead (demand faults only).
     let cfgs: Vec<RunConfig> = RATIOS
         .iter()
         .flat_map(|&r| {
+            let no_readahead = RunConfig {
+                readahead_pages: 0,
+                ..b.config(Algo::Bfs, Backend::Paged, r)
+            };
             [
                 b.config(Algo::Bfs, Backend::Far, r),
                 b.config(Algo::Bfs, Backend::Paged, r),
+                no_readahead,
             ]
         })
         .collect();
     let (reports, ranges) = b.measure_all(&cfgs)?;
     let rows: Vec<_> = RATIOS
         .iter()
-        .zip(reports.chunks(2))
-        .zip(ranges.chunks(2))
-        .map(|((r, pair), rg)| {
-            let (far, paged) = (&pair[0], &pair[1]);
+        .zip(reports.chunks(3))
+        .zip(ranges.chunks(3))
+        .map(|((r, trio), rg)| {
+            let (far, ra, plain) = (&trio[0], &trio[1], &trio[2]);
             serde_json::json!({
                 "far_ratio": r,
                 "far_s": far.time_s,
                 "far_range_s": rg[0],
-                "paged_range_s": rg[1],
                 "far_ratio_achieved": far.far_ratio_achieved,
-                "paged_s": paged.time_s,
-                "paged_far_ratio_achieved": paged.far_ratio_achieved,
-                "paged_page_faults": paged.page_faults,
-                "paged_over_far": paged.time_s / far.time_s,
+                "paged_readahead_pages": ra.readahead_window,
+                "paged_readahead_s": ra.time_s,
+                "paged_readahead_range_s": rg[1],
+                "paged_readahead_page_faults": ra.page_faults,
+                "paged_readahead_pages_read_ahead": ra.readahead_pages,
+                "paged_readahead_bytes_fetched": ra.bytes_fetched,
+                "paged_no_readahead_s": plain.time_s,
+                "paged_no_readahead_range_s": rg[2],
+                "paged_no_readahead_page_faults": plain.page_faults,
+                "paged_no_readahead_bytes_fetched": plain.bytes_fetched,
+                "paged_far_ratio_achieved": ra.far_ratio_achieved,
+                "paged_readahead_over_far": ra.time_s / far.time_s,
+                "paged_no_readahead_over_far": plain.time_s / far.time_s,
             })
         })
         .collect();

@@ -61,7 +61,8 @@ pub(super) fn plot(o: &Report, path: &Path) -> Result<()> {
                 y_log: true,
                 series: vec![
                     series("far_s", "far (Fargraph+)"),
-                    series("paged_s", "paged (Fastswap-like)"),
+                    series("paged_readahead_s", "paged, readahead 8"),
+                    series("paged_no_readahead_s", "paged, no readahead"),
                 ],
             }
             .write_png(path)?;
