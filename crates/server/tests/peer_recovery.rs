@@ -502,3 +502,38 @@ fn a_a_migration_target_dies_in_a_migration_storm() {
         t_fault.elapsed().as_secs_f64()
     );
 }
+
+#[test]
+fn without_durability_a_value_lost_with_its_holder_is_an_error_never_absent() {
+    let victim: u8 = 1;
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = cluster_file(dir.path());
+    file.durability = None;
+    let mut servers = start(&file);
+    let c = client(&file);
+    // 3 and 6 are homed on server 0; 6's value moves to the victim.
+    c.put(3, &[6]).unwrap();
+    c.put(6, &[7, 8]).unwrap();
+    assert_eq!(c.migrate(6, victim).unwrap().parts, 1);
+    stop(&mut servers, &file, victim);
+    let r = servers[0]
+        .as_ref()
+        .unwrap()
+        .peer_failed(victim, 0, &[Key::part(6, 0)])
+        .unwrap();
+    assert_eq!(
+        (r.keys_found, r.keys_lost, r.not_recorded),
+        (1, 1, 0),
+        "{r:?}"
+    );
+    for id in [0u8, 2] {
+        let e = c
+            .call(id, &Request::Neighbors { vertex: 6, k: 0 }, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("was lost with machine 1"), "through {id}: {e}");
+    }
+    let e = c.khop(3, 2, 10).unwrap_err().to_string();
+    assert!(e.contains("was lost with machine 1"), "{e}");
+    assert_eq!(c.neighbors(3, 0).unwrap(), vec![6]);
+}
