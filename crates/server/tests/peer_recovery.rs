@@ -339,6 +339,19 @@ fn c_a_home_dies_while_its_values_live_on_survivors() {
             "no survivor value lived on the victim: {r:?}"
         );
     }
+    // While the victim is down the survivors' background scans cannot read
+    // its table: their rounds abort and free nothing (RC4, S4).
+    let t0 = Instant::now();
+    while survivors
+        .iter()
+        .any(|&id| stat(&c, id, &["recovery", "scan_aborted"]) == 0)
+    {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no scan round ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for &id in &survivors {
+        assert_eq!(stat(&c, id, &["recovery", "scan_freed"]), 0, "server {id}");
+    }
     // EPOCH: assert the victim re-registered at a newer epoch than 0.
     servers[victim as usize] = Some(start_one(&file, victim));
     for &s in &survivors {
