@@ -241,6 +241,7 @@ fn up(a: UpArgs) -> CliResult {
         policy: Default::default(),
         limits: Default::default(),
         durability: None,
+        recovery: Default::default(),
     };
     if !a.no_coordinator {
         file.coordinator = Some(CoordinatorEntry {

@@ -253,7 +253,17 @@ pub fn load(
                 Some(std::time::Duration::from_secs(120)),
             )
             .map_err(|e| {
-                format!("{what}: {e}; earlier batches stay loaded, this one was not applied")
+                // A server that failed under the batch may have logged it
+                // (LOAD is one record: applied whole or not at all).
+                let fate = match e {
+                    locus_client::ClientError::Unavailable { .. } => {
+                        "this one may or may not have been applied (its server failed under it; read it back once the server is up)"
+                    }
+                    _ => "this one was not applied",
+                };
+                format!(
+                    "{what}: {e}; the {batches} batches before it ({vertices} vertices changed, {added} edges added) were acknowledged and stay loaded; {fate}"
+                )
             })?;
         vertices += v as u64;
         added += e;

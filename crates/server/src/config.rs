@@ -70,6 +70,9 @@ pub struct ClusterFile {
     /// not logged and a restarted server starts empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub durability: Option<DurabilitySection>,
+    /// Pragh 5 recovery and the value-region scan (`recovery.rs`).
+    #[serde(default)]
+    pub recovery: crate::recovery::RecoverySection,
 }
 
 /// `[durability]`: where and how each server logs what it homes.
@@ -491,6 +494,7 @@ impl ClusterFile {
         if let Some(d) = &self.durability {
             d.validate()?;
         }
+        self.recovery.validate()?;
         let l = &self.limits;
         for (key, v, min) in [
             ("limits.max_clients", l.max_clients as u64, 1),

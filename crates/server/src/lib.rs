@@ -11,6 +11,8 @@
 //! - `metrics.rs`: Prometheus metrics on a loopback port.
 //! - `durable.rs`: with `[durability]`, the write-ahead log of what this
 //!   server homes, checkpoints and recovery at start (`locus-wal`).
+//! - [`recovery`]: Pragh 5 at a survivor when a peer dies or rejoins, and
+//!   the background value-region scan.
 
 #![warn(missing_docs)]
 
@@ -22,6 +24,7 @@ mod durable;
 mod error;
 mod metrics;
 mod ops;
+pub mod recovery;
 mod server;
 mod stats;
 

@@ -59,7 +59,13 @@ impl Connection<'_> {
             Request::Hello { .. } => Ok(self.error(ErrorCode::Invalid, "HELLO was already said")),
             Request::Ping => Ok(Reply::Pong),
             Request::Stats => Ok(crate::stats::reply(self)),
-            Request::Neighbors { vertex, k } => self.neighbors(vertex, k),
+            // Reads are idempotent: one retry after a peer error, since the
+            // first operation on a connection to a restarted peer fails and
+            // the next one reconnects (Pragh 5 recovery, `recovery.rs`).
+            Request::Neighbors { vertex, k } => match self.neighbors(vertex, k) {
+                Err(e) if peer_error(&e) => self.neighbors(vertex, k),
+                r => r,
+            },
             Request::Put { vertex, ids } => {
                 self.update(vertex, |w| w.put(vertex, &ids).map(|()| (Reply::Put, true)))
             }
@@ -71,7 +77,10 @@ impl Connection<'_> {
                 w.delete_edge(vertex, neighbor)
                     .map(|c| (Reply::Changed(c), c))
             }),
-            Request::Khop { vertex, hops, k } => self.khop(vertex, hops, k, deadline),
+            Request::Khop { vertex, hops, k } => match self.khop(vertex, hops, k, deadline) {
+                Err(e) if peer_error(&e) => self.khop(vertex, hops, k, deadline),
+                r => r,
+            },
             Request::Load { vertices } => self.load(vertices, deadline),
             Request::Migrate { vertex } => self.migrate(vertex),
             Request::Where { vertex } => self.locate(vertex),
@@ -390,4 +399,12 @@ impl Connection<'_> {
             },
         })
     }
+}
+
+/// A peer could not be reached (a read worth one retry: see `handle`).
+fn peer_error(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Fabric(locus_fabric::FabricError::PeerUnavailable { .. })
+    )
 }

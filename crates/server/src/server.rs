@@ -63,11 +63,13 @@ pub(crate) struct Shared {
     pub(crate) control: crate::control::ControlStats,
     /// The write-ahead log, with `[durability]`.
     pub(crate) durable: Option<Durability>,
+    /// Pragh 5 recovery's scanner and counters (`recovery.rs`).
+    pub(crate) recovery: crate::recovery::RecoveryState,
 }
 
 /// A running server.
 pub struct Server {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     services: Option<Services>,
     threads: Vec<JoinHandle<()>>,
     metrics_addr: Option<SocketAddr>,
@@ -122,6 +124,7 @@ impl Server {
             migrated_bytes: AtomicU64::new(0),
             control: Default::default(),
             durable,
+            recovery: Default::default(),
         });
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
@@ -129,6 +132,7 @@ impl Server {
             crate::conn::accept_loop(&s, client_listener)
         })?);
         threads.extend(crate::control::start(&shared)?);
+        threads.extend(crate::recovery::start(&shared)?);
         if shared.durable.is_some() {
             let s = Arc::clone(&shared);
             threads.push(spawn(&format!("locus-checkpoint-{id}"), move || {

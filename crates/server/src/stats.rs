@@ -73,6 +73,7 @@ pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
         "reclaim_backlog": store.reclaim_backlog(me),
         "coordinator": coordinator,
         "durability": s.durable.as_ref().map(|d| d.stats_json()),
+        "recovery": s.recovery.stats_json(),
         "clients": s.clients.load(Ordering::Relaxed),
         "requests": requests,
         "ops": {"local": ops.ops_total(Locality::Local), "remote": ops.ops_total(Locality::Remote),

@@ -197,6 +197,22 @@ impl Addr {
     }
 }
 
+/// The address word of a value that was lost with machine `machine` (it died
+/// holding the only copy, and the key's home has no durable copy to reload):
+/// remote type, that machine, size 0, every offset bit set. No real address
+/// has size 0, so [`Addr::decode`] gives `None` and [`lost_on`] recognises it;
+/// readers report [`StoreError::ValueLost`] instead of "absent" (`recover.rs`).
+pub fn lost_word(machine: MachineId) -> u64 {
+    debug_assert!(machine as u64 <= MACHINE_ID_MAX);
+    TYPE_BIT | ((machine as u64) << (OFFSET_BITS + REMOTE_SIZE_BITS)) | OFFSET_MASK
+}
+
+/// The machine a value was lost with, if `word` is a [`lost_word`].
+pub fn lost_on(word: u64) -> Option<MachineId> {
+    let machine = ((word >> (OFFSET_BITS + REMOTE_SIZE_BITS)) & MACHINE_ID_MAX) as MachineId;
+    (word == lost_word(machine)).then_some(machine)
+}
+
 fn check(what: &str, value: u64, max: u64) -> Result<()> {
     if value > max {
         Err(StoreError::Limit(format!(
@@ -330,6 +346,13 @@ mod tests {
         let all = Addr::remote(127, REMOTE_SIZE_UNITS_MAX, OFFSET_UNITS_MAX).unwrap();
         assert_eq!(Addr::decode(all.encode()), Some(all));
         assert_eq!(Addr::decode(0), None, "the zero word is the null address");
+        for m in [0, 1, 127] {
+            let w = lost_word(m);
+            assert_eq!(Addr::decode(w), None, "a lost word names no block");
+            assert_eq!(lost_on(w), Some(m));
+        }
+        assert_eq!(lost_on(0), None);
+        assert_eq!(lost_on(all.encode()), None);
     }
 
     #[test]

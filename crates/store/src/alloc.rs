@@ -13,8 +13,16 @@
 //! to read the old header and find it zeroed rather than find someone else's
 //! value there. So blocks are *retired* with a timestamp and only returned to
 //! the free lists after the reclaim lease (default 60 s, Pragh 4.1) has passed.
+//!
+//! The allocator also keeps a registry of its allocated blocks (offset, size,
+//! a generation, when it was allocated, whether it is retired), sharded by
+//! offset. It is what the value-region scan (`scan.rs`, Pragh 5) walks: a
+//! block's header cannot say its size once it was zeroed, and a leaked block
+//! (a migration whose reclaim-ring write never happened) has exactly such a
+//! header. The generation lets the scan free a block only if it is still the
+//! allocation it watched ([`ValueAllocator::free_if_unchanged`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -49,6 +57,31 @@ fn class_of(block: u64) -> usize {
 
 const CLASSES: usize = EXACT_CLASSES as usize + 1 + 60 * 4;
 
+/// Shards of the block registry (by offset).
+const REGISTRY_SHARDS: usize = 64;
+
+/// One allocated block as the registry knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BlockInfo {
+    size_units: u64,
+    generation: u64,
+    alloc_ns: u64,
+    retired: bool,
+}
+
+/// An allocated block that is not retired, as [`ValueAllocator::live_blocks`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveBlock {
+    /// Offset in the value region, in units.
+    pub offset_units: u64,
+    /// The size it was allocated for, in units (header included).
+    pub size_units: u64,
+    /// Distinguishes this allocation from a later one at the same offset.
+    pub generation: u64,
+    /// When it was allocated, on the fabric's clock.
+    pub alloc_ns: u64,
+}
+
 struct Retired {
     at_ns: u64,
     offset_units: u64,
@@ -65,6 +98,9 @@ pub struct ValueAllocator {
     lease: Duration,
     live_units: AtomicU64,
     retired_units: AtomicU64,
+    /// Allocated blocks by offset (see the module doc).
+    registry: Vec<Mutex<HashMap<u64, BlockInfo>>>,
+    generations: AtomicU64,
 }
 
 impl std::fmt::Debug for ValueAllocator {
@@ -89,20 +125,51 @@ impl ValueAllocator {
             lease,
             live_units: AtomicU64::new(0),
             retired_units: AtomicU64::new(0),
+            registry: (0..REGISTRY_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            generations: AtomicU64::new(0),
         }
+    }
+
+    fn registry(&self, offset_units: u64) -> std::sync::MutexGuard<'_, HashMap<u64, BlockInfo>> {
+        let i = crate::table::mix(offset_units) as usize % REGISTRY_SHARDS;
+        self.registry[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(&self, offset_units: u64, size_units: u64, now_ns: u64) -> u64 {
+        let off = offset_units;
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let prev = self.registry(off).insert(
+            off,
+            BlockInfo {
+                size_units,
+                generation,
+                alloc_ns: now_ns,
+                retired: false,
+            },
+        );
+        assert!(
+            prev.is_none(),
+            "machine {}: block at unit {off} handed out twice",
+            self.machine
+        );
+        off
     }
 
     /// Allocates room for a value of `size_units`; returns its offset in units.
     /// If the region is full, frees what the lease allows at `now_ns` (the
     /// fabric's clock) and tries once more.
     pub fn alloc(&self, size_units: u64, now_ns: u64) -> Result<u64> {
-        match self.try_alloc(size_units) {
-            Some(off) => Ok(off),
+        let off = match self.try_alloc(size_units) {
+            Some(off) => off,
             None if self.collect(now_ns) > 0 => self
                 .try_alloc(size_units)
-                .ok_or_else(|| self.full(size_units)),
-            None => Err(self.full(size_units)),
-        }
+                .ok_or_else(|| self.full(size_units))?,
+            None => return Err(self.full(size_units)),
+        };
+        self.register(off, size_units, now_ns);
+        Ok(off)
     }
 
     fn full(&self, size_units: u64) -> StoreError {
@@ -152,6 +219,16 @@ impl ValueAllocator {
     /// Returns a block to its free list at once. Only for blocks no reader can
     /// have an address of (never published, or retired for a full lease).
     pub fn free_now(&self, offset_units: u64, size_units: u64) {
+        let known = self.registry(offset_units).remove(&offset_units);
+        debug_assert!(
+            known.is_some_and(|b| block_units(b.size_units) == block_units(size_units)),
+            "machine {}: freeing unit {offset_units} ({size_units} units) but the registry has {known:?}",
+            self.machine
+        );
+        self.release(offset_units, size_units);
+    }
+
+    fn release(&self, offset_units: u64, size_units: u64) {
         let block = block_units(size_units);
         let live = self.live_units.fetch_sub(block, Ordering::Relaxed);
         debug_assert!(
@@ -169,6 +246,9 @@ impl ValueAllocator {
     /// Also frees whatever has expired meanwhile.
     pub fn retire(&self, offset_units: u64, size_units: u64, now_ns: u64) {
         let now = now_ns;
+        if let Some(b) = self.registry(offset_units).get_mut(&offset_units) {
+            b.retired = true;
+        }
         self.retired_units
             .fetch_add(block_units(size_units), Ordering::Relaxed);
         self.retired
@@ -205,6 +285,56 @@ impl ValueAllocator {
                 None => return freed,
             }
         }
+    }
+
+    /// Every allocated block that is not retired (the scan's candidates), in
+    /// no particular order. Takes each registry shard's lock in turn.
+    pub fn live_blocks(&self) -> Vec<LiveBlock> {
+        let mut out = Vec::new();
+        for shard in &self.registry {
+            let s = shard.lock().unwrap_or_else(|e| e.into_inner());
+            out.extend(
+                s.iter()
+                    .filter(|(_, b)| !b.retired)
+                    .map(|(&o, b)| LiveBlock {
+                        offset_units: o,
+                        size_units: b.size_units,
+                        generation: b.generation,
+                        alloc_ns: b.alloc_ns,
+                    }),
+            );
+        }
+        out
+    }
+
+    /// True if a block starting at `offset_units` is allocated and not retired.
+    pub fn holds(&self, offset_units: u64) -> bool {
+        let off = offset_units;
+        matches!(self.registry(off).get(&off), Some(b) if !b.retired)
+    }
+
+    /// True if `block` is still that allocation and not retired.
+    pub fn is_current(&self, block: &LiveBlock) -> bool {
+        let off = block.offset_units;
+        matches!(self.registry(off).get(&off), Some(b) if b.generation == block.generation && !b.retired)
+    }
+
+    /// Frees `block` at once if it is still the same allocation (same
+    /// generation) and not retired; true if it did. The scan's free: the
+    /// caller has established that no address word names it.
+    pub fn free_if_unchanged(&self, block: &LiveBlock) -> bool {
+        let off = block.offset_units;
+        {
+            let mut r = self.registry(off);
+            match r.get(&off) {
+                Some(b) if b.generation == block.generation && !b.retired => {
+                    r.remove(&off);
+                }
+                _ => return false,
+            }
+        }
+        self.release(off, block.size_units);
+        true
     }
 
     /// Bytes in live (allocated, not retired-and-freed) blocks.

@@ -721,6 +721,30 @@ impl LocationCache {
         true
     }
 
+    /// Drops every entry (replica entries included) for which `drop(key,
+    /// word)` is true, bumping the epochs of the shards it changed so no
+    /// worker's recent table serves them; returns how many. For a dead
+    /// peer's keys and addresses (Pragh 5, `recover.rs`).
+    pub fn remove_where(&self, mut drop: impl FnMut(Key, u64) -> bool) -> usize {
+        let mut removed = 0;
+        for p in self.shards.iter() {
+            let mut s = lock(p);
+            let gone: Vec<u64> = s
+                .map
+                .iter()
+                .filter(|(&h, e)| drop(Key(unmix(h)), e.word))
+                .map(|(&h, _)| h)
+                .collect();
+            for &h in &gone {
+                s.remove_mixed(h);
+                self.bump(h);
+            }
+            s.stats.removes += gone.len() as u64;
+            removed += gone.len();
+        }
+        removed
+    }
+
     /// Visits every entry (expired ones included) as (key, address word,
     /// access count), shard by shard in a deterministic order. `f` runs
     /// under a shard's lock: it must not call back into the cache.

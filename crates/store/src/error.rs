@@ -165,6 +165,17 @@ pub enum StoreError {
         /// The operating system's reason.
         reason: String,
     },
+    /// The key's value lived on a machine that died, and its home had no
+    /// durable copy to reload it from (recovery marked it lost).
+    #[error("the value of key {key:#x} (vertex {vertex}) was lost with machine {machine}: it held the only copy and the home keeps no write-ahead log; configure [durability] so homes can reload such values")]
+    ValueLost {
+        /// The key.
+        key: u64,
+        /// Its vertex.
+        vertex: u32,
+        /// The machine that died holding it.
+        machine: MachineId,
+    },
     /// A configuration that cannot work (the message names the setting).
     #[error("invalid store configuration: {0}")]
     Config(String),

@@ -534,6 +534,12 @@ impl Collector {
         self.head
     }
 
+    /// The entries taken from the ring and still waiting out their lease
+    /// (local-type address words), for the value-region scan to leave alone.
+    pub fn pending_words(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pending.iter().map(|&(_, e)| e)
+    }
+
     /// Entries taken from the ring and still waiting out their lease.
     pub fn pending_entries(&self) -> usize {
         self.pending.len()

@@ -125,6 +125,25 @@ impl ReplicaDirectory {
         taken
     }
 
+    /// Removes every replica held by `machine` (it died: its region is gone,
+    /// and an invalidation WRITE must never reach its replacement's memory).
+    /// Returns how many.
+    pub fn remove_machine(&self, machine: MachineId) -> usize {
+        let mut removed = 0;
+        for shard in self.shards.iter() {
+            let mut s = shard.lock().unwrap_or_else(|e| e.into_inner());
+            s.retain(|_, list| {
+                let before = list.len();
+                list.retain(|l| l.machine != machine);
+                removed += before - list.len();
+                !list.is_empty()
+            });
+        }
+        self.entries
+            .fetch_sub(removed, std::sync::atomic::Ordering::Relaxed);
+        removed
+    }
+
     /// True if some replica of `v` is listed.
     pub fn is_listed(&self, v: VertexId) -> bool {
         self.shard(v).contains_key(&v)
@@ -241,6 +260,29 @@ impl ReplicaSet {
             }
         }
         out
+    }
+
+    /// Forgets every held replica whose key `drop` selects and returns them
+    /// (key, word); the caller owns their blocks and retires them. For keys
+    /// whose home died: no directory lists them any more, so no update
+    /// would invalidate them.
+    pub fn take_where(
+        &self,
+        mut drop: impl FnMut(Key) -> bool,
+        bytes_of: impl Fn(u64) -> u64,
+    ) -> Vec<(Key, u64)> {
+        let mut s = self.lock();
+        let gone: Vec<(Key, u64)> = s
+            .held
+            .iter()
+            .filter(|(k, _)| drop(**k))
+            .map(|(&k, &w)| (k, w))
+            .collect();
+        for (k, w) in &gone {
+            s.held.remove(k);
+            s.bytes = s.bytes.saturating_sub(bytes_of(*w));
+        }
+        gone
     }
 
     /// Replicas held (not counting orphans).

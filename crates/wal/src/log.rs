@@ -373,6 +373,54 @@ impl Wal {
         Ok(old.len())
     }
 
+    /// Reads back, while the log runs, the checkpoint's entries and then every
+    /// record written so far, in order, through `replay` (Pragh 5: a home
+    /// reloads values a dead machine held). Waits first until every record
+    /// appended before the call is durable, so the caller, holding whatever
+    /// lock orders its appends, reads a prefix that includes all of them.
+    /// The newest segment may end in a group the flusher is still writing:
+    /// a cut frame there ends the read (records after the call's start may
+    /// or may not be seen). The caller must keep checkpoints from removing
+    /// segments meanwhile.
+    pub fn read_back(
+        &self,
+        mut replay: impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
+    ) -> Result<Recovery> {
+        self.wait(self.last_lsn())?;
+        let dir = &self.inner.cfg.dir;
+        let identity = &self.inner.cfg.identity;
+        let mut rec = Recovery::default();
+        let first = match checkpoint::read(dir, identity, |_, e| replay(Entry::Checkpoint(e)))? {
+            Some((first, n)) => {
+                rec.checkpoint_entries = n;
+                first
+            }
+            None => 0,
+        };
+        for n in segments(dir)?.into_iter().filter(|&n| n >= first) {
+            let path = segment_path(dir, n);
+            let bytes = std::fs::read(&path).map_err(|source| WalError::Io {
+                what: "cannot read the log segment",
+                path: path.clone(),
+                source,
+            })?;
+            let (frames, end) = frame::parse(&bytes);
+            for &(off, p) in frames.iter().skip(1) {
+                replay(Entry::Record(p)).map_err(|why| WalError::Corrupt {
+                    path: path.clone(),
+                    offset: off,
+                    why,
+                })?;
+                rec.records += 1;
+            }
+            if let End::Corrupt { offset, why } = end {
+                return Err(WalError::Corrupt { path, offset, why });
+            }
+            rec.segments += 1;
+        }
+        Ok(rec)
+    }
+
     /// The log's counters.
     pub fn stats(&self) -> &WalStats {
         &self.inner.stats

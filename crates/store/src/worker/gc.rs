@@ -19,6 +19,9 @@ impl<F: Fabric> Worker<F> {
     /// (back-pressure; the owner's GC drains it).
     pub(super) fn flush_reclaims(&mut self) -> Result<()> {
         let mut queue = std::mem::take(&mut self.reclaim_queue);
+        if self.lose_reclaims {
+            return Ok(()); // fault injection: as if this machine died here
+        }
         queue.sort_by_key(|e| e.0);
         for group in queue.chunk_by(|a, b| a.0 == b.0) {
             let holder = group[0].0;
@@ -60,6 +63,15 @@ impl<F: Fabric> Worker<F> {
             }
         }
         Ok(())
+    }
+
+    /// Fault injection for tests of the value-region scan: with `on`, this
+    /// worker's migrations CAS and invalidate as usual but never append the
+    /// old block to its holder's reclaim ring, as if the migrating machine
+    /// died between the two (Pragh 5's leak). The block leaks until the scan
+    /// ([`Worker::scan_values`]) frees it.
+    pub fn inject_lost_reclaims(&mut self, on: bool) {
+        self.lose_reclaims = on;
     }
 
     pub(super) fn ring_of(&mut self, machine: MachineId) -> Result<(RegionId, RingLayout)> {

@@ -12,12 +12,16 @@
 //! | `gc.rs` | reclaim-ring appends and garbage collection |
 //! | `replicas.rs` | read-only replicas: make, list at the home, invalidate, sweep |
 //! | `shard.rs` | the shard-based baseline's stop-the-world shard moves |
+//! | `scan.rs` | the value-region scan's I/O (decisions in [`crate::scan`]) |
+//! | `recover.rs` | a survivor's side of a peer's failure (Pragh 5; protocol in [`crate::recover`]) |
 
 mod gc;
 mod migrate;
 mod read;
 mod recent;
+mod recover;
 mod replicas;
+mod scan;
 mod service;
 mod shard;
 mod table;
@@ -126,6 +130,9 @@ pub struct Worker<F: Fabric> {
     query_now_ns: Option<u64>,
     /// Recent location-cache hits, served without the cache's lock.
     recent: recent::Recent,
+    /// Fault injection: drop retired blocks instead of appending them to
+    /// their holders' rings ([`Worker::inject_lost_reclaims`]).
+    lose_reclaims: bool,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -158,6 +165,7 @@ impl<F: Fabric> Worker<F> {
             tracker: TrackerView::default(),
             query_now_ns: None,
             recent: recent::Recent::default(),
+            lose_reclaims: false,
             stats: WorkerStats::default(),
         };
         for m in 0..machines {

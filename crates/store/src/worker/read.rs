@@ -32,7 +32,7 @@ impl<F: Fabric> Worker<F> {
                 return Ok(None);
             };
             let Some(addr) = Addr::decode(slot.addr_word) else {
-                return Ok(None);
+                return lost(key, slot.addr_word).map(|()| None);
             };
             if self.fetch(slot.home, addr)? {
                 self.note_access(key, &slot, addr);
@@ -300,7 +300,10 @@ impl<F: Fabric> Worker<F> {
             self.keep(bytes);
             let key = Key::part(batch[i], 0);
             match view.slots.iter().find(|s| s.0 == key.word() || s.0 == 0) {
-                Some(&(kw, aw)) if kw == key.word() => addrs[i] = Addr::decode(aw),
+                Some(&(kw, aw)) if kw == key.word() => {
+                    lost(key, aw)?;
+                    addrs[i] = Addr::decode(aw)
+                }
                 Some(_) => {}
                 None => fallback[i] = view.link != 0,
             }
@@ -364,5 +367,18 @@ impl<F: Fabric> Worker<F> {
             }
         }
         Ok(())
+    }
+}
+
+/// `Err(ValueLost)` if `word` marks `key`'s value lost ([`crate::addr::lost_word`]).
+#[inline]
+fn lost(key: Key, word: u64) -> Result<()> {
+    match crate::addr::lost_on(word) {
+        None => Ok(()),
+        Some(machine) => Err(StoreError::ValueLost {
+            key: key.0,
+            vertex: key.vertex(),
+            machine,
+        }),
     }
 }

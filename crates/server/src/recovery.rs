@@ -1,0 +1,451 @@
+//! Pragh 5 recovery at a surviving server, and the value-region scan
+//! (issue 15, requirement 3). The store's steps and their invariants F1-F4
+//! are in `locus_store::recover`; the scan's S1-S4 in `locus_store::scan`.
+//! This file drives them with the server's durable state.
+//!
+//! Who calls what (the membership watch thread, for peer D; tests call the
+//! [`Server`] wrappers directly):
+//!
+//! ```text
+//!            D's lease expires, or D registers at a newer epoch
+//!  serving ───────────────────────────────────────────────▶ D marked down in the fabric's
+//!     ▲                                                       epoch table (ops to D fail at
+//!     │                                                       once, PeerUnavailable)
+//!     │                                                              │
+//!     │                                        peer_failed(D, old_epoch, recorded)
+//!     │                                          1. forget D: cache entries, replicas of
+//!     │                                             D's keys, D in our directories
+//!     │                                          2. our keys whose word names D: scan our
+//!     │                                             table; cross-check with `recorded`
+//!     │                                          3. under every stripe lock: read our
+//!     │                                             checkpoint + log back, republish each
+//!     │                                             such vertex's last list at home
+//!     │                                             (no [durability]: mark its keys lost)
+//!     │                                                              │
+//!     │   peer_rejoined(D, new_epoch)            D recovers from its own log, registers
+//!     └── 1. forget D again (entries cached  ◀── at a newer epoch; its epoch is set in
+//!            from other survivors meanwhile)     the table, connections reopen
+//!         2. a scan round: our blocks of D's
+//!            keys are named by no word any more;
+//!            freed a reclaim lease later
+//! ```
+//!
+//! Invariants (beside the store's):
+//! - **RC1 Reload under the log's order.** Step 3 holds every stripe lock of
+//!   this server's log and its checkpoint lock while it reads the log back and
+//!   republishes, so no update of those vertices is applied or logged in
+//!   between (D2), and the list put back is the last one acknowledged (D1).
+//! - **RC2 The address word is the truth.** The keys to reload are found by
+//!   scanning our own table; the coordinator's record only cross-checks it
+//!   (keys moved by `locus migrate`, without the coordinator, are found too,
+//!   and reported as not recorded).
+//! - **RC3 Never wrong, at worst an error.** Until step 3 is done, a read of
+//!   such a key fails with D's peer error; a key that cannot be reloaded (no
+//!   `[durability]`, or no logged list) fails with `ValueLost` naming D.
+//! - **RC4 The scan frees only after a lease.** Blocks of D's keys that had
+//!   been migrated here are freed by the background scan (every
+//!   `recovery.scan_interval_ms`) once unreferenced for a whole reclaim lease;
+//!   a round that cannot read some machine's table (D still down) frees
+//!   nothing.
+//!
+//! Not here: marking D down and fencing by epoch (the membership half), and
+//! the epoch checks the tests will make once it is merged.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use locus_fabric::MachineId;
+use locus_store::scan::{ScanReport, Scanner};
+use locus_store::{home_of, Key};
+use serde::{Deserialize, Serialize};
+
+use crate::server::{Server, Shared};
+use crate::{Result, ServerError};
+
+/// Vertices a [`FailureReport`] lists that the coordinator's record did not name, at most.
+pub const NOT_RECORDED_LISTED_MAX: usize = 64;
+
+/// `[recovery]` in the cluster file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecoverySection {
+    /// Milliseconds between rounds of the value-region scan; 0 turns the
+    /// background scan off (`peer_rejoined` still runs a round).
+    pub scan_interval_ms: u64,
+}
+
+impl Default for RecoverySection {
+    fn default() -> Self {
+        // Pragh's reclaim lease is 60 s and its monitor's interval 10 s: a
+        // round every 10 s frees a leaked block within a lease and a round.
+        RecoverySection {
+            scan_interval_ms: 10_000,
+        }
+    }
+}
+
+impl RecoverySection {
+    /// Rejects settings that cannot work, naming the key.
+    pub fn validate(&self) -> Result<()> {
+        let v = self.scan_interval_ms;
+        if v != 0 && !(10..=3_600_000).contains(&v) {
+            return Err(ServerError::setting(
+                "recovery.scan_interval_ms",
+                v.to_string(),
+                "must be 0 (off) or 10..=3600000",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What [`peer_failed`] did at this server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FailureReport {
+    /// The dead peer.
+    pub peer: MachineId,
+    /// The epoch it died at.
+    pub epoch: u64,
+    /// Location-cache entries dropped.
+    pub cache_entries: u64,
+    /// Replicas of the peer's keys dropped.
+    pub replicas: u64,
+    /// Entries of replicas on the peer removed from this server's directories.
+    pub directory_entries: u64,
+    /// Keys homed here whose address word named the peer (the scan of our table).
+    pub keys_found: u64,
+    /// Keys the coordinator's record named with the peer as latest target (any home).
+    pub recorded: u64,
+    /// Vertices with a found key that the record did not name (moved
+    /// without the coordinator, e.g. `locus migrate`); compared by vertex,
+    /// since a migration moves a vertex's parts together.
+    pub not_recorded: u64,
+    /// The first [`NOT_RECORDED_LISTED_MAX`] of them.
+    pub not_recorded_vertices: Vec<u32>,
+    /// Recorded vertices homed here none of whose keys named the peer (moved on since).
+    pub recorded_not_found: u64,
+    /// Vertices put back at home from this server's log.
+    pub vertices_reloaded: u64,
+    /// Parts written doing so.
+    pub parts_written: u64,
+    /// Keys marked lost (no `[durability]`, or no list logged).
+    pub keys_lost: u64,
+    /// Milliseconds the whole call took.
+    pub elapsed_ms: u64,
+}
+
+/// What [`peer_rejoined`] did at this server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RejoinReport {
+    /// The peer.
+    pub peer: MachineId,
+    /// Its new epoch.
+    pub epoch: u64,
+    /// Location-cache entries dropped (cached from other survivors' tables
+    /// while the peer was down).
+    pub cache_entries: u64,
+    /// Blocks the scan round looked at, and stamped as unreferenced (freed a
+    /// lease later by the background scan); none if the round failed.
+    pub scan_blocks: Option<u64>,
+    /// Unreferenced blocks waiting for their lease after the round.
+    pub scan_waiting: Option<u64>,
+    /// Milliseconds the whole call took.
+    pub elapsed_ms: u64,
+}
+
+/// Recovery's state in a server: the scanner and counters (STATS `recovery`).
+#[derive(Default)]
+pub(crate) struct RecoveryState {
+    scanner: Mutex<Option<Scanner>>,
+    failures: AtomicU64,
+    rejoins: AtomicU64,
+    scan_rounds: AtomicU64,
+    scan_aborted: AtomicU64,
+    scan_freed: AtomicU64,
+    scan_freed_bytes: AtomicU64,
+    last_failure: Mutex<Option<FailureReport>>,
+    last_rejoin: Mutex<Option<RejoinReport>>,
+}
+
+impl RecoveryState {
+    /// The counters and last reports, for STATS.
+    pub(crate) fn stats_json(&self) -> serde_json::Value {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let waiting = self
+            .scanner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, |s| s.waiting());
+        serde_json::json!({
+            "peer_failures": n(&self.failures), "peer_rejoins": n(&self.rejoins),
+            "scan_rounds": n(&self.scan_rounds), "scan_aborted": n(&self.scan_aborted),
+            "scan_freed": n(&self.scan_freed), "scan_freed_bytes": n(&self.scan_freed_bytes),
+            "scan_waiting": waiting,
+            "last_failure": *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()),
+            "last_rejoin": *self.last_rejoin.lock().unwrap_or_else(|p| p.into_inner()),
+        })
+    }
+}
+
+fn check_peer(s: &Shared, peer: MachineId) -> Result<()> {
+    if peer == s.id || peer as usize >= s.file.machines() {
+        return Err(ServerError::Recovery(format!(
+            "server {} cannot recover from the failure of server {peer}: {}",
+            s.id,
+            if peer == s.id {
+                "that is this server".to_string()
+            } else {
+                format!("the cluster has servers 0..{}", s.file.machines())
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// Pragh 5 at this survivor for the dead peer `peer` (see the module doc):
+/// forget it, then reload from this server's log every vertex homed here
+/// whose value it held. `recorded` are the keys the coordinator's record
+/// names with latest target `peer` (any home; ours are cross-checked).
+pub(crate) fn peer_failed(
+    s: &Shared,
+    peer: MachineId,
+    epoch: u64,
+    recorded: &[Key],
+) -> Result<FailureReport> {
+    check_peer(s, peer)?;
+    let t0 = Instant::now();
+    let me = s.id;
+    let machines = s.file.machines();
+    let mut w = s.store.worker(me)?;
+    let f = w.forget_peer(peer)?;
+    let found = w.keys_held_by(peer)?;
+    // Cross-checked by vertex: a migration moves a vertex's parts together
+    // and the record may name any of its keys.
+    let found_vertices: BTreeSet<u32> = found.iter().map(|k| k.vertex()).collect();
+    let recorded_here: BTreeSet<u32> = recorded
+        .iter()
+        .map(|k| k.vertex())
+        .filter(|&v| home_of(v, machines) == me)
+        .collect();
+    let not_recorded: Vec<u32> = found_vertices
+        .iter()
+        .copied()
+        .filter(|v| !recorded_here.contains(v))
+        .collect();
+    let mut r = FailureReport {
+        peer,
+        epoch,
+        cache_entries: f.cache_entries,
+        replicas: f.replicas,
+        directory_entries: f.directory_entries,
+        keys_found: found.len() as u64,
+        recorded: recorded.len() as u64,
+        not_recorded: not_recorded.len() as u64,
+        not_recorded_vertices: not_recorded
+            .iter()
+            .copied()
+            .take(NOT_RECORDED_LISTED_MAX)
+            .collect(),
+        recorded_not_found: recorded_here
+            .iter()
+            .filter(|v| !found_vertices.contains(v))
+            .count() as u64,
+        ..FailureReport::default()
+    };
+    let vertices = found_vertices;
+    let mut errors: Vec<String> = Vec::new();
+    match &s.durable {
+        Some(d) => {
+            let wanted: HashSet<u32> = vertices.iter().copied().collect();
+            d.with_logged_lists(&wanted, |lists| {
+                for &v in &vertices {
+                    match lists.get(&v) {
+                        Some(list) => match w.republish_at_home(v, list, peer) {
+                            Ok(parts) => {
+                                r.vertices_reloaded += 1;
+                                r.parts_written += parts as u64;
+                            }
+                            Err(e) => errors.push(format!("vertex {v}: {e}")),
+                        },
+                        None => {
+                            tracing::error!(
+                                server = me,
+                                peer,
+                                vertex = v,
+                                "no list of this vertex in the log; marking its keys lost"
+                            );
+                            lose(&mut w, &found, v, peer, &mut r, &mut errors);
+                        }
+                    }
+                }
+            })?;
+        }
+        None => {
+            for &v in &vertices {
+                lose(&mut w, &found, v, peer, &mut r, &mut errors);
+            }
+        }
+    }
+    r.elapsed_ms = t0.elapsed().as_millis() as u64;
+    let st = &s.recovery;
+    st.failures.fetch_add(1, Ordering::Relaxed);
+    *st.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
+    tracing::info!(server = me, peer, epoch, report = ?r, "peer failed: recovered what it held");
+    if !errors.is_empty() {
+        return Err(ServerError::Recovery(format!(
+            "server {me} after the failure of server {peer}: {} of {} vertices could not be put back at home; first: {}",
+            errors.len(),
+            vertices.len(),
+            errors[0]
+        )));
+    }
+    Ok(r)
+}
+
+/// Marks `v`'s keys among `found` lost with `peer` (F3).
+fn lose(
+    w: &mut locus_store::Worker<crate::server::ServerFabric>,
+    found: &[Key],
+    v: u32,
+    peer: MachineId,
+    r: &mut FailureReport,
+    errors: &mut Vec<String>,
+) {
+    for k in found.iter().filter(|k| k.vertex() == v) {
+        match w.mark_lost(*k, peer) {
+            Ok(true) => r.keys_lost += 1,
+            Ok(false) => {}
+            Err(e) => errors.push(format!("key {:#x}: {e}", k.0)),
+        }
+    }
+}
+
+/// `peer` is back at a newer epoch, recovered from its own log: forget what
+/// was cached of it meanwhile and run a scan round (see the module doc).
+pub(crate) fn peer_rejoined(s: &Shared, peer: MachineId, epoch: u64) -> Result<RejoinReport> {
+    check_peer(s, peer)?;
+    let t0 = Instant::now();
+    let mut w = s.store.worker(s.id)?;
+    let f = w.forget_peer(peer)?;
+    let round = scan_round(s, &mut w);
+    let mut r = RejoinReport {
+        peer,
+        epoch,
+        cache_entries: f.cache_entries,
+        ..RejoinReport::default()
+    };
+    match round {
+        Ok((report, waiting)) => {
+            r.scan_blocks = Some(report.blocks);
+            r.scan_waiting = Some(waiting as u64);
+        }
+        Err(e) => tracing::warn!(server = s.id, peer, "scan round at rejoin failed: {e}"),
+    }
+    r.elapsed_ms = t0.elapsed().as_millis() as u64;
+    s.recovery.rejoins.fetch_add(1, Ordering::Relaxed);
+    *s.recovery
+        .last_rejoin
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
+    tracing::info!(server = s.id, peer, epoch, report = ?r, "peer rejoined");
+    Ok(r)
+}
+
+/// One scan round on this server's value region; returns its report and the
+/// blocks left waiting for their lease.
+fn scan_round(
+    s: &Shared,
+    w: &mut locus_store::Worker<crate::server::ServerFabric>,
+) -> Result<(ScanReport, usize)> {
+    let st = &s.recovery;
+    let mut guard = st.scanner.lock().unwrap_or_else(|p| p.into_inner());
+    let scanner =
+        guard.get_or_insert_with(|| Scanner::new(s.store.config().reclaim_lease_ms * 1_000_000));
+    match w.scan_values(scanner) {
+        Ok(r) => {
+            st.scan_rounds.fetch_add(1, Ordering::Relaxed);
+            st.scan_freed.fetch_add(r.freed, Ordering::Relaxed);
+            st.scan_freed_bytes
+                .fetch_add(r.freed_bytes, Ordering::Relaxed);
+            if r.freed > 0 {
+                tracing::info!(
+                    server = s.id,
+                    freed = r.freed,
+                    freed_bytes = r.freed_bytes,
+                    "value-region scan freed blocks no address word names"
+                );
+            }
+            Ok((r, scanner.waiting()))
+        }
+        Err(e) => {
+            st.scan_aborted.fetch_add(1, Ordering::Relaxed);
+            Err(e.into())
+        }
+    }
+}
+
+/// How often the scan thread looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Starts the background scan thread (none if `recovery.scan_interval_ms` is 0).
+pub(crate) fn start(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
+    let interval = Duration::from_millis(shared.file.recovery.scan_interval_ms);
+    if interval.is_zero() {
+        return Ok(Vec::new());
+    }
+    let s = Arc::clone(shared);
+    let t = crate::server::spawn(&format!("locus-scan-{}", s.id), move || {
+        let mut w = match s.store.worker(s.id) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(
+                    server = s.id,
+                    "value-region scan: no worker ({e}); no scans"
+                );
+                return;
+            }
+        };
+        let mut last = Instant::now();
+        while !s.stop.load(Ordering::Acquire) {
+            std::thread::sleep(STOP_POLL);
+            if last.elapsed() < interval {
+                continue;
+            }
+            last = Instant::now();
+            if let Err(e) = scan_round(&s, &mut w) {
+                // A peer down hides its references: nothing was freed (S4).
+                tracing::debug!(server = s.id, "value-region scan round skipped: {e}");
+            }
+        }
+    })?;
+    Ok(vec![t])
+}
+
+impl Server {
+    /// [`peer_failed`] at this server: what the membership watch calls when
+    /// `peer`'s lease expires (tests call it directly after stopping a peer).
+    pub fn peer_failed(
+        &self,
+        peer: MachineId,
+        epoch: u64,
+        recorded: &[Key],
+    ) -> Result<FailureReport> {
+        peer_failed(&self.shared, peer, epoch, recorded)
+    }
+
+    /// [`peer_rejoined`] at this server: `peer` is back at `epoch`.
+    pub fn peer_rejoined(&self, peer: MachineId, epoch: u64) -> Result<RejoinReport> {
+        peer_rejoined(&self.shared, peer, epoch)
+    }
+
+    /// One value-region scan round now (tests; the background thread runs
+    /// them every `recovery.scan_interval_ms`). Returns the round's report.
+    pub fn scan_values(&self) -> Result<ScanReport> {
+        let mut w = self.shared.store.worker(self.shared.id)?;
+        scan_round(&self.shared, &mut w).map(|(r, _)| r)
+    }
+}

@@ -1,0 +1,183 @@
+//! A survivor's side of a peer's failure (protocol and invariants F1-F4 in
+//! [`crate::recover`]).
+
+use std::sync::Arc;
+
+use locus_fabric::{Fabric, MachineId, Port};
+
+use super::Worker;
+use crate::addr::{lost_word, Addr};
+use crate::adjacency::{self, MORE};
+use crate::forward::PartOp;
+use crate::recover::Forgotten;
+use crate::table::{home_of, Key};
+use crate::{Result, StoreError, VertexId};
+
+/// CAS attempts a republish makes on one key before it reports contention.
+const REPUBLISH_RETRIES_MAX: u32 = 64;
+
+impl<F: Fabric> Worker<F> {
+    /// Drops what this machine holds that refers to `dead`'s memory: cache
+    /// entries of keys homed there or naming its region, replicas of its keys,
+    /// and its replicas in this machine's directories (F1, F4). Idempotent.
+    pub fn forget_peer(&mut self, dead: MachineId) -> Result<Forgotten> {
+        let me = self.machine;
+        let shared = Arc::clone(&self.shared);
+        let machines = shared.machines;
+        let mut f = Forgotten::default();
+        let homed_on_dead = |k: Key| home_of(k.vertex(), machines) == dead;
+        if let Some(set) = shared.replica_sets[me as usize].as_ref() {
+            let size = |w: u64| Addr::decode(w).map_or(0, |a| a.size_units() * 8);
+            let gone = set.take_where(homed_on_dead, size);
+            let vr = self.values_region(me);
+            let alloc = shared.alloc(me)?;
+            let now = self.port.now_ns();
+            for (_, w) in &gone {
+                let a = Addr::decode(*w).expect("replica words are valid addresses");
+                // Zero it so a reader holding the word sees it invalid; the
+                // block waits out the lease like any retired value (R4).
+                self.port.write_word(me, vr, a.offset_units() * 8, 0)?;
+                alloc.retire(a.offset_units(), a.size_units(), now);
+            }
+            f.replicas = gone.len() as u64;
+        }
+        if let Some(c) = shared.caches[me as usize].as_ref() {
+            f.cache_entries = c.remove_where(|k, w| {
+                let home = home_of(k.vertex(), machines);
+                home == dead || Addr::decode(w).is_some_and(|a| a.holder(home) == dead)
+            }) as u64;
+        }
+        if let Some(d) = shared.directories[me as usize].as_ref() {
+            f.directory_entries = d.remove_machine(dead) as u64;
+        }
+        Ok(f)
+    }
+
+    /// The keys this machine homes whose address word names `dead` (their
+    /// values were migrated there), from one scan of its own table: the
+    /// address word is the truth.
+    pub fn keys_held_by(&mut self, dead: MachineId) -> Result<Vec<Key>> {
+        let me = self.machine;
+        Ok(self
+            .scan_table(me)?
+            .into_iter()
+            .filter(|&(_, w)| Addr::decode(w).is_some_and(|a| a.holder(me) == dead))
+            .map(|(k, _)| k)
+            .collect())
+    }
+
+    /// Puts `neighbors` back as `v`'s whole list at its home (this machine)
+    /// after `dead` died holding some of its parts (F2): under the vertex's
+    /// update lock, every part is written here and CASed over whatever its
+    /// word names; parts held by a live machine other than this one are
+    /// replaced there (check-and-forward); leftover parts of a longer list
+    /// are emptied. The old blocks on `dead` are gone with it (nothing to
+    /// invalidate or reclaim). Returns the parts written.
+    pub fn republish_at_home(
+        &mut self,
+        v: VertexId,
+        neighbors: &[VertexId],
+        dead: MachineId,
+    ) -> Result<u32> {
+        let me = self.machine;
+        if self.vertex_home(v) != me {
+            return Err(StoreError::NotHolder {
+                vertex: v,
+                holder: self.vertex_home(v),
+                this: me,
+            });
+        }
+        let shared = Arc::clone(&self.shared);
+        let _serial = loop {
+            match shared.try_update_lock(me, v) {
+                Some(g) => break g,
+                None => self.port.relax(),
+            }
+        };
+        self.invalidate_replicas(v)?;
+        let max = shared.config.part_neighbors_max as usize;
+        let parts: Vec<&[VertexId]> = if neighbors.is_empty() {
+            vec![&[]]
+        } else {
+            neighbors.chunks(max).collect()
+        };
+        let last = parts.len() - 1;
+        let mut written = 0;
+        for (i, chunk) in parts.iter().enumerate().rev() {
+            let flags = if i < last { MORE } else { 0 };
+            self.replace_part(Key::part(v, i as u32), chunk, flags, dead)?;
+            written += 1;
+        }
+        // Leftover parts of a longer list: parts are created in order, so
+        // they run on until the first key that is absent.
+        let mut p = parts.len() as u32;
+        while self
+            .lookup(Key::part(v, p))?
+            .is_some_and(|s| s.addr_word != 0)
+        {
+            self.replace_part(Key::part(v, p), &[], 0, dead)?;
+            written += 1;
+            p += 1;
+        }
+        Ok(written)
+    }
+
+    /// Replaces one part of a vertex homed here: at its live holder through
+    /// a part op, else (held here, on `dead`, lost, or absent) by writing it
+    /// here and CASing the word this machine's table holds.
+    fn replace_part(
+        &mut self,
+        key: Key,
+        ids: &[VertexId],
+        flags: u32,
+        dead: MachineId,
+    ) -> Result<()> {
+        let me = self.machine;
+        let mut payload = Vec::new();
+        adjacency::encode(ids, flags, &mut payload);
+        for _ in 0..REPUBLISH_RETRIES_MAX {
+            let slot = match self.lookup(key)? {
+                Some(s) => s,
+                None => self.find_or_claim(key)?,
+            };
+            let old = Addr::decode(slot.addr_word);
+            let holder = old.map(|a| a.holder(me));
+            if holder.is_some_and(|h| h != me && h != dead) {
+                let op = PartOp::Replace {
+                    ids: ids.to_vec(),
+                    flags,
+                };
+                self.part_op(key, op)?;
+                return Ok(());
+            }
+            // Held here: the usual publish (invalidate, CAS, retire). On
+            // `dead`, lost or absent: nothing to invalidate, the CAS expects
+            // the word as read.
+            let here = old.filter(|_| holder == Some(me));
+            if self.publish(key, slot, here, &payload)?.is_some() {
+                return Ok(());
+            }
+        }
+        Err(StoreError::Contention {
+            key: key.0,
+            retries: REPUBLISH_RETRIES_MAX,
+        })
+    }
+
+    /// Marks `key` (homed here) lost with `dead` if its word still names
+    /// `dead` (F3): its value cannot be rebuilt. True if it marked it.
+    pub fn mark_lost(&mut self, key: Key, dead: MachineId) -> Result<bool> {
+        let me = self.machine;
+        let Some(slot) = self.lookup(key)? else {
+            return Ok(false);
+        };
+        if Addr::decode(slot.addr_word).is_none_or(|a| a.holder(me) != dead) {
+            return Ok(false);
+        }
+        let kr = self.keys_region(me);
+        let prev = self
+            .port
+            .cas(me, kr, slot.addr_offset, slot.addr_word, lost_word(dead))?;
+        Ok(prev == slot.addr_word)
+    }
+}
