@@ -208,6 +208,7 @@ impl Processes {
             policy: spec.policy.clone(),
             limits: Default::default(),
             durability,
+            etcd: None,
         };
         drop(ports);
         file.validate()?;
@@ -456,6 +457,7 @@ mod tests {
             policy: PolicySection::default(),
             limits: Default::default(),
             durability: None,
+            etcd: None,
         };
         let file_path = dir.path().join("cluster.toml");
         file.write(&file_path).unwrap();

@@ -55,7 +55,19 @@ pub fn server(a: ServerArgs) -> CliResult {
             .map(|m| format!(", metrics on http://{m}/metrics"))
             .unwrap_or_default()
     );
-    crate::wait_for_signal(a.lifetime_s.map(Duration::from_secs));
+    crate::wait_for_signal_or(a.lifetime_s.map(Duration::from_secs), || {
+        s.fenced().is_some()
+    });
+    if let Some(why) = s.fenced() {
+        eprintln!(
+            "server {} (epoch {}) is fenced out of the cluster: {why}; exiting",
+            a.id,
+            s.epoch()
+        );
+        // Its fabric is already shut down; exit as a crash would (the log
+        // holds everything acknowledged), without waiting on any thread.
+        std::process::exit(3);
+    }
     tracing::info!(server = a.id, "stopping");
     s.stop();
     Ok(())
@@ -241,6 +253,7 @@ fn up(a: UpArgs) -> CliResult {
         policy: Default::default(),
         limits: Default::default(),
         durability: None,
+        etcd: None,
     };
     if !a.no_coordinator {
         file.coordinator = Some(CoordinatorEntry {

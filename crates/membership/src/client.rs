@@ -168,13 +168,21 @@ impl Membership {
     }
 
     /// Registers `machine` under a new lease at its next epoch, with `info`
-    /// (its addresses, for people). Invariant 1 of the crate doc: the epoch
-    /// is bumped and the member key written in one transaction.
+    /// (its addresses, for people): [`Membership::reserve_epoch`] then
+    /// [`Membership::register_at`].
     pub fn register(&self, machine: u8, info: &str) -> Result<Registration> {
+        let epoch = self.reserve_epoch(machine)?;
+        self.register_at(machine, epoch, info)
+    }
+
+    /// Takes `machine`'s next epoch (invariant 1: the counter is bumped in a
+    /// transaction guarded by its mod revision) without registering it yet:
+    /// a restarting server takes its epoch before it recovers, so its fabric
+    /// speaks as the new incarnation from the start, and registers (becomes
+    /// live) only after recovery.
+    pub fn reserve_epoch(&self, machine: u8) -> Result<u64> {
         let who = format!("machine {machine}");
-        let lease = self.grant(&who)?;
         let epoch_key = self.key(&format!("epochs/{machine:03}"));
-        let member_key = self.key(&format!("members/{machine:03}"));
         for _ in 0..100 {
             let mut c = self.client.clone();
             let got = self.block(
@@ -189,25 +197,56 @@ impl Membership {
                 ),
             };
             let epoch = last + 1;
-            let txn = Txn::new().when([guard]).and_then([
-                TxnOp::put(epoch_key.clone(), epoch.to_string(), None),
-                TxnOp::put(
-                    member_key.clone(),
-                    format!("{epoch} {info}"),
-                    Some(PutOptions::new().with_lease(lease.id())),
-                ),
-            ]);
+            let txn = Txn::new().when([guard]).and_then([TxnOp::put(
+                epoch_key.clone(),
+                epoch.to_string(),
+                None,
+            )]);
             let mut c = self.client.clone();
-            let r = self.block(&format!("registering {who}"), c.txn(txn))?;
+            let r = self.block(&format!("taking the next epoch of {who}"), c.txn(txn))?;
             if r.succeeded() {
-                tracing::info!(machine, epoch, "registered in etcd");
-                return Ok(Registration::new(machine, epoch, lease));
+                return Ok(epoch);
             }
         }
         Err(MembershipError::etcd(
-            format!("registering {who}"),
+            format!("taking the next epoch of {who}"),
             "the epoch counter changed under 100 attempts in a row",
         ))
+    }
+
+    /// Registers `machine` at `epoch` (from [`Membership::reserve_epoch`])
+    /// under a new kept-alive lease, only if no later epoch was taken since
+    /// (else this incarnation is already fenced out: an error saying so).
+    pub fn register_at(&self, machine: u8, epoch: u64, info: &str) -> Result<Registration> {
+        let who = format!("machine {machine}");
+        let lease = self.grant(&who)?;
+        let epoch_key = self.key(&format!("epochs/{machine:03}"));
+        let member_key = self.key(&format!("members/{machine:03}"));
+        let txn = Txn::new()
+            .when([Compare::value(
+                epoch_key.clone(),
+                CompareOp::Equal,
+                epoch.to_string(),
+            )])
+            .and_then([TxnOp::put(
+                member_key,
+                format!("{epoch} {info}"),
+                Some(PutOptions::new().with_lease(lease.id())),
+            )]);
+        let mut c = self.client.clone();
+        let r = self.block(&format!("registering {who}"), c.txn(txn))?;
+        if !r.succeeded() {
+            let now = self.last_epoch(machine)?;
+            return Err(MembershipError::LeaseLost {
+                who,
+                reason: format!(
+                    "epoch {epoch} was superseded by epoch {now} before it registered: \
+                     another incarnation started; this one is fenced out"
+                ),
+            });
+        }
+        tracing::info!(machine, epoch, "registered in etcd");
+        Ok(Registration::new(machine, epoch, lease))
     }
 
     /// The live members and the etcd revision they were read at.

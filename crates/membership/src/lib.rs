@@ -33,8 +33,11 @@
 //!
 //! 1. **Epochs increase.** Each registration of machine `m` gets an epoch
 //!    strictly greater than every earlier one of `m`: `P/epochs/m` is read and
-//!    bumped in one transaction guarded by its mod revision, together with the
-//!    put of `P/members/m`; a lost race retries.
+//!    bumped in one transaction guarded by its mod revision (a lost race
+//!    retries). A restarting server takes its epoch first
+//!    ([`Membership::reserve_epoch`]), recovers, and then puts `P/members/m`
+//!    ([`Membership::register_at`]) in a transaction that requires the counter
+//!    to still hold its epoch: a later incarnation that started meanwhile wins.
 //! 2. **One live incarnation per machine.** `P/members/m` holds exactly one
 //!    epoch; a newer registration overwrites it (its key moves to the new
 //!    lease), so the older incarnation is fenced out even if its lease lives on.

@@ -44,10 +44,17 @@ fn registration_is_listed_and_epochs_increase_across_re_registration() {
     let r1b = m2.register(1, "and again").unwrap();
     assert_eq!(r1b.epoch(), 3);
     assert_eq!(m.last_epoch(1).unwrap(), 3);
+    // An epoch taken before recovery, superseded before it registered: fenced.
+    let e = m.reserve_epoch(1).unwrap();
+    assert_eq!(e, 4);
+    let later = m2.register(1, "a faster incarnation").unwrap();
+    assert_eq!(later.epoch(), 5);
+    let err = m.register_at(1, e, "too late").unwrap_err().to_string();
+    assert!(err.contains("epoch 4 was superseded by epoch 5"), "{err}");
     let (members, _) = m.members().unwrap();
     assert_eq!(
         members.iter().find(|x| x.machine == 1).unwrap().epoch,
-        3,
+        5,
         "the newest incarnation owns the member key"
     );
 }

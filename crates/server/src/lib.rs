@@ -11,6 +11,9 @@
 //! - `metrics.rs`: Prometheus metrics on a loopback port.
 //! - `durable.rs`: with `[durability]`, the write-ahead log of what this
 //!   server homes, checkpoints and recovery at start (`locus-wal`).
+//! - `member.rs`: with `[etcd]`, the server's epoch, registration under a
+//!   lease, the membership watch (fabric epoch table, then the
+//!   `on_membership_event` hook) and fencing when the lease is lost.
 
 #![warn(missing_docs)]
 
@@ -20,6 +23,7 @@ mod control;
 mod coordinator;
 mod durable;
 mod error;
+mod member;
 mod metrics;
 mod ops;
 mod server;

@@ -11,6 +11,11 @@
 //!    log, put every vertex this server homes back at home (`durable.rs`);
 //!    a corrupt log stops the start naming the file and offset; the
 //!    checkpointer thread starts with the others;
+//!    with `[etcd]` (`member.rs`), the epoch of this incarnation is taken
+//!    from etcd right after the fabric is built (step 1), and the server
+//!    registers under its lease only now, after recovery, and reads its
+//!    peers' epochs; the membership watch and fence threads start with the
+//!    others;
 //! 5. bind the client listener and accept clients (`conn.rs`), each
 //!    connection on its own thread with its own worker, at most
 //!    `limits.max_clients` at once;
@@ -63,6 +68,8 @@ pub(crate) struct Shared {
     pub(crate) control: crate::control::ControlStats,
     /// The write-ahead log, with `[durability]`.
     pub(crate) durable: Option<Durability>,
+    /// Membership on etcd, with `[etcd]` (`member.rs`).
+    pub(crate) membership: Option<crate::member::MemberState>,
 }
 
 /// A running server.
@@ -96,6 +103,7 @@ impl Server {
             },
             listener,
         )?;
+        let begun = crate::member::begin(&file, id, &tcp)?;
         let store = Store::create(Counting::new(tcp), file.store_config())?;
         wait_for_peers(&store, &file, id)?;
         let services = store.spawn_services()?;
@@ -107,6 +115,17 @@ impl Server {
         let client_addr = client_listener
             .local_addr()
             .map_err(|e| ServerError::io("client listener address", e))?;
+        let membership = match begun {
+            Some((m, epoch)) => Some(crate::member::register(
+                m,
+                epoch,
+                &file,
+                id,
+                store.fabric().inner(),
+                client_addr,
+            )?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             id,
             file: file.clone(),
@@ -122,6 +141,7 @@ impl Server {
             migrated_bytes: AtomicU64::new(0),
             control: Default::default(),
             durable,
+            membership,
         });
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
@@ -129,6 +149,7 @@ impl Server {
             crate::conn::accept_loop(&s, client_listener)
         })?);
         threads.extend(crate::control::start(&shared)?);
+        threads.extend(crate::member::start(&shared)?);
         if shared.durable.is_some() {
             let s = Arc::clone(&shared);
             threads.push(spawn(&format!("locus-checkpoint-{id}"), move || {
@@ -176,6 +197,17 @@ impl Server {
         &self.shared.store
     }
 
+    /// Why this server is fenced out of the cluster, once it is (with
+    /// `[etcd]`: its lease was lost); it then serves nothing and should exit.
+    pub fn fenced(&self) -> Option<String> {
+        self.shared.membership.as_ref().and_then(|m| m.fenced())
+    }
+
+    /// This incarnation's epoch (0 without `[etcd]`).
+    pub fn epoch(&self) -> u64 {
+        self.shared.membership.as_ref().map_or(0, |m| m.epoch)
+    }
+
     /// The first failure of the store's service thread, if any.
     pub fn failure(&self) -> Option<StoreError> {
         self.services.as_ref().and_then(|s| s.failure())
@@ -206,6 +238,27 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop_inner();
+    }
+}
+
+/// The membership watch's hook (`member.rs`), called for each event about a
+/// peer after the fabric's epoch table reflects it: on `PeerDown`, with the
+/// keys the coordinator's record names with that peer as latest target.
+/// Until recovery (Pragh 5) is wired in, it logs and counts the event
+/// (STATS `membership`).
+pub(crate) fn on_membership_event(
+    shared: &Shared,
+    event: locus_membership::MemberEvent,
+    recorded: Vec<locus_store::Key>,
+) {
+    tracing::info!(
+        server = shared.id,
+        ?event,
+        recorded = recorded.len(),
+        "membership event"
+    );
+    if let Some(m) = &shared.membership {
+        m.hook_calls.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -45,6 +45,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8) -> ClusterFile {
         policy: Default::default(),
         limits: Default::default(),
         durability: None,
+        etcd: None,
     };
     f.store.value_region_mb = 16;
     f.store.cache_mb = 16;

@@ -49,6 +49,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8, sync: &str) -> ClusterFile 
             checkpoint_interval_s: 1,
             ..DurabilitySection::default()
         }),
+        etcd: None,
     };
     f.store.value_region_mb = 16;
     f.store.cache_mb = 4;
