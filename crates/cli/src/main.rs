@@ -6,6 +6,8 @@ mod analytics;
 mod bench;
 mod bench_sparql;
 mod cluster;
+mod cluster_etcd;
+mod cluster_status;
 mod commands;
 mod demo;
 mod fargraph;

@@ -228,11 +228,18 @@ impl Membership {
                 CompareOp::Equal,
                 epoch.to_string(),
             )])
-            .and_then([TxnOp::put(
-                member_key,
-                format!("{epoch} {info}"),
-                Some(PutOptions::new().with_lease(lease.id())),
-            )]);
+            .and_then([
+                TxnOp::put(
+                    member_key,
+                    format!("{epoch} {info}"),
+                    Some(PutOptions::new().with_lease(lease.id())),
+                ),
+                TxnOp::put(
+                    self.key(&format!("registered/{machine:03}")),
+                    epoch.to_string(),
+                    None,
+                ),
+            ]);
         let mut c = self.client.clone();
         let r = self.block(&format!("registering {who}"), c.txn(txn))?;
         if !r.succeeded() {
@@ -266,9 +273,20 @@ impl Membership {
         Ok((members, rev))
     }
 
-    /// The last epoch handed to `machine` (0 if it never registered), live or not.
+    /// The last epoch handed to `machine` (0 if none), live, starting
+    /// (taken but not registered yet) or dead.
     pub fn last_epoch(&self, machine: u8) -> Result<u64> {
-        let key = self.key(&format!("epochs/{machine:03}"));
+        self.read_epoch(&format!("epochs/{machine:03}"), machine)
+    }
+
+    /// The epoch of `machine`'s last registration (0 if it never registered),
+    /// live or dead: the newest incarnation that may have served anyone.
+    pub fn last_registered(&self, machine: u8) -> Result<u64> {
+        self.read_epoch(&format!("registered/{machine:03}"), machine)
+    }
+
+    fn read_epoch(&self, rest: &str, machine: u8) -> Result<u64> {
+        let key = self.key(rest);
         let mut c = self.client.clone();
         let r = self.block(
             &format!("reading the epoch of machine {machine}"),

@@ -11,6 +11,7 @@
 //! ```text
 //!  P/epochs/<mmm>      the last epoch handed to machine mmm (3 decimal digits), no lease
 //!  P/members/<mmm>     "<epoch> <info>" of the live incarnation of mmm, under its lease
+//!  P/registered/<mmm>  the epoch of mmm's last registration, no lease
 //!  P/coordinator       etcd's election (campaign / leader); the leader's value is its
 //!                      control address, its term the leader key's create revision
 //!  P/record/<key>      latest migration target of store key <key> (20 decimal digits)

@@ -26,6 +26,7 @@ fn registration_is_listed_and_epochs_increase_across_re_registration() {
     let etcd = Etcd::start_temp().unwrap();
     let m = connect(&etcd, 3);
     assert_eq!(m.last_epoch(1).unwrap(), 0);
+    assert_eq!(m.last_registered(1).unwrap(), 0);
     let r1 = m.register(1, "fabric=127.0.0.1:1").unwrap();
     assert_eq!(r1.epoch(), 1);
     let r0 = m.register(0, "fabric=127.0.0.1:0").unwrap();
@@ -49,6 +50,7 @@ fn registration_is_listed_and_epochs_increase_across_re_registration() {
     assert_eq!(e, 4);
     let later = m2.register(1, "a faster incarnation").unwrap();
     assert_eq!(later.epoch(), 5);
+    assert_eq!(m.last_registered(1).unwrap(), 3, "epoch 4 is only taken");
     let err = m.register_at(1, e, "too late").unwrap_err().to_string();
     assert!(err.contains("epoch 4 was superseded by epoch 5"), "{err}");
     let (members, _) = m.members().unwrap();

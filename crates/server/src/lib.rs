@@ -7,7 +7,8 @@
 //!   connections, `ops.rs` the requests, `stats.rs` STATS).
 //! - [`CoordinatorProcess`]: the coordinator of Pragh 4.4 as its own
 //!   process; servers reach it over the control link (`control.rs` is the
-//!   server's side: its monitor and migration executor).
+//!   server's side: its monitor and migration executor). With `[etcd]` it is
+//!   elected and keeps its record in etcd (`election.rs`).
 //! - `metrics.rs`: Prometheus metrics on a loopback port.
 //! - `durable.rs`: with `[durability]`, the write-ahead log of what this
 //!   server homes, checkpoints and recovery at start (`locus-wal`).
@@ -22,6 +23,7 @@ mod conn;
 mod control;
 mod coordinator;
 mod durable;
+mod election;
 mod error;
 mod member;
 mod metrics;

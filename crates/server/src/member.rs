@@ -5,7 +5,7 @@
 //! 2. after recovery, before serving clients: register under a kept-alive
 //!    lease (`register_at`), read the membership, set each live peer's epoch
 //!    in the fabric's table and mark each peer that is not live down at its
-//!    last epoch (stale addresses into it fail at once);
+//!    last registered epoch (stale addresses into it fail at once);
 //! 3. the membership watch thread, per event about peer D: `PeerDown(D, e)`:
 //!    mark D down in the fabric's epoch table, read the keys the
 //!    coordinator's record names with latest target D, then call the
@@ -102,7 +102,9 @@ pub(crate) fn register(
         match members.iter().find(|x| x.machine == machine) {
             Some(x) => tcp.set_peer_epoch(machine, x.epoch)?,
             None => {
-                let last = m.last_epoch(machine).map_err(etcd_err)?;
+                // Its last registered incarnation is dead (a later one may be
+                // starting: its HELLO is newer, so it is let in).
+                let last = m.last_registered(machine).map_err(etcd_err)?;
                 if last > 0 {
                     tcp.mark_down(machine, last)?;
                 }
