@@ -106,7 +106,7 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
             c["replicas_approved"]
         ),
         Some(c) if etcd.as_ref().is_some_and(|e| e["leader"].is_string()) => println!(
-            "coordinator at {} is down; another coordinator leads (see etcd below)",
+            "coordinator at {} is not leading (down, or standing by); the leader is below (etcd)",
             c["control"].as_str().unwrap_or("")
         ),
         Some(c) => println!(
