@@ -318,3 +318,45 @@ fn the_standby_coordinator_takes_over_a_migration_storm_from_a_killed_leader() {
         assert_eq!(c.neighbors(v, 0).unwrap(), g[v as usize], "vertex {v}");
     }
 }
+
+#[test]
+fn a_coordinator_stopped_past_its_lease_loses_the_lead_and_exits() {
+    let cluster = Cluster::up_with(&["--interval-ms", "500"]);
+    let etcd = etcd_of(&cluster);
+    let first = etcd.leader().unwrap().expect("a coordinator leads");
+    let file: toml::Table = std::fs::read_to_string(cluster.file())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let role = if first.value == file["coordinator"]["control"].as_str().unwrap() {
+        "coordinator"
+    } else {
+        "coordinator-1"
+    };
+    let pid = pid_of_role(&cluster, role);
+    signal(pid, libc::SIGSTOP);
+    wait_for("the leader is stopped", Duration::from_secs(5), || {
+        stopped(pid)
+    });
+    wait_for("the standby leads", Duration::from_secs(20), || {
+        etcd.leader()
+            .ok()
+            .flatten()
+            .is_some_and(|l| l.value != first.value && l.term > first.term)
+    });
+    signal(pid, libc::SIGCONT);
+    wait_for(
+        "the old leader exits, fenced",
+        Duration::from_secs(15),
+        || exited(pid),
+    );
+    let log = std::fs::read_to_string(cluster.dir.path().join("logs").join(format!("{role}.log")))
+        .unwrap();
+    assert!(log.contains("fenced out"), "{log}");
+    let c = cluster.client();
+    wait_for(
+        "servers link to the new leader",
+        Duration::from_secs(20),
+        || (0..SERVERS as u8).all(|id| c.stats(id).unwrap()["coordinator"]["linked"] == true),
+    );
+}

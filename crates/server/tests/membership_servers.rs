@@ -170,3 +170,45 @@ fn a_restarted_server_rejoins_at_a_higher_epoch_and_survivors_follow() {
     drop(again);
     drop(servers);
 }
+
+#[test]
+fn bad_etcd_settings_name_their_key_and_a_dead_etcd_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.toml");
+    let write = |etcd: &str| {
+        std::fs::write(
+            &path,
+            format!(
+                "[[server]]\nid = 0\nfabric = \"127.0.0.1:0\"\nclient = \"127.0.0.1:0\"\n\n[etcd]\n{etcd}\n"
+            ),
+        )
+        .unwrap();
+    };
+    for (etcd, key) in [
+        ("endpoints = []", "etcd.endpoints"),
+        ("endpoints = [\"127.0.0.1:2379\"]", "etcd.endpoints"),
+        (
+            "endpoints = [\"http://127.0.0.1:2379\"]\nprefix = \"locus\"",
+            "etcd.prefix",
+        ),
+        (
+            "endpoints = [\"http://127.0.0.1:2379\"]\nlease_ttl_s = 0",
+            "etcd.lease_ttl_s",
+        ),
+        ("endpoints = [\"http://127.0.0.1:2379\"]\nttl = 3", "ttl"),
+    ] {
+        write(etcd);
+        let e = ClusterFile::load(&path).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains("cluster.toml"), "{etcd}: {e}");
+    }
+    // A valid section whose etcd is not running: the server does not start,
+    // and says where it looked.
+    let mut file = cluster_file(&Etcd::start_temp().unwrap(), 1);
+    let dead = format!("http://{}", free());
+    file.etcd.as_mut().unwrap().endpoints = vec![dead.clone()];
+    let e = Server::start(file, 0)
+        .err()
+        .expect("no etcd, no start")
+        .to_string();
+    assert!(e.contains("membership") && e.contains(&dead), "{e}");
+}
