@@ -86,6 +86,9 @@ pub struct CoordinatorArgs {
     /// whichever leads through etcd).
     #[arg(long, value_name = "ADDR")]
     pub control: Option<SocketAddr>,
+    /// Serve metrics here instead of the file's `[coordinator] metrics`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
     /// Serve no metrics (the file's metrics address belongs to another coordinator).
     #[arg(long)]
     pub no_metrics: bool,
@@ -96,6 +99,9 @@ pub fn coordinator(a: CoordinatorArgs) -> CliResult {
     if let Some(entry) = file.coordinator.as_mut() {
         if let Some(c) = a.control {
             entry.control = c;
+        }
+        if a.metrics.is_some() {
+            entry.metrics = a.metrics;
         }
         if a.no_metrics {
             entry.metrics = None;
@@ -297,9 +303,14 @@ fn up(a: UpArgs) -> CliResult {
     let etcd_ports = if a.no_etcd {
         None
     } else {
+        let standby = match a.no_coordinator {
+            true => None,
+            false => Some((ports.next()?, ports.next()?)),
+        };
         let p = crate::cluster_etcd::EtcdPorts {
             client: ports.next()?,
             peer: ports.next()?,
+            standby,
         };
         file.etcd = Some(p.section());
         Some(p)
@@ -337,7 +348,7 @@ fn up(a: UpArgs) -> CliResult {
             pid,
         });
     }
-    if file.coordinator.is_some() {
+    if let Some(entry) = &file.coordinator {
         for role in coordinators(&file) {
             let pid = spawn_coordinator(&exe, &path, &a.dir, role, a.lifetime_s)?;
             started.push(Started {
@@ -345,6 +356,11 @@ fn up(a: UpArgs) -> CliResult {
                 id: None,
                 pid,
             });
+            if role == "coordinator" && file.etcd.is_some() {
+                // The first coordinator leads a new cluster: the standby
+                // starts once it does.
+                crate::cluster_etcd::wait_leader(&file, entry.control, LINK_WAIT)?;
+            }
         }
     }
     for s in &file.servers {
@@ -597,7 +613,14 @@ fn spawn_coordinator(
     let mut cmd = Command::new(exe);
     cmd.arg("coordinator").arg("--config").arg(path);
     if role == STANDBY {
-        cmd.args(["--control", "127.0.0.1:0", "--no-metrics"]);
+        match crate::cluster_etcd::EtcdPorts::load(dir)?.standby {
+            Some((control, metrics)) => cmd
+                .arg("--control")
+                .arg(control.to_string())
+                .arg("--metrics")
+                .arg(metrics.to_string()),
+            None => cmd.args(["--control", "127.0.0.1:0", "--no-metrics"]),
+        };
     }
     spawn_detached(cmd, &log, lifetime_s)
 }

@@ -29,6 +29,10 @@ pub const LEASE_TTL_S: u64 = 3;
 pub struct EtcdPorts {
     pub client: SocketAddr,
     pub peer: SocketAddr,
+    /// The standby coordinator's control and metrics addresses (the first
+    /// coordinator's are in the cluster file).
+    #[serde(default)]
+    pub standby: Option<(SocketAddr, SocketAddr)>,
 }
 
 impl EtcdPorts {
@@ -109,6 +113,51 @@ pub fn start(dir: &Path, ports: EtcdPorts, lifetime_s: Option<u64>) -> CliResult
         let _ = w.spawn();
     }
     Ok(pid)
+}
+
+/// Waits (at most `limit`) until etcd names the coordinator at `control` as
+/// the leader.
+pub fn wait_leader(
+    file: &locus_server::ClusterFile,
+    control: SocketAddr,
+    limit: Duration,
+) -> CliResult {
+    let Some(e) = &file.etcd else { return Ok(()) };
+    let m = Membership::connect(&e.config())?;
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(l) = m.leader()? {
+            if l.value == control.to_string() {
+                return Ok(());
+            }
+        }
+        if t0.elapsed() > limit {
+            return Err(format!(
+                "the coordinator at {control} did not lead within {} s",
+                limit.as_secs()
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The leader's metrics address: the file's coordinator's, or the standby's
+/// (from `DIR/etcd.json`) when the standby leads.
+pub fn leader_metrics(
+    dir: &Path,
+    file_control: SocketAddr,
+    file_metrics: Option<SocketAddr>,
+    leader: Option<&str>,
+) -> (Option<String>, Option<SocketAddr>) {
+    let standby = EtcdPorts::load(dir).ok().and_then(|p| p.standby);
+    match (leader, standby) {
+        (Some(l), Some((control, metrics))) if l == control.to_string() => {
+            (Some(l.to_string()), Some(metrics))
+        }
+        (Some(l), _) if l == file_control.to_string() => (Some(l.to_string()), file_metrics),
+        (l, _) => (l.map(str::to_string), file_metrics),
+    }
 }
 
 /// The coordinator leader's control address and term, and each machine's

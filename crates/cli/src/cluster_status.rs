@@ -59,8 +59,30 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
         });
     }
     let file = ClusterFile::load(&path).ok();
+    let etcd = file
+        .as_ref()
+        .and_then(|f| Some((f.etcd.as_ref()?, f.machines())))
+        .map(|(e, n)| {
+            crate::cluster_etcd::status(e, n)
+                .unwrap_or_else(|| serde_json::json!({"endpoints": e.endpoints, "up": false}))
+        });
     let coordinator = file.as_ref().and_then(|f| f.coordinator.as_ref()).map(|c| {
-        let metrics = c.metrics.and_then(scrape);
+        // With etcd, the leader's metrics (the standby's once it took over).
+        let (control, metrics_addr) = match &etcd {
+            Some(e) => {
+                // etcd.json lives beside the cluster file `cluster up` wrote.
+                let dir = path.parent().unwrap_or(&a.dir);
+                let (l, m) = crate::cluster_etcd::leader_metrics(
+                    dir,
+                    c.control,
+                    c.metrics,
+                    e["leader"].as_str(),
+                );
+                (l.unwrap_or_else(|| c.control.to_string()), m)
+            }
+            None => (c.control.to_string(), c.metrics),
+        };
+        let metrics = metrics_addr.and_then(scrape);
         let get = |name: &str| {
             metrics
                 .as_ref()
@@ -74,7 +96,7 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
         });
         serde_json::json!({
             "up": metrics.is_some(),
-            "control": c.control.to_string(),
+            "control": control,
             "pid": pid,
             "servers_linked": get("locus_coordinator_servers_linked"),
             "approved": get("locus_coordinator_approved_total"),
@@ -83,13 +105,6 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
             "reports": get("locus_coordinator_reports_total"),
         })
     });
-    let etcd = file
-        .as_ref()
-        .and_then(|f| Some((f.etcd.as_ref()?, f.machines())))
-        .map(|(e, n)| {
-            crate::cluster_etcd::status(e, n)
-                .unwrap_or_else(|| serde_json::json!({"endpoints": e.endpoints, "up": false}))
-        });
     if a.json {
         let v = serde_json::json!({"servers": rows, "coordinator": coordinator, "etcd": etcd});
         println!("{}", serde_json::to_string_pretty(&v)?);
