@@ -48,9 +48,10 @@ fn registration_is_listed_and_epochs_increase_across_re_registration() {
     // An epoch taken before recovery, superseded before it registered: fenced.
     let e = m.reserve_epoch(1).unwrap();
     assert_eq!(e, 4);
+    assert_eq!(m.last_registered(1).unwrap(), 3, "epoch 4 is only taken");
     let later = m2.register(1, "a faster incarnation").unwrap();
     assert_eq!(later.epoch(), 5);
-    assert_eq!(m.last_registered(1).unwrap(), 3, "epoch 4 is only taken");
+    assert_eq!(m.last_registered(1).unwrap(), 5);
     let err = m.register_at(1, e, "too late").unwrap_err().to_string();
     assert!(err.contains("epoch 4 was superseded by epoch 5"), "{err}");
     let (members, _) = m.members().unwrap();
