@@ -209,6 +209,7 @@ impl Processes {
             limits: Default::default(),
             durability,
             recovery: Default::default(),
+            etcd: None,
         };
         drop(ports);
         file.validate()?;
@@ -458,6 +459,7 @@ mod tests {
             limits: Default::default(),
             durability: None,
             recovery: Default::default(),
+            etcd: None,
         };
         let file_path = dir.path().join("cluster.toml");
         file.write(&file_path).unwrap();

@@ -55,7 +55,19 @@ pub fn server(a: ServerArgs) -> CliResult {
             .map(|m| format!(", metrics on http://{m}/metrics"))
             .unwrap_or_default()
     );
-    crate::wait_for_signal(a.lifetime_s.map(Duration::from_secs));
+    crate::wait_for_signal_or(a.lifetime_s.map(Duration::from_secs), || {
+        s.fenced().is_some()
+    });
+    if let Some(why) = s.fenced() {
+        eprintln!(
+            "server {} (epoch {}) is fenced out of the cluster: {why}; exiting",
+            a.id,
+            s.epoch()
+        );
+        // Its fabric is already shut down; exit as a crash would (the log
+        // holds everything acknowledged), without waiting on any thread.
+        std::process::exit(3);
+    }
     tracing::info!(server = a.id, "stopping");
     s.stop();
     Ok(())
@@ -69,10 +81,35 @@ pub struct CoordinatorArgs {
     /// Stop after this many seconds (default: run until SIGTERM or SIGINT).
     #[arg(long)]
     pub lifetime_s: Option<u64>,
+    /// Listen for servers here instead of the file's `[coordinator] control`
+    /// (a standby beside the first coordinator; with `[etcd]` servers find
+    /// whichever leads through etcd).
+    #[arg(long, value_name = "ADDR")]
+    pub control: Option<SocketAddr>,
+    /// Serve metrics here instead of the file's `[coordinator] metrics`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+    /// Serve no metrics (the file's metrics address belongs to another coordinator).
+    #[arg(long)]
+    pub no_metrics: bool,
 }
 
 pub fn coordinator(a: CoordinatorArgs) -> CliResult {
-    let file = ClusterFile::load(&a.config)?;
+    let mut file = ClusterFile::load(&a.config)?;
+    if let Some(entry) = file.coordinator.as_mut() {
+        if let Some(c) = a.control {
+            entry.control = c;
+        }
+        if a.metrics.is_some() {
+            entry.metrics = a.metrics;
+        }
+        if a.no_metrics {
+            entry.metrics = None;
+        }
+    }
+    if file.etcd.is_some() {
+        println!("coordinator campaigning in etcd (a standby waits here until it leads)");
+    }
     let c = CoordinatorProcess::start(file)?;
     println!(
         "coordinator listening for servers on {} ({} keys restored from its record){}",
@@ -82,7 +119,16 @@ pub fn coordinator(a: CoordinatorArgs) -> CliResult {
             .map(|m| format!(", metrics on http://{m}/metrics"))
             .unwrap_or_default()
     );
-    crate::wait_for_signal(a.lifetime_s.map(Duration::from_secs));
+    if let Some(term) = c.term() {
+        println!("coordinator leads (term {term})");
+    }
+    crate::wait_for_signal_or(a.lifetime_s.map(Duration::from_secs), || {
+        c.fenced().is_some()
+    });
+    if let Some(why) = c.fenced() {
+        eprintln!("coordinator is fenced out: {why}; exiting");
+        std::process::exit(3);
+    }
     tracing::info!("coordinator stopping");
     c.stop();
     Ok(())
@@ -128,6 +174,10 @@ pub struct UpArgs {
     /// Start no coordinator: values move only by `locus migrate`.
     #[arg(long)]
     pub no_coordinator: bool,
+    /// Start no etcd: no membership, leases or epochs, one coordinator with
+    /// its record in redb (the behaviour before issue 15's membership).
+    #[arg(long)]
+    pub no_etcd: bool,
     /// Durability of acknowledged updates: `always` (fdatasync before each
     /// acknowledgement, group commit), `interval` (written before, synced
     /// every --sync-interval-ms) or `off` (nothing logged; a restarted server
@@ -164,13 +214,13 @@ pub struct StatusArgs {
 
 /// One process `cluster up` started.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Started {
-    role: String,
-    id: Option<u8>,
-    pid: u32,
+pub(crate) struct Started {
+    pub(crate) role: String,
+    pub(crate) id: Option<u8>,
+    pub(crate) pid: u32,
 }
 
-const CLUSTER_FILE: &str = "cluster.toml";
+pub(crate) const CLUSTER_FILE: &str = "cluster.toml";
 const PIDS_FILE: &str = "pids.json";
 /// How long `up` waits for every server to answer.
 const UP_WAIT: Duration = Duration::from_secs(60);
@@ -183,7 +233,7 @@ pub fn run(a: ClusterArgs) -> CliResult {
     match a.command {
         ClusterCommand::Up(u) => up(u),
         ClusterCommand::Down(d) => down(&d.dir),
-        ClusterCommand::Status(s) => status(s),
+        ClusterCommand::Status(s) => crate::cluster_status::status(s),
     }
 }
 
@@ -242,6 +292,7 @@ fn up(a: UpArgs) -> CliResult {
         limits: Default::default(),
         durability: None,
         recovery: Default::default(),
+        etcd: None,
     };
     if !a.no_coordinator {
         file.coordinator = Some(CoordinatorEntry {
@@ -250,6 +301,21 @@ fn up(a: UpArgs) -> CliResult {
             record: PathBuf::from("coordinator.redb"),
         });
     }
+    let etcd_ports = if a.no_etcd {
+        None
+    } else {
+        let standby = match a.no_coordinator {
+            true => None,
+            false => Some((ports.next()?, ports.next()?)),
+        };
+        let p = crate::cluster_etcd::EtcdPorts {
+            client: ports.next()?,
+            peer: ports.next()?,
+            standby,
+        };
+        file.etcd = Some(p.section());
+        Some(p)
+    };
     file.store.value_region_mb = a.value_region_mb;
     file.policy.interval_ms = a.interval_ms;
     file.policy.dwell_ms = a.interval_ms;
@@ -274,16 +340,29 @@ fn up(a: UpArgs) -> CliResult {
     file.write(&path)?;
     let exe = std::env::current_exe()?;
     let mut started = Vec::new();
-    if file.coordinator.is_some() {
-        let log = a.dir.join("logs").join("coordinator.log");
-        let mut cmd = Command::new(&exe);
-        cmd.arg("coordinator").arg("--config").arg(&path);
-        let pid = spawn_detached(cmd, &log, a.lifetime_s)?;
+    if let Some(p) = etcd_ports {
+        p.save(&a.dir)?;
+        let pid = crate::cluster_etcd::start(&a.dir, p, a.lifetime_s)?;
         started.push(Started {
-            role: "coordinator".into(),
+            role: "etcd".into(),
             id: None,
             pid,
         });
+    }
+    if let Some(entry) = &file.coordinator {
+        for role in coordinators(&file) {
+            let pid = spawn_coordinator(&exe, &path, &a.dir, role, a.lifetime_s)?;
+            started.push(Started {
+                role: role.into(),
+                id: None,
+                pid,
+            });
+            if role == "coordinator" && file.etcd.is_some() {
+                // The first coordinator leads a new cluster: the standby
+                // starts once it does.
+                crate::cluster_etcd::wait_leader(&file, entry.control, LINK_WAIT)?;
+            }
+        }
     }
     for s in &file.servers {
         let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
@@ -339,18 +418,35 @@ fn up(a: UpArgs) -> CliResult {
             t0.elapsed().as_secs_f64(),
             path.display()
         );
-        println!(
-            "  coordinator: control {}  metrics http://{}/metrics  pid {}",
-            c.control,
-            c.metrics.map(|m| m.to_string()).unwrap_or_default(),
-            started[0].pid
-        );
+        for co in started.iter().filter(|s| s.role.starts_with("coordinator")) {
+            if co.role == STANDBY {
+                println!(
+                    "  {STANDBY} (a standby; leads if the leader dies): pid {}",
+                    co.pid
+                );
+            } else {
+                println!(
+                    "  coordinator: control {}  metrics http://{}/metrics  pid {}",
+                    c.control,
+                    c.metrics.map(|m| m.to_string()).unwrap_or_default(),
+                    co.pid
+                );
+            }
+        }
     } else {
         println!(
             "started {} servers (no coordinator) in {:.1} s; cluster file: {}",
             file.servers.len(),
             t0.elapsed().as_secs_f64(),
             path.display()
+        );
+    }
+    if let (Some(e), Some(p)) = (&file.etcd, started.iter().find(|s| s.role == "etcd")) {
+        println!(
+            "  etcd: {}  data {}  pid {}",
+            e.endpoints.join(","),
+            a.dir.join("etcd").display(),
+            p.pid
         );
     }
     for s in &file.servers {
@@ -379,19 +475,34 @@ fn restart(a: &UpArgs) -> CliResult {
     let old = read_pids(&a.dir).unwrap_or_default();
     let mut kept: Vec<Started> = old.iter().filter(|s| alive(s.pid)).cloned().collect();
     let mut started: Vec<Started> = Vec::new();
-    if file.coordinator.is_some() && !kept.iter().any(|s| s.role == "coordinator") {
-        let log = a.dir.join("logs").join("coordinator.log");
-        let mut cmd = Command::new(&exe);
-        cmd.arg("coordinator").arg("--config").arg(&path);
-        let pid = spawn_detached(cmd, &log, a.lifetime_s)?;
+    if file.etcd.is_some() && !kept.iter().any(|s| s.role == "etcd") {
+        let ports = crate::cluster_etcd::EtcdPorts::load(&a.dir)?;
+        let pid = crate::cluster_etcd::start(&a.dir, ports, a.lifetime_s)?;
+        println!("  etcd: restarted, pid {pid}");
         started.push(Started {
-            role: "coordinator".into(),
+            role: "etcd".into(),
             id: None,
             pid,
         });
     }
+    if file.coordinator.is_some() {
+        for role in coordinators(&file) {
+            if kept.iter().any(|s| s.role == role) {
+                continue;
+            }
+            let pid = spawn_coordinator(&exe, &path, &a.dir, role, a.lifetime_s)?;
+            started.push(Started {
+                role: role.into(),
+                id: None,
+                pid,
+            });
+        }
+    }
     for s in &file.servers {
-        if kept.iter().any(|k| k.id == Some(s.id)) {
+        if kept
+            .iter()
+            .any(|k| k.role == "server" && k.id == Some(s.id))
+        {
             continue;
         }
         let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
@@ -428,8 +539,12 @@ fn restart(a: &UpArgs) -> CliResult {
                 Ok(st) => {
                     let d = &st["durability"];
                     println!(
-                        "  server {id}: restarted, pid {}, {}",
+                        "  server {id}: restarted, pid {}{}, {}",
                         r.pid,
+                        st["membership"]["epoch"]
+                            .as_u64()
+                            .map(|e| format!(", epoch {e}"))
+                            .unwrap_or_default(),
                         if d.is_null() {
                             "no [durability]: it starts empty".to_string()
                         } else {
@@ -470,25 +585,45 @@ fn restart(a: &UpArgs) -> CliResult {
     Ok(())
 }
 
-/// The unlabelled samples of a Prometheus endpoint (`GET /metrics`, 1 s bound).
-fn scrape(addr: SocketAddr) -> Option<std::collections::HashMap<String, f64>> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    s.take(4 << 20).read_to_string(&mut text).ok()?;
-    let body = text.split_once("\r\n\r\n")?.1;
-    Some(
-        body.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (name, v) = l.split_once(' ')?;
-                Some((name.to_string(), v.trim().parse().ok()?))
-            })
-            .collect(),
-    )
+/// The role (in `pids.json`) of the second coordinator `up` runs with `[etcd]`.
+const STANDBY: &str = "coordinator-1";
+
+/// The coordinators `up` runs, by role: with `[etcd]`, `coordinator` (the
+/// file's control and metrics addresses) and `coordinator-1` (any free
+/// control port, no metrics: servers find the leader through etcd), which
+/// campaign in etcd: one leads, the other stands by; without, the one
+/// coordinator of the file.
+fn coordinators(file: &ClusterFile) -> Vec<&'static str> {
+    if file.etcd.is_some() {
+        vec!["coordinator", STANDBY]
+    } else {
+        vec!["coordinator"]
+    }
+}
+
+/// Starts the coordinator of `role` (see [`coordinators`]) detached, its
+/// log `DIR/logs/<role>.log`.
+fn spawn_coordinator(
+    exe: &Path,
+    path: &Path,
+    dir: &Path,
+    role: &str,
+    lifetime_s: Option<u64>,
+) -> CliResult<u32> {
+    let log = dir.join("logs").join(format!("{role}.log"));
+    let mut cmd = Command::new(exe);
+    cmd.arg("coordinator").arg("--config").arg(path);
+    if role == STANDBY {
+        match crate::cluster_etcd::EtcdPorts::load(dir)?.standby {
+            Some((control, metrics)) => cmd
+                .arg("--control")
+                .arg(control.to_string())
+                .arg("--metrics")
+                .arg(metrics.to_string()),
+            None => cmd.args(["--control", "127.0.0.1:0", "--no-metrics"]),
+        };
+    }
+    spawn_detached(cmd, &log, lifetime_s)
 }
 
 /// Starts `cmd` detached, its output appended to `log`; returns its pid.
@@ -548,7 +683,7 @@ fn wait_linked(client: &Client, file: &ClusterFile, dir: &Path) -> CliResult {
 
 /// Starts the child in its own session, so it outlives this command and a
 /// Ctrl-C in this terminal does not reach it.
-fn detach(cmd: &mut Command) {
+pub(crate) fn detach(cmd: &mut Command) {
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
@@ -569,7 +704,7 @@ fn write_pids(dir: &Path, started: &[Started]) -> CliResult {
     Ok(())
 }
 
-fn read_pids(dir: &Path) -> Option<Vec<Started>> {
+pub(crate) fn read_pids(dir: &Path) -> Option<Vec<Started>> {
     serde_json::from_str(&std::fs::read_to_string(dir.join(PIDS_FILE)).ok()?).ok()
 }
 
@@ -582,9 +717,9 @@ fn alive(pid: u32) -> bool {
             let zombie = stat
                 .rsplit_once(')')
                 .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie
-                && c.split(|&b| b == 0)
-                    .any(|a| a == b"server" || a == b"coordinator")
+            let mut args = c.split(|&b| b == 0);
+            let etcd = args.next().is_some_and(|a0| a0.ends_with(b"etcd"));
+            !zombie && (etcd || args.any(|a| a == b"server" || a == b"coordinator"))
         }
         Err(_) => false,
     }
@@ -599,7 +734,7 @@ fn live_pids(dir: &Path) -> Option<Vec<Started>> {
     )
 }
 
-fn log_tail(path: &Path) -> String {
+pub(crate) fn log_tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
@@ -614,20 +749,27 @@ fn down(dir: &Path) -> CliResult {
         .into());
     };
     let live: Vec<&Started> = started.iter().filter(|s| alive(s.pid)).collect();
-    for s in &live {
-        // SAFETY: plain kill(2) on a pid checked to be a locus process.
-        unsafe { libc::kill(s.pid as i32, libc::SIGTERM) };
-    }
-    let t0 = Instant::now();
-    while t0.elapsed() < DOWN_GRACE && live.iter().any(|s| alive(s.pid)) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Servers and coordinators first (they leave etcd cleanly), etcd last.
     let mut killed = 0;
-    for s in &live {
-        if alive(s.pid) {
-            // SAFETY: as above.
-            unsafe { libc::kill(s.pid as i32, libc::SIGKILL) };
-            killed += 1;
+    for etcd_phase in [false, true] {
+        let phase: Vec<&&Started> = live
+            .iter()
+            .filter(|s| (s.role == "etcd") == etcd_phase)
+            .collect();
+        for s in &phase {
+            // SAFETY: plain kill(2) on a pid checked to be a locus or etcd process.
+            unsafe { libc::kill(s.pid as i32, libc::SIGTERM) };
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < DOWN_GRACE && phase.iter().any(|s| alive(s.pid)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for s in &phase {
+            if alive(s.pid) {
+                // SAFETY: as above.
+                unsafe { libc::kill(s.pid as i32, libc::SIGKILL) };
+                killed += 1;
+            }
         }
     }
     let _ = std::fs::remove_file(dir.join(PIDS_FILE));
@@ -644,127 +786,5 @@ fn down(dir: &Path) -> CliResult {
             String::new()
         }
     );
-    Ok(())
-}
-
-fn status(a: StatusArgs) -> CliResult {
-    let path = a
-        .cluster
-        .clone()
-        .unwrap_or_else(|| a.dir.join(CLUSTER_FILE));
-    let client = Client::from_file(
-        &path,
-        ClientConfig {
-            deadline: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(2),
-            ..ClientConfig::default()
-        },
-    )?;
-    let pids = read_pids(&a.dir).unwrap_or_default();
-    let mut rows = Vec::new();
-    for id in 0..client.machines() as u8 {
-        let pid = pids.iter().find(|s| s.id == Some(id)).map(|s| s.pid);
-        let addr = client.address(id).map(|a| a.to_string());
-        rows.push(match client.stats(id) {
-            Ok(st) => serde_json::json!({"id": id, "up": true, "address": addr, "pid": st["pid"], "stats": st}),
-            Err(e) => serde_json::json!({"id": id, "up": false, "address": addr, "pid": pid, "error": e.to_string()}),
-        });
-    }
-    let file = ClusterFile::load(&path).ok();
-    let coordinator = file.as_ref().and_then(|f| f.coordinator.as_ref()).map(|c| {
-        let metrics = c.metrics.and_then(scrape);
-        let get = |name: &str| {
-            metrics
-                .as_ref()
-                .and_then(|m| m.get(name).map(|&v| v as u64))
-        };
-        // The live process's own id (a restarted coordinator is not in pids.json).
-        let pid = get("locus_process_id").or_else(|| {
-            pids.iter()
-                .find(|s| s.role == "coordinator")
-                .map(|s| s.pid as u64)
-        });
-        serde_json::json!({
-            "up": metrics.is_some(),
-            "control": c.control.to_string(),
-            "pid": pid,
-            "servers_linked": get("locus_coordinator_servers_linked"),
-            "approved": get("locus_coordinator_approved_total"),
-            "migrated": get("locus_coordinator_migrated_ok_total"),
-            "replicas_approved": get("locus_coordinator_replicas_approved_total"),
-            "reports": get("locus_coordinator_reports_total"),
-        })
-    });
-    if a.json {
-        let v = serde_json::json!({"servers": rows, "coordinator": coordinator});
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    match &coordinator {
-        Some(c) if c["up"] == true => println!(
-            "coordinator up (control {}, pid {}): {} servers linked, {} migrations approved, {} done, {} replicas approved",
-            c["control"].as_str().unwrap_or(""),
-            c["pid"],
-            c["servers_linked"],
-            c["approved"],
-            c["migrated"],
-            c["replicas_approved"]
-        ),
-        Some(c) => println!(
-            "coordinator DOWN (control {}): servers keep serving; values move only by `locus migrate` until it is back",
-            c["control"].as_str().unwrap_or("")
-        ),
-        None => println!("no coordinator in the cluster file"),
-    }
-    println!(
-        "{:>3} {:>5} {:>21} {:>8} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6} {:>6} {:>6} {:>7}",
-        "id",
-        "state",
-        "address",
-        "pid",
-        "vertices",
-        "keys",
-        "here",
-        "away",
-        "value bytes",
-        "hit%",
-        "migr",
-        "repl",
-        "reclaim"
-    );
-    for r in &rows {
-        let st = &r["stats"];
-        if r["up"].as_bool() == Some(true) {
-            let n = |v: &serde_json::Value| v.to_string();
-            println!(
-                "{:>3} {:>5} {:>21} {:>8} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6.1} {:>6} {:>6} {:>7}",
-                n(&r["id"]),
-                "up",
-                r["address"].as_str().unwrap_or(""),
-                n(&st["pid"]),
-                n(&st["vertices"]),
-                n(&st["keys"]),
-                n(&st["values_here"]),
-                n(&st["values_away"]),
-                n(&st["value_live_bytes"]),
-                st["cache"]["hit_rate"].as_f64().unwrap_or(0.0) * 100.0,
-                n(&st["migrations_in"]),
-                n(&st["replicas_held"]),
-                n(&st["reclaim_backlog"])
-            );
-        } else {
-            println!(
-                "{:>3} {:>5} {:>21} {:>8}  {}",
-                r["id"].to_string(),
-                "DOWN",
-                r["address"].as_str().unwrap_or(""),
-                r["pid"]
-                    .as_u64()
-                    .map(|p| p.to_string())
-                    .unwrap_or("-".into()),
-                r["error"].as_str().unwrap_or("")
-            );
-        }
-    }
     Ok(())
 }

@@ -6,6 +6,8 @@ mod analytics;
 mod bench;
 mod bench_sparql;
 mod cluster;
+mod cluster_etcd;
+mod cluster_status;
 mod commands;
 mod demo;
 mod fargraph;
@@ -50,6 +52,11 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// Blocks until SIGTERM or SIGINT arrives, or `lifetime` (if any) passes:
 /// how `locus server` knows when to stop.
 pub fn wait_for_signal(lifetime: Option<std::time::Duration>) {
+    wait_for_signal_or(lifetime, || false);
+}
+
+/// Like [`wait_for_signal`], also returning as soon as `done()` is true.
+pub fn wait_for_signal_or(lifetime: Option<std::time::Duration>, done: impl Fn() -> bool) {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
@@ -58,6 +65,7 @@ pub fn wait_for_signal(lifetime: Option<std::time::Duration>) {
     let t0 = std::time::Instant::now();
     while !SIGNALLED.load(std::sync::atomic::Ordering::Acquire)
         && lifetime.is_none_or(|l| t0.elapsed() < l)
+        && !done()
     {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }

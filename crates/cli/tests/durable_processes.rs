@@ -234,3 +234,190 @@ fn kill_9_a_server_under_updates_and_cluster_up_restarts_it_with_every_acknowled
 fn with_sync_interval_a_killed_process_loses_nothing_acknowledged_either() {
     crash_and_recover("interval", 0, 0x15_02);
 }
+
+/// Issue 15 fault tests (a) and (c) with real processes and etcd: values of
+/// survivors' keys live on the victim (a migration target) and some of the
+/// victim's values live on survivors (a home that dies while its value lives
+/// elsewhere). `kill -9` of the victim under updates: the survivors see it
+/// down through etcd and run Pragh 5 (`peer_failed`: drop what they cached
+/// of it, reload their keys whose values it held from their own logs), so
+/// those keys read their last acknowledged lists while it is still down;
+/// `cluster up --dir` brings it back at a strictly higher epoch, the
+/// survivors run `peer_rejoined`, and every acknowledged update reads back
+/// through the cluster.
+#[test]
+fn survivors_reload_their_values_lost_with_a_killed_target_and_it_rejoins_at_a_higher_epoch() {
+    let victim: u8 = 1;
+    let cluster = Cluster::up_with(&["--no-coordinator", "--sync", "always"]);
+    let dir = cluster.dir.path().to_str().unwrap().to_string();
+    let c = cluster.client();
+    let epoch_before = c.stats(victim).unwrap()["membership"]["epoch"]
+        .as_u64()
+        .expect("cluster up runs etcd: servers have epochs");
+    let mut base: HashMap<u32, Known> = HashMap::new();
+    let mut batches: HashMap<u8, Vec<(u32, Vec<u32>)>> = HashMap::new();
+    for v in 0..N {
+        let l = vec![(v + 5) % N, (v * 3 + 1) % N];
+        base.insert(
+            v,
+            Known {
+                acked: Some(l.clone()),
+                maybe: None,
+            },
+        );
+        batches.entry(c.home(v)).or_default().push((v, l));
+    }
+    for (home, b) in batches {
+        c.load_batch(home, b, None).unwrap();
+    }
+    // (a) survivors' values onto the victim; (c) the victim's values onto a survivor.
+    let onto_victim: Vec<u32> = (0..N).filter(|&v| c.home(v) != victim).step_by(5).collect();
+    let off_victim: Vec<u32> = (0..N).filter(|&v| c.home(v) == victim).step_by(7).collect();
+    for &v in &onto_victim {
+        c.migrate(v, victim).unwrap();
+        assert_eq!(c.locate(v).unwrap().holder, victim);
+    }
+    for &v in &off_victim {
+        c.migrate(v, (victim + 1) % 3).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicU64::new(0));
+    let w = {
+        let (c, stop, acked) = (cluster.client(), Arc::clone(&stop), Arc::clone(&acked));
+        let base = base.clone();
+        std::thread::spawn(move || writer(c, 0x15_0a, base, stop, acked))
+    };
+    wait_until("300 acknowledged updates", Duration::from_secs(120), || {
+        acked.load(Ordering::Relaxed) >= 300
+    });
+    let pid = cluster.pid(victim);
+    kill_9(pid);
+    let t_kill = Instant::now();
+    // Both survivors see the death through etcd and recover what they held.
+    let survivors: Vec<u8> = (0..3u8).filter(|&s| s != victim).collect();
+    wait_until(
+        "both survivors ran peer_failed for the victim",
+        Duration::from_secs(60),
+        || {
+            survivors.iter().all(|&s| {
+                c.stats(s).is_ok_and(|st| {
+                    st["recovery"]["peer_failures"].as_u64().unwrap_or(0) >= 1
+                        && st["recovery"]["last_failure"]["peer"] == victim
+                })
+            })
+        },
+    );
+    let detected = t_kill.elapsed();
+    let reloaded: u64 = survivors
+        .iter()
+        .map(|&s| {
+            c.stats(s).unwrap()["recovery"]["last_failure"]["vertices_reloaded"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    let lost: u64 = survivors
+        .iter()
+        .map(|&s| {
+            c.stats(s).unwrap()["recovery"]["last_failure"]["keys_lost"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(lost, 0, "durability is on: nothing may be lost");
+    assert!(
+        reloaded >= 1,
+        "the survivors reloaded none of the {} values they had moved onto the victim",
+        onto_victim.len()
+    );
+    // The writer keeps going against the survivors for a while.
+    let at_kill = acked.load(Ordering::Relaxed);
+    wait_until(
+        "50 more acknowledged updates",
+        Duration::from_secs(120),
+        || acked.load(Ordering::Relaxed) >= at_kill + 50,
+    );
+    stop.store(true, Ordering::Release);
+    let known = w.join().unwrap();
+    // While the victim is down, the survivors' keys it held read right.
+    let c = Client::from_file(&cluster.file(), ClientConfig::default()).unwrap();
+    for &v in &onto_victim {
+        let k = &known[&v];
+        let got = c.neighbors(v, 0).ok();
+        assert!(
+            got.as_ref() == k.acked.as_ref() || (k.maybe.is_some() && got == k.maybe),
+            "(a) vertex {v} (home {}, value was on the dead server) reads {got:?}, acknowledged {:?}",
+            c.home(v),
+            k.acked
+        );
+        assert_eq!(
+            c.locate(v).unwrap().holder,
+            c.home(v),
+            "{v} is back at home"
+        );
+    }
+    let t_up = Instant::now();
+    let o = locus(&["cluster", "up", "--dir", &dir]);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "cluster up (restart): {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("restarted 1 of"),
+        "only the victim restarts: {out}"
+    );
+    assert_ne!(cluster.pid(victim), pid);
+    let c = Client::from_file(&cluster.file(), ClientConfig::default()).unwrap();
+    let epoch_after = c.stats(victim).unwrap()["membership"]["epoch"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        epoch_after > epoch_before,
+        "restarted at epoch {epoch_after}, not past {epoch_before}"
+    );
+    wait_until(
+        "both survivors ran peer_rejoined for the victim",
+        Duration::from_secs(60),
+        || {
+            survivors.iter().all(|&s| {
+                c.stats(s).is_ok_and(|st| {
+                    st["recovery"]["peer_rejoins"].as_u64().unwrap_or(0) >= 1
+                        && st["recovery"]["last_rejoin"]["peer"] == victim
+                        && st["recovery"]["last_rejoin"]["epoch"] == epoch_after
+                })
+            })
+        },
+    );
+    let mut checked = 0;
+    for (v, k) in &known {
+        let got = c.neighbors(*v, 0).ok();
+        assert!(
+            got.as_ref() == k.acked.as_ref() || (k.maybe.is_some() && got == k.maybe),
+            "vertex {v} (home {}) reads {got:?}, acknowledged {:?} (or {:?})",
+            c.home(*v),
+            k.acked,
+            k.maybe
+        );
+        checked += 1;
+    }
+    for &v in &off_victim {
+        assert_eq!(
+            c.locate(v).unwrap().holder,
+            victim,
+            "(c) {v} is back at its home"
+        );
+    }
+    // The cluster serves updates again, on every server.
+    for s in 0..3u8 {
+        let v = (0..N).find(|&v| c.home(v) == s).unwrap();
+        c.put(v, &[s as u32, 9]).unwrap();
+        assert_eq!(c.neighbors(v, 0).unwrap(), vec![s as u32, 9]);
+    }
+    println!(
+        "(a)+(c): server {victim} killed; the survivors saw it down and reloaded {reloaded} values in {:.2} s; restarted at epoch {epoch_after} (was {epoch_before}) and all {checked} vertices checked in {:.2} s",
+        detected.as_secs_f64(),
+        t_up.elapsed().as_secs_f64()
+    );
+}

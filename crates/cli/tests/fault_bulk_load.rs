@@ -5,9 +5,9 @@
 //! same batches, rebuilt here with the loader's own `Batcher`) is readable;
 //! the load runs again to the end. The time to recover is printed.
 //!
-//! Without the membership half no survivor is told of the death (and none
-//! needs to be: nothing was migrated). EPOCH: once merged, assert the
-//! victim re-registered at a newer epoch.
+//! `cluster up` runs etcd, so the victim comes back at a strictly higher
+//! epoch (asserted from STATS `membership`); nothing was migrated, so the
+//! survivors have nothing to reload.
 
 mod common;
 
@@ -120,6 +120,9 @@ fn d_kill_9_during_a_bulk_load_loses_no_acknowledged_batch() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    let epoch_before = c.stats(victim).unwrap()["membership"]["epoch"]
+        .as_u64()
+        .expect("cluster up runs etcd: the server has an epoch");
     let pid = cluster.pid(victim);
     // SAFETY: kill(2) on a server process of this test's own cluster.
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
@@ -167,6 +170,11 @@ fn d_kill_9_during_a_bulk_load_loses_no_acknowledged_batch() {
     let checked = check_loaded(&c, &all[..acked], "after the restart");
     let recovered = t_up.elapsed();
     let st = c.stats(victim).unwrap();
+    let epoch_after = st["membership"]["epoch"].as_u64().unwrap();
+    assert!(
+        epoch_after > epoch_before,
+        "the restarted server is at epoch {epoch_after}, not past {epoch_before}"
+    );
     println!(
         "(d) server {victim} killed during a bulk load after {acked} of {} batches were acknowledged; restarted and the {checked} vertices of those batches read back in {:.2} s (its own recovery: {} ms, {} vertices, {} log records)",
         all.len(),

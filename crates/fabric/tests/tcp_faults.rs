@@ -256,11 +256,13 @@ fn header(body_len: u32, op: u8, machine: u8, aux: u16, req: u64) -> Vec<u8> {
 }
 
 fn hello(machines: u16) -> Vec<u8> {
-    let mut f = header(12, 0x01, 0, 0, 1);
+    let mut f = header(28, 0x01, 0, 0, 1);
     f.extend_from_slice(b"LCS1");
-    f.extend_from_slice(&1u16.to_le_bytes());
+    f.extend_from_slice(&2u16.to_le_bytes());
     f.extend_from_slice(&machines.to_le_bytes());
     f.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    f.extend_from_slice(&0u64.to_le_bytes()); // epoch
+    f.extend_from_slice(&0u64.to_le_bytes()); // expected epoch
     f
 }
 

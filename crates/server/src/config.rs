@@ -1,6 +1,7 @@
 //! The cluster file: one TOML file that every server, the coordinator and
-//! every client read (`locus cluster up` writes it). Membership comes from
-//! here (a membership service replaces it later); every setting is validated
+//! every client read (`locus cluster up` writes it). The servers and their
+//! addresses come from here; with `[etcd]`, which incarnation of each is
+//! alive (and at which epoch) comes from etcd (`locus-membership`). Every setting is validated
 //! before anything starts, and a bad one names its key.
 //!
 //! ```toml
@@ -23,6 +24,11 @@
 //!
 //! [policy]                          # the coordinator's (Pragh 4.4)
 //! interval_ms = 10000
+//!
+//! [etcd]                            # optional: membership, epochs, election on etcd
+//! endpoints = ["http://127.0.0.1:2379"]
+//! prefix = "/locus"                 # every key of this cluster lives under it
+//! lease_ttl_s = 3                   # a server that stops renewing is dead after this
 //!
 //! [durability]                      # optional: without it, nothing is logged
 //! dir = "data"                      # relative to this file; server N uses DIR/server-N
@@ -73,6 +79,58 @@ pub struct ClusterFile {
     /// Pragh 5 recovery and the value-region scan (`recovery.rs`).
     #[serde(default)]
     pub recovery: crate::recovery::RecoverySection,
+    /// Membership on etcd (`locus-membership`); none: no leases, no epochs
+    /// (all 0), the coordinator at its fixed address, its record in redb.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<EtcdSection>,
+}
+
+/// `[etcd]`: where the membership lives.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct EtcdSection {
+    /// Client endpoints, `http://HOST:PORT`.
+    pub endpoints: Vec<String>,
+    /// The prefix of every key of this cluster.
+    pub prefix: String,
+    /// Lease time-to-live in seconds: the bound on detecting a dead server.
+    pub lease_ttl_s: u64,
+}
+
+impl Default for EtcdSection {
+    fn default() -> Self {
+        EtcdSection {
+            endpoints: Vec::new(),
+            prefix: "/locus".into(),
+            lease_ttl_s: 3,
+        }
+    }
+}
+
+impl EtcdSection {
+    /// The membership client's settings.
+    pub fn config(&self) -> locus_membership::EtcdConfig {
+        locus_membership::EtcdConfig {
+            endpoints: self.endpoints.clone(),
+            prefix: self.prefix.clone(),
+            lease_ttl_s: self.lease_ttl_s,
+        }
+    }
+
+    /// Rejects settings that cannot work, naming the key.
+    pub fn validate(&self) -> Result<()> {
+        self.config().validate().map_err(|e| {
+            let msg = e.to_string();
+            let key = if msg.contains("lease_ttl_s") {
+                "etcd.lease_ttl_s"
+            } else if msg.contains("prefix") {
+                "etcd.prefix"
+            } else {
+                "etcd.endpoints"
+            };
+            ServerError::setting(key, format!("{:?}", self.endpoints).replace('"', "'"), msg)
+        })
+    }
 }
 
 /// `[durability]`: where and how each server logs what it homes.
@@ -467,6 +525,9 @@ impl ClusterFile {
             if let Some(m) = c.metrics {
                 add(m, "coordinator metrics".into())?;
             }
+        }
+        if let Some(e) = &self.etcd {
+            e.validate()?;
         }
         self.store_config().validate()?;
         self.policy.policy_config()?;

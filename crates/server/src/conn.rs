@@ -198,6 +198,10 @@ fn serve(s: &Shared, mut stream: TcpStream, peer: SocketAddr) {
         let op = req.op();
         let deadline = received + Duration::from_millis(deadline_ms as u64);
         s.requests[op as usize & 15].fetch_add(1, Ordering::Relaxed);
+        if let Some(why) = s.membership.as_ref().and_then(|m| m.refuses(s.id)) {
+            c.error_and_close(h.id, op, ErrorCode::NotReady, why); // fenced (member.rs)
+            return;
+        }
         let reply = c.handle(req, deadline);
         let secs = received.elapsed().as_secs_f64();
         let outcome = if matches!(reply, Reply::Error { .. }) {

@@ -102,10 +102,37 @@ impl Link {
     }
 }
 
-fn connect(s: &Shared) -> locus_client::Result<Link> {
+/// Where the coordinator is: with `[etcd]`, the elected leader's control
+/// address, looked up on every (re)connect; else the file's.
+fn coordinator_addr(s: &Shared) -> locus_client::Result<std::net::SocketAddr> {
     let entry = s.file.coordinator.as_ref().expect("checked in start");
+    let Some(ms) = &s.membership else {
+        return Ok(entry.control);
+    };
+    let unavailable = |reason: String| locus_client::ClientError::Unavailable {
+        server: locus_client::ServerRef {
+            id: Some(crate::COORDINATOR_ID),
+            addr: entry.control,
+        },
+        reason,
+    };
+    match ms.membership.leader() {
+        Ok(Some(l)) => l.value.parse().map_err(|_| {
+            unavailable(format!(
+                "etcd names {:?} as the coordinator leader, which is not an address",
+                l.value
+            ))
+        }),
+        Ok(None) => Err(unavailable("no coordinator leads in etcd yet".into())),
+        Err(e) => Err(unavailable(format!(
+            "cannot ask etcd for the coordinator: {e}"
+        ))),
+    }
+}
+
+fn connect(s: &Shared) -> locus_client::Result<Link> {
     let mut conn = Conn::connect(
-        entry.control,
+        coordinator_addr(s)?,
         Some(&s.secret),
         Listener::Control,
         &format!("server {}", s.id),

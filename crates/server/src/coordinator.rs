@@ -45,7 +45,6 @@ use locus_client::proto::{
     self, AccessEntry, Control, Header, Op, Reply, Request, HEADER_BYTES, VERSION,
 };
 use locus_coordinator::policy::{Access, Action, Coordinator, Event, Stats};
-use locus_coordinator::Record;
 use locus_fabric::auth::{self, Listener, Secret};
 use locus_fabric::MachineId;
 use locus_store::Key;
@@ -106,6 +105,8 @@ struct Shared {
     stats: CoordinatorStats,
     policy: Mutex<Stats>,
     restored: usize,
+    /// Leadership, with `[etcd]` (election.rs).
+    lead: Option<crate::election::Lead>,
 }
 
 /// A running coordinator process.
@@ -129,10 +130,6 @@ impl CoordinatorProcess {
         })?;
         let secret = file.secret()?;
         let policy = file.policy.policy_config()?;
-        let record = Record::open(&entry.record)?;
-        let restored = record.load()?;
-        let n_restored = restored.len();
-        let coordinator = Coordinator::restore(policy, restored)?;
         let listener = TcpListener::bind(entry.control).map_err(|e| {
             ServerError::io(
                 format!(
@@ -145,6 +142,11 @@ impl CoordinatorProcess {
         let control_addr = listener
             .local_addr()
             .map_err(|e| ServerError::io("control listener address", e))?;
+        // With [etcd]: blocks until this process leads (election.rs).
+        let (record, lead) = crate::election::lead(&file, &control_addr.to_string())?;
+        let restored = record.load()?;
+        let n_restored = restored.len();
+        let coordinator = Coordinator::restore(policy, restored)?;
         let (events_tx, events_rx) = bounded(EVENTS_MAX);
         let shared = Arc::new(Shared {
             file,
@@ -157,6 +159,7 @@ impl CoordinatorProcess {
             stats: CoordinatorStats::default(),
             policy: Mutex::new(Stats::default()),
             restored: n_restored,
+            lead,
         });
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
@@ -167,6 +170,21 @@ impl CoordinatorProcess {
         threads.push(crate::server::spawn("locus-control-accept", move || {
             accept_loop(&s, listener)
         })?);
+        if shared.lead.is_some() {
+            let s = Arc::clone(&shared);
+            threads.push(crate::server::spawn(
+                "locus-coordinator-watch",
+                move || {
+                    let lead = s.lead.as_ref().expect("checked above");
+                    let stop = || s.stop.load(Ordering::Acquire);
+                    crate::election::watch_servers(lead, &stop, &|m| {
+                        if let Some(l) = lock(&s.links).remove(&m) {
+                            let _ = l.stream.shutdown(std::net::Shutdown::Both);
+                        }
+                    })
+                },
+            )?);
+        }
         let metrics_addr = match entry.metrics {
             Some(addr) => {
                 let s = Arc::clone(&shared);
@@ -208,6 +226,17 @@ impl CoordinatorProcess {
     /// The policy's counters, as of its last step.
     pub fn policy_stats(&self) -> Stats {
         *lock(&self.shared.policy)
+    }
+
+    /// With `[etcd]`: this leader's term (the leader key's create revision).
+    pub fn term(&self) -> Option<i64> {
+        self.shared.lead.as_ref().map(|l| l.leadership.term())
+    }
+
+    /// With `[etcd]`: why this coordinator is fenced out (its leadership
+    /// lease was lost), once it is; it then approves nothing and should exit.
+    pub fn fenced(&self) -> Option<String> {
+        self.shared.lead.as_ref().and_then(|l| l.fenced())
     }
 
     /// Keys whose latest target the record held at start.
@@ -604,7 +633,12 @@ fn send(s: &Shared, m: MachineId, c: &Control, buf: &mut Vec<u8>) -> bool {
     }
 }
 
-fn coordinator_loop(s: &Shared, events: &Receiver<Event>, mut c: Coordinator, record: &Record) {
+fn coordinator_loop(
+    s: &Shared,
+    events: &Receiver<Event>,
+    mut c: Coordinator,
+    record: &crate::election::Rec,
+) {
     let t0 = Instant::now();
     let tick = Duration::from_millis(50);
     let jobs_max = (s.file.limits.frame_bytes_max.saturating_sub(64) / 9).max(1);
@@ -619,6 +653,9 @@ fn coordinator_loop(s: &Shared, events: &Receiver<Event>, mut c: Coordinator, re
         pending.push(event);
         while let Some(event) = pending.pop() {
             let actions = c.step(t0.elapsed().as_millis() as u64, event);
+            if s.lead.as_ref().is_some_and(|l| !l.may_approve()) {
+                return; // fenced out: another coordinator may lead now (election.rs)
+            }
             if let Err((e, undo)) = record.persist_approvals(&actions) {
                 // Not durable: approve nothing; the keys come back in later reports.
                 s.stats.persist_failed.fetch_add(1, Ordering::Relaxed);

@@ -78,6 +78,9 @@ pub enum ServerError {
     /// The metrics recorder could not be installed.
     #[error("metrics: {0}")]
     Metrics(String),
+    /// Membership on etcd (`locus-membership`) failed.
+    #[error("membership: {0}")]
+    Membership(String),
 }
 
 impl ServerError {

@@ -11,6 +11,11 @@
 //!    log, put every vertex this server homes back at home (`durable.rs`);
 //!    a corrupt log stops the start naming the file and offset; the
 //!    checkpointer thread starts with the others;
+//!    with `[etcd]` (`member.rs`), the epoch of this incarnation is taken
+//!    from etcd right after the fabric is built (step 1), and the server
+//!    registers under its lease only now, after recovery, and reads its
+//!    peers' epochs; the membership watch and fence threads start with the
+//!    others;
 //! 5. bind the client listener and accept clients (`conn.rs`), each
 //!    connection on its own thread with its own worker, at most
 //!    `limits.max_clients` at once;
@@ -65,6 +70,8 @@ pub(crate) struct Shared {
     pub(crate) durable: Option<Durability>,
     /// Pragh 5 recovery's scanner and counters (`recovery.rs`).
     pub(crate) recovery: crate::recovery::RecoveryState,
+    /// Membership on etcd, with `[etcd]` (`member.rs`).
+    pub(crate) membership: Option<crate::member::MemberState>,
 }
 
 /// A running server.
@@ -98,6 +105,7 @@ impl Server {
             },
             listener,
         )?;
+        let begun = crate::member::begin(&file, id, &tcp)?;
         let store = Store::create(Counting::new(tcp), file.store_config())?;
         wait_for_peers(&store, &file, id)?;
         let services = store.spawn_services()?;
@@ -109,6 +117,17 @@ impl Server {
         let client_addr = client_listener
             .local_addr()
             .map_err(|e| ServerError::io("client listener address", e))?;
+        let membership = match begun {
+            Some((m, epoch)) => Some(crate::member::register(
+                m,
+                epoch,
+                &file,
+                id,
+                store.fabric().inner(),
+                client_addr,
+            )?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             id,
             file: file.clone(),
@@ -125,6 +144,7 @@ impl Server {
             control: Default::default(),
             durable,
             recovery: Default::default(),
+            membership,
         });
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
@@ -133,6 +153,7 @@ impl Server {
         })?);
         threads.extend(crate::control::start(&shared)?);
         threads.extend(crate::recovery::start(&shared)?);
+        threads.extend(crate::member::start(&shared)?);
         if shared.durable.is_some() {
             let s = Arc::clone(&shared);
             threads.push(spawn(&format!("locus-checkpoint-{id}"), move || {
@@ -180,6 +201,17 @@ impl Server {
         &self.shared.store
     }
 
+    /// Why this server is fenced out of the cluster, once it is (with
+    /// `[etcd]`: its lease was lost); it then serves nothing and should exit.
+    pub fn fenced(&self) -> Option<String> {
+        self.shared.membership.as_ref().and_then(|m| m.fenced())
+    }
+
+    /// This incarnation's epoch (0 without `[etcd]`).
+    pub fn epoch(&self) -> u64 {
+        self.shared.membership.as_ref().map_or(0, |m| m.epoch)
+    }
+
     /// The first failure of the store's service thread, if any.
     pub fn failure(&self) -> Option<StoreError> {
         self.services.as_ref().and_then(|s| s.failure())
@@ -210,6 +242,38 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop_inner();
+    }
+}
+
+/// The membership watch's hook (`member.rs`), called for each event about a
+/// peer after the fabric's epoch table reflects it, in the watch's order:
+/// on `PeerDown` (with the keys the coordinator's record names with that
+/// peer as latest target) Pragh 5's `recovery::peer_failed`; on `PeerUp`
+/// `recovery::peer_rejoined` (for a first registration it only drops
+/// nothing and runs a scan round). Both log what they did; a failure is
+/// logged and counted, and the next event is handled anyway.
+pub(crate) fn on_membership_event(
+    shared: &Shared,
+    event: locus_membership::MemberEvent,
+    recorded: Vec<locus_store::Key>,
+) {
+    if let Some(m) = &shared.membership {
+        m.hook_calls.fetch_add(1, Ordering::Relaxed);
+    }
+    let outcome = match event {
+        locus_membership::MemberEvent::PeerDown { machine, epoch } => {
+            crate::recovery::peer_failed(shared, machine, epoch, &recorded).map(|_| ())
+        }
+        locus_membership::MemberEvent::PeerUp { machine, epoch } => {
+            crate::recovery::peer_rejoined(shared, machine, epoch).map(|_| ())
+        }
+    };
+    if let Err(e) = outcome {
+        tracing::error!(
+            server = shared.id,
+            ?event,
+            "recovery after a membership event failed: {e}"
+        );
     }
 }
 

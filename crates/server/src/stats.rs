@@ -74,6 +74,7 @@ pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
         "coordinator": coordinator,
         "durability": s.durable.as_ref().map(|d| d.stats_json()),
         "recovery": s.recovery.stats_json(),
+        "membership": s.membership.as_ref().map(|m| m.stats_json(store.fabric().inner(), me)),
         "clients": s.clients.load(Ordering::Relaxed),
         "requests": requests,
         "ops": {"local": ops.ops_total(Locality::Local), "remote": ops.ops_total(Locality::Remote),

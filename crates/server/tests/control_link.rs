@@ -46,6 +46,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8) -> ClusterFile {
         limits: Default::default(),
         durability: None,
         recovery: Default::default(),
+        etcd: None,
     };
     f.store.value_region_mb = 16;
     f.store.cache_mb = 16;

@@ -50,6 +50,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8, sync: &str) -> ClusterFile 
             ..DurabilitySection::default()
         }),
         recovery: Default::default(),
+        etcd: None,
     };
     f.store.value_region_mb = 16;
     f.store.cache_mb = 4;

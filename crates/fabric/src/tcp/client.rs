@@ -55,15 +55,34 @@ impl std::fmt::Debug for TcpPort {
     }
 }
 
-/// The connection to `node`, opened if needed.
+/// The connection to `node`, opened if needed. One opened at epochs the
+/// table no longer holds is closed first (its outstanding requests complete
+/// with `PeerUnavailable`) and reopened at the current ones.
 fn conn_to<'a>(
     conns: &'a mut [Option<Conn>],
+    ready: &mut VecDeque<Completion>,
     inner: &Inner,
     node: usize,
     target: MachineId,
     from: MachineId,
 ) -> Result<&'a mut Conn> {
     let slot = &mut conns[node];
+    if slot.as_ref().is_some_and(|c| c.stale(inner, target)) {
+        let old = slot.take().expect("checked above");
+        let e = inner.epochs.get(target);
+        old.fail(
+            &FabricError::PeerUnavailable {
+                machine: target,
+                reason: format!(
+                    "the connection was opened at other epochs (machine {target} is now at \
+                     epoch {}, this node at {}); reconnecting",
+                    e.epoch,
+                    inner.epochs.own()
+                ),
+            },
+            ready,
+        );
+    }
     if slot.is_none() {
         *slot = Some(Conn::connect(inner, node, target, from)?);
     }
@@ -157,7 +176,14 @@ impl TcpPort {
     ) -> Result<Reply> {
         self.seq += 1;
         let seq = self.seq;
-        let conn = conn_to(&mut self.conns, &self.inner, node, target, self.machine)?;
+        let conn = conn_to(
+            &mut self.conns,
+            &mut self.ready,
+            &self.inner,
+            node,
+            target,
+            self.machine,
+        )?;
         match conn.call(seq, op, target, reply_bytes, sink, &mut self.ready, encode) {
             Ok(reply) => reply,
             Err(e) => Err(for_machine(&self.fail(node, e), target)),
@@ -179,7 +205,14 @@ impl TcpPort {
         }
         self.seq += 1;
         let seq = self.seq;
-        let conn = match conn_to(&mut self.conns, &self.inner, node, target, self.machine) {
+        let conn = match conn_to(
+            &mut self.conns,
+            &mut self.ready,
+            &self.inner,
+            node,
+            target,
+            self.machine,
+        ) {
             Ok(c) => c,
             Err(e) => return self.complete(id, target, Err(e)),
         };

@@ -25,7 +25,8 @@
 //!
 //! Request bodies (`off` = byte offset in the region):
 //! ```text
-//!  0x01 HELLO      magic u32 = "LCS1" | version u16 | machines u16 | frame_bytes_max u32   (12 bytes)
+//!  0x01 HELLO      magic u32 = "LCS1" | version u16 | machines u16 | frame_bytes_max u32
+//!                  | epoch u64 | expect u64                                                 (28 bytes)
 //!  0x02 READ       off u64 | len u32                                                        (12)
 //!  0x03 WRITE      off u64 | data                                                           (8 + n)
 //!  0x04 CAS        off u64 | expected u64 | new u64                                         (24)
@@ -35,6 +36,12 @@
 //! ```
 //! HELLO is the first frame of every connection; the server refuses a peer
 //! whose magic, version, cluster size or frame limit differ from its own.
+//! `epoch` is the connecting node's own epoch, `expect` the epoch it believes
+//! the listener is at (both 0 without a membership); the listener refuses a
+//! connection that expects another epoch than its own, or comes from an
+//! incarnation older than (or at the down epoch of) what it knows, with a
+//! `PeerUnavailable` error saying so (see `tcp/epochs.rs`). Version 2 added
+//! the two epochs; a version-1 HELLO (12 bytes) is refused by its version.
 //!
 //! Response bodies, status 0 (OK):
 //! ```text
@@ -107,7 +114,7 @@ pub(crate) const RESPONSE_BIT: u8 = 0x80;
 /// "LCS1" read as a little-endian u32.
 pub(crate) const HELLO_MAGIC: u32 = u32::from_le_bytes(*b"LCS1");
 /// Protocol version carried by HELLO.
-pub(crate) const PROTOCOL_VERSION: u16 = 1;
+pub(crate) const PROTOCOL_VERSION: u16 = 2;
 
 /// Body bytes of an OK LOOKUP response.
 pub(crate) const LOOKUP_REPLY_BYTES: usize = 10;

@@ -42,6 +42,13 @@
 //! handshake. A node without a secret, as before, runs no handshake; one that
 //! meets a node with a secret fails at the challenge with a message saying so.
 //!
+//! **Epochs** (`epochs.rs`): with a membership, each node knows its own
+//! epoch and the epoch of every peer, or that it is down. HELLO carries the
+//! connecting node's epoch and the one it expects the listener at; stale or
+//! fenced connections are refused, operations to a machine marked down fail
+//! at once with `PeerUnavailable` naming its epoch, and a port reopens
+//! connections whose epochs changed. All epochs 0 (no membership): no effect.
+//!
 //! **Failures are errors, never hangs.** Connects are bounded by
 //! `connect_timeout_ms`, reads and writes by `io_timeout_ms`. When a
 //! connection fails (closed, reset, timed out, or a malformed frame), every
@@ -78,6 +85,7 @@
 //! one fails with [`FabricError::MessageTooLarge`] before it is sent.
 
 mod client;
+mod epochs;
 pub(crate) mod frame;
 mod server;
 
@@ -92,8 +100,10 @@ use crate::memory::MachineMemory;
 use crate::{check_machine, Fabric, FabricError, MachineId, RegionInfo, Result, Verb};
 
 pub use client::TcpPort;
+pub use epochs::PeerEpoch;
 
 use client::Conn;
+use epochs::EpochTable;
 use frame::HEADER_BYTES;
 
 /// Settings of one TCP node. Every node of a cluster must agree on
@@ -262,6 +272,10 @@ pub(crate) struct Inner {
     pub(crate) local_addr: SocketAddr,
     /// Accepted connections closed for not proving the secret.
     pub(crate) auth_refusals: AtomicU64,
+    /// This node's epoch and the one it believes each machine is at.
+    pub(crate) epochs: EpochTable,
+    /// Connections refused (at HELLO or later) for their epoch.
+    pub(crate) epoch_refusals: AtomicU64,
 }
 
 impl Inner {
@@ -271,9 +285,12 @@ impl Inner {
         check_machine(machine, self.config.machines)?;
         match self.hosted.get(machine) {
             Some(m) => Ok(Route::Local(m)),
-            None => Ok(Route::Remote(
-                self.node_of[machine as usize].expect("every machine not hosted has a node"),
-            )),
+            None => {
+                self.epochs.check_up(machine)?;
+                Ok(Route::Remote(
+                    self.node_of[machine as usize].expect("every machine not hosted has a node"),
+                ))
+            }
         }
     }
 
@@ -374,6 +391,7 @@ impl TcpFabric {
             })
             .collect();
         let control = nodes.iter().map(|_| Mutex::new(None)).collect();
+        let machines = config.machines;
         let inner = Arc::new(Inner {
             config,
             hosted,
@@ -384,6 +402,8 @@ impl TcpFabric {
             sessions: Mutex::new(server::Sessions::default()),
             local_addr,
             auth_refusals: AtomicU64::new(0),
+            epochs: EpochTable::new(machines),
+            epoch_refusals: AtomicU64::new(0),
         });
         let accept = server::start(Arc::clone(&inner), listener)?;
         Ok(TcpFabric {
@@ -410,6 +430,51 @@ impl TcpFabric {
     /// without a secret.
     pub fn auth_refusals(&self) -> u64 {
         self.inner.auth_refusals.load(Ordering::Relaxed)
+    }
+
+    /// Sets this node's own epoch (from its membership registration), carried
+    /// in the HELLO of every connection it opens from now on; connections
+    /// opened at another epoch are reopened. See `tcp/epochs.rs`.
+    pub fn set_own_epoch(&self, epoch: u64) {
+        self.inner.epochs.set_own(epoch);
+    }
+
+    /// This node's own epoch (0 until set).
+    pub fn own_epoch(&self) -> u64 {
+        self.inner.epochs.own()
+    }
+
+    /// Records that `machine` is up at `epoch`: connections to it reopen
+    /// expecting that epoch, and its older incarnations are refused.
+    pub fn set_peer_epoch(&self, machine: MachineId, epoch: u64) -> Result<()> {
+        check_machine(machine, self.inner.config.machines)?;
+        self.inner
+            .epochs
+            .set(machine, PeerEpoch { epoch, down: false });
+        Ok(())
+    }
+
+    /// Marks `machine`'s incarnation at `epoch` down: operations to it fail
+    /// at once with [`FabricError::PeerUnavailable`] naming it and the epoch,
+    /// and its connections to this node are refused.
+    pub fn mark_down(&self, machine: MachineId, epoch: u64) -> Result<()> {
+        check_machine(machine, self.inner.config.machines)?;
+        self.inner
+            .epochs
+            .set(machine, PeerEpoch { epoch, down: true });
+        Ok(())
+    }
+
+    /// What this node believes about `machine`'s epoch.
+    pub fn peer_epoch(&self, machine: MachineId) -> Result<PeerEpoch> {
+        check_machine(machine, self.inner.config.machines)?;
+        Ok(self.inner.epochs.get(machine))
+    }
+
+    /// Connections this node refused (at HELLO or at a later request) for
+    /// their epoch. Always 0 without a membership.
+    pub fn epoch_refusals(&self) -> u64 {
+        self.inner.epoch_refusals.load(Ordering::Relaxed)
     }
 
     /// Direct access to a hosted machine's memory (for tools and tests).

@@ -169,6 +169,8 @@ struct Service<'a> {
     wpos: usize,
     /// The client's machine, once its HELLO was accepted.
     peer: Option<MachineId>,
+    /// The client node's epoch, from its HELLO.
+    peer_epoch: u64,
     /// Whether the read timeout is currently `STALL_POLL` (else `io_timeout`).
     short_reads: bool,
 }
@@ -182,6 +184,7 @@ impl<'a> Service<'a> {
             wbuf: Vec::with_capacity(64 << 10),
             wpos: 0,
             peer: None,
+            peer_epoch: 0,
             short_reads: false,
         }
     }
@@ -344,6 +347,7 @@ impl<'a> Service<'a> {
             let fatal = serve_frame(
                 self.inner,
                 &mut self.peer,
+                &mut self.peer_epoch,
                 &self.rbuf.data()[..n],
                 &mut self.wbuf,
             );
@@ -396,6 +400,7 @@ impl<'a> Service<'a> {
 fn serve_frame(
     inner: &Inner,
     peer: &mut Option<MachineId>,
+    peer_epoch: &mut u64,
     frame: &[u8],
     out: &mut Vec<u8>,
 ) -> bool {
@@ -410,16 +415,21 @@ fn serve_frame(
             return true;
         }
     };
-    let Some(_) = *peer else {
+    let Some(from) = *peer else {
         return match req {
             Request::Hello {
                 from,
                 version,
                 machines,
                 frame_bytes_max,
-            } => match check_hello(inner, from, version, machines, frame_bytes_max) {
+                epoch,
+                expect,
+            } => match check_hello(inner, from, version, machines, frame_bytes_max)
+                .and_then(|()| check_epochs(inner, from, epoch, expect))
+            {
                 Ok(()) => {
                     *peer = Some(from);
+                    *peer_epoch = epoch;
                     frame::encode_ok_empty(out, frame::OP_HELLO, from, h.req);
                     false
                 }
@@ -441,6 +451,17 @@ fn serve_frame(
             }
         };
     };
+    if let Err(reason) = inner.epochs.admits(from, *peer_epoch) {
+        // Marked down (or superseded) after it connected: cut it off.
+        inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(machine = from, epoch = *peer_epoch, %reason, "fabric connection fenced");
+        let e = FabricError::PeerUnavailable {
+            machine: from,
+            reason: format!("refused by the node at {}: {reason}", inner.local_addr),
+        };
+        frame::encode_err(out, frame::OP_ERROR, who, h.req, &e);
+        return true;
+    }
     match req {
         Request::Hello { .. } => {
             let e = FabricError::Protocol {
@@ -548,6 +569,30 @@ fn word_reply(out: &mut Vec<u8>, op: u8, machine: MachineId, req: u64, r: Result
         Ok(w) => frame::encode_ok_word(out, op, machine, req, w),
         Err(e) => frame::encode_err(out, op, machine, req, &e),
     }
+}
+
+/// Accepts a client only at epochs this node can serve (see `epochs.rs`).
+fn check_epochs(inner: &Inner, from: MachineId, epoch: u64, expect: u64) -> Result<()> {
+    let own = inner.epochs.own();
+    let here = inner.local_addr;
+    let refuse = |reason: String| {
+        inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(machine = from, epoch, expect, own, %reason, "fabric connection refused");
+        Err(FabricError::PeerUnavailable {
+            machine: from,
+            reason: format!("refused by the node at {here}: {reason}"),
+        })
+    };
+    if expect != 0 && expect != own {
+        return refuse(format!(
+            "machine {from} expects this node at epoch {expect}, it is at epoch {own}: \
+             a stale address of another incarnation"
+        ));
+    }
+    if let Err(reason) = inner.epochs.admits(from, epoch) {
+        return refuse(reason);
+    }
+    Ok(())
 }
 
 /// Accepts a client only if it speaks this protocol about the same cluster.

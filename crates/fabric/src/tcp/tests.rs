@@ -335,3 +335,111 @@ fn sync_calls_leave_posted_completions_for_poll() {
     drain(&mut p, &mut out);
     assert_eq!(out.iter().map(|c| c.id).collect::<Vec<_>>(), vec![3, 4]);
 }
+
+// ------------------------------------------------------------------ epochs
+
+/// Two nodes at epochs 1 (machine 0) and 2 (machine 1), each knowing the other.
+fn two_at_epochs() -> (Vec<TcpFabric>, RegionId) {
+    let nodes = loopback_cluster(2).unwrap();
+    let r = nodes[1].register(1, "r", 64).unwrap().id;
+    nodes[0].set_own_epoch(1);
+    nodes[1].set_own_epoch(2);
+    nodes[0].set_peer_epoch(1, 2).unwrap();
+    nodes[1].set_peer_epoch(0, 1).unwrap();
+    (nodes, r)
+}
+
+fn unavailable_reason(e: FabricError) -> String {
+    match e {
+        FabricError::PeerUnavailable { reason, .. } => reason,
+        other => panic!("expected PeerUnavailable, got {other:?}"),
+    }
+}
+
+#[test]
+fn matching_epochs_serve_as_before() {
+    let (nodes, r) = two_at_epochs();
+    let mut p = nodes[0].port(0).unwrap();
+    p.write_word(1, r, 0, 7).unwrap();
+    assert_eq!(p.read_word(1, r, 0).unwrap(), 7);
+    assert_eq!(nodes[1].epoch_refusals(), 0);
+}
+
+#[test]
+fn a_connection_from_a_fenced_out_incarnation_is_refused() {
+    let (nodes, r) = two_at_epochs();
+    // Machine 0 re-registered at epoch 5 elsewhere; this node 0 is the old one.
+    nodes[1].set_peer_epoch(0, 5).unwrap();
+    let mut p = nodes[0].port(0).unwrap();
+    let why = unavailable_reason(p.read_word(1, r, 0).unwrap_err());
+    assert!(
+        why.contains("machine 0 at epoch 1") && why.contains("epoch 5"),
+        "{why}"
+    );
+    // At the epoch known to be down: refused too.
+    nodes[1].mark_down(0, 1).unwrap();
+    let why = unavailable_reason(p.read_word(1, r, 0).unwrap_err());
+    assert!(why.contains("down"), "{why}");
+    assert!(nodes[1].epoch_refusals() >= 2);
+}
+
+#[test]
+fn a_connection_expecting_another_incarnation_is_refused() {
+    let (nodes, r) = two_at_epochs();
+    nodes[0].set_peer_epoch(1, 1).unwrap(); // a stale view of machine 1
+    let mut p = nodes[0].port(0).unwrap();
+    let why = unavailable_reason(p.read_word(1, r, 0).unwrap_err());
+    assert!(
+        why.contains("expects this node at epoch 1") && why.contains("at epoch 2"),
+        "{why}"
+    );
+    // Once the view is current, the port reconnects and is served.
+    nodes[0].set_peer_epoch(1, 2).unwrap();
+    p.write_word(1, r, 0, 9).unwrap();
+    assert_eq!(p.read_word(1, r, 0).unwrap(), 9);
+}
+
+#[test]
+fn a_peer_marked_down_after_connecting_is_cut_off_at_its_next_request() {
+    let (nodes, r) = two_at_epochs();
+    let mut p = nodes[0].port(0).unwrap();
+    p.write_word(1, r, 0, 1).unwrap(); // connected at epoch 1
+    nodes[1].mark_down(0, 1).unwrap();
+    let why = unavailable_reason(p.read_word(1, r, 0).unwrap_err());
+    assert!(why.contains("machine 0 at epoch 1 is down"), "{why}");
+}
+
+#[test]
+fn operations_to_a_machine_marked_down_fail_at_once_and_resume_at_its_new_epoch() {
+    let (nodes, r) = two_at_epochs();
+    let mut p = nodes[0].port(0).unwrap();
+    p.write_word(1, r, 0, 3).unwrap();
+    nodes[0].mark_down(1, 2).unwrap();
+    assert_eq!(
+        nodes[0].peer_epoch(1).unwrap(),
+        PeerEpoch {
+            epoch: 2,
+            down: true
+        }
+    );
+    let e = p.read_word(1, r, 0).unwrap_err();
+    assert!(matches!(e, FabricError::PeerUnavailable { machine: 1, .. }));
+    let why = unavailable_reason(e);
+    assert!(
+        why.contains("machine 1 is down") && why.contains("epoch 2"),
+        "{why}"
+    );
+    p.post(WorkRequest::read(1, 1, r, 0, 8)).unwrap();
+    let mut out = Vec::new();
+    assert_eq!(p.wait(&mut out).unwrap(), 1);
+    assert!(matches!(
+        out[0].result,
+        Err(FabricError::PeerUnavailable { machine: 1, .. })
+    ));
+    assert!(nodes[0].lookup(1, "r").is_err());
+    // Machine 1's node comes back as a new incarnation at epoch 3.
+    nodes[1].set_own_epoch(3);
+    nodes[0].set_peer_epoch(1, 3).unwrap();
+    assert_eq!(p.read_word(1, r, 0).unwrap(), 3);
+    assert_eq!(nodes[0].lookup(1, "r").unwrap().id, r);
+}

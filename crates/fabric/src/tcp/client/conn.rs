@@ -95,9 +95,20 @@ pub(crate) struct Conn {
     nonblocking: bool,
     frame_bytes_max: usize,
     io_timeout_ms: u64,
+    /// This node's own epoch when the connection was opened (sent in HELLO).
+    own_epoch: u64,
+    /// The epoch the node was expected at (sent in HELLO).
+    expect: u64,
 }
 
 impl Conn {
+    /// Whether the epochs this connection was opened with are no longer the
+    /// table's (for `target`, a machine of the same node): it must reopen.
+    #[inline]
+    pub(crate) fn stale(&self, inner: &Inner, target: MachineId) -> bool {
+        self.own_epoch != inner.epochs.own() || self.expect != inner.epochs.get(target).epoch
+    }
+
     /// Connects to `node` (first asked for `peer`), proves the cluster secret
     /// if the node has one (within connect_timeout_ms), and queues the HELLO.
     pub(crate) fn connect(
@@ -148,10 +159,15 @@ impl Conn {
             nonblocking: false,
             frame_bytes_max: c.frame_bytes_max,
             io_timeout_ms: c.io_timeout_ms,
+            own_epoch: inner.epochs.own(),
+            expect: inner.epochs.get(peer).epoch,
         };
+        let epochs = (conn.own_epoch, conn.expect);
         // Pipelined: requests follow the HELLO without waiting for its answer;
         // the node closes the connection if it refuses the HELLO.
-        let req = conn.encode(|b, req| encode_hello(b, req, from, c.machines, c.frame_bytes_max));
+        let req = conn.encode(|b, req| {
+            frame::encode_hello(b, req, from, c.machines, c.frame_bytes_max, epochs)
+        });
         conn.expect(req, 0, frame::OP_HELLO, from, 0, Waiter::Hello);
         Ok(conn)
     }
@@ -420,10 +436,6 @@ fn auth_failed(e: &AuthError, addr: SocketAddr, peer: MachineId, timeout_ms: u64
     }
 }
 
-fn encode_hello(b: &mut Vec<u8>, req: u64, from: MachineId, machines: usize, frame_max: usize) {
-    frame::encode_hello(b, req, from, machines, frame_max);
-}
-
 /// Matches one response frame against the oldest outstanding request.
 fn on_response(
     pending: &mut VecDeque<Pending>,
@@ -527,6 +539,9 @@ pub(crate) fn lookup(
             machine,
             region: format!("of a {}-byte name (longer than a frame holds)", name.len()),
         });
+    }
+    if slot.as_ref().is_some_and(|c| c.stale(inner, machine)) {
+        *slot = None; // the control connection has nothing outstanding between calls
     }
     if slot.is_none() {
         *slot = Some(Conn::connect(inner, node, machine, inner.config.hosted[0])?);

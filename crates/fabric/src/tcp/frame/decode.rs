@@ -146,6 +146,10 @@ pub(crate) enum Request<'a> {
         machines: u16,
         /// The client's frame limit.
         frame_bytes_max: u32,
+        /// The client node's own epoch (0 without a membership).
+        epoch: u64,
+        /// The epoch the client expects this node at (0: no expectation).
+        expect: u64,
     },
     /// READ `len` bytes.
     Read {
@@ -242,11 +246,24 @@ pub(crate) fn decode_request(frame: &[u8], peer: MachineId) -> Result<(Header, R
                         "bad magic {magic:#010x}: the peer is not a Locus fabric client"
                     ));
                 }
+                let version = f.u16("version")?;
+                let machines = f.u16("machines")?;
+                let frame_bytes_max = f.u32("frame_bytes_max")?;
+                // Version 1 had no epochs: decode it so the version check can
+                // refuse it by name.
+                let (epoch, expect) = if version >= 2 {
+                    (f.u64("epoch")?, f.u64("expected epoch")?)
+                } else {
+                    f.buf = &[];
+                    (0, 0)
+                };
                 Request::Hello {
                     from: machine,
-                    version: f.u16("version")?,
-                    machines: f.u16("machines")?,
-                    frame_bytes_max: f.u32("frame_bytes_max")?,
+                    version,
+                    machines,
+                    frame_bytes_max,
+                    epoch,
+                    expect,
                 }
             }
             OP_READ => Request::Read {

@@ -27,19 +27,23 @@ fn finish(buf: &mut [u8], at: usize) {
     buf[at..at + 4].copy_from_slice(&(body as u32).to_le_bytes());
 }
 
-/// HELLO from the client's machine `from`.
+/// HELLO from the client's machine `from`, whose node is at `epoch` and
+/// expects the listener at `expect`.
 pub(crate) fn encode_hello(
     buf: &mut Vec<u8>,
     req: u64,
     from: MachineId,
     machines: usize,
     frame_bytes_max: usize,
+    (epoch, expect): (u64, u64),
 ) {
     let at = begin(buf, OP_HELLO, from, 0, req);
     buf.extend_from_slice(&HELLO_MAGIC.to_le_bytes());
     buf.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
     buf.extend_from_slice(&(machines as u16).to_le_bytes());
     buf.extend_from_slice(&(frame_bytes_max as u32).to_le_bytes());
+    buf.extend_from_slice(&epoch.to_le_bytes());
+    buf.extend_from_slice(&expect.to_le_bytes());
     finish(buf, at);
 }
 

@@ -7,7 +7,7 @@ const MAX: usize = 1 << 20;
 const READ_BODY_BYTES: usize = 12;
 const CAS_BODY_BYTES: usize = 24;
 const FETCH_ADD_BODY_BYTES: usize = 16;
-const HELLO_BODY_BYTES: usize = 12;
+const HELLO_BODY_BYTES: usize = 28;
 
 fn one_request(buf: &[u8]) -> Request<'_> {
     let len = frame_len(buf, MAX, 0).unwrap().expect("whole frame");
@@ -101,7 +101,7 @@ fn requests_round_trip_at_their_limits() {
         }
     );
     b.clear();
-    encode_hello(&mut b, 0, 127, 128, MAX);
+    encode_hello(&mut b, 0, 127, 128, MAX, (5, 9));
     assert_eq!(b.len(), HEADER_BYTES + HELLO_BODY_BYTES);
     assert_eq!(
         one_request(&b),
@@ -109,7 +109,9 @@ fn requests_round_trip_at_their_limits() {
             from: 127,
             version: PROTOCOL_VERSION,
             machines: 128,
-            frame_bytes_max: MAX as u32
+            frame_bytes_max: MAX as u32,
+            epoch: 5,
+            expect: 9,
         }
     );
 }
@@ -254,7 +256,7 @@ fn truncated_frames_are_incomplete_or_protocol_errors() {
     encode_fetch_add(&mut reqs, 4, 1, RegionId(1), 8, 1);
     encode_send(&mut reqs, 5, 1, 0, b"m");
     encode_lookup(&mut reqs, 6, 1, "r");
-    encode_hello(&mut reqs, 7, 0, 4, MAX);
+    encode_hello(&mut reqs, 7, 0, 4, MAX, (0, 0));
     // Every prefix of the stream is "not yet" for frame_len, and
     // decoding a cut frame is a Protocol error, never a panic.
     let mut at = 0;
@@ -306,7 +308,7 @@ fn malformed_frames_are_protocol_errors() {
     assert!(is_protocol(decode_request(&b[..b.len() - 1], 3)));
     // Bad magic, bad UTF-8, non-zero aux where none belongs.
     let mut h = Vec::new();
-    encode_hello(&mut h, 0, 0, 4, MAX);
+    encode_hello(&mut h, 0, 0, 4, MAX, (0, 0));
     h[16] ^= 0xFF;
     assert!(is_protocol(decode_request(&h, 3)));
     let mut l = Vec::new();

@@ -1,0 +1,315 @@
+//! A server's membership on etcd (issue 15 requirement 2), with `[etcd]`:
+//!
+//! 1. before recovery: connect and take this incarnation's epoch
+//!    (`reserve_epoch`); the fabric speaks at that epoch from then on;
+//! 2. after recovery, before serving clients: register under a kept-alive
+//!    lease (`register_at`), read the membership, set each live peer's epoch
+//!    in the fabric's table and mark each peer that is not live down at its
+//!    last registered epoch (stale addresses into it fail at once);
+//! 3. the membership watch thread, per event about peer D: `PeerDown(D, e)`:
+//!    mark D down in the fabric's epoch table, read the keys the
+//!    coordinator's record names with latest target D, then call the
+//!    `on_membership_event` hook of `server.rs`; `PeerUp(D, e)`: set D's epoch
+//!    (connections reopen at it), then the hook. An event that says this
+//!    server's own epoch ended (its lease expired, or a newer incarnation of
+//!    it registered) fences it;
+//! 4. the fence thread: when the lease is lost (or a TTL passed since the
+//!    last acknowledged renewal, e.g. after SIGSTOP), the server is fenced:
+//!    it logs why, shuts its fabric down (peers' one-sided operations stop),
+//!    and refuses every client request from then on; `locus server` exits
+//!    with code 3. A restart re-registers at a newer epoch.
+//!
+//! Without `[etcd]` none of this runs and every epoch stays 0.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use locus_fabric::tcp::TcpFabric;
+use locus_fabric::MachineId;
+use locus_membership::{MemberEvent, Membership, Registration, Watch};
+use locus_store::Key;
+use serde_json::{json, Value};
+
+use crate::config::ClusterFile;
+use crate::server::Shared;
+use crate::{Result, ServerError};
+
+/// How often the membership threads look at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+/// Events kept for STATS.
+const RECENT_MAX: usize = 16;
+
+/// This server's membership: its connection to etcd, epoch, registration,
+/// and what it has seen.
+pub(crate) struct MemberState {
+    pub(crate) membership: Membership,
+    pub(crate) epoch: u64,
+    reg: Registration,
+    watch: Mutex<Option<Watch>>,
+    peer_down: AtomicU64,
+    peer_up: AtomicU64,
+    /// Calls of the `on_membership_event` hook.
+    pub(crate) hook_calls: AtomicU64,
+    recent: Mutex<VecDeque<Value>>,
+    fenced: Mutex<Option<String>>,
+}
+
+fn etcd_err(e: locus_membership::MembershipError) -> ServerError {
+    ServerError::Membership(e.to_string())
+}
+
+/// Step 1: connects and takes the next epoch of `id`, which the fabric
+/// speaks at from now on. `None` without `[etcd]`.
+pub(crate) fn begin(
+    file: &ClusterFile,
+    id: MachineId,
+    tcp: &TcpFabric,
+) -> Result<Option<(Membership, u64)>> {
+    let Some(section) = &file.etcd else {
+        return Ok(None);
+    };
+    let m = Membership::connect(&section.config()).map_err(etcd_err)?;
+    let epoch = m.reserve_epoch(id).map_err(etcd_err)?;
+    tcp.set_own_epoch(epoch);
+    tracing::info!(
+        server = id,
+        epoch,
+        "took epoch from etcd; recovering before registering"
+    );
+    Ok(Some((m, epoch)))
+}
+
+/// Step 2: registers (after recovery) and learns the peers' epochs.
+pub(crate) fn register(
+    m: Membership,
+    epoch: u64,
+    file: &ClusterFile,
+    id: MachineId,
+    tcp: &TcpFabric,
+    client: std::net::SocketAddr,
+) -> Result<MemberState> {
+    let entry = file.server(id)?;
+    let info = format!("fabric={} client={client}", entry.fabric);
+    let reg = m.register_at(id, epoch, &info).map_err(etcd_err)?;
+    let (members, watch) = m.watch().map_err(etcd_err)?;
+    for machine in 0..file.machines() as MachineId {
+        if machine == id {
+            continue;
+        }
+        match members.iter().find(|x| x.machine == machine) {
+            Some(x) => tcp.set_peer_epoch(machine, x.epoch)?,
+            None => {
+                // Its last registered incarnation is dead (a later one may be
+                // starting: its HELLO is newer, so it is let in).
+                let last = m.last_registered(machine).map_err(etcd_err)?;
+                if last > 0 {
+                    tcp.mark_down(machine, last)?;
+                }
+            }
+        }
+    }
+    tracing::info!(
+        server = id,
+        epoch,
+        live = ?members.iter().map(|x| (x.machine, x.epoch)).collect::<Vec<_>>(),
+        "registered in etcd"
+    );
+    Ok(MemberState {
+        membership: m,
+        epoch,
+        reg,
+        watch: Mutex::new(Some(watch)),
+        peer_down: AtomicU64::new(0),
+        peer_up: AtomicU64::new(0),
+        hook_calls: AtomicU64::new(0),
+        recent: Mutex::new(VecDeque::new()),
+        fenced: Mutex::new(None),
+    })
+}
+
+/// Steps 3 and 4: the watch and fence threads.
+pub(crate) fn start(s: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
+    let Some(ms) = &s.membership else {
+        return Ok(Vec::new());
+    };
+    let watch = ms
+        .watch
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .expect("started once");
+    let id = s.id;
+    let a = Arc::clone(s);
+    let b = Arc::clone(s);
+    Ok(vec![
+        crate::server::spawn(&format!("locus-membership-{id}"), move || {
+            watch_loop(&a, &watch)
+        })?,
+        crate::server::spawn(&format!("locus-fence-{id}"), move || fence_loop(&b))?,
+    ])
+}
+
+fn watch_loop(s: &Shared, watch: &Watch) {
+    let Some(ms) = &s.membership else { return };
+    while !s.stop.load(Ordering::Acquire) {
+        let Ok(ev) = watch.events().recv_timeout(POLL) else {
+            continue;
+        };
+        let tcp = s.store.fabric().inner();
+        let (kind, machine, epoch) = match ev {
+            MemberEvent::PeerDown { machine, epoch } => ("down", machine, epoch),
+            MemberEvent::PeerUp { machine, epoch } => ("up", machine, epoch),
+        };
+        if machine == s.id {
+            // Our own epoch ending (expiry, or a newer incarnation of us).
+            if (kind == "down" && epoch >= ms.epoch) || (kind == "up" && epoch > ms.epoch) {
+                fence(
+                    s,
+                    format!("etcd says machine {machine} epoch {epoch} is {kind}"),
+                );
+            }
+            continue;
+        }
+        let mut recorded = Vec::new();
+        let r = match ev {
+            MemberEvent::PeerDown { .. } => {
+                ms.peer_down.fetch_add(1, Ordering::Relaxed);
+                let r = tcp.mark_down(machine, epoch);
+                match ms.membership.record_keys_targeting(machine) {
+                    Ok(keys) => recorded = keys.into_iter().map(Key).collect(),
+                    Err(e) => tracing::error!(
+                        server = s.id,
+                        peer = machine,
+                        "cannot read the coordinator's record for the dead peer: {e}"
+                    ),
+                }
+                r
+            }
+            MemberEvent::PeerUp { .. } => {
+                ms.peer_up.fetch_add(1, Ordering::Relaxed);
+                tcp.set_peer_epoch(machine, epoch)
+            }
+        };
+        if let Err(e) = r {
+            tracing::error!(
+                server = s.id,
+                peer = machine,
+                "membership event ignored: {e}"
+            );
+            continue;
+        }
+        {
+            let mut q = ms.recent.lock().unwrap_or_else(|e| e.into_inner());
+            if q.len() == RECENT_MAX {
+                q.pop_front();
+            }
+            q.push_back(json!({"event": kind, "machine": machine, "epoch": epoch,
+                               "recorded": recorded.len(),
+                               "at_s": s.started.elapsed().as_secs_f64()}));
+        }
+        crate::server::on_membership_event(s, ev, recorded);
+    }
+}
+
+fn fence_loop(s: &Shared) {
+    let Some(ms) = &s.membership else { return };
+    while !s.stop.load(Ordering::Acquire) {
+        match ms.reg.lost().recv_timeout(POLL) {
+            Ok(reason) => return fence(s, reason),
+            Err(_) if !ms.reg.is_live() => {
+                return fence(
+                    s,
+                    "no lease renewal acknowledged within its TTL (was the process stopped?)"
+                        .into(),
+                )
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Fences this server out: logs, stops its fabric, refuses clients.
+pub(crate) fn fence(s: &Shared, reason: String) {
+    let Some(ms) = &s.membership else { return };
+    {
+        let mut f = ms.fenced.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_some() {
+            return;
+        }
+        *f = Some(reason.clone());
+    }
+    tracing::error!(
+        server = s.id,
+        epoch = ms.epoch,
+        "fenced out: {reason}; this incarnation stops serving (restart it to rejoin at a newer epoch)"
+    );
+    s.store.fabric().inner().shutdown();
+}
+
+impl MemberState {
+    /// Why this server must not serve, if it must not: fenced, or its lease
+    /// not surely held (checked per client request).
+    pub(crate) fn refuses(&self, id: MachineId) -> Option<String> {
+        if let Some(r) = self
+            .fenced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Some(format!(
+                "server {id} at epoch {} is fenced out ({r}); restart it",
+                self.epoch
+            ));
+        }
+        if !self.reg.is_live() {
+            return Some(format!(
+                "server {id} at epoch {} has not renewed its etcd lease within its TTL: \
+                 it may be fenced out and serves nothing",
+                self.epoch
+            ));
+        }
+        None
+    }
+
+    /// Whether fenced, and why.
+    pub(crate) fn fenced(&self) -> Option<String> {
+        self.fenced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The `membership` object of STATS.
+    pub(crate) fn stats_json(&self, tcp: &TcpFabric, id: MachineId) -> Value {
+        let mut peers = serde_json::Map::new();
+        for m in 0..tcp.config().machines as MachineId {
+            if m == id {
+                continue;
+            }
+            if let Ok(p) = tcp.peer_epoch(m) {
+                peers.insert(m.to_string(), json!({"epoch": p.epoch, "down": p.down}));
+            }
+        }
+        let recent: Vec<Value> = self
+            .recent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        json!({
+            "epoch": self.epoch,
+            "live": self.reg.is_live(),
+            "fenced": self.fenced(),
+            "peers": peers,
+            "peer_down": self.peer_down.load(Ordering::Relaxed),
+            "peer_up": self.peer_up.load(Ordering::Relaxed),
+            "hook_calls": self.hook_calls.load(Ordering::Relaxed),
+            "epoch_refusals": tcp.epoch_refusals(),
+            "events": recent,
+        })
+    }
+}
