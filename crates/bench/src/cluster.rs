@@ -30,15 +30,19 @@ pub struct Embedded {
     pub value_bytes: u64,
 }
 
-/// Builds the R-MAT graph of `g` as a CSR (undirected, simple).
-pub fn rmat_csr(g: &GraphSection) -> Result<Csr> {
-    let rmat = Rmat::new(RmatConfig {
+/// The R-MAT generator of `g`.
+pub fn rmat_of(g: &GraphSection) -> Result<Rmat> {
+    Ok(Rmat::new(RmatConfig {
         scale: g.scale,
         edge_factor: g.edge_factor,
         seed: g.seed,
         ..RmatConfig::default()
-    })?;
-    Ok(Csr::from_rmat(&rmat, CsrOptions::default())?)
+    })?)
+}
+
+/// Builds the R-MAT graph of `g` as a CSR (undirected, simple).
+pub fn rmat_csr(g: &GraphSection) -> Result<Csr> {
+    Ok(Csr::from_rmat(&rmat_of(g)?, CsrOptions::default())?)
 }
 
 /// The fabric of a cluster of `machines` machines, as `config` chooses it.
@@ -221,12 +225,7 @@ pub fn build_rmat_ranged(
     r: &Reporter,
     tweak: impl FnOnce(&mut StoreConfig),
 ) -> Result<(Embedded, Vec<u32>, RangedLoad)> {
-    let rmat = Rmat::new(RmatConfig {
-        scale: g.scale,
-        edge_factor: g.edge_factor,
-        seed: g.seed,
-        ..RmatConfig::default()
-    })?;
+    let rmat = rmat_of(g)?;
     let n = rmat.vertex_count();
     let threads = config.threads();
     let t0 = Instant::now();
@@ -258,12 +257,7 @@ pub fn load_rmat_ranged(
     r: &Reporter,
     tweak: impl FnOnce(&mut StoreConfig),
 ) -> Result<(Embedded, RangedLoad)> {
-    let rmat = Rmat::new(RmatConfig {
-        scale: g.scale,
-        edge_factor: g.edge_factor,
-        seed: g.seed,
-        ..RmatConfig::default()
-    })?;
+    let rmat = rmat_of(g)?;
     let n = rmat.vertex_count();
     let threads = config.threads();
     let raw_entries: u64 = degrees.iter().map(|&d| u64::from(d)).sum();
@@ -376,13 +370,7 @@ mod tests {
                 ..CsrOptions::default()
             },
         ] {
-            let rmat = Rmat::new(RmatConfig {
-                scale: 10,
-                edge_factor: 8,
-                seed: config.graph.seed,
-                ..RmatConfig::default()
-            })
-            .unwrap();
+            let rmat = rmat_of(&config.graph).unwrap();
             let csr = Csr::from_rmat(&rmat, opts).unwrap();
             for range_entries in [700, 1 << 30] {
                 let (e, degrees, load) =

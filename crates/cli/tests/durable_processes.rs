@@ -112,15 +112,16 @@ fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn crash_and_recover(sync: &str, victim: u8, seed: u64) {
-    let cluster = Cluster::up_with(&["--no-coordinator", "--sync", sync]);
-    let dir = cluster.dir.path().to_str().unwrap().to_string();
-    let c = cluster.client();
-    // A loaded graph first (LOAD batches, acknowledged = durable).
+/// Loads vertices `0..N` with `list(v)` in one LOAD batch per home
+/// (acknowledged = durable) and returns the model of what is stored: LOAD
+/// merges a list into a set, so a repeated neighbour is kept once.
+fn load_base(c: &Client, list: impl Fn(u32) -> Vec<u32>) -> HashMap<u32, Known> {
     let mut base: HashMap<u32, Known> = HashMap::new();
     let mut batches: HashMap<u8, Vec<(u32, Vec<u32>)>> = HashMap::new();
     for v in 0..N {
-        let l = vec![(v + 1) % N, (v * 7 + 3) % N];
+        let mut l = list(v);
+        let mut seen = std::collections::HashSet::new();
+        l.retain(|u| seen.insert(*u));
         base.insert(
             v,
             Known {
@@ -133,6 +134,32 @@ fn crash_and_recover(sync: &str, victim: u8, seed: u64) {
     for (home, b) in batches {
         c.load_batch(home, b, None).unwrap();
     }
+    base
+}
+
+/// Asserts every vertex of `known` reads its acknowledged list, or, if its
+/// last update failed, the list that update would have made; returns how
+/// many were checked.
+fn check_all(c: &Client, known: &HashMap<u32, Known>, what: &str) -> usize {
+    for (v, k) in known {
+        let got = c.neighbors(*v, 0).ok();
+        assert!(
+            got.as_ref() == k.acked.as_ref() || (k.maybe.is_some() && got == k.maybe),
+            "{what}: vertex {v} (home {}) reads {got:?}, acknowledged {:?} (or {:?})",
+            c.home(*v),
+            k.acked,
+            k.maybe
+        );
+    }
+    known.len()
+}
+
+fn crash_and_recover(sync: &str, victim: u8, seed: u64) {
+    let cluster = Cluster::up_with(&["--no-coordinator", "--sync", sync]);
+    let dir = cluster.dir.path().to_str().unwrap().to_string();
+    let c = cluster.client();
+    // A loaded graph first (LOAD batches, acknowledged = durable).
+    let base = load_base(&c, |v| vec![(v + 1) % N, (v * 7 + 3) % N]);
     // Some of the victim's values live on survivors when it dies: they must
     // come back at home.
     let moved: Vec<u32> = (0..N)
@@ -191,19 +218,7 @@ fn crash_and_recover(sync: &str, victim: u8, seed: u64) {
     let c = Client::from_file(&cluster.file(), ClientConfig::default()).unwrap();
     let known = written;
     assert_eq!(known.len(), base.len());
-    let mut checked = 0;
-    for (v, k) in &known {
-        let got = c.neighbors(*v, 0).ok();
-        let ok = got.as_ref() == k.acked.as_ref() || (k.maybe.is_some() && got == k.maybe);
-        assert!(
-            ok,
-            "{sync}: vertex {v} (home {}) reads {got:?}, acknowledged {:?} (or {:?})",
-            c.home(*v),
-            k.acked,
-            k.maybe
-        );
-        checked += 1;
-    }
+    let checked = check_all(&c, &known, sync);
     let recovered = t0.elapsed();
     let st = c.stats(victim).unwrap();
     assert!(st["durability"]["recovered_vertices"].as_u64().unwrap() > 0);
@@ -255,25 +270,7 @@ fn survivors_reload_their_values_lost_with_a_killed_target_and_it_rejoins_at_a_h
     let epoch_before = c.stats(victim).unwrap()["membership"]["epoch"]
         .as_u64()
         .expect("cluster up runs etcd: servers have epochs");
-    let mut base: HashMap<u32, Known> = HashMap::new();
-    let mut batches: HashMap<u8, Vec<(u32, Vec<u32>)>> = HashMap::new();
-    for v in 0..N {
-        // LOAD merges a list into a set (a repeated neighbour is stored once),
-        // so the model's lists have no repeats either.
-        let mut l = vec![(v + 5) % N, (v * 3 + 1) % N];
-        l.dedup();
-        base.insert(
-            v,
-            Known {
-                acked: Some(l.clone()),
-                maybe: None,
-            },
-        );
-        batches.entry(c.home(v)).or_default().push((v, l));
-    }
-    for (home, b) in batches {
-        c.load_batch(home, b, None).unwrap();
-    }
+    let base = load_base(&c, |v| vec![(v + 5) % N, (v * 3 + 1) % N]);
     // (a) survivors' values onto the victim; (c) the victim's values onto a survivor.
     let onto_victim: Vec<u32> = (0..N).filter(|&v| c.home(v) != victim).step_by(5).collect();
     let off_victim: Vec<u32> = (0..N).filter(|&v| c.home(v) == victim).step_by(7).collect();
@@ -419,18 +416,7 @@ fn survivors_reload_their_values_lost_with_a_killed_target_and_it_rejoins_at_a_h
             })
         },
     );
-    let mut checked = 0;
-    for (v, k) in &known {
-        let got = c.neighbors(*v, 0).ok();
-        assert!(
-            got.as_ref() == k.acked.as_ref() || (k.maybe.is_some() && got == k.maybe),
-            "vertex {v} (home {}) reads {got:?}, acknowledged {:?} (or {:?})",
-            c.home(*v),
-            k.acked,
-            k.maybe
-        );
-        checked += 1;
-    }
+    let checked = check_all(&c, &known, "after the restart");
     for &v in &off_victim {
         assert_eq!(
             c.locate(v).unwrap().holder,

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use locus_graph::{Csr, CsrOptions, Rmat, RmatConfig};
+use locus_graph::{Csr, CsrOptions};
 use locus_store::StoreConfig;
 use serde::Serialize;
 
@@ -79,7 +79,7 @@ impl Graph {
         match loader {
             Loader::Csr => Ok(Graph::Csr(cluster::rmat_csr(g)?)),
             Loader::Ranged => {
-                let rmat = rmat_of(g)?;
+                let rmat = cluster::rmat_of(g)?;
                 r.note(format!(
                     "R-MAT scale {}: counting degrees (no CSR: each store loads a range at a time) ...",
                     g.scale
@@ -148,7 +148,7 @@ impl Graph {
         if missing.is_empty() {
             return Ok(());
         }
-        let rmat = rmat_of(&g.section)?;
+        let rmat = cluster::rmat_of(&g.section)?;
         let found =
             locus_graph::csr::lists_of(rmat.vertex_count(), g.opts, &rmat, &missing, threads)?;
         g.lists
@@ -206,13 +206,4 @@ impl Graph {
             }
         }
     }
-}
-
-fn rmat_of(g: &GraphSection) -> Result<Rmat> {
-    Ok(Rmat::new(RmatConfig {
-        scale: g.scale,
-        edge_factor: g.edge_factor,
-        seed: g.seed,
-        ..RmatConfig::default()
-    })?)
 }
