@@ -82,6 +82,29 @@ fn cluster_error(what: String) -> Error {
     Error::RedisCluster { what }
 }
 
+/// The next port to probe: a process-wide cursor from a per-process offset in 20000..40000.
+fn next_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static CURSOR: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = CURSOR.compare_exchange(
+        u32::MAX,
+        std::process::id() % 20_000,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    20_000 + (CURSOR.fetch_add(1, Ordering::Relaxed) % 20_000) as u16
+}
+
+/// Whether the redis-server behind `c` runs in `dir` (`CONFIG GET dir`).
+fn serves_from(c: &mut Client, dir: &Path) -> bool {
+    let Ok(Reply::Array(Some(kv))) = c.call(&Command::new("CONFIG").arg("GET").arg("dir")) else {
+        return false;
+    };
+    let want = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    matches!(kv.get(1), Some(Reply::Bulk(Some(d)))
+        if Path::new(&*String::from_utf8_lossy(d)) == want)
+}
+
 /// Whether `port` and its cluster bus port (`port + 10000`) are both free on 127.0.0.1 now.
 fn ports_free(port: u16) -> bool {
     port.checked_add(10_000).is_some_and(|bus| {
@@ -148,13 +171,14 @@ impl ClusterNodes {
             cli,
             lifetime_s: lifetime_s.max(1),
         };
-        // Ports from a per-process offset, skipping taken ones (and their bus ports).
-        let mut port = 20_000 + (std::process::id() % 20_000) as u16;
+        // Ports from a per-process offset, skipping taken ones (and their bus ports). The
+        // cursor is shared by the whole process, so clusters started at once by parallel
+        // tests never probe the same port.
         for i in 0..count {
             let mut last = String::new();
             let mut started = None;
             for _ in 0..64 {
-                port = if port >= 40_000 { 20_000 } else { port + 1 };
+                let port = next_port();
                 if !ports_free(port) {
                     continue;
                 }
@@ -218,6 +242,17 @@ impl ClusterNodes {
                     match id {
                         Reply::Bulk(Some(id)) => {
                             node.id = String::from_utf8_lossy(&id).into_owned();
+                            // The server that answered must be ours (another process may
+                            // have taken the port between the probe and the bind): its
+                            // working directory is this cluster's own.
+                            if !serves_from(&mut c, &self.dir) {
+                                stop(&mut node);
+                                return Err(format!(
+                                    "{} is another redis-server's (not in {})",
+                                    node.addr,
+                                    self.dir.display()
+                                ));
+                            }
                             return Ok(node);
                         }
                         other => return Err(format!("CLUSTER MYID answered {other}")),
