@@ -117,10 +117,16 @@ fn a_restarted_server_rejoins_at_a_higher_epoch_and_survivors_follow() {
             })
         },
     );
-    // An operation that needs machine 2 fails at once, naming it.
+    // An operation that needs machine 2 fails at once, naming it: as
+    // unavailable at epoch 1 until server 0's recovery has run, then (these
+    // servers keep no log, so the value it held cannot be reloaded) as lost
+    // with machine 2 (`recovery.rs`, F3). Never "absent", never a hang.
     let t0 = Instant::now();
     let e = client.neighbors(v, 10).unwrap_err().to_string();
-    assert!(e.contains("machine 2") && e.contains("epoch 1"), "{e}");
+    assert!(
+        (e.contains("machine 2") && e.contains("epoch 1")) || e.contains("lost with machine 2"),
+        "{e}"
+    );
     assert!(
         t0.elapsed() < Duration::from_secs(4),
         "failed only after {:?}",
