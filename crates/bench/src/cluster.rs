@@ -176,6 +176,10 @@ fn put_lists(
     })
 }
 
+/// Bytes per raw adjacency entry while a range is built (the target id; the
+/// offsets and cursors add 16 bytes per vertex of the range).
+pub const RANGED_BYTES_PER_ENTRY: u64 = 4;
+
 /// What [`build_rmat_ranged`] measured of its load.
 #[derive(Debug, Clone, Serialize)]
 pub struct RangedLoad {
@@ -210,10 +214,12 @@ pub struct RangedLoad {
 /// generator counts each vertex's raw degree (4 bytes per vertex, kept: a
 /// zero says the vertex has no list); then the vertices are cut into ranges
 /// of at most `range_entries` raw adjacency entries, and for each range the
-/// generator runs again, only that range's lists are built (sorted,
-/// deduplicated, self loops dropped, symmetrized if `opts` says), put at
-/// their homes and dropped. Peak memory beyond the store: the degrees and one
-/// range's lists (12 bytes per entry while building). The store is sized from
+/// generator runs once more, filling only that range's lists into slots the
+/// degrees already sized; they are sorted, deduplicated, self loops dropped,
+/// symmetrized if `opts` says, put at their homes and dropped. Peak memory
+/// beyond the store: the degrees and one range's lists
+/// ([`RANGED_BYTES_PER_ENTRY`] per entry, plus 16 bytes per vertex of the
+/// range). Generator passes: one for the degrees, one per range. The store is sized from
 /// the raw degrees (an upper bound), and its capacity is checked before
 /// anything is put.
 pub fn build_rmat_ranged(
@@ -285,7 +291,7 @@ pub fn load_rmat_ranged(
     );
     let mut stored_edges = 0u64;
     for range in &ranges {
-        let part = Csr::build_range(n, opts, &rmat, range.clone(), threads)?;
+        let part = Csr::build_range_from_degrees(n, opts, &rmat, range.clone(), degrees, threads)?;
         stored_edges += part.edge_count();
         let lists = Offset {
             csr: &part,

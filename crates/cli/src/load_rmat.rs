@@ -35,8 +35,9 @@ pub struct LoadRmatArgs {
     /// Loader threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// MiB of adjacency entries built per range (12 bytes per entry while
-    /// building); the graph is generated once more per range.
+    /// MiB of adjacency entries built per range (4 bytes per entry while
+    /// building, plus 16 per vertex); the graph is generated once more per
+    /// range.
     #[arg(long, default_value_t = 2048.0)]
     pub range_mb: f64,
     /// Do not fault in every region page at start (as RDMA registration
@@ -67,7 +68,9 @@ pub fn run(a: LoadRmatArgs) -> CliResult {
     if !(a.range_mb.is_finite() && a.range_mb > 0.0) {
         return Err(format!("--range-mb {} must be a positive number of MiB", a.range_mb).into());
     }
-    let range_entries = ((a.range_mb * (1u64 << 20) as f64) / 12.0).max(1.0) as u64;
+    let range_entries = ((a.range_mb * (1u64 << 20) as f64)
+        / locus_bench::cluster::RANGED_BYTES_PER_ENTRY as f64)
+        .max(1.0) as u64;
     let (cluster, _degrees, load) = build_rmat_ranged(
         &config.graph,
         opts,

@@ -16,12 +16,13 @@
 //! Long loads and builds draw an `indicatif` progress bar, but only when stderr is a
 //! terminal; otherwise nothing is printed. Every failure is a [`GraphError`].
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)] // `huge` allows one madvise(2) call
 #![warn(missing_docs)]
 
 pub mod adjacency;
 pub mod csr;
 pub mod error;
+mod huge;
 pub mod input;
 mod progress;
 pub mod rmat;

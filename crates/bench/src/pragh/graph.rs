@@ -44,9 +44,9 @@ impl Loader {
     }
 }
 
-/// Adjacency entries built per range by the ranged loader (12 bytes each
-/// while building: about 2 GiB).
-const RANGE_ENTRIES: u64 = (2u64 << 30) / 12;
+/// Adjacency entries built per range by the ranged loader (about 2 GiB of
+/// them while building).
+const RANGE_ENTRIES: u64 = (2u64 << 30) / cluster::RANGED_BYTES_PER_ENTRY;
 
 /// A run's graph (see the module doc).
 pub enum Graph {
