@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::Args;
 use locus_bench::Reporter;
 use locus_fabric::counting::Locality;
-use locus_rdf::sparql::{results, Engine};
+use locus_rdf::sparql::{results, Engine, Solutions, Trace};
 
 use crate::{CliResult, ClusterFlags};
 
@@ -71,15 +71,38 @@ pub fn run(a: SparqlArgs) -> CliResult {
         .expect("clap requires --data without --cluster");
     let l = crate::rdf::load_file(data, &a.cluster, reporter)?;
     let mut engine = Engine::new(&l.rdf)?;
-    let mut docs = Vec::new();
-    for (n, text) in texts.iter().enumerate() {
+    answer_each(&a, &texts, "machine", |text| {
         let before = l.fabric.counters().total();
         let t0 = Instant::now();
-        let (solutions, trace) = engine
-            .query(text)
-            .map_err(|e| format!("--query {}: {e}", a.query[n]))?;
+        let (solutions, trace) = engine.query(text)?;
         let query_s = t0.elapsed().as_secs_f64();
         let cost = l.fabric.counters().total().minus(&before);
+        let line = format!(
+            "{} store reads; fabric operations: {} local, {} remote ({:.1}% remote); {:.3} ms",
+            trace.reads,
+            cost.ops_total(Locality::Local),
+            cost.ops_total(Locality::Remote),
+            100.0 * cost.remote_rate(),
+            query_s * 1e3
+        );
+        Ok((solutions, trace, line))
+    })
+}
+
+/// Answers each query in turn with `query` (which also gives the last line
+/// of its `--explain`, what it cost), printing a table per query or, with
+/// `--json`, one results document (an array of them for several queries).
+/// `place` names where a query starts ("machine", "server").
+fn answer_each(
+    a: &SparqlArgs,
+    texts: &[String],
+    place: &str,
+    mut query: impl FnMut(&str) -> locus_rdf::Result<(Solutions, Trace, String)>,
+) -> CliResult {
+    let mut docs = Vec::new();
+    for (n, text) in texts.iter().enumerate() {
+        let (solutions, trace, cost) =
+            query(text).map_err(|e| format!("--query {}: {e}", a.query[n]))?;
         if a.json {
             docs.push(results::to_json(&solutions));
         } else {
@@ -90,21 +113,14 @@ pub fn run(a: SparqlArgs) -> CliResult {
         }
         if a.explain {
             let start = match trace.start {
-                Some(m) => format!("machine {m} (home of the start constant)"),
-                None => "every machine (forked from an index vertex)".into(),
+                Some(m) => format!("{place} {m} (home of the start constant)"),
+                None => format!("every {place} (forked from an index vertex)"),
             };
             eprintln!("started on {start}");
             for (k, (pattern, rows)) in trace.steps.iter().enumerate() {
                 eprintln!("  step {}: {pattern}  -> {rows} rows", k + 1);
             }
-            eprintln!(
-                "{} store reads; fabric operations: {} local, {} remote ({:.1}% remote); {:.3} ms",
-                trace.reads,
-                cost.ops_total(Locality::Local),
-                cost.ops_total(Locality::Remote),
-                100.0 * cost.remote_rate(),
-                query_s * 1e3
-            );
+            eprintln!("{cost}");
         }
     }
     if a.json {
@@ -126,44 +142,14 @@ fn run_cluster(a: &SparqlArgs, cluster_file: &std::path::Path, texts: &[String])
         .map(|m| crate::rdf_cluster::ClientSource::new(client.clone(), m as u8))
         .collect();
     let mut engine = Engine::with_sources(&catalog, sources)?;
-    let mut docs = Vec::new();
-    for (n, text) in texts.iter().enumerate() {
+    answer_each(a, texts, "server", |text| {
         let t0 = Instant::now();
-        let (solutions, trace) = engine
-            .query(text)
-            .map_err(|e| format!("--query {}: {e}", a.query[n]))?;
-        let query_s = t0.elapsed().as_secs_f64();
-        if a.json {
-            docs.push(results::to_json(&solutions));
-        } else {
-            if texts.len() > 1 {
-                println!("# {}", a.query[n]);
-            }
-            print!("{}", results::to_table(&solutions));
-        }
-        if a.explain {
-            let start = match trace.start {
-                Some(m) => format!("server {m} (home of the start constant)"),
-                None => "every server (forked from an index vertex)".into(),
-            };
-            eprintln!("started on {start}");
-            for (k, (pattern, rows)) in trace.steps.iter().enumerate() {
-                eprintln!("  step {}: {pattern}  -> {rows} rows", k + 1);
-            }
-            eprintln!(
-                "{} reads, each a NEIGHBORS request to the server it runs on; {:.3} ms",
-                trace.reads,
-                query_s * 1e3
-            );
-        }
-    }
-    if a.json {
-        let out = if docs.len() == 1 {
-            docs.pop().expect("one document")
-        } else {
-            serde_json::Value::Array(docs)
-        };
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    }
-    Ok(())
+        let (solutions, trace) = engine.query(text)?;
+        let line = format!(
+            "{} reads, each a NEIGHBORS request to the server it runs on; {:.3} ms",
+            trace.reads,
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        Ok((solutions, trace, line))
+    })
 }

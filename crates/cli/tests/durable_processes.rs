@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{locus, Cluster};
+use common::Cluster;
 use locus_client::{Client, ClientConfig};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -156,7 +156,6 @@ fn check_all(c: &Client, known: &HashMap<u32, Known>, what: &str) -> usize {
 
 fn crash_and_recover(sync: &str, victim: u8, seed: u64) {
     let cluster = Cluster::up_with(&["--no-coordinator", "--sync", sync]);
-    let dir = cluster.dir.path().to_str().unwrap().to_string();
     let c = cluster.client();
     // A loaded graph first (LOAD batches, acknowledged = durable).
     let base = load_base(&c, |v| vec![(v + 1) % N, (v * 7 + 3) % N]);
@@ -196,19 +195,8 @@ fn crash_and_recover(sync: &str, victim: u8, seed: u64) {
     );
 
     let t0 = Instant::now();
-    let o = locus(&["cluster", "up", "--dir", &dir]);
-    let out = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(
-        o.status.success(),
-        "cluster up (restart): {out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        out.contains("restarted 1 of"),
-        "only the victim restarts: {out}"
-    );
+    cluster.restart_victim(victim, pid);
     let new_pid = cluster.pid(victim);
-    assert_ne!(new_pid, pid);
     assert!(alive(new_pid));
     for id in 0..3u8 {
         if id != victim {
@@ -265,7 +253,6 @@ fn with_sync_interval_a_killed_process_loses_nothing_acknowledged_either() {
 fn survivors_reload_their_values_lost_with_a_killed_target_and_it_rejoins_at_a_higher_epoch() {
     let victim: u8 = 1;
     let cluster = Cluster::up_with(&["--no-coordinator", "--sync", "always"]);
-    let dir = cluster.dir.path().to_str().unwrap().to_string();
     let c = cluster.client();
     let epoch_before = c.stats(victim).unwrap()["membership"]["epoch"]
         .as_u64()
@@ -383,18 +370,7 @@ fn survivors_reload_their_values_lost_with_a_killed_target_and_it_rejoins_at_a_h
         );
     }
     let t_up = Instant::now();
-    let o = locus(&["cluster", "up", "--dir", &dir]);
-    let out = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(
-        o.status.success(),
-        "cluster up (restart): {out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        out.contains("restarted 1 of"),
-        "only the victim restarts: {out}"
-    );
-    assert_ne!(cluster.pid(victim), pid);
+    cluster.restart_victim(victim, pid);
     let c = Client::from_file(&cluster.file(), ClientConfig::default()).unwrap();
     let epoch_after = c.stats(victim).unwrap()["membership"]["epoch"]
         .as_u64()

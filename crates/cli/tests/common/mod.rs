@@ -69,6 +69,25 @@ impl Cluster {
         Client::from_file(&self.file(), ClientConfig::default()).unwrap()
     }
 
+    /// `cluster up --dir` after `victim` (whose pid was `old_pid`) died:
+    /// it must succeed, restart only the victim, under a new pid. Returns
+    /// what it printed.
+    pub fn restart_victim(&self, victim: u8, old_pid: u32) -> String {
+        let o = locus(&["cluster", "up", "--dir", self.dir.path().to_str().unwrap()]);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success(),
+            "cluster up (restart): {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            out.contains("restarted 1 of"),
+            "only the victim restarts: {out}"
+        );
+        assert_ne!(self.pid(victim), old_pid, "server {victim} has a new pid");
+        out
+    }
+
     pub fn pid(&self, id: u8) -> u32 {
         let pids: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(self.dir.path().join("pids.json")).unwrap(),
