@@ -228,7 +228,7 @@ pub fn run(
     for (name, machines) in [("Ideal".to_string(), 1), (format!("Hash-{n}"), n)] {
         let e = cluster::build(csr, machines, c, r)?;
         let pb = r.bar(starts.len() as u64, &format!("{name}: queries"));
-        let cpu0 = process_cpu_s();
+        let cpu0 = crate::threads::process_cpu_s();
         let wall = Instant::now();
         let report = run_two_hop(&e.store, e.fabric.counters(), threads, &starts, q, &|d| {
             pb.set_position(d)
@@ -236,7 +236,7 @@ pub fn run(
         let wall_s = wall.elapsed().as_secs_f64();
         pb.finish_and_clear();
         if machines == 1 && wall_s >= CPU_SHARE_WALL_S_MIN {
-            if let (Some(a), Some(b)) = (cpu0, process_cpu_s()) {
+            if let (Some(a), Some(b)) = (cpu0, crate::threads::process_cpu_s()) {
                 let busy = threads.min(crate::output::cores()) as f64;
                 let share = ((b - a) / (wall_s * busy)).min(1.0);
                 ideal_cpu_share = Some(share);
@@ -392,20 +392,6 @@ fn is_settled(seconds: &[Second]) -> bool {
     mean > 0.0 && (hi - lo) / mean <= SETTLED_SPREAD_MAX
 }
 
-/// CPU seconds this process has used (all threads), if the OS says.
-fn process_cpu_s() -> Option<f64> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: getrusage fills the struct it is given when it returns 0.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: rc == 0, so the struct was written.
-    let u = unsafe { usage.assume_init() };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Some(tv(u.ru_utime) + tv(u.ru_stime))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,14 +417,14 @@ mod tests {
 
     #[test]
     fn process_cpu_time_grows_with_work() {
-        let a = process_cpu_s().unwrap();
+        let a = crate::threads::process_cpu_s().unwrap();
         let mut x = 0u64;
         let t = Instant::now();
         while t.elapsed() < Duration::from_millis(50) {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
         }
         std::hint::black_box(x);
-        assert!(process_cpu_s().unwrap() > a);
+        assert!(crate::threads::process_cpu_s().unwrap() > a);
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub mod preset;
 pub mod processes;
 mod progress;
 pub mod sparql;
+pub mod threads;
 
 pub use error::{BenchError, Result};
 pub use preset::Preset;

@@ -285,6 +285,19 @@ pub struct Row {
     pub replica_budget_bytes: u64,
     /// Value-region bytes of the loaded graph, all machines.
     pub graph_value_bytes: u64,
+    /// The share of the machine's CPU this process had while measuring
+    /// (process CPU seconds over wall seconds times cores).
+    pub measure_machine_share: f64,
+    /// The share of the process's CPU while measuring that went to threads
+    /// other than the query workers (services, monitor, coordinator,
+    /// executors, the driving thread).
+    pub measure_background_share: f64,
+    /// Times the query workers were preempted (involuntary context switches)
+    /// while measuring.
+    pub measure_worker_preempted: u64,
+    /// CPU seconds while measuring by thread group (of the run with the
+    /// median throughput, in a median row).
+    pub measure_cpu_s: std::collections::BTreeMap<String, f64>,
     /// Interleaved runs this row is the median of (each field its own median;
     /// ratios are medians of each run's own ratio).
     pub runs: usize,
@@ -622,6 +635,9 @@ pub fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
             row.forwarded_share = median(|r| r.forwarded_share);
             row.warm_s = median(|r| r.warm_s);
             row.replica_share = median(|r| r.replica_share);
+            row.measure_machine_share = median(|r| r.measure_machine_share);
+            row.measure_background_share = median(|r| r.measure_background_share);
+            row.measure_worker_preempted = median_u(|r| r.measure_worker_preempted);
             row.values_moved = median_u(|r| r.values_moved);
             row.bytes_moved = median_u(|r| r.bytes_moved);
             row.queries = median_u(|r| r.queries);

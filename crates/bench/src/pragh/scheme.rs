@@ -338,6 +338,7 @@ pub(super) fn run_scheme(
     run.check()?;
     // Measure: repeat the sequence until it lasts long enough.
     let label = format!("{}: measuring", scheme.name());
+    let cpu_before = crate::threads::Snapshot::take();
     let probe = Instant::now();
     let first = run.run(&w.measure, q, p.threads, &label, r)?;
     let took = probe.elapsed().as_secs_f64();
@@ -349,6 +350,7 @@ pub(super) fn run_scheme(
         let ops = repeat_fresh(&w.measure, 1, reps, &w.endpoints);
         run.run(&ops, q, p.threads, &label, r)?
     };
+    let cpu = crate::threads::Usage::since(&cpu_before, &crate::threads::Snapshot::take());
     let (moved, bytes_moved, approved) = if run.driver.is_some() {
         run.moved()
     } else {
@@ -411,6 +413,10 @@ pub(super) fn run_scheme(
         replica_share: replica_bytes as f64 / graph_value_bytes.max(1) as f64,
         replica_budget_bytes,
         graph_value_bytes,
+        measure_machine_share: cpu.machine_share,
+        measure_background_share: cpu.share_not(&WORKER_GROUPS),
+        measure_worker_preempted: cpu.preempted_of(&WORKER_GROUPS),
+        measure_cpu_s: cpu.cpu_s,
         runs: 1,
         throughput_qps_range: [q.throughput_qps; 2],
         vs_orig_range: [0.0; 2],
@@ -421,6 +427,11 @@ pub(super) fn run_scheme(
         update_latencies_us: report.update_latencies_us.clone(),
     })
 }
+
+/// The thread groups of the query workers: `run_ops` makes a
+/// `locus_fabric::pool` for each run and drops it at the end, so inside the
+/// measured window its threads are the ones that exited.
+const WORKER_GROUPS: [&str; 2] = ["locus-worker", crate::threads::EXITED];
 
 /// Vertices whose value is held away from their key's machine.
 pub fn values_away(e: &Embedded, graph: &Graph) -> Result<u64> {
@@ -527,6 +538,17 @@ mod tests {
                 b.hash_remote_gets
             );
             assert!(b.best_single_copy_remote_gets <= b.hash_remote_gets);
+            // The CPU accounting of the measured window sees the workers
+            // (their group is there even if a short window got no tick).
+            if cfg!(target_os = "linux") {
+                assert!(
+                    orig.measure_cpu_s.contains_key(crate::threads::EXITED),
+                    "{:?}",
+                    orig.measure_cpu_s
+                );
+                assert!((0.0..=1.5).contains(&orig.measure_machine_share));
+                assert!((0.0..=1.0).contains(&orig.measure_background_share));
+            }
         }
         let ideal = run_scheme(
             Scheme::Ideal,
