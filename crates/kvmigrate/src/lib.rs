@@ -31,6 +31,7 @@ pub mod error;
 pub mod filter;
 pub mod group;
 pub mod history;
+pub mod install;
 pub mod measure;
 pub mod node;
 pub mod redis;

@@ -13,18 +13,18 @@
 //!     the oldest waiting packet the budget allows, else
 //!     one inbox item, waiting SERVER_INBOX_WAIT_IDLE when there is no migration work
 //!     (at most until the budget's interval ends while queries wait for it):
-//!          packet   -> offered to the `Inbox`: handled now (Server::handle, send its output;
-//!                      a query's time is charged to the budget) or kept in order; over
-//!                      Redis a DATA batch is held back so that queries behind it go first
-//!          nothing  -> a held-back DATA batch is installed
+//!          packet   -> offered to the `Inbox`: handled now (Server::handle, send its output,
+//!                      hand accepted DATA batches to the install worker if there is one;
+//!                      a query's time is charged to the budget) or kept in order
 //!          foreign  -> hooks.foreign (management datagrams); unclaimed ones are counted
 //!   Server::tick                migration work (group copies, batches, timeouts); send it
 //!   hooks.after(node, step)     publish status or counters
 //! ```
 //!
 //! Only client queries are charged and wait for budget; acks and control traffic are handled
-//! as they come (acks of the copy at once, the router's acks right behind the queries it
-//! forwarded before them), so a low budget leaves the copy its headroom instead of stalling
+//! as they come (acks of the copy at once, the router's GROUP-START and GROUP-COMPLETE acks
+//! ahead of waiting queries they do not depend on, other router acks right behind the queries
+//! it forwarded before them), so a low budget leaves the copy its headroom instead of stalling
 //! its window. With a 100% budget nothing ever waits and migration runs between packets. A failed
 //! shard store poisons the node: what the step produced is dropped, the node marks itself down
 //! on its transport (packets to it vanish, as if it had crashed) and the step returns
@@ -33,6 +33,12 @@
 //! stop flag is set or a step fails (a node marked down fails its next receive with
 //! [`Error::Unreachable`]).
 //!
+//! A node whose store has an installer (Redis, [`ShardStore::installer`]) starts an
+//! [`InstallWorker`]: DATA batches are installed on the worker's own connection and acked by it
+//! once applied, so queries never wait behind an install pipeline (invariants A1-A5 in
+//! [`crate::install`]; the node waits for the worker to be idle only before a MIGRATE-INIT and
+//! before starting a migration out, A3). A failed install poisons the node like a failed store.
+//!
 //! What differs between the callers lives in a [`NodeHooks`] value: the runtime's command
 //! channel and status publishing, the CLI's JSON management datagrams, announcements and process
 //! lifetime. The loop itself exists once, here.
@@ -40,12 +46,12 @@
 //! [`Udp`]: crate::transport::Udp
 //! [`UdpPeer`]: crate::transport::UdpPeer
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use crate::budget::{BudgetMeter, CpuBudget, Inbox, Policy};
 use crate::error::{Error, Result};
+use crate::install::{InstallCounters, InstallWorker};
 use crate::router::Router;
 use crate::server::Server;
 use crate::table::{ShardStore, Table};
@@ -56,13 +62,6 @@ use crate::wire::{Body, Key, NodeId, Packet, Protocol, ShardId};
 pub const SERVER_INBOX_WAIT_IDLE: Duration = Duration::from_micros(500);
 /// How long a server waits for its inbox between pieces of migration work (a poll).
 pub const SERVER_INBOX_WAIT_BUSY: Duration = Duration::from_micros(1);
-/// DATA batches a destination holds back so that queries go ahead of their installs: one,
-/// so that a query waits behind no install it arrived after, while a run of DATA batches with
-/// no query between them installs as it comes (holding more only delays the copy's acks).
-pub const DEFERRED_DATA_MAX: usize = 1;
-/// Queries a destination serves ahead of its oldest held-back DATA batch before it installs
-/// it (so a steady query load cannot starve the copy).
-pub const QUERIES_AHEAD_MAX: usize = 8;
 /// How long a router waits for its inbox before running its hooks again (bounds how late a
 /// stop flag or a process lifetime is noticed).
 pub const ROUTER_INBOX_WAIT_IDLE: Duration = Duration::from_millis(5);
@@ -113,31 +112,40 @@ pub struct ServerNode<S: ShardStore = Table> {
     server: Server<S>,
     transport: SharedTransport,
     inbox: Inbox,
-    /// DATA batches received, not yet installed (queries go ahead of them; see `handle`).
-    deferred: VecDeque<Packet>,
-    /// Queries served since the oldest deferred batch was held back.
-    overtaken: usize,
+    /// Installs DATA batches on a connection of its own, if the store has an installer.
+    installs: Option<InstallWorker>,
     epoch: Instant,
     counters: NodeCounters,
 }
 
 impl<S: ShardStore> ServerNode<S> {
     /// A node running `server` over `transport` (which must serve the server's id) within
-    /// `budget`; the server's clock counts microseconds from `epoch`.
+    /// `budget`; the server's clock counts microseconds from `epoch`. Starts an install worker
+    /// if the server's stores have an installer.
     pub fn new(
-        server: Server<S>,
+        mut server: Server<S>,
         transport: SharedTransport,
         budget: CpuBudget,
         epoch: Instant,
     ) -> Result<Self> {
         budget.check(server.id())?;
         let now_us = epoch.elapsed().as_micros() as u64;
+        let installs = match server.installer()? {
+            Some(installer) => {
+                server.set_installs_elsewhere();
+                Some(InstallWorker::start(
+                    server.id(),
+                    installer,
+                    transport.clone(),
+                )?)
+            }
+            None => None,
+        };
         Ok(Self {
             server,
             transport,
             inbox: Inbox::new(budget, now_us),
-            deferred: VecDeque::new(),
-            overtaken: 0,
+            installs,
             epoch,
             counters: NodeCounters::default(),
         })
@@ -157,6 +165,18 @@ impl<S: ShardStore> ServerNode<S> {
     /// The node's own counters.
     pub fn counters(&self) -> NodeCounters {
         self.counters
+    }
+
+    /// The install worker's counters, if the node has one.
+    pub fn install_counters(&self) -> Option<InstallCounters> {
+        self.installs.as_ref().map(InstallWorker::counters)
+    }
+
+    /// The first failure of a store or of an install (the node stops on it), if any.
+    pub fn store_error(&self) -> Option<String> {
+        self.server
+            .store_error()
+            .or_else(|| self.installs.as_ref().and_then(InstallWorker::failure))
     }
 
     /// The server's clock: microseconds since the epoch given to [`ServerNode::new`].
@@ -184,6 +204,8 @@ impl<S: ShardStore> ServerNode<S> {
         dst: NodeId,
         protocol: Protocol,
     ) -> Result<()> {
+        // A3: the shard is cleaned up here once it has moved; no install may land after.
+        self.installs_idle()?;
         let out = self
             .server
             .start_migration(self.now_us(), shard, dst, protocol)?;
@@ -211,7 +233,7 @@ impl<S: ShardStore> ServerNode<S> {
                 Step::Throttled
             }
             None => {
-                let mut wait = if self.server.has_background_work() || !self.deferred.is_empty() {
+                let mut wait = if self.server.has_background_work() {
                     SERVER_INBOX_WAIT_BUSY
                 } else {
                     SERVER_INBOX_WAIT_IDLE
@@ -221,18 +243,20 @@ impl<S: ShardStore> ServerNode<S> {
                     wait = wait.min(Duration::from_micros(left));
                 }
                 match self.transport.recv_inbound(self.id(), wait)? {
-                    Some(Inbound::Packet(p)) => match self.inbox.offer(self.now_us(), p) {
-                        Some(p) => self.handle(p)?,
-                        None => Step::Throttled,
-                    },
+                    Some(Inbound::Packet(p)) => {
+                        match self.inbox.offer(self.now_us(), p, |shard, key| {
+                            self.server.group_of(shard, key)
+                        }) {
+                            Some(p) => self.handle(p)?,
+                            None => Step::Throttled,
+                        }
+                    }
                     Some(Inbound::Foreign(d)) => {
                         if hooks.foreign(self, d).is_some() {
                             self.counters.malformed += 1;
                         }
                         Step::Foreign
                     }
-                    // Nothing else arrived: install a held-back batch.
-                    None if !self.deferred.is_empty() => self.install_deferred()?,
                     None if self.inbox.throttled() => Step::Throttled,
                     None => Step::Idle,
                 }
@@ -245,31 +269,12 @@ impl<S: ShardStore> ServerNode<S> {
     }
 
     /// Handles one packet the inbox let through; a query's handling time is charged.
-    ///
-    /// A destination whose store says `QUERIES_AHEAD_OF_INSTALLS` (Redis) serves queries ahead
-    /// of installs (issue 16: there an install is a pipeline of scripts that queries would wait
-    /// behind; in memory it costs less than the delay): a DATA batch is held back while
-    /// queries arrive, and installed when nothing else waits, after [`QUERIES_AHEAD_MAX`]
-    /// queries, or when [`DEFERRED_DATA_MAX`] batches wait. Only queries overtake it; any other
-    /// packet first installs every held-back batch, so control order is the sender's. Safe
-    /// because a batch's DATA-ACK leaves only after its install, so a group the destination
-    /// serves alone (completed, K3) is installed; a query overtaking a batch of an unfinished
-    /// group sees the key absent and pulls it (or is a double read), and a write's version
-    /// beats any copy (K4).
     fn handle(&mut self, p: Packet) -> Result<Step> {
-        if S::QUERIES_AHEAD_OF_INSTALLS && matches!(p.body, Body::Data { .. }) {
-            if self.deferred.len() >= DEFERRED_DATA_MAX {
-                self.install_deferred()?;
-            }
-            self.deferred.push_back(p);
-            return Ok(Step::Packet);
+        if matches!(p.body, Body::Init { .. }) {
+            // A3: a new store purges its shard; no install of an earlier one may land after.
+            self.installs_idle()?;
         }
         let query = p.body.is_query();
-        if !query {
-            while !self.deferred.is_empty() {
-                self.install_deferred()?;
-            }
-        }
         let start = Instant::now();
         let out = self.server.handle(self.now_us(), p);
         self.emit(out)?;
@@ -277,24 +282,19 @@ impl<S: ShardStore> ServerNode<S> {
             self.inbox.charge(start.elapsed().as_nanos() as u64);
         }
         self.counters.packets += 1;
-        if query && !self.deferred.is_empty() {
-            self.overtaken += 1;
-            if self.overtaken >= QUERIES_AHEAD_MAX {
-                self.install_deferred()?;
-            }
-        }
         Ok(Step::Packet)
     }
 
-    /// Installs the oldest held-back DATA batch (and acks it).
-    fn install_deferred(&mut self) -> Result<Step> {
-        if let Some(p) = self.deferred.pop_front() {
-            self.overtaken = 0;
-            let out = self.server.handle(self.now_us(), p);
-            self.emit(out)?;
-            self.counters.packets += 1;
+    /// Waits until the install worker (if any) has applied every batch it was given (A3).
+    fn installs_idle(&mut self) -> Result<()> {
+        let idle = match &self.installs {
+            Some(w) => w.wait_idle(),
+            None => Ok(()),
+        };
+        if idle.is_err() {
+            self.go_down();
         }
-        Ok(Step::Packet)
+        idle
     }
 
     /// Spends the rest of this interval's query budget (tests of what still moves without it).
@@ -312,12 +312,13 @@ impl<S: ShardStore> ServerNode<S> {
         Ok(())
     }
 
-    /// A failed store poisons the node: it goes down (packets to it vanish) and stops.
+    /// A failed store or install poisons the node: it goes down (packets to it vanish) and
+    /// stops.
     fn stop_if_store_failed(&mut self) -> Result<()> {
-        match self.server.store_error() {
+        match self.store_error() {
             None => Ok(()),
             Some(reason) => {
-                self.transport.set_down(self.id());
+                self.go_down();
                 Err(Error::StoreFailed {
                     server: self.id(),
                     reason,
@@ -326,11 +327,37 @@ impl<S: ShardStore> ServerNode<S> {
         }
     }
 
-    /// Sends what the server produced, unless its store failed while producing it.
+    /// Marks the node down: its worker sends nothing more (A4) and packets to it vanish.
+    fn go_down(&mut self) {
+        if let Some(w) = &self.installs {
+            w.stop();
+        }
+        self.transport.set_down(self.id());
+    }
+
+    /// Sends what the server produced, unless its store failed while producing it, and hands
+    /// the DATA batches it accepted to the install worker.
     fn emit(&mut self, out: Vec<(NodeId, Packet)>) -> Result<()> {
         self.stop_if_store_failed()?;
         send_all(&*self.transport, &mut self.counters, out);
-        Ok(())
+        let installs = self.server.take_installs();
+        if installs.is_empty() {
+            return Ok(());
+        }
+        let Some(worker) = self.installs.as_mut() else {
+            unreachable!("a server installs elsewhere only once its node has a worker")
+        };
+        let mut handed = Ok(());
+        for job in installs {
+            handed = worker.hand(job);
+            if handed.is_err() {
+                break;
+            }
+        }
+        if handed.is_err() {
+            self.go_down();
+        }
+        handed
     }
 }
 
@@ -497,6 +524,13 @@ mod tests {
         let mut dst = ServerNode::new(server(2), t.clone(), CpuBudget::default(), epoch).unwrap();
         src.load(1, (0..200).map(|k| (k, vec![k as u8]))).unwrap();
         src.spend_budget();
+        // A client read waits for the next interval, for the whole migration.
+        t.send(1, query(3, 7, Body::Get { key: 5 })).unwrap();
+        let mut steps = 0;
+        while src.step(&mut ()).unwrap() != Step::Throttled {
+            steps += 1;
+            assert!(steps < 100, "the query was never held");
+        }
         src.start_migration(1, 2, Protocol::NetMigrate).unwrap();
         let done = |n: &ServerNode| n.server().migration_status().last().map(|s| s.phase);
         for _ in 0..20_000 {
@@ -512,135 +546,22 @@ mod tests {
         }
         // Under the old charging every ack counted as a query and none was read once the
         // budget was spent: the window never moved and the copy stalled until its timeout.
-        assert_eq!(done(&src), Some(MigrationPhase::Done));
+        // Under the old ordering every GROUP-START ack waited behind the held read, for the
+        // rest of the hour (issue 16: a lower budget made the migration longer).
+        assert_eq!(
+            done(&src),
+            Some(MigrationPhase::Done),
+            "{:?}",
+            src.server().migration_status()
+        );
         assert_eq!(dst.server().live_keys(1), 200);
         assert_eq!(
             src.inbox.used_ns(),
             u64::MAX / 4,
             "the copy charged nothing"
         );
-        // A client query, though, waits for the next interval.
-        t.send(1, query(3, 7, Body::Get { key: 5 })).unwrap();
-        // (A late duplicate answer may still be in the inbox on a slow machine; it is
-        // handled at once, the query is not.)
-        let mut steps = 0;
-        while src.step(&mut ()).unwrap() != Step::Throttled {
-            steps += 1;
-            assert!(steps < 100, "the query was never held");
-        }
-        assert_eq!(src.inbox.backlog_len(), 1);
+        assert_eq!(src.inbox.backlog_len(), 1, "the read still waits");
         assert!(t.recv(3, Duration::from_millis(1)).unwrap().is_none());
-    }
-
-    /// Issue 16 (Redis at par): a destination serves a query that arrived behind a DATA batch
-    /// before installing the batch, installs it once nothing else waits, and lets no other
-    /// packet overtake it. Without the priority, the batch installs first and the read is
-    /// answered from it without a pull.
-    /// An in-memory store that asks for queries ahead of installs, as Redis does.
-    struct Remote(Table);
-
-    impl ShardStore for Remote {
-        const QUERIES_AHEAD_OF_INSTALLS: bool = true;
-        fn geometry(&self) -> Geometry {
-            self.0.geometry()
-        }
-        fn live(&self) -> usize {
-            self.0.live()
-        }
-        fn get(&self, key: Key) -> Option<Item> {
-            self.0.get(key)
-        }
-        fn version(&self, key: Key) -> u64 {
-            self.0.version(key)
-        }
-        fn put(&mut self, item: Item) {
-            self.0.put(item)
-        }
-        fn install_if_newer(&mut self, item: Item) -> bool {
-            self.0.install_if_newer(item)
-        }
-        fn scan_group(&self, group: u32) -> Vec<Item> {
-            self.0.scan_group(group)
-        }
-        fn clear(&mut self) {
-            self.0.clear()
-        }
-    }
-
-    #[test]
-    fn a_destination_serves_queries_ahead_of_installs() {
-        let t: SharedTransport = Arc::new(InProcess::new(4));
-        let make: crate::server::StoreFactory<Remote> = Box::new(|_, g| Remote(Table::new(g)));
-        let server = Server::with_store(ServerConfig::new(2, 0, geometry()), make).unwrap();
-        let mut dst =
-            ServerNode::new(server, t.clone(), CpuBudget::default(), Instant::now()).unwrap();
-        let from_source = |seq, body| Packet {
-            from: 1,
-            shard: 1,
-            seq,
-            flags: 0,
-            body,
-        };
-        let init = Body::Init {
-            era: 1,
-            protocol: Protocol::NetMigrate,
-            geometry: geometry(),
-        };
-        t.send(2, from_source(1, init)).unwrap();
-        until_packet(|| dst.step(&mut ()));
-        let to_source = |t: &SharedTransport| {
-            let mut got = Vec::new();
-            while let Some(p) = t.recv(1, Duration::from_millis(1)).unwrap() {
-                got.push(p.body);
-            }
-            got
-        };
-        assert!(matches!(
-            to_source(&t)[..],
-            [Body::InitAck { ok: true, .. }]
-        ));
-        let item = Item {
-            key: 5,
-            version: 1,
-            value: Some(vec![5]),
-        };
-        let data = |batch| Body::Data {
-            batch,
-            group: geometry().group_of(5),
-            items: vec![item.clone()],
-        };
-        t.send(2, from_source(2, data(0))).unwrap();
-        t.send(2, query(3, 7, Body::Get { key: 5 })).unwrap();
-        for _ in 0..10 {
-            dst.step(&mut ()).unwrap();
-        }
-        let got = to_source(&t);
-        // (On a slow machine the pull may be resent after the install; never the ack.)
-        assert!(
-            matches!(
-                &got[..],
-                [Body::Pull { key: 5 }, Body::DataAck { batch: 0 }, ..]
-            ) && got[2..].iter().all(|b| matches!(b, Body::Pull { key: 5 })),
-            "the read went first (and pulled), then the batch was installed: {got:?}"
-        );
-        assert_eq!(dst.server().live_keys(1), 1);
-
-        // A control packet behind a held-back batch does not overtake it.
-        t.send(2, from_source(3, data(1))).unwrap();
-        t.send(2, from_source(4, Body::Abort)).unwrap();
-        until_packet(|| dst.step(&mut ()));
-        until_packet(|| dst.step(&mut ()));
-        let got: Vec<Body> = to_source(&t)
-            .into_iter()
-            .filter(|b| !matches!(b, Body::Pull { .. }))
-            .collect();
-        assert!(
-            matches!(
-                &got[..],
-                [Body::DataAck { batch: 1 }, Body::ControlAck { .. }]
-            ),
-            "{got:?}"
-        );
     }
 
     /// A store that fails on demand.

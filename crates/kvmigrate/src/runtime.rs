@@ -200,7 +200,7 @@ impl Cluster {
                         // Killed: it vanishes mid-step, as a crashed server would.
                         Err(_) => {}
                     }
-                    if let Some(e) = node.server().store_error() {
+                    if let Some(e) = node.store_error() {
                         let mut g = failures.lock().unwrap_or_else(|p| p.into_inner());
                         g.insert(id, e);
                     }

@@ -53,6 +53,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::error::{Error, Result};
 use crate::group::Geometry;
+use crate::install::{Install, Installer};
 use crate::reliable::Retransmits;
 use crate::status::{MigrationPhase, MigrationStatus};
 use crate::table::{ShardStore, Table};
@@ -215,6 +216,9 @@ pub struct Server<S: ShardStore = Table> {
     now_us: u64,
     shards: BTreeMap<ShardId, Shard<S>>,
     out: Vec<(NodeId, Packet)>,
+    /// DATA batches accepted for the node's install worker (`installs_elsewhere`).
+    installs: Vec<Install>,
+    installs_elsewhere: bool,
     retx: Retransmits,
     stats: ServerStats,
     history: VecDeque<MigrationStatus>,
@@ -254,6 +258,8 @@ impl<S: ShardStore> Server<S> {
             now_us: 0,
             shards,
             out: Vec::new(),
+            installs: Vec::new(),
+            installs_elsewhere: false,
             retx: Retransmits::new(cfg.retry_policy()),
             stats: ServerStats::default(),
             history: VecDeque::new(),
@@ -272,6 +278,27 @@ impl<S: ShardStore> Server<S> {
         self.shards.values().find_map(|s| s.table.health().err())
     }
 
+    /// The installer of this server's own shard's store, if its stores install off the
+    /// node's thread (`crate::install`).
+    pub fn installer(&self) -> Result<Option<Box<dyn Installer>>> {
+        match self.shards.get(&self.cfg.id) {
+            Some(s) => s.table.installer(),
+            None => Ok(None),
+        }
+    }
+
+    /// From now on a DATA batch is not installed here: [`Server::take_installs`] hands it to
+    /// the driver, which installs it and sends its DATA-ACK once it is applied
+    /// (`crate::install`, A1).
+    pub fn set_installs_elsewhere(&mut self) {
+        self.installs_elsewhere = true;
+    }
+
+    /// The DATA batches accepted since the last call, for the driver's install worker.
+    pub fn take_installs(&mut self) -> Vec<Install> {
+        std::mem::take(&mut self.installs)
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &ServerStats {
         &self.stats
@@ -285,6 +312,13 @@ impl<S: ShardStore> Server<S> {
     /// The current entry of `key` in `shard` here, bypassing routing (for tests and checks).
     pub fn peek(&self, shard: ShardId, key: Key) -> Option<Item> {
         self.shards.get(&shard)?.table.get(key)
+    }
+
+    /// The migration group of `key` in `shard`, if the shard is here.
+    pub fn group_of(&self, shard: ShardId, key: Key) -> Option<u32> {
+        self.shards
+            .get(&shard)
+            .map(|s| s.table.geometry().group_of(key))
     }
 
     /// Whether this server holds `shard` as its owner (not migrating).

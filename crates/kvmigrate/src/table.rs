@@ -170,10 +170,13 @@ pub trait ShardStore: Send {
     fn scan_group(&self, group: u32) -> Vec<Item>;
     /// Drops everything (the source's clean-up after termination).
     fn clear(&mut self);
-    /// Whether an install blocks the node long enough (a remote store's round trips) that a
-    /// destination should serve the queries behind a DATA batch first (`crate::node`). An
-    /// in-memory install is cheaper than the reordering, so the default is no.
-    const QUERIES_AHEAD_OF_INSTALLS: bool = false;
+    /// A second path to the same backing store that applies DATA batches on a thread of its
+    /// own (`crate::install`), for a store whose installs would hold up the queries behind
+    /// them (a remote store's pipelines); the node asks its own shard's store once. `None`
+    /// (the default): the node installs inline, which is cheaper for an in-memory store.
+    fn installer(&self) -> crate::error::Result<Option<Box<dyn crate::install::Installer>>> {
+        Ok(None)
+    }
 
     /// `Err` once the store has failed; every answer since then is a placeholder.
     fn health(&self) -> std::result::Result<(), String> {

@@ -46,6 +46,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::group::Geometry;
+use crate::install::Installer;
 use crate::measure::{measure_on, MeasureConfig, MeasureReport, OpChooser};
 use crate::resp::{Client, Command, Config, Reply, RespError};
 use crate::runtime::Cluster;
@@ -173,6 +174,8 @@ pub fn decode_entry(key: Key, bytes: &[u8]) -> Option<Item> {
 #[derive(Debug)]
 struct Conn {
     client: Client,
+    /// The settings it was opened with (an installer opens its own connection with them).
+    config: Config,
     put_sha: String,
     scan_sha: String,
     clear_sha: String,
@@ -195,6 +198,7 @@ impl Conn {
             (load(PUT_SCRIPT)?, load(SCAN_SCRIPT)?, load(CLEAR_SCRIPT)?);
         Ok(Self {
             client,
+            config,
             put_sha,
             scan_sha,
             clear_sha,
@@ -234,6 +238,51 @@ impl Conn {
     fn fail(&mut self, why: String) {
         if self.failed.is_none() {
             self.failed = Some(format!("redis at {}: {why}", self.client.addr()));
+        }
+    }
+}
+
+/// The write script's call for `item` of `shard` (`mode` as in [`PUT_SCRIPT`]).
+fn put_command(sha: &str, shard: ShardId, geometry: Geometry, item: &Item, mode: &str) -> Command {
+    Command::new("EVALSHA")
+        .arg(sha)
+        .arg("3")
+        .arg(format!("kv:{shard}:{}", item.key))
+        .arg(format!("grp:{shard}:{}", geometry.group_of(item.key)))
+        .arg(format!("live:{shard}"))
+        .arg(encode_entry(item))
+        .arg(item.key.to_string())
+        .arg(mode)
+}
+
+/// Installs DATA batches into a server's Redis on a connection of its own (`crate::install`):
+/// one pipeline of install-if-newer scripts per batch, so the queries on the store's connection
+/// never wait for a whole batch's round trip.
+#[derive(Debug)]
+pub struct RedisInstaller {
+    conn: Conn,
+}
+
+impl Installer for RedisInstaller {
+    fn install(
+        &mut self,
+        shard: ShardId,
+        geometry: Geometry,
+        items: &[Item],
+    ) -> std::result::Result<(), String> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let sha = self.conn.put_sha.clone();
+        let cmds: Vec<Command> = items
+            .iter()
+            .map(|i| put_command(&sha, shard, geometry, i, "1"))
+            .collect();
+        match self.conn.run(&cmds) {
+            Some(_) => Ok(()),
+            None => Err(self.conn.failed.clone().unwrap_or_else(|| {
+                format!("redis at {}: install failed", self.conn.client.addr())
+            })),
         }
     }
 }
@@ -285,15 +334,7 @@ impl RedisShard {
     }
 
     fn put_cmd_mode(&self, sha: &str, item: &Item, mode: &str) -> Command {
-        Command::new("EVALSHA")
-            .arg(sha)
-            .arg("3")
-            .arg(self.kv(item.key))
-            .arg(self.grp(self.geometry.group_of(item.key)))
-            .arg(self.live_key())
-            .arg(encode_entry(item))
-            .arg(item.key.to_string())
-            .arg(mode)
+        put_command(sha, self.shard, self.geometry, item, mode)
     }
 
     fn write(&mut self, items: &[Item], only_if_newer: bool) -> Vec<bool> {
@@ -395,8 +436,14 @@ impl RedisShard {
 }
 
 impl ShardStore for RedisShard {
-    /// An install is a pipeline of scripts over RESP: queries go first.
-    const QUERIES_AHEAD_OF_INSTALLS: bool = true;
+    /// An install is a pipeline of scripts over RESP: it runs on a second connection to the
+    /// same Redis, so the queries on this one never wait behind it.
+    fn installer(&self) -> Result<Option<Box<dyn Installer>>> {
+        let (addr, config) = self.with(|c| (c.client.addr().to_string(), c.config));
+        Ok(Some(Box::new(RedisInstaller {
+            conn: Conn::open(&addr, config)?,
+        })))
+    }
 
     fn geometry(&self) -> Geometry {
         self.geometry
@@ -544,7 +591,8 @@ impl ShardStore for RedisShard {
 }
 
 /// The store factory for a server keeping its shards in the Redis at `addr`: one connection
-/// (scripts loaded once) shared by every shard it holds. Each store starts empty, as the
+/// (scripts loaded once) shared by every shard it holds, for queries and scans; its node opens
+/// one more for installs ([`RedisInstaller`]). Each store starts empty, as the
 /// built-in server's tables do (anything of that shard already in the Redis is purged).
 pub fn redis_stores(addr: &str, config: Config) -> Result<StoreFactory<RedisShard>> {
     let conn = Arc::new(Mutex::new(Conn::open(addr, config)?));

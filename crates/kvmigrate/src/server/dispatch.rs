@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::{key_of, DestAgent, Role, Server, Shard};
+use crate::install::Install;
 use crate::reliable::Lost;
 use crate::table::ShardStore;
 use crate::wire::{op, Body, Item, Packet, Status, FLAG_FROM_DEST};
@@ -65,12 +66,32 @@ impl<S: ShardStore> Server<S> {
                 self.send(p.from, shard, p.seq, 0, body);
             }
             Body::Data { batch, items, .. } => {
+                let ack = Packet {
+                    from: self.cfg.id,
+                    shard,
+                    seq: p.seq,
+                    flags: 0,
+                    body: Body::DataAck { batch },
+                };
+                let elsewhere = self.installs_elsewhere;
                 let Some(s) = self.dest_shard(shard, p.from) else {
                     return;
                 };
                 // Install-if-newer: a batch sent again installs nothing twice.
-                s.table.install_batch(items);
-                self.send(p.from, shard, p.seq, 0, Body::DataAck { batch });
+                if elsewhere {
+                    // The driver's worker installs it and acks once it is applied (A1).
+                    let geometry = s.table.geometry();
+                    self.installs.push(Install {
+                        shard,
+                        geometry,
+                        items,
+                        to: p.from,
+                        ack,
+                    });
+                } else {
+                    s.table.install_batch(items);
+                    self.out.push((p.from, ack));
+                }
             }
             Body::GroupDone { group } => {
                 if let Some(s) = self.dest_shard(shard, p.from) {
