@@ -24,8 +24,8 @@
 //! ```
 //!
 //! The automatic partition count sizes a partition's window to L2 for the
-//! value type and caps the width at 2^16 ([`COMPACT_WIDTH_MAX`]) so the
-//! compact layout applies: 256 KiB of 4-byte or 512 KiB of 8-byte values.
+//! value type; asked for compact edges, it also caps the width at 2^16
+//! (256 KiB of 4-byte or 512 KiB of 8-byte values) so they apply.
 //!
 //! **Source stripes** (issue 12: BFS skipping inactive source ranges inside
 //! blocks). A column-order block is cut by source id into stripes of
@@ -52,7 +52,6 @@ use locus_graph::{Edge, EdgeList, Format, LoadOptions, Rmat, VERTEX_COUNT_MAX};
 use serde::Serialize;
 
 use crate::error::{config_err, Result};
-use crate::layout::COMPACT_WIDTH_MAX;
 pub use crate::layout::{decode_wide as decode, storage_starts, EdgeLayout, LayoutChoice};
 
 /// Most partitions per side; P*P blocks, so at most 2^20 blocks.
@@ -193,6 +192,16 @@ impl Shape {
 
     /// [`Shape::new`], the automatic P sized for owned values of `value_bytes`.
     pub fn new_for(vertex_count: u64, partitions: Option<u32>, value_bytes: u64) -> Result<Shape> {
+        Shape::new_capped(vertex_count, partitions, value_bytes, u64::MAX)
+    }
+
+    /// [`Shape::new_for`], an automatic width also at most `width_max`.
+    pub fn new_capped(
+        vertex_count: u64,
+        partitions: Option<u32>,
+        value_bytes: u64,
+        width_max: u64,
+    ) -> Result<Shape> {
         if vertex_count == 0 {
             return Err(config_err(
                 "vertex_count",
@@ -215,7 +224,7 @@ impl Shape {
             }
             Some(p) => u64::from(p),
             None => vertex_count
-                .div_ceil(partition_vertices_auto(value_bytes).min(COMPACT_WIDTH_MAX))
+                .div_ceil(partition_vertices_auto(value_bytes).min(width_max.max(1)))
                 .clamp(u64::from(PARTITIONS_AUTO_MIN), u64::from(PARTITIONS_MAX)),
         };
         let asked = asked.min(vertex_count);
@@ -383,7 +392,12 @@ impl Grid {
     }
 
     fn from_edges(vertex_count: u64, edges: &[Edge], opts: &GridOptions) -> Result<Grid> {
-        let shape = Shape::new_for(vertex_count, opts.partitions, opts.value_bytes)?;
+        let shape = Shape::new_capped(
+            vertex_count,
+            opts.partitions,
+            opts.value_bytes,
+            opts.layout.width_max(),
+        )?;
         let layout = opts.layout.resolve(shape.width)?;
         let eb = layout.edge_bytes();
         let stripe_ids = opts.stripe_ids.min(shape.width);
@@ -680,7 +694,7 @@ mod tests {
         assert_eq!(s.range(2), 4..5);
         let s = Shape::new(1 << 22, None).unwrap();
         let want = (1u64 << 22)
-            .div_ceil(partition_vertices_auto(4).min(COMPACT_WIDTH_MAX))
+            .div_ceil(partition_vertices_auto(4))
             .clamp(8, 1024);
         assert_eq!(u64::from(s.partitions), want);
         let s = Shape::new(34, None).unwrap();

@@ -43,7 +43,8 @@ impl LoadLimits {
     /// Bytes per edge the grid of `vertices` in `partitions` will use (the
     /// wide size if the shape or layout is refused: the build says why).
     pub fn edge_bytes(&self, vertices: u64, partitions: Option<u32>) -> u64 {
-        Shape::new_for(vertices, partitions, self.window_bytes)
+        let cap = self.edge_layout.width_max();
+        Shape::new_capped(vertices, partitions, self.window_bytes, cap)
             .and_then(|s| self.edge_layout.resolve(s.width))
             .map_or(crate::layout::WIDE_EDGE_BYTES, |l| l.edge_bytes())
     }

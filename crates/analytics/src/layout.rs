@@ -20,11 +20,20 @@
 //! blocks: the row order and the unstriped column blocks that PageRank and
 //! WCC stream would still need both ids partition-relative, and the engine
 //! would have to cut every fetched piece at stripe boundaries to know each
-//! edge's base. Capping the automatic width at 2^16 instead ([`crate::grid`])
-//! keeps one rule for every block; its windows (256 KiB of 4-byte values,
-//! 512 KiB of 8-byte ones) still fit the L2 the automatic choice sizes for.
-//! A width above 2^16 (an explicit small `--partitions`, or more than 2^26
-//! vertices) falls back to the wide layout, and a run reports which it used.
+//! edge's base. Capping the automatic width at 2^16 instead keeps one rule
+//! for every block; its windows (256 KiB of 4-byte values, 512 KiB of 8-byte
+//! ones) still fit the L2 the automatic choice sizes for.
+//!
+//! **Which algorithms cap** ([`layout_for`], measured at R-MAT 20 in
+//! `docs/results.md`): BFS, WCC and Radii ask for compact edges
+//! ([`LayoutChoice::Compact`]: the automatic width is capped at 2^16, twice
+//! the partitions of the L2 choice on this machine) and were as fast or
+//! faster with them. PageRank keeps the L2-sized width
+//! ([`LayoutChoice::Auto`]: compact only where that width is at most 2^16):
+//! twice the partitions halves its destination runs in a block (each run is
+//! a load and a store of the destination's sum) and made it slower by more
+//! than the halved bytes saved. A width above 2^16 under `Auto` falls back
+//! to the wide layout; a run reports which layout it used.
 //!
 //! **Word alignment.** The fabric moves whole 8-byte words
 //! (`locus_fabric::check_alignment`), so every block is *stored* padded to
@@ -39,6 +48,7 @@
 
 use serde::Serialize;
 
+use crate::algo::Algo;
 use crate::error::{config_err, Result};
 
 /// Bytes of a wide edge.
@@ -139,13 +149,23 @@ pub fn decode_compact(b: &[u8], src_lo: u32, dst_lo: u32) -> (u32, u32) {
 /// Which layout to build.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayoutChoice {
-    /// Compact where the partition width allows, else wide.
+    /// Compact where the partition width (sized to L2 if automatic)
+    /// allows, else wide.
     #[default]
     Auto,
-    /// Compact, or an error naming the width if it does not fit.
+    /// Compact: an automatic width is capped at [`COMPACT_WIDTH_MAX`]; a
+    /// given partition count too wide for it is an error naming the width.
     Compact,
     /// Wide.
     Wide,
+}
+
+/// The layout `algo` asks for by default (module doc: measured).
+pub fn layout_for(algo: Algo) -> LayoutChoice {
+    match algo {
+        Algo::PageRank => LayoutChoice::Auto,
+        Algo::Bfs | Algo::Wcc | Algo::Radii => LayoutChoice::Compact,
+    }
 }
 
 impl LayoutChoice {
@@ -159,6 +179,14 @@ impl LayoutChoice {
                 "edge_layout",
                 format!("'{s}' is not one of auto, compact, wide"),
             )),
+        }
+    }
+
+    /// The widest partition the automatic partition count may make.
+    pub fn width_max(self) -> u64 {
+        match self {
+            LayoutChoice::Compact => COMPACT_WIDTH_MAX,
+            LayoutChoice::Auto | LayoutChoice::Wide => u64::MAX,
         }
     }
 

@@ -204,10 +204,36 @@ fn a_width_over_65536_falls_back_to_wide_or_is_refused() {
         err.contains("edge_layout") && err.contains("70000"),
         "{err}"
     );
-    // The automatic partition count keeps the width within 2^16.
-    let g = Grid::build_with(input, &GridOptions::default()).unwrap();
-    assert!(g.shape().width <= 1 << 16);
+    // 2^20 vertices: asked for compact edges, the automatic partition count
+    // keeps the width within 2^16; automatic, it sizes partitions to L2
+    // only, and falls back to wide edges where that is wider.
+    let edges: Vec<(u32, u32)> = (0..999u32).map(|v| (v * 1000, v * 1000 + 999)).collect();
+    let input = GraphInput::Edges {
+        vertex_count: 1 << 20,
+        edges: &edges,
+    };
+    let auto = |layout| GridOptions {
+        layout,
+        ..GridOptions::default()
+    };
+    let g = Grid::build_with(input, &auto(LayoutChoice::Compact)).unwrap();
+    assert!(g.shape().width <= 1 << 16, "{:?}", g.shape());
     assert_eq!(g.layout(), EdgeLayout::Compact);
+    let g = Grid::build_with(input, &auto(LayoutChoice::Auto)).unwrap();
+    let l2_width = locus_analytics::grid::partition_vertices_auto(4);
+    assert_eq!(g.shape().width, l2_width.min(1 << 20 >> 3));
+    let want = if g.shape().width <= 1 << 16 {
+        EdgeLayout::Compact
+    } else {
+        EdgeLayout::Wide
+    };
+    assert_eq!(g.layout(), want);
+    // PageRank keeps L2-sized partitions; the others ask for compact edges.
+    use locus_analytics::layout::layout_for;
+    assert_eq!(layout_for(Algo::PageRank), LayoutChoice::Auto);
+    for a in [Algo::Bfs, Algo::Wcc, Algo::Radii] {
+        assert_eq!(layout_for(a), LayoutChoice::Compact);
+    }
 }
 
 fn same_grid(a: &Grid, b: &Grid) {

@@ -17,6 +17,7 @@ use locus_analytics::algo::{
 use locus_analytics::control::{self, Table};
 use locus_analytics::grid::{LayoutChoice, NO_STRIPES};
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
+use locus_analytics::layout::layout_for;
 use locus_analytics::memory::{self, Estimate};
 use locus_analytics::prepared;
 use locus_analytics::results::{self, ResultFormat};
@@ -112,10 +113,12 @@ pub struct RunArgs {
     /// bfs and radii, none for wcc and pagerank).
     #[arg(long)]
     pub stripe_ids: Option<u64>,
-    /// Edge encoding: auto (4-byte block-relative edges where partitions
-    /// are at most 65536 ids wide, else 8-byte), compact or wide.
-    #[arg(long, default_value = "auto")]
-    pub edge_layout: String,
+    /// Edge encoding: compact (4-byte block-relative edges; automatic
+    /// partitions at most 65536 ids wide), wide (8-byte) or auto (compact
+    /// where the L2-sized partitions allow). Default: compact for bfs, wcc
+    /// and radii, auto for pagerank.
+    #[arg(long)]
+    pub edge_layout: Option<String>,
 
     /// PageRank iterations.
     #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
@@ -198,10 +201,12 @@ pub struct PrepareArgs {
     /// bfs and radii, none for wcc and pagerank).
     #[arg(long)]
     pub stripe_ids: Option<u64>,
-    /// Edge encoding: auto (4-byte block-relative edges where partitions
-    /// are at most 65536 ids wide, else 8-byte), compact or wide.
-    #[arg(long, default_value = "auto")]
-    pub edge_layout: String,
+    /// Edge encoding: compact (4-byte block-relative edges; automatic
+    /// partitions at most 65536 ids wide), wide (8-byte) or auto (compact
+    /// where the L2-sized partitions allow). Default: compact for bfs, wcc
+    /// and radii, auto for pagerank.
+    #[arg(long)]
+    pub edge_layout: Option<String>,
 
     /// Size the automatic partitions for this algorithm's values.
     #[arg(long, default_value = "pagerank")]
@@ -318,7 +323,10 @@ fn run_one(a: RunArgs) -> CliResult {
             Some(0) => NO_STRIPES,
             Some(n) => n,
         },
-        edge_layout: LayoutChoice::parse(&a.edge_layout)?,
+        edge_layout: match &a.edge_layout {
+            None => layout_for(algo),
+            Some(l) => LayoutChoice::parse(l)?,
+        },
     };
     let t = std::time::Instant::now();
     let (grid, ids) = match &a.prepared {
@@ -443,7 +451,10 @@ fn prepare(a: PrepareArgs) -> CliResult {
             Some(0) => NO_STRIPES,
             Some(n) => n,
         },
-        edge_layout: LayoutChoice::parse(&a.edge_layout)?,
+        edge_layout: match &a.edge_layout {
+            None => layout_for(algo),
+            Some(l) => LayoutChoice::parse(l)?,
+        },
     };
     let rmat = a.rmat_scale.map(|scale| RmatConfig {
         scale,
