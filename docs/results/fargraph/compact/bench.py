@@ -2,9 +2,11 @@
 """Compact grid, before/after: BFS, WCC, PageRank and Radii on R-MAT SCALE, Oracle (local) and
 far at ratio 0.8, 2 threads, interleaved, ROUNDS rounds; medians with min-max.
 
-  before      the base binary (cf8fbda): automatic P, 8-byte edges
-  after       this branch: automatic P (width <= 2^16), 4-byte edges
-  after-wide  this branch with --edge-layout wide: the same P, 8-byte edges (the edge size alone)
+  before      the base binary (cf8fbda): automatic P (L2-sized), 8-byte edges
+  after       this branch's defaults: BFS, WCC, Radii compact (width <= 2^16, 4-byte edges);
+              PageRank auto (L2-sized P, wide at R-MAT 20)
+  after-alt   this branch with the other layout: --edge-layout wide for BFS, WCC, Radii (the
+              before grid), --edge-layout compact for PageRank (width <= 2^16, 4-byte edges)
 
 usage: bench.py BEFORE_BINARY AFTER_BINARY [SCALE] [ROUNDS] > log; writes compact-SCALE.json
 """
@@ -13,11 +15,13 @@ import json, os, subprocess, sys, statistics
 BEFORE, AFTER = sys.argv[1], sys.argv[2]
 SCALE = sys.argv[3] if len(sys.argv) > 3 else "20"
 ROUNDS = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-variants = [
-    ("before", BEFORE, []),
-    ("after", AFTER, []),
-    ("after-wide", AFTER, ["--edge-layout", "wide"]),
-]
+def variants(algo):
+    alt = "compact" if algo == "pagerank" else "wide"
+    return [
+        ("before", BEFORE, []),
+        ("after", AFTER, []),
+        ("after-alt", AFTER, ["--edge-layout", alt]),
+    ]
 backends = [("local", ["--backend", "local"]), ("far0.8", ["--backend", "far", "--far-ratio", "0.8"])]
 algos = ["bfs", "wcc", "pagerank", "radii"]
 
@@ -30,7 +34,7 @@ for r in range(ROUNDS):
     loads.append(load())
     for algo in algos:
         for bname, bargs in backends:
-            for vname, binary, extra in variants:
+            for vname, binary, extra in variants(algo):
                 cmd = [binary, "analytics", "run", "--rmat-scale", SCALE, "--algo", algo,
                        "--threads", "2", "--json", *bargs, *extra]
                 out = subprocess.run(cmd, capture_output=True, text=True)
