@@ -24,16 +24,18 @@
 //! for every block; its windows (256 KiB of 4-byte values, 512 KiB of 8-byte
 //! ones) still fit the L2 the automatic choice sizes for.
 //!
-//! **Which algorithms cap** ([`layout_for`], measured at R-MAT 20 in
-//! `docs/results.md`): BFS, WCC and Radii ask for compact edges
+//! **Which algorithms cap** ([`layout_for`], measured at R-MAT 20 and 22 in
+//! `docs/results.md`): BFS and Radii ask for compact edges
 //! ([`LayoutChoice::Compact`]: the automatic width is capped at 2^16, twice
-//! the partitions of the L2 choice on this machine) and were as fast or
-//! faster with them. PageRank keeps the L2-sized width
-//! ([`LayoutChoice::Auto`]: compact only where that width is at most 2^16):
-//! twice the partitions halves its destination runs in a block (each run is
-//! a load and a store of the destination's sum) and made it slower by more
-//! than the halved bytes saved. A width above 2^16 under `Auto` falls back
-//! to the wide layout; a run reports which layout it used.
+//! the partitions of their L2 choice on this machine) and were as fast or
+//! faster with them. PageRank and WCC keep the L2-sized width
+//! ([`LayoutChoice::Auto`]: compact only where that width is at most 2^16).
+//! For PageRank, twice the partitions halves its destination runs in a
+//! block (each run is a load and a store of the destination's sum) and made
+//! it slower by more than the halved bytes saved. WCC's 4-byte labels make
+//! its L2 width 2^18, so the cap quadruples its partitions; at R-MAT 22 that
+//! made it 2.1x slower. A width above 2^16 under `Auto` falls back to the
+//! wide layout; a run reports which layout it used.
 //!
 //! **Word alignment.** The fabric moves whole 8-byte words
 //! (`locus_fabric::check_alignment`), so every block is *stored* padded to
@@ -163,8 +165,8 @@ pub enum LayoutChoice {
 /// The layout `algo` asks for by default (module doc: measured).
 pub fn layout_for(algo: Algo) -> LayoutChoice {
     match algo {
-        Algo::PageRank => LayoutChoice::Auto,
-        Algo::Bfs | Algo::Wcc | Algo::Radii => LayoutChoice::Compact,
+        Algo::PageRank | Algo::Wcc => LayoutChoice::Auto,
+        Algo::Bfs | Algo::Radii => LayoutChoice::Compact,
     }
 }
 

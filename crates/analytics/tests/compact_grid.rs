@@ -228,10 +228,13 @@ fn a_width_over_65536_falls_back_to_wide_or_is_refused() {
         EdgeLayout::Wide
     };
     assert_eq!(g.layout(), want);
-    // PageRank keeps L2-sized partitions; the others ask for compact edges.
+    // PageRank and WCC keep L2-sized partitions; BFS and Radii ask for
+    // compact edges.
     use locus_analytics::layout::layout_for;
-    assert_eq!(layout_for(Algo::PageRank), LayoutChoice::Auto);
-    for a in [Algo::Bfs, Algo::Wcc, Algo::Radii] {
+    for a in [Algo::PageRank, Algo::Wcc] {
+        assert_eq!(layout_for(a), LayoutChoice::Auto);
+    }
+    for a in [Algo::Bfs, Algo::Radii] {
         assert_eq!(layout_for(a), LayoutChoice::Compact);
     }
 }

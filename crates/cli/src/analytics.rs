@@ -115,8 +115,8 @@ pub struct RunArgs {
     pub stripe_ids: Option<u64>,
     /// Edge encoding: compact (4-byte block-relative edges; automatic
     /// partitions at most 65536 ids wide), wide (8-byte) or auto (compact
-    /// where the L2-sized partitions allow). Default: compact for bfs, wcc
-    /// and radii, auto for pagerank.
+    /// where the L2-sized partitions allow). Default: compact for bfs and
+    /// radii, auto for wcc and pagerank.
     #[arg(long)]
     pub edge_layout: Option<String>,
 
@@ -203,8 +203,8 @@ pub struct PrepareArgs {
     pub stripe_ids: Option<u64>,
     /// Edge encoding: compact (4-byte block-relative edges; automatic
     /// partitions at most 65536 ids wide), wide (8-byte) or auto (compact
-    /// where the L2-sized partitions allow). Default: compact for bfs, wcc
-    /// and radii, auto for pagerank.
+    /// where the L2-sized partitions allow). Default: compact for bfs and
+    /// radii, auto for wcc and pagerank.
     #[arg(long)]
     pub edge_layout: Option<String>,
 

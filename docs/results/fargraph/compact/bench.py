@@ -8,7 +8,8 @@ far at ratio 0.8, 2 threads, interleaved, ROUNDS rounds; medians with min-max.
   after-alt   this branch with the other layout: --edge-layout wide for BFS, WCC, Radii (the
               before grid), --edge-layout compact for PageRank (width <= 2^16, 4-byte edges)
 
-usage: bench.py BEFORE_BINARY AFTER_BINARY [SCALE] [ROUNDS] > log; writes compact-SCALE.json
+usage: bench.py BEFORE_BINARY AFTER_BINARY [SCALE] [ROUNDS] [ALGOS] [VARIANTS] > log;
+writes compact-SCALE.json. ALGOS and VARIANTS are comma lists (default: all).
 """
 import json, os, subprocess, sys, statistics
 
@@ -23,7 +24,8 @@ def variants(algo):
         ("after-alt", AFTER, ["--edge-layout", alt]),
     ]
 backends = [("local", ["--backend", "local"]), ("far0.8", ["--backend", "far", "--far-ratio", "0.8"])]
-algos = ["bfs", "wcc", "pagerank", "radii"]
+algos = (sys.argv[5] if len(sys.argv) > 5 else "bfs,wcc,pagerank,radii").split(",")
+keep = (sys.argv[6] if len(sys.argv) > 6 else "before,after,after-alt").split(",")
 
 def load():
     return os.getloadavg()[0]
@@ -34,7 +36,7 @@ for r in range(ROUNDS):
     loads.append(load())
     for algo in algos:
         for bname, bargs in backends:
-            for vname, binary, extra in variants(algo):
+            for vname, binary, extra in [v for v in variants(algo) if v[0] in keep]:
                 cmd = [binary, "analytics", "run", "--rmat-scale", SCALE, "--algo", algo,
                        "--threads", "2", "--json", *bargs, *extra]
                 out = subprocess.run(cmd, capture_output=True, text=True)
