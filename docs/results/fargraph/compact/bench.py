@@ -3,8 +3,9 @@
 far at ratio 0.8, 2 threads, interleaved, ROUNDS rounds; medians with min-max.
 
   before      the base binary (cf8fbda): automatic P (L2-sized), 8-byte edges
-  after       this branch's defaults: BFS, WCC, Radii compact (width <= 2^16, 4-byte edges);
-              PageRank auto (L2-sized P, wide at R-MAT 20)
+  after       this branch's defaults as run (binary of 8ef8fd6): BFS, WCC, Radii compact
+              (width <= 2^16, 4-byte edges); PageRank auto (L2-sized P, wide at R-MAT 20).
+              Since 051ace9 WCC defaults to auto as well (R-MAT 22 result).
   after-alt   this branch with the other layout: --edge-layout wide for BFS, WCC, Radii (the
               before grid), --edge-layout compact for PageRank (width <= 2^16, 4-byte edges)
 
