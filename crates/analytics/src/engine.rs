@@ -22,6 +22,12 @@
 //! Algorithm 1 lines 11-21), claiming its next column early when the current
 //! one has no segment left; with it off, it fetches and then processes.
 //!
+//! **Edge layouts.** A block's edges are wide (8 bytes) or compact (4 bytes,
+//! relative to the block's partitions, [`crate::layout`]); the kernels are
+//! compiled once per layout and get the block's source and destination
+//! partition starts with each piece, so callbacks always see absolute ids.
+//! Segments cover a block's edges only, never its word padding.
+//!
 //! **Vertices.** `stream_vertices` visits vertices in fixed chunks on all
 //! threads and folds the chunks' results in chunk order, so sums do not
 //! depend on the thread count either.
@@ -34,7 +40,8 @@ use serde::Serialize;
 
 use crate::bitmap::Bitmap;
 use crate::error::{config_err, AnalyticsError, Result};
-use crate::grid::{decode, Order, Shape, EDGE_BYTES};
+use crate::grid::{Order, Shape};
+use crate::layout::{EdgeLayout, ALIGN_BYTES};
 use crate::store::{EdgeStore, FetchStream, Segment, StreamStats};
 
 /// Most engine threads.
@@ -448,14 +455,23 @@ impl<'j, S> Job<'j, '_, S> {
                 break;
             };
             let slice = held[k].as_deref_mut().expect("a claimed partition is held");
-            let base = e.shape.range(k as u32).start as u32;
+            let (i, j) = e.shape.block_at(self.order, seg.position as usize);
+            let lo = |p: u32| e.shape.range(p).start as u32;
+            let (sl, dl) = (lo(i), lo(j));
+            let a = self.active;
             let mut n = 0u64;
-            match self.order {
-                Order::Column => stream.consume(&mut |bytes: &[u8]| {
-                    n += kernel.apply::<true>(bytes, base, slice, self.active);
+            match (self.order, e.store.table().layout()) {
+                (Order::Column, EdgeLayout::Compact) => stream.consume(&mut |b: &[u8]| {
+                    n += kernel.apply::<true, true>(b, sl, dl, slice, a);
                 })?,
-                Order::Row => stream.consume(&mut |bytes: &[u8]| {
-                    n += kernel.apply::<false>(bytes, base, slice, self.active);
+                (Order::Column, EdgeLayout::Wide) => stream.consume(&mut |b: &[u8]| {
+                    n += kernel.apply::<true, false>(b, sl, dl, slice, a);
+                })?,
+                (Order::Row, EdgeLayout::Compact) => stream.consume(&mut |b: &[u8]| {
+                    n += kernel.apply::<false, true>(b, sl, dl, slice, a);
+                })?,
+                (Order::Row, EdgeLayout::Wide) => stream.consume(&mut |b: &[u8]| {
+                    n += kernel.apply::<false, false>(b, sl, dl, slice, a);
                 })?,
             }
             applied += n;
@@ -475,7 +491,8 @@ impl<'j, S> Job<'j, '_, S> {
         let e = self.engine;
         let shape = e.shape;
         let table = e.store.table();
-        let seg_max = e.store.segment_bytes_max().max(EDGE_BYTES) / EDGE_BYTES * EDGE_BYTES;
+        // A multiple of the fabric's word, so of either edge size too.
+        let seg_max = e.store.segment_bytes_max().max(ALIGN_BYTES) / ALIGN_BYTES * ALIGN_BYTES;
         loop {
             let k = self.next.fetch_add(1, Ordering::Relaxed);
             if k >= shape.partitions as usize {
@@ -490,7 +507,7 @@ impl<'j, S> Job<'j, '_, S> {
                     Order::Row => (k as u32, other),
                 };
                 let pos = shape.position(self.order, i, j);
-                let len = table.block_len(self.order, pos);
+                let len = table.block_edge_bytes(self.order, pos);
                 let mut push = |start: u64, end: u64| {
                     let mut off = start;
                     while off < end {
@@ -554,16 +571,29 @@ impl<'j, S> Job<'j, '_, S> {
 
 /// What a pass does with the edges of a piece of a segment.
 trait Kernel<S>: Sync {
-    /// Applies the pass to the edges in `bytes` (whole edges) whose owned
-    /// side is in `owned` (starting at vertex `base`); `COLUMN` selects which
-    /// side is owned. Returns the edges applied.
-    fn apply<const COLUMN: bool>(
+    /// Applies the pass to the edges in `bytes` (whole edges of a block
+    /// whose source partition starts at `sl` and destination partition at
+    /// `dl`), whose owned side is in `owned` (starting at vertex `dl` if
+    /// `COLUMN`, else `sl`); `COLUMN` selects which side is owned, `COMPACT`
+    /// the edge layout. Returns the edges applied.
+    fn apply<const COLUMN: bool, const COMPACT: bool>(
         &self,
         bytes: &[u8],
-        base: u32,
+        sl: u32,
+        dl: u32,
         owned: &mut [S],
         active: Option<&Bitmap>,
     ) -> u64;
+}
+
+/// The layout a kernel was compiled for.
+#[inline(always)]
+const fn layout_of<const COMPACT: bool>() -> EdgeLayout {
+    if COMPACT {
+        EdgeLayout::Compact
+    } else {
+        EdgeLayout::Wide
+    }
 }
 
 /// `f(src, dst, owned element)` on every edge with an active read side.
@@ -571,18 +601,22 @@ struct EachEdge<F>(F);
 
 impl<S, F: Fn(u32, u32, &mut S) + Sync> Kernel<S> for EachEdge<F> {
     #[inline(always)]
-    fn apply<const COLUMN: bool>(
+    fn apply<const COLUMN: bool, const COMPACT: bool>(
         &self,
         bytes: &[u8],
-        base: u32,
+        sl: u32,
+        dl: u32,
         owned: &mut [S],
         active: Option<&Bitmap>,
     ) -> u64 {
-        debug_assert_eq!(bytes.len() as u64 % EDGE_BYTES, 0);
+        let layout = layout_of::<COMPACT>();
+        let eb = layout.edge_bytes() as usize;
+        debug_assert_eq!(bytes.len() % eb, 0, "pieces hold whole edges");
+        let base = if COLUMN { dl } else { sl };
         let f = &self.0;
         let mut n = 0u64;
-        for e in bytes.chunks_exact(EDGE_BYTES as usize) {
-            let (s, d) = decode(e);
+        for e in bytes.chunks_exact(eb) {
+            let (s, d) = layout.decode(e, sl, dl);
             let (read, mine) = if COLUMN { (s, d) } else { (d, s) };
             if let Some(a) = active {
                 if !a.get(u64::from(read)) {
@@ -609,24 +643,29 @@ where
     A: Fn(T, T) -> T + Sync,
 {
     #[inline(always)]
-    fn apply<const COLUMN: bool>(
+    fn apply<const COLUMN: bool, const COMPACT: bool>(
         &self,
         bytes: &[u8],
-        base: u32,
+        sl: u32,
+        dl: u32,
         owned: &mut [T],
         active: Option<&Bitmap>,
     ) -> u64 {
         debug_assert!(COLUMN && active.is_none(), "a fold is a full column pass");
-        let edges = bytes.len() / EDGE_BYTES as usize;
-        let mut it = bytes.chunks_exact(EDGE_BYTES as usize);
+        let layout = layout_of::<COMPACT>();
+        let eb = layout.edge_bytes() as usize;
+        debug_assert_eq!(bytes.len() % eb, 0, "pieces hold whole edges");
+        let base = dl;
+        let edges = bytes.len() / eb;
+        let mut it = bytes.chunks_exact(eb);
         let Some(first) = it.next() else {
             return 0;
         };
-        let (s, d) = decode(first);
+        let (s, d) = layout.decode(first, sl, dl);
         let mut cur = d;
         let mut acc = (self.add)(owned[(d - base) as usize], (self.value)(s));
         for e in it {
-            let (s, d) = decode(e);
+            let (s, d) = layout.decode(e, sl, dl);
             if d != cur {
                 owned[(cur - base) as usize] = acc;
                 cur = d;

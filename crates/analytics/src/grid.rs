@@ -11,14 +11,21 @@
 //! grid keeps every edge twice: once in **row order** (blocks `(0,0), (0,1),
 //! ..., (1,0), ...`) and once in **column order** (`(0,0), (1,0), ...,
 //! (0,1), ...`), each with `P*P + 1` block offsets counted in edges (u64, so
-//! edge counts above 2^32 are fine). An edge is 8 bytes, as in GridGraph's
-//! binary format:
+//! edge counts above 2^32 are fine). An edge is 4 bytes, its ids relative to
+//! the block's partitions, when the width is at most 2^16, else 8 bytes as
+//! in GridGraph's binary format ([`crate::layout`]); each block is stored
+//! padded to a whole 8-byte word, so its byte start comes from the offsets
+//! and the layout ([`storage_starts`]), not from the offsets alone:
 //!
 //! ```text
-//!  order bytes:  | block 0 edges | block 1 edges | ... | block P*P-1 edges |
-//!  offsets:      0               o1              o2   ...                 E   (in edges)
-//!  edge:         | src u32 LE | dst u32 LE |
+//!  order bytes:  | block 0 edges (pad) | block 1 edges (pad) | ... | block P*P-1 edges (pad) |
+//!  offsets:      0                     o1                    o2   ...                       E  (in edges)
+//!  edge:         wide | src u32 LE | dst u32 LE |   compact | src-src_lo u16 | dst-dst_lo u16 |
 //! ```
+//!
+//! The automatic partition count sizes a partition's window to L2 for the
+//! value type; asked for compact edges, it also caps the width at 2^16
+//! (256 KiB of 4-byte or 512 KiB of 8-byte values) so they apply.
 //!
 //! **Source stripes** (issue 12: BFS skipping inactive source ranges inside
 //! blocks). A column-order block is cut by source id into stripes of
@@ -41,13 +48,12 @@
 use std::ops::Range;
 use std::path::Path;
 
-use locus_graph::{Edge, EdgeList, Format, LoadOptions, Rmat, VertexId, VERTEX_COUNT_MAX};
+use locus_graph::{Edge, EdgeList, Format, LoadOptions, Rmat, VERTEX_COUNT_MAX};
 use serde::Serialize;
 
 use crate::error::{config_err, Result};
+pub use crate::layout::{decode_wide as decode, storage_starts, EdgeLayout, LayoutChoice};
 
-/// Bytes of one edge in a block: `src: u32 LE, dst: u32 LE` (GridGraph's format).
-pub const EDGE_BYTES: u64 = 8;
 /// Most partitions per side; P*P blocks, so at most 2^20 blocks.
 pub const PARTITIONS_MAX: u32 = 1024;
 /// Fewest partitions the automatic choice makes (so two threads have columns to share).
@@ -97,6 +103,8 @@ pub struct GridOptions {
     pub stripe_ids: u64,
     /// Bytes per vertex of the owned-side values the automatic P sizes to L2.
     pub value_bytes: u64,
+    /// The edge encoding (automatic: compact where the width allows).
+    pub layout: LayoutChoice,
 }
 
 impl Default for GridOptions {
@@ -105,6 +113,7 @@ impl Default for GridOptions {
             partitions: None,
             stripe_ids: NO_STRIPES,
             value_bytes: 4,
+            layout: LayoutChoice::Auto,
         }
     }
 }
@@ -183,6 +192,16 @@ impl Shape {
 
     /// [`Shape::new`], the automatic P sized for owned values of `value_bytes`.
     pub fn new_for(vertex_count: u64, partitions: Option<u32>, value_bytes: u64) -> Result<Shape> {
+        Shape::new_capped(vertex_count, partitions, value_bytes, u64::MAX)
+    }
+
+    /// [`Shape::new_for`], an automatic width also at most `width_max`.
+    pub fn new_capped(
+        vertex_count: u64,
+        partitions: Option<u32>,
+        value_bytes: u64,
+        width_max: u64,
+    ) -> Result<Shape> {
         if vertex_count == 0 {
             return Err(config_err(
                 "vertex_count",
@@ -205,7 +224,7 @@ impl Shape {
             }
             Some(p) => u64::from(p),
             None => vertex_count
-                .div_ceil(partition_vertices_auto(value_bytes))
+                .div_ceil(partition_vertices_auto(value_bytes).min(width_max.max(1)))
                 .clamp(u64::from(PARTITIONS_AUTO_MIN), u64::from(PARTITIONS_MAX)),
         };
         let asked = asked.min(vertex_count);
@@ -282,9 +301,13 @@ pub struct Grid {
     shape: Shape,
     edge_count: u64,
     out_degree: Vec<u32>,
-    /// Per order: edge bytes and `blocks + 1` offsets in edges.
+    /// How edges are encoded.
+    layout: EdgeLayout,
+    /// Per order: edge bytes, `blocks + 1` offsets in edges, and `blocks +
+    /// 1` byte starts (blocks padded to whole words).
     bytes: [Vec<u8>; 2],
     offsets: [Vec<u64>; 2],
+    starts: [Vec<u64>; 2],
     /// Source ids per stripe of a column-order block.
     stripe_ids: u64,
     /// Stripes per block.
@@ -298,6 +321,7 @@ impl std::fmt::Debug for Grid {
         f.debug_struct("Grid")
             .field("shape", &self.shape)
             .field("edge_count", &self.edge_count)
+            .field("layout", &self.layout)
             .finish()
     }
 }
@@ -368,7 +392,14 @@ impl Grid {
     }
 
     fn from_edges(vertex_count: u64, edges: &[Edge], opts: &GridOptions) -> Result<Grid> {
-        let shape = Shape::new_for(vertex_count, opts.partitions, opts.value_bytes)?;
+        let shape = Shape::new_capped(
+            vertex_count,
+            opts.partitions,
+            opts.value_bytes,
+            opts.layout.width_max(),
+        )?;
+        let layout = opts.layout.resolve(shape.width)?;
+        let eb = layout.edge_bytes();
         let stripe_ids = opts.stripe_ids.min(shape.width);
         let stripes = shape.width.div_ceil(stripe_ids) as u32;
         if edges.is_empty() {
@@ -410,24 +441,33 @@ impl Grid {
                 o[pos + 1] = o[pos] + counts[i as usize * p + j as usize];
             }
         }
-        // Pass 2: fill, in input order within each block (column order is sorted after).
-        let total = edges.len() * EDGE_BYTES as usize;
-        let mut bytes = [vec![0u8; total], vec![0u8; total]];
-        let mut cursor = [offsets[0][..p * p].to_vec(), offsets[1][..p * p].to_vec()];
+        // Pass 2: fill, in input order within each block (column order is
+        // sorted after); pads stay zero.
+        let starts = [
+            storage_starts(&offsets[0], layout),
+            storage_starts(&offsets[1], layout),
+        ];
+        let mut bytes = [
+            vec![0u8; starts[0][p * p] as usize],
+            vec![0u8; starts[1][p * p] as usize],
+        ];
+        let mut cursor = [starts[0][..p * p].to_vec(), starts[1][..p * p].to_vec()];
+        let w = shape.width as u32;
         for &(s, d) in edges {
             let (i, j) = (div.div(u64::from(s)) as u32, div.div(u64::from(d)) as u32);
             for order in Order::ALL {
                 let k = order.index();
                 let c = &mut cursor[k][shape.position(order, i, j)];
-                let at = (*c * EDGE_BYTES) as usize;
-                bytes[k][at..at + 4].copy_from_slice(&s.to_le_bytes());
-                bytes[k][at + 4..at + 8].copy_from_slice(&d.to_le_bytes());
-                *c += 1;
+                let at = *c as usize;
+                layout.encode(s, d, i * w, j * w, &mut bytes[k][at..at + eb as usize]);
+                *c += eb;
             }
         }
         let stripe_offsets = sort_column_blocks(
             &mut bytes[Order::Column.index()],
             &offsets[1],
+            &starts[1],
+            layout,
             &shape,
             stripe_ids,
             stripes,
@@ -436,8 +476,10 @@ impl Grid {
             shape,
             edge_count: edges.len() as u64,
             out_degree,
+            layout,
             bytes,
             offsets,
+            starts,
             stripe_ids,
             stripes,
             stripe_offsets,
@@ -445,24 +487,35 @@ impl Grid {
     }
 
     /// A grid from its parts, as [`crate::prepared`] reads them back (the
-    /// reader has checked them).
+    /// reader has checked them, and that each order's bytes are
+    /// [`storage_starts`]' length).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_parts(
         shape: Shape,
         edge_count: u64,
         out_degree: Vec<u32>,
+        layout: EdgeLayout,
         bytes: [Vec<u8>; 2],
         offsets: [Vec<u64>; 2],
         stripe_ids: u64,
         stripes: u32,
         stripe_offsets: Vec<u64>,
     ) -> Grid {
+        let starts = [
+            storage_starts(&offsets[0], layout),
+            storage_starts(&offsets[1], layout),
+        ];
+        for k in 0..2 {
+            assert_eq!(starts[k].last().copied(), Some(bytes[k].len() as u64));
+        }
         Grid {
             shape,
             edge_count,
             out_degree,
+            layout,
             bytes,
             offsets,
+            starts,
             stripe_ids,
             stripes,
             stripe_offsets,
@@ -499,15 +552,43 @@ impl Grid {
         &self.offsets[order.index()]
     }
 
-    /// Byte range of the block at `position` of `order`.
-    pub fn block_bytes(&self, order: Order, position: usize) -> Range<u64> {
-        let o = &self.offsets[order.index()];
-        o[position] * EDGE_BYTES..o[position + 1] * EDGE_BYTES
+    /// How edges are encoded.
+    pub fn layout(&self) -> EdgeLayout {
+        self.layout
     }
 
-    /// Bytes of one order's edges.
+    /// The `blocks + 1` byte starts of `order`'s blocks (stored padded).
+    pub fn starts(&self, order: Order) -> &[u64] {
+        &self.starts[order.index()]
+    }
+
+    /// Byte range of the block at `position` of `order` as stored: its
+    /// edges and, for an odd compact block, the 4-byte pad.
+    pub fn block_bytes(&self, order: Order, position: usize) -> Range<u64> {
+        let s = &self.starts[order.index()];
+        s[position]..s[position + 1]
+    }
+
+    /// The edges of the block at `position` of `order`, decoded, in stored order.
+    pub fn block_edges(&self, order: Order, position: usize) -> Vec<Edge> {
+        let o = &self.offsets[order.index()];
+        let eb = self.layout.edge_bytes() as usize;
+        let at = self.starts[order.index()][position] as usize;
+        let n = (o[position + 1] - o[position]) as usize;
+        let (i, j) = self.shape.block_at(order, position);
+        let (sl, dl) = (
+            self.shape.range(i).start as u32,
+            self.shape.range(j).start as u32,
+        );
+        self.bytes[order.index()][at..at + n * eb]
+            .chunks_exact(eb)
+            .map(|e| self.layout.decode(e, sl, dl))
+            .collect()
+    }
+
+    /// Stored bytes of one order's blocks (both orders store the same).
     pub fn edge_bytes(&self) -> u64 {
-        self.edge_count * EDGE_BYTES
+        self.bytes[0].len() as u64
     }
 
     /// Source ids per stripe of a column-order block.
@@ -527,11 +608,14 @@ impl Grid {
 }
 
 /// Lays out every column-order block (blocks delimited by `offsets`, in
-/// edges) as its source stripes in order, each sorted by (destination,
-/// source); returns the stripe offsets (`blocks * stripes + 1`, in edges).
+/// edges, stored from `starts`, in bytes) as its source stripes in order,
+/// each sorted by (destination, source); returns the stripe offsets
+/// (`blocks * stripes + 1`, in edges).
 fn sort_column_blocks(
     order_bytes: &mut [u8],
     offsets: &[u64],
+    starts: &[u64],
+    layout: EdgeLayout,
     shape: &Shape,
     stripe_ids: u64,
     stripes: u32,
@@ -541,15 +625,19 @@ fn sort_column_blocks(
     let mut keys: Vec<u64> = Vec::new();
     let mut out: Vec<u64> = Vec::new();
     let mut cursor = vec![0usize; s_count];
+    let eb = layout.edge_bytes() as usize;
     for (pos, w) in offsets.windows(2).enumerate() {
-        let block = &mut order_bytes[(w[0] * EDGE_BYTES) as usize..(w[1] * EDGE_BYTES) as usize];
+        let at = starts[pos] as usize;
+        let block = &mut order_bytes[at..at + (w[1] - w[0]) as usize * eb];
+        let (i, j) = shape.block_at(Order::Column, pos);
+        let (sl, dl) = (shape.range(i).start as u32, shape.range(j).start as u32);
         keys.clear();
-        keys.extend(block.chunks_exact(EDGE_BYTES as usize).map(|e| {
-            let (s, d) = decode(e);
+        keys.extend(block.chunks_exact(eb).map(|e| {
+            let (s, d) = layout.decode(e, sl, dl);
             u64::from(d) << 32 | u64::from(s)
         }));
         keys.sort_unstable();
-        let src_lo = shape.range(shape.block_at(Order::Column, pos).0).start;
+        let src_lo = u64::from(sl);
         let stripe_of = |k: u64| ((k as u32 as u64 - src_lo) / stripe_ids) as usize;
         let sorted: &[u64] = if s_count == 1 {
             stripe_offsets.push(w[0]);
@@ -577,21 +665,12 @@ fn sort_column_blocks(
             }
             &out
         };
-        for (e, k) in block.chunks_exact_mut(EDGE_BYTES as usize).zip(sorted) {
-            e[..4].copy_from_slice(&(*k as u32).to_le_bytes());
-            e[4..].copy_from_slice(&((*k >> 32) as u32).to_le_bytes());
+        for (e, k) in block.chunks_exact_mut(eb).zip(sorted) {
+            layout.encode(*k as u32, (*k >> 32) as u32, sl, dl, e);
         }
     }
     stripe_offsets.push(*offsets.last().expect("offsets has blocks + 1 entries"));
     stripe_offsets
-}
-
-/// Decodes the edge at the start of `b` (8 bytes).
-#[inline(always)]
-pub fn decode(b: &[u8]) -> (VertexId, VertexId) {
-    let s = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-    let d = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-    (s, d)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use locus_graph::{Edge, Format, LoadOptions, Rmat};
 
 use crate::algo::Algo;
 use crate::error::Result;
-use crate::grid::{GraphInput, Grid, GridOptions};
+use crate::grid::{GraphInput, Grid, GridOptions, LayoutChoice, Shape};
 use crate::memory::{human_bytes, Estimate};
 
 /// What a load may use.
@@ -35,6 +35,19 @@ pub struct LoadLimits {
     pub window_bytes: u64,
     /// Source ids per stripe of a column block (`u64::MAX`: one stripe).
     pub stripe_ids: u64,
+    /// The edge encoding (`--edge-layout`).
+    pub edge_layout: LayoutChoice,
+}
+
+impl LoadLimits {
+    /// Bytes per edge the grid of `vertices` in `partitions` will use (the
+    /// wide size if the shape or layout is refused: the build says why).
+    pub fn edge_bytes(&self, vertices: u64, partitions: Option<u32>) -> u64 {
+        let cap = self.edge_layout.width_max();
+        Shape::new_capped(vertices, partitions, self.window_bytes, cap)
+            .and_then(|s| self.edge_layout.resolve(s.width))
+            .map_or(crate::layout::WIDE_EDGE_BYTES, |l| l.edge_bytes())
+    }
 }
 
 /// The original id of every compacted vertex, in increasing order:
@@ -150,7 +163,8 @@ pub fn rmat_graph(
 ) -> Result<Loaded> {
     let cause = || format!("R-MAT with {} vertices", rmat.vertex_count());
     // The compacted count is not known before generating: check the full one.
-    let est = Estimate::new(algo, rmat.vertex_count(), rmat.edge_count(), false);
+    let eb = limits.edge_bytes(rmat.vertex_count(), partitions);
+    let est = Estimate::new(algo, rmat.vertex_count(), rmat.edge_count(), false, eb);
     est.check(
         algo,
         limits.memory_bytes_max,
@@ -178,14 +192,17 @@ fn admit(
     let (vertices, ids, estimate) = if limits.compact_ids {
         // Compaction holds one more copy of the ids; check that much first
         // against the most vertices the edges can name.
-        Estimate::new(algo, (2 * e).min(vertex_count), e, true).check(
+        let most = (2 * e).min(vertex_count);
+        let eb = limits.edge_bytes(most, partitions);
+        Estimate::new(algo, most, e, true, eb).check(
             algo,
             limits.memory_bytes_max,
             &format!("compacting {e} edges"),
             "raise --memory-max",
         )?;
         let ids = IdMap::compact(&mut edges);
-        let est = Estimate::new(algo, ids.len(), e, true);
+        let eb = limits.edge_bytes(ids.len(), partitions);
+        let est = Estimate::new(algo, ids.len(), e, true, eb);
         est.check(
             algo,
             limits.memory_bytes_max,
@@ -194,7 +211,8 @@ fn admit(
         )?;
         (ids.len(), Some(ids), est)
     } else {
-        let est = Estimate::new(algo, vertex_count, e, false);
+        let eb = limits.edge_bytes(vertex_count, partitions);
+        let est = Estimate::new(algo, vertex_count, e, false, eb);
         if est.total_bytes > limits.memory_bytes_max {
             est.check(
                 algo,
@@ -215,6 +233,7 @@ fn admit(
             partitions,
             value_bytes: limits.window_bytes,
             stripe_ids: limits.stripe_ids,
+            layout: limits.edge_layout,
         },
     )?;
     Ok(Loaded {

@@ -17,7 +17,8 @@
 //! and [`run`] a whole run with its report. [`input`] loads a graph within
 //! the memory limit [`memory`] estimates (refusing huge ids, or compacting
 //! them), [`results`] writes per-vertex results as text or binary, and
-//! [`prepared`] keeps a preprocessed grid on disk for later runs.
+//! [`prepared`] keeps a preprocessed grid on disk for later runs; [`layout`]
+//! is how an edge is encoded in a block (4-byte block-relative or 8-byte).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -29,6 +30,7 @@ pub mod engine;
 mod error;
 pub mod grid;
 pub mod input;
+pub mod layout;
 pub mod memory;
 mod parallel;
 pub mod placement;

@@ -10,14 +10,17 @@
 //!
 //! ```text
 //!  edges:    8 B/edge   the loaded edge list (while the grid is built)
-//!           16 B/edge   the grid (row and column order, 8 B each)
-//!            8 B/edge   per streamed order, the backend's copy (Oracle: local;
+//!          2 B' B/edge  the grid (row and column order, B' = 4 compact or 8
+//!                       wide bytes per edge each, crate::layout)
+//!            B' B/edge  per streamed order, the backend's copy (Oracle: local;
 //!                       far and paged on the in-process fabric: the server's
 //!                       region in this same process)
 //!            8 B/edge   with --compact-ids: the sorted copy of the ids
 //!  vertices: 4 B/vertex out-degrees, plus the algorithm's peak vertex data
 //!                       (VERTEX_PEAK_BYTES: BFS 17, WCC 9, PageRank 24, Radii 21)
-//!  fixed:    64 MiB     grid offsets and counts (P <= 1024), fetch buffers, slack
+//!  fixed:    64 MiB     grid offsets and counts (P <= 1024), blocks' word
+//!                       padding (4 B per block per copy: at most 16 MiB),
+//!                       fetch buffers, slack
 //! ```
 
 use crate::algo::Algo;
@@ -28,10 +31,6 @@ use crate::error::{AnalyticsError, Result};
 pub const FIXED_BYTES: u64 = 64 << 20;
 /// Bytes per edge of the loaded edge list.
 pub const EDGE_LIST_BYTES_PER_EDGE: u64 = 8;
-/// Bytes per edge of the grid (both orders).
-pub const GRID_BYTES_PER_EDGE: u64 = 16;
-/// Bytes per edge of the backend's copy, per order streamed.
-pub const STORE_BYTES_PER_EDGE_ORDER: u64 = 8;
 /// Bytes per edge of `--compact-ids`' sorted id copy (two u32 per edge).
 pub const COMPACT_BYTES_PER_EDGE: u64 = 8;
 /// Bytes per vertex of the out-degrees the grid keeps.
@@ -71,12 +70,14 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// The estimate for `algo` on `vertices` and `edges` (`compact`: ids
-    /// are being compacted, which holds one more copy of them).
-    pub fn new(algo: Algo, vertices: u64, edges: u64, compact: bool) -> Estimate {
+    /// The estimate for `algo` on `vertices` and `edges` of `edge_bytes`
+    /// bytes each in the grid (`compact`: ids are being compacted, which
+    /// holds one more copy of them).
+    pub fn new(algo: Algo, vertices: u64, edges: u64, compact: bool, edge_bytes: u64) -> Estimate {
+        // The grid's two orders, and the backend's copy per order streamed.
         let per_edge = EDGE_LIST_BYTES_PER_EDGE
-            + GRID_BYTES_PER_EDGE
-            + STORE_BYTES_PER_EDGE_ORDER * algo.orders().len() as u64
+            + 2 * edge_bytes
+            + edge_bytes * algo.orders().len() as u64
             + if compact { COMPACT_BYTES_PER_EDGE } else { 0 };
         let edge_bytes = edges.saturating_mul(per_edge);
         let vertex_bytes =
@@ -161,19 +162,22 @@ mod tests {
 
     #[test]
     fn estimate_counts_every_part() {
-        let e = Estimate::new(Algo::Wcc, 1000, 10, false);
+        let e = Estimate::new(Algo::Wcc, 1000, 10, false, 8);
         // One streamed order: 8 + 16 + 8 bytes per edge.
         assert_eq!(Algo::Wcc.orders().len(), 1);
         assert_eq!(e.edge_bytes, 320);
         assert_eq!(e.vertex_bytes, 1000 * (4 + 9));
         assert_eq!(e.total_bytes, 320 + 13_000 + FIXED_BYTES);
-        let c = Estimate::new(Algo::Wcc, 1000, 10, true);
+        let c = Estimate::new(Algo::Wcc, 1000, 10, true, 8);
         assert_eq!(c.edge_bytes, 400);
+        // Compact edges: 8 + 8 + 4.
+        let k = Estimate::new(Algo::Wcc, 1000, 10, false, 4);
+        assert_eq!(k.edge_bytes, 200);
     }
 
     #[test]
     fn a_huge_id_is_refused_and_a_small_graph_is_not() {
-        let huge = Estimate::new(Algo::PageRank, 4_294_967_294, 1, false);
+        let huge = Estimate::new(Algo::PageRank, 4_294_967_294, 1, false, 8);
         assert!(huge.total_bytes > 100 << 30, "{huge:?}");
         let err = huge
             .check(
@@ -187,10 +191,10 @@ mod tests {
         assert!(err.contains("'g.txt' line 1"), "{err}");
         assert!(err.contains("8.0 GiB"), "{err}");
         assert!(err.contains("--compact-ids"), "{err}");
-        let small = Estimate::new(Algo::PageRank, 2, 1, true);
+        let small = Estimate::new(Algo::PageRank, 2, 1, true, 4);
         small.check(Algo::PageRank, 8 << 30, "", "").unwrap();
         // Saturates instead of wrapping.
-        let max = Estimate::new(Algo::Bfs, u64::MAX, u64::MAX, true);
+        let max = Estimate::new(Algo::Bfs, u64::MAX, u64::MAX, true, 8);
         assert_eq!(max.total_bytes, u64::MAX);
     }
 

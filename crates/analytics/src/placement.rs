@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::algo::Algo;
 use crate::engine::Profile;
 use crate::error::{config_err, Result};
-use crate::grid::{Order, EDGE_BYTES};
+use crate::grid::Order;
 use crate::store::{BlockTable, Residency, PAGE_BYTES};
 
 /// The four data segment groups of Fargraph+ Fig. 9.
@@ -164,7 +164,7 @@ pub fn plan(algo: Algo, table: &BlockTable, profile: &Profile, far_ratio: f64) -
         classes.push(SegmentClass {
             name: format!("block {} ({i},{j})", o.name()),
             bytes: len,
-            reads_per_page: (streamed / EDGE_BYTES) as f64 / pages(len),
+            reads_per_page: (streamed / table.layout().edge_bytes()) as f64 / pages(len),
             writes_per_page: 0.0,
             group: Group::G4,
             far: false,

@@ -9,8 +9,8 @@
 //! ```text
 //!  offset  bytes  field
 //!       0      8  magic "LOCUSGRD"
-//!       8      4  format version (u32, FORMAT_VERSION = 1)
-//!      12      4  header length (u32, 96)
+//!       8      4  format version (u32, FORMAT_VERSION = 2)
+//!      12      4  header length (u32, 104)
 //!      16      8  vertices V (u64)
 //!      24      8  edges E per order (u64)
 //!      32      4  partitions P (u32)
@@ -21,25 +21,33 @@
 //!      64      8  compacted ids I (u64; 0: the ids are the input's)
 //!      72      8  payload length in bytes (u64)
 //!      80      4  CRC-32 of the payload (u32)
-//!      84      4  CRC-32 of bytes 0..84 (u32)
-//!      88      8  zero
+//!      84      4  bytes per edge B (u32: 4 compact, 8 wide; crate::layout)
+//!      88      8  stored bytes per order D (u64: blocks padded to 8 bytes)
+//!      96      4  CRC-32 of bytes 0..96 (u32)
+//!     100      4  zero
 //!  payload, in this order:
 //!         4 V     out-degrees (u32)
 //!         4 I     original id of each compacted vertex (u32, increasing)
 //!     8 (P*P+1)   row-order block offsets, in edges (u64)
 //!     8 (P*P+1)   column-order block offsets (u64)
 //!   8 (P*P*S+1)   column-order stripe offsets (u64)
-//!         8 E     row-order edges (src u32, dst u32)
-//!         8 E     column-order edges
+//!           D     row-order blocks (B-byte edges, each block padded to 8 bytes)
+//!           D     column-order blocks
 //! ```
+//!
+//! Version 1 (before the compact layout) is still read: its header is 96
+//! bytes, bytes 84..88 hold the CRC-32 of bytes 0..84 and 88..96 are zero,
+//! and its edges are wide (B = 8, D = 8 E).
 //!
 //! Invariants a reader checks before anything is used, each failure a
 //! [`AnalyticsError::Prepared`] naming the file: the magic; the version
 //! (another one says to prepare again); the header's CRC; the payload's
 //! length against the header and the file's size (truncation); the
 //! payload's CRC (corruption); the shape the header states is the one
-//! `V` and `P` give; offsets start at 0, never decrease and end at E, and
-//! the stripe offsets of each block start and end with its block offsets.
+//! `V` and `P` give, and B is a layout that width allows; offsets start at
+//! 0, never decrease and end at E, the stripe offsets of each block start
+//! and end with its block offsets, and the offsets' padded blocks add up to
+//! D.
 //! The file is written to `grid.bin.partial` and renamed, so a crash never
 //! leaves a readable half.
 
@@ -48,15 +56,17 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{io_err, AnalyticsError, Result};
-use crate::grid::{Grid, Shape};
+use crate::grid::{storage_starts, EdgeLayout, Grid, Shape};
 use crate::input::IdMap;
 
 /// The file inside a prepared directory.
 pub const GRID_FILE: &str = "grid.bin";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
-/// Header bytes.
-pub const HEADER_BYTES: usize = 96;
+/// The format version this build writes (it reads this and version 1).
+pub const FORMAT_VERSION: u32 = 2;
+/// Header bytes of [`FORMAT_VERSION`].
+pub const HEADER_BYTES: usize = 104;
+/// Header bytes of version 1.
+pub const HEADER_BYTES_V1: usize = 96;
 const MAGIC: &[u8; 8] = b"LOCUSGRD";
 
 /// What the header of a prepared grid says.
@@ -78,6 +88,10 @@ pub struct Header {
     pub value_bytes: u64,
     /// Compacted ids (0: none).
     pub ids: u64,
+    /// How edges are encoded.
+    pub layout: EdgeLayout,
+    /// Stored bytes of one order's blocks (padded).
+    pub stored_bytes: u64,
 }
 
 impl Header {
@@ -87,7 +101,7 @@ impl Header {
             + 4 * self.ids
             + 8 * 2 * (b + 1)
             + 8 * (b * u64::from(self.stripes) + 1)
-            + 16 * self.edges
+            + 2 * self.stored_bytes
     }
 }
 
@@ -107,6 +121,8 @@ pub fn write(dir: &Path, grid: &Grid, ids: Option<&IdMap>, value_bytes: u64) -> 
         stripe_ids: grid.stripe_ids(),
         value_bytes,
         ids: ids.map_or(0, |m| m.originals().len() as u64),
+        layout: grid.layout(),
+        stored_bytes: grid.edge_bytes(),
     };
     // The payload's CRC first (one pass over the memory), then the file.
     let mut crc = crc32fast::Hasher::new();
@@ -131,6 +147,8 @@ pub fn write(dir: &Path, grid: &Grid, ids: Option<&IdMap>, value_bytes: u64) -> 
         h.extend_from_slice(&x.to_le_bytes());
     }
     h.extend_from_slice(&payload_crc.to_le_bytes());
+    h.extend_from_slice(&(header.layout.edge_bytes() as u32).to_le_bytes());
+    h.extend_from_slice(&header.stored_bytes.to_le_bytes());
     let header_crc = crc32fast::hash(&h);
     h.extend_from_slice(&header_crc.to_le_bytes());
     h.resize(HEADER_BYTES, 0);
@@ -192,40 +210,61 @@ fn bad(path: &Path, reason: impl Into<String>) -> AnalyticsError {
 pub fn read_header(dir: &Path) -> Result<Header> {
     let path = dir.join(GRID_FILE);
     let mut f = File::open(&path).map_err(io_err("open", &path))?;
-    let (h, _) = header(&mut f, &path)?;
+    let (h, _, _) = header(&mut f, &path)?;
     Ok(h)
 }
 
-fn header(f: &mut File, path: &Path) -> Result<(Header, u32)> {
+/// The header, its payload CRC, and its length (by version).
+fn header(f: &mut File, path: &Path) -> Result<(Header, u32, u64)> {
     let mut h = [0u8; HEADER_BYTES];
-    f.read_exact(&mut h).map_err(|e| {
+    let short = |e: std::io::Error, len: usize| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            bad(path, format!("shorter than the {HEADER_BYTES}-byte header"))
+            bad(path, format!("shorter than the {len}-byte header"))
         } else {
             io_err("read", path)(e)
         }
-    })?;
+    };
+    f.read_exact(&mut h[..HEADER_BYTES_V1])
+        .map_err(|e| short(e, HEADER_BYTES_V1))?;
     if &h[..8] != MAGIC {
         return Err(bad(path, "not a prepared grid (no LOCUSGRD magic)"));
     }
+    let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    // Where the header's CRC is, and what it covers.
+    let (len, crc_at) = match version {
+        1 => (HEADER_BYTES_V1, 84),
+        FORMAT_VERSION => (HEADER_BYTES, 96),
+        _ => {
+            return Err(bad(
+                path,
+                format!(
+                    "format version {version}, this locus reads versions 1 and \
+                     {FORMAT_VERSION}: run `locus analytics prepare` again"
+                ),
+            ))
+        }
+    };
+    f.read_exact(&mut h[HEADER_BYTES_V1..len])
+        .map_err(|e| short(e, len))?;
     let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
     let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
-    let version = u32_at(8);
-    if version != FORMAT_VERSION {
-        return Err(bad(
-            path,
-            format!(
-                "format version {version}, this locus reads version {FORMAT_VERSION}: \
-                 run `locus analytics prepare` again"
-            ),
-        ));
-    }
-    if crc32fast::hash(&h[..84]) != u32_at(84) {
+    if crc32fast::hash(&h[..crc_at]) != u32_at(crc_at) {
         return Err(bad(
             path,
             "the header's checksum does not match (corrupt header)",
         ));
     }
+    let (edge_bytes, stored_bytes) = if version == 1 {
+        (8, u64_at(24).saturating_mul(8))
+    } else {
+        (u64::from(u32_at(84)), u64_at(88))
+    };
+    let layout = EdgeLayout::from_edge_bytes(edge_bytes).ok_or_else(|| {
+        bad(
+            path,
+            format!("{edge_bytes} bytes per edge is no edge layout"),
+        )
+    })?;
     let header = Header {
         vertices: u64_at(16),
         edges: u64_at(24),
@@ -235,10 +274,18 @@ fn header(f: &mut File, path: &Path) -> Result<(Header, u32)> {
         stripe_ids: u64_at(48),
         value_bytes: u64_at(56),
         ids: u64_at(64),
+        layout,
+        stored_bytes,
     };
     let shape = Shape::new(header.vertices, Some(header.partitions))
         .map_err(|e| bad(path, format!("the header's shape is impossible: {e}")))?;
-    if u32_at(12) as usize != HEADER_BYTES
+    let blocks = u64::from(header.partitions) * u64::from(header.partitions);
+    let edge_bytes_min = header.edges.saturating_mul(edge_bytes);
+    if u32_at(12) as usize != len
+        || !layout.fits(header.width)
+        || stored_bytes % 8 != 0
+        || stored_bytes < edge_bytes_min
+        || stored_bytes > edge_bytes_min.saturating_add(4 * blocks)
         || shape.partitions != header.partitions
         || shape.width != header.width
         || header.stripes == 0
@@ -249,7 +296,7 @@ fn header(f: &mut File, path: &Path) -> Result<(Header, u32)> {
     {
         return Err(bad(path, "the header's fields disagree with each other"));
     }
-    Ok((header, u32_at(80)))
+    Ok((header, u32_at(80), len as u64))
 }
 
 /// Reads `dir/grid.bin` back: the grid and the compacted ids, after every
@@ -257,9 +304,9 @@ fn header(f: &mut File, path: &Path) -> Result<(Header, u32)> {
 pub fn read(dir: &Path) -> Result<(Grid, Option<IdMap>, Header)> {
     let path = dir.join(GRID_FILE);
     let mut f = File::open(&path).map_err(io_err("open", &path))?;
-    let (h, payload_crc) = header(&mut f, &path)?;
+    let (h, payload_crc, header_bytes) = header(&mut f, &path)?;
     let size = f.metadata().map_err(io_err("stat", &path))?.len();
-    let want = HEADER_BYTES as u64 + h.payload_bytes();
+    let want = header_bytes + h.payload_bytes();
     if size != want {
         return Err(bad(
             &path,
@@ -289,8 +336,8 @@ pub fn read(dir: &Path) -> Result<(Grid, Option<IdMap>, Header)> {
     let row_off = to_u64(section(8 * (blocks + 1))?);
     let col_off = to_u64(section(8 * (blocks + 1))?);
     let stripe_off = to_u64(section(8 * (blocks * u64::from(h.stripes) + 1))?);
-    let row = section(8 * h.edges)?;
-    let col = section(8 * h.edges)?;
+    let row = section(h.stored_bytes)?;
+    let col = section(h.stored_bytes)?;
     if crc.finalize() != payload_crc {
         return Err(bad(
             &path,
@@ -305,6 +352,8 @@ pub fn read(dir: &Path) -> Result<(Grid, Option<IdMap>, Header)> {
         || col_off[blocks as usize] != h.edges
         || stripe_off[stripe_off.len() - 1] != h.edges
         || (0..=blocks as usize).any(|p| stripe_off[p * h.stripes as usize] != col_off[p])
+        || storage_starts(&row_off, h.layout).last() != Some(&h.stored_bytes)
+        || storage_starts(&col_off, h.layout).last() != Some(&h.stored_bytes)
     {
         return Err(bad(&path, "block or stripe offsets are inconsistent"));
     }
@@ -321,6 +370,7 @@ pub fn read(dir: &Path) -> Result<(Grid, Option<IdMap>, Header)> {
         shape,
         h.edges,
         out_degree,
+        h.layout,
         [row, col],
         [row_off, col_off],
         h.stripe_ids,

@@ -82,6 +82,8 @@ pub struct Report {
     pub edges: u64,
     /// Partitions per side.
     pub partitions: u32,
+    /// The grid's edge encoding: `compact` (4 bytes) or `wide` (8).
+    pub edge_layout: crate::layout::EdgeLayout,
     /// α asked for.
     pub far_ratio: f64,
     /// α as placed (paged: page-cache-less bytes over all).
@@ -278,6 +280,7 @@ pub fn run<F: Fabric + Clone>(
         vertices: grid.vertex_count(),
         edges: grid.edge_count(),
         partitions: grid.shape().partitions,
+        edge_layout: grid.layout(),
         far_ratio: cfg.far_ratio,
         far_ratio_achieved,
         setup_s,

@@ -21,6 +21,7 @@ fn limits(memory_bytes_max: u64, compact_ids: bool) -> LoadLimits {
         compact_ids,
         window_bytes: 4,
         stripe_ids: locus_analytics::grid::NO_STRIPES,
+        edge_layout: locus_analytics::grid::LayoutChoice::Auto,
     }
 }
 
@@ -108,9 +109,10 @@ fn a_sparse_real_graph_compacted_matches_the_reference() {
             assert_eq!(ids.original(v), spread(v));
         }
         let store = LocalStore::new(&l.grid, algo.orders()).unwrap();
+        assert_eq!(l.grid.edge_count(), 78);
         assert_eq!(
             store.table().total_bytes(),
-            78 * 8 * algo.orders().len() as u64
+            l.grid.edge_bytes() * algo.orders().len() as u64
         );
         let engine = Engine::new(&store, EngineConfig::default()).unwrap();
         // f64: compared with the f64 reference at 1e-9.

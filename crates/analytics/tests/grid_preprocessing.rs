@@ -7,16 +7,12 @@ mod common;
 
 use std::io::Write;
 
-use locus_analytics::grid::{decode, Order, EDGE_BYTES};
+use locus_analytics::grid::Order;
 use locus_analytics::{AnalyticsError, GraphInput, Grid};
 use locus_graph::{Edge, LoadOptions};
 
 fn edges_of(grid: &Grid, order: Order, pos: usize) -> Vec<Edge> {
-    let r = grid.block_bytes(order, pos);
-    grid.bytes(order)[r.start as usize..r.end as usize]
-        .chunks_exact(EDGE_BYTES as usize)
-        .map(decode)
-        .collect()
+    grid.block_edges(order, pos)
 }
 
 fn check_grid(vertices: u64, edges: &[Edge], grid: &Grid) {

@@ -54,7 +54,11 @@ fn blocks_of_inactive_rows_are_never_streamed() {
     // Each row's diagonal block holds 9 or 10 edges and is streamed once per level
     // its partition is on the frontier (10 levels per row), not 50 times.
     let diag = shape.position(Order::Column, 0, 0);
-    assert_eq!(profile.block_bytes[Order::Column.index()][diag], 9 * 8 * 10);
+    let eb = grid.layout().edge_bytes();
+    assert_eq!(
+        profile.block_bytes[Order::Column.index()][diag],
+        9 * eb * 10
+    );
     // Edges applied: only those whose source is on the frontier, once each.
     assert_eq!(profile.edges_applied, 49);
 }

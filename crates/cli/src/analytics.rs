@@ -15,8 +15,9 @@ use locus_analytics::algo::{
     self, Algo, Params, Precision, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT,
 };
 use locus_analytics::control::{self, Table};
-use locus_analytics::grid::NO_STRIPES;
+use locus_analytics::grid::{LayoutChoice, NO_STRIPES};
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
+use locus_analytics::layout::layout_for;
 use locus_analytics::memory::{self, Estimate};
 use locus_analytics::prepared;
 use locus_analytics::results::{self, ResultFormat};
@@ -62,7 +63,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub algo: String,
     /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["graph", "rmat_scale", "partitions", "compact_ids", "vertex_count", "format", "stripe_ids"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["graph", "rmat_scale", "partitions", "compact_ids", "vertex_count", "format", "stripe_ids", "edge_layout"])]
     pub prepared: Option<PathBuf>,
     /// Edge list (SNAP text, or GridGraph binary u32 pairs for .bin).
     #[arg(long, value_name = "FILE", conflicts_with = "rmat_scale")]
@@ -112,6 +113,12 @@ pub struct RunArgs {
     /// bfs and radii, none for wcc and pagerank).
     #[arg(long)]
     pub stripe_ids: Option<u64>,
+    /// Edge encoding: compact (4-byte block-relative edges; automatic
+    /// partitions at most 65536 ids wide), wide (8-byte) or auto (compact
+    /// where the L2-sized partitions allow). Default: compact for bfs and
+    /// radii, auto for wcc and pagerank.
+    #[arg(long)]
+    pub edge_layout: Option<String>,
 
     /// PageRank iterations.
     #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
@@ -194,6 +201,12 @@ pub struct PrepareArgs {
     /// bfs and radii, none for wcc and pagerank).
     #[arg(long)]
     pub stripe_ids: Option<u64>,
+    /// Edge encoding: compact (4-byte block-relative edges; automatic
+    /// partitions at most 65536 ids wide), wide (8-byte) or auto (compact
+    /// where the L2-sized partitions allow). Default: compact for bfs and
+    /// radii, auto for wcc and pagerank.
+    #[arg(long)]
+    pub edge_layout: Option<String>,
 
     /// Size the automatic partitions for this algorithm's values.
     #[arg(long, default_value = "pagerank")]
@@ -310,13 +323,17 @@ fn run_one(a: RunArgs) -> CliResult {
             Some(0) => NO_STRIPES,
             Some(n) => n,
         },
+        edge_layout: match &a.edge_layout {
+            None => layout_for(algo),
+            Some(l) => LayoutChoice::parse(l)?,
+        },
     };
     let t = std::time::Instant::now();
     let (grid, ids) = match &a.prepared {
         Some(dir) => {
             // The estimate from the header, before the payload is read.
             let h = prepared::read_header(dir)?;
-            Estimate::new(algo, h.vertices, h.edges, false).check(
+            Estimate::new(algo, h.vertices, h.edges, false, h.layout.edge_bytes()).check(
                 algo,
                 limits.memory_bytes_max,
                 &format!("the prepared grid in '{}'", dir.display()),
@@ -392,11 +409,12 @@ fn run_one(a: RunArgs) -> CliResult {
         return Ok(());
     }
     println!(
-        "graph: {} vertices, {} edges, {}x{} grid ({} in {load_s:.2} s)",
+        "graph: {} vertices, {} edges, {}x{} grid of {} edges ({} in {load_s:.2} s)",
         report.vertices,
         report.edges,
         report.partitions,
         report.partitions,
+        report.edge_layout.name(),
         if a.prepared.is_some() {
             "prepared grid read"
         } else {
@@ -433,6 +451,10 @@ fn prepare(a: PrepareArgs) -> CliResult {
             Some(0) => NO_STRIPES,
             Some(n) => n,
         },
+        edge_layout: match &a.edge_layout {
+            None => layout_for(algo),
+            Some(l) => LayoutChoice::parse(l)?,
+        },
     };
     let rmat = a.rmat_scale.map(|scale| RmatConfig {
         scale,
@@ -457,11 +479,12 @@ fn prepare(a: PrepareArgs) -> CliResult {
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let sh = grid.shape();
     println!(
-        "prepared {} vertices, {} edges: {}x{} grid, {} stripes per column block",
+        "prepared {} vertices, {} edges: {}x{} grid of {} edges, {} stripes per column block",
         sh.vertex_count,
         grid.edge_count(),
         sh.partitions,
         sh.partitions,
+        grid.layout().name(),
         grid.stripes()
     );
     println!("load+preprocess {load_s:.2} s, write {write_s:.2} s");

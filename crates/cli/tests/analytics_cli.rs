@@ -114,6 +114,55 @@ fn rmat_and_json() {
     assert_eq!(w["readahead_pages"], 0);
     assert_eq!(w["digest"], v["digest"]);
     assert!(w["page_faults"].as_u64() > v["page_faults"].as_u64());
+    // The run says which edge layout it used: compact unless told wide,
+    // with the same result.
+    assert_eq!(v["edge_layout"], "compact");
+    let far = |layout: &str| -> serde_json::Value {
+        let o = locus(&[
+            "analytics",
+            "run",
+            "--algo",
+            "pagerank",
+            "--rmat-scale",
+            "10",
+            "--backend",
+            "far",
+            "--far-ratio",
+            "1",
+            "--edge-layout",
+            layout,
+            "--threads",
+            "2",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let (c, w) = (far("compact"), far("wide"));
+    assert_eq!(
+        (c["edge_layout"].as_str(), w["edge_layout"].as_str()),
+        (Some("compact"), Some("wide"))
+    );
+    assert_eq!(c["digest"], w["digest"]);
+    assert!(
+        c["remote_edge_bytes"].as_u64().unwrap() * 3 < w["remote_edge_bytes"].as_u64().unwrap() * 2
+    );
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bfs",
+        "--rmat-scale",
+        "8",
+        "--edge-layout",
+        "tiny",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("'tiny' is not one of auto, compact, wide"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]

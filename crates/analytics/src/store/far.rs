@@ -14,6 +14,14 @@
 //! copy). With the engine's double buffering, the next segment's READs are in
 //! flight while the current one is processed (Fig. 12). A stream's buffers
 //! are bounded by two segments, recycled, and reported.
+//!
+//! Alignment: the fabric moves whole 8-byte words, and a segment of compact
+//! (4-byte) edges may start or end half-way through a word (a stripe or an
+//! odd block's end). Every remote block sits at a word-aligned offset and is
+//! stored padded to a whole word ([`crate::layout`]), so `begin` rounds the
+//! segment out to the words that hold it, still inside its block, and
+//! `consume` trims the extra 4 bytes off the first and last chunk. The
+//! rounded bytes are fetched and counted.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -26,6 +34,7 @@ use super::{
 };
 use crate::error::{AnalyticsError, Result};
 use crate::grid::{Grid, Order};
+use crate::layout::ALIGN_BYTES;
 use crate::server::{Control, Lease};
 use crate::store::Backend;
 
@@ -222,10 +231,14 @@ impl<F: Fabric> EdgeStore for FarStore<F> {
 
 enum Pending<'s> {
     Resident(&'s [u8]),
-    /// READs with ids `first..first + reads` belong to this segment.
+    /// READs with ids `first..first + reads` belong to this segment; the
+    /// first chunk's `head` bytes and the last one's `tail` bytes are word
+    /// rounding, not the segment's.
     Remote {
         first: u64,
         reads: u64,
+        head: usize,
+        tail: usize,
     },
 }
 
@@ -291,18 +304,29 @@ impl<F: Fabric> FetchStream for FarStream<'_, F> {
         }
         let at = self.store.remote_at[seg.order.index()][seg.position as usize]
             .expect("a non-resident block is remote");
+        debug_assert!(
+            at.is_multiple_of(ALIGN_BYTES),
+            "remote blocks are word-aligned"
+        );
+        debug_assert!(
+            seg.offset + seg.len <= self.store.table.block_len(seg.order, seg.position as usize),
+            "a segment stays inside its stored block"
+        );
         let lease = self.store.lease.expect("remote blocks have a region");
         let chunk = self.store.config.chunk_bytes;
+        // The words holding the segment: inside the padded block.
+        let lo = (at + seg.offset) / ALIGN_BYTES * ALIGN_BYTES;
+        let hi = (at + seg.offset + seg.len).next_multiple_of(ALIGN_BYTES);
         let first = self.next_id;
-        let mut off = 0u64;
-        while off < seg.len {
-            let len = chunk.min(seg.len - off);
+        let mut off = lo;
+        while off < hi {
+            let len = chunk.min(hi - off);
             let buf = self.buffer(len as usize);
             self.port.post(WorkRequest::read_into(
                 self.next_id,
                 self.store.config.server,
                 lease.region,
-                at + seg.offset + off,
+                off,
                 buf,
             ))?;
             self.next_id += 1;
@@ -313,6 +337,8 @@ impl<F: Fabric> FetchStream for FarStream<'_, F> {
         self.pending.push_back(Pending::Remote {
             first,
             reads: self.next_id - first,
+            head: (at + seg.offset - lo) as usize,
+            tail: (hi - at - seg.offset - seg.len) as usize,
         });
         Ok(())
     }
@@ -323,7 +349,12 @@ impl<F: Fabric> FetchStream for FarStream<'_, F> {
                 self.stats.bytes_resident += bytes.len() as u64;
                 f(bytes);
             }
-            Pending::Remote { first, reads } => {
+            Pending::Remote {
+                first,
+                reads,
+                head,
+                tail,
+            } => {
                 for k in 0..reads {
                     let c = self.next_completion()?;
                     // One port, one target: completions come in posting order.
@@ -331,7 +362,11 @@ impl<F: Fabric> FetchStream for FarStream<'_, F> {
                     match c.result? {
                         Output::Data(buf) => {
                             self.stats.bytes_fetched += buf.len() as u64;
-                            f(&buf);
+                            let a = if k == 0 { head } else { 0 };
+                            let b = buf.len() - if k + 1 == reads { tail } else { 0 };
+                            if a < b {
+                                f(&buf[a..b]);
+                            }
                             self.spare.push(buf);
                         }
                         other => unreachable!("a READ completed with {other:?}"),

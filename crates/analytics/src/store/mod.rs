@@ -27,12 +27,13 @@ pub mod paged;
 use serde::Serialize;
 
 use crate::error::{config_err, Result};
-use crate::grid::{Grid, Order, Shape, EDGE_BYTES};
+use crate::grid::{Grid, Order, Shape};
+use crate::layout::{EdgeLayout, ALIGN_BYTES};
 
 /// Fetch size of the far backend (Fargraph+ 10.3: 256 KB performed best).
 pub const CHUNK_BYTES_DEFAULT: u64 = 256 << 10;
-/// Smallest chunk (one edge).
-pub const CHUNK_BYTES_MIN: u64 = EDGE_BYTES;
+/// Smallest chunk (one fabric word: one wide edge or two compact ones).
+pub const CHUNK_BYTES_MIN: u64 = ALIGN_BYTES;
 /// Largest chunk (the TCP fabric's frames carry up to 16 MiB).
 pub const CHUNK_BYTES_MAX: u64 = 8 << 20;
 /// Largest segment the engine asks for at once when chunks are smaller: a
@@ -92,9 +93,11 @@ pub struct Segment {
     pub order: Order,
     /// The block's position in that order.
     pub position: u32,
-    /// First byte, relative to the block's start (a multiple of 8).
+    /// First byte, relative to the block's start (a multiple of the edge
+    /// size: with compact edges, not necessarily of 8).
     pub offset: u64,
-    /// Bytes (a positive multiple of 8).
+    /// Bytes (a positive multiple of the edge size), inside the block's
+    /// edges (never its pad).
     pub len: u64,
 }
 
@@ -192,8 +195,11 @@ pub struct Footprint {
 #[derive(Clone, Debug)]
 pub struct BlockTable {
     shape: Shape,
+    layout: EdgeLayout,
     /// Per order (by `Order::index`): `blocks + 1` offsets in edges, if held.
     offsets: [Option<Vec<u64>>; 2],
+    /// Per order: `blocks + 1` byte starts of the stored (padded) blocks.
+    starts: [Option<Vec<u64>>; 2],
     /// Source ids per stripe of a column block, and stripes per block.
     stripe_ids: u64,
     stripes: u32,
@@ -207,20 +213,28 @@ impl BlockTable {
         if orders.is_empty() {
             return Err(config_err("orders", "a store needs at least one order"));
         }
-        let mut offsets = [None, None];
+        let (mut offsets, mut starts) = ([None, None], [None, None]);
         for &o in orders {
             offsets[o.index()] = Some(grid.offsets(o).to_vec());
+            starts[o.index()] = Some(grid.starts(o).to_vec());
         }
         let stripe_offsets = offsets[Order::Column.index()]
             .is_some()
             .then(|| grid.stripe_offsets().to_vec());
         Ok(BlockTable {
             shape: grid.shape(),
+            layout: grid.layout(),
             offsets,
+            starts,
             stripe_ids: grid.stripe_ids(),
             stripes: grid.stripes(),
             stripe_offsets,
         })
+    }
+
+    /// How the blocks' edges are encoded.
+    pub fn layout(&self) -> EdgeLayout {
+        self.layout
     }
 
     /// Source ids per stripe of a column block.
@@ -241,7 +255,8 @@ impl BlockTable {
         };
         let k = position * self.stripes as usize + t as usize;
         let start = so[position * self.stripes as usize];
-        (so[k] - start) * EDGE_BYTES..(so[k + 1] - start) * EDGE_BYTES
+        let eb = self.layout.edge_bytes();
+        (so[k] - start) * eb..(so[k + 1] - start) * eb
     }
 
     /// The grid's shape.
@@ -259,20 +274,25 @@ impl BlockTable {
         Order::ALL.into_iter().filter(|&o| self.has(o)).collect()
     }
 
-    /// Bytes of the block at `position` of `order` (0 if the order is not held).
+    /// Stored bytes of the block at `position` of `order`, pad included, a
+    /// multiple of 8 (0 if the order is not held): what a store lays out.
     pub fn block_len(&self, order: Order, position: usize) -> u64 {
-        self.offsets[order.index()]
+        self.starts[order.index()]
             .as_ref()
-            .map_or(0, |o| (o[position + 1] - o[position]) * EDGE_BYTES)
+            .map_or(0, |s| s[position + 1] - s[position])
     }
 
-    /// Bytes of every held order.
+    /// Bytes of the edges of the block at `position` of `order`, without
+    /// the pad (0 if the order is not held): what the engine streams.
+    pub fn block_edge_bytes(&self, order: Order, position: usize) -> u64 {
+        self.offsets[order.index()].as_ref().map_or(0, |o| {
+            (o[position + 1] - o[position]) * self.layout.edge_bytes()
+        })
+    }
+
+    /// Stored bytes of every held order.
     pub fn total_bytes(&self) -> u64 {
-        self.offsets
-            .iter()
-            .flatten()
-            .map(|o| o[o.len() - 1] * EDGE_BYTES)
-            .sum()
+        self.starts.iter().flatten().map(|s| s[s.len() - 1]).sum()
     }
 
     /// Every (order, position) held, orders in `Order::ALL` order.
@@ -360,12 +380,12 @@ impl Resident {
 /// Checks a chunk size.
 pub fn check_chunk_bytes(chunk_bytes: u64) -> Result<()> {
     if !(CHUNK_BYTES_MIN..=CHUNK_BYTES_MAX).contains(&chunk_bytes)
-        || !chunk_bytes.is_multiple_of(EDGE_BYTES)
+        || !chunk_bytes.is_multiple_of(ALIGN_BYTES)
     {
         return Err(config_err(
             "chunk_bytes",
             format!(
-                "{chunk_bytes} must be a multiple of {EDGE_BYTES} between {CHUNK_BYTES_MIN} \
+                "{chunk_bytes} must be a multiple of {ALIGN_BYTES} between {CHUNK_BYTES_MIN} \
                  and {CHUNK_BYTES_MAX}"
             ),
         ));
