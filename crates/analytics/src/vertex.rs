@@ -62,6 +62,9 @@ pub struct VertexPagingStats {
     pub bytes_written: u64,
     /// Most pages of vertex data the pager held at once (mapped or kept).
     pub resident_pages_peak: u64,
+    /// Most bytes of vertex arrays allocated at once (whole pages): at least
+    /// the algorithm's vertex bytes when every array it keeps pages.
+    pub array_bytes_peak: u64,
 }
 
 mod sealed {

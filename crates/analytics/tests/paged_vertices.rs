@@ -231,6 +231,14 @@ fn runs_report_vertex_faults_and_writebacks_and_other_backends_refuse() {
         assert!(v.faults > 0 && v.writebacks > 0, "{algo:?}: {v:?}");
         // The whole budget is the pool: vertex and edge pages share it.
         assert!(v.resident_pages_peak * PAGE_BYTES <= report.page_cache_bytes);
+        // Every array the algorithm keeps (Algo::vertex_segments) was paged:
+        // one kept in a plain Vec would leave the paged bytes short.
+        assert!(
+            v.array_bytes_peak >= report.vertex_bytes,
+            "{algo:?}: {} paged bytes < {} vertex bytes",
+            v.array_bytes_peak,
+            report.vertex_bytes
+        );
         cfg.paged_vertices = false;
         let (plain, result2, _) = run(&g.grid, Some(&fabric), &cfg, None).unwrap();
         assert!(plain.vertex_paging.is_none());

@@ -371,6 +371,7 @@ pub(crate) struct Inner<F: Fabric> {
     /// Free page runs of the mapping: first page -> pages.
     free_runs: Mutex<BTreeMap<u64, u64>>,
     live_bytes: AtomicU64,
+    live_bytes_peak: AtomicU64,
     stats: Counters,
     handler: Mutex<Option<JoinHandle<()>>>,
     handler_id: Mutex<Option<std::thread::ThreadId>>,
@@ -431,6 +432,7 @@ impl<F: Fabric> Pager<F> {
             readahead_pages,
             free_runs: Mutex::new(BTreeMap::from([(0, pages)])),
             live_bytes: AtomicU64::new(0),
+            live_bytes_peak: AtomicU64::new(0),
             stats: Counters::default(),
             handler: Mutex::new(None),
             handler_id: Mutex::new(None),
@@ -691,7 +693,8 @@ impl<F: Fabric> VertexMemory for Inner<F> {
         if len > n {
             runs.insert(start + n, len - n);
         }
-        self.live_bytes.fetch_add(n * PAGE as u64, Relaxed);
+        let live = self.live_bytes.fetch_add(n * PAGE as u64, Relaxed) + n * PAGE as u64;
+        self.live_bytes_peak.fetch_max(live, Relaxed);
         NonNull::new(self.map.page_addr(start) as *mut u8).expect("mapped")
     }
 
@@ -749,6 +752,7 @@ impl<F: Fabric> VertexMemory for Inner<F> {
             bytes_fetched: (faults + readahead_pages) * PAGE as u64,
             bytes_written: writebacks * PAGE as u64,
             resident_pages_peak: self.shared.lock().vertex_frames_peak,
+            array_bytes_peak: self.live_bytes_peak.load(Relaxed),
         }
     }
 }
