@@ -24,6 +24,7 @@ pub mod disk;
 pub mod far;
 pub mod local;
 pub mod paged;
+mod pool;
 #[allow(unsafe_code)] // mmap, madvise and the userfaultfd ioctls (see its doc)
 mod uffd;
 pub mod vpage;
