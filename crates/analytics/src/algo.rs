@@ -1,6 +1,7 @@
 //! The four algorithms of Fargraph+ 9.3 (Table 3) on the streaming engine:
 //! BFS, WCC, PageRank and Radii, as GridGraph writes them (vertex data in
-//! local arrays, edges streamed block by block with selective scheduling).
+//! [`VertexVec`]s, local arrays unless the paged backend pages them too;
+//! edges streamed block by block with selective scheduling).
 //!
 //! Every update goes to the owned side of a column-order pass, so results
 //! do not depend on the thread count or the backend; WCC updates shared
@@ -16,6 +17,7 @@ use crate::bitmap::Bitmap;
 use crate::engine::Engine;
 use crate::error::{config_err, Result};
 use crate::grid::Order;
+use crate::vertex::{self, VertexValue, VertexVec};
 
 /// Depth and radius of a vertex no search reached.
 pub const UNREACHED: u32 = u32::MAX;
@@ -437,6 +439,13 @@ fn mix64(mut z: u64) -> u64 {
 pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params) -> Result<Run> {
     let v = engine.vertex_count();
     assert_eq!(out_degree.len() as u64, v, "one degree per vertex");
+    // Vertex arrays (VertexVec, bitmaps) allocated from here on live where
+    // the store says: local, or paged with the edges (`paged_vertices`).
+    let mem = engine.store().vertex_memory();
+    let _vertex_scope = vertex::scope(mem.clone());
+    let paged_degree =
+        (mem.is_some() && algo == Algo::PageRank).then(|| VertexVec::from_slice(out_degree));
+    let out_degree: &[u32] = paged_degree.as_deref().unwrap_or(out_degree);
     match algo {
         Algo::Bfs => {
             let root = params.root.unwrap_or_else(|| default_root(out_degree));
@@ -460,7 +469,7 @@ pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params)
 fn bfs(engine: &Engine<'_>, root: u32) -> Result<Run> {
     let v = engine.vertex_count();
     // (depth, parent): the owned side of the column pass.
-    let mut state = vec![(UNREACHED, UNREACHED); v as usize];
+    let mut state = VertexVec::filled((UNREACHED, UNREACHED), v as usize);
     state[root as usize] = (0, root);
     let mut frontier = Bitmap::new(v);
     frontier.set(u64::from(root));
@@ -478,7 +487,7 @@ fn bfs(engine: &Engine<'_>, root: u32) -> Result<Run> {
             break;
         }
     }
-    let (depth, parent) = state.into_iter().unzip();
+    let (depth, parent) = state.iter().copied().unzip();
     Ok(Run {
         output: Output::Bfs {
             root,
@@ -502,8 +511,8 @@ fn bfs(engine: &Engine<'_>, root: u32) -> Result<Run> {
 fn wcc(engine: &Engine<'_>) -> Result<Run> {
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     let v = engine.vertex_count();
-    let label: Vec<AtomicU32> = (0..v as u32).map(AtomicU32::new).collect();
-    let mut prev: Vec<u32> = (0..v as u32).collect();
+    let label: VertexVec<AtomicU32> = VertexVec::from_fn(v as usize, |x| AtomicU32::new(x as u32));
+    let mut prev: VertexVec<u32> = VertexVec::from_fn(v as usize, |x| x as u32);
     // The engine hands each owned vertex's element to the callback; labels
     // are shared atomics instead, so the owned side carries nothing.
     let mut unit = vec![(); v as usize];
@@ -547,13 +556,15 @@ fn wcc(engine: &Engine<'_>) -> Result<Run> {
         active = Some(changed);
     }
     Ok(Run {
-        output: Output::Wcc { label: prev },
+        output: Output::Wcc {
+            label: prev.to_vec(),
+        },
         iterations,
     })
 }
 
 /// A PageRank value type: f64 (the reference's) or f32.
-trait Rank: Copy + Send + Sync + Default {
+trait Rank: Copy + Send + Sync + Default + VertexValue {
     fn from_f64(x: f64) -> Self;
     fn to_f64(self) -> f64;
     fn add(self, o: Self) -> Self;
@@ -643,9 +654,9 @@ fn pagerank<T: Rank>(engine: &Engine<'_>, out_degree: &[u32], iterations: u32) -
     let vf = n as f64;
     let d = PAGERANK_DAMPING;
     let dt = T::from_f64(d);
-    let mut rank = vec![T::from_f64(1.0 / vf); n];
-    let mut contrib = vec![T::default(); n];
-    let mut sum = vec![T::default(); n];
+    let mut rank = VertexVec::filled(T::from_f64(1.0 / vf), n);
+    let mut contrib = VertexVec::filled(T::default(), n);
+    let mut sum = VertexVec::filled(T::default(), n);
     // Each vertex hands rank/out-degree to its out-neighbours; a vertex
     // without out-edges hands its rank to everyone (the dangling mass).
     let contribute = |x: u32, r: T, c: &mut T| -> f64 {
@@ -694,8 +705,8 @@ fn pagerank<T: Rank>(engine: &Engine<'_>, out_degree: &[u32], iterations: u32) -
 fn radii(engine: &Engine<'_>, seed: u64) -> Result<Run> {
     let v = engine.vertex_count();
     let samples = radii_samples(v, seed);
-    let mut visited = vec![0u64; v as usize];
-    let mut radius = vec![UNREACHED; v as usize];
+    let mut visited = VertexVec::filled(0u64, v as usize);
+    let mut radius = VertexVec::filled(UNREACHED, v as usize);
     let mut active = Bitmap::new(v);
     for (b, &s) in samples.iter().enumerate() {
         visited[s as usize] |= 1 << b;
@@ -726,7 +737,10 @@ fn radii(engine: &Engine<'_>, seed: u64) -> Result<Run> {
         active = changed;
     }
     Ok(Run {
-        output: Output::Radii { samples, radius },
+        output: Output::Radii {
+            samples,
+            radius: radius.to_vec(),
+        },
         iterations,
     })
 }

@@ -1,11 +1,15 @@
 //! A fixed-size bitmap of vertices: the active set of selective scheduling.
+//! Its words are vertex data ([`VertexVec`]): they page with the paged
+//! backend's `paged_vertices`.
 
 use std::ops::Range;
+
+use crate::vertex::VertexVec;
 
 /// One bit per vertex, `0..len`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bitmap {
-    words: Vec<u64>,
+    words: VertexVec<u64>,
     len: u64,
 }
 
@@ -16,7 +20,7 @@ impl Bitmap {
     /// All bits clear.
     pub fn new(len: u64) -> Bitmap {
         Bitmap {
-            words: vec![0; len.div_ceil(64) as usize],
+            words: VertexVec::filled(0, len.div_ceil(64) as usize),
             len,
         }
     }

@@ -119,7 +119,7 @@ impl Default for GridOptions {
 }
 /// Source ids per stripe for the algorithms that stream with an active set
 /// (BFS, Radii; see the module doc): 8192 ids, 128 bitmap words, 16 stripes
-/// per block at R-MAT 20. Measured at R-MAT 20 (docs/results.md): BFS was
+/// per block at R-MAT 20. Measured at R-MAT 20 (docs/results/fargraph.md): BFS was
 /// faster with 8192 than with 1024 or none, while PageRank, which streams
 /// every edge, was slower with any stripes (its destination runs shorten).
 pub const STRIPE_IDS_SPARSE: u64 = 1 << 13;

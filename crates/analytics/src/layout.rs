@@ -25,7 +25,7 @@
 //! ones) still fit the L2 the automatic choice sizes for.
 //!
 //! **Which algorithms cap** ([`layout_for`], measured at R-MAT 20 and 22 in
-//! `docs/results.md`): BFS and Radii ask for compact edges
+//! `docs/results/fargraph.md`): BFS and Radii ask for compact edges
 //! ([`LayoutChoice::Compact`]: the automatic width is capped at 2^16, twice
 //! the partitions of their L2 choice on this machine) and were as fast or
 //! faster with them. PageRank and WCC keep the L2-sized width

@@ -19,8 +19,13 @@
 //! them), [`results`] writes per-vertex results as text or binary, and
 //! [`prepared`] keeps a preprocessed grid on disk for later runs; [`layout`]
 //! is how an edge is encoded in a block (4-byte block-relative or 8-byte).
+//! [`vertex`] holds the algorithms' per-vertex arrays, in local memory or,
+//! with the paged backend's `paged_vertices`, in memory the
+//! [`store::vpage`] pager pages through userfaultfd.
 
-#![forbid(unsafe_code)]
+// Unsafe code is allowed in two modules only: `vertex` (arrays in a raw
+// mapping) and `store::uffd` (the userfaultfd calls), each saying why.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod algo;
@@ -40,6 +45,8 @@ pub mod results;
 pub mod run;
 pub mod server;
 pub mod store;
+#[allow(unsafe_code)] // arrays placed in the vertex pager's mapping (see its doc)
+pub mod vertex;
 
 pub use algo::{Algo, Output, Params, Precision};
 pub use bitmap::Bitmap;

@@ -19,6 +19,7 @@ use crate::store::far::{segment_bytes_for, FarConfig, FarStore};
 use crate::store::local::LocalStore;
 use crate::store::paged::{PagedStore, READAHEAD_PAGES_DEFAULT};
 use crate::store::{check_chunk_bytes, Backend, BlockTable, EdgeStore, CHUNK_BYTES_DEFAULT};
+use crate::vertex::VertexPagingStats;
 
 /// Memory the in-process far-memory server may lend (no limit beyond the machine's).
 pub const LOCAL_SERVER_BYTES_MAX: u64 = u64::MAX;
@@ -44,6 +45,9 @@ pub struct RunConfig {
     pub far: FarConfig,
     /// Paged: pages read ahead after a fault (0: none; Linux's default 8).
     pub readahead_pages: u32,
+    /// Paged: vertex arrays page too, in the same budget as the edge pages
+    /// (through userfaultfd, [`crate::store::vpage`]); other backends refuse it.
+    pub paged_vertices: bool,
 }
 
 impl RunConfig {
@@ -59,6 +63,7 @@ impl RunConfig {
             disk_dir: std::env::temp_dir(),
             far: FarConfig::default(),
             readahead_pages: READAHEAD_PAGES_DEFAULT,
+            paged_vertices: false,
         }
     }
 }
@@ -110,11 +115,14 @@ pub struct Report {
     pub readahead_window: u32,
     /// Paged: pages fetched by readahead.
     pub readahead_pages: u64,
+    /// Paged with `paged_vertices`: what the vertex pager did (its faults,
+    /// READs and write-backs are not in the edge counters above).
+    pub vertex_paging: Option<VertexPagingStats>,
     /// Seconds threads spent waiting for data (summed over threads).
     pub wait_s: f64,
     /// Local memory budget.
     pub local_budget_bytes: u64,
-    /// Vertex data (local).
+    /// Vertex data (local, or paging in the page cache with `paged_vertices`).
     pub vertex_bytes: u64,
     /// Edge bytes kept local.
     pub resident_edge_bytes: u64,
@@ -191,14 +199,18 @@ pub fn build_store<F: Fabric + Clone>(
         Backend::Paged => {
             let f = need_fabric()?;
             let cache = paged_cache_bytes(grid, cfg)?;
+            let vertex_bytes_max = cfg
+                .paged_vertices
+                .then(|| paged_vertex_bytes_max(grid, cfg));
             server::with_server(f, cfg.far.server, LOCAL_SERVER_BYTES_MAX, || {
-                Ok(Box::new(PagedStore::new(
+                Ok(Box::new(PagedStore::with_vertices(
                     f.clone(),
                     grid,
                     orders,
                     cache,
                     cfg.far,
                     cfg.readahead_pages,
+                    vertex_bytes_max,
                 )?) as Box<dyn EdgeStore>)
             })?
         }
@@ -208,7 +220,8 @@ pub fn build_store<F: Fabric + Clone>(
 /// The paged baseline's page cache: what the budget leaves after vertex data
 /// (the same room the far backend fills with resident blocks), but never
 /// less than the far backend's fetch buffers at the same settings, so both
-/// hold the same local memory for edges.
+/// hold the same local memory for edges. With `paged_vertices` the vertex
+/// data pages in it too, so it is the whole budget (with the same floor).
 pub fn paged_cache_bytes(grid: &Grid, cfg: &RunConfig) -> Result<u64> {
     placement::check_ratio(cfg.far_ratio)?;
     let table = BlockTable::new(grid, cfg.algo.orders())?;
@@ -217,7 +230,21 @@ pub fn paged_cache_bytes(grid: &Grid, cfg: &RunConfig) -> Result<u64> {
         .vertex_bytes_at(grid.vertex_count(), cfg.params.precision);
     let budget = placement::local_budget(cfg.far_ratio, vertex + table.total_bytes());
     let buffers = cfg.engine.threads as u64 * 2 * segment_bytes_for(CHUNK_BYTES_DEFAULT);
+    if cfg.paged_vertices {
+        return Ok(budget.max(buffers));
+    }
     Ok(budget.saturating_sub(vertex).max(buffers))
+}
+
+/// The address space (and far slots) for vertex arrays with
+/// `paged_vertices`: twice the algorithm's vertex bytes, since a pass may
+/// hold a new array beside the one it replaces (Radii's masks, bitmaps), plus
+/// a page of rounding per array.
+pub fn paged_vertex_bytes_max(grid: &Grid, cfg: &RunConfig) -> u64 {
+    2 * cfg
+        .algo
+        .vertex_bytes_at(grid.vertex_count(), cfg.params.precision)
+        + (1 << 20)
 }
 
 /// Runs `cfg` on `grid`. Disk and far need a placement: from `profile` if
@@ -231,6 +258,15 @@ pub fn run<F: Fabric + Clone>(
 ) -> Result<(Report, algo::Run, Profile)> {
     placement::check_ratio(cfg.far_ratio)?;
     check_chunk_bytes(cfg.chunk_bytes)?;
+    if cfg.paged_vertices && cfg.backend != Backend::Paged {
+        return Err(config_err(
+            "paged_vertices",
+            format!(
+                "only the paged backend pages vertex data (the backend is {})",
+                cfg.backend.name()
+            ),
+        ));
+    }
     let plan = match cfg.backend {
         Backend::Disk | Backend::Far => {
             let owned;
@@ -239,6 +275,7 @@ pub fn run<F: Fabric + Clone>(
                 None => {
                     let oracle = RunConfig {
                         backend: Backend::Local,
+                        paged_vertices: false,
                         ..cfg.clone()
                     };
                     owned = run::<F>(grid, None, &oracle, None)?.2;
@@ -259,6 +296,7 @@ pub fn run<F: Fabric + Clone>(
     let result = algo::run(&engine, cfg.algo, grid.out_degree(), &cfg.params)?;
     let time_s = t.elapsed().as_secs_f64();
     let stats = engine.stream_stats();
+    let vertex_paging = store.vertex_memory().map(|m| m.stats());
     let profile = engine.profile();
     let fp = store.footprint();
     let vertex_bytes = cfg
@@ -266,6 +304,10 @@ pub fn run<F: Fabric + Clone>(
         .vertex_bytes_at(grid.vertex_count(), cfg.params.precision);
     let total = vertex_bytes + store.table().total_bytes();
     let far_ratio_achieved = match cfg.backend {
+        Backend::Paged if cfg.paged_vertices => {
+            ((fp.remote_bytes + vertex_bytes).saturating_sub(fp.page_cache_bytes)) as f64
+                / total as f64
+        }
         Backend::Paged => {
             (fp.remote_bytes.saturating_sub(fp.page_cache_bytes)) as f64 / total as f64
         }
@@ -297,6 +339,7 @@ pub fn run<F: Fabric + Clone>(
             _ => 0,
         },
         readahead_pages: stats.readahead_pages,
+        vertex_paging,
         wait_s: stats.wait_ns as f64 / 1e9,
         local_budget_bytes: placement::local_budget(cfg.far_ratio, total),
         vertex_bytes,

@@ -105,6 +105,10 @@ pub struct RunArgs {
     /// 8 is Linux's default swap readahead, `vm.page-cluster` 3).
     #[arg(long, default_value_t = READAHEAD_PAGES_DEFAULT)]
     pub readahead_pages: u32,
+    /// Paged backend: vertex data pages too, in the same local budget as the
+    /// edge pages (userfaultfd; Fastswap as it is, where the kernel swaps both).
+    #[arg(long)]
+    pub paged_vertices: bool,
     /// Grid partitions per side (default: automatic).
     #[arg(long)]
     pub partitions: Option<u32>,
@@ -383,6 +387,7 @@ fn run_one(a: RunArgs) -> CliResult {
         chunk_bytes,
         disk_dir: a.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
         readahead_pages: a.readahead_pages,
+        paged_vertices: a.paged_vertices,
         ..RunConfig::new(algo, backend, a.far_ratio)
     };
     let ((report, result), fabric_name) = match a.server {
@@ -521,6 +526,20 @@ fn print_report(r: &Report) {
         r.buffer_bytes_peak
     );
     println!("remote edges    {} B", r.remote_edge_bytes);
+    if let Some(v) = &r.vertex_paging {
+        println!(
+            "vertex paging   {} faults (+{} read ahead), {} zero-filled, {} minor, {} first writes, \
+             {} unmapped, {} written back; peak {} pages",
+            v.faults,
+            v.readahead_pages,
+            v.zero_fills,
+            v.minor_faults,
+            v.write_faults,
+            v.deactivations,
+            v.writebacks,
+            v.resident_pages_peak
+        );
+    }
     if let Some(d) = r.direct_io {
         println!("direct I/O      {d}");
     }

@@ -114,6 +114,7 @@ fn rmat_and_json() {
     assert_eq!(w["readahead_pages"], 0);
     assert_eq!(w["digest"], v["digest"]);
     assert!(w["page_faults"].as_u64() > v["page_faults"].as_u64());
+    assert!(v["vertex_paging"].is_null());
     // The run says which edge layout it used: compact unless told wide,
     // with the same result.
     assert_eq!(v["edge_layout"], "compact");
@@ -160,6 +161,58 @@ fn rmat_and_json() {
     assert!(!o.status.success());
     assert!(
         text(&o.stderr).contains("'tiny' is not one of auto, compact, wide"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn paged_vertices_reports_the_vertex_pager_and_only_paged_takes_it() {
+    let run = |backend: &str| {
+        locus(&[
+            "analytics",
+            "run",
+            "--algo",
+            "pagerank",
+            "--iterations",
+            "2",
+            "--rmat-scale",
+            "14",
+            "--backend",
+            backend,
+            "--far-ratio",
+            "0.95",
+            "--paged-vertices",
+            "--threads",
+            "1",
+            "--json",
+        ])
+    };
+    let o = run("paged");
+    if !o.status.success() && text(&o.stderr).contains("userfaultfd is not available") {
+        assert_eq!(
+            std::env::var("LOCUS_SKIP_UFFD").as_deref(),
+            Ok("1"),
+            "userfaultfd is missing here: {} (LOCUS_SKIP_UFFD=1 skips)",
+            text(&o.stderr)
+        );
+        eprintln!(
+            "SKIPPED paged_vertices_reports_the_vertex_pager: {}",
+            text(&o.stderr)
+        );
+        return;
+    }
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &v["vertex_paging"];
+    // Plumbing and the report only: evictions and fetches are checked in
+    // locus-analytics' tests/paged_vertices.rs.
+    assert!(p["zero_fills"].as_u64().unwrap() > 0, "{p}");
+    assert!(p["deactivations"].as_u64().unwrap() > 0, "{p}");
+    let o = run("far");
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("paged_vertices"),
         "{}",
         text(&o.stderr)
     );
@@ -546,7 +599,12 @@ fn bench_fargraph_ratio_has_far_and_both_paged_variants() {
     let rows = v["derived"]["by_ratio"].as_array().unwrap();
     assert_eq!(rows.len(), 8);
     for r in rows {
-        for key in ["far_s", "paged_readahead_s", "paged_no_readahead_s"] {
+        for key in [
+            "far_s",
+            "paged_readahead_s",
+            "paged_no_readahead_s",
+            "paged_vertices_s",
+        ] {
             assert!(r[key].as_f64().unwrap() > 0.0, "{key} in {r}");
         }
         assert_eq!(r["paged_readahead_pages"], 8);
@@ -557,9 +615,15 @@ fn bench_fargraph_ratio_has_far_and_both_paged_variants() {
             "{r}"
         );
     }
-    // Three configurations per ratio, all with the same result.
+    // Vertex data pages in the smallest budgets.
+    let last = &rows[rows.len() - 1];
+    assert!(
+        last["paged_vertices_vertex_zero_fills"].as_u64().unwrap() > 0,
+        "{last}"
+    );
+    // Four configurations per ratio, all with the same result.
     let runs = v["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 24);
+    assert_eq!(runs.len(), 32);
     let digest = &runs[0]["report"]["digest"];
     assert!(runs.iter().all(|r| &r["report"]["digest"] == digest));
 }

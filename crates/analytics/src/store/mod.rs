@@ -12,17 +12,22 @@
 //! | [`local`] (Oracle) | nowhere: every block is in local memory | none |
 //! | [`disk`] (GridGraph's out-of-core original) | a file, block-aligned | one large read per segment (O_DIRECT when the file system allows) |
 //! | [`far`] (Fargraph+) | another machine's memory on the fabric | one-sided READs of `chunk_bytes`, all of a segment posted at once |
-//! | [`paged`] (Fastswap-like) | another machine's memory on the fabric | 4 KB pages demand-fetched into a shared LRU page cache, with asynchronous readahead of the following pages |
+//! | [`paged`] (Fastswap-like) | another machine's memory on the fabric | 4 KB pages demand-fetched into a shared LRU page cache, with asynchronous readahead of the following pages; with `paged_vertices` the vertex arrays page too, through userfaultfd ([`vpage`]) |
 //!
 //! Local, disk and far keep the blocks the placement marks resident in local
 //! memory (graph-aware placement, [`crate::placement`]); paged is graph-unaware:
 //! all edge bytes are in the swap space and its page cache gets the same local
-//! budget.
+//! budget (with `paged_vertices`, the whole budget, shared with the vertex
+//! pages, as the kernel's memory is under Fastswap).
 
 pub mod disk;
 pub mod far;
 pub mod local;
 pub mod paged;
+mod pool;
+#[allow(unsafe_code)] // mmap, madvise and the userfaultfd ioctls (see its doc)
+mod uffd;
+pub mod vpage;
 
 use serde::Serialize;
 
@@ -176,6 +181,12 @@ pub trait EdgeStore: Send + Sync {
 
     /// Disk: whether reads bypass the operating system's page cache.
     fn direct_io(&self) -> Option<bool> {
+        None
+    }
+
+    /// Paged with `paged_vertices`: the memory vertex arrays live in
+    /// ([`crate::vertex`]); `None`: vertex data is local.
+    fn vertex_memory(&self) -> Option<std::sync::Arc<dyn crate::vertex::VertexMemory>> {
         None
     }
 }

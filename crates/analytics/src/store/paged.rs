@@ -30,11 +30,16 @@
 //! Honesty: every byte of a page comes from one charged one-sided READ
 //! (demand or readahead) into a local buffer, and only cached or fetched
 //! bytes reach the engine. What it does not model (so it is kinder than
-//! Fastswap): the kernel's fault and reclaim time, and swapping of vertex
-//! data, which Locus keeps in local memory for every backend.
+//! Fastswap): the kernel's fault and reclaim time on the edge path.
+//!
+//! **Vertex data** stays local unless `paged_vertices` is set
+//! ([`PagedStore::with_vertices`]): then the algorithms' vertex arrays live
+//! in memory paged through userfaultfd into the same frame pool as the edge
+//! pages, sized to the whole local budget ([`super::vpage`]), as the
+//! kernel's memory holds both under Fastswap.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use locus_fabric::{Completion, Fabric, Output, Port, WorkRequest};
@@ -47,7 +52,9 @@ use crate::error::{config_err, Result};
 use crate::grid::{Grid, Order};
 use crate::server::{Control, Lease};
 use crate::store::far::FarConfig;
+use crate::store::vpage::{Pager, Shared, VERTEX_POOL_PAGES_MIN};
 use crate::store::{Backend, PAGE_BYTES};
+use crate::vertex::VertexMemory;
 
 /// Readahead window in pages: Linux's default `vm.page-cluster` of 3 reads
 /// `2^3` pages per swap fault.
@@ -70,62 +77,6 @@ pub fn check_readahead_pages(pages: u32) -> Result<()> {
     Ok(())
 }
 
-/// A page cache with exact least-recently-used eviction.
-struct Lru {
-    capacity_pages: usize,
-    /// page -> (its bytes, last-use stamp)
-    pages: HashMap<u64, (Arc<Vec<u8>>, u64)>,
-    /// stamp -> page, oldest first
-    by_age: BTreeMap<u64, u64>,
-    clock: u64,
-}
-
-impl Lru {
-    fn new(capacity_pages: usize) -> Lru {
-        Lru {
-            capacity_pages,
-            pages: HashMap::with_capacity(capacity_pages.min(1 << 20)),
-            by_age: BTreeMap::new(),
-            clock: 0,
-        }
-    }
-
-    /// Whether `page` is cached (its age unchanged).
-    fn contains(&self, page: u64) -> bool {
-        self.pages.contains_key(&page)
-    }
-
-    /// The page if cached, marked most recently used.
-    fn get(&mut self, page: u64) -> Option<Arc<Vec<u8>>> {
-        let (bytes, stamp) = self.pages.get_mut(&page)?;
-        self.by_age.remove(stamp);
-        self.clock += 1;
-        *stamp = self.clock;
-        self.by_age.insert(self.clock, page);
-        Some(Arc::clone(bytes))
-    }
-
-    /// Caches `page`, evicting the least recently used page if full. Returns
-    /// the evicted page's buffer when nobody else holds it, for reuse.
-    fn insert(&mut self, page: u64, bytes: Arc<Vec<u8>>) -> Option<Vec<u8>> {
-        if self.pages.contains_key(&page) {
-            return None; // another thread faulted it in meanwhile
-        }
-        let mut evicted = None;
-        if self.pages.len() >= self.capacity_pages {
-            let (_, old) = self.by_age.pop_first().expect("a full cache has pages");
-            let (buf, _) = self.pages.remove(&old).expect("indexed page");
-            evicted = Arc::try_unwrap(buf).ok();
-        }
-        self.clock += 1;
-        self.pages.insert(page, (bytes, self.clock));
-        self.by_age.insert(self.clock, page);
-        debug_assert!(self.pages.len() <= self.capacity_pages);
-        debug_assert_eq!(self.pages.len(), self.by_age.len());
-        evicted
-    }
-}
-
 /// All edge bytes in far memory, paged into a bounded LRU cache.
 pub struct PagedStore<F: Fabric> {
     fabric: F,
@@ -137,12 +88,15 @@ pub struct PagedStore<F: Fabric> {
     bytes: u64,
     /// Pages of the far region.
     region_pages: u64,
-    cache: Mutex<Lru>,
+    /// The local budget's frames (edge pages, and vertex pages with `pager`).
+    cache: Arc<Shared>,
     cache_bytes: u64,
     readahead_pages: u32,
+    /// Vertex data paged too (`paged_vertices`).
+    pager: Option<Pager<F>>,
 }
 
-impl<F: Fabric> PagedStore<F> {
+impl<F: Fabric + Clone> PagedStore<F> {
     /// Writes every block of `orders` to far memory; the page cache holds at
     /// most `cache_bytes` (at least one page); a fault reads ahead
     /// `readahead_pages` following pages (0: none).
@@ -154,6 +108,31 @@ impl<F: Fabric> PagedStore<F> {
         config: FarConfig,
         readahead_pages: u32,
     ) -> Result<PagedStore<F>> {
+        PagedStore::with_vertices(
+            fabric,
+            grid,
+            orders,
+            cache_bytes,
+            config,
+            readahead_pages,
+            None,
+        )
+    }
+
+    /// [`PagedStore::new`], and with `vertex_bytes_max` vertex arrays page
+    /// too (see [`super::vpage`]): up to that many bytes of them, in the
+    /// same `cache_bytes` as the edge pages (at least
+    /// [`VERTEX_POOL_PAGES_MIN`] + 2 (readahead + 1) pages then). Fails, saying why, where
+    /// userfaultfd is not available.
+    pub fn with_vertices(
+        fabric: F,
+        grid: &Grid,
+        orders: &[Order],
+        cache_bytes: u64,
+        config: FarConfig,
+        readahead_pages: u32,
+        vertex_bytes_max: Option<u64>,
+    ) -> Result<PagedStore<F>> {
         check_readahead_pages(readahead_pages)?;
         let table = BlockTable::new(grid, orders)?;
         let n = table.shape().blocks();
@@ -164,7 +143,11 @@ impl<F: Fabric> PagedStore<F> {
             bytes += table.block_len(o, p);
         }
         let region_bytes = bytes.next_multiple_of(PAGE_BYTES);
-        let capacity_pages = (cache_bytes / PAGE_BYTES).max(1);
+        let floor = match vertex_bytes_max {
+            Some(_) => VERTEX_POOL_PAGES_MIN + 2 * (u64::from(readahead_pages) + 1),
+            None => 1,
+        };
+        let capacity_pages = (cache_bytes / PAGE_BYTES).max(floor);
         if capacity_pages > usize::MAX as u64 {
             return Err(config_err("page_cache_bytes", "too large for this machine"));
         }
@@ -185,6 +168,27 @@ impl<F: Fabric> PagedStore<F> {
                 ))?;
             }
         }
+        let cache = Shared::new(capacity_pages as usize);
+        let pager = match vertex_bytes_max {
+            None => None,
+            Some(b) => {
+                let len = b.next_multiple_of(PAGE_BYTES).max(PAGE_BYTES);
+                let vlease = control.alloc(len)?;
+                let p = Pager::new(
+                    fabric.clone(),
+                    config,
+                    vlease,
+                    len,
+                    Arc::clone(&cache),
+                    readahead_pages,
+                );
+                if p.is_err() {
+                    let _ = control.free(vlease);
+                    let _ = control.free(lease);
+                }
+                Some(p?)
+            }
+        };
         Ok(PagedStore {
             fabric,
             config,
@@ -193,14 +197,15 @@ impl<F: Fabric> PagedStore<F> {
             at,
             bytes,
             region_pages: region_bytes / PAGE_BYTES,
-            cache: Mutex::new(Lru::new(capacity_pages as usize)),
+            cache,
             cache_bytes: capacity_pages * PAGE_BYTES,
             readahead_pages,
+            pager,
         })
     }
 }
 
-impl<F: Fabric> EdgeStore for PagedStore<F> {
+impl<F: Fabric + Clone> EdgeStore for PagedStore<F> {
     fn backend(&self) -> Backend {
         Backend::Paged
     }
@@ -233,6 +238,10 @@ impl<F: Fabric> EdgeStore for PagedStore<F> {
             page_cache_bytes: self.cache_bytes,
         }
     }
+
+    fn vertex_memory(&self) -> Option<Arc<dyn VertexMemory>> {
+        self.pager.as_ref().map(Pager::memory)
+    }
 }
 
 impl<F: Fabric> Drop for PagedStore<F> {
@@ -240,6 +249,10 @@ impl<F: Fabric> Drop for PagedStore<F> {
         // Best effort: a server that is gone keeps nothing to return.
         if let Ok(mut c) = Control::connect_quick(&self.fabric, self.config) {
             let _ = c.free(self.lease);
+            // Arrays still alive would page through a freed region: keep it then.
+            if let Some(p) = self.pager.as_ref().filter(|p| p.live_bytes() == 0) {
+                let _ = c.free(p.lease());
+            }
         }
     }
 }
@@ -269,8 +282,7 @@ impl<F: Fabric> PagedStream<'_, F> {
             self.ahead.poll(&mut self.landed)?;
             self.take_landed(None)?;
         }
-        let cache = &self.store.cache;
-        if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(page) {
+        if let Some(p) = self.store.cache.lock().get(page) {
             self.stats.page_hits += 1;
             return Ok((p, true));
         }
@@ -321,7 +333,7 @@ impl<F: Fabric> PagedStream<'_, F> {
         self.stats.fetch_ops += 1;
         self.stats.bytes_fetched += PAGE_BYTES;
         let p = Arc::new(buf);
-        self.cache_insert(page, Arc::clone(&p));
+        self.cache_insert(page, Arc::clone(&p))?;
         Ok((p, false))
     }
 
@@ -333,7 +345,7 @@ impl<F: Fabric> PagedStream<'_, F> {
         }
         let last = (page + w).min(self.store.region_pages - 1);
         let wanted: Vec<u64> = {
-            let cache = self.store.cache.lock().unwrap_or_else(|e| e.into_inner());
+            let cache = self.store.cache.lock();
             (page + 1..=last)
                 .filter(|q| !self.inflight.contains(q) && !cache.contains(*q))
                 .collect()
@@ -376,24 +388,30 @@ impl<F: Fabric> PagedStream<'_, F> {
             if want == Some(q) {
                 got = Some(Arc::clone(&p));
             }
-            self.cache_insert(q, p);
+            self.cache_insert(q, p)?;
         }
         Ok(got)
     }
 
-    /// Caches `page`, keeping an evicted buffer for reuse.
-    fn cache_insert(&mut self, page: u64, p: Arc<Vec<u8>>) {
-        let evicted = self
-            .store
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(page, p);
-        if let Some(b) = evicted {
-            if self.spare.len() < 2 + self.store.readahead_pages as usize {
+    /// Caches `page` (reclaiming frames, which may write a vertex page
+    /// back on the demand port), keeping freed buffers for reuse.
+    fn cache_insert(&mut self, page: u64, p: Arc<Vec<u8>>) -> Result<()> {
+        let mut freed = Vec::new();
+        self.store.cache.insert_edge(
+            page,
+            p,
+            self.store.pager.as_ref().map(Pager::inner),
+            &mut self.port,
+            &mut freed,
+        )?;
+        for b in freed {
+            if b.len() == PAGE_BYTES as usize
+                && self.spare.len() < 2 + self.store.readahead_pages as usize
+            {
                 self.spare.push(b);
             }
         }
+        Ok(())
     }
 }
 
@@ -439,37 +457,5 @@ impl<F: Fabric> FetchStream for PagedStream<'_, F> {
 
     fn stats(&self) -> StreamStats {
         self.stats
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn page(b: u8) -> Arc<Vec<u8>> {
-        Arc::new(vec![b; 8])
-    }
-
-    #[test]
-    fn evicts_the_least_recently_used_page() {
-        let mut lru = Lru::new(3);
-        for p in 0..3 {
-            assert!(lru.insert(p, page(p as u8)).is_none());
-        }
-        assert!(lru.get(0).is_some()); // 1 is now the oldest
-        let evicted = lru.insert(3, page(3)).expect("full: 1 goes, unshared");
-        assert_eq!(evicted, vec![1u8; 8]);
-        assert!(lru.get(1).is_none());
-        for p in [0, 2, 3] {
-            assert!(lru.get(p).is_some(), "page {p}");
-        }
-        // A page still held by a reader is evicted but not handed back for reuse.
-        let held = lru.get(0).unwrap();
-        lru.get(2);
-        lru.get(3);
-        assert!(lru.insert(4, page(4)).is_none());
-        assert!(lru.get(0).is_none());
-        assert_eq!(held[0], 0);
-        assert_eq!(lru.pages.len(), 3);
     }
 }

@@ -5,8 +5,9 @@
 //! - `overall` (Fig. 15): every algorithm on every backend at far ratio 0.8,
 //!   times normalised to the Oracle.
 //! - `ratio` (Fig. 18): BFS time as the far ratio rises from 0 to 0.95, far
-//!   versus paged with Linux's default readahead (8 pages) and paged
-//!   without readahead.
+//!   versus paged with Linux's default readahead (8 pages), paged
+//!   without readahead, and paged with readahead whose vertex data pages
+//!   too (`paged_vertices`).
 //! - `chunk` (Fig. 19): BFS and PageRank on far at 0.8 with chunks of 4 KB to
 //!   4 MB, normalised to 4 KB.
 //! - `buffering` (Table 4): BFS and PageRank on far at 0.8 with and without
@@ -277,10 +278,11 @@ impl Bench<'_, '_> {
                 self.reporter.note(format!(
                     "  [{round}] {:<8} {:<6} ratio {:.2} threads {} chunk {:>8} buffering {:<5} {:>9.3} s  fetched {:>12} B  digest {}",
                     cfg.algo.name(),
-                    match (cfg.backend, cfg.readahead_pages) {
-                        (Backend::Paged, 0) => "paged-no-ra".to_string(),
-                        (Backend::Paged, w) => format!("paged-ra{w}"),
-                        (b, _) => b.name().to_string(),
+                    match (cfg.backend, cfg.readahead_pages, cfg.paged_vertices) {
+                        (Backend::Paged, 0, false) => "paged-no-ra".to_string(),
+                        (Backend::Paged, w, false) => format!("paged-ra{w}"),
+                        (Backend::Paged, w, true) => format!("paged-v-ra{w}"),
+                        (b, _, _) => b.name().to_string(),
                     },
                     cfg.far_ratio,
                     cfg.engine.threads,
@@ -451,7 +453,9 @@ const RATIOS: [f64; 8] = [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95];
 
 fn ratio(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
     // Per ratio: far, paged with Linux's default readahead (Fastswap as it
-    // is), paged without readahead (demand faults only).
+    // is for edges, vertex data local), paged without readahead (demand
+    // faults only), and paged with readahead whose vertex data pages too in
+    // the same budget (Fastswap as it is: the kernel swaps both).
     let cfgs: Vec<RunConfig> = RATIOS
         .iter()
         .flat_map(|&r| {
@@ -459,20 +463,26 @@ fn ratio(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
                 readahead_pages: 0,
                 ..b.config(Algo::Bfs, Backend::Paged, r)
             };
+            let vertices = RunConfig {
+                paged_vertices: true,
+                ..b.config(Algo::Bfs, Backend::Paged, r)
+            };
             [
                 b.config(Algo::Bfs, Backend::Far, r),
                 b.config(Algo::Bfs, Backend::Paged, r),
                 no_readahead,
+                vertices,
             ]
         })
         .collect();
     let (reports, ranges) = b.measure_all(&cfgs)?;
     let rows: Vec<_> = RATIOS
         .iter()
-        .zip(reports.chunks(3))
-        .zip(ranges.chunks(3))
-        .map(|((r, trio), rg)| {
-            let (far, ra, plain) = (&trio[0], &trio[1], &trio[2]);
+        .zip(reports.chunks(4))
+        .zip(ranges.chunks(4))
+        .map(|((r, four), rg)| {
+            let (far, ra, plain, pv) = (&four[0], &four[1], &four[2], &four[3]);
+            let vp = pv.vertex_paging.unwrap_or_default();
             serde_json::json!({
                 "far_ratio": r,
                 "far_s": far.time_s,
@@ -489,8 +499,19 @@ fn ratio(b: &mut Bench<'_, '_>) -> Result<serde_json::Value> {
                 "paged_no_readahead_page_faults": plain.page_faults,
                 "paged_no_readahead_bytes_fetched": plain.bytes_fetched,
                 "paged_far_ratio_achieved": ra.far_ratio_achieved,
+                "paged_vertices_s": pv.time_s,
+                "paged_vertices_range_s": rg[3],
+                "paged_vertices_page_faults": pv.page_faults,
+                "paged_vertices_bytes_fetched": pv.bytes_fetched,
+                "paged_vertices_vertex_faults": vp.faults,
+                "paged_vertices_vertex_readahead_pages": vp.readahead_pages,
+                "paged_vertices_vertex_minor_faults": vp.minor_faults,
+                "paged_vertices_vertex_writebacks": vp.writebacks,
+                "paged_vertices_vertex_zero_fills": vp.zero_fills,
+                "paged_vertices_far_ratio_achieved": pv.far_ratio_achieved,
                 "paged_readahead_over_far": ra.time_s / far.time_s,
                 "paged_no_readahead_over_far": plain.time_s / far.time_s,
+                "paged_vertices_over_far": pv.time_s / far.time_s,
             })
         })
         .collect();

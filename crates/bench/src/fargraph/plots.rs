@@ -63,6 +63,7 @@ pub(super) fn plot(o: &Report, path: &Path) -> Result<()> {
                     series("far_s", "far (Fargraph+)"),
                     series("paged_readahead_s", "paged, readahead 8"),
                     series("paged_no_readahead_s", "paged, no readahead"),
+                    series("paged_vertices_s", "paged+vertices, ra 8"),
                 ],
             }
             .write_png(path)?;
