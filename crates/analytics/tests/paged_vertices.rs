@@ -215,9 +215,10 @@ fn runs_report_vertex_faults_and_writebacks_and_other_backends_refuse() {
     if !uffd_or_skip("runs_report_vertex_faults_and_writebacks_and_other_backends_refuse") {
         return;
     }
-    // R-MAT 15 (4 MB of edges): the budget at 0.95 is the floor of two
-    // fetch segments, 2 MB, through which the edge pages stream.
-    let g = rmat(15, 3, None);
+    // R-MAT 16 (4 MB of edges in the compact layout BFS and Radii use, 8 MB
+    // wide): the budget at 0.95 is the floor of two fetch segments, 2 MB,
+    // through which the edge pages stream, so vertex pages must be evicted.
+    let g = rmat(16, 3, None);
     for algo in Algo::ALL {
         let fabric = local_fabric().unwrap();
         let mut cfg = RunConfig::new(algo, Backend::Paged, 0.95);
