@@ -1,5 +1,9 @@
 //! Compressed sparse row adjacency, built in two passes over an [`EdgeSource`].
 //!
+//! (Slightly over 800 lines: the whole-graph, ranged and from-degrees
+//! builders share the fill, sort and compact steps, and their tests need the
+//! private ones.)
+//!
 //! ```text
 //!   offsets: [0, 2, 2, 5]          (vertex_count + 1 entries, offsets[n] = edge count)
 //!   targets: [1, 2 | | 0, 1, 2]    neighbors(v) = targets[offsets[v] .. offsets[v + 1]]
