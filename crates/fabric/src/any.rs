@@ -276,6 +276,11 @@ impl Port for AnyPort {
     }
 
     #[inline]
+    fn check_peer(&self, target: MachineId) -> Result<()> {
+        each!(AnyPort, self, p => p.check_peer(target))
+    }
+
+    #[inline]
     fn relax(&mut self) {
         each!(AnyPort, self, p => p.relax())
     }

@@ -352,6 +352,9 @@ impl<P: Port> Port for CountingPort<P> {
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.inner.try_recv()
     }
+    fn check_peer(&self, target: MachineId) -> Result<()> {
+        self.inner.check_peer(target)
+    }
     fn relax(&mut self) {
         self.inner.relax()
     }

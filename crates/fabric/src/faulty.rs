@@ -241,6 +241,9 @@ impl<P: Port> Port for FaultyPort<P> {
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.inner.try_recv()
     }
+    fn check_peer(&self, target: MachineId) -> Result<()> {
+        self.inner.check_peer(target)
+    }
     fn relax(&mut self) {
         self.inner.relax()
     }

@@ -238,6 +238,15 @@ pub trait Port: Send {
     /// Takes the next message delivered to this port's machine, if any.
     fn try_recv(&mut self) -> Result<Option<Message>>;
 
+    /// Fails with the error an operation to `target` would get at once if
+    /// the fabric already knows it cannot be reached (the TCP fabric: marked
+    /// down by membership), so a wait for `target`'s reply to a message can
+    /// end instead of running out its timeout. Fabrics without failures say Ok.
+    fn check_peer(&self, target: MachineId) -> Result<()> {
+        let _ = target;
+        Ok(())
+    }
+
     /// Hint that the caller is waiting for another thread (spinning on a lock or a
     /// flag). Real fabrics yield the CPU; the simulated fabric makes it a
     /// scheduling point so the awaited thread can run.

@@ -279,6 +279,10 @@ impl Port for TcpPort {
         self.machine
     }
 
+    fn check_peer(&self, target: MachineId) -> Result<()> {
+        self.inner.route(target).map(|_| ())
+    }
+
     fn machine_count(&self) -> usize {
         self.inner.config.machines
     }

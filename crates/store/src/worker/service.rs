@@ -20,6 +20,11 @@
 //!   Only a failure of the machine's own port or of its garbage collection
 //!   stops a service; it is recorded ([`Services::failure`]) and forwards to
 //!   that machine then fail at once instead of waiting out their timeout.
+//! - **A target the fabric knows is down** (`Port::check_peer`: the TCP
+//!   fabric's membership table) fails a forward waiting for its reply at
+//!   once; the forward timeout bounds the wait only while it looks alive.
+//!   (A wait for a dead peer held the home's stripe lock and so delayed
+//!   Pragh 5 recovery by the whole timeout.)
 //! - **Reply addresses** come from the fabric (the machine that sent the
 //!   message), never from the message's payload; a request whose payload
 //!   names another sender is malformed.
@@ -191,6 +196,10 @@ impl<F: Fabric> Worker<F> {
                         reason,
                     });
                 }
+                // A target the fabric knows is down (membership ended its
+                // incarnation) will not answer: fail now, not at the deadline,
+                // since the waiting op may hold a lock recovery needs.
+                self.port.check_peer(target)?;
                 if self.port.now_ns() > deadline {
                     return Err(StoreError::Forwarded {
                         machine: target,
