@@ -21,6 +21,9 @@
 //!     │                                             checkpoint + log back, republish each
 //!     │                                             such vertex's last list at home
 //!     │                                             (no [durability]: mark its keys lost)
+//!     │                                          4. our keys D left mid-migration (a live
+//!     │                                             copy it invalidated, F5): republish
+//!     │                                             each from that copy
 //!     │                                                              │
 //!     │   peer_rejoined(D, new_epoch)            D recovers from its own log, registers
 //!     └── 1. forget D again (entries cached  ◀── at a newer epoch; its epoch is set in
@@ -133,6 +136,9 @@ pub struct FailureReport {
     pub parts_written: u64,
     /// Keys marked lost (no `[durability]`, or no list logged).
     pub keys_lost: u64,
+    /// Keys homed here that the peer left mid-migration (old copy
+    /// invalidated, new one never published), put back from the old copy (F5).
+    pub interrupted_restored: u64,
     /// Milliseconds the whole call took.
     pub elapsed_ms: u64,
 }
@@ -289,6 +295,16 @@ pub(crate) fn peer_failed(
                 lose(&mut w, &found, v, peer, &mut r, &mut errors);
             }
         }
+    }
+    // F5: migrations onto the peer that it left half done.
+    let interrupted = w.restore_interrupted(peer)?;
+    r.interrupted_restored = interrupted.restored;
+    for k in &interrupted.unparseable {
+        errors.push(format!(
+            "key {:#x} (vertex {}): left invalidated mid-migration, and its old copy does not parse",
+            k.0,
+            k.vertex()
+        ));
     }
     r.elapsed_ms = t0.elapsed().as_millis() as u64;
     let st = &s.recovery;

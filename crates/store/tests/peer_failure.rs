@@ -6,10 +6,14 @@
 //! lost, and a lost key fails loudly on every path (read, 2-hop, update),
 //! never as "absent"; the survivor forgets the dead machine's cache entries,
 //! replicas and directory entries; and the dead machine's block that the
-//! reload left behind is named by no address word.
+//! reload left behind is named by no address word. A migration the dead
+//! machine left half done (old copy invalidated, new one never published)
+//! is put back at home from the old copy (F5).
 
 use locus_fabric::local::{LocalConfig, LocalFabric};
-use locus_store::{Key, Replication, Store, StoreConfig, StoreError};
+use locus_fabric::{Fabric, Port};
+use locus_store::addr::Addr;
+use locus_store::{Key, Replication, Store, StoreConfig, StoreError, VALUES_REGION};
 
 fn store() -> Store<LocalFabric> {
     let fabric = LocalFabric::new(LocalConfig {
@@ -137,4 +141,65 @@ fn a_survivor_forgets_the_dead_machines_cache_entries_replicas_and_directory_ent
     // (its replacement's memory must not be written).
     w0.put(3, &[9]).unwrap();
     assert_eq!(w0.get(3).unwrap(), Some(vec![9]));
+}
+
+/// F5: the dead machine was the target of two migrations and died after
+/// zeroing the old copies' headers (the invalidation, P2) and before its
+/// CASes. Their words still name live copies, so `keys_held_by` does not
+/// find them, and nobody can read them, until the home restores them.
+#[test]
+fn migrations_the_dead_target_left_half_done_are_put_back_from_the_old_copies() {
+    let s = store();
+    let _services = s.spawn_services().unwrap();
+    let (home, dead, other) = (0u8, 1u8, 2u8);
+    let mut h = s.worker(home).unwrap();
+    let mut o = s.worker(other).unwrap();
+    let long: Vec<u32> = (100..110).collect(); // three parts
+    h.put(3, &long).unwrap(); // part 0 held at home
+    h.put(6, &[7, 8]).unwrap();
+    h.put(9, &[1]).unwrap(); // left alone
+    assert_eq!(o.migrate_vertex(6).unwrap(), 1); // held by survivor 2
+                                                 // What the dead target's Invalidate steps wrote before it died.
+    let mut p = s.fabric().port(dead).unwrap();
+    for v in [3u32, 6] {
+        let a = Addr::decode(h.address_word(v).unwrap()).unwrap();
+        let holder = a.holder(home);
+        let vr = s.fabric().lookup(holder, VALUES_REGION).unwrap().id;
+        p.write_word(holder, vr, a.offset_units() * 8, 0).unwrap();
+    }
+    drop(p);
+    assert!(
+        matches!(h.get(3), Err(StoreError::Contention { .. })),
+        "the hazard F5 repairs"
+    );
+    assert!(matches!(o.get(6), Err(StoreError::Contention { .. })));
+    assert!(
+        h.keys_held_by(dead).unwrap().is_empty(),
+        "not the reload's keys"
+    );
+    let r = h.restore_interrupted(dead).unwrap();
+    assert_eq!(r.restored, 2, "{r:?}");
+    assert!(r.unparseable.is_empty(), "{r:?}");
+    for w in [&mut h, &mut o] {
+        assert_eq!(w.get(3).unwrap(), Some(long.clone()));
+        assert_eq!(w.get(6).unwrap(), Some(vec![7, 8]));
+        assert_eq!(w.get(9).unwrap(), Some(vec![1]));
+    }
+    let at_home = |h: &mut locus_store::Worker<LocalFabric>, v| {
+        Addr::decode(h.address_word(v).unwrap())
+            .unwrap()
+            .holder(home)
+    };
+    assert_eq!(at_home(&mut h, 6), home, "republished at the home");
+    assert_eq!(
+        h.restore_interrupted(dead).unwrap().restored,
+        0,
+        "idempotent"
+    );
+    // Ordinary keys again: updated, migrated, read from anywhere.
+    assert!(h.insert_edge(6, 1).unwrap());
+    assert_eq!(o.migrate_vertex(3).unwrap(), 3);
+    assert!(h.insert_edge(3, 1).unwrap());
+    assert_eq!(o.get(6).unwrap(), Some(vec![7, 8, 1]));
+    assert_eq!(h.get(3).unwrap().unwrap().len(), 11);
 }

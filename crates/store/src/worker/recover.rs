@@ -6,10 +6,10 @@ use std::sync::Arc;
 use locus_fabric::{Fabric, MachineId, Port};
 
 use super::Worker;
-use crate::addr::{lost_word, Addr};
-use crate::adjacency::{self, MORE};
+use crate::addr::{lost_word, Addr, Header};
+use crate::adjacency::{self, PartView, MORE};
 use crate::forward::PartOp;
-use crate::recover::Forgotten;
+use crate::recover::{Forgotten, Interrupted};
 use crate::table::{home_of, Key};
 use crate::{Result, StoreError, VertexId};
 
@@ -162,6 +162,68 @@ impl<F: Fabric> Worker<F> {
             key: key.0,
             retries: REPUBLISH_RETRIES_MAX,
         })
+    }
+
+    /// Repairs the keys homed here that `dead` left mid-migration (F5):
+    /// a target invalidates the old copy before its CAS publishes the new one
+    /// (P2), so a target that died between the two leaves a key whose address
+    /// word names a live copy with a zeroed header, unreadable for good. Each
+    /// such key is republished here, under its vertex's update lock, from
+    /// that copy's payload (only the header word was zeroed; a copy the word
+    /// names is never retired). A live migration in the same window loses
+    /// its CAS to this one and starts over: the content is the same. Keys
+    /// whose word names `dead` are left to [`Worker::republish_at_home`].
+    pub fn restore_interrupted(&mut self, dead: MachineId) -> Result<Interrupted> {
+        let me = self.machine;
+        let shared = Arc::clone(&self.shared);
+        let mut r = Interrupted::default();
+        for (key, word) in self.scan_table(me)? {
+            let Some(a) = Addr::decode(word) else {
+                continue;
+            };
+            // The header word alone says whether the copy is valid.
+            let holder = a.holder(me);
+            if holder == dead {
+                continue;
+            }
+            let vr = self.values_region(holder);
+            let header = self.port.read_word(holder, vr, a.offset_units() * 8)?;
+            if Header::decode(header).matches(a) {
+                continue;
+            }
+            let _serial = loop {
+                match shared.try_update_lock(me, key.vertex()) {
+                    Some(g) => break g,
+                    None => self.port.relax(),
+                }
+            };
+            // Again under the lock: a live migration may have published.
+            let Some(slot) = self.lookup(key)? else {
+                continue;
+            };
+            let Some(a) = Addr::decode(slot.addr_word) else {
+                continue;
+            };
+            if a.holder(me) == dead || self.fetch(me, a)? {
+                continue;
+            }
+            let Some(payload) =
+                PartView::parse(&self.value[8..]).map(|p| adjacency::PREFIX_BYTES + p.len() * 4)
+            else {
+                // Not a part's payload: nothing to rebuild from. Its reads
+                // keep failing (Contention), loudly; the caller reports it.
+                r.unparseable.push(key);
+                continue;
+            };
+            let payload = self.value[8..8 + payload].to_vec();
+            self.invalidate_replicas(key.vertex())?;
+            let here = (a.holder(me) == me).then_some(a);
+            // A lost CAS: a live migration published first; nothing to do.
+            if self.publish(key, slot, here, &payload)?.is_some() {
+                r.restored += 1;
+            }
+        }
+        Ok(r)
     }
 
     /// Marks `key` (homed here) lost with `dead` if its word still names
