@@ -31,7 +31,9 @@
 //! - D1: an update is acknowledged only after a record holding the vertex's
 //!   list as of that update (or later) is durable (`sync = "always"`) or
 //!   written (`"interval"`). With durability on, a server refuses updates of
-//!   vertices it does not home (WRONG_HOME): only the home logs.
+//!   vertices it does not home (WRONG_HOME): only the home logs. An update
+//!   applied whose new list cannot be read back (its holder died right
+//!   after the write) is answered with an error, never acknowledged.
 //! - D2: for each vertex, records are appended in the order its updates
 //!   were applied: apply, read back and append happen under the vertex's
 //!   stripe lock, and every update of it runs at its home through here.

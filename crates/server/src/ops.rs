@@ -11,6 +11,7 @@ use locus_fabric::counting::Locality;
 use locus_fabric::FabricError;
 use locus_store::addr::Addr;
 use locus_store::{home_of, StoreError};
+use locus_wal::Lsn;
 
 use locus_store::Worker;
 
@@ -93,7 +94,9 @@ impl Connection<'_> {
     /// new list read back and logged, under `v`'s stripe lock; the reply
     /// waits until the record is durable. `apply` says whether it changed
     /// anything: an unchanged list is not logged, but the reply still waits
-    /// for whatever was logged before (the answer may depend on it).
+    /// for whatever was logged before (the answer may depend on it). An
+    /// update applied whole whose list cannot be read back is answered with
+    /// an error: in doubt, never acknowledged unlogged ([`to_log`]).
     fn update(
         &mut self,
         v: u32,
@@ -114,25 +117,29 @@ impl Connection<'_> {
             let _stripe = d.lock(v);
             let w = self.worker()?;
             let result = apply(w);
-            let logged = match &result {
-                Ok((_, false)) => Ok(d.last_lsn()),
-                // Changed, or failed part-way: log the list as it now is.
-                _ => match w.get(v) {
-                    Ok(Some(list)) => d.log([(v, list.as_slice())].into_iter()),
-                    Ok(None) => Ok(d.last_lsn()),
-                    Err(e) => {
-                        tracing::warn!(
-                            server = s.id,
-                            vertex = v,
-                            "cannot read back an updated vertex to log it: {e}"
-                        );
-                        Ok(d.last_lsn())
-                    }
-                },
+            let outcome = match &result {
+                Ok((_, false)) => Applied::Unchanged,
+                Ok((_, true)) => Applied::Changed,
+                Err(_) => Applied::FailedPartWay,
+            };
+            let logged: std::result::Result<Lsn, String> = match to_log(outcome, || w.get(v)) {
+                ToLog::Nothing => Ok(d.last_lsn()),
+                ToLog::List(list) => d
+                    .log([(v, list.as_slice())].into_iter())
+                    .map_err(|e| e.to_string()),
+                ToLog::Refuse(why) => Err(why),
+                ToLog::Unreadable(e) => {
+                    tracing::warn!(
+                        server = s.id,
+                        vertex = v,
+                        "cannot read back a vertex whose update failed part-way to log it: {e}"
+                    );
+                    Ok(d.last_lsn())
+                }
             };
             (result, logged)
         };
-        if let Err(e) = logged.and_then(|lsn| d.wait(lsn)) {
+        if let Err(e) = logged.and_then(|lsn| d.wait(lsn).map_err(|e| e.to_string())) {
             return Ok(self.error(
                 ErrorCode::Internal,
                 format!("vertex {v}: the update was applied but could not be made durable ({e}); it is not acknowledged"),
@@ -401,10 +408,92 @@ impl Connection<'_> {
     }
 }
 
+/// What an update did, for [`to_log`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Applied {
+    /// Nothing changed: nothing to log.
+    Unchanged,
+    /// Applied whole.
+    Changed,
+    /// Failed, possibly after changing some parts.
+    FailedPartWay,
+}
+
+/// What to log after an update (D1 in `durable.rs`).
+#[derive(Debug, PartialEq, Eq)]
+enum ToLog {
+    /// Nothing (wait for what was logged before).
+    Nothing,
+    /// The vertex's list as it now is.
+    List(Vec<u32>),
+    /// An applied update whose list cannot be read back: answer with an
+    /// error, never acknowledge it unlogged (it is in doubt, like any
+    /// update whose reply is lost).
+    Refuse(String),
+    /// A failed update whose list cannot be read back: it is answered with
+    /// its own error anyway; logged as a warning.
+    Unreadable(String),
+}
+
+/// Decides what an update logs. The list is read back (`read_back`) after
+/// a change or a part-way failure. An applied update whose list cannot be
+/// read back (its holder died right after the write) was once acknowledged
+/// unlogged here, and so lost across the holder's death: the kill -9 test
+/// in `crates/cli/tests/durable_processes.rs` found it.
+fn to_log(
+    applied: Applied,
+    read_back: impl FnOnce() -> locus_store::Result<Option<Vec<u32>>>,
+) -> ToLog {
+    if applied == Applied::Unchanged {
+        return ToLog::Nothing;
+    }
+    match read_back() {
+        Ok(Some(list)) => ToLog::List(list),
+        Ok(None) => ToLog::Nothing,
+        Err(e) if applied == Applied::Changed => ToLog::Refuse(format!(
+            "its new list could not be read back to log it: {e}"
+        )),
+        Err(e) => ToLog::Unreadable(e.to_string()),
+    }
+}
+
 /// A peer could not be reached (a read worth one retry: see `handle`).
 fn peer_error(e: &StoreError) -> bool {
     matches!(
         e,
         StoreError::Fabric(locus_fabric::FabricError::PeerUnavailable { .. })
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn down() -> locus_store::Result<Option<Vec<u32>>> {
+        Err(StoreError::Fabric(FabricError::PeerUnavailable {
+            machine: 1,
+            reason: "killed".into(),
+        }))
+    }
+
+    #[test]
+    fn an_applied_update_whose_list_cannot_be_read_back_is_refused_not_acknowledged() {
+        assert!(matches!(to_log(Applied::Changed, down), ToLog::Refuse(w) if w.contains("killed")));
+        assert!(matches!(
+            to_log(Applied::FailedPartWay, down),
+            ToLog::Unreadable(_)
+        ));
+        assert_eq!(
+            to_log(Applied::Changed, || Ok(Some(vec![1, 2]))),
+            ToLog::List(vec![1, 2])
+        );
+        assert_eq!(
+            to_log(Applied::FailedPartWay, || Ok(Some(vec![3]))),
+            ToLog::List(vec![3])
+        );
+        assert_eq!(
+            to_log(Applied::Unchanged, || panic!("not read back")),
+            ToLog::Nothing
+        );
+    }
 }
