@@ -94,6 +94,17 @@ pub(crate) fn register(
     let entry = file.server(id)?;
     let info = format!("fabric={} client={client}", entry.fabric);
     let reg = m.register_at(id, epoch, &info).map_err(etcd_err)?;
+    // Each peer's last registration is read *before* the live members: a
+    // peer that registers in between is then among the members (or its
+    // PeerUp follows on the watch), never marked down at the epoch it is
+    // live at. (Read after, a peer starting at the same time was marked
+    // down until its PeerUp arrived, and the first operations to it failed.)
+    let mut last = vec![0u64; file.machines()];
+    for machine in 0..file.machines() as MachineId {
+        if machine != id {
+            last[machine as usize] = m.last_registered(machine).map_err(etcd_err)?;
+        }
+    }
     let (members, watch) = m.watch().map_err(etcd_err)?;
     for machine in 0..file.machines() as MachineId {
         if machine == id {
@@ -104,7 +115,7 @@ pub(crate) fn register(
             None => {
                 // Its last registered incarnation is dead (a later one may be
                 // starting: its HELLO is newer, so it is let in).
-                let last = m.last_registered(machine).map_err(etcd_err)?;
+                let last = last[machine as usize];
                 if last > 0 {
                     tcp.mark_down(machine, last)?;
                 }
