@@ -105,6 +105,32 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // A failing test keeps its cluster's files (logs, write-ahead logs)
+        // and says where: `LOCUS_TEST_KEEP_FAILED`, else a new directory
+        // under the temporary directory.
+        if std::thread::panicking() {
+            let to = std::env::var_os("LOCUS_TEST_KEEP_FAILED")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| {
+                    let nanos = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos());
+                    std::env::temp_dir()
+                        .join(format!("locus-test-failed-{}-{nanos}", std::process::id()))
+                });
+            let copied = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(self.dir.path())
+                .arg(&to)
+                .status()
+                .is_ok_and(|s| s.success());
+            if copied {
+                eprintln!(
+                    "the failed test's cluster files (logs, WALs) are in {}",
+                    to.display()
+                );
+            }
+        }
         let _ = locus(&[
             "cluster",
             "down",
