@@ -476,11 +476,15 @@ fn bfs(engine: &Engine<'_>, root: u32) -> Result<Run> {
     let mut level = 0u32;
     loop {
         let next = level + 1;
-        engine.stream_edges(Order::Column, Some(&frontier), &mut state, |s, _, st| {
-            if st.0 == UNREACHED {
-                *st = (next, s);
-            }
-        })?;
+        // A reached destination skips the rest of its edges before the
+        // frontier's bit is looked at.
+        engine.stream_edges_wanted(
+            Order::Column,
+            Some(&frontier),
+            &mut state,
+            |st| st.0 == UNREACHED,
+            |s, _, st| *st = (next, s),
+        )?;
         level = next;
         frontier = engine.vertex_bitmap(|x| state[x as usize].0 == next);
         if frontier.count() == 0 || level >= ITERATIONS_MAX {

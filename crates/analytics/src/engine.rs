@@ -322,6 +322,32 @@ impl<'s> Engine<'s> {
         self.stream(order, active, owned, &EachEdge(f))
     }
 
+    /// [`Engine::stream_edges`] for a pass whose owned elements stop wanting
+    /// edges once updated (BFS: a reached vertex): `f` gets an edge only if
+    /// `wants` holds for its owned element, which is tested *before* the
+    /// read side's active bit. In column order the owned side is the
+    /// destination, whose edges are adjacent, so once a destination is
+    /// reached the rest of its run is skipped on an element already in
+    /// cache, without the bitmap's test or its unpredictable branch. `f` gets
+    /// exactly the edges, in the order, that `stream_edges` would hand a
+    /// callback which does nothing when `!wants`; the count returned is of
+    /// the edges `f` got.
+    pub fn stream_edges_wanted<S, W, F>(
+        &self,
+        order: Order,
+        active: Option<&Bitmap>,
+        owned: &mut [S],
+        wants: W,
+        f: F,
+    ) -> Result<u64>
+    where
+        S: Send,
+        W: Fn(&S) -> bool + Sync,
+        F: Fn(u32, u32, &mut S) + Sync,
+    {
+        self.stream(order, active, owned, &Wanted { wants, f })
+    }
+
     /// A column pass over every edge that folds, per destination `d`,
     /// `out[d] = add(out[d], value(src))` in edge order, keeping the running
     /// value in a register over a run of `d`'s adjacent edges (column blocks
@@ -624,6 +650,50 @@ impl<S, F: Fn(u32, u32, &mut S) + Sync> Kernel<S> for EachEdge<F> {
                 }
             }
             f(s, d, &mut owned[(mine - base) as usize]);
+            n += 1;
+        }
+        n
+    }
+}
+
+/// [`Engine::stream_edges_wanted`]: the owned element's test first.
+struct Wanted<W, F> {
+    wants: W,
+    f: F,
+}
+
+impl<S, W, F> Kernel<S> for Wanted<W, F>
+where
+    W: Fn(&S) -> bool + Sync,
+    F: Fn(u32, u32, &mut S) + Sync,
+{
+    #[inline(always)]
+    fn apply<const COLUMN: bool, const COMPACT: bool>(
+        &self,
+        bytes: &[u8],
+        sl: u32,
+        dl: u32,
+        owned: &mut [S],
+        active: Option<&Bitmap>,
+    ) -> u64 {
+        let layout = layout_of::<COMPACT>();
+        let eb = layout.edge_bytes() as usize;
+        debug_assert_eq!(bytes.len() % eb, 0, "pieces hold whole edges");
+        let base = if COLUMN { dl } else { sl };
+        let mut n = 0u64;
+        for e in bytes.chunks_exact(eb) {
+            let (s, d) = layout.decode(e, sl, dl);
+            let (read, mine) = if COLUMN { (s, d) } else { (d, s) };
+            let o = &mut owned[(mine - base) as usize];
+            if !(self.wants)(o) {
+                continue;
+            }
+            if let Some(a) = active {
+                if !a.get(u64::from(read)) {
+                    continue;
+                }
+            }
+            (self.f)(s, d, o);
             n += 1;
         }
         n

@@ -105,6 +105,10 @@ pub struct Plan {
     pub groups: [GroupTotals; 4],
     /// The vertex arrays' classes (blocks are summarised in `groups`).
     pub vertex_segments: Vec<SegmentClass>,
+    /// Every non-empty edge block's class, in table order (not in the JSON:
+    /// one per block).
+    #[serde(skip)]
+    pub blocks: Vec<SegmentClass>,
     /// Which blocks stay local.
     #[serde(skip)]
     pub residency: Residency,
@@ -186,7 +190,9 @@ pub fn plan(algo: Algo, table: &BlockTable, profile: &Profile, far_ratio: f64) -
     let edge_bytes = table.total_bytes();
     let total = vertex_bytes + edge_bytes;
     let budget = local_budget(far_ratio, total);
-    // Transferable blocks, most worth keeping first: group 3 before 4, hotter first.
+    // Transferable blocks, most worth keeping first: group 3 before 4, hotter
+    // first, each kept if it fits the room left (first fit: a cold block
+    // can stay only where a hotter one larger than the room went far).
     let mut order: Vec<usize> = (vertex_count_segments..classes.len()).collect();
     order.sort_by(|&a, &b| {
         let (ca, cb) = (&classes[a], &classes[b]);
@@ -229,6 +235,7 @@ pub fn plan(algo: Algo, table: &BlockTable, profile: &Profile, far_ratio: f64) -
         far_edge_bytes,
         groups,
         vertex_segments: classes[..vertex_count_segments].to_vec(),
+        blocks: classes[vertex_count_segments..].to_vec(),
         residency,
     })
 }

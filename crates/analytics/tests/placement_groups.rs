@@ -59,10 +59,32 @@ fn bfs_leaves_cold_blocks_in_group_4_and_sends_them_first() {
         "some blocks are streamed rarely: {:?}",
         half.groups
     );
-    // Cold blocks go far before hot ones.
-    if half.groups[2].far_bytes > 0 {
-        assert_eq!(half.groups[3].far_bytes, half.groups[3].bytes);
+    // Cold blocks go far before hot ones: the budget is filled hottest
+    // group first, each block kept if it fits the room left, so a cold
+    // block stays local only if every hot block that went far is larger.
+    let kept_cold = half
+        .blocks
+        .iter()
+        .filter(|c| c.group == Group::G4 && !c.far)
+        .map(|c| c.bytes)
+        .max();
+    let far_hot = half
+        .blocks
+        .iter()
+        .filter(|c| c.group == Group::G3 && c.far)
+        .map(|c| c.bytes)
+        .min();
+    if let (Some(kept), Some(far)) = (kept_cold, far_hot) {
+        assert!(
+            far > kept,
+            "a cold block of {kept} bytes stayed while a hot one of {far} went far"
+        );
     }
+    assert!(
+        half.blocks.iter().any(|c| c.group == Group::G4 && c.far),
+        "cold blocks go far at ratio 0.5: {:?}",
+        half.groups
+    );
 }
 
 #[test]
