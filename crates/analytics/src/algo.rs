@@ -91,14 +91,23 @@ impl Algo {
         }
     }
 
-    /// Bytes per vertex of the values a column pass owns (the destination
-    /// window the automatic partition count sizes to L2): BFS depth and
-    /// parent, WCC's label, PageRank's sum, Radii's mask.
+    /// Bytes per vertex of the values a column pass owns (the window the
+    /// automatic partition count sizes to [`Algo::window_cache`]): BFS depth
+    /// and parent, WCC's label, PageRank's sum, Radii's mask.
     pub fn window_bytes(self, precision: Precision) -> u64 {
         match self {
             Algo::Bfs | Algo::Radii => 8,
             Algo::Wcc => 4,
             Algo::PageRank => precision.bytes(),
+        }
+    }
+
+    /// Which cache its window is sized to (see [`crate::grid::WindowCache`]):
+    /// the LLC for PageRank's fold, L2 for the others.
+    pub fn window_cache(self) -> crate::grid::WindowCache {
+        match self {
+            Algo::PageRank => crate::grid::WindowCache::Llc,
+            _ => crate::grid::WindowCache::L2,
         }
     }
 

@@ -20,7 +20,7 @@ use locus_graph::{Edge, Format, LoadOptions, Rmat};
 
 use crate::algo::Algo;
 use crate::error::Result;
-use crate::grid::{GraphInput, Grid, GridOptions, LayoutChoice, Shape};
+use crate::grid::{GraphInput, Grid, GridOptions, LayoutChoice, Shape, WindowCache};
 use crate::memory::{human_bytes, Estimate};
 
 /// What a load may use.
@@ -31,8 +31,10 @@ pub struct LoadLimits {
     /// Renumber ids to the vertices present (`--compact-ids`).
     pub compact_ids: bool,
     /// Bytes per vertex of the values a pass owns, which size the automatic
-    /// partition count to L2 ([`Algo::window_bytes`]).
+    /// partition count to a cache ([`Algo::window_bytes`]).
     pub window_bytes: u64,
+    /// Which cache that window is sized to ([`Algo::window_cache`]).
+    pub window_cache: WindowCache,
     /// Source ids per stripe of a column block (`u64::MAX`: one stripe).
     pub stripe_ids: u64,
     /// The edge encoding (`--edge-layout`).
@@ -44,9 +46,15 @@ impl LoadLimits {
     /// wide size if the shape or layout is refused: the build says why).
     pub fn edge_bytes(&self, vertices: u64, partitions: Option<u32>) -> u64 {
         let cap = self.edge_layout.width_max();
-        Shape::new_capped(vertices, partitions, self.window_bytes, cap)
-            .and_then(|s| self.edge_layout.resolve(s.width))
-            .map_or(crate::layout::WIDE_EDGE_BYTES, |l| l.edge_bytes())
+        Shape::new_in(
+            vertices,
+            partitions,
+            self.window_bytes,
+            self.window_cache,
+            cap,
+        )
+        .and_then(|s| self.edge_layout.resolve(s.width))
+        .map_or(crate::layout::WIDE_EDGE_BYTES, |l| l.edge_bytes())
     }
 }
 
@@ -232,6 +240,7 @@ fn admit(
         &GridOptions {
             partitions,
             value_bytes: limits.window_bytes,
+            window_cache: limits.window_cache,
             stripe_ids: limits.stripe_ids,
             layout: limits.edge_layout,
         },

@@ -28,11 +28,12 @@
 //! `docs/results/fargraph.md`): BFS and Radii ask for compact edges
 //! ([`LayoutChoice::Compact`]: the automatic width is capped at 2^16, twice
 //! the partitions of their L2 choice on this machine) and were as fast or
-//! faster with them. PageRank and WCC keep the L2-sized width
+//! faster with them. PageRank and WCC keep their automatic width
 //! ([`LayoutChoice::Auto`]: compact only where that width is at most 2^16).
-//! For PageRank, twice the partitions halves its destination runs in a
-//! block (each run is a load and a store of the destination's sum) and made
-//! it slower by more than the halved bytes saved. WCC's 4-byte labels make
+//! For PageRank, more partitions shorten its destination runs in a block
+//! (each run is a load and a store of the destination's sum) and made it
+//! slower by more than the halved bytes saved; for the same reason its
+//! window is sized to the last-level cache, not L2 (`grid::WindowCache`). WCC's 4-byte labels make
 //! its L2 width 2^18, so the cap quadruples its partitions; at R-MAT 22 that
 //! made it 2.1x slower. A width above 2^16 under `Auto` falls back to the
 //! wide layout; a run reports which layout it used.

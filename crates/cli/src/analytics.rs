@@ -322,6 +322,7 @@ fn run_one(a: RunArgs) -> CliResult {
         },
         compact_ids: a.compact_ids,
         window_bytes: algo.window_bytes(precision),
+        window_cache: algo.window_cache(),
         stripe_ids: match a.stripe_ids {
             None => algo.stripe_ids(),
             Some(0) => NO_STRIPES,
@@ -451,6 +452,7 @@ fn prepare(a: PrepareArgs) -> CliResult {
         },
         compact_ids: a.compact_ids,
         window_bytes: algo.window_bytes(precision),
+        window_cache: algo.window_cache(),
         stripe_ids: match a.stripe_ids {
             None => algo.stripe_ids(),
             Some(0) => NO_STRIPES,
