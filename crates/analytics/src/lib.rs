@@ -47,6 +47,7 @@ pub mod server;
 pub mod store;
 #[allow(unsafe_code)] // arrays placed in the vertex pager's mapping (see its doc)
 pub mod vertex;
+pub mod window;
 
 pub use algo::{Algo, Output, Params, Precision};
 pub use bitmap::Bitmap;
