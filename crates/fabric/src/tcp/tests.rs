@@ -414,7 +414,13 @@ fn operations_to_a_machine_marked_down_fail_at_once_and_resume_at_its_new_epoch(
     let (nodes, r) = two_at_epochs();
     let mut p = nodes[0].port(0).unwrap();
     p.write_word(1, r, 0, 3).unwrap();
+    assert!(p.check_peer(1).is_ok());
     nodes[0].mark_down(1, 2).unwrap();
+    // What a forward waiting for machine 1's reply checks (Port::check_peer).
+    assert!(matches!(
+        p.check_peer(1),
+        Err(FabricError::PeerUnavailable { machine: 1, .. })
+    ));
     assert_eq!(
         nodes[0].peer_epoch(1).unwrap(),
         PeerEpoch {
@@ -440,6 +446,7 @@ fn operations_to_a_machine_marked_down_fail_at_once_and_resume_at_its_new_epoch(
     // Machine 1's node comes back as a new incarnation at epoch 3.
     nodes[1].set_own_epoch(3);
     nodes[0].set_peer_epoch(1, 3).unwrap();
+    assert!(p.check_peer(1).is_ok());
     assert_eq!(p.read_word(1, r, 0).unwrap(), 3);
     assert_eq!(nodes[0].lookup(1, "r").unwrap().id, r);
 }
