@@ -296,15 +296,20 @@ pub(crate) fn peer_failed(
             }
         }
     }
-    // F5: migrations onto the peer that it left half done.
-    let interrupted = w.restore_interrupted(peer)?;
-    r.interrupted_restored = interrupted.restored;
-    for k in &interrupted.unparseable {
-        errors.push(format!(
-            "key {:#x} (vertex {}): left invalidated mid-migration, and its old copy does not parse",
-            k.0,
-            k.vertex()
-        ));
+    // F5: migrations onto the peer that it left half done. A failure here
+    // is reported with the rest, after the report is kept.
+    match w.restore_interrupted(peer) {
+        Ok(interrupted) => {
+            r.interrupted_restored = interrupted.restored;
+            for k in &interrupted.unparseable {
+                errors.push(format!(
+                    "key {:#x} (vertex {}): left invalidated mid-migration, and its old copy does not parse",
+                    k.0,
+                    k.vertex()
+                ));
+            }
+        }
+        Err(e) => errors.push(format!("restoring migrations it left half done: {e}")),
     }
     r.elapsed_ms = t0.elapsed().as_millis() as u64;
     let st = &s.recovery;
