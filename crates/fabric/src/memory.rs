@@ -152,10 +152,17 @@ impl Region {
         }
     }
 
-    /// Copies words starting at word `first` into `buf` (little-endian).
+    /// Copies words starting at word `first` into `buf` (little-endian),
+    /// each word read atomically. Long reads on x86-64 take
+    /// [`wide::copy_words`], which keeps that guarantee at memcpy speed.
     #[inline]
     pub fn read_words(&self, first: usize, buf: &mut [u8]) {
         let words = &self.words()[first..first + buf.len() / 8];
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        if buf.len() >= wide::BYTES_MIN && wide::available() {
+            wide::copy_words(words, buf);
+            return;
+        }
         for (w, chunk) in words.iter().zip(buf.chunks_exact_mut(8)) {
             chunk.copy_from_slice(&w.load(Ordering::Acquire).to_le_bytes());
         }
@@ -409,6 +416,91 @@ pub(crate) fn apply_ref(
     apply_region(&r, memory.id(), region, offset, verb)
 }
 
+/// A word-atomic copy out of a region at memcpy speed, for long READs.
+///
+/// A READ must see every aligned 8-byte word whole (Pragh footnote 2), so
+/// the portable copy loads word by word with atomics, which the compiler
+/// cannot widen: about 10 GB/s here against 16 GB/s for `memcpy`. The far
+/// backend of the analytics moves gigabytes through READs on the computing
+/// thread, work a NIC does by DMA, so the slow copy was charged to the
+/// algorithm (issue 12). This copy loads 16 aligned bytes at a time with
+/// `movdqa`, which is atomic as a whole on every x86-64 processor that
+/// enumerates AVX (Intel's and AMD's manuals both guarantee it; GCC's
+/// libatomic relies on it for 16-byte atomic loads), so each word inside is
+/// too. Without AVX the portable loop is used.
+///
+/// Inline assembly, not `ptr::copy`: the region's words may be written by
+/// other threads meanwhile, which for a non-atomic Rust read would be a data
+/// race; the assembly's loads are the hardware's, whose atomicity is what
+/// the paragraph above states. On x86 every load has acquire ordering, as
+/// the portable loop's `Acquire` asks.
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[allow(unsafe_code)]
+mod wide {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Reads shorter than this take the portable loop.
+    pub const BYTES_MIN: usize = 256;
+
+    /// Whether 16-byte aligned loads are atomic on this processor.
+    #[inline]
+    pub fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx")
+    }
+
+    /// Copies `words` into `buf` (`buf.len() == 8 * words.len()`).
+    #[inline]
+    pub fn copy_words(words: &[AtomicU64], buf: &mut [u8]) {
+        debug_assert_eq!(buf.len(), words.len() * 8);
+        let word = |w: &AtomicU64, out: &mut [u8]| {
+            out.copy_from_slice(&w.load(Ordering::Acquire).to_le_bytes());
+        };
+        // A word first if the source is not 16-byte aligned.
+        let skip = (words.as_ptr() as usize / 8) % 2;
+        let skip = skip.min(words.len());
+        for (w, out) in words[..skip].iter().zip(buf.chunks_exact_mut(8)) {
+            word(w, out);
+        }
+        let (words, buf) = (&words[skip..], &mut buf[skip * 8..]);
+        let blocks = words.len() / 8; // 64 bytes each
+        if blocks > 0 {
+            // SAFETY: `src` is 16-byte aligned (above) and `blocks * 64` bytes
+            // of it are the shared atomic words `words` borrows, only loaded;
+            // `dst` is `blocks * 64` bytes of the exclusive `buf`, only
+            // stored. No stack use; xmm0-3 are declared clobbered.
+            unsafe {
+                std::arch::asm!(
+                    "2:",
+                    "movdqa xmm0, [{src}]",
+                    "movdqa xmm1, [{src} + 16]",
+                    "movdqa xmm2, [{src} + 32]",
+                    "movdqa xmm3, [{src} + 48]",
+                    "movdqu [{dst}], xmm0",
+                    "movdqu [{dst} + 16], xmm1",
+                    "movdqu [{dst} + 32], xmm2",
+                    "movdqu [{dst} + 48], xmm3",
+                    "add {src}, 64",
+                    "add {dst}, 64",
+                    "dec {n}",
+                    "jnz 2b",
+                    src = inout(reg) words.as_ptr() => _,
+                    dst = inout(reg) buf.as_mut_ptr() => _,
+                    n = inout(reg) blocks => _,
+                    out("xmm0") _,
+                    out("xmm1") _,
+                    out("xmm2") _,
+                    out("xmm3") _,
+                    options(nostack),
+                );
+            }
+        }
+        let done = blocks * 8;
+        for (w, out) in words[done..].iter().zip(buf[done * 8..].chunks_exact_mut(8)) {
+            word(w, out);
+        }
+    }
+}
+
 /// The one implementation of every verb on a region (checks first, so a
 /// rejected access changes nothing). `machine` and `region` name it in errors.
 #[inline]
@@ -444,6 +536,54 @@ pub(crate) fn apply_region(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_reads_copy_exactly_the_words_asked_at_any_alignment() {
+        let r = Region::new("r", 8 * 600).unwrap();
+        for (i, w) in r.words().iter().enumerate() {
+            w.store(0x0101_0101_0101_0101u64.wrapping_mul(i as u64 + 1), Ordering::Relaxed);
+        }
+        for first in 0..3 {
+            for words in [31, 32, 33, 40, 47, 64, 65, 79, 500, 597] {
+                let mut buf = vec![0xeeu8; words * 8];
+                r.read_words(first, &mut buf);
+                let mut want = Vec::new();
+                for w in &r.words()[first..first + words] {
+                    want.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+                }
+                assert_eq!(buf, want, "first {first}, {words} words");
+            }
+        }
+    }
+
+    #[test]
+    fn long_reads_never_see_a_torn_word_while_it_is_written() {
+        // Each writer store keeps a word's halves equal; a torn read breaks that.
+        let r = Arc::new(Region::new("r", 8 * 1024).unwrap());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (r, stop) = (r.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut k = 1u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for w in r.words() {
+                        w.store(k << 32 | k, Ordering::Release);
+                    }
+                    k = (k + 1) & 0xffff_ffff;
+                }
+            })
+        };
+        let mut buf = vec![0u8; 8 * 1023];
+        for _ in 0..2000 {
+            r.read_words(1, &mut buf);
+            for c in buf.chunks_exact(8) {
+                let w = u64::from_le_bytes(c.try_into().unwrap());
+                assert_eq!(w >> 32, w & 0xffff_ffff, "torn word {w:#x}");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+    }
 
     #[test]
     fn region_limits() {
