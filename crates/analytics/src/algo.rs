@@ -133,11 +133,25 @@ impl Algo {
     /// [`Algo::vertex_bytes`] with PageRank's rank, contribution and sum in
     /// `precision`.
     pub fn vertex_bytes_at(self, vertices: u64, precision: Precision) -> u64 {
-        let full = self.vertex_bytes(vertices);
-        match (self, precision) {
-            (Algo::PageRank, Precision::F32) => full - 3 * 4 * vertices,
-            _ => full,
-        }
+        self.vertex_segments_at(precision)
+            .iter()
+            .map(|s| s.bytes(vertices))
+            .sum()
+    }
+
+    /// [`Algo::vertex_segments`] as a run in `precision` lays them out
+    /// (PageRank's f32 values take 4 bytes, not 8).
+    pub fn vertex_segments_at(self, precision: Precision) -> Vec<VertexSegment> {
+        self.vertex_segments()
+            .iter()
+            .map(|&s| match (self, precision) {
+                (Algo::PageRank, Precision::F32) if s.bytes_per_vertex == 8 => VertexSegment {
+                    bytes_per_vertex: 4,
+                    ..s
+                },
+                _ => s,
+            })
+            .collect()
     }
 }
 

@@ -283,7 +283,13 @@ pub fn run<F: Fabric + Clone>(
                 }
             };
             let table = BlockTable::new(grid, cfg.algo.orders())?;
-            Some(placement::plan(cfg.algo, &table, prof, cfg.far_ratio)?)
+            Some(placement::plan(
+                cfg.algo,
+                cfg.params.precision,
+                &table,
+                prof,
+                cfg.far_ratio,
+            )?)
         }
         _ => None,
     };

@@ -9,6 +9,7 @@ use common::{check, small_graphs, Graph};
 use locus_analytics::algo::{self, Algo, Params};
 use locus_analytics::engine::{Engine, EngineConfig};
 use locus_analytics::run::{run, RunConfig};
+use locus_analytics::store::disk::DiskStore;
 use locus_analytics::store::far::{FarConfig, FarStore};
 use locus_analytics::store::paged::PagedStore;
 use locus_analytics::store::{Backend, BlockTable, EdgeStore, Residency};
@@ -93,6 +94,55 @@ fn far_with_tiny_chunks_and_without_buffering() {
             let fp = store.footprint();
             assert_eq!(fp.resident_bytes, 0);
             assert_eq!(fp.remote_bytes, g.grid.edge_bytes() * 2);
+        }
+    }
+}
+
+#[test]
+fn far_and_disk_with_blocks_split_between_local_and_remote() {
+    let dir = tempfile::tempdir().unwrap();
+    for g in small_graphs() {
+        let orders = Order::ALL.to_vec();
+        let table = BlockTable::new(&g.grid, &orders).unwrap();
+        // Whole, none, and prefixes that end inside an edge's word, mid-block
+        // and one word short of the end, block after block.
+        let mut split = Residency::all(&table, false);
+        let mut kept = 0;
+        for (i, (o, p)) in table.blocks().enumerate() {
+            let len = table.block_len(o, p);
+            let want = match i % 5 {
+                0 => len,
+                1 => 0,
+                2 => 12,
+                3 => len / 2,
+                _ => len.saturating_sub(8),
+            };
+            kept += split.set_prefix(o, p, want);
+        }
+        let fabric = fast_fabric();
+        let far = server::with_server(&fabric, 1, u64::MAX, || {
+            FarStore::new(
+                fabric.clone(),
+                &g.grid,
+                &orders,
+                &split,
+                FarConfig {
+                    chunk_bytes: 16,
+                    ..FarConfig::default()
+                },
+            )
+        })
+        .unwrap();
+        let disk = DiskStore::new(&g.grid, &orders, &split, dir.path()).unwrap();
+        for store in [&far as &dyn EdgeStore, &disk] {
+            let fp = store.footprint();
+            assert_eq!(fp.resident_bytes, kept, "{}", g.name);
+            assert_eq!(fp.resident_bytes + fp.remote_bytes, table.total_bytes());
+            for algo in Algo::ALL {
+                for (threads, buffering) in [(1, false), (2, true)] {
+                    run_on(&g, store, algo, threads, buffering);
+                }
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use locus_analytics::algo::Algo;
+use locus_analytics::algo::{Algo, Precision};
 use locus_analytics::placement::{plan, Group};
 use locus_analytics::run::{run, RunConfig};
 use locus_analytics::store::{Backend, BlockTable};
@@ -20,7 +20,7 @@ fn pagerank_groups() {
     let g = common::rmat(11, 1, None);
     let p = profile(&g, Algo::PageRank);
     let table = BlockTable::new(&g.grid, Algo::PageRank.orders()).unwrap();
-    let plan = plan(Algo::PageRank, &table, &p, 0.8).unwrap();
+    let plan = plan(Algo::PageRank, Precision::F32, &table, &p, 0.8).unwrap();
     let group = |name: &str| {
         plan.vertex_segments
             .iter()
@@ -46,6 +46,17 @@ fn pagerank_groups() {
     // Blocks plus out-degree.
     assert_eq!(blocks as usize, nonempty + 1);
     assert_eq!(plan.groups[0].far_bytes + plan.groups[1].far_bytes, 0);
+    // The vertex data placed is the run's: f64 values take 12 more bytes a vertex.
+    let f64_plan = locus_analytics::placement::plan(Algo::PageRank, Precision::F64, &table, &p, 0.8)
+        .unwrap();
+    assert_eq!(
+        f64_plan.vertex_bytes - plan.vertex_bytes,
+        12 * table.shape().vertex_count
+    );
+    assert_eq!(
+        plan.vertex_bytes,
+        Algo::PageRank.vertex_bytes_at(table.shape().vertex_count, Precision::F32)
+    );
 }
 
 #[test]
@@ -53,15 +64,16 @@ fn bfs_leaves_cold_blocks_in_group_4_and_sends_them_first() {
     let g = common::rmat(11, 1, Some(16));
     let p = profile(&g, Algo::Bfs);
     let table = BlockTable::new(&g.grid, Algo::Bfs.orders()).unwrap();
-    let half = plan(Algo::Bfs, &table, &p, 0.5).unwrap();
+    let half = plan(Algo::Bfs, Precision::F32, &table, &p, 0.5).unwrap();
     assert!(
         half.groups[3].segments > 0,
         "some blocks are streamed rarely: {:?}",
         half.groups
     );
     // Cold blocks go far before hot ones: the budget is filled hottest
-    // group first, each block kept if it fits the room left, so a cold
-    // block stays local only if every hot block that went far is larger.
+    // group first, whole blocks while they fit, then a prefix of the next
+    // one with the room left, so no cold block stays once a hot one went
+    // (even partly) far.
     let kept_cold = half
         .blocks
         .iter()
@@ -75,10 +87,7 @@ fn bfs_leaves_cold_blocks_in_group_4_and_sends_them_first() {
         .map(|c| c.bytes)
         .min();
     if let (Some(kept), Some(far)) = (kept_cold, far_hot) {
-        assert!(
-            far > kept,
-            "a cold block of {kept} bytes stayed while a hot one of {far} went far"
-        );
+        panic!("a cold block of {kept} bytes stayed while a hot one of {far} went far");
     }
     assert!(
         half.blocks.iter().any(|c| c.group == Group::G4 && c.far),
@@ -95,7 +104,7 @@ fn the_ratio_decides_how_much_goes_far() {
         let table = BlockTable::new(&g.grid, algo.orders()).unwrap();
         let mut last = -1.0;
         for ratio in [0.0, 0.2, 0.5, 0.8, 0.9, 1.0] {
-            let pl = plan(algo, &table, &p, ratio).unwrap();
+            let pl = plan(algo, Precision::F32, &table, &p, ratio).unwrap();
             assert!(pl.far_ratio_achieved >= last, "{algo:?} {ratio}");
             last = pl.far_ratio_achieved;
             assert_eq!(pl.resident_edge_bytes + pl.far_edge_bytes, pl.edge_bytes);
@@ -115,10 +124,23 @@ fn the_ratio_decides_how_much_goes_far() {
                 pl.far_edge_bytes as f64
                     >= (ratio * total - pl.vertex_bytes as f64).min(pl.edge_bytes as f64) - 1.0
             );
+            // And no more: the room the vertex data leaves is filled to a
+            // word, a prefix of a block if no whole block fits.
+            let room = pl.local_budget_bytes.saturating_sub(pl.vertex_bytes);
+            if room < pl.edge_bytes {
+                assert!(
+                    room - pl.resident_edge_bytes < 8,
+                    "{algo:?} {ratio}: {} of {room} bytes of room kept",
+                    pl.resident_edge_bytes
+                );
+            }
+            let far: u64 = pl.blocks.iter().map(|c| c.far_bytes).sum();
+            assert_eq!(far, pl.far_edge_bytes);
         }
     }
     assert!(plan(
         Algo::Bfs,
+        Precision::F32,
         &BlockTable::new(&g.grid, Algo::Bfs.orders()).unwrap(),
         &profile(&g, Algo::Bfs),
         1.5

@@ -35,7 +35,8 @@ pub struct DiskStore {
     direct: bool,
     table: BlockTable,
     resident: Resident,
-    /// Per order: the block's offset in the file, if it is remote.
+    /// Per order: the offset in the file of the block's part after its
+    /// resident prefix, if any of it is on disk.
     at: [Vec<Option<u64>>; 2],
     remote_bytes: u64,
 }
@@ -52,7 +53,7 @@ impl DiskStore {
         use std::sync::atomic::{AtomicU64, Ordering};
         static SERIAL: AtomicU64 = AtomicU64::new(0);
         let table = BlockTable::new(grid, orders)?;
-        let resident = Resident::copy(grid, &table, &|o, p| residency.is_resident(o, p));
+        let resident = Resident::copy(grid, &table, residency);
         std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
         let path = dir.join(format!(
             "locus-fargraph-{}-{}.blocks",
@@ -67,14 +68,16 @@ impl DiskStore {
             let mut w = BufWriter::with_capacity(1 << 20, file);
             let mut pos = 0u64;
             for (o, p) in table.blocks() {
-                if residency.is_resident(o, p) {
+                // The part after the block's resident prefix.
+                let r = grid.block_bytes(o, p);
+                let from = r.start + residency.resident_bytes(o, p);
+                if from >= r.end {
                     continue;
                 }
-                let r = grid.block_bytes(o, p);
                 at[o.index()][p] = Some(pos);
-                w.write_all(&grid.bytes(o)[r.start as usize..r.end as usize])
+                w.write_all(&grid.bytes(o)[from as usize..r.end as usize])
                     .map_err(io_err("write", &path))?;
-                let len = r.end - r.start;
+                let len = r.end - from;
                 remote_bytes += len;
                 let padded = len.next_multiple_of(ALIGN_BYTES);
                 w.write_all(&vec![0u8; (padded - len) as usize])
@@ -201,14 +204,18 @@ impl FetchStream for DiskStream<'_> {
 
     fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         let seg = self.pending.pop_front().expect("consume after begin");
-        if let Some(bytes) = self.store.resident.get(&seg) {
+        let (local, rest) = self.store.resident.split(&seg);
+        if let Some(bytes) = local {
             self.stats.bytes_resident += bytes.len() as u64;
             f(bytes);
-            return Ok(());
         }
+        let Some(seg) = rest else {
+            return Ok(());
+        };
+        let prefix = self.store.resident.prefix(seg.order, seg.position as usize);
         let at = self.store.at[seg.order.index()][seg.position as usize]
-            .expect("a non-resident block is on disk");
-        let a = at + seg.offset;
+            .expect("a block with bytes past its prefix is on disk");
+        let a = at + seg.offset - prefix;
         let (lo, hi) = (
             a / ALIGN_BYTES * ALIGN_BYTES,
             (a + seg.len).next_multiple_of(ALIGN_BYTES),

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use super::{
-    BlockTable, EdgeStore, FetchStream, Footprint, Resident, Segment, StreamStats,
+    BlockTable, EdgeStore, FetchStream, Footprint, Resident, Residency, Segment, StreamStats,
     SEGMENT_BYTES_DEFAULT,
 };
 use crate::error::Result;
@@ -20,7 +20,7 @@ impl LocalStore {
     /// Copies the blocks of `orders` out of `grid`.
     pub fn new(grid: &Grid, orders: &[Order]) -> Result<LocalStore> {
         let table = BlockTable::new(grid, orders)?;
-        let resident = Resident::copy(grid, &table, &|_, _| true);
+        let resident = Resident::copy(grid, &table, &Residency::all(&table, true));
         Ok(LocalStore { table, resident })
     }
 }
@@ -69,10 +69,9 @@ impl FetchStream for LocalStream<'_> {
 
     fn consume(&mut self, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         let seg = self.pending.pop_front().expect("consume after begin");
-        let bytes = self
-            .resident
-            .get(&seg)
-            .expect("the Oracle holds every block");
+        let (Some(bytes), None) = self.resident.split(&seg) else {
+            unreachable!("the Oracle holds every block");
+        };
         self.stats.bytes_resident += bytes.len() as u64;
         f(bytes);
         Ok(())

@@ -315,71 +315,120 @@ impl BlockTable {
     }
 }
 
-/// Which blocks stay in local memory: `resident[order][position]`.
+/// How much of each block stays in local memory: a prefix of its stored
+/// bytes, from none (the block is remote) to all of it (resident). Placement
+/// keeps whole blocks and gives what room is left to a prefix of the next
+/// one ([`crate::placement`]), so the achieved ratio is the one asked for
+/// even when blocks are large.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Residency {
-    resident: [Vec<bool>; 2],
+    /// Per order: resident prefix bytes of each block (a multiple of 8).
+    prefix: [Vec<u64>; 2],
+    /// Per order: each block's stored length.
+    len: [Vec<u64>; 2],
 }
 
 impl Residency {
     /// Every block resident (`true`) or every block remote (`false`).
     pub fn all(table: &BlockTable, resident: bool) -> Residency {
         let n = table.shape().blocks();
-        Residency {
-            resident: [vec![resident; n], vec![resident; n]],
-        }
+        let len = [Order::Row, Order::Column]
+            .map(|o| (0..n).map(|p| table.block_len(o, p)).collect::<Vec<u64>>());
+        debug_assert_eq!(Order::Row.index(), 0);
+        let prefix = if resident {
+            len.clone()
+        } else {
+            [vec![0; n], vec![0; n]]
+        };
+        Residency { prefix, len }
     }
 
-    /// Marks one block.
+    /// Marks one whole block resident or remote.
     pub fn set(&mut self, order: Order, position: usize, resident: bool) {
-        self.resident[order.index()][position] = resident;
+        let len = self.len[order.index()][position];
+        self.prefix[order.index()][position] = if resident { len } else { 0 };
     }
 
-    /// Whether a block is resident.
+    /// Keeps the first `bytes` of a block local (rounded down to a whole
+    /// fabric word, so to whole edges; at most the block); returns the bytes kept.
+    pub fn set_prefix(&mut self, order: Order, position: usize, bytes: u64) -> u64 {
+        let len = self.len[order.index()][position];
+        let kept = (bytes / ALIGN_BYTES * ALIGN_BYTES).min(len);
+        self.prefix[order.index()][position] = kept;
+        kept
+    }
+
+    /// Bytes of a block kept local (its resident prefix).
+    pub fn resident_bytes(&self, order: Order, position: usize) -> u64 {
+        self.prefix[order.index()][position]
+    }
+
+    /// Whether a whole block is resident.
     pub fn is_resident(&self, order: Order, position: usize) -> bool {
-        self.resident[order.index()][position]
+        self.prefix[order.index()][position] == self.len[order.index()][position]
     }
 }
 
-/// The bytes of resident blocks, copied out of the grid, and where each block is.
+/// The resident bytes (whole blocks and prefixes), copied out of the grid,
+/// and where each block's are.
 pub(crate) struct Resident {
     bytes: Vec<u8>,
-    /// Per order: the block's start in `bytes` if resident.
+    /// Per order: the start in `bytes` of the block's resident prefix.
     at: [Vec<Option<u64>>; 2],
+    /// Per order: the resident prefix's length.
+    prefix: [Vec<u64>; 2],
 }
 
 impl Resident {
-    /// Copies the blocks `keep` says are resident.
-    pub(crate) fn copy(
-        grid: &Grid,
-        table: &BlockTable,
-        keep: &dyn Fn(Order, usize) -> bool,
-    ) -> Resident {
+    /// Copies what `residency` keeps local.
+    pub(crate) fn copy(grid: &Grid, table: &BlockTable, residency: &Residency) -> Resident {
         let n = table.shape().blocks();
         let mut at = [vec![None; n], vec![None; n]];
+        let mut prefix = [vec![0; n], vec![0; n]];
         let total: u64 = table
             .blocks()
-            .filter(|&(o, p)| keep(o, p))
-            .map(|(o, p)| table.block_len(o, p))
+            .map(|(o, p)| residency.resident_bytes(o, p))
             .sum();
         let mut bytes = Vec::with_capacity(total as usize);
         for (o, p) in table.blocks() {
-            if keep(o, p) {
+            let keep = residency.resident_bytes(o, p);
+            if keep > 0 {
                 let r = grid.block_bytes(o, p);
                 at[o.index()][p] = Some(bytes.len() as u64);
-                bytes.extend_from_slice(&grid.bytes(o)[r.start as usize..r.end as usize]);
+                prefix[o.index()][p] = keep;
+                let a = r.start as usize;
+                bytes.extend_from_slice(&grid.bytes(o)[a..a + keep as usize]);
             }
         }
-        Resident { bytes, at }
+        Resident { bytes, at, prefix }
     }
 
-    /// The bytes of `seg` if its block is resident.
+    /// Bytes of a block that are resident (a prefix).
     #[inline]
-    pub(crate) fn get(&self, seg: &Segment) -> Option<&[u8]> {
-        self.at[seg.order.index()][seg.position as usize].map(|start| {
-            let a = (start + seg.offset) as usize;
-            &self.bytes[a..a + seg.len as usize]
-        })
+    pub(crate) fn prefix(&self, order: Order, position: usize) -> u64 {
+        self.prefix[order.index()][position]
+    }
+
+    /// Splits `seg` at its block's resident prefix: the resident bytes it
+    /// starts with, if any, and the rest, if any, as a segment of the same
+    /// block (offsets still relative to the block's start).
+    #[inline]
+    pub(crate) fn split(&self, seg: &Segment) -> (Option<&[u8]>, Option<Segment>) {
+        let (o, p) = (seg.order.index(), seg.position as usize);
+        let keep = self.prefix[o][p];
+        let end = seg.offset + seg.len;
+        if seg.offset >= keep {
+            return (None, Some(*seg));
+        }
+        let start = self.at[o][p].expect("a block with a resident prefix has a start");
+        let local_end = end.min(keep);
+        let head = &self.bytes[(start + seg.offset) as usize..(start + local_end) as usize];
+        let rest = (end > keep).then_some(Segment {
+            offset: keep,
+            len: end - keep,
+            ..*seg
+        });
+        (Some(head), rest)
     }
 
     /// Resident bytes.
