@@ -47,8 +47,8 @@ fn pagerank_groups() {
     assert_eq!(blocks as usize, nonempty + 1);
     assert_eq!(plan.groups[0].far_bytes + plan.groups[1].far_bytes, 0);
     // The vertex data placed is the run's: f64 values take 12 more bytes a vertex.
-    let f64_plan = locus_analytics::placement::plan(Algo::PageRank, Precision::F64, &table, &p, 0.8)
-        .unwrap();
+    let f64_plan =
+        locus_analytics::placement::plan(Algo::PageRank, Precision::F64, &table, &p, 0.8).unwrap();
     assert_eq!(
         f64_plan.vertex_bytes - plan.vertex_bytes,
         12 * table.shape().vertex_count

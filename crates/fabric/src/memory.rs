@@ -495,7 +495,10 @@ mod wide {
             }
         }
         let done = blocks * 8;
-        for (w, out) in words[done..].iter().zip(buf[done * 8..].chunks_exact_mut(8)) {
+        for (w, out) in words[done..]
+            .iter()
+            .zip(buf[done * 8..].chunks_exact_mut(8))
+        {
             word(w, out);
         }
     }
@@ -541,7 +544,10 @@ mod tests {
     fn long_reads_copy_exactly_the_words_asked_at_any_alignment() {
         let r = Region::new("r", 8 * 600).unwrap();
         for (i, w) in r.words().iter().enumerate() {
-            w.store(0x0101_0101_0101_0101u64.wrapping_mul(i as u64 + 1), Ordering::Relaxed);
+            w.store(
+                0x0101_0101_0101_0101u64.wrapping_mul(i as u64 + 1),
+                Ordering::Relaxed,
+            );
         }
         for first in 0..3 {
             for words in [31, 32, 33, 40, 47, 64, 65, 79, 500, 597] {

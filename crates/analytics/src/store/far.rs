@@ -338,7 +338,10 @@ impl<F: Fabric> FetchStream for FarStream<'_, F> {
         let chunk = self.store.config.chunk_bytes;
         // The segment's bytes in the region, and the words holding them:
         // inside the block's padded remote part.
-        let (a, b) = (remote + seg.offset - prefix, remote + seg.offset - prefix + seg.len);
+        let (a, b) = (
+            remote + seg.offset - prefix,
+            remote + seg.offset - prefix + seg.len,
+        );
         let lo = a / ALIGN_BYTES * ALIGN_BYTES;
         let hi = b.next_multiple_of(ALIGN_BYTES);
         let first = self.next_id;

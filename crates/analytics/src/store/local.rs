@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use super::{
-    BlockTable, EdgeStore, FetchStream, Footprint, Resident, Residency, Segment, StreamStats,
+    BlockTable, EdgeStore, FetchStream, Footprint, Residency, Resident, Segment, StreamStats,
     SEGMENT_BYTES_DEFAULT,
 };
 use crate::error::Result;
