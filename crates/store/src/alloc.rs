@@ -23,6 +23,7 @@
 //! allocation it watched ([`ValueAllocator::free_if_unchanged`]).
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -59,6 +60,32 @@ const CLASSES: usize = EXACT_CLASSES as usize + 1 + 60 * 4;
 
 /// Shards of the block registry (by offset).
 const REGISTRY_SHARDS: usize = 64;
+
+/// The registry's hash of an offset: SplitMix64's finaliser of the offset
+/// with a constant folded in (the shard is picked by `mix(offset)` itself, so
+/// within a shard that hash's low bits would all be equal), instead of
+/// `std`'s SipHash: the registry is touched on every allocation and free.
+#[derive(Debug, Default, Clone, Copy)]
+struct OffsetHasher(u64);
+
+impl Hasher for OffsetHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = crate::table::mix(x ^ 0x5851_f42d_4c95_7f2d);
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Never called for u64 keys; folded anyway so the hasher is total.
+        for &b in bytes {
+            self.0 = crate::table::mix(self.0 ^ u64::from(b));
+        }
+    }
+}
+
+type Registry = HashMap<u64, BlockInfo, BuildHasherDefault<OffsetHasher>>;
 
 /// One allocated block as the registry knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +126,7 @@ pub struct ValueAllocator {
     live_units: AtomicU64,
     retired_units: AtomicU64,
     /// Allocated blocks by offset (see the module doc).
-    registry: Vec<Mutex<HashMap<u64, BlockInfo>>>,
+    registry: Vec<Mutex<Registry>>,
     generations: AtomicU64,
 }
 
@@ -126,13 +153,13 @@ impl ValueAllocator {
             live_units: AtomicU64::new(0),
             retired_units: AtomicU64::new(0),
             registry: (0..REGISTRY_SHARDS)
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(Registry::default()))
                 .collect(),
             generations: AtomicU64::new(0),
         }
     }
 
-    fn registry(&self, offset_units: u64) -> std::sync::MutexGuard<'_, HashMap<u64, BlockInfo>> {
+    fn registry(&self, offset_units: u64) -> std::sync::MutexGuard<'_, Registry> {
         let i = crate::table::mix(offset_units) as usize % REGISTRY_SHARDS;
         self.registry[i].lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -77,8 +77,13 @@ impl<F: Fabric> Worker<F> {
         let mut next = 0;
         let mut active = 0;
         let mut done = Vec::new();
+        // Empty slots, so a refill after a wait visits only those, not the
+        // whole window.
+        let mut free: Vec<usize> = (0..slots.len()).rev().collect();
         loop {
-            for (id, slot) in slots.iter_mut().enumerate() {
+            while next < keys.len() {
+                let Some(id) = free.pop() else { break };
+                let slot = &mut slots[id];
                 while slot.is_none() && next < keys.len() {
                     let key = keys[next];
                     let mut f = InFlight {
@@ -97,6 +102,9 @@ impl<F: Fabric> Worker<F> {
                             active += 1;
                         }
                     }
+                }
+                if slot.is_none() {
+                    free.push(id); // the keys ran out
                 }
             }
             if active == 0 {
@@ -119,6 +127,7 @@ impl<F: Fabric> Worker<F> {
                 if let Some(m) = self.drive(f, id, step, alloc)? {
                     results[f.index] = Some(m);
                     slots[id] = None;
+                    free.push(id);
                     active -= 1;
                 }
             }
