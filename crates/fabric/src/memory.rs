@@ -456,25 +456,24 @@ mod wide {
         std::arch::is_x86_feature_detected!("avx")
     }
 
+    /// Where the 16-byte loop applies to `words`: it starts after `head`
+    /// words (0 or 1, to a 16-byte boundary) and covers `blocks` blocks of
+    /// 64 bytes; the words before and after it are moved one at a time.
+    #[inline]
+    fn spans(words: &[AtomicU64]) -> (usize, usize) {
+        let head = ((words.as_ptr() as usize / 8) % 2).min(words.len());
+        (head, (words.len() - head) / 8)
+    }
+
     /// Copies `words` into `buf` (`buf.len() == 8 * words.len()`).
     #[inline]
     pub fn copy_words(words: &[AtomicU64], buf: &mut [u8]) {
         debug_assert_eq!(buf.len(), words.len() * 8);
-        let word = |w: &AtomicU64, out: &mut [u8]| {
-            out.copy_from_slice(&w.load(Ordering::Acquire).to_le_bytes());
-        };
-        // A word first if the source is not 16-byte aligned.
-        let skip = (words.as_ptr() as usize / 8) % 2;
-        let skip = skip.min(words.len());
-        for (w, out) in words[..skip].iter().zip(buf.chunks_exact_mut(8)) {
-            word(w, out);
-        }
-        let (words, buf) = (&words[skip..], &mut buf[skip * 8..]);
-        let blocks = words.len() / 8; // 64 bytes each
+        let (head, blocks) = spans(words);
         if blocks > 0 {
-            // SAFETY: `src` is 16-byte aligned (above) and `blocks * 64` bytes
-            // of it are the shared atomic words `words` borrows, only loaded;
-            // `dst` is `blocks * 64` bytes of the exclusive `buf`, only
+            // SAFETY: `src` is 16-byte aligned (`spans`) and `blocks * 64`
+            // bytes of it are the shared atomic words `words` borrows, only
+            // loaded; `dst` is as many bytes of the exclusive `buf`, only
             // stored. No stack use; xmm0-3 are declared clobbered.
             unsafe {
                 std::arch::asm!(
@@ -491,8 +490,8 @@ mod wide {
                     "add {dst}, 64",
                     "dec {n}",
                     "jnz 2b",
-                    src = inout(reg) words.as_ptr() => _,
-                    dst = inout(reg) buf.as_mut_ptr() => _,
+                    src = inout(reg) words[head..].as_ptr() => _,
+                    dst = inout(reg) buf[head * 8..].as_mut_ptr() => _,
                     n = inout(reg) blocks => _,
                     out("xmm0") _,
                     out("xmm1") _,
@@ -502,12 +501,9 @@ mod wide {
                 );
             }
         }
-        let done = blocks * 8;
-        for (w, out) in words[done..]
-            .iter()
-            .zip(buf[done * 8..].chunks_exact_mut(8))
-        {
-            word(w, out);
+        for i in (0..head).chain(head + blocks * 8..words.len()) {
+            let w = words[i].load(Ordering::Acquire);
+            buf[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
         }
     }
 
@@ -515,20 +511,11 @@ mod wide {
     #[inline]
     pub fn store_words(words: &[AtomicU64], data: &[u8]) {
         debug_assert_eq!(data.len(), words.len() * 8);
-        let word = |w: &AtomicU64, d: &[u8]| {
-            let v = u64::from_le_bytes(d.try_into().expect("8 bytes"));
-            w.store(v, Ordering::Release);
-        };
-        let skip = ((words.as_ptr() as usize / 8) % 2).min(words.len());
-        for (w, d) in words[..skip].iter().zip(data.chunks_exact(8)) {
-            word(w, d);
-        }
-        let (words, data) = (&words[skip..], &data[skip * 8..]);
-        let blocks = words.len() / 8; // 64 bytes each
+        let (head, blocks) = spans(words);
         if blocks > 0 {
-            // SAFETY: `dst` is 16-byte aligned (above) and `blocks * 64` bytes
-            // of it are the shared atomic words `words` borrows, only stored
-            // to, with 16-byte atomic stores; `src` is `blocks * 64` bytes of
+            // SAFETY: `dst` is 16-byte aligned (`spans`) and `blocks * 64`
+            // bytes of it are the shared atomic words `words` borrows, only
+            // stored to, 16 bytes at a time; `src` is as many bytes of
             // `data`, only loaded. No stack use; xmm0-3 are declared clobbered.
             unsafe {
                 std::arch::asm!(
@@ -545,8 +532,8 @@ mod wide {
                     "add {dst}, 64",
                     "dec {n}",
                     "jnz 2b",
-                    src = inout(reg) data.as_ptr() => _,
-                    dst = inout(reg) words.as_ptr() => _,
+                    src = inout(reg) data[head * 8..].as_ptr() => _,
+                    dst = inout(reg) words[head..].as_ptr() => _,
                     n = inout(reg) blocks => _,
                     out("xmm0") _,
                     out("xmm1") _,
@@ -556,9 +543,9 @@ mod wide {
                 );
             }
         }
-        let done = blocks * 8;
-        for (w, d) in words[done..].iter().zip(data[done * 8..].chunks_exact(8)) {
-            word(w, d);
+        for i in (0..head).chain(head + blocks * 8..words.len()) {
+            let v = u64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            words[i].store(v, Ordering::Release);
         }
     }
 }
