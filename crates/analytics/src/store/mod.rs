@@ -423,7 +423,8 @@ impl Resident {
         let start = self.at[o][p].expect("a block with a resident prefix has a start");
         let local_end = end.min(keep);
         let head = &self.bytes[(start + seg.offset) as usize..(start + local_end) as usize];
-        let rest = (end > keep).then_some(Segment {
+        // Lazily: `end - keep` underflows when the segment ends in the prefix.
+        let rest = (end > keep).then(|| Segment {
             offset: keep,
             len: end - keep,
             ..*seg
