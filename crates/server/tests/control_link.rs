@@ -4,7 +4,9 @@
 //! migrations to the reading server, and the control listener refuses a
 //! peer without the secret and a server id outside the cluster.
 
-use std::net::{SocketAddr, TcpListener};
+mod common;
+
+use common::free;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -15,13 +17,6 @@ use locus_server::config::{ClusterSection, CoordinatorEntry, ServerEntry};
 use locus_server::{ClusterFile, CoordinatorProcess, Server};
 
 const SECRET: &str = "control link test secret";
-
-fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 fn cluster_file(dir: &std::path::Path, machines: u8) -> ClusterFile {
     let mut f = ClusterFile {

@@ -4,8 +4,10 @@
 //! with every value back at its home; updates sent past the home are
 //! refused; bad `[durability]` settings name their key.
 
+mod common;
+
+use common::free;
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use locus_client::proto::{ErrorCode, Request};
@@ -18,13 +20,6 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 const SECRET: &str = "durable restart test secret";
 const VERTICES: u32 = 400;
-
-fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 fn cluster_file(dir: &std::path::Path, machines: u8, sync: &str) -> ClusterFile {
     let mut f = ClusterFile {

@@ -4,7 +4,9 @@
 //! table and see it rejoin at its new epoch (STATS `membership`), and data
 //! moves between servers across the restart.
 
-use std::net::{SocketAddr, TcpListener};
+mod common;
+
+use common::free;
 use std::time::{Duration, Instant};
 
 use locus_client::{Client, ClientConfig};
@@ -15,13 +17,6 @@ use locus_server::config::{ClusterSection, EtcdSection, ServerEntry};
 use locus_server::{ClusterFile, Server};
 
 const SECRET: &str = "membership test secret";
-
-fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 fn cluster_file(etcd: &Etcd, machines: u8) -> ClusterFile {
     let mut f = ClusterFile {

@@ -11,8 +11,11 @@
 //! test); the same faults with real processes, etcd and epochs are in
 //! `crates/cli/tests/durable_processes.rs` and `fault_bulk_load.rs`.
 
+mod common;
+
+use common::free;
 use std::collections::{BTreeSet, HashMap};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -30,13 +33,6 @@ const SECRET: &str = "peer recovery test secret";
 const MACHINES: u8 = 3;
 const VERTICES: u32 = 300;
 const LEASE_MS: u64 = 3_000;
-
-fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 fn cluster_file(dir: &std::path::Path) -> ClusterFile {
     let mut f = ClusterFile {
