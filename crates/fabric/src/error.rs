@@ -133,6 +133,15 @@ pub enum FabricError {
     /// A configuration that cannot work.
     #[error("invalid fabric configuration: {0}")]
     Config(String),
+    /// The operating system would not map a region this large (with strict
+    /// overcommit, `vm.overcommit_memory = 2`, regions count in full).
+    #[error("region '{name}' of {len} bytes could not be mapped: the machine will not reserve that much memory (see free memory and vm.overcommit_memory)")]
+    NoMemory {
+        /// The region name.
+        name: String,
+        /// Requested bytes.
+        len: u64,
+    },
 }
 
 /// Result alias for fabric operations.

@@ -2,9 +2,14 @@
 //!
 //! A region is an array of `AtomicU64`, so concurrent one-sided operations
 //! from any thread are data-race free and every aligned word is atomic, the
-//! guarantee RDMA gives (Pragh footnote 2). Regions are zero-filled and
-//! allocated with `alloc_zeroed`, which for large sizes maps fresh pages
-//! lazily: a 4 GiB value region costs nothing until it is written. A machine
+//! guarantee RDMA gives (Pragh footnote 2). Regions are zero-filled pages
+//! mapped with `mmap(MAP_NORESERVE)`: nothing is reserved or backed until it
+//! is written, so a 4 GiB value region costs nothing until used, and a
+//! region larger than the machine's free memory is refused only if the
+//! kernel's strict overcommit accounting is on (`vm.overcommit_memory = 2`),
+//! with [`FabricError::NoMemory`], not by the heuristic that refuses one
+//! mapping larger than all of memory (the store sizes its value regions with
+//! room for migrations it may never make). A machine
 //! created with `pin_memory` instead touches every page of a region when it
 //! is registered, as RDMA registration (`ibv_reg_mr`) pins memory, so the
 //! first write to a page does not pay a page fault inside a measurement.
@@ -14,8 +19,6 @@
 //! loom a region is a boxed slice of atomics created one by one (loom models
 //! use regions of a few words); the methods are the same.
 
-#[cfg(not(loom))]
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::VecDeque;
 #[cfg(not(loom))]
 use std::ptr::NonNull;
@@ -71,21 +74,26 @@ impl Region {
         let words = if len_words == 0 {
             NonNull::dangling()
         } else {
-            let layout = Layout::array::<sync::AtomicU64>(len_words).map_err(|_| {
-                FabricError::RegionTooLarge {
+            // SAFETY: a fresh private anonymous mapping; no existing memory is
+            // touched. Anonymous pages read as zero, and an all-zero bit
+            // pattern is a valid AtomicU64 (same representation as u64).
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len_bytes as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(FabricError::NoMemory {
                     name: name.to_string(),
                     len: len_bytes,
-                    limit: REGION_BYTES_MAX,
-                }
-            })?;
-            // SAFETY: the layout has non-zero size; an all-zero bit pattern is a
-            // valid AtomicU64 (it has the same representation as u64).
-            let ptr = unsafe { alloc_zeroed(layout) } as *mut sync::AtomicU64;
-            NonNull::new(ptr).ok_or_else(|| FabricError::RegionTooLarge {
-                name: name.to_string(),
-                len: len_bytes,
-                limit: REGION_BYTES_MAX,
-            })?
+                });
+            }
+            NonNull::new(ptr as *mut sync::AtomicU64).expect("mmap never returns null on success")
         };
         Ok(Region {
             name: name.to_string(),
@@ -208,10 +216,10 @@ impl Region {
 impl Drop for Region {
     fn drop(&mut self) {
         if self.len_words > 0 {
-            let layout =
-                Layout::array::<sync::AtomicU64>(self.len_words).expect("checked at allocation");
-            // SAFETY: allocated in `new` with this layout.
-            unsafe { dealloc(self.words.as_ptr() as *mut u8, layout) }
+            // SAFETY: mapped in `new` with exactly this length; no reference
+            // to the words outlives the region.
+            let rc = unsafe { libc::munmap(self.words.as_ptr() as *mut libc::c_void, self.len_words * 8) };
+            debug_assert_eq!(rc, 0, "munmap of region '{}' failed", self.name);
         }
     }
 }
@@ -685,6 +693,29 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         writer.join().unwrap();
+    }
+
+    /// The store sizes value regions with room for migrations it may never
+    /// make; a region larger than all of this machine's memory must map
+    /// (lazily) unless strict overcommit accounting is on.
+    #[test]
+    fn a_region_larger_than_memory_maps_lazily() {
+        let strict = std::fs::read_to_string("/proc/sys/vm/overcommit_memory")
+            .is_ok_and(|m| m.trim() == "2");
+        let len = 1u64 << 36; // 64 GiB
+        match Region::new("huge", len) {
+            Ok(r) => {
+                assert!(!strict, "strict overcommit should refuse 64 GiB");
+                let last = r.len_words - 1;
+                r.words()[last].store(7, Ordering::Relaxed);
+                assert_eq!(r.words()[last].load(Ordering::Relaxed), 7);
+                assert_eq!(r.words()[0].load(Ordering::Relaxed), 0);
+            }
+            Err(e) => {
+                assert!(strict, "64 GiB refused without strict overcommit: {e}");
+                assert!(matches!(e, FabricError::NoMemory { len: l, .. } if l == len));
+            }
+        }
     }
 
     #[test]

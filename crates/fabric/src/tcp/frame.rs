@@ -69,6 +69,7 @@
 //!  13 Injected         op_index u64
 //!  14 WorkerPanicked   reason (str)
 //!  15 Config           reason (str)
+//!  16 NoMemory         len u64 | name (str)
 //! ```
 
 use std::io::{self, Read};

@@ -433,6 +433,13 @@ fn decode_error(code: u8, body: &[u8]) -> std::result::Result<FabricError, Strin
             reason: text(&mut f, "reason")?,
         },
         15 => E::Config(text(&mut f, "reason")?),
+        16 => {
+            let len = f.u64("len")?;
+            E::NoMemory {
+                name: text(&mut f, "name")?,
+                len,
+            }
+        }
         other => return Err(format!("unknown error status {other}")),
     };
     f.end(&format!("error status {code}"))?;

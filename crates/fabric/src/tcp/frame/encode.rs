@@ -272,5 +272,10 @@ fn encode_error_body(buf: &mut Vec<u8>, err: &FabricError) -> u8 {
             buf.extend_from_slice(reason.as_bytes());
             15
         }
+        E::NoMemory { name, len } => {
+            put_u64(buf, *len);
+            buf.extend_from_slice(name.as_bytes());
+            16
+        }
     }
 }

@@ -225,6 +225,10 @@ fn every_error() -> Vec<FabricError> {
             reason: "boom".into(),
         },
         E::Config("no".into()),
+        E::NoMemory {
+            name: "values".into(),
+            len: 1 << 40,
+        },
     ]
 }
 
