@@ -218,7 +218,9 @@ impl Drop for Region {
         if self.len_words > 0 {
             // SAFETY: mapped in `new` with exactly this length; no reference
             // to the words outlives the region.
-            let rc = unsafe { libc::munmap(self.words.as_ptr() as *mut libc::c_void, self.len_words * 8) };
+            let rc = unsafe {
+                libc::munmap(self.words.as_ptr() as *mut libc::c_void, self.len_words * 8)
+            };
             debug_assert_eq!(rc, 0, "munmap of region '{}' failed", self.name);
         }
     }
