@@ -99,16 +99,22 @@ fn every_algorithm_matches_the_reference_while_vertex_pages_are_evicted() {
                 // The budget is shared: vertex frames never exceed the pool.
                 assert!(v.resident_pages_peak <= floor, "{} {algo:?}: {v:?}", g.name);
                 assert!(v.zero_fills > 0, "{v:?}");
-                if g.grid.vertex_count() >= 2048 {
+                // With one worker the order of touches, and so of evictions,
+                // is fixed. With two, a loaded machine can interleave them so
+                // that every page sent round the pool once more is touched
+                // again before it is evicted (CI saw BFS on R-MAT 11 with 24
+                // deactivations and no fault), so only one worker is held to it.
+                if g.grid.vertex_count() >= 2048 && threads == 1 {
                     // Pages left, came back, and dirty ones were written.
-                    assert!(v.faults > 0, "{} {algo:?}: {v:?}", g.name);
-                    assert!(v.writebacks > 0, "{} {algo:?}: {v:?}", g.name);
-                    assert!(v.deactivations > 0, "{} {algo:?}: {v:?}", g.name);
-                    assert_eq!(v.bytes_fetched, (v.faults + v.readahead_pages) * PAGE_BYTES);
-                    assert_eq!(v.bytes_written, v.writebacks * PAGE_BYTES);
-                    if window == 0 {
-                        assert_eq!(v.readahead_pages, 0);
-                    }
+                    let at = format!("{} {algo:?} window {window}", g.name);
+                    assert!(v.faults > 0, "{at}: {v:?}");
+                    assert!(v.writebacks > 0, "{at}: {v:?}");
+                    assert!(v.deactivations > 0, "{at}: {v:?}");
+                }
+                assert_eq!(v.bytes_fetched, (v.faults + v.readahead_pages) * PAGE_BYTES);
+                assert_eq!(v.bytes_written, v.writebacks * PAGE_BYTES);
+                if window == 0 {
+                    assert_eq!(v.readahead_pages, 0);
                 }
                 // Edge pages still come from charged READs only.
                 assert_eq!(st.fetch_ops, st.page_faults + st.readahead_pages);
