@@ -73,6 +73,11 @@ pub struct PraghArgs {
     /// Longest warm-up of a migrating scheme, seconds (overrides the preset).
     #[arg(long)]
     pub warm_s_max: Option<f64>,
+    /// Warm-up ends after a round approving at most this share of all
+    /// migrations approved so far (overrides the preset: 0 at quick and
+    /// full, a round approving none; 0.01 at paper).
+    #[arg(long)]
+    pub settle_share: Option<f64>,
     /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache,Replica; Replica is Split+Cache with read-only replicas).
     #[arg(long, value_delimiter = ',')]
     pub schemes: Vec<String>,
@@ -91,6 +96,12 @@ pub struct PraghArgs {
     /// time; what R-MAT 26 needs here). Default: csr up to scale 22.
     #[arg(long, value_enum)]
     pub loader: Option<LoaderArg>,
+    /// each: every scheme of every round loads its own graph. shared: the
+    /// schemes on one machine count share a load per round, each running in
+    /// a process forked from the loaded one, so its changes vanish with it
+    /// (the default at --preset paper, where a load takes minutes).
+    #[arg(long, value_enum)]
+    pub loads: Option<LoadsArg>,
     /// Replica budget per machine in MiB (fractions allowed) for the Replica
     /// scheme; default: a quarter of the value region, at most 256 MiB.
     #[arg(long)]
@@ -127,6 +138,14 @@ pub enum LoaderArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoadsArg {
+    /// A load per scheme and round.
+    Each,
+    /// A load per machine count and round, schemes in forked processes.
+    Shared,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FabricArg {
     /// The in-process fabric.
     Local,
@@ -152,8 +171,14 @@ pub fn run(a: PraghArgs) -> CliResult {
     if let Some(w) = a.warm_s_max {
         settings.warm_s_max = w;
     }
+    if let Some(f) = a.settle_share {
+        settings.settle_share = f;
+    }
     settings.runs = a.runs;
     settings.replica_mb = a.replica_mb;
+    if let Some(l) = a.loads {
+        settings.shared_load = l == LoadsArg::Shared;
+    }
     settings.loader = a.loader.map(|l| match l {
         LoaderArg::Csr => Loader::Csr,
         LoaderArg::Ranged => Loader::Ranged,

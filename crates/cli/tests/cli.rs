@@ -304,6 +304,64 @@ fn pragh_bench_runs_shard_against_orig_and_writes_json_and_plots() {
 }
 
 #[test]
+fn pragh_shared_loads_run_each_scheme_on_a_fresh_copy_of_one_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = locus(&[
+        "bench",
+        "pragh",
+        "schemes",
+        "--scale",
+        "8",
+        "--schemes",
+        "Ideal,Orig,Split+Cache,Replica",
+        "--runs",
+        "3",
+        "--ops",
+        "3000",
+        "--warm-s-max",
+        "3",
+        "--loads",
+        "shared",
+        "--out",
+        out,
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // Round 1 loads Ideal's machine and the cluster; round 2 runs in reverse
+    // and starts on the cluster round 1 ended on; round 3 on Ideal's.
+    assert_eq!(err.matches("loading the graph into").count(), 4, "{err}");
+    let runs: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("pragh-schemes.runs.json")).unwrap(),
+    )
+    .unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for round in runs {
+        let names: Vec<&str> = round
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["scheme"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Ideal", "Orig", "Split+Cache", "Replica"]);
+        // Replica ran on the store Split+Cache (or, in reverse, Orig) had
+        // before it: had a child's replicas reached the parent, the next
+        // child's reconfigure would have refused to drop them.
+        let replica = &round[3];
+        assert!(replica["replica_bytes"].as_u64().unwrap() > 0, "{replica}");
+        for r in &round.as_array().unwrap()[2..] {
+            assert!(r["values_moved"].as_u64().unwrap() > 0, "{r}");
+            assert!(!r["warm_rounds_approved"].as_array().unwrap().is_empty(), "{r}");
+        }
+    }
+    fails_with(
+        &["bench", "pragh", "schemes", "--settle-share", "1.5"],
+        "--settle-share = 1.5: must be in [0, 1)",
+    );
+}
+
+#[test]
 fn pragh_replica_budget_keeps_every_machine_within_its_budget() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();

@@ -233,6 +233,64 @@ impl<F: Fabric> Store<F> {
         })
     }
 
+    /// Changes the settings that live only in this process's memory, not in
+    /// any region: the location cache (`cache_*`, `hot_accesses`) and the
+    /// replica budget. Every other setting must stay as it was (the regions
+    /// were laid out by it). Each hosted machine gets a new, empty cache and
+    /// replica directory, as a newly created store would have.
+    ///
+    /// Needs the only handle on the store (no worker, clone, service or
+    /// driver may be running), and no replica may be held: dropping the sets
+    /// would leak their blocks. `bench pragh` uses it to run several schemes
+    /// on one loaded graph.
+    pub fn reconfigure(&mut self, config: StoreConfig) -> Result<()> {
+        config.validate()?;
+        let process_only = |c: &StoreConfig| StoreConfig {
+            cache_bytes_max: 0,
+            cache_lease_ms: 0,
+            cache_lookups: false,
+            cache_recent_hits: false,
+            hot_accesses: 0,
+            replica_bytes_max: 0,
+            ..c.clone()
+        };
+        if process_only(&config) != process_only(&self.shared.config) {
+            return Err(StoreError::Config(
+                "reconfigure may change only the location cache and replica settings: the regions were laid out by the others".into(),
+            ));
+        }
+        if let Some(m) = (0..self.shared.machines).find(|&m| self.replica_bytes(m as MachineId) > 0) {
+            return Err(StoreError::Config(format!(
+                "machine {m} holds replicas: reconfigure would leak their blocks"
+            )));
+        }
+        let shared = Arc::get_mut(&mut self.shared).ok_or_else(|| {
+            StoreError::Config("reconfigure needs the only handle on the store (drop workers, services and drivers first)".into())
+        })?;
+        let hosted: Vec<bool> = shared.allocs.iter().map(Option::is_some).collect();
+        let mut caches = Vec::with_capacity(hosted.len());
+        for &h in &hosted {
+            caches.push(if h && config.cache_bytes_max > 0 {
+                Some(LocationCache::new(config.cache_config())?)
+            } else {
+                None
+            });
+        }
+        let replicas = config.replica_bytes_max > 0;
+        shared.caches = caches;
+        shared.replica_sets = hosted
+            .iter()
+            .map(|&h| (h && replicas).then(ReplicaSet::default))
+            .collect();
+        shared.directories = hosted
+            .iter()
+            .map(|&h| (h && replicas).then(|| ReplicaDirectory::new(DIRECTORY_ENTRIES_MAX)))
+            .collect();
+        shared.trackers = (0..hosted.len()).map(|_| AccessTracker::default()).collect();
+        shared.config = config;
+        Ok(())
+    }
+
     /// The fabric.
     pub fn fabric(&self) -> &F {
         &self.shared.fabric

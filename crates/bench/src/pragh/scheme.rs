@@ -91,7 +91,13 @@ impl Scheme {
 
     /// How the scheme sets up a store sized for its graph; `replica_mb`
     /// (Replica only) overrides the default replica budget per machine.
+    ///
+    /// Every scheme sets every setting [`locus_store::Store::reconfigure`]
+    /// may change, so a store loaded for one scheme can be reconfigured for
+    /// another and end as if it had been created for it.
     pub fn configure(self, s: &mut StoreConfig, replica_mb: Option<f64>) {
+        s.cache_lookups = true;
+        s.replica_bytes_max = 0;
         match self {
             Scheme::Ideal | Scheme::Orig => s.cache_bytes_max = 0,
             Scheme::Shard => {
@@ -165,6 +171,34 @@ impl Running {
         let cluster = graph.build(scheme.machines(machines), config, r, |s| {
             scheme.configure(s, config.store.replica_mb)
         })?;
+        Running::on(scheme, cluster, config, interval_ms, mode)
+    }
+
+    /// Starts `scheme`'s services and driver on a loaded cluster, first
+    /// giving its store the scheme's cache and replica settings if it was
+    /// loaded for another scheme (the cluster must have as many machines as
+    /// the scheme runs on, and the same layout).
+    pub fn on(
+        scheme: Scheme,
+        mut cluster: Embedded,
+        config: &Config,
+        interval_ms: u64,
+        mode: Mode,
+    ) -> Result<Running> {
+        // Only the settings `reconfigure` may change are taken from the
+        // scheme (Shard's `configure` also resizes the layout it loaded with).
+        let current = cluster.store.config().clone();
+        let mut fresh = current.clone();
+        scheme.configure(&mut fresh, config.store.replica_mb);
+        let store_config = StoreConfig {
+            cache_bytes_max: fresh.cache_bytes_max,
+            cache_lookups: fresh.cache_lookups,
+            replica_bytes_max: fresh.replica_bytes_max,
+            ..current
+        };
+        if &store_config != cluster.store.config() {
+            cluster.store.reconfigure(store_config)?;
+        }
         let services = cluster.store.spawn_services()?;
         let driver = if scheme.migrates() {
             let mut d = scheme.driver_config(interval_ms, mode);
@@ -287,15 +321,32 @@ pub(super) fn run_scheme(
     mode: Mode,
     r: &Reporter,
 ) -> Result<Row> {
-    let run = Running::start(
-        scheme,
-        w.graph,
-        &p.config(),
-        p.machines,
-        p.interval_ms,
-        mode,
-        r,
-    )?;
+    let cluster = load(scheme, w.graph, p, r)?;
+    run_loaded(scheme, cluster, w, p, mode, r)
+}
+
+/// `graph` loaded into a cluster set up for `scheme`.
+pub(super) fn load(scheme: Scheme, graph: &Graph, p: &Settings, r: &Reporter) -> Result<Embedded> {
+    let config = p.config();
+    let machines = scheme.machines(p.machines);
+    r.note(format!("loading the graph into {machines} machine(s) ..."));
+    graph.build(scheme.machines(p.machines), &config, r, |s| {
+        scheme.configure(s, config.store.replica_mb)
+    })
+}
+
+/// Runs one scheme on a loaded cluster (see [`run_scheme`]); a cluster
+/// loaded for another scheme of the same machine count and layout is
+/// reconfigured for this one first.
+pub(super) fn run_loaded(
+    scheme: Scheme,
+    cluster: Embedded,
+    w: &Workload,
+    p: &Settings,
+    mode: Mode,
+    r: &Reporter,
+) -> Result<Row> {
+    let run = Running::on(scheme, cluster, &p.config(), p.interval_ms, mode)?;
     let q = TwoHop {
         k: p.k,
         pipelined: false,
@@ -309,6 +360,7 @@ pub(super) fn run_scheme(
         shard_moved = move_shards_optimally(&run.cluster, &w.warm, w.graph, p.k, r)?;
     }
     let mut last_approved = u64::MAX;
+    let mut warm_rounds_approved = Vec::new();
     let mut round = 1u64;
     let label = format!("{}: warm-up", scheme.name());
     let mut warm_round = || -> Result<()> {
@@ -326,10 +378,15 @@ pub(super) fn run_scheme(
             warm_round()?;
         }
         d.wait_drained(Duration::from_secs(30));
-        // Settled when a round approves no migration and no replica.
+        // Settled when a round approves no more migrations and replicas than
+        // `settle_share` of all approved so far (0: none at all).
         let approved = d.stats().approved.load(Ordering::Relaxed)
             + d.stats().replicas_approved.load(Ordering::Relaxed);
-        if approved == last_approved || t0.elapsed().as_secs_f64() > p.warm_s_max {
+        let before = if warm_rounds_approved.is_empty() { 0 } else { last_approved };
+        let new = approved.saturating_sub(before);
+        warm_rounds_approved.push(new);
+        let settled = warm_rounds_approved.len() > 1 && new as f64 <= p.settle_share * approved as f64;
+        if settled || t0.elapsed().as_secs_f64() > p.warm_s_max {
             break;
         }
         last_approved = approved;
@@ -406,6 +463,7 @@ pub(super) fn run_scheme(
         update_p999_us: pct(0.999),
         forwarded_share: report.remote_sends as f64 / 2.0 / (ul.len().max(1)) as f64,
         warm_s,
+        warm_rounds_approved,
         migrations_approved: approved,
         contended_decisions: contended,
         replica_bytes,
