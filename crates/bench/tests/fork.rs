@@ -16,8 +16,10 @@ fn main() {
     assert_eq!(got, 105);
     assert_eq!(data, [1, 2, 3], "the parent's memory is untouched");
 
-    let e = in_child::<u64, _>("failing", || Err(BenchError::setting("--x", 1, "must be 2")))
-        .unwrap_err();
+    let e = in_child::<u64, _>("failing", || {
+        Err(BenchError::setting("--x", 1, "must be 2"))
+    })
+    .unwrap_err();
     assert!(e.to_string().contains("--x = 1: must be 2"), "{e}");
     let e = in_child::<u64, _>("panicking", || panic!("boom")).unwrap_err();
     assert!(e.to_string().contains("panicked: boom"), "{e}");

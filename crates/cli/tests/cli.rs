@@ -352,7 +352,10 @@ fn pragh_shared_loads_run_each_scheme_on_a_fresh_copy_of_one_load() {
         assert!(replica["replica_bytes"].as_u64().unwrap() > 0, "{replica}");
         for r in &round.as_array().unwrap()[2..] {
             assert!(r["values_moved"].as_u64().unwrap() > 0, "{r}");
-            assert!(!r["warm_rounds_approved"].as_array().unwrap().is_empty(), "{r}");
+            assert!(
+                !r["warm_rounds_approved"].as_array().unwrap().is_empty(),
+                "{r}"
+            );
         }
     }
     fails_with(

@@ -259,7 +259,8 @@ impl<F: Fabric> Store<F> {
                 "reconfigure may change only the location cache and replica settings: the regions were laid out by the others".into(),
             ));
         }
-        if let Some(m) = (0..self.shared.machines).find(|&m| self.replica_bytes(m as MachineId) > 0) {
+        if let Some(m) = (0..self.shared.machines).find(|&m| self.replica_bytes(m as MachineId) > 0)
+        {
             return Err(StoreError::Config(format!(
                 "machine {m} holds replicas: reconfigure would leak their blocks"
             )));
@@ -286,7 +287,9 @@ impl<F: Fabric> Store<F> {
             .iter()
             .map(|&h| (h && replicas).then(|| ReplicaDirectory::new(DIRECTORY_ENTRIES_MAX)))
             .collect();
-        shared.trackers = (0..hosted.len()).map(|_| AccessTracker::default()).collect();
+        shared.trackers = (0..hosted.len())
+            .map(|_| AccessTracker::default())
+            .collect();
         shared.config = config;
         Ok(())
     }

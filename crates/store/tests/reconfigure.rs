@@ -32,7 +32,10 @@ fn store() -> Store<F> {
         Counting::new(LocalFabric::new(LocalConfig::with_machines(3).without_model()).unwrap());
     let s = Store::create(fabric, plain()).unwrap();
     for v in 0..30u32 {
-        s.worker((v % 3) as u8).unwrap().put(v, &[v + 100, v + 200]).unwrap();
+        s.worker((v % 3) as u8)
+            .unwrap()
+            .put(v, &[v + 100, v + 200])
+            .unwrap();
     }
     s
 }
@@ -46,7 +49,10 @@ fn remote_reads_of_get(s: &Store<F>, v: u32) -> u64 {
             .ops_of(Locality::Remote, OpKind::Read)
     };
     let before = reads();
-    assert_eq!(s.worker(2).unwrap().get(v).unwrap(), Some(vec![v + 100, v + 200]));
+    assert_eq!(
+        s.worker(2).unwrap().get(v).unwrap(),
+        Some(vec![v + 100, v + 200])
+    );
     reads() - before
 }
 
@@ -84,7 +90,10 @@ fn a_loaded_store_takes_the_cache_and_replica_settings_of_a_new_one() {
         matches!(&err, StoreError::Config(m) if m.contains("machine 2 holds replicas")),
         "{err}"
     );
-    assert!(s.cache(2).is_some(), "a refused reconfigure changes nothing");
+    assert!(
+        s.cache(2).is_some(),
+        "a refused reconfigure changes nothing"
+    );
 }
 
 #[test]
@@ -95,11 +104,17 @@ fn reconfigure_refuses_a_layout_change_and_a_shared_store() {
         ..plain()
     };
     let err = s.reconfigure(bigger).unwrap_err();
-    assert!(matches!(&err, StoreError::Config(m) if m.contains("only the location cache")), "{err}");
+    assert!(
+        matches!(&err, StoreError::Config(m) if m.contains("only the location cache")),
+        "{err}"
+    );
 
     let other = s.clone();
     let err = s.reconfigure(with_replicas()).unwrap_err();
-    assert!(matches!(&err, StoreError::Config(m) if m.contains("only handle")), "{err}");
+    assert!(
+        matches!(&err, StoreError::Config(m) if m.contains("only handle")),
+        "{err}"
+    );
     drop(other);
     // Invalid settings are refused as `Store::create` refuses them.
     let no_cache_replicas = StoreConfig {

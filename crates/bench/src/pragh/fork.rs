@@ -69,7 +69,10 @@ where
     let mut fds = [0i32; 2];
     // SAFETY: `fds` is a valid two-element array for pipe(2) to fill.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err(child_error(what, format!("pipe: {}", std::io::Error::last_os_error())));
+        return Err(child_error(
+            what,
+            format!("pipe: {}", std::io::Error::last_os_error()),
+        ));
     }
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();

@@ -497,7 +497,8 @@ pub fn run(
                     let m = s.machines(p.machines);
                     if loaded.as_ref().map(|l| l.0) != Some(m) {
                         loaded = None; // free the other store's memory first
-                        let c = scheme::load(s, w.graph, &p, r).map_err(|e| e.in_scheme(s.name()))?;
+                        let c =
+                            scheme::load(s, w.graph, &p, r).map_err(|e| e.in_scheme(s.name()))?;
                         loaded = Some((m, Some(c)));
                     }
                     let slot = &mut loaded.as_mut().expect("loaded above").1;

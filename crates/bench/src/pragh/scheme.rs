@@ -382,10 +382,15 @@ pub(super) fn run_loaded(
         // `settle_share` of all approved so far (0: none at all).
         let approved = d.stats().approved.load(Ordering::Relaxed)
             + d.stats().replicas_approved.load(Ordering::Relaxed);
-        let before = if warm_rounds_approved.is_empty() { 0 } else { last_approved };
+        let before = if warm_rounds_approved.is_empty() {
+            0
+        } else {
+            last_approved
+        };
         let new = approved.saturating_sub(before);
         warm_rounds_approved.push(new);
-        let settled = warm_rounds_approved.len() > 1 && new as f64 <= p.settle_share * approved as f64;
+        let settled =
+            warm_rounds_approved.len() > 1 && new as f64 <= p.settle_share * approved as f64;
         if settled || t0.elapsed().as_secs_f64() > p.warm_s_max {
             break;
         }
