@@ -358,6 +358,8 @@ fn pragh_shared_loads_run_each_scheme_on_a_fresh_copy_of_one_load() {
             );
         }
     }
+    // A row's update latencies come back from its child: the CDF is drawn.
+    assert!(dir.path().join("pragh-schemes-update-cdf.png").exists());
     fails_with(
         &["bench", "pragh", "schemes", "--settle-share", "1.5"],
         "--settle-share = 1.5: must be in [0, 1)",
