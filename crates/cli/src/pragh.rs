@@ -78,6 +78,11 @@ pub struct PraghArgs {
     /// full, a round approving none; 0.01 at paper).
     #[arg(long)]
     pub settle_share: Option<f64>,
+    /// Scope experiment: the start scopes, comma-separated (default: 1024,
+    /// 4096, ... every other power of two up to the vertex count, which is
+    /// included).
+    #[arg(long, value_delimiter = ',')]
+    pub scopes: Vec<u64>,
     /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache,Replica; Replica is Split+Cache with read-only replicas).
     #[arg(long, value_delimiter = ',')]
     pub schemes: Vec<String>,
@@ -176,6 +181,10 @@ pub fn run(a: PraghArgs) -> CliResult {
         settings.settle_share = f;
     }
     settings.runs = a.runs;
+    if !a.scopes.is_empty() && a.experiment != ExperimentArg::Scope {
+        return Err("--scopes is for the `scope` experiment only".into());
+    }
+    settings.scopes = a.scopes.clone();
     if a.replica_mb.is_some() {
         settings.replica_mb = a.replica_mb;
     }

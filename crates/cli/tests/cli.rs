@@ -364,6 +364,76 @@ fn pragh_shared_loads_run_each_scheme_on_a_fresh_copy_of_one_load() {
         &["bench", "pragh", "schemes", "--settle-share", "1.5"],
         "--settle-share = 1.5: must be in [0, 1)",
     );
+    fails_with(
+        &["bench", "pragh", "schemes", "--scopes", "1024"],
+        "--scopes is for the `scope` experiment only",
+    );
+    fails_with(
+        &[
+            "bench",
+            "pragh",
+            "scope",
+            "--scale",
+            "12",
+            "--scopes",
+            "1024,8192",
+        ],
+        "--scopes = 8192: every scope must be in 1..=4096 (2^12 vertices)",
+    );
+}
+
+#[test]
+fn pragh_scope_runs_the_scopes_asked_for_on_one_shared_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = locus(&[
+        "bench",
+        "pragh",
+        "scope",
+        "--scale",
+        "8",
+        "--scopes",
+        "16,256",
+        "--schemes",
+        "Orig,Split+Cache",
+        "--runs",
+        "1",
+        "--ops",
+        "2000",
+        "--warm-s-max",
+        "2",
+        "--loads",
+        "shared",
+        "--out",
+        out,
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // Both schemes run on 8 machines: one load serves every scope.
+    assert_eq!(err.matches("loading the graph into").count(), 1, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("pragh-scope.json")).unwrap(),
+    )
+    .unwrap();
+    let got: Vec<(String, u64)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["scheme"].as_str().unwrap().to_string(),
+                r["scope"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [
+        ("Orig", 16),
+        ("Split+Cache", 16),
+        ("Orig", 256),
+        ("Split+Cache", 256),
+    ];
+    let want: Vec<(String, u64)> = want.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+    assert_eq!(got, want);
 }
 
 #[test]

@@ -113,6 +113,9 @@ pub struct Settings {
     /// runs in a process forked from the one that loaded the graph
     /// ([`fork`]). On at the paper's scale, where a load takes minutes.
     pub shared_load: bool,
+    /// Start scopes of the scope experiment (Pragh Fig. 11); empty: 2^10,
+    /// 2^12, ... up to the graph's vertex count ([`Settings::scope_list`]).
+    pub scopes: Vec<u64>,
 }
 
 /// `bench pragh`'s presets: the shared quick and full, and the paper's scale.
@@ -156,6 +159,7 @@ impl Settings {
             // 56 MiB a machine, 4.75% of R-MAT 26's 9.88 GB of values over 8
             // machines: inside the 5% (the default would be 21%).
             replica_mb: Some(56.0),
+            scopes: Vec::new(),
             ..Settings::new(Preset::Full, seed)
         }
     }
@@ -183,6 +187,7 @@ impl Settings {
                 loader: None,
                 pin_memory: true,
                 shared_load: false,
+                scopes: Vec::new(),
             },
             Preset::Full => Settings {
                 preset: preset.into(),
@@ -202,6 +207,7 @@ impl Settings {
                 loader: None,
                 pin_memory: true,
                 shared_load: false,
+                scopes: Vec::new(),
             },
         }
     }
@@ -234,7 +240,32 @@ impl Settings {
                 "must be in [0, 1)",
             ));
         }
+        let vertices = 1u64 << self.scale;
+        if let Some(&s) = self.scopes.iter().find(|&&s| s == 0 || s > vertices) {
+            return Err(BenchError::setting(
+                "--scopes",
+                s,
+                format!(
+                    "every scope must be in 1..={vertices} (2^{} vertices)",
+                    self.scale
+                ),
+            ));
+        }
         self.config().validate()
+    }
+
+    /// The scope experiment's start scopes: `scopes` if given, else every
+    /// other power of two from 2^10 (Pragh Fig. 11's first) up to the
+    /// vertex count, which is always included.
+    pub fn scope_list(&self) -> Vec<u64> {
+        if !self.scopes.is_empty() {
+            return self.scopes.clone();
+        }
+        let mut scopes: Vec<u64> = (10..=self.scale).step_by(2).map(|s| 1u64 << s).collect();
+        if scopes.last() != Some(&(1u64 << self.scale)) {
+            scopes.push(1 << self.scale);
+        }
+        scopes
     }
 
     /// The cluster configuration every scheme starts from.
@@ -558,12 +589,7 @@ pub fn run(
             rows = rounds(&plain(&Scheme::ALL), &w, p, None)?;
         }
         Experiment::Scope => {
-            let max_scale = p.scale;
-            let mut scopes: Vec<u64> = (10..=max_scale).step_by(2).map(|s| 1u64 << s).collect();
-            if scopes.last() != Some(&(1u64 << max_scale)) {
-                scopes.push(1 << max_scale);
-            }
-            for scope in scopes {
+            for scope in p.scope_list() {
                 let w = scheme::workload(&csr, p, StartDist::Zipf { theta: 0.99, scope })?;
                 r.note(format!("scope {scope}:"));
                 let schemes = plain(&[
