@@ -25,6 +25,14 @@ pub enum BenchError {
         /// What was wrong (the TOML parser names the line and key).
         reason: String,
     },
+    /// A results file written by an earlier run could not be read back.
+    #[error("results file {path}: {reason}")]
+    ResultsFile {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
     /// A file could not be written or read.
     #[error("{action} {path}: {source}")]
     Io {

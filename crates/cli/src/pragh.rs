@@ -78,6 +78,10 @@ pub struct PraghArgs {
     /// full, a round approving none; 0.01 at paper).
     #[arg(long)]
     pub settle_share: Option<f64>,
+    /// Run nothing: redraw the PNG plots from the `pragh-<experiment>.json`
+    /// an earlier run wrote into --out.
+    #[arg(long, requires = "out")]
+    pub plot_only: bool,
     /// Scope experiment: the start scopes, comma-separated (default: 1024,
     /// 4096, ... every other power of two up to the vertex count, which is
     /// included).
@@ -160,6 +164,16 @@ pub enum FabricArg {
 }
 
 pub fn run(a: PraghArgs) -> CliResult {
+    if a.plot_only {
+        let dir = a
+            .out
+            .as_deref()
+            .expect("clap requires --out with --plot-only");
+        for f in pragh::replot(a.experiment.into(), dir)? {
+            eprintln!("wrote {}", f.display());
+        }
+        return Ok(());
+    }
     let mut settings = match a.preset {
         PresetArg::Quick => Settings::new(Preset::Quick, a.seed),
         PresetArg::Full => Settings::new(Preset::Full, a.seed),

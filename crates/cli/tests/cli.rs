@@ -395,7 +395,7 @@ fn pragh_scope_runs_the_scopes_asked_for_on_one_shared_load() {
         "--scopes",
         "16,256",
         "--schemes",
-        "Orig,Split+Cache",
+        "Orig,Split+Cache,Replica",
         "--runs",
         "1",
         "--ops",
@@ -426,14 +426,32 @@ fn pragh_scope_runs_the_scopes_asked_for_on_one_shared_load() {
             )
         })
         .collect();
-    let want = [
-        ("Orig", 16),
-        ("Split+Cache", 16),
-        ("Orig", 256),
-        ("Split+Cache", 256),
-    ];
-    let want: Vec<(String, u64)> = want.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+    let mut want = Vec::new();
+    for scope in [16, 256] {
+        for s in ["Orig", "Split+Cache", "Replica"] {
+            want.push((s.to_string(), scope));
+        }
+    }
     assert_eq!(got, want);
+    // Fig. 11's two line charts (a Replica row per scope is not the
+    // replica-budget experiment's curve).
+    let pngs = ["pragh-scope-throughput.png", "pragh-scope-remote.png"];
+    for png in pngs {
+        assert!(dir.path().join(png).exists(), "{png}: {err}");
+        std::fs::remove_file(dir.path().join(png)).unwrap();
+    }
+    assert!(!dir.path().join("pragh-scope.png").exists());
+    // Redrawn from the JSON alone.
+    let o = locus(&["bench", "pragh", "scope", "--plot-only", "--out", out]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for png in pngs {
+        assert!(dir.path().join(png).exists(), "{png} redrawn");
+    }
+    std::fs::write(dir.path().join("pragh-schemes.json"), "[{\"scheme\": 3}]").unwrap();
+    fails_with(
+        &["bench", "pragh", "schemes", "--plot-only", "--out", out],
+        "pragh-schemes.json: not the rows of `bench pragh schemes`",
+    );
 }
 
 #[test]

@@ -444,6 +444,31 @@ impl Report {
     }
 }
 
+/// Redraws the PNG plots of a row experiment from the `pragh-<experiment>.json`
+/// an earlier run wrote into `dir`, as [`Report::write`] draws them.
+/// Returns the files written.
+pub fn replot(experiment: Experiment, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    let name = format!("pragh-{}", experiment.name());
+    if matches!(experiment, Experiment::EagerDeferred | Experiment::Dynamic) {
+        return Err(BenchError::setting(
+            "--plot-only",
+            experiment.name(),
+            "redraws the row experiments only (a timeline is drawn when it is run)",
+        ));
+    }
+    let path = dir.join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).map_err(|source| BenchError::Io {
+        action: "reading",
+        path: path.clone(),
+        source,
+    })?;
+    let rows: Vec<Row> = serde_json::from_str(&text).map_err(|e| BenchError::ResultsFile {
+        path: path.clone(),
+        reason: format!("not the rows of `bench pragh {}`: {e}", experiment.name()),
+    })?;
+    plots::plot_rows(dir, &name, &rows)
+}
+
 /// Fills each row's throughput ratios against Orig and Ideal.
 pub fn fill_ratios(rows: &mut [Row]) {
     let find = |rows: &[Row], name: &str| {

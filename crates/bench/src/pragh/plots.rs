@@ -46,6 +46,41 @@ pub(super) fn plot_rows(dir: &std::path::Path, name: &str, rows: &[Row]) -> Resu
             schemes.push(r.scheme.clone());
         }
     }
+    if rows.iter().any(|r| r.scope.is_some()) {
+        let line = |y: &dyn Fn(&Row) -> f64| -> Vec<locus_plot::Series> {
+            schemes
+                .iter()
+                .map(|s| locus_plot::Series {
+                    label: s.clone(),
+                    points: rows
+                        .iter()
+                        .filter(|r| &r.scheme == s)
+                        .map(|r| (r.scope.unwrap_or(1) as f64, y(r)))
+                        .collect(),
+                })
+                .collect()
+        };
+        locus_plot::LineChart {
+            title: "Throughput by scope of start vertices (Pragh Fig. 11a)".into(),
+            x_label: "scope (start vertices)".into(),
+            y_label: "queries per second".into(),
+            x_log: true,
+            y_log: true,
+            series: line(&|r| r.throughput_qps.max(1e-3)),
+        }
+        .write_png(&at(format!("{name}-throughput.png")))?;
+        locus_plot::LineChart {
+            title: "Remote accesses by scope (Pragh Fig. 11b)".into(),
+            x_label: "scope (start vertices)".into(),
+            y_label: "remote one-sided operations (%)".into(),
+            x_log: true,
+            y_log: false,
+            series: line(&|r| r.remote_rate * 100.0),
+        }
+        .write_png(&at(format!("{name}-remote.png")))?;
+        return Ok(wrote);
+    }
+    // Checked after scope rows, which have a Replica row per scope too.
     if rows.iter().filter(|r| r.scheme == "Replica").count() > 1 {
         // replica-budget: throughput against the replica memory it used.
         let replica: Vec<&Row> = rows.iter().filter(|r| r.scheme == "Replica").collect();
@@ -89,40 +124,6 @@ pub(super) fn plot_rows(dir: &std::path::Path, name: &str, rows: &[Row]) -> Resu
             series,
         }
         .write_png(&at(format!("{name}.png")))?;
-        return Ok(wrote);
-    }
-    if rows.iter().any(|r| r.scope.is_some()) {
-        let line = |y: &dyn Fn(&Row) -> f64| -> Vec<locus_plot::Series> {
-            schemes
-                .iter()
-                .map(|s| locus_plot::Series {
-                    label: s.clone(),
-                    points: rows
-                        .iter()
-                        .filter(|r| &r.scheme == s)
-                        .map(|r| (r.scope.unwrap_or(1) as f64, y(r)))
-                        .collect(),
-                })
-                .collect()
-        };
-        locus_plot::LineChart {
-            title: "Throughput by scope of start vertices (Pragh Fig. 11a)".into(),
-            x_label: "scope (start vertices)".into(),
-            y_label: "queries per second".into(),
-            x_log: true,
-            y_log: true,
-            series: line(&|r| r.throughput_qps.max(1e-3)),
-        }
-        .write_png(&at(format!("{name}-throughput.png")))?;
-        locus_plot::LineChart {
-            title: "Remote accesses by scope (Pragh Fig. 11b)".into(),
-            x_label: "scope (start vertices)".into(),
-            y_label: "remote one-sided operations (%)".into(),
-            x_log: true,
-            y_log: false,
-            series: line(&|r| r.remote_rate * 100.0),
-        }
-        .write_png(&at(format!("{name}-remote.png")))?;
         return Ok(wrote);
     }
     locus_plot::BarChart {
