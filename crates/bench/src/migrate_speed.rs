@@ -32,6 +32,12 @@ pub const PAYLOADS: [u64; 6] = [64, 256, 1024, 4096, 16384, 65536];
 pub const THREADS: [usize; 2] = [1, 2];
 /// Fewest values per measurement (a large payload still takes a measurable time).
 const VALUES_MIN: u64 = 256;
+/// Most migration threads a row may ask for.
+pub const THREADS_MAX: usize = 64;
+/// Smallest payload (the count-and-flags word and one id).
+pub const PAYLOAD_MIN: u64 = 16;
+/// Largest payload (a value held away from its home fits 32 MiB, Pragh 4.1).
+pub const PAYLOAD_MAX: u64 = 16 << 20;
 /// Values migrated per `migrate_batch` call.
 const BATCH_KEYS: usize = 4096;
 
@@ -50,6 +56,13 @@ pub struct Settings {
     pub tcp_values_max: u64,
     /// Measure the TCP rows.
     pub tcp: bool,
+    /// Migration thread counts measured (each row's cluster is built afresh).
+    pub threads: Vec<usize>,
+    /// Payload sizes measured, in bytes.
+    pub payloads: Vec<u64>,
+    /// Times every row is measured; the rounds are interleaved (each round
+    /// measures every row once), and a row reports the median with min and max.
+    pub runs: usize,
 }
 
 impl Settings {
@@ -67,6 +80,9 @@ impl Settings {
             tcp_bytes_max: 48 << 20,
             tcp_values_max,
             tcp: true,
+            threads: THREADS.to_vec(),
+            payloads: PAYLOADS.to_vec(),
+            runs: 1,
         }
     }
 
@@ -84,6 +100,35 @@ impl Settings {
                 ));
             }
         }
+        if self.runs == 0 {
+            return Err(BenchError::setting("runs", 0, "must be at least 1"));
+        }
+        if self.threads.is_empty()
+            || self
+                .threads
+                .iter()
+                .any(|&t| !(1..=THREADS_MAX).contains(&t))
+        {
+            return Err(BenchError::setting(
+                "threads",
+                format!("{:?}", self.threads),
+                format!("must be one or more thread counts in 1..={THREADS_MAX}"),
+            ));
+        }
+        if self.payloads.is_empty()
+            || self
+                .payloads
+                .iter()
+                .any(|&p| !(PAYLOAD_MIN..=PAYLOAD_MAX).contains(&p) || p % 8 != 0)
+        {
+            return Err(BenchError::setting(
+                "payloads",
+                format!("{:?}", self.payloads),
+                format!(
+                    "must be one or more sizes in {PAYLOAD_MIN}..={PAYLOAD_MAX} bytes, multiples of 8"
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -99,11 +144,17 @@ pub struct Row {
     pub payload_bytes: u64,
     /// Values migrated.
     pub values: u64,
-    /// Values migrated per second.
+    /// Values migrated per second (the median of the runs).
     pub values_per_s: f64,
-    /// Remote bytes per second, every operation of the migration.
+    /// The slowest run's values per second.
+    pub values_per_s_min: f64,
+    /// The fastest run's values per second.
+    pub values_per_s_max: f64,
+    /// Every run's values per second, in the order measured.
+    pub values_per_s_runs: Vec<f64>,
+    /// Remote bytes per second, every operation of the migration (the median run's).
     pub bytes_per_s: f64,
-    /// Seconds the migration phase took.
+    /// Seconds the migration phase took (the median run's).
     pub elapsed_s: f64,
 }
 
@@ -220,6 +271,9 @@ fn measure<F: Fabric>(
         payload_bytes: payload,
         values: n,
         values_per_s: n as f64 / elapsed,
+        values_per_s_min: n as f64 / elapsed,
+        values_per_s_max: n as f64 / elapsed,
+        values_per_s_runs: vec![n as f64 / elapsed],
         bytes_per_s: bytes as f64 / elapsed,
         elapsed_s: elapsed,
     })
@@ -228,8 +282,11 @@ fn measure<F: Fabric>(
 /// Values per second against payload size, one line per fabric and thread count (Fig. 13).
 fn plot(rows: &[Row], path: &Path) -> Result<()> {
     let mut series = Vec::new();
+    let mut thread_counts: Vec<usize> = rows.iter().map(|r| r.threads).collect();
+    thread_counts.sort_unstable();
+    thread_counts.dedup();
     for fabric in ["local", "tcp"] {
-        for threads in THREADS {
+        for &threads in &thread_counts {
             let points: Vec<(f64, f64)> = rows
                 .iter()
                 .filter(|r| r.fabric == fabric && r.threads == threads)
@@ -257,57 +314,97 @@ fn plot(rows: &[Row], path: &Path) -> Result<()> {
 }
 
 /// Measures every payload and thread count on the in-process fabric, then
-/// (if `settings.tcp`) on TCP loopback.
+/// (if `settings.tcp`) on TCP loopback, `settings.runs` times: each round
+/// measures every row once, so the runs of a row are interleaved with the
+/// others'. A row is the median run, with the slowest and the fastest.
 pub fn run(settings: &Settings, r: &Reporter) -> Result<Report> {
     settings.validate()?;
     let s = settings;
-    let mut rows = Vec::new();
-    for threads in THREADS {
-        for payload in PAYLOADS {
-            let n = count(payload, s.local_bytes_max, s.local_values_max);
-            r.note(format!("local, {threads} thread(s), {payload} B x {n} ..."));
-            let fabric = Counting::new(LocalFabric::new(LocalConfig {
-                pin_memory: true,
-                ..LocalConfig::with_machines(2)
-            })?);
-            let store = Store::create(fabric.clone(), config(n, payload))?;
-            let counters = fabric.counters().clone();
-            let bytes = move || counters.total().bytes_total(Locality::Remote);
-            let mut row = measure(&[store.clone(), store], &bytes, threads, payload, n)?;
-            row.fabric = "local".into();
-            rows.push(row);
+    let mut fabrics = vec!["local"];
+    if s.tcp {
+        fabrics.push("tcp");
+    }
+    let mut cells = Vec::new();
+    for &fabric in &fabrics {
+        for &threads in &s.threads {
+            for &payload in &s.payloads {
+                cells.push((fabric, threads, payload));
+            }
         }
     }
-    if s.tcp {
-        for threads in THREADS {
-            for payload in PAYLOADS {
-                let n = count(payload, s.tcp_bytes_max, s.tcp_values_max);
-                r.note(format!("tcp, {threads} thread(s), {payload} B x {n} ..."));
-                let nodes: Vec<Counting<_>> = loopback_cluster_with(TcpConfig {
-                    machines: 2,
-                    pin_memory: true,
-                    ..TcpConfig::default()
-                })?
-                .into_iter()
-                .map(Counting::new)
-                .collect();
-                let stores = nodes
-                    .iter()
-                    .map(|f| Store::create(f.clone(), config(n, payload)))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                let counters = nodes[0].counters().clone();
-                // Machine 0 issues every migration operation: its remote bytes are the traffic.
-                let bytes = move || counters.snapshot()[0].bytes_total(Locality::Remote);
-                let mut row = measure(&stores, &bytes, threads, payload, n)?;
-                row.fabric = "tcp".into();
-                rows.push(row);
-            }
+    let mut runs: Vec<Vec<Row>> = vec![Vec::new(); cells.len()];
+    for round in 0..s.runs {
+        for (i, &(fabric, threads, payload)) in cells.iter().enumerate() {
+            let (bytes_max, values_max) = match fabric {
+                "local" => (s.local_bytes_max, s.local_values_max),
+                _ => (s.tcp_bytes_max, s.tcp_values_max),
+            };
+            let n = count(payload, bytes_max, values_max);
+            let of = if s.runs > 1 {
+                format!(" (run {} of {})", round + 1, s.runs)
+            } else {
+                String::new()
+            };
+            r.note(format!(
+                "{fabric}, {threads} thread(s), {payload} B x {n}{of} ..."
+            ));
+            let mut row = match fabric {
+                "local" => measure_local(threads, payload, n)?,
+                _ => measure_tcp(threads, payload, n)?,
+            };
+            row.fabric = fabric.into();
+            runs[i].push(row);
         }
     }
     Ok(Report {
         settings: s.clone(),
-        rows,
+        rows: runs.into_iter().map(median_row).collect(),
     })
+}
+
+fn measure_local(threads: usize, payload: u64, n: u64) -> Result<Row> {
+    let fabric = Counting::new(LocalFabric::new(LocalConfig {
+        pin_memory: true,
+        ..LocalConfig::with_machines(2)
+    })?);
+    let store = Store::create(fabric.clone(), config(n, payload))?;
+    let counters = fabric.counters().clone();
+    let bytes = move || counters.total().bytes_total(Locality::Remote);
+    measure(&[store.clone(), store], &bytes, threads, payload, n)
+}
+
+fn measure_tcp(threads: usize, payload: u64, n: u64) -> Result<Row> {
+    let nodes: Vec<Counting<_>> = loopback_cluster_with(TcpConfig {
+        machines: 2,
+        pin_memory: true,
+        ..TcpConfig::default()
+    })?
+    .into_iter()
+    .map(Counting::new)
+    .collect();
+    let stores = nodes
+        .iter()
+        .map(|f| Store::create(f.clone(), config(n, payload)))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let counters = nodes[0].counters().clone();
+    // Machine 0 issues every migration operation: its remote bytes are the traffic.
+    let bytes = move || counters.snapshot()[0].bytes_total(Locality::Remote);
+    measure(&stores, &bytes, threads, payload, n)
+}
+
+/// The median run of one row (the lower middle of an even count), with every
+/// run's rate and the extremes.
+fn median_row(mut runs: Vec<Row>) -> Row {
+    let rates: Vec<f64> = runs.iter().map(|r| r.values_per_s).collect();
+    let (min, max) = rates.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+        (lo.min(v), hi.max(v))
+    });
+    runs.sort_by(|a, b| a.values_per_s.total_cmp(&b.values_per_s));
+    let mut row = runs.swap_remove((runs.len() - 1) / 2);
+    row.values_per_s_min = min;
+    row.values_per_s_max = max;
+    row.values_per_s_runs = rates;
+    row
 }
 
 #[cfg(test)]
@@ -335,5 +432,68 @@ mod tests {
         let row = measure(&[store.clone(), store], &bytes, 2, 256, 300).unwrap();
         assert_eq!(row.values, 300);
         assert!(row.bytes_per_s > 0.0);
+    }
+
+    #[test]
+    fn a_row_is_its_median_run_with_the_extremes() {
+        let run = |v: f64| Row {
+            fabric: "local".into(),
+            threads: 1,
+            payload_bytes: 64,
+            values: 10,
+            values_per_s: v,
+            values_per_s_min: v,
+            values_per_s_max: v,
+            values_per_s_runs: vec![v],
+            bytes_per_s: 2.0 * v,
+            elapsed_s: 10.0 / v,
+        };
+        let row = median_row(vec![run(5.0), run(9.0), run(7.0)]);
+        assert_eq!(row.values_per_s, 7.0);
+        assert_eq!(row.bytes_per_s, 14.0, "the median run's other fields");
+        assert_eq!((row.values_per_s_min, row.values_per_s_max), (5.0, 9.0));
+        assert_eq!(
+            row.values_per_s_runs,
+            vec![5.0, 9.0, 7.0],
+            "in the order measured"
+        );
+        // An even count takes the lower middle, a run that was seen.
+        assert_eq!(median_row(vec![run(4.0), run(2.0)]).values_per_s, 2.0);
+    }
+
+    #[test]
+    fn bad_threads_payloads_and_runs_are_refused_by_name() {
+        let refused = |f: fn(&mut Settings)| {
+            let mut s = Settings::new(Preset::Quick);
+            f(&mut s);
+            s.validate().unwrap_err().to_string()
+        };
+        assert!(refused(|s| s.runs = 0).contains("runs"));
+        assert!(refused(|s| s.threads = vec![]).contains("threads"));
+        assert!(refused(|s| s.threads = vec![1, 0]).contains("threads"));
+        assert!(refused(|s| s.payloads = vec![64, 100]).contains("multiples of 8"));
+        assert!(refused(|s| s.payloads = vec![8]).contains("payloads"));
+        assert!(refused(|s| s.payloads = vec![64 << 20]).contains("payloads"));
+        Settings::new(Preset::Full).validate().unwrap();
+    }
+
+    #[test]
+    fn every_round_measures_every_row() {
+        let mut s = Settings::new(Preset::Quick);
+        s.tcp = false;
+        s.threads = vec![1];
+        s.payloads = vec![64, 256];
+        s.local_values_max = 300;
+        s.runs = 3;
+        let report = run(&s, &Reporter::quiet()).unwrap();
+        assert_eq!(report.rows.len(), 2);
+        for (row, payload) in report.rows.iter().zip([64, 256]) {
+            assert_eq!((row.threads, row.payload_bytes), (1, payload));
+            assert_eq!(row.values_per_s_runs.len(), 3);
+            assert!(
+                row.values_per_s_min <= row.values_per_s
+                    && row.values_per_s <= row.values_per_s_max
+            );
+        }
     }
 }
