@@ -200,6 +200,11 @@ impl Port for AnyPort {
     }
 
     #[inline]
+    fn prefetch(&mut self, wr: &WorkRequest) {
+        each!(AnyPort, self, p => p.prefetch(wr))
+    }
+
+    #[inline]
     fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
         each!(AnyPort, self, p => p.execute(wr))
     }

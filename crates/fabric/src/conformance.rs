@@ -433,6 +433,36 @@ pub fn message_delivery<C: Cluster>(c: &C) {
     ));
 }
 
+/// `Port::prefetch` changes nothing a request can see: nothing is posted,
+/// no word changes, and a request out of bounds, on an unknown region or on
+/// an unknown machine is ignored rather than refused or crashed on.
+pub fn prefetch_is_only_a_hint<C: Cluster>(c: &C) {
+    let r = region_on(c, 1, "prefetched", 4096);
+    let mut p = port(c, 0);
+    p.write_word(1, r, 64, 7).unwrap();
+    let hints = [
+        WorkRequest::read(1, 1, r, 0, 4096),
+        WorkRequest::read(2, 1, r, 4000, 4096), // runs past the end
+        WorkRequest::read(3, 1, r, 1 << 40, 64), // starts past the end
+        WorkRequest::write(4, 1, r, 64, vec![9u8; 8]),
+        WorkRequest::cas(5, 1, r, 64, 7, 8),
+        WorkRequest::read(6, 1, RegionId(u16::MAX), 0, 64), // no such region
+        WorkRequest::read(7, MachineId::MAX, r, 0, 64),     // no such machine
+    ];
+    for wr in &hints {
+        p.prefetch(wr);
+    }
+    assert_eq!(p.inflight(), 0, "a prefetch posts nothing");
+    let mut out = Vec::new();
+    assert_eq!(p.poll(&mut out).unwrap(), 0, "and completes nothing");
+    assert_eq!(p.read_word(1, r, 64).unwrap(), 7, "nor writes anything");
+    // The hinted requests still run as requests.
+    p.post(WorkRequest::cas(8, 1, r, 64, 7, 8)).unwrap();
+    let done = drain(&mut p, 1);
+    assert_eq!(done[0].result.as_ref().unwrap(), &Output::Word(7));
+    assert_eq!(p.read_word(1, r, 64).unwrap(), 8);
+}
+
 /// Generates one `#[test]` per conformance check for a cluster constructor expression.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -464,6 +494,10 @@ macro_rules! conformance_suite {
         #[test]
         fn message_delivery() {
             $crate::conformance::message_delivery(&$make);
+        }
+        #[test]
+        fn prefetch_is_only_a_hint() {
+            $crate::conformance::prefetch_is_only_a_hint(&$make);
         }
     };
 }

@@ -279,6 +279,10 @@ impl<P: Port> Port for CountingPort<P> {
     fn inflight(&self) -> usize {
         self.inner.inflight()
     }
+    #[inline]
+    fn prefetch(&mut self, wr: &WorkRequest) {
+        self.inner.prefetch(wr)
+    }
     fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
         self.count(wr.target, wr.verb.kind(), wr.verb.payload_bytes());
         self.inner.execute(wr)

@@ -175,6 +175,9 @@ impl<P: Port> Port for FaultyPort<P> {
     fn inflight(&self) -> usize {
         self.failed.len() + self.inner.inflight()
     }
+    fn prefetch(&mut self, wr: &WorkRequest) {
+        self.inner.prefetch(wr)
+    }
     fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
         self.gate()?;
         self.inner.execute(wr)

@@ -250,6 +250,22 @@ impl RegionCache {
         Ok(())
     }
 
+    /// Prefetches `len` bytes at `offset` of `target`'s region (a hint:
+    /// an unknown machine or region is ignored, see [`Region::prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch(
+        &mut self,
+        hosted: &Hosted,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        len: u64,
+    ) {
+        if let Ok(r) = self.region(hosted, target, region) {
+            r.prefetch(offset, len);
+        }
+    }
+
     /// Applies `verb` to `target`'s region through the cache.
     #[inline]
     pub(crate) fn apply(

@@ -156,6 +156,16 @@ pub trait Port: Send {
     /// Operations posted and not yet returned by `poll`/`wait`.
     fn inflight(&self) -> usize;
 
+    /// A hint that `wr` will be posted soon; changes nothing a request can
+    /// observe. The in-process fabric brings the target's bytes into the
+    /// CPU's cache, as a NIC's DMA would fetch them without the CPU, so a
+    /// caller that prefetches a batch of requests and then posts them does
+    /// not stall on a miss per request. Other fabrics ignore it.
+    #[inline]
+    fn prefetch(&mut self, wr: &WorkRequest) {
+        let _ = wr;
+    }
+
     /// Posts one operation and waits for its completion.
     fn execute(&mut self, wr: WorkRequest) -> Result<Output>;
 

@@ -27,7 +27,8 @@ use std::sync::Arc;
 use crate::hosted::{check_inflight, check_machine_count, check_queue_limits, Hosted, RegionCache};
 use crate::memory::{MachineMemory, VerbRef};
 use crate::{
-    Completion, Fabric, MachineId, Message, Output, Port, RegionId, RegionInfo, Result, WorkRequest,
+    Completion, Fabric, MachineId, Message, Output, Port, RegionId, RegionInfo, Result, Verb,
+    WorkRequest,
 };
 
 /// Settings of the in-process fabric.
@@ -323,6 +324,17 @@ impl Port for LocalPort {
             self.ready.push_back(completion);
         }
         Ok(())
+    }
+
+    #[inline]
+    fn prefetch(&mut self, wr: &WorkRequest) {
+        let len = match &wr.verb {
+            Verb::Read { buf } => buf.len() as u64,
+            Verb::Write { data } => data.len() as u64,
+            Verb::Cas { .. } | Verb::FetchAdd { .. } => 8,
+        };
+        self.regions
+            .prefetch(&self.inner.hosted, wr.target, wr.region, wr.offset, len);
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize> {

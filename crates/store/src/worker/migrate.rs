@@ -35,7 +35,10 @@ impl<F: Fabric> Worker<F> {
     /// Migrates many keys here with their one-sided operations pipelined
     /// (Pragh 5): up to [`PIPELINE_WINDOW`] jobs are in flight at once, each
     /// with one operation posted, so one thread keeps the network busy
-    /// instead of waiting out one round trip per step. The old blocks go to
+    /// instead of waiting out one round trip per step. The requests a pass over
+    /// the completions makes are prefetched as they are made and posted
+    /// together before the next wait ([`Port::prefetch`]: on the in-process
+    /// fabric the copy a NIC would make then finds its bytes cached). The old blocks go to
     /// their holders' reclaim rings in bulk at the end. Returns what happened
     /// to each key, in order.
     ///
@@ -77,6 +80,10 @@ impl<F: Fabric> Worker<F> {
         let mut next = 0;
         let mut active = 0;
         let mut done = Vec::new();
+        // Requests of this pass, posted together before the wait (one
+        // doorbell, as an RDMA driver posts a list): each is prefetched when
+        // it is made, so the fabric's copy of it finds its bytes cached.
+        let mut posts: Vec<WorkRequest> = Vec::with_capacity(slots.len());
         // Empty slots, so a refill after a wait visits only those, not the
         // whole window.
         let mut free: Vec<usize> = (0..slots.len()).rev().collect();
@@ -95,7 +102,7 @@ impl<F: Fabric> Worker<F> {
                     let now = self.port.now_ns();
                     let step = f.job.start(self.cached_address(key, now), now)?;
                     // A job can finish without posting (no value, or here already).
-                    match self.drive(&mut f, id, step, alloc)? {
+                    match self.drive(&mut f, id, step, alloc, &mut posts)? {
                         Some(m) => results[f.index] = Some(m),
                         None => {
                             *slot = Some(f);
@@ -106,6 +113,9 @@ impl<F: Fabric> Worker<F> {
                 if slot.is_none() {
                     free.push(id); // the keys ran out
                 }
+            }
+            for wr in posts.drain(..) {
+                self.port.post(wr)?;
             }
             if active == 0 {
                 return Ok(());
@@ -124,7 +134,7 @@ impl<F: Fabric> Worker<F> {
                 if let Some(b) = f.job.take_spare() {
                     self.keep(b);
                 }
-                if let Some(m) = self.drive(f, id, step, alloc)? {
+                if let Some(m) = self.drive(f, id, step, alloc, &mut posts)? {
                     results[f.index] = Some(m);
                     slots[id] = None;
                     free.push(id);
@@ -135,7 +145,8 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// Carries out `step` and the ones that follow it without I/O, until the
-    /// job posts an operation (`None`) or finishes (its result).
+    /// job has an operation to post (`None`: prefetched and added to
+    /// `posts`, which the caller posts before it waits) or finishes (its result).
     #[inline]
     fn drive<'a>(
         &mut self,
@@ -143,6 +154,7 @@ impl<F: Fabric> Worker<F> {
         id: usize,
         mut step: Step,
         alloc: &'a ValueAllocator,
+        posts: &mut Vec<WorkRequest>,
     ) -> Result<Option<Migration>> {
         loop {
             step = match step {
@@ -159,7 +171,8 @@ impl<F: Fabric> Worker<F> {
                     );
                     let wr = self.work_request(id as u64, access);
                     if !own {
-                        self.port.post(wr)?;
+                        self.port.prefetch(&wr);
+                        posts.push(wr);
                         return Ok(None);
                     }
                     // This machine's own memory costs no round trip: done at
