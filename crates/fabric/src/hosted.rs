@@ -260,9 +260,10 @@ impl RegionCache {
         region: RegionId,
         offset: u64,
         len: u64,
+        for_write: bool,
     ) {
         if let Ok(r) = self.region(hosted, target, region) {
-            r.prefetch(offset, len);
+            r.prefetch(offset, len, for_write);
         }
     }
 

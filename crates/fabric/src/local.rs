@@ -328,13 +328,19 @@ impl Port for LocalPort {
 
     #[inline]
     fn prefetch(&mut self, wr: &WorkRequest) {
-        let len = match &wr.verb {
-            Verb::Read { buf } => buf.len() as u64,
-            Verb::Write { data } => data.len() as u64,
-            Verb::Cas { .. } | Verb::FetchAdd { .. } => 8,
+        let (len, for_write) = match &wr.verb {
+            Verb::Read { buf } => (buf.len() as u64, false),
+            Verb::Write { data } => (data.len() as u64, true),
+            Verb::Cas { .. } | Verb::FetchAdd { .. } => (8, true),
         };
-        self.regions
-            .prefetch(&self.inner.hosted, wr.target, wr.region, wr.offset, len);
+        self.regions.prefetch(
+            &self.inner.hosted,
+            wr.target,
+            wr.region,
+            wr.offset,
+            len,
+            for_write,
+        );
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize> {

@@ -121,8 +121,10 @@ impl Region {
     /// ignored). A hint only: no word changes and nothing is checked. The
     /// in-process fabric uses it for requests about to be posted, so the copy
     /// a NIC's DMA would make does not stall the posting thread on a miss.
+    /// With `for_write`, the lines are asked for in a state that lets them be
+    /// written without another bus transaction.
     #[inline]
-    pub fn prefetch(&self, offset: u64, len: u64) {
+    pub fn prefetch(&self, offset: u64, len: u64, for_write: bool) {
         #[cfg(all(target_arch = "x86_64", not(loom)))]
         {
             let len_bytes = self.len_words as u64 * 8;
@@ -138,16 +140,20 @@ impl Region {
                 // SAFETY: `at` is inside the region's mapping (`at < end <=
                 // len_bytes`); a prefetch never faults or changes memory.
                 unsafe {
-                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                        base.add(at as usize),
-                    );
+                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
+                    let line = base.add(at as usize);
+                    if for_write {
+                        _mm_prefetch::<_MM_HINT_ET0>(line);
+                    } else {
+                        _mm_prefetch::<_MM_HINT_T0>(line);
+                    }
                 }
                 at += 64;
             }
         }
         #[cfg(not(all(target_arch = "x86_64", not(loom))))]
         {
-            let _ = (offset, len);
+            let _ = (offset, len, for_write);
         }
     }
 

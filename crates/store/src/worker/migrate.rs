@@ -165,19 +165,17 @@ impl<F: Fabric> Worker<F> {
                             .expect("a copy is allocated before its CAS")
                             .publishing();
                     }
-                    let own = matches!(
-                        access,
-                        Access::WriteCopy { .. } | Access::ReadOwnHeader { .. }
-                    );
+                    // The copy's WRITE is posted with the pass too (its lines
+                    // prefetched for writing meanwhile); only the check of a
+                    // copy here already runs at once.
+                    let own = matches!(access, Access::ReadOwnHeader { .. });
                     let wr = self.work_request(id as u64, access);
                     if !own {
                         self.port.prefetch(&wr);
                         posts.push(wr);
                         return Ok(None);
                     }
-                    // This machine's own memory costs no round trip: done at
-                    // once, so the copy's WRITE adds no wait between the
-                    // value's header check and the invalidation (P3's window).
+                    // This machine's own memory costs no round trip: done at once.
                     let out = self.port.execute(wr)?;
                     let now = if f.job.wants_clock() {
                         self.port.now_ns()

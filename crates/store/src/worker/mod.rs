@@ -256,8 +256,22 @@ impl<F: Fabric> Worker<F> {
         PartView::parse(self.payload(header)).expect("checked in fetch")
     }
 
-    /// A buffer of `len` bytes, reusing one handed back by an earlier completion.
+    /// A buffer of `len` bytes, reusing one handed back by an earlier
+    /// completion. Its contents are unspecified (zero or an earlier
+    /// request's bytes): every caller overwrites them or fills them.
     fn buffer(&mut self, len: usize) -> Vec<u8> {
+        // One of the last few spares that is long enough needs no
+        // zero-filling (a value READ after a bucket READ would otherwise
+        // clear the whole value first).
+        let n = self.spare.len();
+        if let Some(i) = (n.saturating_sub(4)..n)
+            .rev()
+            .find(|&i| self.spare[i].len() >= len)
+        {
+            let mut b = self.spare.swap_remove(i);
+            b.truncate(len);
+            return b;
+        }
         match self.spare.pop() {
             Some(mut b) if b.capacity() >= len => {
                 b.resize(len, 0);
