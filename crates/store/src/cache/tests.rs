@@ -234,3 +234,45 @@ fn cache_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<LocationCache>();
 }
+
+#[test]
+fn inserting_many_at_once_is_inserting_them_one_by_one() {
+    // Small shards so that evictions and the aging hand take part; keys
+    // repeat, so later entries replace earlier ones (order within a key kept).
+    let (one, many) = (cache(8, 4, 1_000), cache(8, 4, 1_000));
+    let mut x = 11u64;
+    let mut entries = Vec::new();
+    for i in 0..400u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let key = Key(x >> 58); // 64 keys for 32 entries: evictions
+        let position = if i % 3 == 0 { u64::MAX } else { i * 16 };
+        entries.push((key, i + 1, position, i * MS));
+    }
+    // A few hits first, so counts differ and the eviction sample ranks them.
+    for c in [&one, &many] {
+        for k in 0..8 {
+            c.insert_at(Key(k), 1000 + k, 8 * k, 0);
+            for _ in 0..k {
+                c.get(Key(k), MS);
+            }
+        }
+    }
+    for &(key, word, position, now) in &entries {
+        one.insert_at(key, word, position, now);
+    }
+    let mut batch = entries.clone();
+    many.insert_many_at(&mut batch);
+    assert_eq!(one.len(), many.len());
+    assert_eq!(one.stats(), many.stats());
+    assert_eq!(counts(&one), counts(&many));
+    for k in 0..64 {
+        assert_eq!(
+            one.get_stamped(Key(k), 399 * MS),
+            many.get_stamped(Key(k), 399 * MS),
+            "key {k}"
+        );
+    }
+    assert!(one.stats().evictions > 0, "the test exercises eviction");
+}

@@ -14,6 +14,10 @@ use crate::migrate::{Access, Cached, MigrateJob, Migration, Outcome, Restart, St
 use crate::table::{Key, BUCKET_BYTES};
 use crate::{Result, StoreError, VertexId};
 
+/// A moved key's new address for the location cache: `(key, word,
+/// position of the address word, stamp)`, as [`crate::cache::LocationCache::insert_many_at`] takes it.
+type Remembered = (Key, u64, u64, u64);
+
 /// One job of a batch, with the copy it allocated (if any).
 struct InFlight<'a> {
     /// The key's index in the batch.
@@ -53,7 +57,11 @@ impl<F: Fabric> Worker<F> {
         // operation in flight, and a slot is reused only once its job is done.
         let window = PIPELINE_WINDOW.min(keys.len());
         let mut slots: Vec<Option<InFlight<'_>>> = (0..window).map(|_| None).collect();
-        let r = self.run_batch(keys, alloc, &mut slots, &mut results);
+        let mut moved = Vec::new();
+        let r = self.run_batch(keys, alloc, &mut slots, &mut results, &mut moved);
+        // The new addresses are cached together (Pragh 4.1's target caches
+        // each one), whatever the batch's end: they are published.
+        self.remember_many(&mut moved);
         if let Err(e) = r {
             self.drain_all();
             drop(slots);
@@ -74,6 +82,7 @@ impl<F: Fabric> Worker<F> {
         alloc: &'a ValueAllocator,
         slots: &mut [Option<InFlight<'a>>],
         results: &mut [Option<Migration>],
+        moved: &mut Vec<Remembered>,
     ) -> Result<()> {
         let (me, layout) = (self.machine, self.shared.layout);
         let lease_ns = self.shared.config.reclaim_lease_ms * 1_000_000;
@@ -102,7 +111,7 @@ impl<F: Fabric> Worker<F> {
                     let now = self.port.now_ns();
                     let step = f.job.start(self.cached_address(key, now), now)?;
                     // A job can finish without posting (no value, or here already).
-                    match self.drive(&mut f, id, step, alloc, &mut posts)? {
+                    match self.drive(&mut f, id, step, alloc, &mut posts, moved)? {
                         Some(m) => results[f.index] = Some(m),
                         None => {
                             *slot = Some(f);
@@ -134,7 +143,7 @@ impl<F: Fabric> Worker<F> {
                 if let Some(b) = f.job.take_spare() {
                     self.keep(b);
                 }
-                if let Some(m) = self.drive(f, id, step, alloc, &mut posts)? {
+                if let Some(m) = self.drive(f, id, step, alloc, &mut posts, moved)? {
                     results[f.index] = Some(m);
                     slots[id] = None;
                     free.push(id);
@@ -155,6 +164,7 @@ impl<F: Fabric> Worker<F> {
         mut step: Step,
         alloc: &'a ValueAllocator,
         posts: &mut Vec<WorkRequest>,
+        moved: &mut Vec<Remembered>,
     ) -> Result<Option<Migration>> {
         loop {
             step = match step {
@@ -223,7 +233,7 @@ impl<F: Fabric> Worker<F> {
                 Step::Done(outcome) => {
                     if let Outcome::Moved(p) = outcome {
                         f.block.take().expect("a published copy").published();
-                        self.remember_at(f.job.key(), p.new_word, p.addr_offset, p.cas_ns);
+                        moved.push((f.job.key(), p.new_word, p.addr_offset, p.cas_ns));
                         self.reclaim_queue.push((p.from, p.old_entry));
                         self.stats.migrated += 1;
                     }
@@ -231,6 +241,16 @@ impl<F: Fabric> Worker<F> {
                 }
             };
         }
+    }
+
+    /// Caches the new addresses of keys moved here whose home is elsewhere.
+    fn remember_many(&mut self, moved: &mut Vec<Remembered>) {
+        let me = self.machine;
+        moved.retain(|m| self.home(m.0) != me);
+        if let Some(c) = self.cache() {
+            c.insert_many_at(moved);
+        }
+        moved.clear();
     }
 
     /// The location cache's entry for `key`, if the cache is used for
