@@ -52,6 +52,12 @@ pub struct StoreConfig {
     /// extension): bytes of replica blocks each machine may hold; 0 turns
     /// replicas off (Pragh keeps one copy of every value).
     pub replica_bytes_max: u64,
+    /// A machine whose replicas fill `replica_bytes_max` sweeps them for
+    /// invalidated ones (reading every replica's header) at most once per
+    /// this many ms before refusing a new replica; 0 sweeps before every
+    /// refusal. While the budget stays full, a sweep per replication request
+    /// would read the whole set each time.
+    pub replica_sweep_interval_ms: u64,
 }
 
 impl Default for StoreConfig {
@@ -71,6 +77,7 @@ impl Default for StoreConfig {
             hot_accesses: 100,
             shards_per_machine: 0,
             replica_bytes_max: 0,
+            replica_sweep_interval_ms: 1_000,
         }
     }
 }

@@ -51,6 +51,7 @@
 //! of the key has published since the copy, or one is in progress and has not.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use locus_fabric::MachineId;
@@ -164,9 +165,11 @@ impl ReplicaDirectory {
 /// (a remote-type word naming this machine), plus registered blocks that
 /// lost their key's entry to a newer replica and wait to be seen invalidated
 /// (invariant 4).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReplicaSet {
     inner: Mutex<SetInner>,
+    /// When a full set was last swept (fabric clock, ns; `u64::MAX`: never).
+    last_sweep_ns: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -177,9 +180,29 @@ struct SetInner {
     bytes: u64,
 }
 
+impl Default for ReplicaSet {
+    fn default() -> Self {
+        ReplicaSet {
+            inner: Mutex::default(),
+            last_sweep_ns: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
 impl ReplicaSet {
     fn lock(&self) -> std::sync::MutexGuard<'_, SetInner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True (and the sweep is this caller's) if no full-set sweep was
+    /// claimed in the `interval_ns` before `now_ns`; one caller wins a race.
+    pub fn claim_sweep(&self, now_ns: u64, interval_ns: u64) -> bool {
+        let last = self.last_sweep_ns.load(Ordering::Relaxed);
+        let due = last == u64::MAX || now_ns.saturating_sub(last) >= interval_ns;
+        due && self
+            .last_sweep_ns
+            .compare_exchange(last, now_ns, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// The replica word held for `key`.

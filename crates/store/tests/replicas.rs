@@ -159,6 +159,49 @@ fn the_replica_budget_is_enforced() {
 }
 
 #[test]
+fn a_full_set_is_swept_at_most_once_per_interval() {
+    // With an hour between sweeps the second full request is refused without
+    // one; with 0 every full request sweeps first.
+    for (interval_ms, sweeps_every_time) in [(3_600_000, false), (0, true)] {
+        let s = store(
+            3,
+            StoreConfig {
+                replica_bytes_max: 24,
+                replica_sweep_interval_ms: interval_ms,
+                ..config()
+            },
+        );
+        let _services = s.spawn_services().unwrap();
+        let mut home = s.worker(1).unwrap();
+        for v in [1, 4, 7] {
+            home.put(v, &[1]).unwrap(); // 24 bytes each, homed on machine 1
+        }
+        let mut r = s.worker(2).unwrap();
+        let created = Replication::Created { bytes: 24 };
+        assert_eq!(r.replicate(Key::part(1, 0)).unwrap(), created);
+        // The set is full; an update invalidates its one replica, and the
+        // first full request sweeps it away (no sweep was claimed yet).
+        home.insert_edge(1, 2).unwrap();
+        assert_eq!(r.replicate(Key::part(4, 0)).unwrap(), created);
+        home.insert_edge(4, 2).unwrap();
+        let third = r.replicate(Key::part(7, 0)).unwrap();
+        if sweeps_every_time {
+            assert_eq!(third, created, "interval 0: swept again");
+        } else {
+            assert_eq!(
+                third,
+                Replication::Full,
+                "within the interval: no second sweep"
+            );
+            assert_eq!(r.replicas_held(), (1, 24));
+            // An explicit sweep is never rate-limited.
+            assert_eq!(r.sweep_replicas().unwrap(), 1);
+            assert_eq!(r.replicate(Key::part(7, 0)).unwrap(), created);
+        }
+    }
+}
+
+#[test]
 fn replicas_need_the_location_cache_and_hash_placement() {
     for (bad, field) in [
         (

@@ -87,6 +87,9 @@ fn store_config() -> StoreConfig {
         shards_per_machine: 0,
         // Room for a replica of every vertex on every machine, and then some.
         replica_bytes_max: 4 << 10,
+        // A full set sweeps before every refusal, as it did before sweeps
+        // were rate-limited: more interleavings of sweeps with updates.
+        replica_sweep_interval_ms: 0,
     }
 }
 

@@ -71,7 +71,10 @@ impl<F: Fabric> Worker<F> {
         }
         let size_units = addr.size_units();
         if set.bytes() + size_units * 8 > shared.config.replica_bytes_max {
-            self.sweep_replicas()?;
+            let interval_ns = shared.config.replica_sweep_interval_ms * 1_000_000;
+            if set.claim_sweep(self.port.now_ns(), interval_ns) {
+                self.sweep_replicas()?;
+            }
             if set.bytes() + size_units * 8 > shared.config.replica_bytes_max {
                 return Ok(Replication::Full);
             }
