@@ -15,7 +15,7 @@
 //! recovers from its checkpoint and log, `[durability]`) and leaves the
 //! running ones alone.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,6 +29,7 @@ use locus_server::config::{
 use locus_server::{CoordinatorProcess, Server};
 use serde::{Deserialize, Serialize};
 
+use crate::cluster_ports::FreePorts;
 use crate::CliResult;
 
 #[derive(Args, Debug)]
@@ -234,22 +235,6 @@ pub fn run(a: ClusterArgs) -> CliResult {
         ClusterCommand::Up(u) => up(u),
         ClusterCommand::Down(d) => down(&d.dir),
         ClusterCommand::Status(s) => crate::cluster_status::status(s),
-    }
-}
-
-/// Free loopback ports for one cluster file. Each stays bound until every
-/// port is chosen, so the operating system cannot hand out the same port
-/// twice (a released port may be given again at once); they are released
-/// when this is dropped, just before the processes bind them.
-#[derive(Default)]
-struct FreePorts(Vec<TcpListener>);
-
-impl FreePorts {
-    fn next(&mut self) -> CliResult<SocketAddr> {
-        let l = TcpListener::bind("127.0.0.1:0")?;
-        let addr = l.local_addr()?;
-        self.0.push(l);
-        Ok(addr)
     }
 }
 
