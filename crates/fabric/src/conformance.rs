@@ -463,6 +463,85 @@ pub fn prefetch_is_only_a_hint<C: Cluster>(c: &C) {
     assert_eq!(p.read_word(1, r, 64).unwrap(), 8);
 }
 
+/// A READ into the initiator's own region (`Verb::ReadTo`) lands the
+/// target's bytes there, posted or executed, from another machine or its
+/// own; it keeps per-target order with the port's other requests; a bad
+/// landing range or region is an error that writes nothing.
+pub fn read_into_own_memory<C: Cluster>(c: &C) {
+    let src = region_on(c, 1, "read-to-src", 4096);
+    let own = region_on(c, 0, "read-to-own", 4096);
+    let land = region_on(c, 0, "read-to-land", 4096);
+    let mut p = port(c, 0);
+    let data: Vec<u8> = (0..1024u32).map(|i| (i * 13 + 5) as u8).collect();
+    p.write(1, src, 512, &data).unwrap();
+    p.write(0, own, 0, &data[..256]).unwrap();
+    let landed = |p: &mut <C::F as Fabric>::Port, offset: u64, len: usize| {
+        let mut b = vec![0u8; len];
+        p.read(0, land, offset, &mut b).unwrap();
+        b
+    };
+    // Executed, from another machine, then from this machine's own region.
+    let out = p
+        .execute(WorkRequest::read_to(0, 1, src, 512, land, 1024, 1024))
+        .unwrap();
+    assert_eq!(out, Output::Placed);
+    assert_eq!(landed(&mut p, 1024, 1024), data, "the bytes land in place");
+    p.execute(WorkRequest::read_to(0, 0, own, 0, land, 2048, 256))
+        .unwrap();
+    assert_eq!(landed(&mut p, 2048, 256), &data[..256]);
+    // Posted, between a WRITE before it and a WRITE after it to the same
+    // target: it sees the first and not the second (per-target order).
+    p.post(WorkRequest::write(1, 1, src, 0, vec![0x11; 64]))
+        .unwrap();
+    p.post(WorkRequest::read_to(2, 1, src, 0, land, 0, 64))
+        .unwrap();
+    p.post(WorkRequest::write(3, 1, src, 0, vec![0x22; 64]))
+        .unwrap();
+    let mut done = drain(&mut p, 3);
+    done.sort_by_key(|c| c.id);
+    assert_eq!(done[1].result, Ok(Output::Placed));
+    assert_eq!(landed(&mut p, 0, 64), vec![0x11; 64]);
+    // A landing range out of bounds, misaligned, or in no region: an error
+    // that writes nothing, synchronously and as a completion.
+    let before = landed(&mut p, 4032, 64);
+    assert!(matches!(
+        p.execute(WorkRequest::read_to(0, 1, src, 0, land, 4032, 128)),
+        Err(FabricError::OutOfBounds { machine: 0, .. })
+    ));
+    assert!(matches!(
+        p.execute(WorkRequest::read_to(0, 1, src, 0, land, 4, 8)),
+        Err(FabricError::Misaligned { .. })
+    ));
+    assert!(matches!(
+        p.execute(WorkRequest::read_to(0, 1, src, 0, RegionId(999), 0, 8)),
+        Err(FabricError::NoSuchRegion { .. })
+    ));
+    // The source range out of bounds: nothing lands either.
+    assert!(matches!(
+        p.execute(WorkRequest::read_to(0, 1, src, 4032, land, 4032, 128)),
+        Err(FabricError::OutOfBounds { .. })
+    ));
+    p.post(WorkRequest::read_to(4, 1, src, 0, land, 4032, 128))
+        .unwrap();
+    p.post(WorkRequest::read_to(5, 1, src, 0, RegionId(999), 0, 8))
+        .unwrap();
+    let mut done = drain(&mut p, 2);
+    done.sort_by_key(|c| c.id);
+    assert!(matches!(
+        done[0].result,
+        Err(FabricError::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        done[1].result,
+        Err(FabricError::NoSuchRegion { .. })
+    ));
+    assert_eq!(
+        landed(&mut p, 4032, 64),
+        before,
+        "a refused READ lands nothing"
+    );
+}
+
 /// Generates one `#[test]` per conformance check for a cluster constructor expression.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -498,6 +577,10 @@ macro_rules! conformance_suite {
         #[test]
         fn prefetch_is_only_a_hint() {
             $crate::conformance::prefetch_is_only_a_hint(&$make);
+        }
+        #[test]
+        fn read_into_own_memory() {
+            $crate::conformance::read_into_own_memory(&$make);
         }
     };
 }

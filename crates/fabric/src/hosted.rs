@@ -27,7 +27,7 @@
 
 use std::sync::Arc;
 
-use crate::memory::{apply_on, apply_region, MachineMemory, VerbRef};
+use crate::memory::{apply_on, apply_region, read_to, MachineMemory, VerbRef};
 use crate::{
     check_machine, FabricError, MachineId, Message, Output, Region, RegionId, RegionInfo, Result,
     Verb, MACHINES_MAX,
@@ -267,16 +267,39 @@ impl RegionCache {
         }
     }
 
-    /// Applies `verb` to `target`'s region through the cache.
+    /// Applies `verb` to `target`'s region through the cache, as machine
+    /// `me` (whose region a [`Verb::ReadTo`] lands in).
     #[inline]
     pub(crate) fn apply(
         &mut self,
         hosted: &Hosted,
+        me: MachineId,
         target: MachineId,
         region: RegionId,
         offset: u64,
         verb: Verb,
     ) -> Result<Output> {
+        if let Verb::ReadTo {
+            region: local,
+            offset: local_offset,
+            len,
+        } = verb
+        {
+            // Both lookups first (each may fill the cache), then both borrows.
+            self.region(hosted, target, region)?;
+            self.region(hosted, me, local)?;
+            let src = &self.regions[target as usize][region.0 as usize];
+            let dst = &self.regions[me as usize][local.0 as usize];
+            return read_to(
+                src,
+                target,
+                region,
+                offset,
+                (dst, me, local),
+                local_offset,
+                len,
+            );
+        }
         let r = self.region(hosted, target, region)?;
         apply_on(r, target, region, offset, verb)
     }
@@ -404,7 +427,7 @@ mod tests {
             0
         );
         let out = cache
-            .apply(&h, 1, a, 8, Verb::Read { buf: vec![0; 8] })
+            .apply(&h, 0, 1, a, 8, Verb::Read { buf: vec![0; 8] })
             .unwrap();
         assert_eq!(out, Output::Data(5u64.to_le_bytes().to_vec()));
         assert!(matches!(

@@ -298,9 +298,14 @@ impl Port for LocalPort {
         check_inflight(self.inflight(), self.inner.config.inflight_ops_max)?;
         let bytes = wr.verb.payload_bytes();
         let remote = self.is_remote(wr.target);
-        let result =
-            self.regions
-                .apply(&self.inner.hosted, wr.target, wr.region, wr.offset, wr.verb);
+        let result = self.regions.apply(
+            &self.inner.hosted,
+            self.machine,
+            wr.target,
+            wr.region,
+            wr.offset,
+            wr.verb,
+        );
         let completion = Completion {
             id: wr.id,
             target: wr.target,
@@ -330,6 +335,17 @@ impl Port for LocalPort {
     fn prefetch(&mut self, wr: &WorkRequest) {
         let (len, for_write) = match &wr.verb {
             Verb::Read { buf } => (buf.len() as u64, false),
+            &Verb::ReadTo {
+                region,
+                offset,
+                len,
+            } => {
+                // The lines the bytes land in, for writing, as well.
+                let me = self.machine;
+                self.regions
+                    .prefetch(&self.inner.hosted, me, region, offset, len, true);
+                (len, false)
+            }
             Verb::Write { data } => (data.len() as u64, true),
             Verb::Cas { .. } | Verb::FetchAdd { .. } => (8, true),
         };
@@ -380,9 +396,14 @@ impl Port for LocalPort {
     fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
         let bytes = wr.verb.payload_bytes();
         let target = wr.target;
-        let out = self
-            .regions
-            .apply(&self.inner.hosted, target, wr.region, wr.offset, wr.verb);
+        let out = self.regions.apply(
+            &self.inner.hosted,
+            self.machine,
+            target,
+            wr.region,
+            wr.offset,
+            wr.verb,
+        );
         if self.is_remote(target) {
             let mut ready = self.inner.reserve(self.machine, bytes);
             if wr.fence {

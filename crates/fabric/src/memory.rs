@@ -237,6 +237,25 @@ impl Region {
         }
     }
 
+    /// Copies `words` words from word `first` of this region to word
+    /// `dst_first` of `dst`, each word loaded and stored atomically, in
+    /// ascending order (a READ into the initiator's own memory,
+    /// [`crate::Verb::ReadTo`]). Moves through a small stack buffer so both
+    /// sides take the wide copies of long READs and WRITEs.
+    #[inline]
+    pub fn copy_words_to(&self, first: usize, dst: &Region, dst_first: usize, words: usize) {
+        const CHUNK_WORDS: usize = 64;
+        let mut chunk = [0u8; CHUNK_WORDS * 8];
+        let mut done = 0;
+        while done < words {
+            let n = (words - done).min(CHUNK_WORDS);
+            let bytes = &mut chunk[..n * 8];
+            self.read_words(first + done, bytes);
+            dst.write_words(dst_first + done, bytes);
+            done += n;
+        }
+    }
+
     /// Compare-and-swap on word `index`; returns the previous value.
     #[inline]
     pub fn cas_word(&self, index: usize, expected: u64, new: u64) -> u64 {
@@ -414,6 +433,51 @@ pub(crate) fn apply(
     apply_on(&r, memory.id(), region, offset, verb)
 }
 
+/// A [`crate::Verb::ReadTo`]: `len` bytes at `offset` of `src` (region
+/// `region` of `machine`) into the initiator's region `dst` (`dst_region`
+/// of `me`) at `dst_offset`. Both ranges are checked before any word moves,
+/// so a rejected request changes nothing.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_to(
+    src: &Region,
+    machine: MachineId,
+    region: RegionId,
+    offset: u64,
+    dst: (&Region, MachineId, RegionId),
+    dst_offset: u64,
+    len: u64,
+) -> Result<crate::Output> {
+    let (dst, me, dst_region) = dst;
+    let first = src.check(machine, region, offset, len)?;
+    let dst_first = dst.check(me, dst_region, dst_offset, len)?;
+    src.copy_words_to(first, dst, dst_first, (len / 8) as usize);
+    Ok(crate::Output::Placed)
+}
+
+/// [`read_to`] between two machines' memories held by this process (the
+/// TCP fabric's path for a target it hosts).
+pub(crate) fn read_to_memory(
+    src: &MachineMemory,
+    region: RegionId,
+    offset: u64,
+    dst: &MachineMemory,
+    dst_region: RegionId,
+    dst_offset: u64,
+    len: u64,
+) -> Result<crate::Output> {
+    let s = src.region(region)?;
+    let d = dst.region(dst_region)?;
+    read_to(
+        &s,
+        src.id(),
+        region,
+        offset,
+        (&d, dst.id(), dst_region),
+        dst_offset,
+        len,
+    )
+}
+
 /// [`apply`] on a region the caller already holds (a port's `hosted::RegionCache`).
 pub(crate) fn apply_on(
     r: &Region,
@@ -428,6 +492,9 @@ pub(crate) fn apply_on(
             apply_region(r, machine, region, offset, VerbRef::Read(&mut buf))?;
             Ok(Output::Data(buf))
         }
+        Verb::ReadTo { region: local, .. } => panic!(
+            "a READ into region {local} of the initiator reached a path that holds only region {region} of machine {machine}: the fabric resolves both regions first (read_to)"
+        ),
         Verb::Write { data } => {
             apply_region(r, machine, region, offset, VerbRef::Write(&data))?;
             Ok(Output::Written(data))

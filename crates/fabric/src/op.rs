@@ -51,6 +51,21 @@ pub enum Verb {
         /// Destination buffer; its length is the read length.
         buf: Vec<u8>,
     },
+    /// Read `len` bytes into the initiating machine's own region `region` at
+    /// byte `offset`, as an RDMA READ whose local buffer is registered memory:
+    /// the bytes land where they are to stay, with no copy through a buffer
+    /// (Pragh Fig. 6 line 6 reads a migrated value straight into the block
+    /// allocated for it). The local bytes are written by the time the
+    /// completion ([`Output::Placed`]) is reported; until then they are
+    /// unspecified. The local range is checked like the remote one.
+    ReadTo {
+        /// The initiator's region the bytes land in.
+        region: RegionId,
+        /// Byte offset in that region (a multiple of 8).
+        offset: u64,
+        /// Bytes to read (a multiple of 8).
+        len: u64,
+    },
     /// Write `data` (handed back in the completion so it can be reused).
     Write {
         /// Bytes to write.
@@ -74,7 +89,7 @@ impl Verb {
     /// The counter kind of this verb.
     pub fn kind(&self) -> OpKind {
         match self {
-            Verb::Read { .. } => OpKind::Read,
+            Verb::Read { .. } | Verb::ReadTo { .. } => OpKind::Read,
             Verb::Write { .. } => OpKind::Write,
             Verb::Cas { .. } => OpKind::Cas,
             Verb::FetchAdd { .. } => OpKind::FetchAdd,
@@ -84,6 +99,7 @@ impl Verb {
     pub fn payload_bytes(&self) -> u64 {
         match self {
             Verb::Read { buf } => buf.len() as u64,
+            Verb::ReadTo { len, .. } => *len,
             Verb::Write { data } => data.len() as u64,
             Verb::Cas { .. } | Verb::FetchAdd { .. } => 8,
         }
@@ -127,6 +143,30 @@ impl WorkRequest {
             region,
             offset,
             verb: Verb::Read { buf },
+            fence: false,
+        }
+    }
+    /// A READ of `len` bytes into the initiator's own region `local` at byte
+    /// `local_offset` ([`Verb::ReadTo`]).
+    pub fn read_to(
+        id: WrId,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        local: RegionId,
+        local_offset: u64,
+        len: u64,
+    ) -> Self {
+        WorkRequest {
+            id,
+            target,
+            region,
+            offset,
+            verb: Verb::ReadTo {
+                region: local,
+                offset: local_offset,
+                len,
+            },
             fence: false,
         }
     }
@@ -181,8 +221,12 @@ impl WorkRequest {
         self.fence = true;
         self
     }
-    /// Checks alignment (offset and length in whole words).
+    /// Checks alignment (offset and length in whole words; for
+    /// [`Verb::ReadTo`], the local offset too).
     pub fn check_alignment(&self) -> Result<(), FabricError> {
+        if let Verb::ReadTo { offset, len, .. } = self.verb {
+            check_alignment(offset, len)?;
+        }
         check_alignment(self.offset, self.verb.payload_bytes())
     }
 }
@@ -204,6 +248,8 @@ pub enum Output {
     Written(Vec<u8>),
     /// The word's previous value (CAS and fetch-add). A CAS succeeded iff this equals `expected`.
     Word(u64),
+    /// A [`Verb::ReadTo`]'s bytes are in the initiator's region.
+    Placed,
 }
 
 impl Output {
@@ -218,7 +264,7 @@ impl Output {
     pub fn into_buf(self) -> Option<Vec<u8>> {
         match self {
             Output::Data(b) | Output::Written(b) => Some(b),
-            Output::Word(_) => None,
+            Output::Word(_) | Output::Placed => None,
         }
     }
 }

@@ -51,9 +51,14 @@ impl SimPort {
 
     /// Applies a request and queues its completion.
     fn complete(&mut self, wr: WorkRequest) {
-        let result =
-            self.regions
-                .apply(&self.inner.hosted, wr.target, wr.region, wr.offset, wr.verb);
+        let result = self.regions.apply(
+            &self.inner.hosted,
+            self.machine,
+            wr.target,
+            wr.region,
+            wr.offset,
+            wr.verb,
+        );
         self.done.push_back(Completion {
             id: wr.id,
             target: wr.target,
@@ -164,8 +169,14 @@ impl Port for SimPort {
         } else {
             self.flush_to(wr.target);
         }
-        self.regions
-            .apply(&self.inner.hosted, wr.target, wr.region, wr.offset, wr.verb)
+        self.regions.apply(
+            &self.inner.hosted,
+            self.machine,
+            wr.target,
+            wr.region,
+            wr.offset,
+            wr.verb,
+        )
     }
 
     fn read(

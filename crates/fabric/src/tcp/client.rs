@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::frame::{self, HEADER_BYTES};
 use super::{for_machine, Inner, Route};
 use crate::hosted::check_inflight;
-use crate::memory::{apply, apply_ref, VerbRef};
+use crate::memory::{apply, apply_ref, read_to_memory, Region, VerbRef};
 use crate::{
     Completion, FabricError, MachineId, Message, Output, Port, RegionId, Result, Verb, WorkRequest,
     WrId,
@@ -138,6 +138,36 @@ impl TcpPort {
         }
     }
 
+    /// Applies `verb` to memory this node holds (`mem`, the target's); a
+    /// READ into this port's own region lands in its machine's memory.
+    fn apply_local(
+        &self,
+        mem: &crate::MachineMemory,
+        region: RegionId,
+        offset: u64,
+        verb: Verb,
+    ) -> Result<Output> {
+        match verb {
+            Verb::ReadTo {
+                region: local,
+                offset: local_offset,
+                len,
+            } => {
+                let me = self.inner.hosted.memory(self.machine)?;
+                read_to_memory(mem, region, offset, me, local, local_offset, len)
+            }
+            verb => apply(mem, region, offset, verb),
+        }
+    }
+
+    /// This port's own region `local` and the first word of `len` bytes at
+    /// `offset` in it, checked before a READ into it is sent.
+    fn own_range(&self, local: RegionId, offset: u64, len: u64) -> Result<(Arc<Region>, usize)> {
+        let r = self.inner.hosted.memory(self.machine)?.region(local)?;
+        let first = r.check(self.machine, local, offset, len)?;
+        Ok((r, first))
+    }
+
     fn complete(&mut self, id: WrId, target: MachineId, result: Result<Output>) {
         self.ready.push_back(Completion { id, target, result });
     }
@@ -203,6 +233,18 @@ impl TcpPort {
         if let Err(e) = self.inner.check_payload(&verb) {
             return self.complete(id, target, Err(e));
         }
+        // A READ into own memory: its landing range is checked before it is sent.
+        let landing = match verb {
+            Verb::ReadTo {
+                region: local,
+                offset: local_offset,
+                len,
+            } => match self.own_range(local, local_offset, len) {
+                Ok(r) => Some(r),
+                Err(e) => return self.complete(id, target, Err(e)),
+            },
+            _ => None,
+        };
         self.seq += 1;
         let seq = self.seq;
         let conn = match conn_to(
@@ -218,6 +260,7 @@ impl TcpPort {
         };
         let (op, reply_bytes) = match &verb {
             Verb::Read { buf } => (frame::OP_READ, buf.len()),
+            Verb::ReadTo { len, .. } => (frame::OP_READ, *len as usize),
             Verb::Write { .. } => (frame::OP_WRITE, 0),
             Verb::Cas { .. } => (frame::OP_CAS, 8),
             Verb::FetchAdd { .. } => (frame::OP_FETCH_ADD, 8),
@@ -232,6 +275,20 @@ impl TcpPort {
                 let req =
                     conn.encode(|b, req| frame::encode_read(b, req, target, region, offset, len));
                 (req, AsyncOut::Read(buf))
+            }
+            Verb::ReadTo { len, .. } => {
+                let (region_to, first) =
+                    landing.expect("resolved above for a READ into own memory");
+                let req = conn.encode(|b, req| {
+                    frame::encode_read(b, req, target, region, offset, len as u32)
+                });
+                (
+                    req,
+                    AsyncOut::ReadTo {
+                        region: region_to,
+                        first,
+                    },
+                )
             }
             Verb::Write { data } => {
                 let req = conn
@@ -296,7 +353,7 @@ impl Port for TcpPort {
         match self.inner.route(wr.target) {
             Err(e) => self.complete(wr.id, wr.target, Err(e)),
             Ok(Route::Local(mem)) => {
-                let result = apply(mem, wr.region, wr.offset, wr.verb);
+                let result = self.apply_local(mem, wr.region, wr.offset, wr.verb);
                 self.ready.push_back(Completion {
                     id: wr.id,
                     target: wr.target,
@@ -367,7 +424,7 @@ impl Port for TcpPort {
             ..
         } = wr;
         let node = match self.inner.route(target)? {
-            Route::Local(mem) => return apply(mem, region, offset, verb),
+            Route::Local(mem) => return self.apply_local(mem, region, offset, verb),
             Route::Remote(node) => node,
         };
         self.inner.check_payload(&verb)?;
@@ -383,6 +440,24 @@ impl Port for TcpPort {
                     |b, req| frame::encode_read(b, req, target, region, offset, len as u32),
                 )?;
                 Ok(Output::Data(buf))
+            }
+            Verb::ReadTo {
+                region: local,
+                offset: local_offset,
+                len,
+            } => {
+                let (to, first) = self.own_range(local, local_offset, len)?;
+                let mut buf = vec![0; len as usize];
+                self.call(
+                    node,
+                    target,
+                    frame::OP_READ,
+                    buf.len(),
+                    &mut Sink::Read(&mut buf),
+                    |b, req| frame::encode_read(b, req, target, region, offset, len as u32),
+                )?;
+                to.write_words(first, &buf);
+                Ok(Output::Placed)
             }
             Verb::Write { data } => {
                 self.call(

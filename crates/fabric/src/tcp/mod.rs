@@ -299,6 +299,7 @@ impl Inner {
     pub(crate) fn check_payload(&self, verb: &Verb) -> Result<()> {
         let (len, limit) = match verb {
             Verb::Read { buf } => (buf.len(), self.config.read_bytes_max()),
+            Verb::ReadTo { len, .. } => (*len as usize, self.config.read_bytes_max()),
             Verb::Write { data } => (data.len(), self.config.write_bytes_max()),
             Verb::Cas { .. } | Verb::FetchAdd { .. } => return Ok(()),
         };

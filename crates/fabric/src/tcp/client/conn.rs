@@ -26,6 +26,14 @@ const SEND_BYTES_KEEP: usize = 1 << 20;
 pub(super) enum AsyncOut {
     /// A READ's buffer, filled from the response.
     Read(Vec<u8>),
+    /// A READ into this port's own memory: the response's bytes are stored
+    /// at word `first` of `region`.
+    ReadTo {
+        /// The port's own region.
+        region: std::sync::Arc<crate::Region>,
+        /// The first word they land at (checked when the READ was posted).
+        first: usize,
+    },
     /// A WRITE's buffer, handed back.
     Write(Vec<u8>),
     /// An atomic's previous word.
@@ -495,6 +503,10 @@ fn on_response(
                 AsyncOut::Read(mut buf) => {
                     buf.copy_from_slice(body);
                     Output::Data(buf)
+                }
+                AsyncOut::ReadTo { region, first } => {
+                    region.write_words(first, body);
+                    Output::Placed
                 }
                 AsyncOut::Write(data) => Output::Written(data),
                 AsyncOut::Word => Output::Word(frame::word(body)),
