@@ -11,21 +11,28 @@
 //! of one. At most one operation of a job is in flight at a time.
 //!
 //! ```text
-//!  start(cached) ──no cached address──▶ Bucket ──key found, held elsewhere──▶ Value
+//!  start(cached) ──no cached address──▶ Bucket ──key found, held elsewhere──▶ Alloc
 //!     │                                  │ ├─ key absent / null word ──▶ Done(Absent)
 //!     │                                  │ ├─ held here ──────────────▶ Done(AlreadyHere)
 //!     │                                  │ └─ chain goes on ──▶ Bucket (overflow bucket)
-//!     ├──cached, held elsewhere──────────────────────────────────────▶ Value
+//!     ├──cached, held elsewhere──────────────────────────────────────▶ Alloc
 //!     └──cached, held here──▶ OwnHeader ──header valid──▶ Done(AlreadyHere)
 //!                                 └─ stale ──▶ Restart(StaleCache)
-//!  Value ──header matches──▶ Alloc ──offset──▶ Copy ──written, lease ok──▶ Invalidate ──written──▶ Publish
-//!    └─ header zero/other ──▶ Restart(Invalidated)   └─ half a lease since the word was read ──▶ Restart(Expired)
+//!  Alloc ──offset──▶ Value ──landed──▶ Check ──header matches, lease ok──▶ Invalidate ──written──▶ Publish
+//!                   (READ into     (the copy's    ├─ header zero/other ──▶ Restart(Invalidated)
+//!                    the block)     own header)   └─ half a lease since the word was read ──▶ Restart(Expired)
 //!  Publish ──CAS returned the word read──▶ Done(Moved)   ──another word──▶ Restart(Conflict)
 //! ```
 //!
+//! As in Pragh Fig. 6 (lines 4-6), the block is allocated from the size in
+//! the address word and the value is READ straight into it (a READ whose
+//! local buffer is the block, [`locus_fabric::Verb::ReadTo`]); the copy's
+//! header, read from this machine's own memory, tells whether the value was
+//! still live when it was read.
+//!
 //! Invariants (ARCHITECTURE.md, P1 and P2), each enforced by the order of the states:
-//! - **P1** the publishing CAS is asked for only after the copy's WRITE (header
-//!   included) has completed;
+//! - **P1** the publishing CAS is asked for only after the READ that lands
+//!   the copy (header included) has completed and the landed header matched;
 //! - **P2** the WRITE of zero over the old header completes before that CAS is
 //!   asked for, so no reader can use the old copy once the new one is published;
 //! - **P3** the old block is zeroed only while it cannot have been reused: the
@@ -76,7 +83,8 @@ pub enum Access {
         /// Offset in 8-byte units.
         offset_units: u64,
     },
-    /// READ a whole value, header included, from `holder`'s value region.
+    /// READ a whole value, header included, from `holder`'s value region
+    /// into the block allocated for it in the target's own value region.
     ReadValue {
         /// The machine holding the value.
         holder: MachineId,
@@ -84,13 +92,8 @@ pub enum Access {
         offset_units: u64,
         /// Size in 8-byte units.
         size_units: u64,
-    },
-    /// WRITE the copy (header included) at `offset_units` of the target's own value region.
-    WriteCopy {
         /// Offset of the allocated block in 8-byte units.
-        offset_units: u64,
-        /// The bytes of the value as read.
-        bytes: Vec<u8>,
+        into_units: u64,
     },
     /// WRITE zero over the old value's header word (invalidation, Fig. 6 l.9-10).
     Invalidate {
@@ -209,12 +212,12 @@ enum State {
     Bucket(u64),
     /// The READ of the own copy's header is in flight.
     OwnHeader,
-    /// The READ of the value is in flight.
-    Value,
-    /// Waiting for the driver's allocation; the copy is held.
+    /// Waiting for the driver's allocation of the copy's block.
     Alloc,
-    /// The WRITE of the copy is in flight.
-    Copy,
+    /// The READ of the value into the block is in flight.
+    Value,
+    /// The READ of the landed copy's header is in flight.
+    Check,
     /// The invalidating WRITE is in flight.
     Invalidate,
     /// The publishing CAS is in flight.
@@ -241,7 +244,6 @@ pub struct MigrateJob {
     seen: u64,
     old: Option<Addr>,
     new: Option<Addr>,
-    copy: Option<Vec<u8>>,
     cas_ns: u64,
     restarts: u32,
     /// A buffer the job is done with, for the driver to reuse.
@@ -270,7 +272,6 @@ impl MigrateJob {
             seen: 0,
             old: None,
             new: None,
-            copy: None,
             cas_ns: 0,
             restarts: 0,
             spare: None,
@@ -292,15 +293,15 @@ impl MigrateJob {
         self.restarts
     }
 
-    /// Whether the next completion needs the clock: only the copy's (the
-    /// lease check before invalidating) and the invalidation's (the CAS is
-    /// stamped). Other completions may be given 0, sparing a clock read.
+    /// Whether the next completion needs the clock: only the copy's check
+    /// (the lease check before invalidating) and the invalidation's (the
+    /// CAS is stamped). Other completions may be given 0, sparing a clock read.
     #[inline]
     pub fn wants_clock(&self) -> bool {
-        matches!(self.state, State::Copy | State::Invalidate)
+        matches!(self.state, State::Check | State::Invalidate)
     }
 
-    /// A buffer the job no longer needs (a bucket read, a written copy).
+    /// A buffer the job no longer needs (a bucket or header read).
     #[inline]
     pub fn take_spare(&mut self) -> Option<Vec<u8>> {
         self.spare.take()
@@ -314,7 +315,6 @@ impl MigrateJob {
         assert_eq!(self.state, State::Idle, "start of a job that is running");
         self.old = None;
         self.new = None;
-        self.copy = None;
         // The bucket READs come after this instant.
         self.seen_at_ns = now_ns;
         if let Some(c) = cached {
@@ -396,28 +396,30 @@ impl MigrateJob {
                 }
             }
             State::Value => {
+                assert_eq!(
+                    output,
+                    Output::Placed,
+                    "a READ into the copy's block completed with another output"
+                );
+                let new = self.new.expect("allocated before the value READ");
+                self.state = State::Check;
+                Ok(Step::Post(Access::ReadOwnHeader {
+                    offset_units: new.offset_units(),
+                }))
+            }
+            State::Check => {
                 let bytes = data(output);
+                let header = header_of(&bytes);
+                self.spare = Some(bytes);
                 let old = self.old.expect("set before the value READ");
-                if !header_of(&bytes).matches(old) {
-                    self.spare = Some(bytes);
+                // The value was updated or migrated before it was read
+                // (Pragh Fig. 8 l.15-18's check, on the copy).
+                if !header.matches(old) {
                     return Ok(self.restart(Restart::Invalidated));
                 }
-                debug_assert_eq!(bytes.len() as u64, old.size_units() * 8);
-                self.copy = Some(bytes);
-                self.state = State::Alloc;
-                Ok(Step::Alloc {
-                    size_units: old.size_units(),
-                })
-            }
-            State::Copy => {
-                let Output::Written(buf) = output else {
-                    panic!("a WRITE completed with {output:?}")
-                };
-                self.spare = Some(buf);
                 if now_ns.saturating_sub(self.seen_at_ns) >= self.lease_ns / 2 {
                     return Ok(self.restart(Restart::Expired));
                 }
-                let old = self.old.expect("set before the value READ");
                 self.state = State::Invalidate;
                 Ok(Step::Post(Access::Invalidate {
                     holder: old.holder(self.home),
@@ -429,7 +431,7 @@ impl MigrateJob {
                     panic!("a WRITE completed with {output:?}")
                 };
                 self.spare = Some(buf);
-                let new = self.new.expect("allocated before the copy");
+                let new = self.new.expect("allocated before the value READ");
                 self.cas_ns = now_ns;
                 self.state = State::Publish;
                 Ok(Step::Post(Access::Publish {
@@ -447,7 +449,7 @@ impl MigrateJob {
                     return Ok(self.restart(Restart::Conflict));
                 }
                 let old = self.old.expect("set before the value READ");
-                let new = self.new.expect("allocated before the copy");
+                let new = self.new.expect("allocated before the value READ");
                 let published = Published {
                     from: old.holder(self.home),
                     bytes: old.size_units() * 8,
@@ -464,35 +466,37 @@ impl MigrateJob {
         }
     }
 
-    /// Feeds the offset of the block the driver allocated for the copy.
+    /// Feeds the offset of the block the driver allocated for the copy; the
+    /// value is READ into it next.
     #[inline]
     pub fn on_allocated(&mut self, offset_units: u64) -> Result<Step> {
         assert_eq!(self.state, State::Alloc, "an allocation nobody asked for");
-        let old = self.old.expect("set before the value READ");
+        let old = self.old.expect("set before the allocation");
         self.new = Some(Addr::at(
             self.home,
             self.me,
             old.size_units(),
             offset_units,
         )?);
-        self.state = State::Copy;
-        Ok(Step::Post(Access::WriteCopy {
-            offset_units,
-            bytes: self.copy.take().expect("held since the value READ"),
+        self.state = State::Value;
+        Ok(Step::Post(Access::ReadValue {
+            holder: old.holder(self.home),
+            offset_units: old.offset_units(),
+            size_units: old.size_units(),
+            into_units: offset_units,
         }))
     }
 
+    /// Asks for the copy's block, sized by the address word (Fig. 6 line 4).
     fn read_value(&mut self, addr: Addr) -> Result<Step> {
         // A value held away from its home must fit the remote address's size
         // field (Pragh 4.1's 32 MiB): refuse before reading it.
         Addr::at(self.home, self.me, addr.size_units(), 0)?;
         self.old = Some(addr);
-        self.state = State::Value;
-        Ok(Step::Post(Access::ReadValue {
-            holder: addr.holder(self.home),
-            offset_units: addr.offset_units(),
+        self.state = State::Alloc;
+        Ok(Step::Alloc {
             size_units: addr.size_units(),
-        }))
+        })
     }
 
     fn restart(&mut self, why: Restart) -> Step {

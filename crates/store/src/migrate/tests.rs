@@ -59,8 +59,8 @@ fn main_bucket() -> u64 {
     layout().bucket_offset(layout().bucket_of(key()))
 }
 
-/// Drives a fresh job from `start(None)` to the Value READ of `old`.
-fn to_value_read(old: Addr) -> MigrateJob {
+/// Drives a fresh job from `start(None)` to the allocation of `old`'s copy.
+fn to_alloc(old: Addr) -> MigrateJob {
     let mut j = MigrateJob::new(key(), ME, HOME, layout(), LEASE_NS);
     j.start(None, 0).unwrap();
     let step = j
@@ -71,13 +71,35 @@ fn to_value_read(old: Addr) -> MigrateJob {
         .unwrap();
     assert_eq!(
         step,
-        Step::Post(Access::ReadValue {
-            holder: HOLDER,
-            offset_units: 100,
+        Step::Alloc {
             size_units: old.size_units()
-        })
+        }
     );
     j
+}
+
+/// Feeds the allocation at `into` and the landed READ of the value: the job
+/// then asks for the copy's header (the completion after that is the check).
+fn land(j: &mut MigrateJob, old: Addr, into: u64) {
+    assert_eq!(
+        j.on_allocated(into).unwrap(),
+        Step::Post(Access::ReadValue {
+            holder: old.holder(HOME),
+            offset_units: old.offset_units(),
+            size_units: old.size_units(),
+            into_units: into,
+        }),
+        "the value is READ straight into its block"
+    );
+    assert_eq!(
+        j.on_completion(Output::Placed, 0).unwrap(),
+        Step::Post(Access::ReadOwnHeader { offset_units: into })
+    );
+}
+
+/// The landed copy's header word as the check reads it (`payload` bytes of `old`).
+fn header(old: Addr, payload: usize) -> Output {
+    Output::Data(value(old, payload)[..8].to_vec())
 }
 
 #[test]
@@ -93,29 +115,14 @@ fn start_without_cache_reads_the_main_bucket() {
 }
 
 #[test]
-fn full_migration_goes_read_alloc_copy_invalidate_publish() {
+fn full_migration_goes_alloc_read_into_check_invalidate_publish() {
     let old = held_at_holder();
-    let mut j = to_value_read(old);
-    let v = value(old, 20);
-    let step = j.on_completion(Output::Data(v.clone()), 0).unwrap();
-    assert_eq!(
-        step,
-        Step::Alloc {
-            size_units: old.size_units()
-        }
-    );
-    let step = j.on_allocated(40).unwrap();
-    assert_eq!(
-        step,
-        Step::Post(Access::WriteCopy {
-            offset_units: 40,
-            bytes: v.clone()
-        })
-    );
-    let step = j.on_completion(Output::Written(v), 0).unwrap();
+    let mut j = to_alloc(old);
+    land(&mut j, old, 40);
+    let step = j.on_completion(header(old, 20), 0).unwrap();
     assert!(
         j.take_spare().is_some(),
-        "the written buffer is handed back"
+        "the header's buffer is handed back"
     );
     assert_eq!(
         step,
@@ -167,9 +174,8 @@ fn migrating_home_publishes_a_local_address() {
     j.start(None, 0).unwrap();
     j.on_completion(bucket(&[(key().word(), old.encode())], 0), 0)
         .unwrap();
-    j.on_completion(Output::Data(value(old, 20)), 0).unwrap();
-    j.on_allocated(64).unwrap();
-    j.on_completion(Output::Written(Vec::new()), 0).unwrap();
+    land(&mut j, old, 64);
+    j.on_completion(header(old, 20), 0).unwrap();
     let step = j.on_completion(Output::Written(vec![0; 8]), 0).unwrap();
     let Step::Post(Access::Publish { new, .. }) = step else {
         panic!("{step:?}")
@@ -221,11 +227,10 @@ fn overflow_chains_are_followed() {
     let s = j
         .on_completion(bucket(&[(key().word(), old.encode())], 0), 0)
         .unwrap();
-    assert!(matches!(s, Step::Post(Access::ReadValue { .. })), "{s:?}");
+    assert!(matches!(s, Step::Alloc { .. }), "{s:?}");
     // The address word's position is in the overflow bucket.
-    j.on_completion(Output::Data(value(old, 20)), 0).unwrap();
-    j.on_allocated(8).unwrap();
-    j.on_completion(Output::Written(Vec::new()), 0).unwrap();
+    land(&mut j, old, 8);
+    j.on_completion(header(old, 20), 0).unwrap();
     let s = j.on_completion(Output::Written(Vec::new()), 0).unwrap();
     let Step::Post(Access::Publish { offset, .. }) = s else {
         panic!("{s:?}")
@@ -247,10 +252,10 @@ fn value_held_here_is_already_here() {
 #[test]
 fn invalidated_value_restarts() {
     let old = held_at_holder();
-    let mut j = to_value_read(old);
-    let mut zeroed = value(old, 20);
-    zeroed[..8].fill(0);
-    let s = j.on_completion(Output::Data(zeroed), 0).unwrap();
+    let mut j = to_alloc(old);
+    land(&mut j, old, 40);
+    // The copy landed with a zero header: the value had been invalidated.
+    let s = j.on_completion(Output::Data(vec![0; 8]), 0).unwrap();
     assert_eq!(s, Step::Restart(Restart::Invalidated));
     assert_eq!(j.restarts(), 1);
     assert_eq!(j.seen_word(), old.encode(), "the driver drops this word");
@@ -264,10 +269,9 @@ fn invalidated_value_restarts() {
 #[test]
 fn lost_cas_restarts() {
     let old = held_at_holder();
-    let mut j = to_value_read(old);
-    j.on_completion(Output::Data(value(old, 20)), 0).unwrap();
-    j.on_allocated(40).unwrap();
-    j.on_completion(Output::Written(Vec::new()), 0).unwrap();
+    let mut j = to_alloc(old);
+    land(&mut j, old, 40);
+    j.on_completion(header(old, 20), 0).unwrap();
     j.on_completion(Output::Written(Vec::new()), 0).unwrap();
     let s = j.on_completion(Output::Word(12345), 0).unwrap();
     assert_eq!(s, Step::Restart(Restart::Conflict));
@@ -281,15 +285,12 @@ fn cached_address_skips_the_bucket_read() {
     let s = j.start(Some(cached(old.encode(), 4242)), 0).unwrap();
     assert_eq!(
         s,
-        Step::Post(Access::ReadValue {
-            holder: HOLDER,
-            offset_units: 100,
+        Step::Alloc {
             size_units: old.size_units()
-        })
+        }
     );
-    j.on_completion(Output::Data(value(old, 20)), 0).unwrap();
-    j.on_allocated(40).unwrap();
-    j.on_completion(Output::Written(Vec::new()), 0).unwrap();
+    land(&mut j, old, 40);
+    j.on_completion(header(old, 20), 0).unwrap();
     let s = j.on_completion(Output::Written(Vec::new()), 0).unwrap();
     let Step::Post(Access::Publish { offset, .. }) = s else {
         panic!("{s:?}")
@@ -323,23 +324,17 @@ fn cached_copy_here_is_checked() {
 
 #[test]
 fn late_invalidation_restarts_instead() {
-    // Read at t=0; the copy is written half a lease later: the old block
+    // Read at t=0; the copy is checked half a lease later: the old block
     // may have been retired and reused meanwhile, so it is not touched.
     let old = held_at_holder();
-    let mut j = to_value_read(old);
-    j.on_completion(Output::Data(value(old, 20)), 10).unwrap();
-    j.on_allocated(40).unwrap();
-    let s = j
-        .on_completion(Output::Written(Vec::new()), LEASE_NS / 2)
-        .unwrap();
+    let mut j = to_alloc(old);
+    land(&mut j, old, 40);
+    let s = j.on_completion(header(old, 20), LEASE_NS / 2).unwrap();
     assert_eq!(s, Step::Restart(Restart::Expired));
     // Just inside the bound it goes on.
-    let mut j = to_value_read(old);
-    j.on_completion(Output::Data(value(old, 20)), 10).unwrap();
-    j.on_allocated(40).unwrap();
-    let s = j
-        .on_completion(Output::Written(Vec::new()), LEASE_NS / 2 - 1)
-        .unwrap();
+    let mut j = to_alloc(old);
+    land(&mut j, old, 40);
+    let s = j.on_completion(header(old, 20), LEASE_NS / 2 - 1).unwrap();
     assert!(matches!(s, Step::Post(Access::Invalidate { .. })), "{s:?}");
     // A cached address counts from the entry's stamp, not from the lookup.
     let mut j = MigrateJob::new(key(), ME, HOME, layout(), LEASE_NS);
@@ -349,10 +344,9 @@ fn late_invalidation_restarts_instead() {
         stamped_ns: 100,
     };
     j.start(Some(c), LEASE_NS / 4).unwrap();
-    j.on_completion(Output::Data(value(old, 20)), 0).unwrap();
-    j.on_allocated(40).unwrap();
+    land(&mut j, old, 40);
     let s = j
-        .on_completion(Output::Written(Vec::new()), LEASE_NS / 2 + 100)
+        .on_completion(header(old, 20), LEASE_NS / 2 + 100)
         .unwrap();
     assert_eq!(s, Step::Restart(Restart::Expired));
 }
@@ -377,18 +371,18 @@ fn starting_a_running_job_is_a_bug() {
 }
 
 #[test]
-fn only_the_copy_and_the_invalidation_need_the_clock() {
+fn only_the_check_and_the_invalidation_need_the_clock() {
     let old = held_at_holder();
     let mut j = MigrateJob::new(key(), ME, HOME, layout(), LEASE_NS);
     j.start(None, 0).unwrap();
     assert!(!j.wants_clock(), "bucket");
     j.on_completion(bucket(&[(key().word(), old.encode())], 0), 0)
         .unwrap();
-    assert!(!j.wants_clock(), "value");
-    j.on_completion(Output::Data(value(old, 20)), 0).unwrap();
     j.on_allocated(40).unwrap();
-    assert!(j.wants_clock(), "copy: the lease check");
-    j.on_completion(Output::Written(Vec::new()), 0).unwrap();
+    assert!(!j.wants_clock(), "value");
+    j.on_completion(Output::Placed, 0).unwrap();
+    assert!(j.wants_clock(), "the copy's check: the lease check");
+    j.on_completion(header(old, 20), 0).unwrap();
     assert!(j.wants_clock(), "invalidation: the CAS is stamped");
     j.on_completion(Output::Written(Vec::new()), 5).unwrap();
     assert!(!j.wants_clock(), "publish");

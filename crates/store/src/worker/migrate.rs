@@ -175,9 +175,9 @@ impl<F: Fabric> Worker<F> {
                             .expect("a copy is allocated before its CAS")
                             .publishing();
                     }
-                    // The copy's WRITE is posted with the pass too (its lines
-                    // prefetched for writing meanwhile); only the check of a
-                    // copy here already runs at once.
+                    // Only a READ of this machine's own memory (a copy's
+                    // header) runs at once; the rest go with the pass, the
+                    // value READ with its block's lines prefetched for writing.
                     let own = matches!(access, Access::ReadOwnHeader { .. });
                     let wr = self.work_request(id as u64, access);
                     if !own {
@@ -205,9 +205,10 @@ impl<F: Fabric> Worker<F> {
                     f.job.on_allocated(offset)?
                 }
                 Step::Restart(why) => {
-                    // A lost CAS or an expired lease leaves a copy, never published.
+                    // A copy that read an invalidated value, lost its CAS or
+                    // outlived half a lease is never published.
                     if let Some(b) = f.block.take() {
-                        debug_assert!(matches!(why, Restart::Conflict | Restart::Expired));
+                        debug_assert!(why != Restart::StaleCache);
                         b.refused();
                     }
                     match why {
@@ -285,15 +286,16 @@ impl<F: Fabric> Worker<F> {
                 holder,
                 offset_units,
                 size_units,
-            } => {
-                let buf = self.buffer((size_units * 8) as usize);
-                let vr = self.values_region(holder);
-                WorkRequest::read_into(id, holder, vr, offset_units * 8, buf)
-            }
-            Access::WriteCopy {
-                offset_units,
-                bytes,
-            } => WorkRequest::write(id, me, self.values_region(me), offset_units * 8, bytes),
+                into_units,
+            } => WorkRequest::read_to(
+                id,
+                holder,
+                self.values_region(holder),
+                offset_units * 8,
+                self.values_region(me),
+                into_units * 8,
+                size_units * 8,
+            ),
             Access::Invalidate {
                 holder,
                 offset_units,
