@@ -1,6 +1,6 @@
 //! The location cache (Pragh 4.2, reused by the monitor of 4.4).
 //!
-//! (About 860 lines, most of them this doc and the settings' checks: the
+//! (About 890 lines, most of them this doc and the settings' checks: the
 //! shard, its replacement policy and the epochs change together under one
 //! lock, so they stay in one file; the tests are in `cache/tests.rs` and
 //! the workers' lock-free copies in `worker/recent.rs`.)
@@ -600,18 +600,42 @@ impl LocationCache {
 
     /// [`LocationCache::insert_at`] for many entries `(key, addr_word,
     /// position, now_ns)`, as if inserted one by one in the order given
-    /// (the order is kept among entries of the same key), with each shard's
-    /// lock taken once. Between lock acquisitions a CPU cannot overlap the
-    /// cache misses of one insertion with the next; within one it can, so a
-    /// batch of a migration's new addresses costs far less than its
-    /// insertions one at a time. Sorts `entries` by shard.
-    pub fn insert_many_at(&self, entries: &mut [(Key, u64, u64, u64)]) {
-        entries.sort_by_key(|e| self.shard_index(mix(e.0 .0)));
-        for group in
-            entries.chunk_by(|a, b| self.shard_index(mix(a.0 .0)) == self.shard_index(mix(b.0 .0)))
-        {
-            let mut guard = self.shard_of(mix(group[0].0 .0));
-            for &(key, addr_word, position, now_ns) in group {
+    /// (shards are independent, and the order is kept within each), with
+    /// each shard's lock taken once. Between lock acquisitions a CPU cannot
+    /// overlap the cache misses of one insertion with the next; within one
+    /// it can, so a batch of a migration's new addresses costs far less than
+    /// its insertions one at a time.
+    pub fn insert_many_at(&self, entries: &[(Key, u64, u64, u64)]) {
+        assert!(
+            entries.len() <= u32::MAX as usize,
+            "a batch indexes its entries with 32 bits"
+        );
+        // A counting sort by shard: stable, so each shard sees its entries
+        // in the order given, and linear, with no hashing inside a sort.
+        let shard_of: Vec<u32> = entries
+            .iter()
+            .map(|e| self.shard_index(mix(e.0 .0)) as u32)
+            .collect();
+        let mut start = vec![0u32; self.shards.len() + 1];
+        for &s in &shard_of {
+            start[s as usize + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut order = vec![0u32; entries.len()];
+        let mut next = start.clone();
+        for (i, &s) in shard_of.iter().enumerate() {
+            order[next[s as usize] as usize] = i as u32;
+            next[s as usize] += 1;
+        }
+        for (shard, w) in start.windows(2).enumerate() {
+            if w[0] == w[1] {
+                continue;
+            }
+            let mut guard = lock(&self.shards[shard]);
+            for &i in &order[w[0] as usize..w[1] as usize] {
+                let (key, addr_word, position, now_ns) = entries[i as usize];
                 self.insert_locked(&mut guard, key, mix(key.0), addr_word, position, now_ns);
             }
         }

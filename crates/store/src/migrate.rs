@@ -384,16 +384,11 @@ impl MigrateJob {
                     }
                 }
             }
-            State::OwnHeader => {
+            State::OwnHeader | State::Check => {
                 let bytes = data(output);
-                let header = header_of(&bytes);
+                let word = header_word(&bytes);
                 self.spare = Some(bytes);
-                let addr = Addr::decode(self.seen).expect("decoded in start");
-                if header.matches(addr) {
-                    Ok(self.finish(Outcome::AlreadyHere))
-                } else {
-                    Ok(self.restart(Restart::StaleCache))
-                }
+                self.on_own_header(word, now_ns)
             }
             State::Value => {
                 assert_eq!(
@@ -405,25 +400,6 @@ impl MigrateJob {
                 self.state = State::Check;
                 Ok(Step::Post(Access::ReadOwnHeader {
                     offset_units: new.offset_units(),
-                }))
-            }
-            State::Check => {
-                let bytes = data(output);
-                let header = header_of(&bytes);
-                self.spare = Some(bytes);
-                let old = self.old.expect("set before the value READ");
-                // The value was updated or migrated before it was read
-                // (Pragh Fig. 8 l.15-18's check, on the copy).
-                if !header.matches(old) {
-                    return Ok(self.restart(Restart::Invalidated));
-                }
-                if now_ns.saturating_sub(self.seen_at_ns) >= self.lease_ns / 2 {
-                    return Ok(self.restart(Restart::Expired));
-                }
-                self.state = State::Invalidate;
-                Ok(Step::Post(Access::Invalidate {
-                    holder: old.holder(self.home),
-                    offset_units: old.offset_units(),
                 }))
             }
             State::Invalidate => {
@@ -463,6 +439,44 @@ impl MigrateJob {
             s @ (State::Idle | State::Alloc | State::Done) => {
                 panic!("a completion for a job in state {s:?}")
             }
+        }
+    }
+
+    /// Feeds the header word a [`Access::ReadOwnHeader`] read (the same as
+    /// its completion through [`MigrateJob::on_completion`], for a driver
+    /// that reads its own memory with a plain load).
+    ///
+    /// # Panics
+    /// If the job did not ask for its own header.
+    #[inline]
+    pub fn on_own_header(&mut self, header_word: u64, now_ns: u64) -> Result<Step> {
+        let header = Header::decode(header_word);
+        match self.state {
+            State::OwnHeader => {
+                let addr = Addr::decode(self.seen).expect("decoded in start");
+                if header.matches(addr) {
+                    Ok(self.finish(Outcome::AlreadyHere))
+                } else {
+                    Ok(self.restart(Restart::StaleCache))
+                }
+            }
+            State::Check => {
+                let old = self.old.expect("set before the value READ");
+                // The value was updated or migrated before it was read
+                // (Pragh Fig. 8 l.15-18's check, on the copy).
+                if !header.matches(old) {
+                    return Ok(self.restart(Restart::Invalidated));
+                }
+                if now_ns.saturating_sub(self.seen_at_ns) >= self.lease_ns / 2 {
+                    return Ok(self.restart(Restart::Expired));
+                }
+                self.state = State::Invalidate;
+                Ok(Step::Post(Access::Invalidate {
+                    holder: old.holder(self.home),
+                    offset_units: old.offset_units(),
+                }))
+            }
+            s => panic!("an own header fed to a job in state {s:?}"),
         }
     }
 
@@ -518,12 +532,12 @@ fn data(output: Output) -> Vec<u8> {
     }
 }
 
-fn header_of(bytes: &[u8]) -> Header {
-    Header::decode(u64::from_le_bytes(
+fn header_word(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(
         bytes[..8]
             .try_into()
-            .expect("a value READ has a header word"),
-    ))
+            .expect("a header READ has a header word"),
+    )
 }
 
 #[cfg(test)]

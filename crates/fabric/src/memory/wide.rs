@@ -122,3 +122,52 @@ pub fn store_words(words: &[AtomicU64], data: &[u8]) {
         words[i].store(v, Ordering::Release);
     }
 }
+
+/// Copies `src` into `dst` (equal lengths, not overlapping), for a READ
+/// that lands in the initiator's own region. The loads are `src`'s 16-byte
+/// aligned `movdqa`s, as in [`copy_words`]; each 16 bytes are stored as two
+/// 8-byte stores (`movq`, `movhps`), each atomic at any 8-byte aligned
+/// address, so `dst` need not share `src`'s alignment.
+#[inline]
+pub fn move_words(src: &[AtomicU64], dst: &[AtomicU64]) {
+    debug_assert_eq!(src.len(), dst.len());
+    let (head, blocks) = spans(src);
+    if blocks > 0 {
+        // SAFETY: `src` is 16-byte aligned (`spans`) and `blocks * 64` bytes
+        // of it are shared atomic words, only loaded; `dst` is as many bytes
+        // of shared atomic words (8-byte aligned), only stored to, 8 bytes
+        // at a time. No stack use; xmm0-3 are declared clobbered.
+        unsafe {
+            std::arch::asm!(
+                "2:",
+                "movdqa xmm0, [{src}]",
+                "movdqa xmm1, [{src} + 16]",
+                "movdqa xmm2, [{src} + 32]",
+                "movdqa xmm3, [{src} + 48]",
+                "movq qword ptr [{dst}], xmm0",
+                "movhps qword ptr [{dst} + 8], xmm0",
+                "movq qword ptr [{dst} + 16], xmm1",
+                "movhps qword ptr [{dst} + 24], xmm1",
+                "movq qword ptr [{dst} + 32], xmm2",
+                "movhps qword ptr [{dst} + 40], xmm2",
+                "movq qword ptr [{dst} + 48], xmm3",
+                "movhps qword ptr [{dst} + 56], xmm3",
+                "add {src}, 64",
+                "add {dst}, 64",
+                "dec {n}",
+                "jnz 2b",
+                src = inout(reg) src[head..].as_ptr() => _,
+                dst = inout(reg) dst[head..].as_ptr() => _,
+                n = inout(reg) blocks => _,
+                out("xmm0") _,
+                out("xmm1") _,
+                out("xmm2") _,
+                out("xmm3") _,
+                options(nostack),
+            );
+        }
+    }
+    for i in (0..head).chain(head + blocks * 8..src.len()) {
+        dst[i].store(src[i].load(Ordering::Acquire), Ordering::Release);
+    }
+}

@@ -262,8 +262,7 @@ fn inserting_many_at_once_is_inserting_them_one_by_one() {
     for &(key, word, position, now) in &entries {
         one.insert_at(key, word, position, now);
     }
-    let mut batch = entries.clone();
-    many.insert_many_at(&mut batch);
+    many.insert_many_at(&entries);
     assert_eq!(one.len(), many.len());
     assert_eq!(one.stats(), many.stats());
     assert_eq!(counts(&one), counts(&many));

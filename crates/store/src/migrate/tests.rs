@@ -387,3 +387,30 @@ fn only_the_check_and_the_invalidation_need_the_clock() {
     j.on_completion(Output::Written(Vec::new()), 5).unwrap();
     assert!(!j.wants_clock(), "publish");
 }
+
+#[test]
+fn an_own_header_read_by_a_load_is_its_completion() {
+    let old = held_at_holder();
+    let (mut a, mut b) = (to_alloc(old), to_alloc(old));
+    land(&mut a, old, 40);
+    land(&mut b, old, 40);
+    let word = u64::from_le_bytes(value(old, 20)[..8].try_into().unwrap());
+    assert_eq!(
+        a.on_own_header(word, 5).unwrap(),
+        b.on_completion(header(old, 20), 5).unwrap()
+    );
+    let (mut a, mut b) = (to_alloc(old), to_alloc(old));
+    land(&mut a, old, 40);
+    land(&mut b, old, 40);
+    assert_eq!(
+        a.on_own_header(0, 5).unwrap(),
+        b.on_completion(Output::Data(vec![0; 8]), 5).unwrap()
+    );
+}
+
+#[test]
+#[should_panic(expected = "an own header fed to a job in state")]
+fn an_own_header_nobody_asked_for_is_a_bug() {
+    let mut j = to_alloc(held_at_holder());
+    let _ = j.on_own_header(0, 0);
+}

@@ -175,28 +175,25 @@ impl<F: Fabric> Worker<F> {
                             .expect("a copy is allocated before its CAS")
                             .publishing();
                     }
-                    // Only a READ of this machine's own memory (a copy's
-                    // header) runs at once; the rest go with the pass, the
-                    // value READ with its block's lines prefetched for writing.
-                    let own = matches!(access, Access::ReadOwnHeader { .. });
-                    let wr = self.work_request(id as u64, access);
-                    if !own {
+                    // A READ of this machine's own memory (a copy's header)
+                    // costs no round trip: a load, at once. The rest go with
+                    // the pass, the value READ with its block's lines
+                    // prefetched for writing.
+                    if let Access::ReadOwnHeader { offset_units } = access {
+                        let vr = self.values_region(self.machine);
+                        let word = self.port.read_word(self.machine, vr, offset_units * 8)?;
+                        let now = if f.job.wants_clock() {
+                            self.port.now_ns()
+                        } else {
+                            0
+                        };
+                        f.job.on_own_header(word, now)?
+                    } else {
+                        let wr = self.work_request(id as u64, access);
                         self.port.prefetch(&wr);
                         posts.push(wr);
                         return Ok(None);
                     }
-                    // This machine's own memory costs no round trip: done at once.
-                    let out = self.port.execute(wr)?;
-                    let now = if f.job.wants_clock() {
-                        self.port.now_ns()
-                    } else {
-                        0
-                    };
-                    let step = f.job.on_completion(out, now)?;
-                    if let Some(b) = f.job.take_spare() {
-                        self.keep(b);
-                    }
-                    step
                 }
                 Step::Alloc { size_units } => {
                     let block = Unpublished::alloc(alloc, size_units, self.port.now_ns())?;
@@ -278,9 +275,8 @@ impl<F: Fabric> Worker<F> {
                 let buf = self.buffer(BUCKET_BYTES as usize);
                 WorkRequest::read_into(id, home, self.keys_region(home), offset, buf)
             }
-            Access::ReadOwnHeader { offset_units } => {
-                let buf = self.buffer(8);
-                WorkRequest::read_into(id, me, self.values_region(me), offset_units * 8, buf)
+            Access::ReadOwnHeader { .. } => {
+                unreachable!("a job's own header is read with a load (drive)")
             }
             Access::ReadValue {
                 holder,
