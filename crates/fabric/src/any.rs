@@ -185,6 +185,11 @@ impl Port for AnyPort {
     }
 
     #[inline]
+    fn post_many(&mut self, wrs: &mut Vec<WorkRequest>) -> Result<()> {
+        each!(AnyPort, self, p => p.post_many(wrs))
+    }
+
+    #[inline]
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
         each!(AnyPort, self, p => p.poll(out))
     }

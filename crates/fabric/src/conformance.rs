@@ -542,6 +542,91 @@ pub fn read_into_own_memory<C: Cluster>(c: &C) {
     );
 }
 
+/// A list posted with `Port::post_many` behaves as its requests posted one
+/// by one: every completion once, per-target order, reads that see the
+/// list's earlier writes to their target, the list left empty; and a list
+/// longer than the room left in flight is refused at the limit with the
+/// requests after the refused one left in it.
+pub fn posting_a_list<C: Cluster>(c: &C) {
+    let r0 = region_on(c, 0, "list", 4096);
+    let r1 = region_on(c, 1, "list", 4096);
+    let r2 = region_on(c, 2, "list", 4096);
+    let region = |m: MachineId| [r0, r1, r2][m as usize];
+    let mut p = port(c, 0);
+    let mut list = Vec::new();
+    for i in 0..48u64 {
+        let m = (i % 3) as MachineId;
+        list.push(WorkRequest::write(
+            i,
+            m,
+            region(m),
+            i * 8,
+            (i + 7).to_le_bytes().to_vec(),
+        ));
+        list.push(WorkRequest::read(100 + i, m, region(m), i * 8, 8));
+    }
+    p.post_many(&mut list).unwrap();
+    assert!(list.is_empty(), "the list is taken");
+    assert_eq!(p.inflight(), 96);
+    let done = drain(&mut p, 96);
+    let ids: HashSet<u64> = done.iter().map(|c| c.id).collect();
+    assert_eq!(ids.len(), 96, "each completion exactly once");
+    let mut last_per_target = [None::<u64>; 3];
+    for comp in &done {
+        if comp.id >= 100 {
+            let i = comp.id - 100;
+            assert_eq!(
+                comp.result,
+                Ok(Output::Data((i + 7).to_le_bytes().to_vec())),
+                "read {i} sees the write posted before it"
+            );
+        }
+        let t = comp.target as usize;
+        let order = if comp.id >= 100 {
+            (comp.id - 100) * 2 + 1
+        } else {
+            comp.id * 2
+        };
+        if let Some(prev) = last_per_target[t] {
+            assert!(order > prev, "completions to one target in posting order");
+        }
+        last_per_target[t] = Some(order);
+    }
+    // Over the limit: find it by filling the port one request at a time.
+    let mut limit = 0;
+    loop {
+        match p.post(WorkRequest::read(limit as u64, 1, r1, 0, 8)) {
+            Ok(()) => limit += 1,
+            Err(FabricError::TooManyInflight { limit: l, .. }) => {
+                assert_eq!(l, limit);
+                break;
+            }
+            Err(e) => panic!("posting read {limit}: {e}"),
+        }
+        assert!(limit <= 1 << 20, "no in-flight limit below 2^20");
+    }
+    drain(&mut p, limit);
+    let mut list: Vec<WorkRequest> = (0..limit as u64 + 5)
+        .map(|i| {
+            WorkRequest::read(
+                i,
+                1 + (i % 2) as MachineId,
+                region(1 + (i % 2) as MachineId),
+                0,
+                8,
+            )
+        })
+        .collect();
+    assert!(matches!(
+        p.post_many(&mut list),
+        Err(FabricError::TooManyInflight { .. })
+    ));
+    assert_eq!(list.len(), 4, "the requests after the refused one are left");
+    assert_eq!(list[0].id, limit as u64 + 1);
+    assert_eq!(p.inflight(), limit);
+    drain(&mut p, limit);
+}
+
 /// Generates one `#[test]` per conformance check for a cluster constructor expression.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -577,6 +662,10 @@ macro_rules! conformance_suite {
         #[test]
         fn prefetch_is_only_a_hint() {
             $crate::conformance::prefetch_is_only_a_hint(&$make);
+        }
+        #[test]
+        fn posting_a_list() {
+            $crate::conformance::posting_a_list(&$make);
         }
         #[test]
         fn read_into_own_memory() {

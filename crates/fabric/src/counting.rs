@@ -207,6 +207,7 @@ impl<F: Fabric> Fabric for Counting<F> {
             counters: Arc::clone(&self.counters),
             machine,
             own: PortTotals::default(),
+            scratch: Vec::new(),
         })
     }
 }
@@ -219,6 +220,8 @@ pub struct CountingPort<P> {
     /// This port's own totals: what one thread's operations cost (a
     /// server reports them per query). Plain cells: a port is one thread's.
     own: PortTotals,
+    /// What a list being posted counts, reused across lists.
+    scratch: Vec<(MachineId, OpKind, u64)>,
 }
 
 /// What one port issued, local versus remote: operations and payload bytes.
@@ -269,6 +272,26 @@ impl<P: Port> Port for CountingPort<P> {
         self.inner.post(wr)?;
         self.count(target, kind, bytes);
         Ok(())
+    }
+    fn post_many(&mut self, wrs: &mut Vec<WorkRequest>) -> Result<()> {
+        let mut ops = std::mem::take(&mut self.scratch);
+        ops.clear();
+        ops.extend(
+            wrs.iter()
+                .map(|wr| (wr.target, wr.verb.kind(), wr.verb.payload_bytes())),
+        );
+        let r = self.inner.post_many(wrs);
+        // On an error, the requests left in `wrs` and the refused one were not posted.
+        let posted = if r.is_ok() {
+            ops.len()
+        } else {
+            ops.len() - wrs.len() - 1
+        };
+        for &(target, kind, bytes) in &ops[..posted] {
+            self.count(target, kind, bytes);
+        }
+        self.scratch = ops;
+        r
     }
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
         self.inner.poll(out)

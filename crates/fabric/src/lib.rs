@@ -145,6 +145,24 @@ pub trait Port: Send {
     /// here means the request could not be queued (too many in flight).
     fn post(&mut self, wr: WorkRequest) -> Result<()>;
 
+    /// Posts the requests of `wrs` in order, as one list (RDMA's
+    /// `ibv_post_send` with chained work requests: one doorbell), leaving
+    /// `wrs` empty. Each request behaves as if posted alone with
+    /// [`Port::post`]; a fabric may do the per-post work once per list. On
+    /// an `Err` (the request refused is gone) `wrs` holds the requests after
+    /// it, not posted.
+    fn post_many(&mut self, wrs: &mut Vec<WorkRequest>) -> Result<()> {
+        let mut list = wrs.drain(..);
+        while let Some(wr) = list.next() {
+            if let Err(e) = self.post(wr) {
+                let rest: Vec<WorkRequest> = list.collect();
+                wrs.extend(rest);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Appends the completions that are ready to `out`, without blocking.
     /// Returns how many were appended.
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize>;

@@ -125,8 +125,15 @@ impl Inner {
     /// operation completes.
     #[inline]
     fn reserve(&self, initiator: MachineId, bytes: u64) -> u64 {
-        let now = self.now_ns();
         let xfer = self.config.xfer_ns(bytes);
+        self.reserve_span(initiator, xfer) + xfer + self.config.latency_ns
+    }
+
+    /// Reserves the initiator's link for `xfer_ns` from now (or from when it
+    /// is free) and returns when that span starts ([`Port::post_many`]).
+    #[inline]
+    fn reserve_span(&self, initiator: MachineId, xfer_ns: u64) -> u64 {
+        let now = self.now_ns();
         let nic = &self
             .hosted
             .memory(initiator)
@@ -135,9 +142,13 @@ impl Inner {
         let mut free = nic.load(Ordering::Relaxed);
         loop {
             let start = free.max(now);
-            match nic.compare_exchange_weak(free, start + xfer, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return start + xfer + self.config.latency_ns,
+            match nic.compare_exchange_weak(
+                free,
+                start + xfer_ns,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return start,
                 Err(cur) => free = cur,
             }
         }
@@ -275,6 +286,44 @@ impl LocalPort {
         target != self.machine && self.inner.config.model_on()
     }
 
+    /// Applies a posted request and queues its completion: at `ready` (the
+    /// model's completion time) for a remote one, else at once unless a
+    /// fence or an earlier fenced local request holds it back.
+    #[inline]
+    fn enqueue(&mut self, wr: WorkRequest, ready: Option<u64>) {
+        let bytes = wr.verb.payload_bytes();
+        let fence = wr.fence;
+        let result = self.regions.apply(
+            &self.inner.hosted,
+            self.machine,
+            wr.target,
+            wr.region,
+            wr.offset,
+            wr.verb,
+        );
+        let completion = Completion {
+            id: wr.id,
+            target: wr.target,
+            result,
+        };
+        if let Some(mut ready) = ready {
+            if fence {
+                // Starts after everything earlier; the shared link is not held for it.
+                ready = ready.max(self.last_ready_ns + self.inner.cost_ns(bytes));
+            }
+            self.last_ready_ns = self.last_ready_ns.max(ready);
+            self.timed.push_back((ready, completion));
+        } else if (fence && !self.timed.is_empty()) || self.local_timed > 0 {
+            // A fenced local request completes no earlier than what precedes
+            // it, and later local requests queue behind it (per-target order).
+            let at = self.timed.back().map_or(0, |b| b.0).max(self.last_ready_ns);
+            self.local_timed += 1;
+            self.timed.push_back((at, completion));
+        } else {
+            self.ready.push_back(completion);
+        }
+    }
+
     /// Charges the modelled time of a synchronous remote operation.
     #[inline]
     fn charge_sync(&mut self, target: MachineId, bytes: u64) {
@@ -296,38 +345,54 @@ impl Port for LocalPort {
 
     fn post(&mut self, wr: WorkRequest) -> Result<()> {
         check_inflight(self.inflight(), self.inner.config.inflight_ops_max)?;
-        let bytes = wr.verb.payload_bytes();
-        let remote = self.is_remote(wr.target);
-        let result = self.regions.apply(
-            &self.inner.hosted,
-            self.machine,
-            wr.target,
-            wr.region,
-            wr.offset,
-            wr.verb,
-        );
-        let completion = Completion {
-            id: wr.id,
-            target: wr.target,
-            result,
-        };
-        if remote {
-            let mut ready = self.inner.reserve(self.machine, bytes);
-            if wr.fence {
-                // Starts after everything earlier; the shared link is not held for it.
-                ready = ready.max(self.last_ready_ns + self.inner.cost_ns(bytes));
-            }
-            self.last_ready_ns = self.last_ready_ns.max(ready);
-            self.timed.push_back((ready, completion));
-        } else if (wr.fence && !self.timed.is_empty()) || self.local_timed > 0 {
-            // A fenced local request completes no earlier than what precedes
-            // it, and later local requests queue behind it (per-target order).
-            let at = self.timed.back().map_or(0, |b| b.0).max(self.last_ready_ns);
-            self.local_timed += 1;
-            self.timed.push_back((at, completion));
+        let ready = if self.is_remote(wr.target) {
+            Some(self.inner.reserve(self.machine, wr.verb.payload_bytes()))
         } else {
-            self.ready.push_back(completion);
+            None
+        };
+        self.enqueue(wr, ready);
+        Ok(())
+    }
+
+    /// One doorbell for the list: the clock is read and the machine's link
+    /// reserved once for all of its remote bytes, and each remote request
+    /// starts on the link where the one before it ends, as if all were
+    /// posted one by one at the same instant.
+    fn post_many(&mut self, wrs: &mut Vec<WorkRequest>) -> Result<()> {
+        if self.inflight() + wrs.len() > self.inner.config.inflight_ops_max {
+            // Some will be refused: one by one, refused where `post` refuses.
+            let mut list = wrs.drain(..);
+            while let Some(wr) = list.next() {
+                if let Err(e) = self.post(wr) {
+                    let rest: Vec<WorkRequest> = list.collect();
+                    wrs.extend(rest);
+                    return Err(e);
+                }
+            }
+            return Ok(());
         }
+        let (mut remotes, mut xfer_ns) = (0, 0);
+        for wr in wrs.iter().filter(|wr| self.is_remote(wr.target)) {
+            remotes += 1;
+            xfer_ns += self.inner.config.xfer_ns(wr.verb.payload_bytes());
+        }
+        let mut start = if remotes > 0 {
+            self.inner.reserve_span(self.machine, xfer_ns)
+        } else {
+            0
+        };
+        let mut list = std::mem::take(wrs);
+        for wr in list.drain(..) {
+            let ready = if self.is_remote(wr.target) {
+                start += self.inner.config.xfer_ns(wr.verb.payload_bytes());
+                Some(start + self.inner.config.latency_ns)
+            } else {
+                None
+            };
+            self.enqueue(wr, ready);
+        }
+        // The caller's vector keeps its room for the next list.
+        *wrs = list;
         Ok(())
     }
 

@@ -22,7 +22,7 @@
 //! header. The generation lets the scan free a block only if it is still the
 //! allocation it watched ([`ValueAllocator::free_if_unchanged`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -60,26 +60,12 @@ const CLASSES: usize = EXACT_CLASSES as usize + 1 + 60 * 4;
 /// Shards of the block registry (by a hash of the offset's run).
 const REGISTRY_SHARDS: usize = 64;
 /// Offsets in one run of 2^this units (512 KiB) share a registry shard, so
-/// consecutive allocations extend one tree.
+/// consecutive allocations extend one shard (`alloc/registry.rs`).
 const REGISTRY_RUN_SHIFT: u32 = 16;
 
-/// One shard of the registry: ordered by offset, not hashed. Blocks mostly
-/// come from the bump pointer, so a shard's new offsets are mostly above all
-/// of its others and an insertion walks the tree's right edge, which stays
-/// in the CPU's cache; a hash table put every registration on a cold line
-/// (about a third of a small migration's time, stop 29 in docs/results.md).
-/// Lookups by offset (retire, free, the scan's checks) cost a few more node
-/// visits than a hash probe, on paths that are not per read.
-type Registry = BTreeMap<u64, BlockInfo>;
+mod registry;
 
-/// One allocated block as the registry knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct BlockInfo {
-    size_units: u64,
-    generation: u64,
-    alloc_ns: u64,
-    retired: bool,
-}
+use registry::{BlockInfo, Registry};
 
 /// An allocated block that is not retired, as [`ValueAllocator::live_blocks`] lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,7 +217,7 @@ impl ValueAllocator {
     /// Returns a block to its free list at once. Only for blocks no reader can
     /// have an address of (never published, or retired for a full lease).
     pub fn free_now(&self, offset_units: u64, size_units: u64) {
-        let known = self.registry(offset_units).remove(&offset_units);
+        let known = self.registry(offset_units).remove(offset_units);
         debug_assert!(
             known.is_some_and(|b| block_units(b.size_units) == block_units(size_units)),
             "machine {}: freeing unit {offset_units} ({size_units} units) but the registry has {known:?}",
@@ -258,7 +244,7 @@ impl ValueAllocator {
     /// Also frees whatever has expired meanwhile.
     pub fn retire(&self, offset_units: u64, size_units: u64, now_ns: u64) {
         let now = now_ns;
-        if let Some(b) = self.registry(offset_units).get_mut(&offset_units) {
+        if let Some(b) = self.registry(offset_units).get_mut(offset_units) {
             b.retired = true;
         }
         self.retired_units
@@ -308,7 +294,7 @@ impl ValueAllocator {
             out.extend(
                 s.iter()
                     .filter(|(_, b)| !b.retired)
-                    .map(|(&o, b)| LiveBlock {
+                    .map(|(o, b)| LiveBlock {
                         offset_units: o,
                         size_units: b.size_units,
                         generation: b.generation,
@@ -322,13 +308,13 @@ impl ValueAllocator {
     /// True if a block starting at `offset_units` is allocated and not retired.
     pub fn holds(&self, offset_units: u64) -> bool {
         let off = offset_units;
-        matches!(self.registry(off).get(&off), Some(b) if !b.retired)
+        matches!(self.registry(off).get(off), Some(b) if !b.retired)
     }
 
     /// True if `block` is still that allocation and not retired.
     pub fn is_current(&self, block: &LiveBlock) -> bool {
         let off = block.offset_units;
-        matches!(self.registry(off).get(&off), Some(b) if b.generation == block.generation && !b.retired)
+        matches!(self.registry(off).get(off), Some(b) if b.generation == block.generation && !b.retired)
     }
 
     /// Frees `block` at once if it is still the same allocation (same
@@ -338,9 +324,9 @@ impl ValueAllocator {
         let off = block.offset_units;
         {
             let mut r = self.registry(off);
-            match r.get(&off) {
+            match r.get(off) {
                 Some(b) if b.generation == block.generation && !b.retired => {
-                    r.remove(&off);
+                    r.remove(off);
                 }
                 _ => return false,
             }

@@ -18,6 +18,16 @@ use crate::{Result, StoreError, VertexId};
 /// position of the address word, stamp)`, as [`crate::cache::LocationCache::insert_many_at`] takes it.
 type Remembered = (Key, u64, u64, u64);
 
+/// What a pass over a batch's completions gathers, and when it began.
+struct Pass<'p> {
+    /// The clock when the pass began (see `run_batch`).
+    now_ns: u64,
+    /// Requests to post together before the next wait.
+    posts: &'p mut Vec<WorkRequest>,
+    /// Keys moved here, to cache together at the batch's end.
+    moved: &'p mut Vec<Remembered>,
+}
+
 /// One job of a batch, with the copy it allocated (if any).
 struct InFlight<'a> {
     /// The key's index in the batch.
@@ -96,6 +106,14 @@ impl<F: Fabric> Worker<F> {
         // Empty slots, so a refill after a wait visits only those, not the
         // whole window.
         let mut free: Vec<usize> = (0..slots.len()).rev().collect();
+        // The clock, read once per pass (a reading costs ~12 ns on this VM,
+        // and a migration took five). It stamps what may be stamped early: a
+        // job's start (a time before the READ that finds its address word),
+        // an allocation (the scan spares blocks younger than a lease, so an
+        // early stamp by a pass's length of a lease's 60 s is harmless) and
+        // the CAS (the new address's cache entry must be stamped before it).
+        // The lease check before an invalidation reads the clock afresh.
+        let mut pass_ns = self.port.now_ns();
         loop {
             while next < keys.len() {
                 let Some(id) = free.pop() else { break };
@@ -108,10 +126,14 @@ impl<F: Fabric> Worker<F> {
                         block: None,
                     };
                     next += 1;
-                    let now = self.port.now_ns();
-                    let step = f.job.start(self.cached_address(key, now), now)?;
+                    let step = f.job.start(self.cached_address(key, pass_ns), pass_ns)?;
                     // A job can finish without posting (no value, or here already).
-                    match self.drive(&mut f, id, step, alloc, &mut posts, moved)? {
+                    let mut pass = Pass {
+                        now_ns: pass_ns,
+                        posts: &mut posts,
+                        moved,
+                    };
+                    match self.drive(&mut f, id, step, alloc, &mut pass)? {
                         Some(m) => results[f.index] = Some(m),
                         None => {
                             *slot = Some(f);
@@ -123,27 +145,28 @@ impl<F: Fabric> Worker<F> {
                     free.push(id); // the keys ran out
                 }
             }
-            for wr in posts.drain(..) {
-                self.port.post(wr)?;
-            }
+            self.port.post_many(&mut posts)?;
             if active == 0 {
                 return Ok(());
             }
             done.clear();
             self.port.wait(&mut done)?;
+            pass_ns = self.port.now_ns();
             for c in done.drain(..) {
                 let id = c.id as usize;
                 let f = slots[id].as_mut().expect("a completion for a live job");
-                let now = if f.job.wants_clock() {
-                    self.port.now_ns()
-                } else {
-                    0
-                };
-                let step = f.job.on_completion(c.result?, now)?;
+                // Only the invalidation's completion wants the clock here
+                // (its CAS is stamped); the check's is read in `drive`.
+                let step = f.job.on_completion(c.result?, pass_ns)?;
                 if let Some(b) = f.job.take_spare() {
                     self.keep(b);
                 }
-                if let Some(m) = self.drive(f, id, step, alloc, &mut posts, moved)? {
+                let mut pass = Pass {
+                    now_ns: pass_ns,
+                    posts: &mut posts,
+                    moved,
+                };
+                if let Some(m) = self.drive(f, id, step, alloc, &mut pass)? {
                     results[f.index] = Some(m);
                     slots[id] = None;
                     free.push(id);
@@ -163,8 +186,7 @@ impl<F: Fabric> Worker<F> {
         id: usize,
         mut step: Step,
         alloc: &'a ValueAllocator,
-        posts: &mut Vec<WorkRequest>,
-        moved: &mut Vec<Remembered>,
+        pass: &mut Pass<'_>,
     ) -> Result<Option<Migration>> {
         loop {
             step = match step {
@@ -191,12 +213,12 @@ impl<F: Fabric> Worker<F> {
                     } else {
                         let wr = self.work_request(id as u64, access);
                         self.port.prefetch(&wr);
-                        posts.push(wr);
+                        pass.posts.push(wr);
                         return Ok(None);
                     }
                 }
                 Step::Alloc { size_units } => {
-                    let block = Unpublished::alloc(alloc, size_units, self.port.now_ns())?;
+                    let block = Unpublished::alloc(alloc, size_units, pass.now_ns)?;
                     let offset = block.offset_units();
                     f.block = Some(block);
                     f.job.on_allocated(offset)?
@@ -224,14 +246,14 @@ impl<F: Fabric> Worker<F> {
                             retries: f.job.restarts(),
                         });
                     }
-                    let now = self.port.now_ns();
-                    let cached = self.cached_address(key, now);
-                    f.job.start(cached, now)?
+                    let cached = self.cached_address(key, pass.now_ns);
+                    f.job.start(cached, pass.now_ns)?
                 }
                 Step::Done(outcome) => {
                     if let Outcome::Moved(p) = outcome {
                         f.block.take().expect("a published copy").published();
-                        moved.push((f.job.key(), p.new_word, p.addr_offset, p.cas_ns));
+                        pass.moved
+                            .push((f.job.key(), p.new_word, p.addr_offset, p.cas_ns));
                         self.reclaim_queue.push((p.from, p.old_entry));
                         self.stats.migrated += 1;
                     }
