@@ -23,7 +23,7 @@
 //! allocation it watched ([`ValueAllocator::free_if_unchanged`]).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -67,6 +67,36 @@ mod registry;
 
 use registry::{BlockInfo, Registry};
 
+/// The freed blocks of one size class, with their count readable without
+/// the lock: a bump allocation, the common case while a region fills, then
+/// takes no lock to learn that the list is empty. A count read just before
+/// another thread's push only means a bump allocation where a reuse was
+/// possible.
+#[derive(Debug, Default)]
+struct FreeList {
+    len: AtomicUsize,
+    offsets: Mutex<Vec<u64>>,
+}
+
+impl FreeList {
+    #[inline]
+    fn pop(&self) -> Option<u64> {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut v = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        let off = v.pop();
+        self.len.store(v.len(), Ordering::Relaxed);
+        off
+    }
+
+    fn push(&self, offset_units: u64) {
+        let mut v = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        v.push(offset_units);
+        self.len.store(v.len(), Ordering::Relaxed);
+    }
+}
+
 /// An allocated block that is not retired, as [`ValueAllocator::live_blocks`] lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveBlock {
@@ -91,14 +121,13 @@ pub struct ValueAllocator {
     machine: MachineId,
     capacity_units: u64,
     next_units: AtomicU64,
-    free: Vec<Mutex<Vec<u64>>>,
+    free: Vec<FreeList>,
     retired: Mutex<VecDeque<Retired>>,
     lease: Duration,
     live_units: AtomicU64,
     retired_units: AtomicU64,
     /// Allocated blocks by offset (see the module doc).
     registry: Vec<Mutex<Registry>>,
-    generations: AtomicU64,
 }
 
 impl std::fmt::Debug for ValueAllocator {
@@ -118,7 +147,7 @@ impl ValueAllocator {
             machine,
             capacity_units,
             next_units: AtomicU64::new(base_units),
-            free: (0..CLASSES).map(|_| Mutex::new(Vec::new())).collect(),
+            free: (0..CLASSES).map(|_| FreeList::default()).collect(),
             retired: Mutex::new(VecDeque::new()),
             lease,
             live_units: AtomicU64::new(0),
@@ -126,7 +155,6 @@ impl ValueAllocator {
             registry: (0..REGISTRY_SHARDS)
                 .map(|_| Mutex::new(Registry::default()))
                 .collect(),
-            generations: AtomicU64::new(0),
         }
     }
 
@@ -137,8 +165,11 @@ impl ValueAllocator {
 
     fn register(&self, offset_units: u64, size_units: u64, now_ns: u64) -> u64 {
         let off = offset_units;
-        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
-        let prev = self.registry(off).insert(
+        let mut r = self.registry(off);
+        // Generations need only differ between allocations at one offset,
+        // which always lands in the same shard: the shard's counter will do.
+        let generation = r.next_generation();
+        let prev = r.insert(
             off,
             BlockInfo {
                 size_units,
@@ -182,11 +213,7 @@ impl ValueAllocator {
     fn try_alloc(&self, size_units: u64) -> Option<u64> {
         let block = block_units(size_units);
         let class = class_of(block);
-        if let Some(off) = self.free[class]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-        {
+        if let Some(off) = self.free[class].pop() {
             self.live_units.fetch_add(block, Ordering::Relaxed);
             return Some(off);
         }
@@ -233,10 +260,7 @@ impl ValueAllocator {
             live >= block,
             "freeing {block} units with only {live} live: a double free"
         );
-        self.free[class_of(block)]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(offset_units);
+        self.free[class_of(block)].push(offset_units);
     }
 
     /// Retires a published block whose header was already zeroed, at

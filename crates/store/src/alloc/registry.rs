@@ -29,9 +29,18 @@ pub(super) struct BlockInfo {
 pub(super) struct Registry {
     /// Sorted by offset; `None` marks a freed block (a tombstone).
     blocks: Vec<(u64, Option<BlockInfo>)>,
+    /// The last generation handed out.
+    generation: u64,
 }
 
 impl Registry {
+    /// A generation never handed out by this shard before.
+    #[inline]
+    pub(super) fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+
     /// Where `offset` is, or would be inserted.
     #[inline]
     fn find(&self, offset: u64) -> Result<usize, usize> {

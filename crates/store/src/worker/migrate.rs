@@ -67,7 +67,7 @@ impl<F: Fabric> Worker<F> {
         // operation in flight, and a slot is reused only once its job is done.
         let window = PIPELINE_WINDOW.min(keys.len());
         let mut slots: Vec<Option<InFlight<'_>>> = (0..window).map(|_| None).collect();
-        let mut moved = Vec::new();
+        let mut moved = Vec::with_capacity(keys.len());
         let r = self.run_batch(keys, alloc, &mut slots, &mut results, &mut moved);
         // The new addresses are cached together (Pragh 4.1's target caches
         // each one), whatever the batch's end: they are published.
