@@ -175,8 +175,9 @@ pub trait Port: Send {
     fn inflight(&self) -> usize;
 
     /// A hint that `wr` will be posted soon; changes nothing a request can
-    /// observe. The in-process fabric brings the target's bytes into the
-    /// CPU's cache, as a NIC's DMA would fetch them without the CPU, so a
+    /// observe. The in-process fabric brings the first lines of the
+    /// target's bytes into the CPU's cache (`memory::PREFETCH_BYTES_MAX`),
+    /// as a NIC's DMA would fetch them without the CPU, so a
     /// caller that prefetches a batch of requests and then posts them does
     /// not stall on a miss per request. Other fabrics ignore it.
     #[inline]

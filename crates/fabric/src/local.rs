@@ -400,17 +400,9 @@ impl Port for LocalPort {
     fn prefetch(&mut self, wr: &WorkRequest) {
         let (len, for_write) = match &wr.verb {
             Verb::Read { buf } => (buf.len() as u64, false),
-            &Verb::ReadTo {
-                region,
-                offset,
-                len,
-            } => {
-                // The lines the bytes land in, for writing, as well.
-                let me = self.machine;
-                self.regions
-                    .prefetch(&self.inner.hosted, me, region, offset, len, true);
-                (len, false)
-            }
+            // The lines the bytes land in are not asked for: they are
+            // written whole, and asking for them measured slower.
+            Verb::ReadTo { len, .. } => (*len, false),
             Verb::Write { data } => (data.len() as u64, true),
             Verb::Cas { .. } | Verb::FetchAdd { .. } => (8, true),
         };

@@ -33,9 +33,13 @@ use crate::{FabricError, MachineId, Message, RegionId, RegionInfo, Result};
 /// offset in the address word (Pragh 4.1).
 pub const REGION_BYTES_MAX: u64 = 1 << 37;
 
-/// Most bytes [`Region::prefetch`] asks for at once (a larger request's
-/// first lines start the hardware's own prefetching of the rest).
-pub const PREFETCH_BYTES_MAX: u64 = 4096;
+/// Most bytes [`Region::prefetch`] asks for at once: two lines, the whole
+/// of a bucket or a small value. A longer request's copy reads on from
+/// there, where the hardware's stream prefetcher follows it; asking for
+/// every line of 1 KB values (and of the blocks they land in) made one
+/// thread's migrations about 10% slower than asking for two (stop 30 in
+/// docs/results.md), as if the hints crowded out each other and the copies.
+pub const PREFETCH_BYTES_MAX: u64 = 128;
 
 /// A zero-initialised, fixed-size array of atomic words.
 pub struct Region {
