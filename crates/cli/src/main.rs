@@ -180,9 +180,9 @@ impl ClusterFlags {
 /// to the kernel. glibc serves large allocations (a location cache shard's
 /// table as it doubles, B-tree nodes, batch vectors) with fresh `mmap`s and
 /// unmaps them when freed, so each growth faults in and zeroes new pages:
-/// under a migration batch that was 3-9 us a fault on this VM and a sixth of
-/// the time of a 1 KB migration (docs/results.md, "Migration speed, stop
-/// 30"). Servers keep their maps for their lifetime; the memory a process
+/// in a profile of 1 KB migrations on a freshly booted VM that was 17% of
+/// the batch's time (docs/results.md, "Migration speed, stop 30").
+/// Servers keep their maps for their lifetime; the memory a process
 /// freed is the memory it will want again. Allocations up to 32 MiB (glibc's
 /// largest threshold) come from the heap, and the heap is never trimmed.
 fn keep_freed_memory() {

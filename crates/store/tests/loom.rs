@@ -262,14 +262,16 @@ enum Migrated {
 /// appends `Migrated::Moved::replaced` to the old holder's reclaim ring.
 fn migrate(c: &Cluster, order: Order) -> Migrated {
     for _ in 0..RETRIES_MAX {
-        // migrate: read_value_fresh, LOOKUP then READ the value and verify
-        // its header (Fig. 6 lines 3 and 6; the figure does not check it).
+        // migrate: LOOKUP, then READ the value into the block allocated for
+        // it and verify the landed header (Fig. 6 lines 3-6; the figure does
+        // not check it). Modelled as a verified READ whose bytes are then
+        // stored in the block: the bytes that land are the bytes read.
         let (word, addr, value) = read_current(c);
         let holder = addr.holder(HOME);
         if holder == OTHER {
             return Migrated::AlreadyHere;
         }
-        // migrate: alloc.alloc here, then WRITE the copy (Fig. 6 lines 4-6).
+        // migrate: the block allocated here holds the landed copy.
         let new = block_addr(OTHER, BLOCK_MIGRATE);
         c.values(OTHER)
             .write_words(new.offset_units() as usize, &value);
