@@ -226,6 +226,18 @@ impl Port for AnyPort {
     }
 
     #[inline]
+    fn read_overlapped(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        buf: &mut [u8],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<()> {
+        each!(AnyPort, self, p => p.read_overlapped(target, region, offset, buf, meanwhile))
+    }
+
+    #[inline]
     fn read_word(&mut self, target: MachineId, region: RegionId, offset: u64) -> Result<u64> {
         each!(AnyPort, self, p => p.read_word(target, region, offset))
     }

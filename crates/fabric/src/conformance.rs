@@ -627,6 +627,32 @@ pub fn posting_a_list<C: Cluster>(c: &C) {
     drain(&mut p, limit);
 }
 
+/// `Port::read_overlapped` reads as `Port::read` does and runs its
+/// `meanwhile` exactly once, on another machine's memory and on its own;
+/// a READ refused at once (out of bounds) runs nothing.
+pub fn read_with_work_meanwhile<C: Cluster>(c: &C) {
+    let r1 = region_on(c, 1, "overlap", 256);
+    let r0 = region_on(c, 0, "overlap", 256);
+    let mut p = port(c, 0);
+    p.write(1, r1, 64, &[7u8; 64]).unwrap();
+    p.write(0, r0, 64, &[9u8; 64]).unwrap();
+    for (m, r, byte) in [(1, r1, 7u8), (0, r0, 9u8)] {
+        let mut buf = vec![0u8; 64];
+        let mut ran = 0;
+        p.read_overlapped(m, r, 64, &mut buf, &mut || ran += 1)
+            .unwrap();
+        assert_eq!(buf, vec![byte; 64], "machine {m}");
+        assert_eq!(ran, 1, "meanwhile runs once (machine {m})");
+    }
+    let mut buf = vec![0u8; 64];
+    let mut ran = 0;
+    assert!(matches!(
+        p.read_overlapped(1, r1, 256, &mut buf, &mut || ran += 1),
+        Err(FabricError::OutOfBounds { .. })
+    ));
+    assert_eq!(ran, 0, "a refused READ runs nothing meanwhile");
+}
+
 /// Generates one `#[test]` per conformance check for a cluster constructor expression.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -662,6 +688,10 @@ macro_rules! conformance_suite {
         #[test]
         fn prefetch_is_only_a_hint() {
             $crate::conformance::prefetch_is_only_a_hint(&$make);
+        }
+        #[test]
+        fn read_with_work_meanwhile() {
+            $crate::conformance::read_with_work_meanwhile(&$make);
         }
         #[test]
         fn posting_a_list() {

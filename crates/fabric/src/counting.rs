@@ -322,6 +322,19 @@ impl<P: Port> Port for CountingPort<P> {
         self.inner.read(target, region, offset, buf)
     }
     #[inline]
+    fn read_overlapped(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        buf: &mut [u8],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<()> {
+        self.count(target, OpKind::Read, buf.len() as u64);
+        self.inner
+            .read_overlapped(target, region, offset, buf, meanwhile)
+    }
+    #[inline]
     fn read_word(&mut self, target: MachineId, region: RegionId, offset: u64) -> Result<u64> {
         self.count(target, OpKind::Read, 8);
         self.inner.read_word(target, region, offset)

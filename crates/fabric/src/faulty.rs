@@ -192,6 +192,18 @@ impl<P: Port> Port for FaultyPort<P> {
         self.gate()?;
         self.inner.read(target, region, offset, buf)
     }
+    fn read_overlapped(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        buf: &mut [u8],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<()> {
+        self.gate()?;
+        self.inner
+            .read_overlapped(target, region, offset, buf, meanwhile)
+    }
     fn read_word(&mut self, target: MachineId, region: RegionId, offset: u64) -> Result<u64> {
         self.gate()?;
         self.inner.read_word(target, region, offset)

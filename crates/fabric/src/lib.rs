@@ -206,6 +206,24 @@ pub trait Port: Send {
         }
     }
 
+    /// [`Port::read`], running `meanwhile` while the READ is in flight:
+    /// after it is issued and before its completion is awaited, as an RDMA
+    /// worker does its own bookkeeping between posting a READ and polling
+    /// for it. `meanwhile` runs only if the READ was issued (a request
+    /// refused at once runs nothing). The default runs it after the READ.
+    fn read_overlapped(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        buf: &mut [u8],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<()> {
+        self.read(target, region, offset, buf)?;
+        meanwhile();
+        Ok(())
+    }
+
     /// Reads one word.
     fn read_word(&mut self, target: MachineId, region: RegionId, offset: u64) -> Result<u64> {
         let mut b = [0u8; 8];

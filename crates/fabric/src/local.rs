@@ -484,6 +484,28 @@ impl Port for LocalPort {
         Ok(())
     }
 
+    /// The READ applies at once; `meanwhile` runs in the modelled flight,
+    /// which is then waited out.
+    #[inline]
+    fn read_overlapped(
+        &mut self,
+        target: MachineId,
+        region: RegionId,
+        offset: u64,
+        buf: &mut [u8],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<()> {
+        self.apply_ref(target, region, offset, VerbRef::Read(buf))?;
+        if self.is_remote(target) {
+            let ready = self.inner.reserve(self.machine, buf.len() as u64);
+            meanwhile();
+            self.inner.spin_until(ready);
+        } else {
+            meanwhile();
+        }
+        Ok(())
+    }
+
     #[inline]
     fn read_word(&mut self, target: MachineId, region: RegionId, offset: u64) -> Result<u64> {
         let mut b = [0u8; 8];

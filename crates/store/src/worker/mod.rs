@@ -231,12 +231,33 @@ impl<F: Fabric> Worker<F> {
 
     /// Reads the value at `addr` into `self.value`; false if its header does not match.
     fn fetch(&mut self, home: MachineId, addr: Addr) -> Result<bool> {
+        self.fetch_counting(home, addr, None)
+    }
+
+    /// [`Worker::fetch`] that also counts an access for the monitor in the
+    /// location cache (`record`: key, its address word, the time to stamp a
+    /// new entry with) while the READ is in flight, so the counting costs a
+    /// remote GET no time of its own (Pragh 4.4's monitor rides on reads).
+    fn fetch_counting(
+        &mut self,
+        home: MachineId,
+        addr: Addr,
+        record: Option<(Key, u64, u64)>,
+    ) -> Result<bool> {
         let holder = addr.holder(home);
         let bytes = (addr.size_units() * 8) as usize;
         self.value.resize(bytes, 0);
         let vr = self.values_region(holder);
-        self.port
-            .read(holder, vr, addr.offset_units() * 8, &mut self.value)?;
+        let offset = addr.offset_units() * 8;
+        match (record, self.shared.caches[self.machine as usize].as_ref()) {
+            (Some((key, word, now)), Some(cache)) => {
+                self.port
+                    .read_overlapped(holder, vr, offset, &mut self.value, &mut || {
+                        cache.record(key, word, now)
+                    })?
+            }
+            _ => self.port.read(holder, vr, offset, &mut self.value)?,
+        }
         self.stats.values_read += 1;
         self.stats.values_read_remote += (holder != self.machine) as u64;
         let header = Header::decode(u64::from_le_bytes(

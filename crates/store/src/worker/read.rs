@@ -34,8 +34,13 @@ impl<F: Fabric> Worker<F> {
             let Some(addr) = Addr::decode(slot.addr_word) else {
                 return lost(key, slot.addr_word).map(|()| None);
             };
-            if self.fetch(slot.home, addr)? {
-                self.note_access(key, &slot, addr);
+            // Counted while the value's READ is in flight: an access that
+            // then finds the value invalidated and retries is counted twice.
+            let record = self
+                .records(&slot, addr)
+                .then(|| (key, slot.addr_word, self.lookup_now_ns()));
+            if self.fetch_counting(slot.home, addr, record)? {
+                self.note_tracked(key);
                 return Ok(Some((slot, addr)));
             }
             // Invalidated (updated or migrated, Pragh Fig. 8 lines 15-18): drop
@@ -58,30 +63,29 @@ impl<F: Fabric> Worker<F> {
         }
     }
 
-    /// Counts a successful read of `key` for the monitor (Pragh 4.4): in the
-    /// on-demand table if the key is tracked, and in the location cache when
-    /// the cache did not see it (a key homed here whose value is elsewhere,
-    /// or any remote key when the cache is not used for lookups).
+    /// Counts a successful read of `key` in the on-demand table if the key
+    /// is tracked (Pragh 4.4's deferred mechanism).
     #[inline]
-    pub(super) fn note_access(&mut self, key: Key, slot: &Slot, addr: Addr) {
+    pub(super) fn note_tracked(&mut self, key: Key) {
         self.shared.trackers[self.machine as usize].refresh(&mut self.tracker);
         if !self.tracker.tracked().is_empty() {
             self.tracker.tracked().note(key);
         }
-        if slot.cached {
-            return;
+    }
+
+    /// Whether a read of the value at `addr` through `slot` is counted for
+    /// the monitor in the location cache (Pragh 4.4): when the cache did not
+    /// see it, that is a key homed here whose value is elsewhere, or any
+    /// remote key when the cache is not used for lookups (Split).
+    #[inline]
+    pub(super) fn records(&self, slot: &Slot, addr: Addr) -> bool {
+        if slot.cached || self.shared.caches[self.machine as usize].is_none() {
+            return false;
         }
-        let home_here = slot.home == self.machine;
-        let record = if home_here {
+        if slot.home == self.machine {
             addr.holder(slot.home) != self.machine
         } else {
             !self.shared.config.cache_lookups
-        };
-        if record {
-            let now = self.port.now_ns();
-            if let Some(c) = self.cache() {
-                c.record(key, slot.addr_word, now);
-            }
         }
     }
 
