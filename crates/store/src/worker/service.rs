@@ -32,7 +32,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use locus_fabric::{Fabric, FabricError, MachineId, Port};
 
@@ -51,6 +51,13 @@ const SERVICE_SPINS_MAX: u32 = 64;
 /// How long an idle service parks between looks at its inbox (a forwarded
 /// request wakes it at once).
 const SERVICE_IDLE_SLEEP_US: u64 = 200;
+/// The longest park of an idle service when every machine is in this
+/// process (so every sender wakes it): each park that found nothing doubles
+/// the next, up to this. Over a network nothing wakes a service, so it
+/// keeps looking every [`SERVICE_IDLE_SLEEP_US`].
+const SERVICE_IDLE_SLEEP_MAX_US: u64 = 5_000;
+/// An idle service collects garbage at least this often.
+const SERVICE_GC_INTERVAL: Duration = Duration::from_millis(10);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -466,7 +473,15 @@ fn service_loop<F: Fabric>(
         }
         lock(failure).get_or_insert(StoreError::ServiceStopped { machine: m, reason });
     };
+    // Every sender is in this process and wakes us: an idle service may
+    // park longer and longer. An idle service that looked every 200 us
+    // woke 5,000 times a second, and eight of them took a sixth of a core
+    // from the workers of a 2-core machine (docs/results.md, stop 30).
+    let woken_by_senders = (0..shared.fabric.machine_count() as MachineId)
+        .all(|m| shared.fabric.hosts(m));
     let mut idle = 0u32;
+    let mut sleep_us = SERVICE_IDLE_SLEEP_US;
+    let mut gc_at = Instant::now();
     while !stop.load(Ordering::Acquire) {
         match w.serve() {
             Ok(0) => {
@@ -475,16 +490,30 @@ fn service_loop<F: Fabric>(
                     std::thread::yield_now();
                     continue;
                 }
-                if idle.is_multiple_of(64) {
+                if gc_at.elapsed() >= SERVICE_GC_INTERVAL {
                     if let Err(e) = w.collect_garbage() {
                         return fail(format!("garbage collection failed: {e}"));
                     }
+                    gc_at = Instant::now();
                 }
                 // A request sent here unparks us (`Shared::wake`); the
                 // timeout bounds the wait for anything else.
-                std::thread::park_timeout(Duration::from_micros(SERVICE_IDLE_SLEEP_US));
+                let nap = Duration::from_micros(sleep_us);
+                let parked = Instant::now();
+                std::thread::park_timeout(nap);
+                if parked.elapsed() < nap {
+                    // Woken: a message is on its way (on the modelled fabric
+                    // it may not be visible yet), so spin for it again.
+                    idle = 0;
+                    sleep_us = SERVICE_IDLE_SLEEP_US;
+                } else if woken_by_senders {
+                    sleep_us = (sleep_us * 2).min(SERVICE_IDLE_SLEEP_MAX_US);
+                }
             }
-            Ok(_) => idle = 0,
+            Ok(_) => {
+                idle = 0;
+                sleep_us = SERVICE_IDLE_SLEEP_US;
+            }
             Err(e) => return fail(format!("its port failed: {e}")),
         }
     }
