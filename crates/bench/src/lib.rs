@@ -44,6 +44,7 @@ pub mod durability;
 mod error;
 pub mod fargraph;
 pub mod foundation;
+pub mod host_probe;
 pub mod migrate_speed;
 pub mod netmigrate;
 pub mod output;

@@ -359,6 +359,12 @@ pub struct Row {
     /// CPU seconds while measuring by thread group (of the run with the
     /// median throughput, in a median row).
     pub measure_cpu_s: std::collections::BTreeMap<String, f64>,
+    /// How fast the machine itself ran around the measured window:
+    /// nanoseconds per step of [`crate::host_probe`] on every worker thread
+    /// at once, the mean of a probe just before and just after it (0 in
+    /// files written before it existed).
+    #[serde(default)]
+    pub measure_host_probe_ns: f64,
     /// Interleaved runs this row is the median of (each field its own median;
     /// ratios are medians of each run's own ratio).
     pub runs: usize,
@@ -753,6 +759,7 @@ pub fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
             row.replica_share = median(|r| r.replica_share);
             row.measure_machine_share = median(|r| r.measure_machine_share);
             row.measure_background_share = median(|r| r.measure_background_share);
+            row.measure_host_probe_ns = median(|r| r.measure_host_probe_ns);
             row.measure_worker_preempted = median_u(|r| r.measure_worker_preempted);
             row.values_moved = median_u(|r| r.values_moved);
             row.bytes_moved = median_u(|r| r.bytes_moved);

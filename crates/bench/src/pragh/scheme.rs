@@ -400,6 +400,7 @@ pub(super) fn run_loaded(
     run.check()?;
     // Measure: repeat the sequence until it lasts long enough.
     let label = format!("{}: measuring", scheme.name());
+    let host_before = crate::host_probe::probe_ns(p.threads);
     let cpu_before = crate::threads::Snapshot::take();
     let probe = Instant::now();
     let first = run.run(&w.measure, q, p.threads, &label, r)?;
@@ -413,6 +414,7 @@ pub(super) fn run_loaded(
         run.run(&ops, q, p.threads, &label, r)?
     };
     let cpu = crate::threads::Usage::since(&cpu_before, &crate::threads::Snapshot::take());
+    let host_probe_ns = (host_before + crate::host_probe::probe_ns(p.threads)) / 2.0;
     let (moved, bytes_moved, approved) = if run.driver.is_some() {
         run.moved()
     } else {
@@ -480,6 +482,7 @@ pub(super) fn run_loaded(
         measure_background_share: cpu.share_not(&WORKER_GROUPS),
         measure_worker_preempted: cpu.preempted_of(&WORKER_GROUPS),
         measure_cpu_s: cpu.cpu_s,
+        measure_host_probe_ns: host_probe_ns,
         runs: 1,
         throughput_qps_range: [q.throughput_qps; 2],
         vs_orig_range: [0.0; 2],

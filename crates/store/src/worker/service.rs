@@ -477,8 +477,8 @@ fn service_loop<F: Fabric>(
     // park longer and longer. An idle service that looked every 200 us
     // woke 5,000 times a second, and eight of them took a sixth of a core
     // from the workers of a 2-core machine (docs/results.md, stop 30).
-    let woken_by_senders = (0..shared.fabric.machine_count() as MachineId)
-        .all(|m| shared.fabric.hosts(m));
+    let woken_by_senders =
+        (0..shared.fabric.machine_count() as MachineId).all(|m| shared.fabric.hosts(m));
     let mut idle = 0u32;
     let mut sleep_us = SERVICE_IDLE_SLEEP_US;
     let mut gc_at = Instant::now();

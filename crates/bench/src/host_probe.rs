@@ -1,0 +1,56 @@
+//! A fixed piece of work timed on every core at once, before and after a
+//! measured window (issue 13, requirement 7): how fast this machine itself
+//! ran then, whatever the benchmark did. On a shared VM the host's other
+//! tenants and its scheduling of the vCPUs change how fast the same code
+//! runs; a row whose throughput moves with the probe moved with the host.
+//!
+//! The work is a chain of dependent reads at pseudo-random places of a
+//! 4 MiB table per thread (larger than a core's L2, within the L3), so it
+//! measures the core's speed and the shared cache's latency, the two things
+//! a CPU-bound benchmark row spends its time on.
+
+/// Dependent reads per thread per probe.
+pub const PROBE_STEPS: usize = 1 << 20;
+/// Words of each thread's table (4 MiB).
+const TABLE_WORDS: usize = 1 << 19;
+
+/// Nanoseconds per step of the probe, the mean over `threads` threads that
+/// run it at the same time (the tables are built before the clock starts).
+pub fn probe_ns(threads: usize) -> f64 {
+    let threads = threads.max(1);
+    let barrier = std::sync::Barrier::new(threads);
+    let per_thread: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let table: Vec<u64> = (0..TABLE_WORDS as u64)
+                        .map(|i| locus_store::table::mix(i ^ ((t as u64) << 32)))
+                        .collect();
+                    barrier.wait();
+                    let t0 = std::time::Instant::now();
+                    let mut at = 0usize;
+                    for _ in 0..PROBE_STEPS {
+                        at = (table[at] as usize) & (TABLE_WORDS - 1);
+                    }
+                    std::hint::black_box(at);
+                    t0.elapsed().as_nanos() as f64 / PROBE_STEPS as f64
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a probe thread panicked"))
+            .collect()
+    });
+    per_thread.iter().sum::<f64>() / per_thread.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_probe_takes_a_positive_time_per_step() {
+        let ns = super::probe_ns(2);
+        assert!(ns > 0.0 && ns.is_finite(), "{ns}");
+    }
+}
