@@ -199,8 +199,7 @@ impl<F: Fabric> Worker<F> {
                     }
                     // A READ of this machine's own memory (a copy's header)
                     // costs no round trip: a load, at once. The rest go with
-                    // the pass, the value READ with its block's lines
-                    // prefetched for writing.
+                    // the pass, each prefetched (its first lines) as it is made.
                     if let Access::ReadOwnHeader { offset_units } = access {
                         let vr = self.values_region(self.machine);
                         let word = self.port.read_word(self.machine, vr, offset_units * 8)?;
