@@ -62,8 +62,10 @@
 //! ignored (counted in [`Stats::keys_ignored`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use locus_fabric::MachineId;
+use locus_store::table::mix;
 use locus_store::Key;
 
 use crate::error::{CoordinatorError, Result};
@@ -315,11 +317,66 @@ pub struct Stats {
     pub hot_ignored: u64,
 }
 
+/// A machine's latest rate for a key: (accesses/s, time of the report in
+/// ms, seconds the rate was counted over).
+type Rate = (f64, u64, f64);
+
+/// Per machine, its latest [`Rate`], in machine order: a vector, not a
+/// map, since a key has a few readers and a coordinator tracks millions of
+/// keys (a one-entry `BTreeMap` allocates a node of eleven slots).
+#[derive(Debug, Clone, Default)]
+struct Rates(Vec<(MachineId, Rate)>);
+
+impl Rates {
+    fn insert(&mut self, m: MachineId, r: Rate) {
+        match self.0.binary_search_by_key(&m, |e| e.0) {
+            Ok(i) => self.0[i].1 = r,
+            Err(i) => self.0.insert(i, (m, r)),
+        }
+    }
+
+    fn get(&self, m: MachineId) -> Option<Rate> {
+        self.0.iter().find(|e| e.0 == m).map(|e| e.1)
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (MachineId, Rate)> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+/// Hashes a key word with the store's mixer: keys are already spread by
+/// their vertex ids, and SipHash's keyed rounds cost more than the rest of
+/// a report's handling (`benches/coordinator.rs`).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = mix(x);
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = mix(self.0 ^ b as u64);
+        }
+    }
+}
+
+type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<KeyHasher>>;
+
 #[derive(Debug, Clone, Default)]
 struct KeyState {
     holder: MachineId,
-    /// Per machine: (accesses/s, time of the report in ms, seconds the rate was counted over).
-    rates: BTreeMap<MachineId, (f64, u64, f64)>,
+    /// Per machine, its latest rate for this key.
+    rates: Rates,
     in_flight: bool,
     moved_at_ms: Option<u64>,
     /// Deferred: the holder is tracking this key until this time.
@@ -333,7 +390,7 @@ struct KeyState {
 pub struct Coordinator {
     config: PolicyConfig,
     now_ms: u64,
-    keys: HashMap<Key, KeyState>,
+    keys: KeyMap<KeyState>,
     /// Deferred: per holder, when its tracking interval ends.
     tracking: BTreeMap<MachineId, u64>,
     /// Deferred: keys to ask each holder to track at the next opportunity.
@@ -348,7 +405,7 @@ impl Coordinator {
         Ok(Coordinator {
             config,
             now_ms: 0,
-            keys: HashMap::new(),
+            keys: KeyMap::default(),
             tracking: BTreeMap::new(),
             to_track: BTreeMap::new(),
             stats: Stats::default(),
@@ -478,7 +535,7 @@ impl Coordinator {
         secs: f64,
     ) -> bool {
         let now = self.now_ms;
-        if !self.keys.contains_key(&key) && self.keys.len() >= self.config.keys_max {
+        if self.keys.len() >= self.config.keys_max && !self.keys.contains_key(&key) {
             self.forget_stale();
             if self.keys.len() >= self.config.keys_max {
                 self.stats.keys_ignored += 1;
@@ -502,7 +559,7 @@ impl Coordinator {
         self.keys.retain(|_, k| {
             k.in_flight
                 || k.tracking_until_ms.is_some()
-                || k.rates.values().any(|&(_, at, _)| at >= horizon)
+                || k.rates.iter().any(|(_, (_, at, _))| at >= horizon)
         });
     }
 
@@ -530,7 +587,7 @@ impl Coordinator {
         }
         let fresh = now.saturating_sub(cfg.forget_after_ms);
         let interval_s = cfg.interval_ms as f64 / 1000.0;
-        for (&m, &(rate, at, secs)) in &k.rates {
+        for (m, (rate, at, secs)) in k.rates.iter() {
             if m == k.holder || Some(m) == target || at < fresh {
                 continue;
             }
@@ -564,7 +621,7 @@ impl Coordinator {
         let fresh = now.saturating_sub(cfg.forget_after_ms);
         let mut best: Option<(MachineId, f64, f64)> = None;
         let mut second = 0.0f64;
-        for (&m, &(rate, at, secs)) in &k.rates {
+        for (m, (rate, at, secs)) in k.rates.iter() {
             if m == k.holder || at < fresh {
                 continue;
             }
@@ -592,7 +649,7 @@ impl Coordinator {
                 return None;
             }
         }
-        let holder_rate = k.rates.get(&k.holder).filter(|r| r.1 >= fresh).map(|r| r.0);
+        let holder_rate = k.rates.get(k.holder).filter(|r| r.1 >= fresh).map(|r| r.0);
         let holder_rate = match (holder_rate, cfg.mode) {
             (Some(r), _) => r,
             (None, Mode::Eager) => 0.0,
