@@ -465,3 +465,75 @@ fn an_instant_report_below_the_per_second_threshold_waits_for_the_interval() {
     // The same key counted at 100 in 500 ms (200/s) moves at once.
     assert_eq!(migrations(&c.step(1, hot(100, 500))), vec![(9, 1, 4)]);
 }
+
+#[test]
+fn eager_asks_the_holder_first_for_a_key_below_the_eager_rate() {
+    let mut c = Coordinator::new(PolicyConfig {
+        eager_rate_min_per_s: 100.0,
+        ..eager()
+    })
+    .unwrap();
+    // 60/s and 70/s from machine 5 on keys 20 and 21, held at their homes
+    // (3 and 4), which have not reported them: below the 100/s eager rate,
+    // so the homes are asked to count their own accesses first.
+    let a = c.step(0, report(5, &[(20, 3, 60), (21, 4, 70)]));
+    assert!(migrations(&a).is_empty(), "{a:?}");
+    let mut tracks: Vec<_> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::Track { machine, keys } => Some((*machine, keys.clone())),
+            _ => None,
+        })
+        .collect();
+    tracks.sort();
+    assert_eq!(tracks, vec![(3, vec![Key(20)]), (4, vec![Key(21)])]);
+    // A hot key (300/s) from the same report's machine moves at once.
+    assert_eq!(
+        migrations(&c.step(1, report(5, &[(22, 3, 300)]))),
+        vec![(22, 3, 5)]
+    );
+    // After an interval the homes' counts come back: home 3 reads key 20
+    // 50 times (60 is not 50% more: it stays), home 4 never reads key 21.
+    let mut collects: Vec<_> = c
+        .step(1_000, Event::Tick)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Collect { machine } => Some(machine),
+            _ => None,
+        })
+        .collect();
+    collects.sort();
+    assert_eq!(collects, vec![3, 4]);
+    let a = c.step(
+        1_001,
+        Event::Tracked {
+            machine: 3,
+            interval_ms: 1_000,
+            counts: vec![(Key(20), 50)],
+        },
+    );
+    assert!(migrations(&a).is_empty(), "{a:?}");
+    let a = c.step(
+        1_002,
+        Event::Tracked {
+            machine: 4,
+            interval_ms: 1_000,
+            counts: vec![(Key(21), 0)],
+        },
+    );
+    assert_eq!(migrations(&a), vec![(21, 4, 5)]);
+}
+
+#[test]
+fn a_key_that_could_not_move_is_not_tracked() {
+    let mut c = Coordinator::new(PolicyConfig {
+        eager_rate_min_per_s: 100.0,
+        ..eager()
+    })
+    .unwrap();
+    // Six accesses: below count_min whatever the holder reads.
+    let a = c.step(0, report(5, &[(30, 3, 6)]));
+    assert!(a.is_empty(), "{a:?}");
+    assert_eq!(c.stats().insignificant, 1);
+    assert_eq!(c.stats().track_requests, 0);
+}

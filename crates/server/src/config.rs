@@ -333,6 +333,9 @@ pub struct PolicySection {
     pub dwell_ms: u64,
     /// Rates below this are not worth a migration.
     pub rate_min_per_s: f64,
+    /// Eager mode moves without the holder's own counts only at this rate
+    /// (accesses/s; Pragh 6.4's 100; 0 for Pragh's eager mode on every key).
+    pub eager_rate_min_per_s: f64,
     /// Approve read-only replicas (needs `store.replica_mb > 0`).
     pub replicas: bool,
     /// How often monitors drain hot lists (instant reports).
@@ -350,6 +353,7 @@ impl Default for PolicySection {
             interval_ms: p.interval_ms,
             dwell_ms: p.dwell_ms,
             rate_min_per_s: p.rate_min_per_s,
+            eager_rate_min_per_s: p.eager_rate_min_per_s,
             replicas: p.replicas,
             hot_poll_ms: 100,
             report_count_min: 2,
@@ -377,6 +381,7 @@ impl PolicySection {
             interval_ms: self.interval_ms,
             dwell_ms: self.dwell_ms,
             rate_min_per_s: self.rate_min_per_s,
+            eager_rate_min_per_s: self.eager_rate_min_per_s,
             forget_after_ms: (self.interval_ms * 3).max(PolicyConfig::default().forget_after_ms),
             replicas: self.replicas,
             ..PolicyConfig::default()

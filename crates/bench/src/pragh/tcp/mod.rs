@@ -336,6 +336,7 @@ fn spec(scheme: Scheme, csr: &Csr, p: &Settings, tcp: &TcpSettings) -> Spec {
         interval_ms: d.policy.interval_ms,
         dwell_ms: d.policy.dwell_ms,
         rate_min_per_s: d.policy.rate_min_per_s,
+        eager_rate_min_per_s: d.policy.eager_rate_min_per_s,
         replicas: d.policy.replicas,
         hot_poll_ms: d.hot_poll_ms,
         report_count_min: d.report_count_min,
