@@ -253,6 +253,17 @@ fn bad_settings_are_refused_naming_the_field() {
         ),
         "{e:?}"
     );
+    let bad = PolicyConfig {
+        eager_rate_min_per_s: -1.0,
+        ..eager()
+    };
+    assert!(matches!(
+        bad.validate(),
+        Err(CoordinatorError::InvalidSetting {
+            field: "eager_rate_min_per_s",
+            ..
+        })
+    ));
     assert!(Coordinator::restore(
         PolicyConfig {
             keys_max: 0,
