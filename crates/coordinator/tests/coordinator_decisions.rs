@@ -515,23 +515,14 @@ fn eager_asks_the_holder_first_for_a_key_below_the_eager_rate() {
         .collect();
     collects.sort();
     assert_eq!(collects, vec![3, 4]);
-    let a = c.step(
-        1_001,
-        Event::Tracked {
-            machine: 3,
-            interval_ms: 1_000,
-            counts: vec![(Key(20), 50)],
-        },
-    );
+    let tracked = |machine, key, count| Event::Tracked {
+        machine,
+        interval_ms: 1_000,
+        counts: vec![(Key(key), count)],
+    };
+    let a = c.step(1_001, tracked(3, 20, 50));
     assert!(migrations(&a).is_empty(), "{a:?}");
-    let a = c.step(
-        1_002,
-        Event::Tracked {
-            machine: 4,
-            interval_ms: 1_000,
-            counts: vec![(Key(21), 0)],
-        },
-    );
+    let a = c.step(1_002, tracked(4, 21, 0));
     assert_eq!(migrations(&a), vec![(21, 4, 5)]);
 }
 
