@@ -10,17 +10,58 @@
 //! A job that panics poisons the pool: the panic is recorded, later calls
 //! return [`FabricError::WorkerPanicked`], and the thread drops its contexts
 //! (they may be half-updated) and keeps draining the queue without running jobs.
+//!
+//! [`Pool::broadcast`] hands one job to every thread with all of that
+//! thread's contexts ([`Contexts`]): the threads can then take work from a
+//! shared counter themselves, acting as whichever machine each item needs,
+//! while the caller sleeps. A benchmark measures that way with no thread of
+//! its own queueing jobs beside the workers (on 2 cores such a thread took
+//! a tenth of the measured window from the fastest runs).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crossbeam_channel::{bounded, Sender};
 
 use crate::{check_machine, FabricError, MachineId, Result};
 
-type Job<C> = (MachineId, Box<dyn FnOnce(&mut C) + Send>);
+type Factory<C> = dyn Fn(MachineId) -> std::result::Result<C, String> + Send + Sync;
+
+/// A job for one machine, or (from [`Pool::broadcast`]) for a thread with all its contexts.
+enum Job<C> {
+    One(MachineId, Box<dyn FnOnce(&mut C) + Send>),
+    All(Arc<dyn Fn(&mut Contexts<'_, C>) + Send + Sync>),
+}
+
+/// One worker thread's contexts, one per machine, each made by the pool's
+/// factory on first use (see [`Pool::broadcast`]).
+pub struct Contexts<'a, C> {
+    slots: &'a mut [Option<C>],
+    factory: &'a Factory<C>,
+}
+
+impl<C> Contexts<'_, C> {
+    /// This thread's context for `machine`, made now if it has none. A
+    /// machine out of range, or a factory that fails, panics: the pool
+    /// records it and is poisoned, as for a job that panics.
+    pub fn get(&mut self, machine: MachineId) -> &mut C {
+        let machines = self.slots.len();
+        let slot = self
+            .slots
+            .get_mut(machine as usize)
+            .unwrap_or_else(|| panic!("machine {machine} is not in a pool of {machines} machines"));
+        if slot.is_none() {
+            *slot = Some(
+                (self.factory)(machine)
+                    .unwrap_or_else(|e| panic!("cannot set up machine {machine}: {e}")),
+            );
+        }
+        slot.as_mut().expect("just set")
+    }
+}
 
 /// Default number of jobs queued before `execute` blocks.
 pub const QUEUE_JOBS_MAX: usize = 4096;
@@ -82,7 +123,7 @@ impl<C: 'static> Pool<C> {
             idle: Condvar::new(),
             poison: Mutex::new(None),
         });
-        let factory = Arc::new(factory);
+        let factory: Arc<Factory<C>> = Arc::new(factory);
         let mut workers = Vec::with_capacity(threads);
         for t in 0..threads {
             let rx = rx.clone();
@@ -92,17 +133,22 @@ impl<C: 'static> Pool<C> {
                 .name(format!("locus-worker-{t}"))
                 .spawn(move || {
                     let mut contexts: Vec<Option<C>> = (0..machines).map(|_| None).collect();
-                    for (machine, job) in rx.iter() {
+                    for job in rx.iter() {
                         if shared.check().is_ok() {
-                            let slot = &mut contexts[machine as usize];
-                            let run = catch_unwind(AssertUnwindSafe(|| {
-                                if slot.is_none() {
-                                    *slot = Some(factory(machine).unwrap_or_else(|e| {
-                                        panic!("cannot set up machine {machine}: {e}")
-                                    }));
-                                }
-                                job(slot.as_mut().expect("just set"));
-                            }));
+                            let mut ctx = Contexts {
+                                slots: &mut contexts,
+                                factory: &*factory,
+                            };
+                            let (run, whose) = match job {
+                                Job::One(machine, job) => (
+                                    catch_unwind(AssertUnwindSafe(|| job(ctx.get(machine)))),
+                                    format!("job for machine {machine}"),
+                                ),
+                                Job::All(job) => (
+                                    catch_unwind(AssertUnwindSafe(|| job(&mut ctx))),
+                                    "job broadcast to every thread".to_string(),
+                                ),
+                            };
                             if let Err(panic) = run {
                                 let reason = panic
                                     .downcast_ref::<&str>()
@@ -110,7 +156,7 @@ impl<C: 'static> Pool<C> {
                                     .or_else(|| panic.downcast_ref::<String>().cloned())
                                     .unwrap_or_else(|| "a job panicked".to_string());
                                 let mut p = shared.poison.lock().unwrap_or_else(|e| e.into_inner());
-                                p.get_or_insert(format!("job for machine {machine}: {reason}"));
+                                p.get_or_insert(format!("{whose}: {reason}"));
                                 drop(p);
                                 contexts.iter_mut().for_each(|c| *c = None);
                             }
@@ -141,9 +187,32 @@ impl<C: 'static> Pool<C> {
     {
         check_machine(machine, self.machines)?;
         self.shared.check()?;
+        self.send(Job::One(machine, Box::new(job)))
+    }
+
+    /// Queues one copy of `job` per thread; each copy runs with the
+    /// contexts of the thread that takes it ([`Contexts::get`]). Threads that
+    /// are idle take one copy each; a thread busy with an earlier job may
+    /// leave its copy to another, which runs it after its own. So a job that
+    /// splits work should take it from a shared counter (each copy looping
+    /// until none is left), as `locus_workloads::traversal::run_ops` does,
+    /// and then every item runs exactly once however the copies fall.
+    pub fn broadcast<J>(&self, job: J) -> Result<()>
+    where
+        J: Fn(&mut Contexts<'_, C>) + Send + Sync + 'static,
+    {
+        self.shared.check()?;
+        let job: Arc<dyn Fn(&mut Contexts<'_, C>) + Send + Sync> = Arc::new(job);
+        for _ in 0..self.workers.len() {
+            self.send(Job::All(Arc::clone(&job)))?;
+        }
+        Ok(())
+    }
+
+    fn send(&self, job: Job<C>) -> Result<()> {
         self.shared.pending.fetch_add(1, Ordering::AcqRel);
         let tx = self.tx.as_ref().expect("sender lives until drop");
-        if tx.send((machine, Box::new(job))).is_err() {
+        if tx.send(job).is_err() {
             self.shared.finish_one();
             return Err(FabricError::WorkerPanicked {
                 reason: "the worker threads have exited".into(),
@@ -154,16 +223,33 @@ impl<C: 'static> Pool<C> {
 
     /// Waits until every queued job has finished; an error if one panicked.
     pub fn wait_idle(&self) -> Result<()> {
+        while !self.wait_idle_for(Duration::from_secs(3600))? {}
+        Ok(())
+    }
+
+    /// Waits at most `timeout` for every queued job to finish: true if they
+    /// did, false if some still run; an error if one panicked.
+    pub fn wait_idle_for(&self, timeout: Duration) -> Result<bool> {
         let mut g = self
             .shared
             .idle_lock
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        let deadline = std::time::Instant::now() + timeout;
         while self.shared.pending.load(Ordering::Acquire) != 0 {
-            g = self.shared.idle.wait(g).unwrap_or_else(|e| e.into_inner());
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return self.shared.check().map(|()| false);
+            }
+            g = self
+                .shared
+                .idle
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         drop(g);
-        self.shared.check()
+        self.shared.check().map(|()| true)
     }
 }
 
@@ -215,6 +301,72 @@ mod tests {
         pool.execute(0, |_| {}).unwrap();
         let err = pool.wait_idle().unwrap_err().to_string();
         assert!(err.contains("no memory"), "{err}");
+    }
+
+    #[test]
+    fn a_broadcast_job_runs_once_per_thread_and_can_act_as_every_machine() {
+        let pool = Pool::new(3, 4, |m| Ok((m, 0u64))).unwrap();
+        let next = Arc::new(AtomicUsize::new(0));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let sum = Arc::new(AtomicU64::new(0));
+        let (n2, r2, s2) = (Arc::clone(&next), Arc::clone(&runs), Arc::clone(&sum));
+        pool.broadcast(move |ctx| {
+            r2.fetch_add(1, Ordering::Relaxed);
+            loop {
+                let i = n2.fetch_add(1, Ordering::Relaxed) as u64;
+                if i >= 1000 {
+                    break;
+                }
+                let m = (i % 4) as MachineId;
+                let c: &mut (MachineId, u64) = ctx.get(m);
+                assert_eq!(c.0, m, "context belongs to the item's machine");
+                c.1 += 1;
+                s2.fetch_add(i, Ordering::Relaxed);
+            }
+        })
+        .unwrap();
+        pool.wait_idle().unwrap();
+        // Every item exactly once, however the copies fell to threads.
+        assert_eq!(sum.load(Ordering::Relaxed), (0..1000).sum::<u64>());
+        assert_eq!(runs.load(Ordering::Relaxed), 3, "one copy per thread");
+        // The contexts a broadcast made are the ones later jobs get.
+        let seen = Arc::new(AtomicU64::new(0));
+        for m in 0..4 {
+            for _ in 0..3 {
+                let seen = Arc::clone(&seen);
+                pool.execute(m, move |c: &mut (MachineId, u64)| {
+                    seen.fetch_add(c.1, Ordering::Relaxed);
+                })
+                .unwrap();
+            }
+        }
+        pool.wait_idle().unwrap();
+        assert!(seen.load(Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn a_broadcast_job_for_a_machine_out_of_range_poisons_the_pool() {
+        let pool = Pool::new(2, 2, |_| Ok(())).unwrap();
+        pool.broadcast(|ctx| {
+            ctx.get(7);
+        })
+        .unwrap();
+        let err = pool.wait_idle().unwrap_err().to_string();
+        assert!(err.contains("machine 7 is not in a pool of 2"), "{err}");
+        assert!(pool.broadcast(|_| {}).is_err());
+    }
+
+    #[test]
+    fn waiting_for_idle_can_time_out() {
+        let pool = Pool::new(1, 1, |_| Ok(())).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        pool.execute(0, move |_| {
+            let _ = rx.recv_timeout(Duration::from_secs(30));
+        })
+        .unwrap();
+        assert!(!pool.wait_idle_for(Duration::from_millis(20)).unwrap());
+        tx.send(()).unwrap();
+        assert!(pool.wait_idle_for(Duration::from_secs(30)).unwrap());
     }
 
     #[test]

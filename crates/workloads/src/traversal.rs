@@ -7,9 +7,9 @@
 //! rate is remote one-sided operations over all one-sided operations issued
 //! during the run, from the fabric's exact counters.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use locus_fabric::counting::{Counters, Locality};
 use locus_fabric::pool::Pool;
@@ -225,6 +225,9 @@ pub fn run_two_hop<F: Fabric>(
     Ok(run_ops(store, counters, threads, &ops, q, progress)?.queries)
 }
 
+/// How often [`run_ops`] reports progress while it waits for the workers.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
 /// Runs `ops` on `threads` workers, each on its start vertex's home machine,
 /// and reports queries and updates separately. The run's first failed
 /// operation is [`WorkloadError::Op`] (every operation still runs); a pool
@@ -251,27 +254,38 @@ pub fn run_ops<F: Fabric>(
     let finished: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let results = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
+    let next = Arc::new(AtomicUsize::new(0));
     let error: Arc<Mutex<Option<WorkloadError>>> = Arc::new(Mutex::new(None));
+    let shared_ops: Arc<[Op]> = ops.into();
     let before = counters.total();
     let gets_before = store.get_counts();
     let t0 = Instant::now();
-    for (i, &op) in ops.iter().enumerate() {
-        let (latencies, finished, results, done_job, error) = (
+    {
+        let (latencies, finished, results, done, next, error) = (
             Arc::clone(&latencies),
             Arc::clone(&finished),
             Arc::clone(&results),
             Arc::clone(&done),
+            Arc::clone(&next),
             Arc::clone(&error),
         );
-        let machine = store.owner(op.start());
-        pool.execute(machine, move |w| {
-            thread_local!(static OUT: std::cell::RefCell<Vec<VertexId>> = const { std::cell::RefCell::new(Vec::new()) });
-            OUT.with(|out| {
-                let mut out = out.borrow_mut();
+        let store = store.clone();
+        // The workers take the operations in order from a shared counter,
+        // each as its start vertex's machine: no thread queues jobs beside
+        // them while they are measured (this one sleeps below).
+        pool.broadcast(move |contexts| {
+            let mut out = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&op) = shared_ops.get(i) else { break };
+                let machine = store.owner(op.start());
+                let w = contexts.get(machine);
                 out.clear();
                 let t = Instant::now();
                 let r = match op {
-                    Op::TwoHop(v) if q.pipelined => w.two_hop_pipelined(v, q.k, &mut out).map(|_| ()),
+                    Op::TwoHop(v) if q.pipelined => {
+                        w.two_hop_pipelined(v, q.k, &mut out).map(|_| ())
+                    }
                     Op::TwoHop(v) => w.two_hop(v, q.k, &mut out).map(|_| ()),
                     Op::InsertEdge(v, u) => w.insert_edge(v, u).map(|_| ()),
                 };
@@ -296,15 +310,14 @@ pub fn run_ops<F: Fabric>(
                             });
                     }
                 }
-            });
-            done_job.fetch_add(1, Ordering::Relaxed);
+                done.fetch_add(1, Ordering::Relaxed);
+            }
         })
         .map_err(pool_error)?;
-        if i % 1024 == 0 {
-            progress(done.load(Ordering::Relaxed));
-        }
     }
-    pool.wait_idle().map_err(pool_error)?;
+    while !pool.wait_idle_for(PROGRESS_EVERY).map_err(pool_error)? {
+        progress(done.load(Ordering::Relaxed));
+    }
     let elapsed = t0.elapsed().as_secs_f64();
     // The pool's workers hand their GET counts to the store when dropped.
     drop(pool);
