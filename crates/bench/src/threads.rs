@@ -9,7 +9,9 @@
 //! how much CPU the background threads and other processes took while it was
 //! measured. [`Usage::since`] says that for each run, from Linux's per-thread
 //! accounting (`/proc/self/task/*/stat`, `/proc/self/stat`); elsewhere it is
-//! empty and says so.
+//! empty and says so. It also says how much CPU the hypervisor withheld from
+//! this VM's vCPUs (steal time, `/proc/stat`): time no thread of any process
+//! here could run, which no per-thread count shows.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +30,8 @@ pub struct Snapshot {
     involuntary: BTreeMap<u32, u64>,
     /// Involuntary context switches of the whole process, exited threads included.
     process_involuntary: u64,
+    /// Steal ticks of all CPUs since boot (`/proc/stat`), if readable.
+    steal_ticks: Option<u64>,
 }
 
 /// The group of threads that ended between two snapshots (a pool made and
@@ -48,6 +52,10 @@ pub struct Usage {
     pub cpu_s: BTreeMap<String, f64>,
     /// Involuntary context switches (preemptions) by thread group.
     pub preempted: BTreeMap<String, u64>,
+    /// CPU time the hypervisor ran something else on this VM's vCPUs (steal),
+    /// over `wall_s * cores`: 0.1 means a tenth of the machine was taken
+    /// away while measuring.
+    pub steal_share: f64,
     /// False where the accounting could not be read (not Linux).
     pub available: bool,
 }
@@ -73,6 +81,12 @@ fn stat_ticks(stat: &str) -> Option<u64> {
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
     Some(utime + stime)
+}
+
+/// The steal field (the eighth number) of the `cpu` line of `/proc/stat`.
+fn steal_of(proc_stat: &str) -> Option<u64> {
+    let line = proc_stat.lines().find(|l| l.starts_with("cpu "))?;
+    line.split_whitespace().nth(8)?.parse().ok()
 }
 
 fn involuntary_of(status: &str) -> Option<u64> {
@@ -141,6 +155,9 @@ impl Snapshot {
             .and_then(|st| stat_ticks(&st))
             .unwrap_or(0);
         s.process_involuntary = process_involuntary();
+        s.steal_ticks = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|st| steal_of(&st));
         s
     }
 }
@@ -184,11 +201,16 @@ impl Usage {
             process_preempted.saturating_sub(live_preempted),
         );
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let steal = match (before.steal_ticks, after.steal_ticks) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        };
         Usage {
             wall_s,
             machine_share: process as f64 * tick_s / (wall_s * cores).max(1e-9),
             cpu_s,
             preempted,
+            steal_share: steal as f64 * tick_s / (wall_s * cores).max(1e-9),
             available: true,
         }
     }
@@ -225,6 +247,16 @@ mod tests {
         assert_eq!(group_of("locus-coordinat"), "locus-coordinat");
         assert_eq!(group_of("main"), "main");
         assert_eq!(group_of("7"), "7");
+    }
+
+    #[test]
+    fn steal_is_the_eighth_number_of_the_cpu_line() {
+        let stat = "cpu  3244041 125 408072 1029174 6471 0 12566 3133 0 0\n\
+                    cpu0 1610122 112 194348 537813 1852 0 5722 1561 0 0\n";
+        assert_eq!(steal_of(stat), Some(3133));
+        // Kernels before 2.6.11 have no steal field.
+        assert_eq!(steal_of("cpu  1 2 3 4 5 6 7\n"), None);
+        assert_eq!(steal_of("intr 5\n"), None);
     }
 
     #[test]

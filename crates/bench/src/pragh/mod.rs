@@ -365,6 +365,11 @@ pub struct Row {
     /// files written before it existed).
     #[serde(default)]
     pub measure_host_probe_ns: f64,
+    /// The share of the machine the hypervisor took from this VM while
+    /// measuring (steal time over wall seconds times cores; 0 in files
+    /// written before it existed).
+    #[serde(default)]
+    pub measure_steal_share: f64,
     /// Interleaved runs this row is the median of (each field its own median;
     /// ratios are medians of each run's own ratio).
     pub runs: usize,
@@ -760,6 +765,7 @@ pub fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
             row.measure_machine_share = median(|r| r.measure_machine_share);
             row.measure_background_share = median(|r| r.measure_background_share);
             row.measure_host_probe_ns = median(|r| r.measure_host_probe_ns);
+            row.measure_steal_share = median(|r| r.measure_steal_share);
             row.measure_worker_preempted = median_u(|r| r.measure_worker_preempted);
             row.values_moved = median_u(|r| r.values_moved);
             row.bytes_moved = median_u(|r| r.bytes_moved);

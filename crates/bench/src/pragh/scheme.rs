@@ -400,8 +400,8 @@ pub(super) fn run_loaded(
     run.check()?;
     // Measure: repeat the sequence until it lasts long enough.
     let label = format!("{}: measuring", scheme.name());
-    let host_before = crate::host_probe::probe_ns(p.threads);
-    let cpu_before = crate::threads::Snapshot::take();
+    let mut host_before = crate::host_probe::probe_ns(p.threads);
+    let mut cpu_before = crate::threads::Snapshot::take();
     let probe = Instant::now();
     let first = run.run(&w.measure, q, p.threads, &label, r)?;
     let took = probe.elapsed().as_secs_f64();
@@ -411,6 +411,11 @@ pub(super) fn run_loaded(
         let reps = (p.measure_s_min / took.max(1e-3)).ceil() as usize;
         // Repetitions 1.. insert edges the probe (repetition 0) did not.
         let ops = repeat_fresh(&w.measure, 1, reps, &w.endpoints);
+        // The host probe and the CPU accounting are of the reported run:
+        // not of the probe run, nor of this thread making the operations
+        // (which ran while no worker did and read as background CPU).
+        host_before = crate::host_probe::probe_ns(p.threads);
+        cpu_before = crate::threads::Snapshot::take();
         run.run(&ops, q, p.threads, &label, r)?
     };
     let cpu = crate::threads::Usage::since(&cpu_before, &crate::threads::Snapshot::take());
@@ -483,6 +488,7 @@ pub(super) fn run_loaded(
         measure_worker_preempted: cpu.preempted_of(&WORKER_GROUPS),
         measure_cpu_s: cpu.cpu_s,
         measure_host_probe_ns: host_probe_ns,
+        measure_steal_share: cpu.steal_share,
         runs: 1,
         throughput_qps_range: [q.throughput_qps; 2],
         vs_orig_range: [0.0; 2],
@@ -614,6 +620,8 @@ mod tests {
                 );
                 assert!((0.0..=1.5).contains(&orig.measure_machine_share));
                 assert!((0.0..=1.0).contains(&orig.measure_background_share));
+                // Ticks of 10 ms over a short window: bounded below only.
+                assert!(orig.measure_steal_share >= 0.0 && orig.measure_steal_share.is_finite());
             }
         }
         let ideal = run_scheme(
