@@ -433,9 +433,14 @@ fn pragh_scope_runs_the_scopes_asked_for_on_one_shared_load() {
         }
     }
     assert_eq!(got, want);
-    // Fig. 11's two line charts (a Replica row per scope is not the
+    // Fig. 11's line charts (a Replica row per scope is not the
     // replica-budget experiment's curve).
-    let pngs = ["pragh-scope-throughput.png", "pragh-scope-remote.png"];
+    let pngs = [
+        "pragh-scope-throughput.png",
+        "pragh-scope-speedup.png",
+        "pragh-scope-remote.png",
+        "pragh-scope-remote-gets.png",
+    ];
     for png in pngs {
         assert!(dir.path().join(png).exists(), "{png}: {err}");
         std::fs::remove_file(dir.path().join(png)).unwrap();

@@ -69,6 +69,20 @@ pub(super) fn plot_rows(dir: &std::path::Path, name: &str, rows: &[Row]) -> Resu
             series: line(&|r| r.throughput_qps.max(1e-3)),
         }
         .write_png(&at(format!("{name}-throughput.png")))?;
+        // Pragh's Fig. 11a draws the speedup after migration: each run's own
+        // ratio to its round's Orig, so rows measured with different
+        // binaries or on a faster minute of the host still line up.
+        if rows.iter().any(|r| r.scheme == "Orig") {
+            locus_plot::LineChart {
+                title: "Speedup over Orig by scope of start vertices (Pragh Fig. 11a)".into(),
+                x_label: "scope (start vertices)".into(),
+                y_label: "throughput / Orig's in the same round".into(),
+                x_log: true,
+                y_log: false,
+                series: line(&|r| r.vs_orig),
+            }
+            .write_png(&at(format!("{name}-speedup.png")))?;
+        }
         locus_plot::LineChart {
             title: "Remote accesses by scope (Pragh Fig. 11b)".into(),
             x_label: "scope (start vertices)".into(),
@@ -78,6 +92,16 @@ pub(super) fn plot_rows(dir: &std::path::Path, name: &str, rows: &[Row]) -> Resu
             series: line(&|r| r.remote_rate * 100.0),
         }
         .write_png(&at(format!("{name}-remote.png")))?;
+        // The same in the placement bound's unit (issue 13, req. 2).
+        locus_plot::LineChart {
+            title: "Remote GETs by scope (Pragh Fig. 11b, in GETs)".into(),
+            x_label: "scope (start vertices)".into(),
+            y_label: "remote GETs (%)".into(),
+            x_log: true,
+            y_log: false,
+            series: line(&|r| r.remote_gets * 100.0),
+        }
+        .write_png(&at(format!("{name}-remote-gets.png")))?;
         return Ok(wrote);
     }
     // Checked after scope rows, which have a Replica row per scope too.
