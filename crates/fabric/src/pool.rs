@@ -30,10 +30,13 @@ use crate::{check_machine, FabricError, MachineId, Result};
 
 type Factory<C> = dyn Fn(MachineId) -> std::result::Result<C, String> + Send + Sync;
 
+/// A job every thread runs with all its contexts ([`Pool::broadcast`]).
+type BroadcastJob<C> = Arc<dyn Fn(&mut Contexts<'_, C>) + Send + Sync>;
+
 /// A job for one machine, or (from [`Pool::broadcast`]) for a thread with all its contexts.
 enum Job<C> {
     One(MachineId, Box<dyn FnOnce(&mut C) + Send>),
-    All(Arc<dyn Fn(&mut Contexts<'_, C>) + Send + Sync>),
+    All(BroadcastJob<C>),
 }
 
 /// One worker thread's contexts, one per machine, each made by the pool's
@@ -202,7 +205,7 @@ impl<C: 'static> Pool<C> {
         J: Fn(&mut Contexts<'_, C>) + Send + Sync + 'static,
     {
         self.shared.check()?;
-        let job: Arc<dyn Fn(&mut Contexts<'_, C>) + Send + Sync> = Arc::new(job);
+        let job: BroadcastJob<C> = Arc::new(job);
         for _ in 0..self.workers.len() {
             self.send(Job::All(Arc::clone(&job)))?;
         }
