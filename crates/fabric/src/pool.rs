@@ -194,9 +194,10 @@ impl<C: 'static> Pool<C> {
     }
 
     /// Queues one copy of `job` per thread; each copy runs with the
-    /// contexts of the thread that takes it ([`Contexts::get`]). Threads that
-    /// are idle take one copy each; a thread busy with an earlier job may
-    /// leave its copy to another, which runs it after its own. So a job that
+    /// contexts of the thread that takes it ([`Contexts::get`]). Nothing ties
+    /// a copy to a thread: one thread may run several copies of a short job
+    /// one after another while another runs none (seen in the pool's tests),
+    /// and a busy thread leaves its copy to the others. So a job that
     /// splits work should take it from a shared counter (each copy looping
     /// until none is left), as `locus_workloads::traversal::run_ops` does,
     /// and then every item runs exactly once however the copies fall.
@@ -332,19 +333,23 @@ mod tests {
         // Every item exactly once, however the copies fell to threads.
         assert_eq!(sum.load(Ordering::Relaxed), (0..1000).sum::<u64>());
         assert_eq!(runs.load(Ordering::Relaxed), 3, "one copy per thread");
-        // The contexts a broadcast made are the ones later jobs get.
+        // The contexts a broadcast made are the ones later jobs get: every
+        // thread's contexts together counted every item once, however
+        // unevenly the threads took them. (An idle thread may take several
+        // copies of a short job; the barrier holds each copy on its thread
+        // until all three have one.)
         let seen = Arc::new(AtomicU64::new(0));
-        for m in 0..4 {
-            for _ in 0..3 {
-                let seen = Arc::clone(&seen);
-                pool.execute(m, move |c: &mut (MachineId, u64)| {
-                    seen.fetch_add(c.1, Ordering::Relaxed);
-                })
-                .unwrap();
+        let s3 = Arc::clone(&seen);
+        let all_here = Arc::new(std::sync::Barrier::new(3));
+        pool.broadcast(move |ctx| {
+            all_here.wait();
+            for m in 0..4 {
+                s3.fetch_add(ctx.get(m).1, Ordering::Relaxed);
             }
-        }
+        })
+        .unwrap();
         pool.wait_idle().unwrap();
-        assert!(seen.load(Ordering::Relaxed) > 0);
+        assert_eq!(seen.load(Ordering::Relaxed), 1000);
     }
 
     #[test]
