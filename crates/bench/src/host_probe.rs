@@ -8,6 +8,13 @@
 //! 4 MiB table per thread (larger than a core's L2, within the L3), so it
 //! measures the core's speed and the shared cache's latency, the two things
 //! a CPU-bound benchmark row spends its time on.
+//!
+//! A second probe, [`handoff_ns`], times a cache line passed back and forth
+//! between two threads: what a write to a line another core has just
+//! written costs. On this VM it moved between about 40 and 160 ns from one
+//! second to the next (stop 33 in docs/results.md), as the host placed the
+//! two vCPUs nearer or farther apart; a row that shares lines between its
+//! workers moves with it.
 
 /// Dependent reads per thread per probe.
 pub const PROBE_STEPS: usize = 1 << 20;
@@ -46,8 +53,58 @@ pub fn probe_ns(threads: usize) -> f64 {
     per_thread.iter().sum::<f64>() / per_thread.len() as f64
 }
 
+/// Handoffs per [`handoff_ns`] probe.
+pub const HANDOFFS: u64 = 100_000;
+
+/// Nanoseconds for one cache line to pass from one thread to another and
+/// back, the median of three probes of [`HANDOFFS`] round trips each: two
+/// threads take turns writing one word, each waiting for the other's
+/// write. Both threads spin, so this needs two cores to itself.
+pub fn handoff_ns() -> f64 {
+    let mut probes: Vec<f64> = (0..3).map(|_| one_handoff_probe(HANDOFFS)).collect();
+    probes.sort_by(f64::total_cmp);
+    probes[1]
+}
+
+fn one_handoff_probe(rounds: u64) -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// The word alone on its lines.
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+    let line = Line(AtomicU64::new(0));
+    let turn = &line.0;
+    let t0 = std::time::Instant::now();
+    std::thread::scope(|s| {
+        // This thread writes the odd turns, the other the even ones.
+        s.spawn(|| {
+            for i in 0..rounds {
+                while turn.load(Ordering::Acquire) != 2 * i + 1 {
+                    std::hint::spin_loop();
+                }
+                turn.store(2 * i + 2, Ordering::Release);
+            }
+        });
+        for i in 0..rounds {
+            while turn.load(Ordering::Acquire) != 2 * i {
+                std::hint::spin_loop();
+            }
+            turn.store(2 * i + 1, Ordering::Release);
+        }
+        while turn.load(Ordering::Acquire) != 2 * rounds {
+            std::hint::spin_loop();
+        }
+    });
+    t0.elapsed().as_nanos() as f64 / rounds as f64
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_handoff_takes_a_positive_time() {
+        let ns = super::one_handoff_probe(1_000);
+        assert!(ns > 0.0 && ns.is_finite(), "{ns}");
+    }
+
     #[test]
     fn a_probe_takes_a_positive_time_per_step() {
         let ns = super::probe_ns(2);

@@ -4,7 +4,7 @@
 //! it then fails (a rejected access still cost a round trip); a `post`
 //! refused for too many in flight was never issued and is not counted.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,15 +30,27 @@ struct Cell {
     bytes: [[AtomicU64; OpKind::COUNT]; 2],
 }
 
-/// Shared counters of a cluster (one cache-padded cell per machine).
+/// Cells per machine. A port adds to one of its machine's cells, chosen in
+/// turn as ports open, and a snapshot sums them: threads acting as the same
+/// machine (every thread of a one-machine cluster) do not pass one cache
+/// line back and forth on every operation, whose cost moves with how far
+/// apart the host has put the cores at the time (issue 13, requirement 7;
+/// stop 33 in docs/results.md).
+pub const STRIPES: usize = 8;
+
+/// Shared counters of a cluster (cache-padded cells, [`STRIPES`] per machine).
 pub struct Counters {
+    machines: usize,
+    /// Machine `m`'s cells are `[m * STRIPES, (m + 1) * STRIPES)`.
     cells: Vec<CachePadded<Cell>>,
+    /// The cell the next port of each machine adds to.
+    next_stripe: Vec<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Counters {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Counters")
-            .field("machines", &self.cells.len())
+            .field("machines", &self.machines)
             .finish()
     }
 }
@@ -47,20 +59,29 @@ impl Counters {
     /// Zeroed counters for `machines` machines.
     pub fn new(machines: usize) -> Self {
         Counters {
-            cells: (0..machines)
+            machines,
+            cells: (0..machines * STRIPES)
                 .map(|_| CachePadded::new(Cell::default()))
                 .collect(),
+            next_stripe: (0..machines).map(|_| AtomicUsize::new(0)).collect(),
         }
     }
 
+    /// The cell a new port of `machine` adds to (`None`: no such machine).
+    fn open_cell(&self, machine: MachineId) -> Option<usize> {
+        let next = self.next_stripe.get(machine as usize)?;
+        let stripe = next.fetch_add(1, Ordering::Relaxed) % STRIPES;
+        Some(machine as usize * STRIPES + stripe)
+    }
+
     #[inline]
-    fn add(&self, machine: MachineId, target: MachineId, kind: OpKind, bytes: u64) {
-        let loc = if machine == target {
+    fn add(&self, cell: usize, local: bool, kind: OpKind, bytes: u64) {
+        let loc = if local {
             Locality::Local
         } else {
             Locality::Remote
         } as usize;
-        let cell = &self.cells[machine as usize];
+        let cell = &self.cells[cell];
         cell.ops[loc][kind as usize].fetch_add(1, Ordering::Relaxed);
         cell.bytes[loc][kind as usize].fetch_add(bytes, Ordering::Relaxed);
     }
@@ -68,13 +89,15 @@ impl Counters {
     /// A copy of every machine's counters.
     pub fn snapshot(&self) -> Vec<MachineStats> {
         self.cells
-            .iter()
-            .map(|c| {
+            .chunks(STRIPES)
+            .map(|stripes| {
                 let mut s = MachineStats::default();
-                for loc in 0..2 {
-                    for k in 0..OpKind::COUNT {
-                        s.ops[loc][k] = c.ops[loc][k].load(Ordering::Relaxed);
-                        s.bytes[loc][k] = c.bytes[loc][k].load(Ordering::Relaxed);
+                for c in stripes {
+                    for loc in 0..2 {
+                        for k in 0..OpKind::COUNT {
+                            s.ops[loc][k] += c.ops[loc][k].load(Ordering::Relaxed);
+                            s.bytes[loc][k] += c.bytes[loc][k].load(Ordering::Relaxed);
+                        }
                     }
                 }
                 s
@@ -204,6 +227,7 @@ impl<F: Fabric> Fabric for Counting<F> {
     fn port(&self, machine: MachineId) -> Result<Self::Port> {
         Ok(CountingPort {
             inner: self.inner.port(machine)?,
+            cell: self.counters.open_cell(machine),
             counters: Arc::clone(&self.counters),
             machine,
             own: PortTotals::default(),
@@ -216,6 +240,9 @@ impl<F: Fabric> Fabric for Counting<F> {
 pub struct CountingPort<P> {
     inner: P,
     counters: Arc<Counters>,
+    /// This port's cell of its machine's counters (`None`: the wrapped
+    /// fabric has more machines than the counters, which count none of it).
+    cell: Option<usize>,
     machine: MachineId,
     /// This port's own totals: what one thread's operations cost (a
     /// server reports them per query). Plain cells: a port is one thread's.
@@ -245,8 +272,8 @@ impl PortTotals {
 impl<P: Port> CountingPort<P> {
     #[inline]
     fn count(&self, target: MachineId, kind: OpKind, bytes: u64) {
-        if (target as usize) < self.counters.cells.len() {
-            self.counters.add(self.machine, target, kind, bytes);
+        if let (Some(cell), true) = (self.cell, (target as usize) < self.counters.machines) {
+            self.counters.add(cell, target == self.machine, kind, bytes);
             let loc = (target != self.machine) as usize;
             self.own.ops[loc].set(self.own.ops[loc].get() + 1);
             self.own.bytes[loc].set(self.own.bytes[loc].get() + bytes);
@@ -403,5 +430,43 @@ impl<P: Port> Port for CountingPort<P> {
     }
     fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Message>> {
         self.inner.recv_timeout(timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::{LocalConfig, LocalFabric};
+
+    /// More ports of one machine than it has cells, on threads at once:
+    /// every operation is counted once, on the issuing machine, whichever
+    /// cell its port adds to, and a reset clears them all.
+    #[test]
+    fn ports_of_one_machine_on_many_threads_are_counted_exactly() {
+        let f =
+            Counting::new(LocalFabric::new(LocalConfig::with_machines(2).without_model()).unwrap());
+        let r = f.register(0, "r", 4096).unwrap();
+        let ports = STRIPES + 3;
+        std::thread::scope(|s| {
+            for t in 0..ports {
+                let f = &f;
+                s.spawn(move || {
+                    let mut p = f.port(0).unwrap();
+                    for i in 0..1000u64 {
+                        p.write_word(0, r.id, (t as u64 % 8) * 8, i).unwrap();
+                        p.read_word(1, r.id, 0).ok(); // remote, and refused: still counted
+                    }
+                });
+            }
+        });
+        let s = f.counters().snapshot();
+        let n = 1000 * ports as u64;
+        assert_eq!(s[0].ops_of(Locality::Local, OpKind::Write), n);
+        assert_eq!(s[0].bytes_of(Locality::Local, OpKind::Write), 8 * n);
+        assert_eq!(s[0].ops_of(Locality::Remote, OpKind::Read), n);
+        assert_eq!(s[1], MachineStats::default(), "machine 1 issued nothing");
+        assert_eq!(f.counters().total().ops_total(Locality::Local), n);
+        f.counters().reset();
+        assert_eq!(f.counters().total(), MachineStats::default());
     }
 }

@@ -365,6 +365,12 @@ pub struct Row {
     /// files written before it existed).
     #[serde(default)]
     pub measure_host_probe_ns: f64,
+    /// How long a cache line took to go from one core to the other and
+    /// back around the measured window ([`crate::host_probe::handoff_ns`]),
+    /// the mean of a probe just before and just after it (0 in files
+    /// written before it existed).
+    #[serde(default)]
+    pub measure_host_handoff_ns: f64,
     /// The share of the machine the hypervisor took from this VM while
     /// measuring (steal time over wall seconds times cores; 0 in files
     /// written before it existed).
@@ -765,6 +771,7 @@ pub fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
             row.measure_machine_share = median(|r| r.measure_machine_share);
             row.measure_background_share = median(|r| r.measure_background_share);
             row.measure_host_probe_ns = median(|r| r.measure_host_probe_ns);
+            row.measure_host_handoff_ns = median(|r| r.measure_host_handoff_ns);
             row.measure_steal_share = median(|r| r.measure_steal_share);
             row.measure_worker_preempted = median_u(|r| r.measure_worker_preempted);
             row.values_moved = median_u(|r| r.values_moved);

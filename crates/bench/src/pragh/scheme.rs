@@ -401,6 +401,7 @@ pub(super) fn run_loaded(
     // Measure: repeat the sequence until it lasts long enough.
     let label = format!("{}: measuring", scheme.name());
     let mut host_before = crate::host_probe::probe_ns(p.threads);
+    let mut handoff_before = crate::host_probe::handoff_ns();
     let mut cpu_before = crate::threads::Snapshot::take();
     let probe = Instant::now();
     let first = run.run(&w.measure, q, p.threads, &label, r)?;
@@ -415,11 +416,13 @@ pub(super) fn run_loaded(
         // not of the probe run, nor of this thread making the operations
         // (which ran while no worker did and read as background CPU).
         host_before = crate::host_probe::probe_ns(p.threads);
+        handoff_before = crate::host_probe::handoff_ns();
         cpu_before = crate::threads::Snapshot::take();
         run.run(&ops, q, p.threads, &label, r)?
     };
     let cpu = crate::threads::Usage::since(&cpu_before, &crate::threads::Snapshot::take());
     let host_probe_ns = (host_before + crate::host_probe::probe_ns(p.threads)) / 2.0;
+    let handoff_ns = (handoff_before + crate::host_probe::handoff_ns()) / 2.0;
     let (moved, bytes_moved, approved) = if run.driver.is_some() {
         run.moved()
     } else {
@@ -488,6 +491,7 @@ pub(super) fn run_loaded(
         measure_worker_preempted: cpu.preempted_of(&WORKER_GROUPS),
         measure_cpu_s: cpu.cpu_s,
         measure_host_probe_ns: host_probe_ns,
+        measure_host_handoff_ns: handoff_ns,
         measure_steal_share: cpu.steal_share,
         runs: 1,
         throughput_qps_range: [q.throughput_qps; 2],
