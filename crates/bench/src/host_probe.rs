@@ -66,35 +66,56 @@ pub fn handoff_ns() -> f64 {
     probes[1]
 }
 
+/// Longest a [`handoff_ns`] probe runs: on a machine busy with other
+/// work a spinning thread waits for the other to be scheduled, and the
+/// probe reports what it managed by then (a large number, as it should).
+const HANDOFF_PROBE_MAX: std::time::Duration = std::time::Duration::from_millis(200);
+
 fn one_handoff_probe(rounds: u64) -> f64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    /// The word alone on its lines.
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    /// A word alone on its lines.
     #[repr(align(128))]
-    struct Line(AtomicU64);
-    let line = Line(AtomicU64::new(0));
-    let turn = &line.0;
-    let t0 = std::time::Instant::now();
-    std::thread::scope(|s| {
-        // This thread writes the odd turns, the other the even ones.
-        s.spawn(|| {
-            for i in 0..rounds {
-                while turn.load(Ordering::Acquire) != 2 * i + 1 {
-                    std::hint::spin_loop();
-                }
-                turn.store(2 * i + 2, Ordering::Release);
+    struct Line<T>(T);
+    let turn = Line(AtomicU64::new(0));
+    let stop = Line(AtomicBool::new(false));
+    let (turn, stop) = (&turn.0, &stop.0);
+    // Spins until `turn` is `want`; false if told to stop first.
+    let wait_for = |want: u64| {
+        while turn.load(Ordering::Acquire) != want {
+            if stop.load(Ordering::Relaxed) {
+                return false;
             }
-        });
-        for i in 0..rounds {
-            while turn.load(Ordering::Acquire) != 2 * i {
-                std::hint::spin_loop();
-            }
-            turn.store(2 * i + 1, Ordering::Release);
-        }
-        while turn.load(Ordering::Acquire) != 2 * rounds {
             std::hint::spin_loop();
         }
+        true
+    };
+    let t0 = std::time::Instant::now();
+    let done = std::thread::scope(|s| {
+        // This thread writes the odd turns, the other the even ones.
+        s.spawn(move || {
+            let mut i = 0;
+            while wait_for(2 * i + 1) {
+                turn.store(2 * i + 2, Ordering::Release);
+                i += 1;
+            }
+        });
+        let mut done = 0;
+        while done < rounds {
+            if !wait_for(2 * done) {
+                break;
+            }
+            if done % 64 == 0 && t0.elapsed() > HANDOFF_PROBE_MAX {
+                break;
+            }
+            turn.store(2 * done + 1, Ordering::Release);
+            done += 1;
+        }
+        // The other thread's last turn, then its exit.
+        wait_for(2 * done);
+        stop.store(true, Ordering::Relaxed);
+        done
     });
-    t0.elapsed().as_nanos() as f64 / rounds as f64
+    t0.elapsed().as_nanos() as f64 / done.max(1) as f64
 }
 
 #[cfg(test)]
@@ -103,6 +124,25 @@ mod tests {
     fn a_handoff_takes_a_positive_time() {
         let ns = super::one_handoff_probe(1_000);
         assert!(ns > 0.0 && ns.is_finite(), "{ns}");
+    }
+
+    /// Rounds it could never finish: the probe stops at its time limit,
+    /// also with more spinning threads than cores.
+    #[test]
+    fn a_handoff_probe_stops_at_its_time_limit() {
+        let busy = std::sync::atomic::AtomicBool::new(true);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                });
+            }
+            let ns = super::one_handoff_probe(u64::MAX);
+            busy.store(false, std::sync::atomic::Ordering::Relaxed);
+            assert!(ns > 0.0 && ns.is_finite(), "{ns}");
+        });
     }
 
     #[test]

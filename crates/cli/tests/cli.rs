@@ -293,6 +293,13 @@ fn pragh_bench_runs_shard_against_orig_and_writes_json_and_plots() {
     );
     assert!(dir.path().join("pragh-schemes-throughput.png").exists());
     assert!(dir.path().join("pragh-schemes.meta.json").exists());
+    // Every run timed the host's core-to-core handoff, drawn against its throughput.
+    for round in runs {
+        for r in round.as_array().unwrap() {
+            assert!(r["measure_host_handoff_ns"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    assert!(dir.path().join("pragh-schemes-host.png").exists());
     fails_with(
         &["bench", "pragh", "schemes", "--schemes", "Foo"],
         "Split+Cache",

@@ -434,6 +434,9 @@ impl Report {
         if self.timelines.is_empty() {
             out.json(&format!("{name}.json"), &self.rows)?;
             out.json(&format!("{name}.runs.json"), &self.run_rows)?;
+            if let Some(f) = plots::plot_host(dir, &name, &self.run_rows)? {
+                out.wrote(f);
+            }
         } else {
             out.json(&format!("{name}.json"), &self.timelines)?;
             plots::plot_timelines(dir, &name, &self.timelines)?;
@@ -483,7 +486,18 @@ pub fn replot(experiment: Experiment, dir: &std::path::Path) -> Result<Vec<PathB
         path: path.clone(),
         reason: format!("not the rows of `bench pragh {}`: {e}", experiment.name()),
     })?;
-    plots::plot_rows(dir, &name, &rows)
+    let mut wrote = plots::plot_rows(dir, &name, &rows)?;
+    // Every run's row, if the run wrote them (older directories may not).
+    let runs_path = dir.join(format!("{name}.runs.json"));
+    if let Ok(text) = std::fs::read_to_string(&runs_path) {
+        let run_rows: Vec<Vec<Row>> =
+            serde_json::from_str(&text).map_err(|e| BenchError::ResultsFile {
+                path: runs_path.clone(),
+                reason: format!("not the runs of `bench pragh {}`: {e}", experiment.name()),
+            })?;
+        wrote.extend(plots::plot_host(dir, &name, &run_rows)?);
+    }
+    Ok(wrote)
 }
 
 /// Fills each row's throughput ratios against Orig and Ideal.

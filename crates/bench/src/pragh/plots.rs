@@ -31,6 +31,61 @@ pub(super) fn plot_timelines(dir: &std::path::Path, name: &str, tls: &[Timeline]
     Ok(())
 }
 
+/// Each run's throughput, as a share of its scheme's median, against how
+/// long a cache line took between the two cores around it
+/// (`measure_host_handoff_ns`): whether a scheme's spread follows the host
+/// (issue 13, requirement 7). `None` if no run has the probe or no scheme
+/// has three runs.
+pub(super) fn plot_host(
+    dir: &std::path::Path,
+    name: &str,
+    run_rows: &[Vec<Row>],
+) -> Result<Option<PathBuf>> {
+    let mut schemes: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in run_rows.iter().flatten() {
+        if r.measure_host_handoff_ns <= 0.0 || r.throughput_qps <= 0.0 {
+            continue;
+        }
+        let label = match r.scope {
+            Some(s) => format!("{} @{s}", r.scheme),
+            None => r.scheme.clone(),
+        };
+        let point = (r.measure_host_handoff_ns, r.throughput_qps);
+        match schemes.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, pts)) => pts.push(point),
+            None => schemes.push((label, vec![point])),
+        }
+    }
+    schemes.retain(|(_, pts)| pts.len() >= 3);
+    if schemes.is_empty() {
+        return Ok(None);
+    }
+    let series = schemes
+        .into_iter()
+        .map(|(label, mut pts)| {
+            let mut q: Vec<f64> = pts.iter().map(|p| p.1).collect();
+            q.sort_by(f64::total_cmp);
+            let median = q[q.len() / 2];
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            locus_plot::Series {
+                label,
+                points: pts.iter().map(|&(h, t)| (h, t / median)).collect(),
+            }
+        })
+        .collect();
+    let path = dir.join(format!("{name}-host.png"));
+    locus_plot::LineChart {
+        title: format!("{name}: each run against the host's core-to-core handoff"),
+        x_label: "cache line round trip between the two cores (ns)".into(),
+        y_label: "throughput / the scheme's median".into(),
+        x_log: false,
+        y_log: false,
+        series,
+    }
+    .write_png(&path)?;
+    Ok(Some(path))
+}
+
 /// PNG plots of an experiment's rows: throughput and remote rate per scheme
 /// (Fig. 10), per scope (Fig. 11), or the update-latency CDF (Fig. 12).
 pub(super) fn plot_rows(dir: &std::path::Path, name: &str, rows: &[Row]) -> Result<Vec<PathBuf>> {
