@@ -229,11 +229,46 @@ pub fn run_two_hop<F: Fabric>(
 /// completion times are one cache line each.
 const CLAIM: usize = 8;
 
+/// The operations of one of [`run_ops`]' lanes, with their claim counter
+/// and what they measured, on lines of their own.
+#[repr(align(128))]
+struct Lane {
+    /// Indices into the run's operations, in order.
+    ops: Vec<usize>,
+    /// The first position of `ops` not yet claimed.
+    next: AtomicUsize,
+    /// Per position of `ops`: its latency, and when it finished since the
+    /// start (ns).
+    latency: Vec<AtomicU64>,
+    finished: Vec<AtomicU64>,
+}
+
+impl Lane {
+    fn new(ops: Vec<usize>) -> Lane {
+        let n = ops.len();
+        Lane {
+            ops,
+            next: AtomicUsize::new(0),
+            latency: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            finished: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The next [`CLAIM`] positions of `ops` (fewer at the end), none when
+    /// all are taken.
+    fn claim(&self) -> Option<std::ops::Range<usize>> {
+        let first = self.next.fetch_add(CLAIM, Ordering::Relaxed);
+        (first < self.ops.len()).then(|| first..(first + CLAIM).min(self.ops.len()))
+    }
+}
+
 /// How often [`run_ops`] reports progress while it waits for the workers.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 /// Runs `ops` on `threads` workers, each on its start vertex's home machine,
-/// and reports queries and updates separately. The run's first failed
+/// and reports queries and updates separately. The operations are split into
+/// one lane per thread by start machine; each worker runs a lane in order
+/// and then helps with the rest. The run's first failed
 /// operation is [`WorkloadError::Op`] (every operation still runs); a pool
 /// that cannot start, or a worker that cannot act as a machine, is
 /// [`WorkloadError::Pool`].
@@ -254,74 +289,84 @@ pub fn run_ops<F: Fabric>(
     })
     .map_err(pool_error)?;
     let n = ops.len();
-    let latencies: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
-    let finished: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    // One lane per thread: the operations whose start vertex's machine is
+    // the lane's (machine modulo threads), in order. A worker runs its own
+    // lane first and then helps with the others, so each machine's
+    // structures (its location cache, its counters, its link) are written
+    // from one core while there is work for it there, as each of Pragh's
+    // machines has cores of its own; only the tail of a run shares them.
+    let lanes = threads.max(1);
+    let mut lane_ops: Vec<Vec<usize>> = vec![Vec::new(); lanes];
+    for (i, op) in ops.iter().enumerate() {
+        lane_ops[store.owner(op.start()) as usize % lanes].push(i);
+    }
+    let lanes: Arc<Vec<Lane>> = Arc::new(lane_ops.into_iter().map(Lane::new).collect());
     let results = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
-    let next = Arc::new(AtomicUsize::new(0));
+    let next_lane = Arc::new(AtomicUsize::new(0));
     let error: Arc<Mutex<Option<WorkloadError>>> = Arc::new(Mutex::new(None));
     let shared_ops: Arc<[Op]> = ops.into();
     let before = counters.total();
     let gets_before = store.get_counts();
     let t0 = Instant::now();
     {
-        let (latencies, finished, results, done, next, error) = (
-            Arc::clone(&latencies),
-            Arc::clone(&finished),
+        let (lanes, results, done, next_lane, error) = (
+            Arc::clone(&lanes),
             Arc::clone(&results),
             Arc::clone(&done),
-            Arc::clone(&next),
+            Arc::clone(&next_lane),
             Arc::clone(&error),
         );
         let store = store.clone();
-        // The workers take the operations in order from a shared counter,
-        // each as its start vertex's machine: no thread queues jobs beside
-        // them while they are measured (this one sleeps below). They take
+        // The workers take the operations from the lanes' counters, each as
+        // its start vertex's machine: no thread queues jobs beside them
+        // while they are measured (this one sleeps below). They take
         // [`CLAIM`] at a time and count their results apart, so the lines
         // they share change hands once per claim, not several times per
         // operation (stop 33 in docs/results.md).
         pool.broadcast(move |contexts| {
             let mut out = Vec::new();
             let mut found = 0u64;
-            loop {
-                let first = next.fetch_add(CLAIM, Ordering::Relaxed);
-                if first >= shared_ops.len() {
-                    break;
-                }
-                let last = (first + CLAIM).min(shared_ops.len());
-                for (i, &op) in shared_ops.iter().enumerate().take(last).skip(first) {
-                    let machine = store.owner(op.start());
-                    let w = contexts.get(machine);
-                    out.clear();
-                    let t = Instant::now();
-                    let r = match op {
-                        Op::TwoHop(v) if q.pipelined => {
-                            w.two_hop_pipelined(v, q.k, &mut out).map(|_| ())
-                        }
-                        Op::TwoHop(v) => w.two_hop(v, q.k, &mut out).map(|_| ()),
-                        Op::InsertEdge(v, u) => w.insert_edge(v, u).map(|_| ()),
-                    };
-                    latencies[i].store(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                    finished[i].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                    match r {
-                        Ok(()) => found += out.len() as u64,
-                        Err(source) => {
-                            error
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .get_or_insert_with(|| WorkloadError::Op {
-                                    op,
-                                    machine,
-                                    thread: std::thread::current()
-                                        .name()
-                                        .unwrap_or("unnamed")
-                                        .to_string(),
-                                    source,
-                                });
+            let first_lane = next_lane.fetch_add(1, Ordering::Relaxed);
+            for l in 0..lanes.len() {
+                let lane = &lanes[(first_lane + l) % lanes.len()];
+                while let Some(claimed) = lane.claim() {
+                    for at in claimed.clone() {
+                        let i = lane.ops[at];
+                        let op = shared_ops[i];
+                        let machine = store.owner(op.start());
+                        let w = contexts.get(machine);
+                        out.clear();
+                        let t = Instant::now();
+                        let r = match op {
+                            Op::TwoHop(v) if q.pipelined => {
+                                w.two_hop_pipelined(v, q.k, &mut out).map(|_| ())
+                            }
+                            Op::TwoHop(v) => w.two_hop(v, q.k, &mut out).map(|_| ()),
+                            Op::InsertEdge(v, u) => w.insert_edge(v, u).map(|_| ()),
+                        };
+                        lane.latency[at].store(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        lane.finished[at].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        match r {
+                            Ok(()) => found += out.len() as u64,
+                            Err(source) => {
+                                error
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .get_or_insert_with(|| WorkloadError::Op {
+                                        op,
+                                        machine,
+                                        thread: std::thread::current()
+                                            .name()
+                                            .unwrap_or("unnamed")
+                                            .to_string(),
+                                        source,
+                                    });
+                            }
                         }
                     }
+                    done.fetch_add(claimed.len() as u64, Ordering::Relaxed);
                 }
-                done.fetch_add((last - first) as u64, Ordering::Relaxed);
             }
             results.fetch_add(found, Ordering::Relaxed);
         })
@@ -344,15 +389,17 @@ pub fn run_ops<F: Fabric>(
     let mut query_lat = Vec::new();
     let mut update_lat = Vec::new();
     let mut done_at: Vec<(u64, bool)> = Vec::with_capacity(n);
-    for (i, op) in ops.iter().enumerate() {
-        let l = latencies[i].load(Ordering::Relaxed);
-        let is_query = matches!(op, Op::TwoHop(_));
-        if is_query {
-            query_lat.push(l);
-        } else {
-            update_lat.push(l);
+    for lane in lanes.iter() {
+        for (at, &i) in lane.ops.iter().enumerate() {
+            let l = lane.latency[at].load(Ordering::Relaxed);
+            let is_query = matches!(ops[i], Op::TwoHop(_));
+            if is_query {
+                query_lat.push(l);
+            } else {
+                update_lat.push(l);
+            }
+            done_at.push((lane.finished[at].load(Ordering::Relaxed), is_query));
         }
-        done_at.push((finished[i].load(Ordering::Relaxed), is_query));
     }
     query_lat.sort_unstable();
     update_lat.sort_unstable();
