@@ -207,8 +207,12 @@ impl<F: Fabric> Worker<F> {
             if a.holder(me) == dead || self.fetch(me, a)? {
                 continue;
             }
-            let Some(payload) =
-                PartView::parse(&self.value[8..]).map(|p| adjacency::PREFIX_BYTES + p.len() * 4)
+            // The value's own bytes only: the buffer may hold a longer one's after them.
+            let value = &self.value[..(a.size_units() * 8) as usize];
+            let Some(payload) = value
+                .get(8..)
+                .and_then(PartView::parse)
+                .map(|p| adjacency::PREFIX_BYTES + p.len() * 4)
             else {
                 // Not a part's payload: nothing to rebuild from. Its reads
                 // keep failing (Contention), loudly; the caller reports it.

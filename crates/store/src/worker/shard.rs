@@ -90,7 +90,7 @@ impl<F: Fabric> Worker<F> {
         let size_units = addr.size_units();
         let shared = Arc::clone(&self.shared);
         let bytes = std::mem::take(&mut self.value);
-        let block = self.write_block(shared.alloc(me)?, &bytes);
+        let block = self.write_block(shared.alloc(me)?, &bytes[..(size_units * 8) as usize]);
         self.value = bytes;
         let block = block?;
         let slot = self.find_or_claim_at(key, me)?;
