@@ -2,6 +2,8 @@
 // trip, ns) and a dependent-load chase over a 1 GiB buffer built once ("old") and a 128 MiB
 // buffer built fresh each round ("fresh"), every ~3 s for 240 s. Build: a bin crate with no
 // dependencies, `cargo build --release`; run: `probe 240`.
+// Its `pingpong` is stop 33's probe (`stop33/counters-ab/pingpong-probe.rs`) unchanged, kept here so
+// this file builds alone; what is new is the chase.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 fn pingpong(rounds: u64) -> f64 {
