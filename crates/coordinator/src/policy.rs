@@ -47,6 +47,17 @@
 //! reaches `hot_rate_min_per_s` (Pragh 6.4: 100 accesses per second),
 //! whatever the interval; a slower key waits for the periodic report.
 //!
+//! **Lead** (past the paper, the hysteresis of issue 13). One interval's
+//! counts can single out a machine by chance: under uniform starts a value
+//! some queries of one machine happened to reach reads as that machine's,
+//! and the next interval favours another. A key therefore moves only when
+//! its applicant counted at least `count_min` accesses in each of
+//! `lead_intervals` consecutive reports (2 by default; reports that follow
+//! each other within half an interval form a run), unless its rate over a
+//! whole interval reaches `hot_rate_min_per_s`: a key that hot moves at
+//! once, as in Pragh. Deferred mode's tracking interval usually gives the
+//! applicant its second report, so only eager mode waits longer.
+//!
 //! **No ping-pong.** A key whose two busiest non-holder machines are within
 //! the profit threshold of each other is contended and stays put (moving it
 //! would only make another machine remote); a key moved less than
@@ -56,9 +67,10 @@
 //! **Replicas** (a Locus extension; off by default, as in Pragh). A value
 //! read by several machines stays remote for all but its holder. With
 //! `replicas` on, every machine other than the holder (and other than a
-//! migration's target) whose rate reaches `replica_rate_min_per_s` is
-//! approved a read-only replica ([`Action::Replicate`]; the store keeps it
-//! correct, see `locus_store::replica`). Reads served by a replica are local
+//! migration's target, or an applicant waiting out its lead) whose rate
+//! reaches `replica_rate_min_per_s` is approved a read-only replica
+//! ([`Action::Replicate`]; the store keeps it correct, see
+//! `locus_store::replica`). Reads served by a replica are local
 //! and not reported, so a machine that reports a key again has lost its
 //! replica (an update invalidated it) or never had one; a machine is approved
 //! a replica of a key at most once per `dwell_ms`, which bounds the churn of
@@ -131,6 +143,12 @@ pub struct PolicyConfig {
     pub significance_z: f64,
     /// What a move (or a replica) costs, in accesses it must save within one interval.
     pub move_cost_accesses: f64,
+    /// Consecutive intervals an applicant must have counted `count_min`
+    /// accesses in before its key moves, unless its rate over a whole
+    /// interval reaches `hot_rate_min_per_s`. 1 is Pragh's rule (one report
+    /// decides); 2 keeps a key that one interval happened to favour where it
+    /// is (see "Lead" in the module doc).
+    pub lead_intervals: u32,
 }
 
 impl Default for PolicyConfig {
@@ -150,6 +168,7 @@ impl Default for PolicyConfig {
             count_min: 8,
             significance_z: 4.0,
             move_cost_accesses: 8.0,
+            lead_intervals: 2,
         }
     }
 }
@@ -195,6 +214,13 @@ impl PolicyConfig {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(CoordinatorError::invalid(field, v, "finite and >= 0"));
             }
+        }
+        if self.lead_intervals == 0 {
+            return Err(CoordinatorError::invalid(
+                "lead_intervals",
+                self.lead_intervals,
+                "at least 1 (1: Pragh's rule, one report decides)",
+            ));
         }
         if self.keys_max == 0 {
             return Err(CoordinatorError::invalid(
@@ -335,11 +361,25 @@ pub struct Stats {
     pub insignificant: u64,
     /// Instant reports below `hot_rate_min_per_s`, left for the periodic report.
     pub hot_ignored: u64,
+    /// Decisions not to move a key yet: its applicant has been busy for
+    /// fewer than `lead_intervals` intervals and is not hot.
+    pub brief: u64,
 }
 
-/// A machine's latest rate for a key: (accesses/s, time of the report in
-/// ms, seconds the rate was counted over).
-type Rate = (f64, u64, f64);
+/// A machine's latest rate for a key.
+#[derive(Debug, Clone, Copy)]
+struct Rate {
+    /// Accesses per second.
+    per_s: f64,
+    /// When it was reported (coordinator time, ms).
+    at_ms: u64,
+    /// Seconds it was counted over.
+    secs: f64,
+    /// Start of the run of consecutive reports, ending with this one, in
+    /// which the machine counted at least `count_min` accesses (`None`: this
+    /// report counted fewer). See "Lead" in the module doc.
+    busy_since_ms: Option<u64>,
+}
 
 /// Per machine, its latest [`Rate`], in machine order: a vector, not a
 /// map, since a key has a few readers and a coordinator tracks millions of
@@ -480,9 +520,14 @@ impl Coordinator {
                 accesses,
             } => {
                 let secs = interval_ms.max(1) as f64 / 1000.0;
-                let mut touched = Vec::with_capacity(accesses.len());
+                let mut touched = Vec::new();
                 for a in accesses {
-                    if self.note(machine, a.key, a.holder, a.count as f64 / secs, secs) {
+                    // Every count is kept (it is a rival's rate), but only a
+                    // key this machine read `count_min` times can have become
+                    // worth moving or copying here: the rest are not weighed
+                    // again until a busier report names them.
+                    let noted = self.note(machine, a.key, a.holder, a.count as f64 / secs, secs);
+                    if noted && a.count >= self.config.count_min {
                         touched.push(a.key);
                     }
                 }
@@ -516,7 +561,13 @@ impl Coordinator {
                     if let Some(k) = self.keys.get_mut(&key) {
                         k.tracking_until_ms = None;
                         if k.holder == machine {
-                            k.rates.insert(machine, (count as f64 / secs, now, secs));
+                            let rate = Rate {
+                                per_s: count as f64 / secs,
+                                at_ms: now,
+                                secs,
+                                busy_since_ms: None,
+                            };
+                            k.rates.insert(machine, rate);
                         }
                     }
                     self.consider(key, &mut out);
@@ -570,7 +621,26 @@ impl Coordinator {
             // A reporter saw the value at `holder` during its interval.
             k.holder = holder;
         }
-        k.rates.insert(machine, (rate, now, secs));
+        // A busy report continues the machine's run if the last one was busy
+        // too and ended near where this one's window began.
+        let window_start = now.saturating_sub((secs * 1000.0) as u64);
+        let busy = rate * secs >= self.config.count_min as f64;
+        let busy_since_ms = match k.rates.get(machine) {
+            _ if !busy => None,
+            Some(Rate {
+                busy_since_ms: Some(since),
+                at_ms,
+                ..
+            }) if at_ms + self.config.interval_ms / 2 >= window_start => Some(since),
+            _ => Some(window_start),
+        };
+        let r = Rate {
+            per_s: rate,
+            at_ms: now,
+            secs,
+            busy_since_ms,
+        };
+        k.rates.insert(machine, r);
         true
     }
 
@@ -579,7 +649,7 @@ impl Coordinator {
         self.keys.retain(|_, k| {
             k.in_flight
                 || k.tracking_until_ms.is_some()
-                || k.rates.iter().any(|(_, (_, at, _))| at >= horizon)
+                || k.rates.iter().any(|(_, r)| r.at_ms >= horizon)
         });
     }
 
@@ -607,7 +677,16 @@ impl Coordinator {
         }
         let fresh = now.saturating_sub(cfg.forget_after_ms);
         let interval_s = cfg.interval_ms as f64 / 1000.0;
-        for (m, (rate, at, secs)) in k.rates.iter() {
+        for (
+            m,
+            Rate {
+                per_s: rate,
+                at_ms: at,
+                secs,
+                ..
+            },
+        ) in k.rates.iter()
+        {
             if m == k.holder || Some(m) == target || at < fresh {
                 continue;
             }
@@ -633,29 +712,31 @@ impl Coordinator {
         }
     }
 
-    /// The threshold policy proper: returns the approved target, if any.
+    /// The threshold policy proper: returns the approved target, or the
+    /// applicant waiting out its lead (neither gets a replica), if any.
     fn decide_move(&mut self, key: Key, out: &mut Vec<Action>) -> Option<MachineId> {
         let now = self.now_ms;
         let cfg = &self.config;
         let k = self.keys.get_mut(&key)?;
         let fresh = now.saturating_sub(cfg.forget_after_ms);
-        let mut best: Option<(MachineId, f64, f64)> = None;
+        let mut best: Option<(MachineId, Rate)> = None;
         let mut second = 0.0f64;
-        for (m, (rate, at, secs)) in k.rates.iter() {
-            if m == k.holder || at < fresh {
+        for (m, r) in k.rates.iter() {
+            if m == k.holder || r.at_ms < fresh {
                 continue;
             }
             match best {
-                Some((_, r, _)) if rate <= r => second = second.max(rate),
+                Some((_, b)) if r.per_s <= b.per_s => second = second.max(r.per_s),
                 _ => {
-                    if let Some((_, r, _)) = best {
-                        second = second.max(r);
+                    if let Some((_, b)) = best {
+                        second = second.max(b.per_s);
                     }
-                    best = Some((m, rate, secs));
+                    best = Some((m, r));
                 }
             }
         }
-        let (applicant, rate, secs) = best?;
+        let (applicant, applicant_rate) = best?;
+        let (rate, secs) = (applicant_rate.per_s, applicant_rate.secs);
         if rate < cfg.rate_min_per_s {
             return None;
         }
@@ -669,7 +750,11 @@ impl Coordinator {
                 return None;
             }
         }
-        let holder_rate = k.rates.get(k.holder).filter(|r| r.1 >= fresh).map(|r| r.0);
+        let holder_rate = k
+            .rates
+            .get(k.holder)
+            .filter(|r| r.at_ms >= fresh)
+            .map(|r| r.per_s);
         // Judged first against what is known (an untracked holder as zero),
         // so that a key no holder rate could make worth moving is not tracked.
         let known = holder_rate.unwrap_or(0.0);
@@ -685,6 +770,22 @@ impl Coordinator {
         if count < cfg.count_min as f64 || count - rival <= noise || gain < cfg.move_cost_accesses {
             self.stats.insignificant += 1;
             return None;
+        }
+        // Lead: a key hot over a whole report moves now; a slower one only
+        // once its applicant has been busy for `lead_intervals` running.
+        let whole = secs * 1000.0 >= cfg.interval_ms as f64 * 0.9;
+        let led_ms = applicant_rate
+            .busy_since_ms
+            .map_or(0, |t| now.saturating_sub(t));
+        let lead_ms = cfg.interval_ms as f64 * cfg.lead_intervals as f64 * 0.9;
+        if cfg.lead_intervals > 1
+            && !(whole && rate >= cfg.hot_rate_min_per_s)
+            && (led_ms as f64) < lead_ms
+        {
+            self.stats.brief += 1;
+            // It gets no replica meanwhile: a copy would hide the reads
+            // that are to earn it the value.
+            return Some(applicant);
         }
         let eager = cfg.mode == Mode::Eager && rate >= cfg.eager_rate_min_per_s;
         if holder_rate.is_none() && !eager {

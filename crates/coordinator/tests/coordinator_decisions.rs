@@ -5,12 +5,23 @@ use locus_coordinator::{
 };
 use locus_store::Key;
 
+/// Eager mode with Pragh's one-report rule: the tests of the other rules
+/// decide on one report; the lead rule has its own tests (`lead()`).
 fn eager() -> PolicyConfig {
     PolicyConfig {
         interval_ms: 1_000,
         dwell_ms: 1_000,
         forget_after_ms: 3_000,
+        lead_intervals: 1,
         ..PolicyConfig::default()
+    }
+}
+
+/// Eager mode with the default lead of two intervals.
+fn lead() -> PolicyConfig {
+    PolicyConfig {
+        lead_intervals: PolicyConfig::default().lead_intervals,
+        ..eager()
     }
 }
 
@@ -427,8 +438,20 @@ fn replica_settings_are_validated() {
 #[test]
 fn a_lead_within_counting_noise_or_too_few_accesses_moves_nothing() {
     let mut c = Coordinator::new(eager()).unwrap();
-    // Five accesses in an interval: below count_min, noise.
+    // Five accesses in an interval: below count_min, noise, not even weighed.
     assert!(migrations(&c.step(0, report(3, &[(1, 0, 5)]))).is_empty());
+    assert_eq!(c.stats().insignificant, 0);
+    // As fast in an instant report (a 40 ms window) is weighed, and too few.
+    let hot = Event::Hot {
+        machine: 3,
+        elapsed_ms: 40,
+        access: Access {
+            key: Key(1),
+            holder: 0,
+            count: 5,
+        },
+    };
+    assert!(migrations(&c.step(0, hot)).is_empty());
     assert_eq!(c.stats().insignificant, 1);
     // Machine 2 holds key 2 and reads it 10 times; machine 4, 16 times: past
     // the 50% profit, but 6 more is within 2 standard deviations of noise.
@@ -533,9 +556,103 @@ fn a_key_that_could_not_move_is_not_tracked() {
         ..eager()
     })
     .unwrap();
-    // Six accesses: below count_min whatever the holder reads.
+    // Six accesses: below count_min whatever the holder reads (and not weighed).
     let a = c.step(0, report(5, &[(30, 3, 6)]));
+    assert!(a.is_empty(), "{a:?}");
+    // Ten, against a holder whose count is unknown: 10 is within counting noise.
+    let a = c.step(1, report(5, &[(31, 3, 10)]));
     assert!(a.is_empty(), "{a:?}");
     assert_eq!(c.stats().insignificant, 1);
     assert_eq!(c.stats().track_requests, 0);
+}
+
+#[test]
+fn a_key_one_interval_favoured_waits_for_a_second() {
+    assert_eq!(PolicyConfig::default().lead_intervals, 2);
+    let mut c = Coordinator::new(lead()).unwrap();
+    // 40 accesses in an interval: significant, but below 100/s.
+    assert!(migrations(&c.step(1_000, report(3, &[(7, 0, 40)]))).is_empty());
+    assert_eq!(c.stats().brief, 1);
+    // The next interval's report continues the run: it moves.
+    assert_eq!(
+        migrations(&c.step(2_000, report(3, &[(7, 0, 40)]))),
+        vec![(7, 0, 3)]
+    );
+}
+
+#[test]
+fn a_gap_or_a_quiet_interval_starts_the_lead_again() {
+    let mut c = Coordinator::new(lead()).unwrap();
+    c.step(1_000, report(3, &[(7, 0, 40)]));
+    // Not reported at 2 s (fewer than the monitor reports): a gap.
+    assert!(migrations(&c.step(3_000, report(3, &[(7, 0, 40)]))).is_empty());
+    // Reported, but below count_min: the run ends.
+    c.step(4_000, report(3, &[(7, 0, 3)]));
+    assert!(migrations(&c.step(5_000, report(3, &[(7, 0, 40)]))).is_empty());
+    assert_eq!(c.stats().brief, 3);
+    assert_eq!(
+        migrations(&c.step(6_000, report(3, &[(7, 0, 40)]))),
+        vec![(7, 0, 3)]
+    );
+}
+
+#[test]
+fn a_key_hot_over_a_whole_interval_moves_at_once() {
+    let mut c = Coordinator::new(lead()).unwrap();
+    // 150 accesses in a 1 s report: Pragh 6.4's 100/s.
+    assert_eq!(
+        migrations(&c.step(1_000, report(3, &[(7, 0, 150)]))),
+        vec![(7, 0, 3)]
+    );
+    // An instant report as fast, after 300 ms of its interval, is not a
+    // whole interval: it waits for the lead.
+    let hot = Event::Hot {
+        machine: 4,
+        elapsed_ms: 300,
+        access: Access {
+            key: Key(8),
+            holder: 0,
+            count: 60,
+        },
+    };
+    assert!(migrations(&c.step(1_300, hot)).is_empty());
+    assert_eq!(c.stats().brief, 1);
+    // Its periodic report at the interval's end covers the same interval;
+    // the next one makes two.
+    assert!(migrations(&c.step(2_000, report(4, &[(8, 0, 90)]))).is_empty());
+    assert_eq!(c.stats().brief, 2);
+    assert_eq!(
+        migrations(&c.step(3_000, report(4, &[(8, 0, 90)]))),
+        vec![(8, 0, 4)]
+    );
+}
+
+#[test]
+fn a_lead_of_no_intervals_is_refused() {
+    let e = Coordinator::new(PolicyConfig {
+        lead_intervals: 0,
+        ..lead()
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("lead_intervals"), "{e}");
+}
+
+#[test]
+fn an_applicant_waiting_out_its_lead_gets_no_replica() {
+    let mut c = Coordinator::new(PolicyConfig {
+        replicas: true,
+        replica_rate_min_per_s: 10.0,
+        ..lead()
+    })
+    .unwrap();
+    // Machine 3 reads key 8 at 60/s, machine 5 at 20/s: 3 is the applicant
+    // and waits; 5, a busy reader that will not get the value, gets a copy.
+    let mut a = c.step(1_000, report(5, &[(8, 0, 20)]));
+    a.extend(c.step(1_000, report(3, &[(8, 0, 60)])));
+    assert!(migrations(&a).is_empty(), "{a:?}");
+    assert_eq!(replicas(&a), vec![(8, 5)]);
+    // A second interval: the value moves to 3, still no replica there.
+    let a = c.step(2_000, report(3, &[(8, 0, 60)]));
+    assert_eq!(migrations(&a), vec![(8, 0, 3)]);
+    assert!(replicas(&a).is_empty(), "{a:?}");
 }
