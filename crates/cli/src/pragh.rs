@@ -14,7 +14,7 @@ use crate::CliResult;
 pub enum ExperimentArg {
     /// Every scheme, skewed starts (Pragh Table 1, Fig. 10).
     Schemes,
-    /// Every scheme, uniform starts (Pragh 6.1 "Uniform workload").
+    /// Every scheme, uniform starts over every vertex, or over each of --scopes (Pragh 6.1's "Uniform workload" is --scopes 1024).
     Uniform,
     /// Orig and Split+Cache as the start scope grows (Pragh Fig. 11).
     Scope,
@@ -82,9 +82,11 @@ pub struct PraghArgs {
     /// an earlier run wrote into --out.
     #[arg(long, requires = "out")]
     pub plot_only: bool,
-    /// Scope experiment: the start scopes, comma-separated (default: 1024,
-    /// 4096, ... every other power of two up to the vertex count, which is
-    /// included).
+    /// Start scopes, comma-separated. Scope experiment: Zipf over each
+    /// (default: 1024, 4096, ... every other power of two up to the vertex
+    /// count, which is included). Uniform experiment: uniform over each
+    /// (default: over every vertex; `--scopes 1024` is Pragh 6.1's uniform
+    /// workload, in the paper's default scope).
     #[arg(long, value_delimiter = ',')]
     pub scopes: Vec<u64>,
     /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache,Replica; Replica is Split+Cache with read-only replicas).
@@ -195,8 +197,10 @@ pub fn run(a: PraghArgs) -> CliResult {
         settings.settle_share = f;
     }
     settings.runs = a.runs;
-    if !a.scopes.is_empty() && a.experiment != ExperimentArg::Scope {
-        return Err("--scopes is for the `scope` experiment only".into());
+    if !a.scopes.is_empty()
+        && !matches!(a.experiment, ExperimentArg::Scope | ExperimentArg::Uniform)
+    {
+        return Err("--scopes is for the `scope` and `uniform` experiments only".into());
     }
     settings.scopes = a.scopes.clone();
     if a.replica_mb.is_some() {

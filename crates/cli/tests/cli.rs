@@ -373,7 +373,7 @@ fn pragh_shared_loads_run_each_scheme_on_a_fresh_copy_of_one_load() {
     );
     fails_with(
         &["bench", "pragh", "schemes", "--scopes", "1024"],
-        "--scopes is for the `scope` experiment only",
+        "--scopes is for the `scope` and `uniform` experiments only",
     );
     fails_with(
         &[
@@ -387,6 +387,44 @@ fn pragh_shared_loads_run_each_scheme_on_a_fresh_copy_of_one_load() {
         ],
         "--scopes = 8192: every scope must be in 1..=4096 (2^12 vertices)",
     );
+}
+
+#[test]
+fn pragh_uniform_runs_over_the_scopes_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = locus(&[
+        "bench",
+        "pragh",
+        "uniform",
+        "--scale",
+        "8",
+        "--scopes",
+        "16",
+        "--schemes",
+        "Orig,Split",
+        "--runs",
+        "1",
+        "--ops",
+        "1000",
+        "--warm-s-max",
+        "2",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("uniform over a scope of 16:"), "{err}");
+    let rows: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("pragh-uniform.json")).unwrap(),
+    )
+    .unwrap();
+    let got: Vec<(&str, u64)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["scheme"].as_str().unwrap(), r["scope"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, [("Orig", 16), ("Split", 16)]);
 }
 
 #[test]

@@ -35,6 +35,14 @@ pub enum StartDist {
     },
     /// Uniform over all vertices.
     Uniform,
+    /// Uniform over `scope` vertices picked at random: Pragh 6.1's uniform
+    /// workload, whose queries start in the default scope of 2^10 (its
+    /// Split+Cache reaches 5% remote accesses, which a stream over all
+    /// vertices leaves no room for).
+    UniformIn {
+        /// Number of distinct start vertices.
+        scope: u64,
+    },
 }
 
 /// Draws `queries` start vertices among `0..vertex_count` that satisfy `eligible`
@@ -48,34 +56,90 @@ pub fn start_vertices(
     seed: u64,
     eligible: impl Fn(VertexId) -> bool,
 ) -> Result<Vec<VertexId>> {
-    if let StartDist::Zipf { scope: 0, .. } = dist {
-        return Err(WorkloadError::InvalidSetting {
-            field: "scope",
-            value: "0".into(),
-            expected: "at least 1 distinct start vertex (Pragh: 1024)",
-        });
-    }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let pool: Vec<VertexId> = (0..vertex_count as VertexId)
-        .filter(|&v| eligible(v))
-        .collect();
-    if pool.is_empty() {
-        return Err(WorkloadError::NoStartVertex { vertex_count });
+    let sampler = StartSampler::build(vertex_count, dist, &mut rng, eligible)?;
+    Ok(sampler.draw_with(queries, &mut rng))
+}
+
+/// Draws start vertices afresh from one distribution, as a stream of queries
+/// would: the eligible vertices and, for Zipf, the scope are fixed (chosen as
+/// [`start_vertices`] chooses them for the same seed), every [`draw`] is new.
+/// A benchmark that repeats one finite draw instead turns a uniform stream
+/// into a fixed start set, whose repeated neighbourhoods look like locality
+/// that the stream does not have.
+///
+/// [`draw`]: StartSampler::draw
+#[derive(Debug, Clone)]
+pub struct StartSampler {
+    /// The vertices drawn from: every eligible one, or the Zipf scope.
+    chosen: Vec<VertexId>,
+    /// Ranks over `chosen`; `None` for uniform.
+    zipf: Option<Zipf>,
+}
+
+impl StartSampler {
+    /// The sampler of `dist` over the vertices of `0..vertex_count` that
+    /// satisfy `eligible`; fails as [`start_vertices`].
+    pub fn new(
+        vertex_count: u64,
+        dist: StartDist,
+        seed: u64,
+        eligible: impl Fn(VertexId) -> bool,
+    ) -> Result<StartSampler> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        StartSampler::build(vertex_count, dist, &mut rng, eligible)
     }
-    match dist {
-        StartDist::Uniform => Ok((0..queries)
-            .map(|_| pool[rng.gen_range(0..pool.len())])
-            .collect()),
-        StartDist::Zipf { theta, scope } => {
-            let scope = scope.min(pool.len() as u64);
-            let chosen: Vec<VertexId> = pool
-                .choose_multiple(&mut rng, scope as usize)
-                .copied()
-                .collect();
-            let z = Zipf::new(scope, theta)?;
-            Ok((0..queries)
-                .map(|_| chosen[z.sample(&mut rng) as usize])
-                .collect())
+
+    fn build(
+        vertex_count: u64,
+        dist: StartDist,
+        rng: &mut Xoshiro256PlusPlus,
+        eligible: impl Fn(VertexId) -> bool,
+    ) -> Result<StartSampler> {
+        if let StartDist::Zipf { scope: 0, .. } | StartDist::UniformIn { scope: 0 } = dist {
+            return Err(WorkloadError::InvalidSetting {
+                field: "scope",
+                value: "0".into(),
+                expected: "at least 1 distinct start vertex (Pragh: 1024)",
+            });
+        }
+        let pool: Vec<VertexId> = (0..vertex_count as VertexId)
+            .filter(|&v| eligible(v))
+            .collect();
+        if pool.is_empty() {
+            return Err(WorkloadError::NoStartVertex { vertex_count });
+        }
+        match dist {
+            StartDist::Uniform => Ok(StartSampler {
+                chosen: pool,
+                zipf: None,
+            }),
+            StartDist::UniformIn { scope } => {
+                let scope = scope.min(pool.len() as u64) as usize;
+                let chosen = pool.choose_multiple(rng, scope).copied().collect();
+                Ok(StartSampler { chosen, zipf: None })
+            }
+            StartDist::Zipf { theta, scope } => {
+                let scope = scope.min(pool.len() as u64);
+                let chosen: Vec<VertexId> =
+                    pool.choose_multiple(rng, scope as usize).copied().collect();
+                let zipf = Some(Zipf::new(scope, theta)?);
+                Ok(StartSampler { chosen, zipf })
+            }
+        }
+    }
+
+    /// `queries` start vertices drawn with `seed` (deterministic in it).
+    pub fn draw(&self, queries: usize, seed: u64) -> Vec<VertexId> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x4452_4157);
+        self.draw_with(queries, &mut rng)
+    }
+
+    fn draw_with(&self, queries: usize, rng: &mut Xoshiro256PlusPlus) -> Vec<VertexId> {
+        let c = &self.chosen;
+        match &self.zipf {
+            None => (0..queries).map(|_| c[rng.gen_range(0..c.len())]).collect(),
+            Some(z) => (0..queries).map(|_| c[z.sample(rng) as usize]).collect(),
         }
     }
 }
@@ -507,6 +571,50 @@ mod tests {
         assert!(distinct.len() <= 64);
         let u = start_vertices(1000, 500, StartDist::Uniform, 7, |_| true).unwrap();
         assert!(u.iter().all(|&v| v < 1000));
+    }
+
+    #[test]
+    fn fresh_draws_keep_the_scope_and_change_the_starts() {
+        let zipf = StartDist::Zipf {
+            theta: 0.99,
+            scope: 64,
+        };
+        let even = |v: VertexId| v % 2 == 0;
+        let first = start_vertices(1000, 2000, zipf, 7, even).unwrap();
+        let scope: std::collections::HashSet<_> = first.iter().copied().collect();
+        let s = StartSampler::new(1000, zipf, 7, even).unwrap();
+        let (a, b) = (s.draw(2000, 1), s.draw(2000, 2));
+        assert_eq!(a, s.draw(2000, 1), "a draw is deterministic in its seed");
+        assert_ne!(a, b, "draws with other seeds differ");
+        // The Zipf scope is the one start_vertices chose for this seed.
+        assert!(a.iter().chain(&b).all(|v| scope.contains(v)));
+        // Uniform draws cover the eligible vertices, not one fixed sample of them.
+        let u = StartSampler::new(1000, StartDist::Uniform, 7, even).unwrap();
+        let seen: std::collections::HashSet<_> = (0..20).flat_map(|i| u.draw(100, i)).collect();
+        assert!(seen.iter().all(|v| v % 2 == 0));
+        assert!(
+            seen.len() > 450,
+            "20 fresh draws of 100 saw {} of 500",
+            seen.len()
+        );
+        // Uniform over a scope: every draw within the same 32 vertices, all of them seen.
+        let u32s = StartSampler::new(1000, StartDist::UniformIn { scope: 32 }, 7, even).unwrap();
+        let seen: std::collections::HashSet<_> = (0..5).flat_map(|i| u32s.draw(200, i)).collect();
+        assert_eq!(
+            seen.len(),
+            32,
+            "1000 draws over a scope of 32 saw {}",
+            seen.len()
+        );
+        assert!(seen.iter().all(|v| v % 2 == 0));
+        assert!(matches!(
+            StartSampler::new(10, StartDist::UniformIn { scope: 0 }, 1, |_| true).unwrap_err(),
+            WorkloadError::InvalidSetting { field: "scope", .. }
+        ));
+        assert_eq!(
+            StartSampler::new(10, StartDist::Uniform, 1, |_| false).unwrap_err(),
+            WorkloadError::NoStartVertex { vertex_count: 10 }
+        );
     }
 
     #[test]

@@ -41,7 +41,8 @@ use crate::{BenchError, Preset, Reporter, Result};
 pub enum Experiment {
     /// Every scheme, skewed starts (Pragh Table 1, Fig. 10).
     Schemes,
-    /// Every scheme, uniform starts (Pragh 6.1 "Uniform workload").
+    /// Every scheme, uniform starts over every vertex, or over each of
+    /// `scopes` (Pragh 6.1's "Uniform workload" starts in its default scope, 2^10).
     Uniform,
     /// Orig and Split+Cache as the start scope grows (Pragh Fig. 11).
     Scope,
@@ -114,7 +115,8 @@ pub struct Settings {
     /// runs in a process forked from the one that loaded the graph
     /// ([`fork`]). On at the paper's scale, where a load takes minutes.
     pub shared_load: bool,
-    /// Start scopes of the scope experiment (Pragh Fig. 11); empty: 2^10,
+    /// Start scopes of the scope experiment (Pragh Fig. 11), or of the
+    /// uniform experiment (empty there: every vertex); empty: 2^10,
     /// 2^12, ... up to the graph's vertex count ([`Settings::scope_list`]).
     pub scopes: Vec<u64>,
 }
@@ -523,6 +525,13 @@ pub fn run(
             .collect()
     };
     match experiment {
+        Experiment::Uniform if !p.scopes.is_empty() => {
+            for &scope in &p.scopes {
+                let w = scheme::workload(&csr, p, StartDist::UniformIn { scope })?;
+                r.note(format!("uniform over a scope of {scope}:"));
+                rows.extend(rounds(&plain(&Scheme::ALL), &w, p, Some(scope))?);
+            }
+        }
         Experiment::Schemes | Experiment::Uniform => {
             let dist = if experiment == Experiment::Uniform {
                 StartDist::Uniform

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use locus_coordinator::{Driver, DriverConfig, Mode, PolicyConfig};
 use locus_store::{Services, StoreConfig};
 use locus_workloads::traversal::{
-    mix_ops, repeat_fresh, run_ops, start_vertices, MixReport, Op, StartDist, TwoHop,
+    mix_ops, run_ops, start_vertices, MixReport, Op, StartDist, StartSampler, TwoHop,
 };
 
 use super::graph::Graph;
@@ -272,13 +272,39 @@ impl Running {
 }
 
 /// The operation sequences of one experiment: a warm-up and a measured
-/// sequence drawn from the same start set.
+/// sequence drawn from the same start distribution, and fresh draws from it
+/// for every further warm-up round and measured repetition.
 pub struct Workload<'a> {
     pub(super) graph: &'a Graph,
     /// Vertices with a value (sorted): update endpoints are drawn from them.
     pub(super) endpoints: Vec<u32>,
     pub(super) warm: Vec<Op>,
     pub(super) measure: Vec<Op>,
+    sampler: StartSampler,
+    update_fraction: f64,
+    seed: u64,
+}
+
+/// Which sequence a fresh draw continues ([`Workload::fresh`]).
+#[derive(Clone, Copy)]
+enum Stream {
+    Warm = 1,
+    Measure = 2,
+}
+
+impl Workload<'_> {
+    /// Repetition `rep` of `stream`: as many operations as the first
+    /// sequence, with start vertices and edge inserts drawn afresh from the
+    /// same distribution (a query stream, as in Pragh 6). Repeating one draw
+    /// would make a uniform workload a fixed set of about `ops` starts, whose
+    /// neighbourhoods a machine reads again every round: locality that a
+    /// uniform stream does not have, and that the measured sequence (another
+    /// draw) does not share.
+    fn fresh(&self, stream: Stream, rep: u64) -> Vec<Op> {
+        let seed = self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((stream as u64) << 56) ^ rep;
+        let starts = self.sampler.draw(self.warm.len(), seed);
+        mix_ops(&starts, self.update_fraction, &self.endpoints, seed)
+    }
 }
 
 /// The vertices a loaded graph has values for (degree > 0), sorted.
@@ -300,6 +326,7 @@ pub(super) fn workload<'a>(
     // The measured and warm-up sequences share the start set (same seed for
     // the scope choice) but draw different operations from it.
     let starts = start_vertices(n, p.ops * 2, dist, p.seed, eligible)?;
+    let sampler = StartSampler::new(n, dist, p.seed, eligible)?;
     let (warm, measure) = starts.split_at(p.ops);
     let ends = endpoints(graph);
     // The placement bound and the Shard plan read the start vertices' lists.
@@ -309,6 +336,9 @@ pub(super) fn workload<'a>(
         warm: mix_ops(warm, p.update_fraction, &ends, p.seed ^ 1),
         measure: mix_ops(measure, p.update_fraction, &ends, p.seed ^ 2),
         endpoints: ends,
+        sampler,
+        update_fraction: p.update_fraction,
+        seed: p.seed,
     })
 }
 
@@ -365,7 +395,7 @@ pub(super) fn run_loaded(
     let label = format!("{}: warm-up", scheme.name());
     let mut warm_round = || -> Result<()> {
         round += 1;
-        let ops = repeat_fresh(&w.warm, round, 1, &w.endpoints);
+        let ops = w.fresh(Stream::Warm, round);
         run.run(&ops, q, p.threads, &label, r).map(|_| ())
     };
     let interval = Duration::from_millis(p.interval_ms + p.interval_ms / 2);
@@ -398,7 +428,7 @@ pub(super) fn run_loaded(
     }
     let warm_s = t0.elapsed().as_secs_f64();
     run.check()?;
-    // Measure: repeat the sequence until it lasts long enough.
+    // Measure: the sequence, then fresh draws until it lasts long enough.
     let label = format!("{}: measuring", scheme.name());
     let mut host_before = crate::host_probe::probe_ns(p.threads);
     let mut handoff_before = crate::host_probe::handoff_ns();
@@ -410,8 +440,9 @@ pub(super) fn run_loaded(
         first
     } else {
         let reps = (p.measure_s_min / took.max(1e-3)).ceil() as usize;
-        // Repetitions 1.. insert edges the probe (repetition 0) did not.
-        let ops = repeat_fresh(&w.measure, 1, reps, &w.endpoints);
+        let ops: Vec<Op> = (1..=reps as u64)
+            .flat_map(|i| w.fresh(Stream::Measure, i))
+            .collect();
         // The host probe and the CPU accounting are of the reported run:
         // not of the probe run, nor of this thread making the operations
         // (which ran while no worker did and read as background CPU).
