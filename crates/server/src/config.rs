@@ -336,6 +336,10 @@ pub struct PolicySection {
     /// Eager mode moves without the holder's own counts only at this rate
     /// (accesses/s; Pragh 6.4's 100; 0 for Pragh's eager mode on every key).
     pub eager_rate_min_per_s: f64,
+    /// Consecutive intervals an applicant must lead before its key moves,
+    /// unless it reads the key at 100/s over a whole interval (1: Pragh's
+    /// rule, one report decides).
+    pub lead_intervals: u32,
     /// Approve read-only replicas (needs `store.replica_mb > 0`).
     pub replicas: bool,
     /// How often monitors drain hot lists (instant reports).
@@ -354,6 +358,7 @@ impl Default for PolicySection {
             dwell_ms: p.dwell_ms,
             rate_min_per_s: p.rate_min_per_s,
             eager_rate_min_per_s: p.eager_rate_min_per_s,
+            lead_intervals: p.lead_intervals,
             replicas: p.replicas,
             hot_poll_ms: 100,
             report_count_min: 2,
@@ -382,6 +387,7 @@ impl PolicySection {
             dwell_ms: self.dwell_ms,
             rate_min_per_s: self.rate_min_per_s,
             eager_rate_min_per_s: self.eager_rate_min_per_s,
+            lead_intervals: self.lead_intervals,
             forget_after_ms: (self.interval_ms * 3).max(PolicyConfig::default().forget_after_ms),
             replicas: self.replicas,
             ..PolicyConfig::default()

@@ -169,3 +169,12 @@ fn the_control_listener_refuses_strangers_and_unknown_servers() {
     assert_eq!(coordinator.stats().auth_refused.load(Ordering::Relaxed), 1);
     coordinator.stop();
 }
+
+#[test]
+fn a_policy_without_a_lead_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = cluster_file(dir.path(), 2);
+    f.policy.lead_intervals = 0;
+    let e = f.validate().unwrap_err();
+    assert!(e.to_string().contains("lead_intervals"), "{e}");
+}

@@ -337,6 +337,7 @@ fn spec(scheme: Scheme, csr: &Csr, p: &Settings, tcp: &TcpSettings) -> Spec {
         dwell_ms: d.policy.dwell_ms,
         rate_min_per_s: d.policy.rate_min_per_s,
         eager_rate_min_per_s: d.policy.eager_rate_min_per_s,
+        lead_intervals: d.policy.lead_intervals,
         replicas: d.policy.replicas,
         hot_poll_ms: d.hot_poll_ms,
         report_count_min: d.report_count_min,
