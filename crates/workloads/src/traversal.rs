@@ -579,7 +579,7 @@ mod tests {
             theta: 0.99,
             scope: 64,
         };
-        let even = |v: VertexId| v % 2 == 0;
+        let even = |v: VertexId| v.is_multiple_of(2);
         let first = start_vertices(1000, 2000, zipf, 7, even).unwrap();
         let scope: std::collections::HashSet<_> = first.iter().copied().collect();
         let s = StartSampler::new(1000, zipf, 7, even).unwrap();
