@@ -21,6 +21,12 @@
 //! update an INSERT_EDGE sent to its vertex's home.
 //!
 //! What is the same and what differs from the in-process run:
+//! - The first warm-up and measured sequences are the same; after them the
+//!   clients here repeat them (edge inserts shifted, as
+//!   [`locus_workloads::traversal::repeat_fresh`] does), where the in-process
+//!   run draws every further round and repetition afresh (`Workload::fresh`).
+//!   Under these Zipf starts over 1,024 vertices the two sample one
+//!   distribution; the inserts here stay on the first sequence's vertices.
 //! - A KHOP of 2 hops does the one-sided work of the in-process `two_hop`:
 //!   the first `k` neighbours of the start, then the first `k` of each of
 //!   those, one synchronous GET at a time, on a worker of the home machine.
