@@ -230,6 +230,13 @@ pub struct Stats {
     pub brief: u64,
 }
 
+/// Whether `count`, an access count rebuilt from a rate (count / secs *
+/// secs), is below `min`: rounding may leave a count of exactly `min` a
+/// hair under it.
+fn below(count: f64, min: u32) -> bool {
+    count + 1e-6 < min as f64
+}
+
 /// A machine's latest rate for a key.
 #[derive(Debug, Clone, Copy)]
 struct Rate {
@@ -488,7 +495,7 @@ impl Coordinator {
         // A busy report continues the machine's run if the last one was busy
         // too and ended near where this one's window began.
         let window_start = now.saturating_sub((secs * 1000.0) as u64);
-        let busy = rate * secs >= self.config.count_min as f64;
+        let busy = !below(rate * secs, self.config.count_min);
         let busy_since_ms = match k.rates.get(machine) {
             _ if !busy => None,
             Some(Rate {
@@ -558,7 +565,7 @@ impl Coordinator {
                 continue;
             }
             // A copy must be read often enough to pay for itself.
-            if rate * secs < cfg.count_min as f64 || rate * interval_s < cfg.move_cost_accesses {
+            if below(rate * secs, cfg.count_min) || rate * interval_s < cfg.move_cost_accesses {
                 self.stats.insignificant += 1;
                 continue;
             }
@@ -631,7 +638,7 @@ impl Coordinator {
         let rival = second.max(known) * secs;
         let noise = cfg.significance_z * (count + rival).sqrt();
         let gain = (rate - known) * cfg.interval_ms as f64 / 1000.0;
-        if count < cfg.count_min as f64 || count - rival <= noise || gain < cfg.move_cost_accesses {
+        if below(count, cfg.count_min) || count - rival <= noise || gain < cfg.move_cost_accesses {
             self.stats.insignificant += 1;
             return None;
         }

@@ -656,3 +656,24 @@ fn an_applicant_waiting_out_its_lead_gets_no_replica() {
     assert_eq!(migrations(&a), vec![(8, 0, 3)]);
     assert!(replicas(&a).is_empty(), "{a:?}");
 }
+
+#[test]
+fn a_report_of_exactly_count_min_accesses_is_busy_whatever_its_length() {
+    let mut c = Coordinator::new(lead()).unwrap();
+    // 8 accesses over 906 ms: 8 / 0.906 * 0.906 rounds a hair below 8.
+    let first = Event::Report {
+        machine: 3,
+        interval_ms: 906,
+        accesses: vec![Access {
+            key: Key(7),
+            holder: 0,
+            count: 8,
+        }],
+    };
+    c.step(906, first);
+    // The next interval continues the run the first began: the key moves.
+    assert_eq!(
+        migrations(&c.step(1_906, report(3, &[(7, 0, 40)]))),
+        vec![(7, 0, 3)]
+    );
+}
