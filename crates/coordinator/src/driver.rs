@@ -58,8 +58,6 @@ pub struct DriverConfig {
     pub migration_threads: usize,
     /// Keys one executor migrates per pipelined batch at most.
     pub batch_keys_max: usize,
-    /// Periodic reports carry keys with at least this many accesses.
-    pub report_count_min: u32,
 }
 
 impl Default for DriverConfig {
@@ -70,7 +68,6 @@ impl Default for DriverConfig {
             record_path: None,
             migration_threads: 1,
             batch_keys_max: 256,
-            report_count_min: 2,
         }
     }
 }
@@ -348,7 +345,7 @@ fn monitor_loop<F: Fabric>(s: &Shared<F>) {
                 m,
                 machines,
                 s.config.policy.interval_ms,
-                s.config.report_count_min,
+                s.config.policy.report_count_min,
             )
         })
         .collect();

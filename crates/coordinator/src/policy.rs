@@ -58,6 +58,16 @@
 //! once, as in Pragh. Deferred mode's tracking interval usually gives the
 //! applicant its second report, so only eager mode waits longer.
 //!
+//! **Unseen rivals** (past the paper). Monitors report only the keys a
+//! machine counted `report_count_min` times or more, so a rival below that
+//! is not seen. The significance test weighs the applicant against the
+//! busiest rival it knows of and, when that is less, against an unseen one
+//! with `report_count_min - 1` accesses over an interval: the most a machine
+//! that reported nothing can have counted. Without it, raising the filter
+//! from 2 to 8 (which cuts what the coordinator takes in under uniform
+//! starts five-fold) would have read a key's quieter readers as idle and
+//! moved keys one machine reads only a little more than the others.
+//!
 //! **No ping-pong.** A key whose two busiest non-holder machines are within
 //! the profit threshold of each other is contended and stays put (moving it
 //! would only make another machine remote); a key moved less than
@@ -635,7 +645,9 @@ impl Coordinator {
         // Significance: enough accesses, a lead beyond counting noise over
         // both the holder and the next machine, and a gain that pays for the move.
         let count = rate * secs;
-        let rival = second.max(known) * secs;
+        let unseen =
+            cfg.report_count_min.saturating_sub(1) as f64 * 1000.0 / cfg.interval_ms as f64;
+        let rival = second.max(known).max(unseen) * secs;
         let noise = cfg.significance_z * (count + rival).sqrt();
         let gain = (rate - known) * cfg.interval_ms as f64 / 1000.0;
         if below(count, cfg.count_min) || count - rival <= noise || gain < cfg.move_cost_accesses {

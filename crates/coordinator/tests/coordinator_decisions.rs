@@ -677,3 +677,44 @@ fn a_report_of_exactly_count_min_accesses_is_busy_whatever_its_length() {
         vec![(7, 0, 3)]
     );
 }
+
+#[test]
+fn a_rival_too_quiet_to_be_reported_is_weighed_at_the_most_it_can_have_counted() {
+    assert_eq!(PolicyConfig::default().report_count_min, 8);
+    let mut c = Coordinator::new(eager()).unwrap();
+    // 24 accesses and no other machine reported: each may have counted up
+    // to 7 unseen, and 24 against 7 is within noise (4 sigma of 31).
+    assert!(migrations(&c.step(1_000, report(3, &[(7, 0, 24)]))).is_empty());
+    assert_eq!(c.stats().insignificant, 1);
+    // 40 against 7 is not.
+    assert_eq!(
+        migrations(&c.step(1_000, report(3, &[(8, 0, 40)]))),
+        vec![(8, 0, 3)]
+    );
+    // With every count reported, nothing is unseen: 24 against none moves.
+    let all = PolicyConfig {
+        report_count_min: 1,
+        ..eager()
+    };
+    let mut c = Coordinator::new(all).unwrap();
+    assert_eq!(
+        migrations(&c.step(1_000, report(3, &[(7, 0, 24)]))),
+        vec![(7, 0, 3)]
+    );
+    let e = Coordinator::new(PolicyConfig {
+        report_count_min: 0,
+        ..eager()
+    })
+    .err()
+    .expect("refused");
+    assert!(
+        matches!(
+            e,
+            CoordinatorError::InvalidSetting {
+                field: "report_count_min",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}

@@ -344,7 +344,9 @@ pub struct PolicySection {
     pub replicas: bool,
     /// How often monitors drain hot lists (instant reports).
     pub hot_poll_ms: u64,
-    /// Periodic reports carry keys with at least this many accesses.
+    /// Periodic reports carry keys with at least this many accesses; the
+    /// policy weighs a machine that reported a key none as having read it
+    /// one fewer times.
     pub report_count_min: u32,
 }
 
@@ -361,7 +363,7 @@ impl Default for PolicySection {
             lead_intervals: p.lead_intervals,
             replicas: p.replicas,
             hot_poll_ms: 100,
-            report_count_min: 2,
+            report_count_min: p.report_count_min,
         }
     }
 }
@@ -390,6 +392,7 @@ impl PolicySection {
             lead_intervals: self.lead_intervals,
             forget_after_ms: (self.interval_ms * 3).max(PolicyConfig::default().forget_after_ms),
             replicas: self.replicas,
+            report_count_min: self.report_count_min,
             ..PolicyConfig::default()
         };
         p.validate()?;

@@ -50,6 +50,14 @@ pub struct PolicyConfig {
     /// decides); 2 keeps a key that one interval happened to favour where it
     /// is (see "Lead" in the `policy` module doc).
     pub lead_intervals: u32,
+    /// Periodic reports name only the keys a machine counted at least this
+    /// many times in its interval (the monitors' filter). A machine that
+    /// names no fresh count of a key is weighed as a rival with one fewer,
+    /// the most it can have counted unseen (see "Unseen rivals" in the
+    /// `policy` module doc). 8, as `count_min`: below that no machine is an
+    /// applicant, and under uniform starts reports of 2 or more carried
+    /// five times the keys, which the coordinator had to take in.
+    pub report_count_min: u32,
 }
 
 impl Default for PolicyConfig {
@@ -70,6 +78,7 @@ impl Default for PolicyConfig {
             significance_z: 4.0,
             move_cost_accesses: 8.0,
             lead_intervals: 2,
+            report_count_min: 8,
         }
     }
 }
@@ -121,6 +130,13 @@ impl PolicyConfig {
                 "lead_intervals",
                 self.lead_intervals,
                 "at least 1 (1: Pragh's rule, one report decides)",
+            ));
+        }
+        if self.report_count_min == 0 {
+            return Err(CoordinatorError::invalid(
+                "report_count_min",
+                self.report_count_min,
+                "at least 1 (a report of keys counted 0 times would name every key cached)",
             ));
         }
         if self.keys_max == 0 {

@@ -346,7 +346,7 @@ fn spec(scheme: Scheme, csr: &Csr, p: &Settings, tcp: &TcpSettings) -> Spec {
         lead_intervals: d.policy.lead_intervals,
         replicas: d.policy.replicas,
         hot_poll_ms: d.hot_poll_ms,
-        report_count_min: d.report_count_min,
+        report_count_min: d.policy.report_count_min,
     };
     Spec {
         exe: tcp.exe.clone(),
