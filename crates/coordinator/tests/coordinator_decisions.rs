@@ -705,8 +705,7 @@ fn a_rival_too_quiet_to_be_reported_is_weighed_at_the_most_it_can_have_counted()
         report_count_min: 0,
         ..eager()
     })
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     assert!(
         matches!(
             e,
