@@ -178,3 +178,14 @@ fn a_policy_without_a_lead_is_refused_naming_the_key() {
     let e = f.validate().unwrap_err();
     assert!(e.to_string().contains("lead_intervals"), "{e}");
 }
+
+#[test]
+fn a_policy_that_reports_every_cached_key_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = cluster_file(dir.path(), 2);
+    assert_eq!(f.policy.report_count_min, 8);
+    assert_eq!(f.policy.policy_config().unwrap().report_count_min, 8);
+    f.policy.report_count_min = 0;
+    let e = f.validate().unwrap_err();
+    assert!(e.to_string().contains("report_count_min"), "{e}");
+}
