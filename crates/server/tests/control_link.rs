@@ -46,8 +46,11 @@ fn cluster_file(dir: &std::path::Path, machines: u8) -> ClusterFile {
     f.store.value_region_mb = 16;
     f.store.cache_mb = 16;
     f.policy.mode = "deferred".into();
-    f.policy.interval_ms = 300;
-    f.policy.dwell_ms = 300;
+    // Long enough that a reader slowed by a loaded machine (a debug build,
+    // tests in parallel) still counts a value ~40 times an interval: the
+    // policy weighs it against unseen rivals of 7 accesses each.
+    f.policy.interval_ms = 1_000;
+    f.policy.dwell_ms = 1_000;
     f.policy.hot_poll_ms = 50;
     f.validate().unwrap();
     f
