@@ -52,12 +52,21 @@ const SERVICE_SPINS_MAX: u32 = 64;
 /// request wakes it at once).
 const SERVICE_IDLE_SLEEP_US: u64 = 200;
 /// The longest park of an idle service when every machine is in this
-/// process (so every sender wakes it): each park that found nothing doubles
-/// the next, up to this. Over a network nothing wakes a service, so it
-/// keeps looking every [`SERVICE_IDLE_SLEEP_US`].
-const SERVICE_IDLE_SLEEP_MAX_US: u64 = 5_000;
-/// An idle service collects garbage at least this often.
-const SERVICE_GC_INTERVAL: Duration = Duration::from_millis(10);
+/// process (so every sender, and every worker that leaves it a vertex op,
+/// wakes it): each park that found nothing doubles the next, up to this or
+/// the garbage-collection interval, whichever is shorter. Over a network
+/// nothing wakes a service, so it keeps looking every
+/// [`SERVICE_IDLE_SLEEP_US`].
+const SERVICE_IDLE_SLEEP_MAX_US: u64 = 50_000;
+/// An idle service collects garbage every hundredth of the reclaim lease
+/// (a retired block waits its lease and at most 1% more), but at least
+/// every [`SERVICE_GC_INTERVAL_MAX`] and at most every
+/// [`SERVICE_GC_INTERVAL_MIN`].
+const SERVICE_GC_LEASE_SHARE: u32 = 100;
+/// See [`SERVICE_GC_LEASE_SHARE`].
+const SERVICE_GC_INTERVAL_MIN: Duration = Duration::from_millis(10);
+/// See [`SERVICE_GC_LEASE_SHARE`].
+const SERVICE_GC_INTERVAL_MAX: Duration = Duration::from_millis(100);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -304,6 +313,9 @@ impl<F: Fabric> Worker<F> {
                 let mut deferred = lock(&mail.deferred);
                 if deferred.len() < DEFERRED_VERTEX_OPS_MAX {
                     deferred.push_back((from, id, vertex));
+                    drop(deferred);
+                    // The service may be parked: nothing else tells it.
+                    self.shared.wake(self.machine);
                     return;
                 }
                 drop(deferred);
@@ -476,9 +488,15 @@ fn service_loop<F: Fabric>(
     // Every sender is in this process and wakes us: an idle service may
     // park longer and longer. An idle service that looked every 200 us
     // woke 5,000 times a second, and eight of them took a sixth of a core
-    // from the workers of a 2-core machine (docs/results.md, stop 30).
+    // from the workers of a 2-core machine (docs/results.md, stop 30); at
+    // 5 ms parks and a collection every 10 ms they still took 1% of it
+    // (stop 37).
     let woken_by_senders =
         (0..shared.fabric.machine_count() as MachineId).all(|m| shared.fabric.hosts(m));
+    let gc_interval = (Duration::from_millis(shared.config.reclaim_lease_ms)
+        / SERVICE_GC_LEASE_SHARE)
+        .clamp(SERVICE_GC_INTERVAL_MIN, SERVICE_GC_INTERVAL_MAX);
+    let sleep_max_us = SERVICE_IDLE_SLEEP_MAX_US.min(gc_interval.as_micros() as u64);
     let mut idle = 0u32;
     let mut sleep_us = SERVICE_IDLE_SLEEP_US;
     let mut gc_at = Instant::now();
@@ -490,7 +508,7 @@ fn service_loop<F: Fabric>(
                     std::thread::yield_now();
                     continue;
                 }
-                if gc_at.elapsed() >= SERVICE_GC_INTERVAL {
+                if gc_at.elapsed() >= gc_interval {
                     if let Err(e) = w.collect_garbage() {
                         return fail(format!("garbage collection failed: {e}"));
                     }
@@ -507,7 +525,7 @@ fn service_loop<F: Fabric>(
                     idle = 0;
                     sleep_us = SERVICE_IDLE_SLEEP_US;
                 } else if woken_by_senders {
-                    sleep_us = (sleep_us * 2).min(SERVICE_IDLE_SLEEP_MAX_US);
+                    sleep_us = (sleep_us * 2).min(sleep_max_us);
                 }
             }
             Ok(_) => {
