@@ -18,15 +18,6 @@
 //! * **Executors** migrate as the target machine with the pipelined
 //!   [`Worker::migrate_batch`]; the source's threads are never involved.
 //!
-//! **Idle threads wait for work, not for a clock.** The coordinator waits
-//! for an event or for its next deadline ([`Coordinator::next_due_ms`], the
-//! end of a deferred-mode tracking window), at most [`COORDINATOR_IDLE_WAIT`];
-//! executors wait for a job or for the stop. They used to poll (every 50 ms
-//! and 20 ms), and every empty poll cost a handful of `sched_yield`s in the
-//! channel's backoff, each one a worker's core taken on a 2-core machine
-//! (about 330 extra worker preemptions a second while nothing migrated;
-//! docs/results.md, stop 37). Stopping wakes them at once.
-//!
 //! The coordinator can be stopped and restarted ([`Driver::stop_coordinator`],
 //! [`Driver::start_coordinator`]): meanwhile workers serve as before, queued
 //! migrations finish, and reports that find the event queue full are dropped
@@ -53,9 +44,6 @@ use crate::record::Record;
 pub const EVENTS_MAX: usize = 4096;
 /// Migrations waiting for an executor at most.
 pub const JOBS_MAX: usize = 1 << 20;
-/// Longest an idle coordinator waits before it looks at the clock (a stop
-/// or an event wakes it sooner).
-pub const COORDINATOR_IDLE_WAIT: Duration = Duration::from_secs(1);
 
 /// Driver settings.
 #[derive(Debug, Clone)]
@@ -127,9 +115,6 @@ struct Shared<F: Fabric> {
     events_rx: Receiver<Event>,
     jobs_tx: Sender<Job>,
     jobs_rx: Receiver<Job>,
-    /// Never sent on: disconnected when the driver stops, which wakes every
-    /// executor waiting for a job.
-    stopped_rx: Receiver<()>,
     record: Mutex<Option<Arc<Record>>>,
     record_path: PathBuf,
     _tmp: Option<tempfile::TempDir>,
@@ -138,8 +123,6 @@ struct Shared<F: Fabric> {
 /// The running monitor, coordinator and executors.
 pub struct Driver<F: Fabric> {
     shared: Arc<Shared<F>>,
-    /// Dropped to stop the executors (see `Shared::stopped_rx`).
-    stopped_tx: Option<Sender<()>>,
     threads: Vec<JoinHandle<()>>,
     coordinator: Option<(Arc<AtomicBool>, JoinHandle<Coordinator>)>,
 }
@@ -186,7 +169,6 @@ impl<F: Fabric> Driver<F> {
         };
         let (events_tx, events_rx) = bounded(EVENTS_MAX);
         let (jobs_tx, jobs_rx) = bounded(JOBS_MAX);
-        let (stopped_tx, stopped_rx) = bounded(0);
         let shared = Arc::new(Shared {
             store,
             config,
@@ -197,14 +179,12 @@ impl<F: Fabric> Driver<F> {
             events_rx,
             jobs_tx,
             jobs_rx,
-            stopped_rx,
             record: Mutex::new(None),
             record_path,
             _tmp: tmp,
         });
         let mut d = Driver {
             shared: Arc::clone(&shared),
-            stopped_tx: Some(stopped_tx),
             threads: Vec::new(),
             coordinator: None,
         };
@@ -271,7 +251,6 @@ impl<F: Fabric> Driver<F> {
     pub fn stop_coordinator(&mut self) -> Option<Coordinator> {
         let (stop, h) = self.coordinator.take()?;
         stop.store(true, Ordering::Release);
-        self.wake_coordinator();
         let c = join(COORDINATOR_THREAD, h).map_err(|e| fail(&self.shared, e));
         *self.shared.record.lock().unwrap_or_else(|p| p.into_inner()) = None;
         c.ok()
@@ -289,17 +268,10 @@ impl<F: Fabric> Driver<F> {
         false
     }
 
-    /// Wakes a coordinator waiting for an event (a full queue needs no
-    /// wake: the coordinator has events to take).
-    fn wake_coordinator(&self) {
-        let _ = self.shared.events_tx.try_send(Event::Tick);
-    }
-
     /// Stops every thread and returns the coordinator's final state.
     pub fn stop(mut self) -> Option<Coordinator> {
         let c = self.stop_coordinator();
         self.shared.stop.store(true, Ordering::Release);
-        self.stopped_tx = None;
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -311,11 +283,9 @@ impl<F: Fabric> Drop for Driver<F> {
     fn drop(&mut self) {
         if let Some((stop, h)) = self.coordinator.take() {
             stop.store(true, Ordering::Release);
-            self.wake_coordinator();
             let _ = h.join();
         }
         self.shared.stop.store(true, Ordering::Release);
-        self.stopped_tx = None;
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -404,14 +374,11 @@ fn coordinator_loop<F: Fabric>(
     record: &Record,
 ) -> Coordinator {
     let t0 = Instant::now();
+    let tick = Duration::from_millis(50);
     let mut tracking_since: HashMap<MachineId, Instant> = HashMap::new();
     let mut pending: Vec<Event> = Vec::new();
     while !stop.load(Ordering::Acquire) && !s.stop.load(Ordering::Acquire) {
-        let now_ms = t0.elapsed().as_millis() as u64;
-        let wait = c.next_due_ms().map_or(COORDINATOR_IDLE_WAIT, |due| {
-            Duration::from_millis(due.saturating_sub(now_ms)).min(COORDINATOR_IDLE_WAIT)
-        });
-        let event = match s.events_rx.recv_timeout(wait) {
+        let event = match s.events_rx.recv_timeout(tick) {
             Ok(e) => e,
             Err(RecvTimeoutError::Timeout) => Event::Tick,
             Err(RecvTimeoutError::Disconnected) => break,
@@ -478,12 +445,9 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
     let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
     let mut replicas: Vec<(Key, MachineId)> = Vec::new();
     while !s.stop.load(Ordering::Acquire) {
-        let first = crossbeam_channel::select! {
-            recv(s.jobs_rx) -> j => match j {
-                Ok(j) => j,
-                Err(_) => break,
-            },
-            recv(s.stopped_rx) -> _ => break,
+        let first = match s.jobs_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(j) => j,
+            Err(_) => continue,
         };
         let mut take = |j: Job| match j {
             Job::Migrate(k, to) => by_target.entry(to).or_default().push(k),
