@@ -59,8 +59,8 @@ const SERVICE_IDLE_SLEEP_US: u64 = 200;
 /// [`SERVICE_IDLE_SLEEP_US`].
 const SERVICE_IDLE_SLEEP_MAX_US: u64 = 50_000;
 /// An idle service collects garbage every hundredth of the reclaim lease
-/// (a retired block waits its lease and at most 1% more), but at least
-/// every [`SERVICE_GC_INTERVAL_MAX`] and at most every
+/// (a retired block waits its lease and at most 1% more), never less often
+/// than every [`SERVICE_GC_INTERVAL_MAX`] nor more often than every
 /// [`SERVICE_GC_INTERVAL_MIN`].
 const SERVICE_GC_LEASE_SHARE: u32 = 100;
 /// See [`SERVICE_GC_LEASE_SHARE`].
