@@ -275,3 +275,77 @@ fn inserting_many_at_once_is_inserting_them_one_by_one() {
     }
     assert!(one.stats().evictions > 0, "the test exercises eviction");
 }
+
+/// The counts [`LocationCache::take_counted`] must hand over: every
+/// non-replica entry counted at least `min` times, read by a full walk.
+fn counted_by_walk(c: &LocationCache, min: u32) -> Vec<(u64, u64, u32)> {
+    counts(c).into_iter().filter(|&(_, _, n)| n >= min).collect()
+}
+
+fn take_counted(c: &LocationCache, min: u32) -> Vec<(u64, u64, u32)> {
+    let mut v = Vec::new();
+    c.take_counted(min, |k, w, n| v.push((k.0, w, n)));
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn a_count_from_an_earlier_interval_reads_as_zero_and_restarts() {
+    let c = cache(16, 2, 1_000);
+    c.insert(Key(1), 11, 0);
+    for _ in 0..5 {
+        c.get(Key(1), 1);
+    }
+    assert_eq!(take_counted(&c, 2), vec![(1, 11, 5)]);
+    assert_eq!(counts(&c), vec![(1, 11, 0)], "the next interval starts at 0");
+    assert_eq!(c.peek(Key(1)), Some((11, 0)));
+    c.get(Key(1), 1);
+    assert_eq!(counts(&c), vec![(1, 11, 1)], "and counts up from 0, not from 5");
+    c.fold(Key(1), 4);
+    c.record(Key(1), 11, 1);
+    assert_eq!(take_counted(&c, 2), vec![(1, 11, 6)]);
+    assert!(take_counted(&c, 2).is_empty(), "an interval with no access reports nothing");
+}
+
+/// Random operations of every kind that counts, drops or ages entries, in
+/// a cache small enough to evict, with an interval ended every few hundred
+/// operations: what the lists hand over is what a walk of every entry
+/// finds (the invariant of "Intervals without a walk"), at one threshold
+/// and after it changes.
+#[test]
+fn the_monitors_lists_hold_every_key_a_walk_would_report() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0x10c0_5c0f_fee);
+    let c = cache(24, 4, 50);
+    let mut now = 0u64;
+    let mut reported = 0usize;
+    for interval in 0..300 {
+        let min = if interval < 150 { 3 } else { 5 };
+        for _ in 0..rng.gen_range(50..400) {
+            now += rng.gen_range(0..2) * MS;
+            let key = Key(rng.gen_range(0..160u64));
+            let word = 1 + rng.gen_range(0..3u64);
+            match rng.gen_range(0..100) {
+                0..=39 => {
+                    c.get_for_read(key, now);
+                }
+                40..=64 => c.record(key, word, now),
+                65..=74 => c.fold(key, rng.gen_range(1..6)),
+                75..=89 => c.insert(key, word, now),
+                90..=93 => {
+                    c.remove(key);
+                }
+                94..=96 => {
+                    c.remove_if(key, word);
+                }
+                _ => c.insert_replica(key, 1 << 20, now),
+            }
+        }
+        let want = counted_by_walk(&c, min);
+        let got = take_counted(&c, min);
+        assert_eq!(got, want, "interval {interval}, threshold {min}");
+        reported += got.len();
+        assert!(counts(&c).iter().all(|&(_, _, n)| n == 0), "interval {interval}: counts restart");
+    }
+    assert!(reported > 300, "the test reported too little to mean anything ({reported})");
+}
