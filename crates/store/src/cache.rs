@@ -390,7 +390,10 @@ impl Shard {
     /// returns the count before and after.
     #[inline]
     fn count(&mut self, h: u64, n: u32) -> (u32, u32) {
-        let e = self.map.get_mut(&h).expect("counting an entry that is cached");
+        let e = self
+            .map
+            .get_mut(&h)
+            .expect("counting an entry that is cached");
         let (before, after) = e.add(self.interval, n);
         let replica = e.position == REPLICA_POSITION;
         if !replica && self.list_min > 0 && before < self.list_min && after >= self.list_min {
@@ -913,7 +916,10 @@ impl LocationCache {
     /// at `min` from then on. `f` runs under a shard's lock: it must not call
     /// back into the cache.
     pub fn take_counted(&self, min: u32, mut f: impl FnMut(Key, u64, u32)) {
-        assert!(min > 0, "take_counted with a threshold of 0 would list every access");
+        assert!(
+            min > 0,
+            "take_counted with a threshold of 0 would list every access"
+        );
         for p in self.shards.iter() {
             let mut guard = lock(p);
             let s = &mut *guard;

@@ -279,7 +279,10 @@ fn inserting_many_at_once_is_inserting_them_one_by_one() {
 /// The counts [`LocationCache::take_counted`] must hand over: every
 /// non-replica entry counted at least `min` times, read by a full walk.
 fn counted_by_walk(c: &LocationCache, min: u32) -> Vec<(u64, u64, u32)> {
-    counts(c).into_iter().filter(|&(_, _, n)| n >= min).collect()
+    counts(c)
+        .into_iter()
+        .filter(|&(_, _, n)| n >= min)
+        .collect()
 }
 
 fn take_counted(c: &LocationCache, min: u32) -> Vec<(u64, u64, u32)> {
@@ -297,14 +300,25 @@ fn a_count_from_an_earlier_interval_reads_as_zero_and_restarts() {
         c.get(Key(1), 1);
     }
     assert_eq!(take_counted(&c, 2), vec![(1, 11, 5)]);
-    assert_eq!(counts(&c), vec![(1, 11, 0)], "the next interval starts at 0");
+    assert_eq!(
+        counts(&c),
+        vec![(1, 11, 0)],
+        "the next interval starts at 0"
+    );
     assert_eq!(c.peek(Key(1)), Some((11, 0)));
     c.get(Key(1), 1);
-    assert_eq!(counts(&c), vec![(1, 11, 1)], "and counts up from 0, not from 5");
+    assert_eq!(
+        counts(&c),
+        vec![(1, 11, 1)],
+        "and counts up from 0, not from 5"
+    );
     c.fold(Key(1), 4);
     c.record(Key(1), 11, 1);
     assert_eq!(take_counted(&c, 2), vec![(1, 11, 6)]);
-    assert!(take_counted(&c, 2).is_empty(), "an interval with no access reports nothing");
+    assert!(
+        take_counted(&c, 2).is_empty(),
+        "an interval with no access reports nothing"
+    );
 }
 
 /// Random operations of every kind that counts, drops or ages entries, in
@@ -345,7 +359,13 @@ fn the_monitors_lists_hold_every_key_a_walk_would_report() {
         let got = take_counted(&c, min);
         assert_eq!(got, want, "interval {interval}, threshold {min}");
         reported += got.len();
-        assert!(counts(&c).iter().all(|&(_, _, n)| n == 0), "interval {interval}: counts restart");
+        assert!(
+            counts(&c).iter().all(|&(_, _, n)| n == 0),
+            "interval {interval}: counts restart"
+        );
     }
-    assert!(reported > 300, "the test reported too little to mean anything ({reported})");
+    assert!(
+        reported > 300,
+        "the test reported too little to mean anything ({reported})"
+    );
 }
