@@ -329,7 +329,7 @@ fn a_count_from_an_earlier_interval_reads_as_zero_and_restarts() {
 #[test]
 fn the_monitors_lists_hold_every_key_a_walk_would_report() {
     use rand::{Rng, SeedableRng};
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0x10c0_5c0f_fee);
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0x010c_05c0_ffee);
     let c = cache(24, 4, 50);
     let mut now = 0u64;
     let mut reported = 0usize;
