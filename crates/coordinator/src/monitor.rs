@@ -7,9 +7,8 @@
 //! * drains the cache's hot-key list into instant reports ([`Event::Hot`]),
 //!   each with the key's count so far and where the value was found;
 //! * once the interval has passed, takes the interval's access counts
-//!   (keys with at least `report_count_min` accesses, which the cache lists
-//!   as they cross it, so the look does not walk the cache) into one
-//!   periodic report ([`Event::Report`]) and starts the next interval.
+//!   (keys with at least `report_count_min` accesses) into one periodic
+//!   report ([`Event::Report`]) and starts the next interval.
 //!
 //! The monitor only reads the cache; sending (and dropping when the
 //! coordinator cannot take more) is the caller's business.
@@ -86,9 +85,11 @@ impl Monitor {
             return;
         }
         let mut accesses = Vec::new();
-        cache.take_counted(self.report_count_min, |key, word, count| {
-            if let Some(holder) = holder_of(key, word, self.machines) {
-                accesses.push(Access { key, holder, count });
+        cache.take_access_counts(|key, word, count| {
+            if count >= self.report_count_min {
+                if let Some(holder) = holder_of(key, word, self.machines) {
+                    accesses.push(Access { key, holder, count });
+                }
             }
         });
         if !accesses.is_empty() {

@@ -46,24 +46,8 @@
 //! path (unlike LRU, a hit only bumps a counter), and is deterministic for a
 //! given sequence of operations. The counts are exactly what the monitor
 //! needs (Pragh 4.4): the replacement policy keeps the frequently accessed
-//! remote keys and [`LocationCache::take_counted`] reads one interval's
+//! remote keys and [`LocationCache::take_access_counts`] reads one interval's
 //! accesses and starts the next.
-//!
-//! **Intervals without a walk.** A count belongs to its shard's current
-//! interval: each shard numbers its intervals, each entry remembers the
-//! interval its count was made in, and a count from an earlier interval is
-//! read as 0 and restarts from 0 on the next access. Starting an interval is
-//! therefore one increment per shard, not a write to every entry. An access
-//! that lifts a count across the shard's *listing threshold* (the monitor's
-//! `report_count_min`, set by the first [`LocationCache::take_counted`] that
-//! names it) appends the key to the shard's list, so the monitor's periodic
-//! look visits the keys it may report and not the whole cache: under uniform
-//! starts most cached keys are read a few times an interval and none is
-//! reported (stop 36 measured the walk over them as most of what Split's
-//! driver cost the workers). Invariant: at the end of an interval, every
-//! entry whose count is at or above the threshold is on its shard's list
-//! (a count rises only through the increments that list it, and falls only
-//! by aging, which may list a key twice; the look drops duplicates).
 //!
 //! **Replica entries.** With read-only replicas on ([`crate::replica`]), the
 //! entry of a key this machine keeps a replica of holds the replica's address
@@ -89,12 +73,10 @@
 //! [`LocationCache::fold`], so the counts the monitor reads are kept.
 //!
 //! **Bytes per entry.** The byte bound is accounted as [`ENTRY_BYTES`] = 72
-//! bytes per entry. What an entry really takes: a map slot of 48 bytes
-//! (8-byte mixed key, 8-byte address word, 8-byte position, 8-byte
-//! `cached_at_ns`, 4-byte count, 4-byte index into the key array, 4-byte
-//! interval, 4 bytes of padding) plus one control byte, at the map's load
-//! factor (7/16 to 7/8: 56 to 112 bytes), plus 8 bytes in the shard's dense
-//! key array, so 64 to 120 bytes. Each shard
+//! bytes per entry: a map slot of 32 bytes (8-byte mixed key, 8-byte address
+//! word, 8-byte `cached_at_ns`, 4-byte count, 4-byte index into the key
+//! array) plus one control byte, at the map's load factor (7/16 to 7/8, so
+//! 46 to 83 bytes with the 8-byte position), plus 8 bytes in the shard's dense key array. Each shard
 //! holds at most `bytes_max / ENTRY_BYTES / shards` entries, so
 //! [`LocationCache::bytes`] never exceeds `bytes_max`; the memory really
 //! used may differ from the accounted bytes by the table's load.
@@ -289,33 +271,9 @@ struct Entry {
     /// (keys never move, so this never goes stale); `u64::MAX` if unknown.
     position: u64,
     cached_at_ns: u64,
-    /// Accesses in interval `interval` (see "Intervals without a walk").
     count: u32,
     /// Index of this entry's key in `Shard::keys`.
     slot: u32,
-    /// The shard's interval `count` was made in.
-    interval: u32,
-}
-
-impl Entry {
-    /// The entry's count in the shard's interval `now`: 0 if it was made earlier.
-    #[inline]
-    fn count_in(&self, now: u32) -> u32 {
-        if self.interval == now {
-            self.count
-        } else {
-            0
-        }
-    }
-
-    /// Adds `n` accesses in interval `now`; returns the count before and after.
-    #[inline]
-    fn add(&mut self, now: u32, n: u32) -> (u32, u32) {
-        let before = self.count_in(now);
-        self.count = before.saturating_add(n);
-        self.interval = now;
-        (before, self.count)
-    }
 }
 
 /// Passes the already-mixed key through as the hash (keys are `mix(key)`).
@@ -354,13 +312,6 @@ struct Shard {
     /// Keys whose count reached `hot_count` since the monitor last looked
     /// (at most [`HOT_KEYS_MAX_PER_SHARD`]).
     hot: Vec<Key>,
-    /// The current monitoring interval (see "Intervals without a walk").
-    interval: u32,
-    /// The listing threshold; 0 until the monitor names one.
-    list_min: u32,
-    /// Mixed keys whose count reached `list_min` this interval (a key may
-    /// appear twice if aging halved it below and it rose again).
-    listed: Vec<u64>,
     stats: CacheStats,
 }
 
@@ -378,34 +329,8 @@ impl Shard {
             sample_state: seed,
             age_hand: 0,
             hot: Vec::new(),
-            interval: 0,
-            list_min: 0,
-            listed: Vec::new(),
             stats: CacheStats::default(),
         }
-    }
-
-    /// Adds `n` accesses to the entry of mixed key `h` (which must be
-    /// cached), listing the key if its count crosses the listing threshold;
-    /// returns the count before and after.
-    #[inline]
-    fn count(&mut self, h: u64, n: u32) -> (u32, u32) {
-        let e = self
-            .map
-            .get_mut(&h)
-            .expect("counting an entry that is cached");
-        let (before, after) = e.add(self.interval, n);
-        let replica = e.position == REPLICA_POSITION;
-        if !replica && self.list_min > 0 && before < self.list_min && after >= self.list_min {
-            self.listed.push(h);
-        }
-        (before, after)
-    }
-
-    /// Ends the interval: every count now reads 0.
-    fn next_interval(&mut self) {
-        self.interval = self.interval.wrapping_add(1);
-        self.listed.clear();
     }
 
     /// Drops the entry of mixed key `h`, keeping `keys` dense.
@@ -442,7 +367,7 @@ impl Shard {
                 victim = h;
                 break;
             }
-            let rank = (e.count_in(self.interval), e.cached_at_ns);
+            let rank = (e.count, e.cached_at_ns);
             if i == 0 || rank < best {
                 best = rank;
                 victim = h;
@@ -548,10 +473,13 @@ impl LocationCache {
         let mut guard = self.shard_of(h);
         let s = &mut *guard;
         s.stats.hits += hits as u64;
-        if let Some(replica) = s.map.get(&h).map(|e| e.position == REPLICA_POSITION) {
-            let (before, after) = s.count(h, hits);
+        if let Some(e) = s.map.get_mut(&h) {
+            let before = e.count;
+            e.count = e.count.saturating_add(hits);
             let hot = self.config.hot_count;
-            if !replica && hot > 0 && before < hot && after >= hot {
+            let listed =
+                e.position != REPLICA_POSITION && hot > 0 && before < hot && e.count >= hot;
+            if listed {
                 s.note_hot(key);
             }
         }
@@ -599,10 +527,10 @@ impl LocationCache {
         let mut guard = lock(&self.shards[i]);
         let s = &mut *guard;
         let epoch = || self.epochs[i].0.load(Ordering::Acquire);
-        match s.map.get(&h) {
+        match s.map.get_mut(&h) {
             Some(e) if e.position == REPLICA_POSITION && replicas => {
+                e.count = e.count.saturating_add(1);
                 let found = (e.word, e.position, e.cached_at_ns, epoch());
-                s.count(h, 1);
                 s.stats.hits += 1;
                 Some(found)
             }
@@ -611,10 +539,11 @@ impl LocationCache {
                 None
             }
             Some(e) if !expired(e.cached_at_ns, now_ns, self.lease_ns) => {
+                e.count = e.count.saturating_add(1);
+                let hot = e.count == self.config.hot_count;
                 let found = (e.word, e.position, e.cached_at_ns, epoch());
-                let (_, after) = s.count(h, 1);
                 s.stats.hits += 1;
-                if after == self.config.hot_count {
+                if hot {
                     s.note_hot(key);
                 }
                 Some(found)
@@ -754,7 +683,6 @@ impl LocationCache {
                 cached_at_ns: now_ns,
                 count: 0,
                 slot: slot as u32,
-                interval: s.interval,
             },
         );
         s.stats.inserts += 1;
@@ -784,24 +712,20 @@ impl LocationCache {
                 let changed = e.word != addr_word;
                 e.word = addr_word;
                 e.cached_at_ns = now_ns;
+                e.count = e.count.saturating_add(1);
                 if changed {
                     self.bump(h);
                 }
-                let (_, after) = s.count(h, 1);
-                if after == self.config.hot_count {
+                if e.count == self.config.hot_count {
                     s.note_hot(key);
                 }
                 return;
             }
         }
         self.insert(key, addr_word, now_ns);
-        let mut guard = self.shard_of(h);
-        let s = &mut *guard;
-        if s.map.contains_key(&h) {
-            let (_, after) = s.count(h, 1);
-            if after == self.config.hot_count {
-                s.note_hot(key);
-            }
+        let mut s = self.shard_of(h);
+        if let Some(e) = s.map.get_mut(&h) {
+            e.count = 1;
         }
     }
 
@@ -813,7 +737,7 @@ impl LocationCache {
         s.map
             .get(&h)
             .filter(|e| e.position != REPLICA_POSITION)
-            .map(|e| (e.word, e.count_in(s.interval)))
+            .map(|e| (e.word, e.count))
     }
 
     /// Hands every key listed hot since the last call to `f` and clears the lists.
@@ -885,66 +809,23 @@ impl LocationCache {
             let s = lock(p);
             for (&h, e) in s.map.iter() {
                 if e.position != REPLICA_POSITION {
-                    f(Key(unmix(h)), e.word, e.count_in(s.interval));
+                    f(Key(unmix(h)), e.word, e.count);
                 }
             }
         }
     }
 
-    /// Like [`LocationCache::access_counts`], and starts the next interval
-    /// (every count reads 0 after it): one monitoring interval's accesses
-    /// (Pragh 4.4). Visits every entry; the monitor uses
-    /// [`LocationCache::take_counted`].
+    /// Like [`LocationCache::access_counts`], and resets every count to 0:
+    /// one monitoring interval's accesses (Pragh 4.4).
     pub fn take_access_counts(&self, mut f: impl FnMut(Key, u64, u32)) {
         for p in self.shards.iter() {
-            let mut guard = lock(p);
-            let s = &mut *guard;
-            for (&h, e) in s.map.iter() {
+            let mut s = lock(p);
+            for (&h, e) in s.map.iter_mut() {
                 if e.position != REPLICA_POSITION {
-                    f(Key(unmix(h)), e.word, e.count_in(s.interval));
+                    f(Key(unmix(h)), e.word, e.count);
                 }
+                e.count = 0;
             }
-            s.next_interval();
-        }
-    }
-
-    /// The monitor's periodic look (Pragh 4.4): hands `f` every entry
-    /// counted at least `min` (> 0) times this interval, as (key, address
-    /// word, count), and starts the next interval. A shard already listing
-    /// at `min` gives its list ("Intervals without a walk"), in order of the
-    /// mixed keys; one listing at another threshold is walked once and lists
-    /// at `min` from then on. `f` runs under a shard's lock: it must not call
-    /// back into the cache.
-    pub fn take_counted(&self, min: u32, mut f: impl FnMut(Key, u64, u32)) {
-        assert!(
-            min > 0,
-            "take_counted with a threshold of 0 would list every access"
-        );
-        for p in self.shards.iter() {
-            let mut guard = lock(p);
-            let s = &mut *guard;
-            if s.list_min == min {
-                s.listed.sort_unstable();
-                s.listed.dedup();
-                for &h in &s.listed {
-                    let Some(e) = s.map.get(&h) else {
-                        continue; // evicted or dropped since it was listed
-                    };
-                    let n = e.count_in(s.interval);
-                    if e.position != REPLICA_POSITION && n >= min {
-                        f(Key(unmix(h)), e.word, n);
-                    }
-                }
-            } else {
-                for (&h, e) in s.map.iter() {
-                    let n = e.count_in(s.interval);
-                    if e.position != REPLICA_POSITION && n >= min {
-                        f(Key(unmix(h)), e.word, n);
-                    }
-                }
-                s.list_min = min;
-            }
-            s.next_interval();
         }
     }
 
