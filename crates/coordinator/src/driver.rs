@@ -18,6 +18,12 @@
 //! * **Executors** migrate as the target machine with the pipelined
 //!   [`Worker::migrate_batch`]; the source's threads are never involved.
 //!
+//! All three run `background_nice` steps nicer than the process
+//! ([`DriverConfig::background_nice`]): Pragh 6 gives the monitor cores of its
+//! own and the coordinator a machine of its own, so none of them takes a
+//! query worker's turn; sharing cores with the workers, they wait for a
+//! worker's time slice to end instead of preempting it when they wake.
+//!
 //! The coordinator can be stopped and restarted ([`Driver::stop_coordinator`],
 //! [`Driver::start_coordinator`]): meanwhile workers serve as before, queued
 //! migrations finish, and reports that find the event queue full are dropped
@@ -58,6 +64,12 @@ pub struct DriverConfig {
     pub migration_threads: usize,
     /// Keys one executor migrates per pipelined batch at most.
     pub batch_keys_max: usize,
+    /// Niceness the monitor, coordinator and executor threads add to the
+    /// process's (0..=19; the total stops at 19; Linux only, ignored
+    /// elsewhere). With query workers on every core, a driver thread that
+    /// wakes at their priority preempts one of them; 19 lets it run when a
+    /// worker's slice ends. 0 leaves them at the process's priority.
+    pub background_nice: i32,
 }
 
 impl Default for DriverConfig {
@@ -68,6 +80,7 @@ impl Default for DriverConfig {
             record_path: None,
             migration_threads: 1,
             batch_keys_max: 256,
+            background_nice: NICE_MAX,
         }
     }
 }
@@ -140,6 +153,13 @@ impl<F: Fabric> Driver<F> {
             if value == 0 {
                 return Err(CoordinatorError::invalid(field, value, "positive"));
             }
+        }
+        if !(0..=NICE_MAX).contains(&config.background_nice) {
+            return Err(CoordinatorError::invalid(
+                "background_nice",
+                config.background_nice,
+                "in 0..=19 (niceness added to the process's; a thread may lower its own priority, not raise it)",
+            ));
         }
         let lease_ms = store.config().cache_lease_ms;
         if store.config().cache_bytes_max > 0 && lease_ms < config.policy.interval_ms {
@@ -294,6 +314,46 @@ impl<F: Fabric> Drop for Driver<F> {
 
 /// The coordinator thread's name.
 const COORDINATOR_THREAD: &str = "locus-coordinator";
+/// The largest niceness Linux has.
+const NICE_MAX: i32 = 19;
+
+/// Adds `by` to the calling thread's niceness (at most [`NICE_MAX`] in all).
+/// On Linux the nice value belongs to a thread, and `who` = 0 names the caller.
+#[cfg(target_os = "linux")]
+fn lower_priority(by: i32) -> std::io::Result<()> {
+    if by == 0 {
+        return Ok(());
+    }
+    // SAFETY: getpriority and setpriority only read and change the calling
+    // thread's scheduling attributes; errno is thread-local, and is cleared
+    // first because -1 is also a valid niceness.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let now = libc::getpriority(libc::PRIO_PROCESS as _, 0);
+        if now == -1 && *libc::__errno_location() != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::setpriority(libc::PRIO_PROCESS as _, 0, (now + by).min(NICE_MAX)) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority(_by: i32) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Lowers the calling driver thread's priority as configured; a failure is
+/// counted and kept (the thread runs on at the priority it has).
+fn run_in_background<F: Fabric>(s: &Shared<F>) {
+    let by = s.config.background_nice;
+    if let Err(source) = lower_priority(by) {
+        let thread = std::thread::current().name().unwrap_or("?").to_string();
+        fail(s, CoordinatorError::Nice { thread, by, source });
+    }
+}
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
@@ -336,6 +396,7 @@ fn send<F: Fabric>(s: &Shared<F>, e: Event) {
 }
 
 fn monitor_loop<F: Fabric>(s: &Shared<F>) {
+    run_in_background(s);
     let machines = s.store.machines();
     let poll = Duration::from_millis(s.config.hot_poll_ms);
     let mut monitors: Vec<Monitor> = (0..machines as MachineId)
@@ -373,6 +434,7 @@ fn coordinator_loop<F: Fabric>(
     mut c: Coordinator,
     record: &Record,
 ) -> Coordinator {
+    run_in_background(s);
     let t0 = Instant::now();
     let tick = Duration::from_millis(50);
     let mut tracking_since: HashMap<MachineId, Instant> = HashMap::new();
@@ -441,6 +503,7 @@ fn coordinator_loop<F: Fabric>(
 }
 
 fn executor_loop<F: Fabric>(s: &Shared<F>) {
+    run_in_background(s);
     let mut ex = Executor::new();
     let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
     let mut replicas: Vec<(Key, MachineId)> = Vec::new();

@@ -77,6 +77,18 @@ pub enum CoordinatorError {
         #[source]
         source: std::io::Error,
     },
+    /// A driver thread could not lower its scheduling priority
+    /// ([`crate::DriverConfig::background_nice`]); it runs on at the priority it has.
+    #[error("thread {thread} could not raise its niceness by {by}: {source}; set background_nice = 0 to leave the driver's threads at the process's priority")]
+    Nice {
+        /// The thread's name.
+        thread: String,
+        /// The niceness it tried to add.
+        by: i32,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
     /// A driver thread panicked (a bug: report it with the message).
     #[error("thread {thread} panicked: {reason}")]
     ThreadPanicked {
