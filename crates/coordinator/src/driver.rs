@@ -18,11 +18,16 @@
 //! * **Executors** migrate as the target machine with the pipelined
 //!   [`Worker::migrate_batch`]; the source's threads are never involved.
 //!
-//! All three run `background_nice` steps nicer than the process
-//! ([`DriverConfig::background_nice`]): Pragh 6 gives the monitor cores of its
-//! own and the coordinator a machine of its own, so none of them takes a
-//! query worker's turn; sharing cores with the workers, they wait for a
-//! worker's time slice to end instead of preempting it when they wake.
+//! The monitor and the coordinator run `background_nice` steps nicer than
+//! the process ([`DriverConfig::background_nice`]): Pragh 6 gives the monitor
+//! cores of its own and the coordinator a machine of its own, so neither
+//! takes a query worker's turn; sharing cores with the workers, they wait for
+//! a worker's time slice to end instead of preempting it when they wake.
+//! Executors keep the workers' priority: a reader that finds a value being
+//! moved retries until the executor finishes the move, so a starved executor
+//! would leave the workers spinning on it (priority inversion; seen at
+//! R-MAT 26 with executors at nice 19, where a reader gave up after
+//! `READ_RETRIES_MAX` retries).
 //!
 //! The coordinator can be stopped and restarted ([`Driver::stop_coordinator`],
 //! [`Driver::start_coordinator`]): meanwhile workers serve as before, queued
@@ -64,11 +69,12 @@ pub struct DriverConfig {
     pub migration_threads: usize,
     /// Keys one executor migrates per pipelined batch at most.
     pub batch_keys_max: usize,
-    /// Niceness the monitor, coordinator and executor threads add to the
-    /// process's (0..=19; the total stops at 19; Linux only, ignored
-    /// elsewhere). With query workers on every core, a driver thread that
-    /// wakes at their priority preempts one of them; 19 lets it run when a
-    /// worker's slice ends. 0 leaves them at the process's priority.
+    /// Niceness the monitor and coordinator threads add to the process's
+    /// (0..=19; the total stops at 19; Linux only, ignored elsewhere). With
+    /// query workers on every core, a driver thread that wakes at their
+    /// priority preempts one of them; 19 lets it run when a worker's slice
+    /// ends. 0 leaves them at the process's priority. Executors always keep
+    /// it: workers wait on the moves they make (see the module doc).
     pub background_nice: i32,
 }
 
@@ -503,7 +509,7 @@ fn coordinator_loop<F: Fabric>(
 }
 
 fn executor_loop<F: Fabric>(s: &Shared<F>) {
-    run_in_background(s);
+    // Not run in the background (see `DriverConfig::background_nice`).
     let mut ex = Executor::new();
     let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
     let mut replicas: Vec<(Key, MachineId)> = Vec::new();
