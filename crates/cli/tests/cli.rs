@@ -357,6 +357,14 @@ fn pragh_shared_loads_run_each_scheme_on_a_fresh_copy_of_one_load() {
         // child's reconfigure would have refused to drop them.
         let replica = &round[3];
         assert!(replica["replica_bytes"].as_u64().unwrap() > 0, "{replica}");
+        // Split+Cache's final placement explains its remote GETs by cause;
+        // replicas' reads are not in it, so Replica has none.
+        let after = &round[2]["placement_after"];
+        let part = |k: &str| after[k].as_f64().unwrap();
+        let parts =
+            part("unavoidable_gets") + part("misplaced_home_gets") + part("misplaced_away_gets");
+        assert!((part("remote_gets") - parts).abs() < 1e-9, "{after}");
+        assert!(replica["placement_after"].is_null(), "{replica}");
         for r in &round.as_array().unwrap()[2..] {
             assert!(r["values_moved"].as_u64().unwrap() > 0, "{r}");
             assert!(

@@ -26,7 +26,7 @@ use locus_workloads::traversal::{mix_ops, start_vertices, StartDist};
 use serde::Serialize;
 
 pub use graph::{Graph, Loader};
-pub use placement::{placement_bound, PlacementBound};
+pub use placement::{placement_after, placement_bound, PlacementAfter, PlacementBound};
 pub use report::{replot, Report};
 pub use scheme::{values_away, Running, Scheme};
 pub use timeline::{bin, recovery, TimePoint, Timeline};
@@ -379,6 +379,12 @@ pub struct Row {
     /// written before it existed).
     #[serde(default)]
     pub measure_steal_share: f64,
+    /// How the placement the run ended with serves the measured sequence, and
+    /// why its remote GETs exceed the placement bound's (Split and
+    /// Split+Cache; each field its own median in a median row; absent in
+    /// files written before it existed).
+    #[serde(default)]
+    pub placement_after: Option<PlacementAfter>,
     /// Interleaved runs this row is the median of (each field its own median;
     /// ratios are medians of each run's own ratio).
     pub runs: usize,
@@ -641,6 +647,33 @@ pub fn run(
 /// machine's part of the graph's value bytes (0: Split+Cache).
 pub const REPLICA_BUDGET_SHARES: [f64; 7] = [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0];
 
+/// Each field of the runs' [`PlacementAfter`] its own median (the lower
+/// middle value), if every run has one.
+fn median_placement(runs: &[&Row]) -> Option<PlacementAfter> {
+    let all: Vec<PlacementAfter> = runs.iter().filter_map(|r| r.placement_after).collect();
+    if all.is_empty() || all.len() != runs.len() {
+        return None;
+    }
+    let f = |get: fn(&PlacementAfter) -> f64| -> f64 {
+        let mut v: Vec<f64> = all.iter().map(get).collect();
+        v.sort_by(f64::total_cmp);
+        v[(v.len() - 1) / 2]
+    };
+    let u = |get: fn(&PlacementAfter) -> u64| -> u64 {
+        let mut v: Vec<u64> = all.iter().map(get).collect();
+        v.sort_unstable();
+        v[(v.len() - 1) / 2]
+    };
+    Some(PlacementAfter {
+        remote_gets: f(|a| a.remote_gets),
+        unavoidable_gets: f(|a| a.unavoidable_gets),
+        misplaced_home_gets: f(|a| a.misplaced_home_gets),
+        misplaced_away_gets: f(|a| a.misplaced_away_gets),
+        misplaced_home_values: u(|a| a.misplaced_home_values),
+        misplaced_away_values: u(|a| a.misplaced_away_values),
+    })
+}
+
 /// The median row of each scheme over interleaved rounds: `rounds[r][i]` is
 /// the `i`-th row of round `r` (the same scheme in every round, ratios
 /// filled within the round). Each field is its own median (the lower middle
@@ -693,6 +726,7 @@ pub fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
             row.measure_host_probe_ns = median(|r| r.measure_host_probe_ns);
             row.measure_host_handoff_ns = median(|r| r.measure_host_handoff_ns);
             row.measure_steal_share = median(|r| r.measure_steal_share);
+            row.placement_after = median_placement(&runs);
             row.measure_worker_preempted = median_u(|r| r.measure_worker_preempted);
             row.values_moved = median_u(|r| r.values_moved);
             row.bytes_moved = median_u(|r| r.bytes_moved);

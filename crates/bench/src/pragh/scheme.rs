@@ -465,6 +465,38 @@ pub(super) fn run_loaded(
     } else {
         None
     };
+    // How the placement the run ended with serves the measured sequence
+    // (single-copy schemes: replicas' reads are not in it).
+    let placement_after = if scheme.migrates() && scheme != Scheme::Replica {
+        let e = &run.cluster;
+        let mut w0 = e.store.worker(0)?;
+        let after = super::placement_after(
+            w.graph,
+            &w.measure,
+            e.store.machines(),
+            p.k,
+            |v| -> Result<usize> {
+                let word = w0.address_word(v)?;
+                let home = e.store.owner(v);
+                Ok(locus_store::addr::Addr::decode(word).map_or(home, |a| a.holder(home)) as usize)
+            },
+        )?;
+        r.note(format!(
+            "{}: its final placement leaves {:.2}% of the measured sequence's GETs remote: \
+             {:.2}% no single copy avoids, {:.2}% of values at home read more elsewhere ({}), \
+             {:.2}% of values moved to a machine that reads them less than another ({})",
+            scheme.name(),
+            after.remote_gets * 100.0,
+            after.unavoidable_gets * 100.0,
+            after.misplaced_home_gets * 100.0,
+            after.misplaced_home_values,
+            after.misplaced_away_gets * 100.0,
+            after.misplaced_away_values,
+        ));
+        Some(after)
+    } else {
+        None
+    };
     let store = &run.cluster.store;
     let replica: Vec<u64> = (0..store.machines())
         .map(|m| store.replica_bytes(m as u8))
@@ -524,6 +556,7 @@ pub(super) fn run_loaded(
         measure_host_probe_ns: host_probe_ns,
         measure_host_handoff_ns: handoff_ns,
         measure_steal_share: cpu.steal_share,
+        placement_after,
         runs: 1,
         throughput_qps_range: [q.throughput_qps; 2],
         vs_orig_range: [0.0; 2],
