@@ -68,6 +68,22 @@
 //! starts five-fold) would have read a key's quieter readers as idle and
 //! moved keys one machine reads only a little more than the others.
 //!
+//! **Return home** (past the paper). Eager mode's zero for an untracked
+//! holder is a guess about a value's home, the one machine whose own reads
+//! are not counted. It is right for a value only others read; for a value
+//! its home reads most, it moves the value away on a lesser reader's report,
+//! the home's remote reads bring it back after `dwell_ms`, and the next
+//! report moves it away again, every other interval, for good (at R-MAT 20
+//! the costliest misplaced values of a measured window were of this kind:
+//! `docs/results.md`, stop 41). So the guess is made once per key: a key
+//! that has moved keeps its new holder's rate from before the move (its
+//! demand as a remote reader, until it goes stale), and once that is stale an untracked holder is tracked for an
+//! interval, as in deferred mode, before the value leaves again. A report
+//! whose window began before the key's last move is of the old placement:
+//! it neither names the holder nor replaces the new holder's known demand
+//! with its partial count (the home's reads stop being counted when the
+//! value arrives).
+//!
 //! **No ping-pong.** A key whose two busiest non-holder machines are within
 //! the profit threshold of each other is contended and stays put (moving it
 //! would only make another machine remote); a key moved less than
@@ -280,8 +296,8 @@ impl Rates {
         self.0.iter().find(|e| e.0 == m).map(|e| e.1)
     }
 
-    fn clear(&mut self) {
-        self.0.clear();
+    fn keep_only(&mut self, m: MachineId) {
+        self.0.retain(|e| e.0 == m);
     }
 
     fn iter(&self) -> impl Iterator<Item = (MachineId, Rate)> + '_ {
@@ -320,6 +336,10 @@ struct KeyState {
     rates: Rates,
     in_flight: bool,
     moved_at_ms: Option<u64>,
+    /// The key has moved (or was restored from the durable record): its
+    /// holder got the value because it read it, so an untracked holder is
+    /// not guessed idle (see "Return home" in the module doc).
+    moved: bool,
     /// Deferred: the holder is tracking this key until this time.
     tracking_until_ms: Option<u64>,
     /// When each machine was last approved a replica of this key.
@@ -367,6 +387,7 @@ impl Coordinator {
                 key,
                 KeyState {
                     holder: target,
+                    moved: true,
                     ..KeyState::default()
                 },
             );
@@ -461,8 +482,12 @@ impl Coordinator {
                     if ok {
                         k.holder = to;
                         k.moved_at_ms = Some(now);
-                        // The old rates describe the old placement.
-                        k.rates.clear();
+                        k.moved = true;
+                        // The other machines' rates were of remote reads and
+                        // are reported afresh; the new holder's, its demand,
+                        // stays until it goes stale (a home never reports its
+                        // own reads: this is all that is known of them).
+                        k.rates.keep_only(to);
                     }
                 }
                 if ok {
@@ -498,13 +523,21 @@ impl Coordinator {
             holder,
             ..KeyState::default()
         });
-        if !k.in_flight {
+        // A window that began before the key's last move describes the old
+        // placement: its holder is stale, and the new holder's count is
+        // partial (its reads since the value arrived are local and, at a
+        // home, not counted), so the demand known at the move stays.
+        let window_start = now.saturating_sub((secs * 1000.0) as u64);
+        let spans_move = k.moved_at_ms.is_some_and(|t| t > window_start);
+        if !k.in_flight && !spans_move {
             // A reporter saw the value at `holder` during its interval.
             k.holder = holder;
         }
+        if spans_move && machine == k.holder && k.rates.get(machine).is_some() {
+            return true;
+        }
         // A busy report continues the machine's run if the last one was busy
         // too and ended near where this one's window began.
-        let window_start = now.saturating_sub((secs * 1000.0) as u64);
         let busy = !below(rate * secs, self.config.count_min);
         let busy_since_ms = match k.rates.get(machine) {
             _ if !busy => None,
@@ -670,7 +703,7 @@ impl Coordinator {
             // that are to earn it the value.
             return Some(applicant);
         }
-        let eager = cfg.mode == Mode::Eager && rate >= cfg.eager_rate_min_per_s;
+        let eager = cfg.mode == Mode::Eager && rate >= cfg.eager_rate_min_per_s && !k.moved;
         if holder_rate.is_none() && !eager {
             // Deferred, or eager for a key below the eager rate: the holder
             // counts its own accesses for an interval first.

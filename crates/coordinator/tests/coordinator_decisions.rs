@@ -717,3 +717,92 @@ fn a_rival_too_quiet_to_be_reported_is_weighed_at_the_most_it_can_have_counted()
         "{e:?}"
     );
 }
+
+/// A value its home reads most, moved away on eager mode's guess that the
+/// untracked home is idle, comes back and then stays: the home's rate from
+/// its remote reads is kept, and once stale the home is tracked before the
+/// value leaves again ("Return home" in the policy's doc).
+#[test]
+fn a_value_back_at_its_home_is_not_guessed_idle_again() {
+    let mut c = Coordinator::new(eager()).unwrap();
+    let moved = |c: &mut Coordinator, at: u64, to: u8| {
+        c.step(
+            at,
+            Event::Migrated {
+                key: Key(1),
+                to,
+                ok: true,
+            },
+        );
+    };
+    // Home 0 holds key 1; machine 3 reads it and the guess moves it there.
+    assert_eq!(
+        migrations(&c.step(0, report(3, &[(1, 0, 200)]))),
+        vec![(1, 0, 3)]
+    );
+    moved(&mut c, 10, 3);
+    // The home reads it remotely far more often: back after the dwell.
+    c.step(1_100, report(3, &[(1, 3, 200)]));
+    assert_eq!(
+        migrations(&c.step(1_200, report(0, &[(1, 3, 900)]))),
+        vec![(1, 3, 0)]
+    );
+    moved(&mut c, 1_210, 0);
+    // The home's report whose window began before the value came back
+    // counts only its remote reads until then, and names the old holder:
+    // neither replaces what is known.
+    c.step(2_000, report(0, &[(1, 3, 90)]));
+    assert_eq!(c.holder(Key(1)), Some(0));
+    // Machine 3 reports as before after the dwell: the home's 900/s is
+    // known, 200/s does not beat it, and the value stays.
+    let a = c.step(2_300, report(3, &[(1, 0, 200)]));
+    assert!(migrations(&a).is_empty(), "{a:?}");
+    assert!(
+        !a.iter().any(|x| matches!(x, Action::Track { .. })),
+        "{a:?}"
+    );
+    // Once the home's rate is stale, the home is tracked first ...
+    let a = c.step(4_300, report(3, &[(1, 0, 200)]));
+    assert_eq!(
+        a,
+        vec![Action::Track {
+            machine: 0,
+            keys: vec![Key(1)]
+        }]
+    );
+    assert_eq!(
+        c.step(5_300, Event::Tick),
+        vec![Action::Collect { machine: 0 }]
+    );
+    // ... and its own count decides: still busy, the value stays.
+    let a = c.step(
+        5_301,
+        Event::Tracked {
+            machine: 0,
+            interval_ms: 1_000,
+            counts: vec![(Key(1), 850)],
+        },
+    );
+    assert!(migrations(&a).is_empty(), "{a:?}");
+    // Had the home stopped reading it, it would go.
+    let a = c.step(6_400, report(3, &[(1, 0, 200)]));
+    assert!(
+        migrations(&a).is_empty(),
+        "the home's 850/s is fresh: {a:?}"
+    );
+    let a = c.step(8_400, report(3, &[(1, 0, 200)]));
+    assert!(
+        matches!(a.as_slice(), [Action::Track { machine: 0, .. }]),
+        "{a:?}"
+    );
+    c.step(9_400, Event::Tick);
+    let a = c.step(
+        9_401,
+        Event::Tracked {
+            machine: 0,
+            interval_ms: 1_000,
+            counts: vec![(Key(1), 5)],
+        },
+    );
+    assert_eq!(migrations(&a), vec![(1, 0, 3)]);
+}

@@ -671,6 +671,10 @@ fn median_placement(runs: &[&Row]) -> Option<PlacementAfter> {
         misplaced_away_gets: f(|a| a.misplaced_away_gets),
         misplaced_home_values: u(|a| a.misplaced_home_values),
         misplaced_away_values: u(|a| a.misplaced_away_values),
+        within_profit_gets: f(|a| a.within_profit_gets),
+        within_profit_values: u(|a| a.within_profit_values),
+        contended_gets: f(|a| a.contended_gets),
+        contended_values: u(|a| a.contended_values),
     })
 }
 

@@ -95,20 +95,40 @@ pub struct PlacementAfter {
     pub misplaced_home_values: u64,
     /// Values away at a machine that is not their most frequent reader.
     pub misplaced_away_values: u64,
+    /// Of the misplaced values (home or away), those the profit threshold
+    /// keeps where they are by design: the holder reads at least
+    /// 1/(1 + profit) of what the most frequent reader does. Share of GETs lost.
+    #[serde(default)]
+    pub within_profit_gets: f64,
+    /// Values counted in `within_profit_gets`.
+    #[serde(default)]
+    pub within_profit_values: u64,
+    /// Of the other misplaced values, those the contention rule keeps: the
+    /// two busiest machines other than the holder are within the profit
+    /// threshold of each other. Share of GETs lost.
+    #[serde(default)]
+    pub contended_gets: f64,
+    /// Values counted in `contended_gets`.
+    #[serde(default)]
+    pub contended_values: u64,
 }
 
 /// [`PlacementAfter`] for the values' holders as `holder` reports them
-/// (`holder(v)`: the machine holding `v`'s value now).
+/// (`holder(v)`: the machine holding `v`'s value now), with the policy's
+/// profit threshold to name the misplaced values it keeps by design.
 pub fn placement_after<E>(
     graph: &Graph,
     ops: &[Op],
     machines: usize,
     k: usize,
+    profit: f64,
     mut holder: impl FnMut(u32) -> Result<usize, E>,
 ) -> Result<PlacementAfter, E> {
     let (gets, counts) = reads_by_machine(graph, ops, machines, k);
     let (mut remote, mut unavoidable, mut home_lost, mut away_lost) = (0u64, 0u64, 0u64, 0u64);
     let (mut home_values, mut away_values) = (0u64, 0u64);
+    let (mut profit_lost, mut profit_values, mut contended_lost, mut contended_values) =
+        (0u64, 0u64, 0u64, 0u64);
     for (&v, c) in &counts {
         let total: u64 = c.iter().map(|&x| x as u64).sum();
         let max = c.iter().copied().max().unwrap_or(0) as u64;
@@ -117,11 +137,27 @@ pub fn placement_after<E>(
         remote += total - here;
         unavoidable += total - max;
         if here < max {
+            let lost = max - here;
+            // The busiest machine other than the holder reads `max`; the
+            // next one other than the holder:
+            let mut others: Vec<u64> = (0..c.len())
+                .filter(|&m| m != at)
+                .map(|m| c[m] as u64)
+                .collect();
+            others.sort_unstable_by(|a, b| b.cmp(a));
+            let second = others.get(1).copied().unwrap_or(0);
+            if here as f64 * (1.0 + profit) >= max as f64 {
+                profit_lost += lost;
+                profit_values += 1;
+            } else if second as f64 * (1.0 + profit) >= max as f64 {
+                contended_lost += lost;
+                contended_values += 1;
+            }
             if at == locus_store::home_of(v, machines) as usize {
-                home_lost += max - here;
+                home_lost += lost;
                 home_values += 1;
             } else {
-                away_lost += max - here;
+                away_lost += lost;
                 away_values += 1;
             }
         }
@@ -134,6 +170,10 @@ pub fn placement_after<E>(
         misplaced_away_gets: share(away_lost),
         misplaced_home_values: home_values,
         misplaced_away_values: away_values,
+        within_profit_gets: share(profit_lost),
+        within_profit_values: profit_values,
+        contended_gets: share(contended_lost),
+        contended_values,
     })
 }
 
@@ -165,7 +205,7 @@ mod tests {
         .unwrap();
         let b = placement_bound(&csr, &w.measure, machines, p.k);
         let after = |holder: &dyn Fn(u32) -> usize| {
-            placement_after(&csr, &w.measure, machines, p.k, |v| {
+            placement_after(&csr, &w.measure, machines, p.k, 0.5, |v| {
                 Ok::<usize, ()>(holder(v))
             })
             .unwrap()
@@ -210,5 +250,34 @@ mod tests {
         assert_eq!(one_off.misplaced_away_values, 1);
         assert_eq!(one_off.misplaced_home_values, 0);
         assert!((one_off.misplaced_away_gets - lost).abs() < 1e-12);
+        // And it is named by the rule that would keep it there: the profit
+        // threshold if its holder reads two thirds of the busiest's reads,
+        // else contention if the next machine does.
+        let c = &counts[&v];
+        let top = c[best(v)] as f64;
+        let mut rest: Vec<u32> = (0..machines)
+            .filter(|&m| m != lesser)
+            .map(|m| c[m])
+            .collect();
+        rest.sort_unstable_by(|a, b| b.cmp(a));
+        let (profit, contended) = if c[lesser] as f64 * 1.5 >= top {
+            (1, 0)
+        } else if rest[1] as f64 * 1.5 >= top {
+            (0, 1)
+        } else {
+            (0, 0)
+        };
+        assert_eq!(one_off.within_profit_values, profit, "{one_off:?} {c:?}");
+        assert_eq!(one_off.contended_values, contended, "{one_off:?} {c:?}");
+        assert!((one_off.within_profit_gets + one_off.contended_gets) <= lost + 1e-12);
+        // At home, every misplaced value is the home's and named at most once.
+        assert!(
+            at_home.within_profit_values + at_home.contended_values
+                <= at_home.misplaced_home_values
+        );
+        assert!(
+            at_home.within_profit_values + at_home.contended_values > 0,
+            "{at_home:?}"
+        );
     }
 }

@@ -475,6 +475,7 @@ pub(super) fn run_loaded(
             &w.measure,
             e.store.machines(),
             p.k,
+            scheme.driver_config(p.interval_ms, mode).policy.profit,
             |v| -> Result<usize> {
                 let word = w0.address_word(v)?;
                 let home = e.store.owner(v);
@@ -484,7 +485,9 @@ pub(super) fn run_loaded(
         r.note(format!(
             "{}: its final placement leaves {:.2}% of the measured sequence's GETs remote: \
              {:.2}% no single copy avoids, {:.2}% of values at home read more elsewhere ({}), \
-             {:.2}% of values moved to a machine that reads them less than another ({})",
+             {:.2}% of values moved to a machine that reads them less than another ({}); \
+             of these misplaced values, the profit threshold keeps {:.2}% ({}), \
+             contention {:.2}% ({})",
             scheme.name(),
             after.remote_gets * 100.0,
             after.unavoidable_gets * 100.0,
@@ -492,6 +495,10 @@ pub(super) fn run_loaded(
             after.misplaced_home_values,
             after.misplaced_away_gets * 100.0,
             after.misplaced_away_values,
+            after.within_profit_gets * 100.0,
+            after.within_profit_values,
+            after.contended_gets * 100.0,
+            after.contended_values,
         ));
         Some(after)
     } else {
