@@ -40,6 +40,15 @@ fn report(machine: u8, accesses: &[(u64, u8, u32)]) -> Event {
     }
 }
 
+/// A holder's tracked counts over one 1 s interval (deferred mode).
+fn tracked(machine: u8, counts: &[(u64, u32)]) -> Event {
+    Event::Tracked {
+        machine,
+        interval_ms: 1_000,
+        counts: counts.iter().map(|&(k, n)| (Key(k), n)).collect(),
+    }
+}
+
 fn migrations(actions: &[Action]) -> Vec<(u64, u8, u8)> {
     actions
         .iter()
@@ -157,14 +166,7 @@ fn deferred_tracks_the_holder_for_an_interval_then_decides_with_both_sides() {
         vec![Action::Collect { machine: 2 }]
     );
     // Holder 2 used key 40 a lot itself (250/s: 300 < 375, stays) and key 41 little.
-    let a = c.step(
-        1_001,
-        Event::Tracked {
-            machine: 2,
-            interval_ms: 1_000,
-            counts: vec![(Key(40), 250), (Key(41), 10)],
-        },
-    );
+    let a = c.step(1_001, tracked(2, &[(40, 250), (41, 10)]));
     assert_eq!(migrations(&a), vec![(41, 2, 6)]);
 }
 
@@ -538,14 +540,9 @@ fn eager_asks_the_holder_first_for_a_key_below_the_eager_rate() {
         .collect();
     collects.sort();
     assert_eq!(collects, vec![3, 4]);
-    let tracked = |machine, key, count| Event::Tracked {
-        machine,
-        interval_ms: 1_000,
-        counts: vec![(Key(key), count)],
-    };
-    let a = c.step(1_001, tracked(3, 20, 50));
+    let a = c.step(1_001, tracked(3, &[(20, 50)]));
     assert!(migrations(&a).is_empty(), "{a:?}");
-    let a = c.step(1_002, tracked(4, 21, 0));
+    let a = c.step(1_002, tracked(4, &[(21, 0)]));
     assert_eq!(migrations(&a), vec![(21, 4, 5)]);
 }
 
@@ -775,14 +772,7 @@ fn a_value_back_at_its_home_is_not_guessed_idle_again() {
         vec![Action::Collect { machine: 0 }]
     );
     // ... and its own count decides: still busy, the value stays.
-    let a = c.step(
-        5_301,
-        Event::Tracked {
-            machine: 0,
-            interval_ms: 1_000,
-            counts: vec![(Key(1), 850)],
-        },
-    );
+    let a = c.step(5_301, tracked(0, &[(1, 850)]));
     assert!(migrations(&a).is_empty(), "{a:?}");
     // Had the home stopped reading it, it would go.
     let a = c.step(6_400, report(3, &[(1, 0, 200)]));
@@ -796,13 +786,6 @@ fn a_value_back_at_its_home_is_not_guessed_idle_again() {
         "{a:?}"
     );
     c.step(9_400, Event::Tick);
-    let a = c.step(
-        9_401,
-        Event::Tracked {
-            machine: 0,
-            interval_ms: 1_000,
-            counts: vec![(Key(1), 5)],
-        },
-    );
+    let a = c.step(9_401, tracked(0, &[(1, 5)]));
     assert_eq!(migrations(&a), vec![(1, 0, 3)]);
 }
