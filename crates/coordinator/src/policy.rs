@@ -77,8 +77,9 @@
 //! the costliest misplaced values of a measured window were of this kind:
 //! `docs/results.md`, stop 41). So the guess is made once per key: a key
 //! that has moved keeps its new holder's rate from before the move (its
-//! demand as a remote reader, until it goes stale), and once that is stale an untracked holder is tracked for an
-//! interval, as in deferred mode, before the value leaves again. A report
+//! demand as a remote reader, until it goes stale), and once that is stale
+//! an untracked holder is tracked for an interval, as in deferred mode,
+//! before the value leaves again. A report
 //! whose window began before the key's last move is of the old placement:
 //! it neither names the holder nor replaces the new holder's known demand
 //! with its partial count (the home's reads stop being counted when the
