@@ -121,8 +121,9 @@ pub struct PraghArgs {
     /// With --fabric tcp: closed-loop client threads.
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
-    /// With --fabric tcp: seconds of the measured window (default: the
-    /// preset's measuring time, at least 5).
+    /// Seconds of the measured window, at least (default: the preset's
+    /// measuring time; with --fabric tcp at least 5). Longer windows average
+    /// out more of a shared host's drift.
     #[arg(long)]
     pub measure_s: Option<f64>,
     /// With --fabric tcp: threads sending the graph's LOAD batches.
@@ -192,6 +193,9 @@ pub fn run(a: PraghArgs) -> CliResult {
     }
     if let Some(w) = a.warm_s_max {
         settings.warm_s_max = w;
+    }
+    if let Some(m) = a.measure_s {
+        settings.measure_s_min = m;
     }
     if let Some(f) = a.settle_share {
         settings.settle_share = f;

@@ -236,6 +236,13 @@ impl Settings {
                 "must be in [0, 3600]",
             ));
         }
+        if !(self.measure_s_min >= 0.0 && self.measure_s_min <= 3600.0) {
+            return Err(BenchError::setting(
+                "--measure-s",
+                self.measure_s_min,
+                "must be in [0, 3600]",
+            ));
+        }
         if !(0.0..1.0).contains(&self.settle_share) {
             return Err(BenchError::setting(
                 "--settle-share",
@@ -466,13 +473,13 @@ pub fn run(
      -> Result<Vec<Row>> {
         let mut all = Vec::new();
         for round in 0..p.runs {
-            // With shared loads, every other round runs the schemes in
-            // reverse, so a round starts on the graph the last one ended on
-            // (Ideal's one machine or the cluster): one load saved per round.
-            let mut order: Vec<usize> = (0..schemes.len()).collect();
-            if p.shared_load && round % 2 == 1 {
-                order.reverse();
-            }
+            // Every other round runs the schemes in reverse (A B, B A, ...),
+            // so no scheme always runs first or last in the process: a
+            // position's bias, if the process or the host has one, falls on
+            // every scheme alike. With shared loads it also makes a round
+            // start on the graph the last one ended on (Ideal's one machine
+            // or the cluster): one load saved per round.
+            let order = round_order(schemes.len(), round);
             let mut group: Vec<Option<Row>> = vec![None; schemes.len()];
             for i in order {
                 let (s, replica_mb) = schemes[i];
@@ -676,6 +683,16 @@ fn median_placement(runs: &[&Row]) -> Option<PlacementAfter> {
         contended_gets: f(|a| a.contended_gets),
         contended_values: u(|a| a.contended_values),
     })
+}
+
+/// The order in which round `round` (from 0) runs `n` schemes: as given in
+/// even rounds, reversed in odd ones.
+fn round_order(n: usize, round: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
 }
 
 /// The median row of each scheme over interleaved rounds: `rounds[r][i]` is
