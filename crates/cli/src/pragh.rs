@@ -122,8 +122,7 @@ pub struct PraghArgs {
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
     /// Seconds of the measured window, at least (default: the preset's
-    /// measuring time; with --fabric tcp at least 5). Longer windows average
-    /// out more of a shared host's drift.
+    /// measuring time; with --fabric tcp at least 5).
     #[arg(long)]
     pub measure_s: Option<f64>,
     /// With --fabric tcp: threads sending the graph's LOAD batches.
