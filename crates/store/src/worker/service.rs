@@ -46,8 +46,13 @@ use crate::{Result, StoreError};
 pub const FORWARDS_WAITING_MAX: usize = 4096;
 /// Vertex ops one machine queues for its service at most.
 pub const DEFERRED_VERTEX_OPS_MAX: usize = 4096;
-/// Idle rounds a service spins (yielding) before it starts sleeping.
-const SERVICE_SPINS_MAX: u32 = 64;
+/// How long a service keeps looking at its inbox (yielding between looks)
+/// after its last work or wake-up before it parks. Bounded by time, not by
+/// looks: on a machine with as many busy workers as cores each yield hands a
+/// core to a worker until the scheduler takes it back, so the 64 looks this
+/// once was cost the workers up to 64 preemptions per message (stop 44). It
+/// covers a message's flight on the modelled fabric (2 us plus queueing).
+const SERVICE_SPIN: Duration = Duration::from_micros(50);
 /// How long an idle service parks between looks at its inbox (a forwarded
 /// request wakes it at once).
 const SERVICE_IDLE_SLEEP_US: u64 = 200;
@@ -497,14 +502,13 @@ fn service_loop<F: Fabric>(
         / SERVICE_GC_LEASE_SHARE)
         .clamp(SERVICE_GC_INTERVAL_MIN, SERVICE_GC_INTERVAL_MAX);
     let sleep_max_us = SERVICE_IDLE_SLEEP_MAX_US.min(gc_interval.as_micros() as u64);
-    let mut idle = 0u32;
+    let mut busy_at = Instant::now();
     let mut sleep_us = SERVICE_IDLE_SLEEP_US;
     let mut gc_at = Instant::now();
     while !stop.load(Ordering::Acquire) {
         match w.serve() {
             Ok(0) => {
-                idle = idle.saturating_add(1);
-                if idle < SERVICE_SPINS_MAX {
+                if busy_at.elapsed() < SERVICE_SPIN {
                     std::thread::yield_now();
                     continue;
                 }
@@ -522,14 +526,14 @@ fn service_loop<F: Fabric>(
                 if parked.elapsed() < nap {
                     // Woken: a message is on its way (on the modelled fabric
                     // it may not be visible yet), so spin for it again.
-                    idle = 0;
+                    busy_at = Instant::now();
                     sleep_us = SERVICE_IDLE_SLEEP_US;
                 } else if woken_by_senders {
                     sleep_us = (sleep_us * 2).min(sleep_max_us);
                 }
             }
             Ok(_) => {
-                idle = 0;
+                busy_at = Instant::now();
                 sleep_us = SERVICE_IDLE_SLEEP_US;
             }
             Err(e) => return fail(format!("its port failed: {e}")),
