@@ -29,6 +29,19 @@
 //! R-MAT 26 with executors at nice 19, where a reader gave up after
 //! `READ_RETRIES_MAX` retries).
 //!
+//! **Idle threads wait for work, not for a clock.** The coordinator waits
+//! for an event or its next deadline ([`Coordinator::next_due_ms`], the end
+//! of a deferred-mode tracking window), at most [`COORDINATOR_IDLE_WAIT`];
+//! executors block on the job queue, and stopping queues one wake-up job per
+//! executor. They used to poll every 50 and 20 ms, and on two cores shared
+//! with two workers every empty poll took a worker's core. Under uniform
+//! starts, where nothing is worth moving, the executors' polls were what
+//! kept Split 1-2% below Orig: waiting halves Split's worker preemptions and
+//! brings it level with Orig; the coordinator's polls cost nothing seen
+//! (docs/results.md, stop 45). Earlier runs that compared two binaries saw
+//! Replica ~10% slower with waiting executors; one binary switching each
+//! half by environment, alternating, did not (stop 45).
+//!
 //! The coordinator can be stopped and restarted ([`Driver::stop_coordinator`],
 //! [`Driver::start_coordinator`]): meanwhile workers serve as before, queued
 //! migrations finish, and reports that find the event queue full are dropped
@@ -55,6 +68,9 @@ use crate::record::Record;
 pub const EVENTS_MAX: usize = 4096;
 /// Migrations waiting for an executor at most.
 pub const JOBS_MAX: usize = 1 << 20;
+/// Longest an idle coordinator waits before it looks at the clock (an
+/// event, or a stop's wake-up, ends the wait sooner).
+pub const COORDINATOR_IDLE_WAIT: Duration = Duration::from_secs(1);
 
 /// Driver settings.
 #[derive(Debug, Clone)]
@@ -121,6 +137,8 @@ pub struct DriverStats {
 enum Job {
     Migrate(Key, MachineId),
     Replicate(Key, MachineId),
+    /// Wakes an executor blocked on the queue so it sees the stop flag.
+    Wake,
 }
 
 /// What executors and the coordinator share.
@@ -277,6 +295,7 @@ impl<F: Fabric> Driver<F> {
     pub fn stop_coordinator(&mut self) -> Option<Coordinator> {
         let (stop, h) = self.coordinator.take()?;
         stop.store(true, Ordering::Release);
+        wake_coordinator(&self.shared);
         let c = join(COORDINATOR_THREAD, h).map_err(|e| fail(&self.shared, e));
         *self.shared.record.lock().unwrap_or_else(|p| p.into_inner()) = None;
         c.ok()
@@ -298,6 +317,7 @@ impl<F: Fabric> Driver<F> {
     pub fn stop(mut self) -> Option<Coordinator> {
         let c = self.stop_coordinator();
         self.shared.stop.store(true, Ordering::Release);
+        wake_executors(&self.shared);
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -309,12 +329,29 @@ impl<F: Fabric> Drop for Driver<F> {
     fn drop(&mut self) {
         if let Some((stop, h)) = self.coordinator.take() {
             stop.store(true, Ordering::Release);
+            wake_coordinator(&self.shared);
             let _ = h.join();
         }
         self.shared.stop.store(true, Ordering::Release);
+        wake_executors(&self.shared);
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
+    }
+}
+
+/// Wakes a coordinator waiting for an event (a full queue needs no wake:
+/// the coordinator has events to take).
+fn wake_coordinator<F: Fabric>(s: &Shared<F>) {
+    let _ = s.events_tx.try_send(Event::Tick);
+}
+
+/// Wakes every executor blocked on the job queue (call after setting the
+/// stop flag). A full queue needs no wake: executors are busy with it and
+/// look at the flag before their next job.
+fn wake_executors<F: Fabric>(s: &Shared<F>) {
+    for _ in 0..s.config.migration_threads {
+        let _ = s.jobs_tx.try_send(Job::Wake);
     }
 }
 
@@ -442,11 +479,14 @@ fn coordinator_loop<F: Fabric>(
 ) -> Coordinator {
     run_in_background(s);
     let t0 = Instant::now();
-    let tick = Duration::from_millis(50);
     let mut tracking_since: HashMap<MachineId, Instant> = HashMap::new();
     let mut pending: Vec<Event> = Vec::new();
     while !stop.load(Ordering::Acquire) && !s.stop.load(Ordering::Acquire) {
-        let event = match s.events_rx.recv_timeout(tick) {
+        let now_ms = t0.elapsed().as_millis() as u64;
+        let wait = c.next_due_ms().map_or(COORDINATOR_IDLE_WAIT, |due| {
+            Duration::from_millis(due.saturating_sub(now_ms)).min(COORDINATOR_IDLE_WAIT)
+        });
+        let event = match s.events_rx.recv_timeout(wait) {
             Ok(e) => e,
             Err(RecvTimeoutError::Timeout) => Event::Tick,
             Err(RecvTimeoutError::Disconnected) => break,
@@ -514,13 +554,16 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
     let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
     let mut replicas: Vec<(Key, MachineId)> = Vec::new();
     while !s.stop.load(Ordering::Acquire) {
-        let first = match s.jobs_rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(j) => j,
-            Err(_) => continue,
-        };
+        // Blocks until a job comes; `Shared` holds a sender, so the queue
+        // never disconnects while this runs, and a stop sends `Job::Wake`.
+        let Ok(first) = s.jobs_rx.recv() else { break };
+        if s.stop.load(Ordering::Acquire) {
+            break;
+        }
         let mut take = |j: Job| match j {
             Job::Migrate(k, to) => by_target.entry(to).or_default().push(k),
             Job::Replicate(k, to) => replicas.push((k, to)),
+            Job::Wake => {}
         };
         take(first);
         let mut n = 1;

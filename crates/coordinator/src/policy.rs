@@ -406,6 +406,14 @@ impl Coordinator {
         self.stats
     }
 
+    /// When the coordinator next has work that no event brings: the end of
+    /// the earliest on-demand tracking window (deferred mode), at which an
+    /// [`Event::Tick`] makes it collect the counts. `None`: nothing is due
+    /// before the next event, so whoever runs it may wait for one.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        self.tracking.values().copied().min()
+    }
+
     /// Where the coordinator believes `key`'s value is, if it knows the key.
     pub fn holder(&self, key: Key) -> Option<MachineId> {
         self.keys.get(&key).map(|k| k.holder)

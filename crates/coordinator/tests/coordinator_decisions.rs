@@ -151,6 +151,7 @@ fn deferred_tracks_the_holder_for_an_interval_then_decides_with_both_sides() {
         ..eager()
     };
     let mut c = Coordinator::new(cfg).unwrap();
+    assert_eq!(c.next_due_ms(), None, "nothing is due before an event");
     let a = c.step(0, report(6, &[(40, 2, 300), (41, 2, 300)]));
     assert_eq!(
         a,
@@ -159,12 +160,16 @@ fn deferred_tracks_the_holder_for_an_interval_then_decides_with_both_sides() {
             keys: vec![Key(40), Key(41)]
         }]
     );
+    // The tracking window's end is the next deadline: a driver waiting for
+    // events must wake then, with a Tick.
+    assert_eq!(c.next_due_ms(), Some(1_000));
     // Nothing happens before the interval ends.
     assert!(c.step(500, Event::Tick).is_empty());
     assert_eq!(
         c.step(1_000, Event::Tick),
         vec![Action::Collect { machine: 2 }]
     );
+    assert_eq!(c.next_due_ms(), None, "collected: nothing due");
     // Holder 2 used key 40 a lot itself (250/s: 300 < 375, stays) and key 41 little.
     let a = c.step(1_001, tracked(2, &[(40, 250), (41, 10)]));
     assert_eq!(migrations(&a), vec![(41, 2, 6)]);

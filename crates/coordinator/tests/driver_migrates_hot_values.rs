@@ -1,7 +1,8 @@
 //! The driver end to end on a small in-process cluster (Pragh 3 "Execution
 //! flow"): a machine that keeps reading remote values gets them migrated to
-//! it, reads stay correct throughout, and the coordinator can stop and
-//! restart from its record while workers serve and queued migrations finish.
+//! it, reads stay correct throughout, the coordinator can stop and restart
+//! from its record while workers serve and queued migrations finish, and
+//! deferred mode's tracking runs through the driver.
 
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,20 @@ fn read_all(store: &Store<LocalFabric>, vs: &[u32]) {
     }
 }
 
+/// Puts vertices 0-39 at their homes; returns those homed away from the reader.
+fn put_values(store: &Store<LocalFabric>) -> Vec<u32> {
+    for v in 0..40 {
+        store
+            .worker(home_of(v, MACHINES))
+            .unwrap()
+            .put(v, &list(v))
+            .unwrap();
+    }
+    (0..40)
+        .filter(|&v| home_of(v, MACHINES) != READER)
+        .collect()
+}
+
 fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
@@ -66,16 +81,7 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 fn hot_remote_values_move_to_their_reader_and_survive_a_coordinator_restart() {
     let store = cluster();
     let _services = store.spawn_services().unwrap();
-    let hot: Vec<u32> = (0..40)
-        .filter(|&v| home_of(v, MACHINES) != READER)
-        .collect();
-    for v in 0..40 {
-        store
-            .worker(home_of(v, MACHINES))
-            .unwrap()
-            .put(v, &list(v))
-            .unwrap();
-    }
+    let hot = put_values(&store);
     let dir = tempfile::tempdir().unwrap();
     let too_long = DriverConfig {
         policy: PolicyConfig {
@@ -166,5 +172,43 @@ fn hot_remote_values_move_to_their_reader_and_survive_a_coordinator_restart() {
         );
     }
     driver.stop();
+    read_all(&store, &hot);
+}
+
+/// Deferred mode (Pragh 4.4) through the driver: the holders track their own
+/// reads for an interval, the coordinator (which waits for events or its
+/// next deadline rather than polling) collects the counts, and the values
+/// move. `coordinator_decisions.rs` checks the deadline itself.
+#[test]
+fn deferred_mode_tracks_the_holders_then_moves_hot_values() {
+    let store = cluster();
+    let _services = store.spawn_services().unwrap();
+    let hot = put_values(&store);
+    let driver = Driver::start(
+        store.clone(),
+        DriverConfig {
+            policy: PolicyConfig {
+                mode: locus_coordinator::Mode::Deferred,
+                interval_ms: 200,
+                dwell_ms: 200,
+                forget_after_ms: 1_000,
+                ..PolicyConfig::default()
+            },
+            hot_poll_ms: 20,
+            ..DriverConfig::default()
+        },
+    )
+    .unwrap();
+    wait_until(
+        "hot values to move to the reader after tracking",
+        Duration::from_secs(60),
+        || {
+            read_all(&store, &hot);
+            hot.iter().all(|&v| holder(&store, v) == READER)
+        },
+    );
+    let stats = driver.stop().expect("the coordinator ran").stats();
+    assert!(stats.track_requests >= 1, "{stats:?}");
+    assert!(stats.approved >= hot.len() as u64, "{stats:?}");
     read_all(&store, &hot);
 }

@@ -1,5 +1,6 @@
-//! Helpers shared by the store's Linux-only thread tests (`service_idle.rs`,
-//! `service_spin.rs`).
+//! Helpers shared by Linux-only thread tests (the store's `service_idle.rs`
+//! and `service_spin.rs`; the coordinator's `driver_idle.rs` includes this
+//! file by path).
 
 /// Context switches (voluntary and not) of this process's threads whose
 /// names start with `prefix`.
