@@ -215,6 +215,23 @@ impl Usage {
         }
     }
 
+    /// Adds `other`, a window after this one: wall time, CPU and preemptions
+    /// add up; the shares become those of both windows together.
+    pub fn add(&mut self, other: &Usage) {
+        let wall = self.wall_s + other.wall_s;
+        let weighted = |a: f64, b: f64| (a * self.wall_s + b * other.wall_s) / wall.max(1e-9);
+        self.machine_share = weighted(self.machine_share, other.machine_share);
+        self.steal_share = weighted(self.steal_share, other.steal_share);
+        self.wall_s = wall;
+        for (g, s) in &other.cpu_s {
+            *self.cpu_s.entry(g.clone()).or_default() += s;
+        }
+        for (g, n) in &other.preempted {
+            *self.preempted.entry(g.clone()).or_default() += n;
+        }
+        self.available |= other.available;
+    }
+
     /// CPU seconds of the groups named in `groups`.
     pub fn cpu_of(&self, groups: &[&str]) -> f64 {
         groups.iter().filter_map(|g| self.cpu_s.get(*g)).sum()
@@ -239,6 +256,28 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_add_up_with_their_shares_weighted_by_time() {
+        let one = |wall_s: f64, share: f64, cpu: f64, pre: u64| Usage {
+            wall_s,
+            machine_share: share,
+            cpu_s: [("exited".to_string(), cpu)].into(),
+            preempted: [("exited".to_string(), pre)].into(),
+            steal_share: share / 10.0,
+            available: true,
+        };
+        let mut u = one(1.0, 0.5, 1.0, 3);
+        u.add(&one(3.0, 1.0, 6.0, 4));
+        assert_eq!(u.wall_s, 4.0);
+        assert!((u.machine_share - 0.875).abs() < 1e-12, "{u:?}");
+        assert!((u.steal_share - 0.0875).abs() < 1e-12, "{u:?}");
+        assert_eq!(u.cpu_s["exited"], 7.0);
+        assert_eq!(u.preempted_of(&["exited"]), 7);
+        let mut empty = Usage::default();
+        empty.add(&u);
+        assert_eq!(empty, u);
+    }
 
     #[test]
     fn groups_drop_the_thread_number() {

@@ -102,6 +102,13 @@ pub struct PraghArgs {
     /// every run's rows go to pragh-<experiment>.runs.json).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Parts each scheme's measured window is cut into: the schemes of a
+    /// run are all warmed up, then measured in turns, a part each, so that a
+    /// slow spell of a shared host falls on all of them alike. 1: each
+    /// scheme measured whole, one after another (default: 8 at --preset
+    /// quick; 1 at full, and with --loads shared, which it needs).
+    #[arg(long)]
+    pub slices: Option<usize>,
     /// How the graph is held: csr (a CSR beside each store) or ranged (no
     /// CSR: each store is loaded from the generator a vertex range at a
     /// time; what R-MAT 26 needs here). Default: csr up to scale 22.
@@ -211,6 +218,12 @@ pub fn run(a: PraghArgs) -> CliResult {
     }
     if let Some(l) = a.loads {
         settings.shared_load = l == LoadsArg::Shared;
+    }
+    match a.slices {
+        Some(n) => settings.slices = n,
+        // Turns keep every cluster in one process: not with shared loads.
+        None if settings.shared_load => settings.slices = 1,
+        None => {}
     }
     settings.loader = a.loader.map(|l| match l {
         LoaderArg::Csr => Loader::Csr,

@@ -435,6 +435,77 @@ fn pragh_uniform_runs_over_the_scopes_asked_for() {
     assert_eq!(got, [("Orig", 16), ("Split", 16)]);
 }
 
+/// The quick preset's default: the schemes of a round are warmed up one
+/// after another, then measured in turns of parts, each scheme's window
+/// at least --measure-s of its parts together; rounds still alternate.
+#[test]
+fn pragh_schemes_take_turns_measuring_in_parts_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = locus(&[
+        "bench",
+        "pragh",
+        "uniform",
+        "--scale",
+        "8",
+        "--schemes",
+        "Orig,Split",
+        "--runs",
+        "2",
+        "--ops",
+        "500",
+        "--warm-s-max",
+        "1",
+        "--measure-s",
+        "0.5",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(": warming up ...") || l.starts_with("measuring "))
+        .collect();
+    let turns = "measuring 2 scheme(s) in turns: 8 parts each, 0.50 s of each scheme at least";
+    assert_eq!(
+        lines,
+        [
+            "Orig (run 1/2): warming up ...",
+            "Split (run 1/2): warming up ...",
+            turns,
+            "Split (run 2/2): warming up ...",
+            "Orig (run 2/2): warming up ...",
+            turns,
+        ],
+        "{err}"
+    );
+    let runs: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("pragh-uniform.runs.json")).unwrap(),
+    )
+    .unwrap();
+    for r in runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g.as_array().unwrap())
+    {
+        // Parts sized to fill the window: as long as asked, up to rounding.
+        let secs = r["queries"].as_f64().unwrap() / r["throughput_qps"].as_f64().unwrap();
+        assert!(secs >= 0.4, "a window of {secs} s: {r}");
+        assert!(r["measure_parts"].as_u64().unwrap() >= 8, "{r}");
+    }
+    fails_with(
+        &[
+            "bench", "pragh", "uniform", "--slices", "4", "--loads", "shared",
+        ],
+        "--slices = 4: needs --loads each",
+    );
+    fails_with(
+        &["bench", "pragh", "uniform", "--slices", "0"],
+        "--slices = 0: must be 1..=1000",
+    );
+}
+
 #[test]
 fn pragh_rounds_alternate_the_order_and_measure_as_long_as_asked() {
     let dir = tempfile::tempdir().unwrap();
@@ -454,6 +525,8 @@ fn pragh_rounds_alternate_the_order_and_measure_as_long_as_asked() {
         "1",
         "--measure-s",
         "0.5",
+        "--slices",
+        "1",
         "--out",
         dir.path().to_str().unwrap(),
     ]);

@@ -42,6 +42,13 @@
 //! Replica ~10% slower with waiting executors; one binary switching each
 //! half by environment, alternating, did not (stop 45).
 //!
+//! **Pausing** ([`Driver::pause`], [`Driver::resume`]). A paused driver's
+//! threads finish the item in hand (a poll, an event, a batch's current
+//! migration or replica) and wait; reports and jobs stay queued. It is for
+//! benchmarks that keep several clusters in one process and measure them in
+//! turns (`bench pragh --slices`): without it a waiting cluster's backlog
+//! ran during another's turn, its CPU counted against the other.
+//!
 //! The coordinator can be stopped and restarted ([`Driver::stop_coordinator`],
 //! [`Driver::start_coordinator`]): meanwhile workers serve as before, queued
 //! migrations finish, and reports that find the event queue full are dropped
@@ -50,7 +57,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -147,6 +154,7 @@ struct Shared<F: Fabric> {
     config: DriverConfig,
     stats: DriverStats,
     stop: AtomicBool,
+    pause: Pause,
     last_error: Mutex<Option<Arc<CoordinatorError>>>,
     events_tx: Sender<Event>,
     events_rx: Receiver<Event>,
@@ -155,6 +163,44 @@ struct Shared<F: Fabric> {
     record: Mutex<Option<Arc<Record>>>,
     record_path: PathBuf,
     _tmp: Option<tempfile::TempDir>,
+}
+
+/// Whether the driver is paused, and where paused threads wait.
+#[derive(Default)]
+struct Pause {
+    on: AtomicBool,
+    lock: Mutex<()>,
+    resumed: Condvar,
+}
+
+/// Longest a paused thread waits before it looks at the stop flags again
+/// (a stop wakes it at once; this only bounds a missed wake-up).
+const PAUSED_WAIT: Duration = Duration::from_secs(1);
+
+/// Returns at once unless the driver is paused; then waits until it is
+/// resumed or stopped (`stop`: the caller's own stop flag too).
+fn wait_while_paused<F: Fabric>(s: &Shared<F>, stop: &AtomicBool) {
+    if !s.pause.on.load(Ordering::Acquire) {
+        return;
+    }
+    let mut g = s.pause.lock.lock().unwrap_or_else(|p| p.into_inner());
+    while s.pause.on.load(Ordering::Acquire)
+        && !s.stop.load(Ordering::Acquire)
+        && !stop.load(Ordering::Acquire)
+    {
+        g = s
+            .pause
+            .resumed
+            .wait_timeout(g, PAUSED_WAIT)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+}
+
+/// Wakes every paused thread (to resume, or to see a stop flag).
+fn wake_paused<F: Fabric>(s: &Shared<F>) {
+    let _g = s.pause.lock.lock().unwrap_or_else(|p| p.into_inner());
+    s.pause.resumed.notify_all();
 }
 
 /// The running monitor, coordinator and executors.
@@ -218,6 +264,7 @@ impl<F: Fabric> Driver<F> {
             config,
             stats: DriverStats::default(),
             stop: AtomicBool::new(false),
+            pause: Pause::default(),
             last_error: Mutex::new(None),
             events_tx,
             events_rx,
@@ -295,10 +342,41 @@ impl<F: Fabric> Driver<F> {
     pub fn stop_coordinator(&mut self) -> Option<Coordinator> {
         let (stop, h) = self.coordinator.take()?;
         stop.store(true, Ordering::Release);
+        wake_paused(&self.shared);
         wake_coordinator(&self.shared);
         let c = join(COORDINATOR_THREAD, h).map_err(|e| fail(&self.shared, e));
         *self.shared.record.lock().unwrap_or_else(|p| p.into_inner()) = None;
         c.ok()
+    }
+
+    /// Pauses the driver: its threads finish the item in hand and wait,
+    /// reports and jobs staying queued, until [`Driver::resume`] (see the
+    /// module's doc).
+    pub fn pause(&self) {
+        let _g = self
+            .shared
+            .pause
+            .lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.shared.pause.on.store(true, Ordering::Release);
+    }
+
+    /// Resumes a paused driver (nothing if it runs).
+    pub fn resume(&self) {
+        let _g = self
+            .shared
+            .pause
+            .lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.shared.pause.on.store(false, Ordering::Release);
+        self.shared.pause.resumed.notify_all();
+    }
+
+    /// Whether the driver is paused.
+    pub fn is_paused(&self) -> bool {
+        self.shared.pause.on.load(Ordering::Acquire)
     }
 
     /// Waits until no migration is queued (or `timeout` passes); true if drained.
@@ -317,6 +395,7 @@ impl<F: Fabric> Driver<F> {
     pub fn stop(mut self) -> Option<Coordinator> {
         let c = self.stop_coordinator();
         self.shared.stop.store(true, Ordering::Release);
+        wake_paused(&self.shared);
         wake_executors(&self.shared);
         for h in self.threads.drain(..) {
             let _ = h.join();
@@ -329,10 +408,12 @@ impl<F: Fabric> Drop for Driver<F> {
     fn drop(&mut self) {
         if let Some((stop, h)) = self.coordinator.take() {
             stop.store(true, Ordering::Release);
+            wake_paused(&self.shared);
             wake_coordinator(&self.shared);
             let _ = h.join();
         }
         self.shared.stop.store(true, Ordering::Release);
+        wake_paused(&self.shared);
         wake_executors(&self.shared);
         for h in self.threads.drain(..) {
             let _ = h.join();
@@ -454,8 +535,10 @@ fn monitor_loop<F: Fabric>(s: &Shared<F>) {
         })
         .collect();
     let mut events = Vec::new();
+    let never = AtomicBool::new(false);
     while !s.stop.load(Ordering::Acquire) {
         std::thread::sleep(poll);
+        wait_while_paused(s, &never);
         for mon in &mut monitors {
             if let Some(cache) = s.store.cache(mon.machine()) {
                 mon.poll(cache, &mut events);
@@ -491,6 +574,7 @@ fn coordinator_loop<F: Fabric>(
             Err(RecvTimeoutError::Timeout) => Event::Tick,
             Err(RecvTimeoutError::Disconnected) => break,
         };
+        wait_while_paused(s, stop);
         pending.push(event);
         while let Some(event) = pending.pop() {
             let actions = c.step(t0.elapsed().as_millis() as u64, event);
@@ -553,10 +637,12 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
     let mut ex = Executor::new();
     let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
     let mut replicas: Vec<(Key, MachineId)> = Vec::new();
+    let never = AtomicBool::new(false);
     while !s.stop.load(Ordering::Acquire) {
         // Blocks until a job comes; `Shared` holds a sender, so the queue
         // never disconnects while this runs, and a stop sends `Job::Wake`.
         let Ok(first) = s.jobs_rx.recv() else { break };
+        wait_while_paused(s, &never);
         if s.stop.load(Ordering::Acquire) {
             break;
         }
@@ -577,6 +663,7 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
             }
         }
         for (to, keys) in by_target.drain() {
+            wait_while_paused(s, &never);
             let (ok, err) = ex.migrate(&s.store, to, &keys, &s.stats);
             if let Some(e) = err {
                 fail(s, e);
@@ -588,6 +675,7 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
         for (key, to) in replicas.drain(..) {
             // Stopping: the rest are soft state, dropped rather than made (a
             // replica's registration waits for its home's service).
+            wait_while_paused(s, &never);
             if s.stop.load(Ordering::Acquire) {
                 break;
             }

@@ -212,3 +212,67 @@ fn deferred_mode_tracks_the_holders_then_moves_hot_values() {
     assert!(stats.approved >= hot.len() as u64, "{stats:?}");
     read_all(&store, &hot);
 }
+
+/// A paused driver moves nothing however hot its values run, for several
+/// intervals; resumed, it moves them to their reader; paused again, it
+/// still stops at once (a stop wakes paused threads).
+#[test]
+fn a_paused_driver_moves_nothing_until_it_is_resumed() {
+    let store = cluster();
+    let hot = put_values(&store);
+    let driver = Driver::start(
+        store.clone(),
+        DriverConfig {
+            policy: PolicyConfig {
+                interval_ms: 200,
+                dwell_ms: 200,
+                forget_after_ms: 1_000,
+                ..PolicyConfig::default()
+            },
+            hot_poll_ms: 20,
+            ..DriverConfig::default()
+        },
+    )
+    .unwrap();
+    driver.pause();
+    assert!(driver.is_paused());
+    let moved = || {
+        driver
+            .stats()
+            .moved
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(1_500) {
+        read_all(&store, &hot);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let approved = driver
+        .stats()
+        .approved
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!((moved(), approved), (0, 0), "a paused driver worked");
+    assert!(hot
+        .iter()
+        .all(|&v| holder(&store, v) == home_of(v, MACHINES)));
+    driver.resume();
+    assert!(!driver.is_paused());
+    wait_until(
+        "hot values to move to the reader once resumed",
+        Duration::from_secs(60),
+        || {
+            read_all(&store, &hot);
+            hot.iter().all(|&v| holder(&store, v) == READER)
+        },
+    );
+    assert!(moved() >= hot.len() as u64);
+    driver.pause();
+    let t = Instant::now();
+    driver.stop();
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "a paused driver took {:?} to stop",
+        t.elapsed()
+    );
+    read_all(&store, &hot);
+}

@@ -172,6 +172,12 @@ pub struct RunReport {
     /// GETs whose value was on another machine than the reader: the unit of
     /// the placement bound, beside `remote_rate`'s one-sided operations.
     pub remote_get_rate: f64,
+    /// One-sided operations issued (`remote_rate`'s denominator).
+    pub ops: u64,
+    /// Of `ops`, those on another machine's memory.
+    pub remote_ops: u64,
+    /// Of `gets`, those of a value on another machine.
+    pub remote_gets: u64,
 }
 
 /// Query settings.
@@ -266,6 +272,10 @@ pub struct MixReport {
     pub remote_sends: u64,
     /// Update latencies (microseconds, sorted ascending), for CDFs.
     pub update_latencies_us: Vec<f64>,
+    /// Query latencies (nanoseconds, sorted ascending): what the query
+    /// percentiles were taken from, kept so that runs can be merged.
+    #[serde(skip)]
+    pub query_latencies_ns: Vec<u64>,
     /// Completion time of every operation (seconds since the start, in
     /// completion order), for throughput timelines.
     #[serde(skip)]
@@ -484,12 +494,71 @@ pub fn run_ops<F: Fabric>(
                 + delta.ops_of(Locality::Remote, OpKind::Read),
             gets,
             remote_get_rate: remote_gets as f64 / gets.max(1) as f64,
+            ops: delta.ops_total(Locality::Local) + delta.ops_total(Locality::Remote),
+            remote_ops: delta.ops_total(Locality::Remote),
+            remote_gets,
         },
         remote_sends: delta.ops_of(Locality::Remote, OpKind::Send),
         update_latencies_us: update_lat.iter().map(|&l| l as f64 / 1000.0).collect(),
+        query_latencies_ns: query_lat,
         done_at_s: done_at.iter().map(|&(t, _)| t as f64 / 1e9).collect(),
         done_is_query: done_at.iter().map(|&(_, q)| q).collect(),
     })
+}
+
+impl MixReport {
+    /// Runs made one after another, reported as one run of all their
+    /// operations: counts and wall time add up, rates and percentiles are
+    /// taken over all of them, and each part's completion times follow the
+    /// parts before it (the pauses between parts are not in the wall time).
+    /// `None` for no parts.
+    pub fn merge(parts: &[MixReport]) -> Option<MixReport> {
+        let first = parts.first()?;
+        let sum = |get: fn(&RunReport) -> u64| parts.iter().map(|p| get(&p.queries)).sum::<u64>();
+        let elapsed: f64 = parts.iter().map(|p| p.queries.elapsed_s).sum();
+        let mut query_lat: Vec<u64> = parts
+            .iter()
+            .flat_map(|p| p.query_latencies_ns.iter().copied())
+            .collect();
+        query_lat.sort_unstable();
+        let mut update_lat: Vec<f64> = parts
+            .iter()
+            .flat_map(|p| p.update_latencies_us.iter().copied())
+            .collect();
+        update_lat.sort_by(f64::total_cmp);
+        let (mut done_at_s, mut done_is_query, mut offset) = (Vec::new(), Vec::new(), 0.0);
+        for p in parts {
+            done_at_s.extend(p.done_at_s.iter().map(|t| t + offset));
+            done_is_query.extend_from_slice(&p.done_is_query);
+            offset += p.queries.elapsed_s;
+        }
+        let (queries, gets, ops) = (sum(|r| r.queries), sum(|r| r.gets), sum(|r| r.ops));
+        let (remote_gets, remote_ops) = (sum(|r| r.remote_gets), sum(|r| r.remote_ops));
+        Some(MixReport {
+            queries: RunReport {
+                queries,
+                threads: first.queries.threads,
+                elapsed_s: elapsed,
+                throughput_qps: queries as f64 / elapsed.max(1e-9),
+                p50_us: percentile_us(&query_lat, 0.50),
+                p99_us: percentile_us(&query_lat, 0.99),
+                p999_us: percentile_us(&query_lat, 0.999),
+                remote_rate: remote_ops as f64 / ops.max(1) as f64,
+                results: sum(|r| r.results),
+                reads: sum(|r| r.reads),
+                gets,
+                remote_get_rate: remote_gets as f64 / gets.max(1) as f64,
+                ops,
+                remote_ops,
+                remote_gets,
+            },
+            remote_sends: parts.iter().map(|p| p.remote_sends).sum(),
+            update_latencies_us: update_lat,
+            query_latencies_ns: query_lat,
+            done_at_s,
+            done_is_query,
+        })
+    }
 }
 
 /// The `p` quantile of sorted nanosecond latencies, in microseconds.

@@ -14,10 +14,18 @@ const Q: TwoHop = TwoHop {
 
 /// A ring of `n` vertices (each points at the next two) on `machines` machines.
 fn ring(machines: usize, n: u32) -> (Counting<LocalFabric>, Store<Counting<LocalFabric>>) {
+    ring_with(machines, n, StoreConfig::default())
+}
+
+fn ring_with(
+    machines: usize,
+    n: u32,
+    config: StoreConfig,
+) -> (Counting<LocalFabric>, Store<Counting<LocalFabric>>) {
     let fabric = Counting::new(
         LocalFabric::new(LocalConfig::with_machines(machines).without_model()).unwrap(),
     );
-    let store = Store::create(fabric.clone(), StoreConfig::default()).unwrap();
+    let store = Store::create(fabric.clone(), config).unwrap();
     // Each value written by its home (another machine's would be forwarded
     // to a service this test does not start).
     let mut workers: Vec<_> = (0..machines as u8)
@@ -72,4 +80,52 @@ fn every_operation_runs_once_whatever_the_threads_and_machines() {
             assert_eq!(got, want, "{at}: vertex {v}");
         }
     }
+}
+
+/// A run made in parts and merged reports what the same operations report
+/// in one run: the same counts (queries, GETs, one-sided operations and
+/// their remote shares), the latencies of every part, and completion times
+/// that follow one another.
+#[test]
+fn a_run_in_parts_merges_into_the_run_of_all_its_operations() {
+    use locus_workloads::traversal::MixReport;
+    const N: u32 = 300;
+    let ops: Vec<Op> = (0..900u32).map(|i| Op::TwoHop((i * 13) % N)).collect();
+    // No location cache: what a run reads does not depend on the runs before.
+    let (fabric, store) = ring_with(
+        3,
+        N,
+        StoreConfig {
+            cache_bytes_max: 0,
+            ..StoreConfig::default()
+        },
+    );
+    let whole = run_ops(&store, fabric.counters(), 2, &ops, Q, &|_| {}).unwrap();
+    let parts: Vec<_> = ops
+        .chunks(250)
+        .map(|c| run_ops(&store, fabric.counters(), 2, c, Q, &|_| {}).unwrap())
+        .collect();
+    assert!(MixReport::merge(&[]).is_none());
+    let m = MixReport::merge(&parts).unwrap();
+    let (a, b) = (&whole.queries, &m.queries);
+    assert_eq!(
+        (b.queries, b.gets, b.reads, b.results),
+        (a.queries, a.gets, a.reads, a.results)
+    );
+    assert_eq!(
+        (b.ops, b.remote_ops, b.remote_gets),
+        (a.ops, a.remote_ops, a.remote_gets)
+    );
+    assert!(a.remote_ops > 0 && a.remote_ops < a.ops, "{a:?}");
+    assert!((b.remote_rate - a.remote_rate).abs() < 1e-12);
+    assert!((b.remote_get_rate - a.remote_get_rate).abs() < 1e-12);
+    let elapsed: f64 = parts.iter().map(|p| p.queries.elapsed_s).sum();
+    assert!((b.elapsed_s - elapsed).abs() < 1e-12);
+    assert_eq!(m.query_latencies_ns.len(), ops.len());
+    assert!(m.query_latencies_ns.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(m.done_at_s.len(), ops.len());
+    // Each part's completions come after the part before it ended.
+    let first_end = parts[0].queries.elapsed_s;
+    assert!(m.done_at_s[250..].iter().all(|&t| t >= first_end));
+    assert!(m.done_at_s.windows(2).all(|w| w[0] <= w[1]));
 }

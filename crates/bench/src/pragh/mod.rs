@@ -16,6 +16,7 @@ mod placement;
 mod plots;
 mod report;
 mod scheme;
+mod slices;
 pub mod tcp;
 mod timeline;
 
@@ -102,6 +103,10 @@ pub struct Settings {
     pub seed: u64,
     /// Interleaved runs of every scheme; each row is their median.
     pub runs: usize,
+    /// Parts each scheme's measured window is cut into, the schemes of a
+    /// round taking turns ([`slices`]); 1: each scheme measured whole, one
+    /// after another.
+    pub slices: usize,
     /// Replica budget per machine, MiB (None: the scheme's default).
     pub replica_mb: Option<f64>,
     /// How the graph is held: a CSR, or no CSR (stores loaded from the
@@ -120,6 +125,9 @@ pub struct Settings {
     /// 2^12, ... up to the graph's vertex count ([`Settings::scope_list`]).
     pub scopes: Vec<u64>,
 }
+
+/// Parts of a measured window at `--preset quick` ([`Settings::slices`]).
+pub const SLICES_DEFAULT: usize = 8;
 
 /// `bench pragh`'s presets: the shared quick and full, and the paper's scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -159,6 +167,8 @@ impl Settings {
             loader: Some(Loader::Ranged),
             pin_memory: false,
             shared_load: true,
+            // Turns need every scheme's cluster at once: not at this scale.
+            slices: 1,
             // 56 MiB a machine, 4.75% of R-MAT 26's 9.88 GB of values over 8
             // machines: inside the 5% (the default would be 21%).
             replica_mb: Some(56.0),
@@ -186,6 +196,7 @@ impl Settings {
                 k: 100,
                 seed,
                 runs: 3,
+                slices: SLICES_DEFAULT,
                 replica_mb: None,
                 loader: None,
                 pin_memory: true,
@@ -206,6 +217,7 @@ impl Settings {
                 k: 100,
                 seed,
                 runs: 3,
+                slices: 1,
                 replica_mb: None,
                 loader: None,
                 pin_memory: true,
@@ -228,6 +240,20 @@ impl Settings {
         }
         if !(1..=99).contains(&self.runs) {
             return Err(BenchError::setting("--runs", self.runs, "must be 1..=99"));
+        }
+        if !(1..=1000).contains(&self.slices) {
+            return Err(BenchError::setting(
+                "--slices",
+                self.slices,
+                "must be 1..=1000",
+            ));
+        }
+        if self.slices > 1 && self.shared_load {
+            return Err(BenchError::setting(
+                "--slices",
+                self.slices,
+                "needs --loads each: the schemes take turns with every cluster in one process, which a shared load's forked runs do not allow",
+            ));
         }
         if !(self.warm_s_max >= 0.0 && self.warm_s_max <= 3600.0) {
             return Err(BenchError::setting(
@@ -386,6 +412,10 @@ pub struct Row {
     /// written before it existed).
     #[serde(default)]
     pub measure_steal_share: f64,
+    /// Parts the measured window was run in: 1 when measured whole, more
+    /// when the schemes took turns (`--slices`).
+    #[serde(default)]
+    pub measure_parts: usize,
     /// How the placement the run ended with serves the measured sequence, and
     /// why its remote GETs exceed the placement bound's (Split and
     /// Split+Cache; each field its own median in a median row; absent in
@@ -481,7 +511,42 @@ pub fn run(
             // or the cluster): one load saved per round.
             let order = round_order(schemes.len(), round);
             let mut group: Vec<Option<Row>> = vec![None; schemes.len()];
-            for i in order {
+            if p.slices > 1 {
+                // Turns: every scheme warmed up, then measured in parts.
+                let mut warmed = Vec::with_capacity(order.len());
+                for &i in &order {
+                    let (s, replica_mb) = schemes[i];
+                    r.note(format!(
+                        "{}{} (run {}/{}): warming up ...",
+                        s.name(),
+                        replica_mb.map_or(String::new(), |mb| format!(", {mb:.3} MiB of replicas")),
+                        round + 1,
+                        p.runs
+                    ));
+                    let p = Settings {
+                        replica_mb: replica_mb.or(p.replica_mb),
+                        ..p.clone()
+                    };
+                    let warm = scheme::load(s, w.graph, &p, r)
+                        .and_then(|c| scheme::warm_up(s, c, w, &p, Mode::Eager, r))
+                        .map_err(|e| e.in_scheme(s.name()))?;
+                    // Still until its turns: the next scheme warms up alone.
+                    warm.pause();
+                    warmed.push((i, p, warm));
+                }
+                let refs: Vec<&scheme::Warmed> = warmed.iter().map(|x| &x.2).collect();
+                let measured = slices::measure(&refs, w, p, r)?;
+                for ((i, p, warm), m) in warmed.into_iter().zip(measured) {
+                    let s = warm.scheme();
+                    warm.resume();
+                    let mut row = warm
+                        .finish(w, &p, m, r)
+                        .map_err(|e| e.in_scheme(s.name()))?;
+                    row.scope = scope;
+                    group[i] = Some(row);
+                }
+            }
+            for i in order.into_iter().filter(|_| p.slices <= 1) {
                 let (s, replica_mb) = schemes[i];
                 let budget =
                     replica_mb.map_or(String::new(), |mb| format!(", {mb:.3} MiB of replicas"));
@@ -747,6 +812,7 @@ pub fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
             row.measure_host_probe_ns = median(|r| r.measure_host_probe_ns);
             row.measure_host_handoff_ns = median(|r| r.measure_host_handoff_ns);
             row.measure_steal_share = median(|r| r.measure_steal_share);
+            row.measure_parts = median_u(|r| r.measure_parts as u64) as usize;
             row.placement_after = median_placement(&runs);
             row.measure_worker_preempted = median_u(|r| r.measure_worker_preempted);
             row.values_moved = median_u(|r| r.values_moved);

@@ -53,6 +53,9 @@ pub const DEFERRED_VERTEX_OPS_MAX: usize = 4096;
 /// once was cost the workers up to 64 preemptions per message (stop 44). It
 /// covers a message's flight on the modelled fabric (2 us plus queueing).
 const SERVICE_SPIN: Duration = Duration::from_micros(50);
+
+/// Longest park of a quiet service ([`Services::set_quiet`]).
+const SERVICE_QUIET_NAP: Duration = Duration::from_secs(1);
 /// How long an idle service parks between looks at its inbox (a forwarded
 /// request wakes it at once).
 const SERVICE_IDLE_SLEEP_US: u64 = 200;
@@ -398,6 +401,8 @@ impl<F: Fabric> Worker<F> {
 /// and collect garbage. Stopped and joined on drop.
 pub struct Services {
     stop: Arc<AtomicBool>,
+    /// Set by [`Services::set_quiet`].
+    quiet: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
     failure: Arc<Mutex<Option<StoreError>>>,
     /// Marks the served machines stopped, so forwards to them fail at once
@@ -411,11 +416,29 @@ impl Services {
     pub fn failure(&self) -> Option<StoreError> {
         lock(&self.failure).clone()
     }
+
+    /// Quiet services (where every sender is in this process) still answer
+    /// every message at once but do nothing else: no garbage collection, no
+    /// waking on a clock. For benchmarks that keep several clusters in one
+    /// process and measure them in turns (`bench pragh --slices`): a
+    /// waiting cluster's collections would run in another's turn. Retired
+    /// blocks wait for the next collection after `set_quiet(false)`.
+    pub fn set_quiet(&self, quiet: bool) {
+        self.quiet.store(quiet, Ordering::Release);
+        if !quiet {
+            for t in &self.threads {
+                t.thread().unpark();
+            }
+        }
+    }
 }
 
 impl Drop for Services {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        for t in &self.threads {
+            t.thread().unpark();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -429,6 +452,7 @@ impl<F: Fabric> Store<F> {
     /// thread serves it; with services running, any worker may update any vertex.
     pub fn spawn_services(&self) -> Result<Services> {
         let stop = Arc::new(AtomicBool::new(false));
+        let quiet = Arc::new(AtomicBool::new(false));
         let failure = Arc::new(Mutex::new(None));
         let mut threads = Vec::new();
         let mut served = Vec::new();
@@ -441,11 +465,12 @@ impl<F: Fabric> Store<F> {
             served.push(m);
             let w = self.worker(m)?;
             let (stop, failure) = (Arc::clone(&stop), Arc::clone(&failure));
+            let quiet = Arc::clone(&quiet);
             let shared = Arc::clone(&self.shared);
             let name = format!("locus-service-{m}");
             let t = std::thread::Builder::new()
                 .name(name.clone())
-                .spawn(move || service_loop(w, &shared, &stop, &failure))
+                .spawn(move || service_loop(w, &shared, &stop, &quiet, &failure))
                 .map_err(|e| StoreError::Thread {
                     name,
                     reason: e.to_string(),
@@ -463,6 +488,7 @@ impl<F: Fabric> Store<F> {
         });
         Ok(Services {
             stop,
+            quiet,
             threads,
             failure,
             mark_stopped,
@@ -480,6 +506,7 @@ fn service_loop<F: Fabric>(
     mut w: Worker<F>,
     shared: &Shared<F>,
     stop: &AtomicBool,
+    quiet: &AtomicBool,
     failure: &Mutex<Option<StoreError>>,
 ) {
     let m = w.machine();
@@ -510,6 +537,17 @@ fn service_loop<F: Fabric>(
             Ok(0) => {
                 if busy_at.elapsed() < SERVICE_SPIN {
                     std::thread::yield_now();
+                    continue;
+                }
+                if woken_by_senders && quiet.load(Ordering::Acquire) {
+                    // Quiet: a sender or the end of quiet unparks us; the
+                    // timeout only bounds a missed wake-up.
+                    let parked = Instant::now();
+                    std::thread::park_timeout(SERVICE_QUIET_NAP);
+                    if parked.elapsed() < SERVICE_QUIET_NAP {
+                        busy_at = Instant::now();
+                        sleep_us = SERVICE_IDLE_SLEEP_US;
+                    }
                     continue;
                 }
                 if gc_at.elapsed() >= gc_interval {
