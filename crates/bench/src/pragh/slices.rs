@@ -37,7 +37,8 @@ use std::time::Instant;
 
 use locus_workloads::traversal::{MixReport, Op};
 
-use super::scheme::{Measured, Warmed, Workload, MEASURE_RESIZES};
+use super::run::{Measured, Warmed, MEASURE_RESIZES};
+use super::scheme::Workload;
 use super::Settings;
 use crate::{Reporter, Result};
 
@@ -154,7 +155,8 @@ pub(super) fn measure(
 #[cfg(test)]
 mod tests {
     use super::super::graph::Graph;
-    use super::super::scheme::{load, warm_up, workload, Scheme};
+    use super::super::run::{load, warm_up};
+    use super::super::scheme::{workload, Scheme};
     use super::*;
     use crate::config::Config;
     use locus_coordinator::Mode;

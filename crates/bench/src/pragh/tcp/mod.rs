@@ -389,7 +389,8 @@ pub fn run(p: &Settings, tcp: &TcpSettings, only: &[Scheme], r: &Reporter) -> Re
                 s.name()
             ));
             local.push(
-                scheme::run_scheme(s, &w, p, Mode::Eager, r).map_err(|e| e.in_scheme(s.name()))?,
+                super::run::run_scheme(s, &w, p, Mode::Eager, r)
+                    .map_err(|e| e.in_scheme(s.name()))?,
             );
             r.note(format!("run {run}/{}: {} over TCP ...", tcp.runs, s.name()));
             over_tcp.push(
