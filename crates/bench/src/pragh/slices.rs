@@ -3,7 +3,7 @@
 //! them alike instead of on whichever scheme it happened to meet.
 //!
 //! Why: on this shared 2-core VM the CPU-bound schemes drift with the host.
-//! Ideal alone, in consecutive 2 s windows of one process, ran 161k-209k
+//! Ideal alone, in consecutive 2 s windows of one process, ran 162k-210k
 //! queries/s, and 164k-201k in 6 s windows (docs/results.md, stop 46): the
 //! slow spells last seconds, longer than a window, so a longer window does
 //! not average them out, while a scheme measured minutes after another
