@@ -47,7 +47,11 @@
 //! migration or replica) and wait; reports and jobs stay queued. It is for
 //! benchmarks that keep several clusters in one process and measure them in
 //! turns (`bench pragh --slices`): without it a waiting cluster's backlog
-//! ran during another's turn, its CPU counted against the other.
+//! ran during another's turn, its CPU counted against the other. The monitor
+//! and the coordinator keep time on the driver's [`ActiveClock`], which
+//! stands still while paused: intervals, dwell and forgetting count running
+//! time only, so a cluster run in turns reports, migrates and replicates as
+//! it would running alone, its pauses cut out.
 //!
 //! The coordinator can be stopped and restarted ([`Driver::stop_coordinator`],
 //! [`Driver::start_coordinator`]): meanwhile workers serve as before, queued
@@ -65,6 +69,7 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use locus_fabric::{Fabric, MachineId};
 use locus_store::{Key, Store};
 
+use crate::clock::ActiveClock;
 use crate::error::{CoordinatorError, Result};
 use crate::executor::Executor;
 use crate::monitor::Monitor;
@@ -169,6 +174,8 @@ struct Shared<F: Fabric> {
 #[derive(Default)]
 struct Pause {
     on: AtomicBool,
+    /// The monitor's and coordinator's time, stopped while paused.
+    clock: ActiveClock,
     lock: Mutex<()>,
     resumed: Condvar,
 }
@@ -360,6 +367,7 @@ impl<F: Fabric> Driver<F> {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         self.shared.pause.on.store(true, Ordering::Release);
+        self.shared.pause.clock.pause();
     }
 
     /// Resumes a paused driver (nothing if it runs).
@@ -370,6 +378,7 @@ impl<F: Fabric> Driver<F> {
             .lock
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        self.shared.pause.clock.resume();
         self.shared.pause.on.store(false, Ordering::Release);
         self.shared.pause.resumed.notify_all();
     }
@@ -523,14 +532,17 @@ fn monitor_loop<F: Fabric>(s: &Shared<F>) {
     run_in_background(s);
     let machines = s.store.machines();
     let poll = Duration::from_millis(s.config.hot_poll_ms);
+    let clock = &s.pause.clock;
+    let start = clock.now();
     let mut monitors: Vec<Monitor> = (0..machines as MachineId)
         .filter(|&m| s.store.cache(m).is_some())
         .map(|m| {
-            Monitor::new(
+            Monitor::new_at(
                 m,
                 machines,
                 s.config.policy.interval_ms,
                 s.config.policy.report_count_min,
+                start,
             )
         })
         .collect();
@@ -541,7 +553,7 @@ fn monitor_loop<F: Fabric>(s: &Shared<F>) {
         wait_while_paused(s, &never);
         for mon in &mut monitors {
             if let Some(cache) = s.store.cache(mon.machine()) {
-                mon.poll(cache, &mut events);
+                mon.poll_at(clock.now(), cache, &mut events);
             }
         }
         for e in events.drain(..) {
@@ -561,11 +573,11 @@ fn coordinator_loop<F: Fabric>(
     record: &Record,
 ) -> Coordinator {
     run_in_background(s);
-    let t0 = Instant::now();
-    let mut tracking_since: HashMap<MachineId, Instant> = HashMap::new();
+    let clock = &s.pause.clock;
+    let mut tracking_since: HashMap<MachineId, u64> = HashMap::new();
     let mut pending: Vec<Event> = Vec::new();
     while !stop.load(Ordering::Acquire) && !s.stop.load(Ordering::Acquire) {
-        let now_ms = t0.elapsed().as_millis() as u64;
+        let now_ms = clock.now_ms();
         let wait = c.next_due_ms().map_or(COORDINATOR_IDLE_WAIT, |due| {
             Duration::from_millis(due.saturating_sub(now_ms)).min(COORDINATOR_IDLE_WAIT)
         });
@@ -577,7 +589,7 @@ fn coordinator_loop<F: Fabric>(
         wait_while_paused(s, stop);
         pending.push(event);
         while let Some(event) = pending.pop() {
-            let actions = c.step(t0.elapsed().as_millis() as u64, event);
+            let actions = c.step(clock.now_ms(), event);
             if let Err((e, undo)) = record.persist_approvals(&actions) {
                 // Not durable: approve nothing (the coordinator will see the
                 // keys again in the next report).
@@ -612,15 +624,15 @@ fn coordinator_loop<F: Fabric>(
                                     },
                                 );
                             }
-                            tracking_since.insert(machine, Instant::now());
+                            tracking_since.insert(machine, clock.now_ms());
                         }
                     }
                     Action::Collect { machine } => {
                         if let Some(t) = s.store.tracker(machine) {
-                            let since = tracking_since.remove(&machine).unwrap_or(t0);
+                            let since = tracking_since.remove(&machine).unwrap_or(0);
                             pending.push(Event::Tracked {
                                 machine,
-                                interval_ms: since.elapsed().as_millis() as u64,
+                                interval_ms: clock.now_ms().saturating_sub(since),
                                 counts: t.take(),
                             });
                         }

@@ -9,11 +9,13 @@
 //! run approved jobs as the target. The **driver** ([`driver`]) runs them as
 //! threads over an embedded cluster, and keeps working while the coordinator
 //! is down; a server process runs the same monitor and executor for its own
-//! machine and talks to a coordinator process (`locus-server`).
+//! machine and talks to a coordinator process (`locus-server`). The driver
+//! keeps time on a clock that stands still while it is paused ([`clock`]).
 //! Every failure is a [`CoordinatorError`] ([`error`]).
 
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod executor;
@@ -21,6 +23,7 @@ pub mod monitor;
 pub mod policy;
 pub mod record;
 
+pub use clock::ActiveClock;
 pub use driver::{Driver, DriverConfig, DriverStats};
 pub use error::{CoordinatorError, Result};
 pub use executor::Executor;

@@ -11,7 +11,10 @@
 //!   report ([`Event::Report`]) and starts the next interval.
 //!
 //! The monitor only reads the cache; sending (and dropping when the
-//! coordinator cannot take more) is the caller's business.
+//! coordinator cannot take more) is the caller's business. Its interval is
+//! wall time ([`Monitor::poll`]) or the caller's clock ([`Monitor::poll_at`]:
+//! the embedded driver's, which stands still while the driver is paused,
+//! see [`crate::clock`]).
 
 use std::time::{Duration, Instant};
 
@@ -35,7 +38,10 @@ pub struct Monitor {
     machines: usize,
     interval: Duration,
     report_count_min: u32,
-    interval_start: Instant,
+    /// Where [`Monitor::poll`]'s wall clock starts.
+    origin: Instant,
+    /// When the current interval began, on the clock polls are given.
+    interval_start: Duration,
 }
 
 impl Monitor {
@@ -52,7 +58,23 @@ impl Monitor {
             machines,
             interval: Duration::from_millis(interval_ms),
             report_count_min,
-            interval_start: Instant::now(),
+            origin: Instant::now(),
+            interval_start: Duration::ZERO,
+        }
+    }
+
+    /// [`Monitor::new`] for a caller that polls with [`Monitor::poll_at`] on
+    /// its own clock, which reads `now` at this point.
+    pub fn new_at(
+        machine: MachineId,
+        machines: usize,
+        interval_ms: u64,
+        report_count_min: u32,
+        now: Duration,
+    ) -> Monitor {
+        Monitor {
+            interval_start: now,
+            ..Monitor::new(machine, machines, interval_ms, report_count_min)
         }
     }
 
@@ -65,7 +87,13 @@ impl Monitor {
     /// the periodic report if the interval has passed (none if nothing was
     /// counted often enough).
     pub fn poll(&mut self, cache: &LocationCache, out: &mut Vec<Event>) {
-        let elapsed = self.interval_start.elapsed();
+        self.poll_at(self.origin.elapsed(), cache, out);
+    }
+
+    /// [`Monitor::poll`] at `now` on the caller's clock (never decreasing;
+    /// the same clock as [`Monitor::new_at`]'s reading).
+    pub fn poll_at(&mut self, now: Duration, cache: &LocationCache, out: &mut Vec<Event>) {
+        let elapsed = now.saturating_sub(self.interval_start);
         let mut hot = Vec::new();
         cache.take_hot(|k| hot.push(k));
         for key in hot {
@@ -99,6 +127,6 @@ impl Monitor {
                 accesses,
             });
         }
-        self.interval_start = Instant::now();
+        self.interval_start = now;
     }
 }

@@ -276,3 +276,67 @@ fn a_paused_driver_moves_nothing_until_it_is_resumed() {
     );
     read_all(&store, &hot);
 }
+
+/// The driver keeps time on a clock that stands still while it is paused:
+/// paused for three intervals while its values run hot, it sends no
+/// periodic report the moment it resumes (on the wall clock the interval
+/// would be long past, and the report would divide the counts by time
+/// nothing ran), and sends one once an interval of running time has passed.
+#[test]
+fn a_paused_drivers_intervals_count_running_time_only() {
+    let store = cluster();
+    let hot = put_values(&store);
+    let driver = Driver::start(
+        store.clone(),
+        DriverConfig {
+            policy: PolicyConfig {
+                // Within the cluster's 1 s cache lease, which holds the counts.
+                interval_ms: 800,
+                dwell_ms: 800,
+                forget_after_ms: 3_000,
+                ..PolicyConfig::default()
+            },
+            hot_poll_ms: 20,
+            ..DriverConfig::default()
+        },
+    )
+    .unwrap();
+    driver.pause();
+    let reports = || {
+        driver
+            .stats()
+            .reports
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let read_for = |d: Duration| {
+        let t0 = Instant::now();
+        while t0.elapsed() < d {
+            read_all(&store, &hot);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    read_for(Duration::from_millis(2_500));
+    assert_eq!(reports(), 0, "a paused driver reported");
+    driver.resume();
+    let resumed = Instant::now();
+    read_for(Duration::from_millis(300));
+    let early = reports();
+    let ran = resumed.elapsed();
+    // Less than the interval has run since the start (the driver was paused
+    // at once), unless the host stalled this thread for most of it.
+    if ran < Duration::from_millis(700) {
+        assert_eq!(
+            early, 0,
+            "reported {ran:?} after resuming: the pause was counted"
+        );
+    }
+    wait_until(
+        "a periodic report after an interval of running time",
+        Duration::from_secs(30),
+        || {
+            read_all(&store, &hot);
+            reports() >= 1
+        },
+    );
+    driver.stop();
+}
