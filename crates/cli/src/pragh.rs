@@ -89,7 +89,7 @@ pub struct PraghArgs {
     /// workload, in the paper's default scope).
     #[arg(long, value_delimiter = ',')]
     pub scopes: Vec<u64>,
-    /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache,Replica; Replica is Split+Cache with read-only replicas).
+    /// Run only these schemes (comma-separated: Ideal,Orig,Shard,Split,Cache,Split+Cache,Replica; Replica is Split+Cache with read-only replicas). Orig-again (schemes and uniform experiments, only when named) is a second Orig cluster: its ratio to Orig is the benchmark's noise between identical schemes.
     #[arg(long, value_delimiter = ',')]
     pub schemes: Vec<String>,
     /// local: the in-process fabric only. tcp (schemes only): Ideal, Orig,

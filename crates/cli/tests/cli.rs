@@ -435,6 +435,49 @@ fn pragh_uniform_runs_over_the_scopes_asked_for() {
     assert_eq!(got, [("Orig", 16), ("Split", 16)]);
 }
 
+/// `Orig-again`, named, adds a second Orig cluster after Orig: a row of
+/// its own with its ratio to the same round's Orig (the A/A control); not
+/// named, it does not run.
+#[test]
+fn pragh_runs_the_orig_again_control_only_when_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = locus(&[
+        "bench",
+        "pragh",
+        "uniform",
+        "--scale",
+        "8",
+        "--schemes",
+        "orig-again,Split,Orig",
+        "--runs",
+        "1",
+        "--ops",
+        "500",
+        "--warm-s-max",
+        "1",
+        "--measure-s",
+        "0.3",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let rows: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("pragh-uniform.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = rows.as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Orig", "Orig-again", "Split"]);
+    let again = rows[1]["vs_orig"].as_f64().unwrap();
+    assert!(again > 0.0 && again.is_finite(), "{}", rows[1]);
+    assert!(rows[1]["values_moved"].as_u64() == Some(0), "{}", rows[1]);
+    fails_with(
+        &["bench", "pragh", "uniform", "--schemes", "Orig,Orig-twice"],
+        "must be one of Ideal, Orig, Shard, Split, Cache, Split+Cache, Replica, Orig-again",
+    );
+}
+
 /// The quick preset's default: the schemes of a round are warmed up one
 /// after another, then measured in turns of parts, each scheme's window
 /// at least --measure-s of its parts together; rounds still alternate.

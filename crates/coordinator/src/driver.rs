@@ -648,7 +648,7 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
     // Not run in the background (see `DriverConfig::background_nice`).
     let mut ex = Executor::new();
     let mut by_target: HashMap<MachineId, Vec<Key>> = HashMap::new();
-    let mut replicas: Vec<(Key, MachineId)> = Vec::new();
+    let mut replicas: HashMap<MachineId, Vec<Key>> = HashMap::new();
     let never = AtomicBool::new(false);
     while !s.stop.load(Ordering::Acquire) {
         // Blocks until a job comes; `Shared` holds a sender, so the queue
@@ -660,7 +660,7 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
         }
         let mut take = |j: Job| match j {
             Job::Migrate(k, to) => by_target.entry(to).or_default().push(k),
-            Job::Replicate(k, to) => replicas.push((k, to)),
+            Job::Replicate(k, to) => replicas.entry(to).or_default().push(k),
             Job::Wake => {}
         };
         take(first);
@@ -684,14 +684,15 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
                 migrated(s, key, to, ok);
             }
         }
-        for (key, to) in replicas.drain(..) {
+        // One batch a target, registrations in flight together.
+        for (to, keys) in replicas.drain() {
             // Stopping: the rest are soft state, dropped rather than made (a
             // replica's registration waits for its home's service).
             wait_while_paused(s, &never);
             if s.stop.load(Ordering::Acquire) {
                 break;
             }
-            if let Err(e) = ex.replicate(&s.store, to, key, &s.stats) {
+            if let Err(e) = ex.replicate_batch(&s.store, to, &keys, &s.stats) {
                 fail(s, e);
             }
         }

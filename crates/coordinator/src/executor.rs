@@ -3,8 +3,10 @@
 //! An [`Executor`] keeps one worker per target machine it has run jobs for
 //! and runs a batch of migrations to one target with the pipelined
 //! [`Worker::migrate_batch`] (the source's threads are never involved), or
-//! one read-only replica. Used by the embedded driver's executor threads and
-//! by a server process for the jobs its coordinator sends it.
+//! a batch of read-only replicas to one target with
+//! [`Worker::replicate_batch`] (registrations in flight together). Used by
+//! the embedded driver's executor threads and by a server process for the
+//! jobs its coordinator sends it.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -109,19 +111,48 @@ impl<F: Fabric> Executor<F> {
         key: Key,
         stats: &DriverStats,
     ) -> Result<()> {
+        self.replicate_batch(store, to, &[key], stats)
+    }
+
+    /// Makes read-only replicas of `keys` at `to` in one batch (their
+    /// registrations in flight together, [`Worker::replicate_batch`]),
+    /// counting them in `stats`. A key that fails does not stop the others;
+    /// the first failure is returned.
+    pub fn replicate_batch(
+        &mut self,
+        store: &Store<F>,
+        to: MachineId,
+        keys: &[Key],
+        stats: &DriverStats,
+    ) -> Result<()> {
+        let Some(&first) = keys.first() else {
+            return Ok(());
+        };
         let w = self.worker(store, to, "replica executor")?;
-        match w.replicate(key) {
-            Ok(Replication::Created { bytes }) => {
-                stats.replicas_created.fetch_add(1, Ordering::Relaxed);
-                stats.replica_bytes.fetch_add(bytes, Ordering::Relaxed);
-                Ok(())
-            }
-            Ok(_) => Ok(()),
-            Err(source) => Err(CoordinatorError::Replicate {
-                key,
+        let results = w
+            .replicate_batch(keys)
+            .map_err(|source| CoordinatorError::Replicate {
+                key: first,
                 machine: to,
                 source,
-            }),
+            })?;
+        let mut failed = None;
+        for (&key, r) in keys.iter().zip(results) {
+            match r {
+                Ok(Replication::Created { bytes }) => {
+                    stats.replicas_created.fetch_add(1, Ordering::Relaxed);
+                    stats.replica_bytes.fetch_add(bytes, Ordering::Relaxed);
+                }
+                Ok(_) => {}
+                Err(source) => {
+                    failed.get_or_insert(CoordinatorError::Replicate {
+                        key,
+                        machine: to,
+                        source,
+                    });
+                }
+            }
         }
+        failed.map_or(Ok(()), Err)
     }
 }

@@ -311,3 +311,81 @@ fn readers_never_see_an_update_undone_under_concurrent_replication() {
         assert!(created > 0, "no replica was ever made");
     });
 }
+
+/// A batch copies every key first and then has the homes list them with
+/// their registrations in flight together: each key gets the answer it
+/// would get alone, a key named twice is copied once, and the replicas made
+/// serve reads locally until an update invalidates them.
+#[test]
+fn a_batch_of_replicas_answers_each_key_as_alone() {
+    let s = store(4, config());
+    let _services = s.spawn_services().unwrap();
+    let homed = |m: u8, from: u32| {
+        (from..from + 1000)
+            .find(|&v| locus_store::home_of(v, 4) == m)
+            .unwrap()
+    };
+    let (a, b, c) = (homed(1, 100), homed(2, 100), homed(3, 100));
+    let d = homed(3, c + 1);
+    for v in [a, b, c, d] {
+        s.worker(locus_store::home_of(v, 4))
+            .unwrap()
+            .put(v, &[v, v + 1])
+            .unwrap();
+    }
+    // c is homed at the reader but held elsewhere: its home lists it locally.
+    s.worker(0).unwrap().migrate(Key::part(c, 0)).unwrap();
+    let mut r = s.worker(3).unwrap();
+    let forwarded = r.stats.forwarded;
+    let results: Vec<Replication> = r
+        .replicate_batch(&[
+            Key::part(a, 0),
+            Key::part(b, 0),
+            Key::part(c, 0),
+            Key::part(d, 0),
+            Key::part(7_777, 0),
+            Key::part(a, 0),
+        ])
+        .unwrap()
+        .into_iter()
+        .map(|x| x.unwrap())
+        .collect();
+    assert!(
+        matches!(results[0], Replication::Created { .. }),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[1], Replication::Created { .. }),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[2], Replication::Created { .. }),
+        "{results:?}"
+    );
+    assert_eq!(
+        results[3..],
+        [
+            Replication::HeldHere,
+            Replication::Absent,
+            Replication::Present
+        ]
+    );
+    assert_eq!(r.replicas_held().0, 3, "the key named twice is held once");
+    assert_eq!(
+        r.stats.forwarded - forwarded,
+        2,
+        "one registration forwarded a remote home, none for the home here"
+    );
+    let before = remote_reads(&s);
+    for v in [a, b, c] {
+        assert_eq!(r.get(v).unwrap(), Some(vec![v, v + 1]));
+    }
+    assert_eq!(remote_reads(&s), before, "replica reads must be local");
+    s.worker(0).unwrap().insert_edge(a, 9).unwrap();
+    assert_eq!(r.get(a).unwrap(), Some(vec![a, a + 1, 9]));
+    assert_eq!(
+        r.replicas_held().0,
+        2,
+        "the updated key's replica is dropped"
+    );
+}

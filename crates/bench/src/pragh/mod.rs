@@ -605,12 +605,17 @@ pub fn run(
             .map(|&s| (s, None))
             .collect()
     };
+    // Every scheme, and after Orig the A/A control if `--schemes` names it.
+    let mut with_control = Scheme::ALL.to_vec();
+    if only.contains(&Scheme::OrigAgain) {
+        with_control.insert(2, Scheme::OrigAgain);
+    }
     match experiment {
         Experiment::Uniform if !p.scopes.is_empty() => {
             for &scope in &p.scopes {
                 let w = scheme::workload(&csr, p, StartDist::UniformIn { scope })?;
                 r.note(format!("uniform over a scope of {scope}:"));
-                rows.extend(rounds(&plain(&Scheme::ALL), &w, p, Some(scope))?);
+                rows.extend(rounds(&plain(&with_control), &w, p, Some(scope))?);
             }
         }
         Experiment::Schemes | Experiment::Uniform => {
@@ -629,7 +634,7 @@ pub fn run(
                 b.shared_vertices
             ));
             bound = Some(b);
-            rows = rounds(&plain(&Scheme::ALL), &w, p, None)?;
+            rows = rounds(&plain(&with_control), &w, p, None)?;
         }
         Experiment::Scope => {
             for scope in p.scope_list() {

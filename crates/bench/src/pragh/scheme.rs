@@ -33,6 +33,11 @@ pub enum Scheme {
     SplitCache,
     /// Split+Cache with read-only replicas of shared values (a Locus extension).
     Replica,
+    /// A second Orig cluster, run only when named (`--schemes
+    /// Orig,Orig-again,...`): a control whose ratio to Orig in the same
+    /// round is the benchmark's own noise between two identical schemes
+    /// (an A/A comparison), the floor against which "at or above Orig" is read.
+    OrigAgain,
 }
 
 impl Scheme {
@@ -47,6 +52,9 @@ impl Scheme {
         Scheme::Replica,
     ];
 
+    /// Schemes run only when `--schemes` names them.
+    pub const ON_REQUEST: [Scheme; 1] = [Scheme::OrigAgain];
+
     /// The scheme's name in tables, plots and `--schemes`.
     pub fn name(self) -> &'static str {
         match self {
@@ -57,6 +65,7 @@ impl Scheme {
             Scheme::Cache => "Cache",
             Scheme::SplitCache => "Split+Cache",
             Scheme::Replica => "Replica",
+            Scheme::OrigAgain => "Orig-again",
         }
     }
 
@@ -64,12 +73,13 @@ impl Scheme {
     pub fn parse(name: &str) -> Result<Scheme> {
         Scheme::ALL
             .into_iter()
+            .chain(Scheme::ON_REQUEST)
             .find(|s| s.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| {
                 BenchError::setting(
                     "--schemes",
                     name,
-                    "must be one of Ideal, Orig, Shard, Split, Cache, Split+Cache, Replica",
+                    "must be one of Ideal, Orig, Shard, Split, Cache, Split+Cache, Replica, Orig-again",
                 )
             })
     }
@@ -98,7 +108,7 @@ impl Scheme {
         s.cache_lookups = true;
         s.replica_bytes_max = 0;
         match self {
-            Scheme::Ideal | Scheme::Orig => s.cache_bytes_max = 0,
+            Scheme::Ideal | Scheme::Orig | Scheme::OrigAgain => s.cache_bytes_max = 0,
             Scheme::Shard => {
                 s.cache_bytes_max = 0;
                 s.shards_per_machine = locus_store::shard::SHARDS_PER_MACHINE_DEFAULT;

@@ -9,12 +9,14 @@ use locus_fabric::{Fabric, MachineId, Port};
 
 use super::Worker;
 use crate::addr::{Addr, Header};
+use crate::alloc::ValueAllocator;
+use crate::block::Unpublished;
 use crate::forward::{Reply, Request};
-use crate::replica::Listed;
+use crate::replica::{Listed, ReplicaSet};
 use crate::table::Key;
 use crate::{Result, StoreError, VertexId};
 
-/// What [`Worker::replicate`] did.
+/// What [`Worker::replicate`] did for a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Replication {
     /// A replica was made and listed at the key's home.
@@ -34,12 +36,46 @@ pub enum Replication {
     Full,
 }
 
+/// A value copied into a block here for a replica, its registration at the
+/// key's home still to be answered.
+struct Copied<'a> {
+    key: Key,
+    block: Unpublished<'a>,
+    home: MachineId,
+    /// The key's address word the copy was read through.
+    seen: u64,
+    /// The replica's address word here.
+    word: u64,
+    bytes: u64,
+}
+
+/// Where one key of a batch stands after its copy.
+enum Copy<'a> {
+    Done(Result<Replication>),
+    Register(Copied<'a>),
+}
+
 impl<F: Fabric> Worker<F> {
     /// Makes a read-only replica of `key`'s value on this machine
     /// ([`crate::replica`]): copy the value into a block here, have the key's
     /// home list it, then serve this machine's reads from it until an update
     /// invalidates it. Replicas must be on (`replica_bytes_max > 0`).
     pub fn replicate(&mut self, key: Key) -> Result<Replication> {
+        self.replicate_batch(&[key])?
+            .pop()
+            .expect("one result per key")
+    }
+
+    /// [`Worker::replicate`] for several keys: the copies are made one after
+    /// another, then every registration is sent before any answer is
+    /// awaited, each home's service woken once, so a batch costs about one
+    /// round trip a home instead of one a key (the executor's replicas used
+    /// to wait for each registration in turn, its home's service woken for
+    /// each). Each key's result in the order of `keys`; a key named twice is
+    /// copied once and its later places answer [`Replication::Present`].
+    /// Fails as a whole only if replicas are off or this machine is not
+    /// hosted here.
+    pub fn replicate_batch(&mut self, keys: &[Key]) -> Result<Vec<Result<Replication>>> {
         let me = self.machine;
         let shared = Arc::clone(&self.shared);
         let set = shared.replica_sets[me as usize]
@@ -49,6 +85,76 @@ impl<F: Fabric> Worker<F> {
                 setting: "replicas (replica_bytes_max > 0)",
             })?;
         let alloc = shared.alloc(me)?;
+        let mut steps: Vec<Copy<'_>> = Vec::with_capacity(keys.len());
+        for (i, &key) in keys.iter().enumerate() {
+            if keys[..i].contains(&key) {
+                steps.push(Copy::Done(Ok(Replication::Present)));
+                continue;
+            }
+            steps.push(match self.copy_for_replica(key, set, alloc) {
+                Ok(step) => step,
+                Err(e) => Copy::Done(Err(e)),
+            });
+        }
+        // A copy whose home is here is listed at once; the rest are sent.
+        let mut requests = Vec::new();
+        for step in &mut steps {
+            if let Copy::Register(c) = step {
+                // From here the home may list the block (replica invariant
+                // R4): if the answer is lost, the block leaks rather than
+                // being freed.
+                c.block.publishing();
+                if c.home == me {
+                    let listed = self.list_replica(c.key, me, c.seen, c.block.offset_units());
+                    let Copy::Register(c) =
+                        std::mem::replace(step, Copy::Done(Ok(Replication::Absent)))
+                    else {
+                        unreachable!("matched above")
+                    };
+                    *step = Copy::Done(listed.map(|l| self.registered(c, l)));
+                } else {
+                    requests.push((
+                        c.home,
+                        Request::Replica {
+                            key: c.key.0,
+                            seen: c.seen,
+                            offset_units: c.block.offset_units(),
+                        },
+                    ));
+                }
+            }
+        }
+        let mut replies = self.forward_all(&requests).into_iter();
+        let results = steps
+            .into_iter()
+            .map(|step| match step {
+                Copy::Done(r) => r,
+                Copy::Register(c) => {
+                    let home = c.home;
+                    match replies.next().expect("one reply per registration")? {
+                        Reply::Replica(listed) => Ok(self.registered(c, listed)),
+                        // The block is in doubt and leaks (R4).
+                        other => Err(StoreError::ReplyMismatch {
+                            machine: home,
+                            request: "replica",
+                            reply: other.kind(),
+                        }),
+                    }
+                }
+            })
+            .collect();
+        Ok(results)
+    }
+
+    /// A replica's first half: copies `key`'s value into a block here, or
+    /// says why no copy is needed or possible.
+    fn copy_for_replica<'a>(
+        &mut self,
+        key: Key,
+        set: &ReplicaSet,
+        alloc: &'a ValueAllocator,
+    ) -> Result<Copy<'a>> {
+        let me = self.machine;
         let vr = self.values_region(me);
         if let Some(word) = set.get(key) {
             let a = Addr::decode(word).expect("replica words are valid addresses");
@@ -59,24 +165,25 @@ impl<F: Fabric> Worker<F> {
                 if let Some(c) = self.cache() {
                     c.insert_replica(key, word, now);
                 }
-                return Ok(Replication::Present);
+                return Ok(Copy::Done(Ok(Replication::Present)));
             }
             self.drop_replica(key, word, a);
         }
         let Some((slot, addr)) = self.read_value(key)? else {
-            return Ok(Replication::Absent);
+            return Ok(Copy::Done(Ok(Replication::Absent)));
         };
         if addr.holder(slot.home) == me {
-            return Ok(Replication::HeldHere);
+            return Ok(Copy::Done(Ok(Replication::HeldHere)));
         }
         let size_units = addr.size_units();
-        if set.bytes() + size_units * 8 > shared.config.replica_bytes_max {
-            let interval_ns = shared.config.replica_sweep_interval_ms * 1_000_000;
+        let max = self.shared.config.replica_bytes_max;
+        if set.bytes() + size_units * 8 > max {
+            let interval_ns = self.shared.config.replica_sweep_interval_ms * 1_000_000;
             if set.claim_sweep(self.port.now_ns(), interval_ns) {
                 self.sweep_replicas()?;
             }
-            if set.bytes() + size_units * 8 > shared.config.replica_bytes_max {
-                return Ok(Replication::Full);
+            if set.bytes() + size_units * 8 > max {
+                return Ok(Copy::Done(Ok(Replication::Full)));
             }
         }
         // Within the remote address's limits: the value is held elsewhere already.
@@ -86,47 +193,36 @@ impl<F: Fabric> Worker<F> {
         let bytes = std::mem::take(&mut self.value);
         let block = self.write_block(alloc, &bytes[..(size_units * 8) as usize]);
         self.value = bytes;
-        let mut block = block?;
-        let offset_units = block.offset_units();
-        let word = Addr::remote(me, size_units, offset_units)?.encode();
-        // From here the home may list the block (replica invariant R4): if the
-        // registration's answer is lost, the block leaks rather than being freed.
-        block.publishing();
-        let listed = if slot.home == me {
-            self.list_replica(key, me, slot.addr_word, offset_units)?
-        } else {
-            let request = Request::Replica {
-                key: key.0,
-                seen: slot.addr_word,
-                offset_units,
-            };
-            match self.forward(slot.home, request)? {
-                Reply::Replica(b) => b,
-                other => {
-                    return Err(StoreError::ReplyMismatch {
-                        machine: slot.home,
-                        request: "replica",
-                        reply: other.kind(),
-                    })
-                }
-            }
-        };
+        let block = block?;
+        let word = Addr::remote(me, size_units, block.offset_units())?.encode();
+        Ok(Copy::Register(Copied {
+            key,
+            block,
+            home: slot.home,
+            seen: slot.addr_word,
+            word,
+            bytes: size_units * 8,
+        }))
+    }
+
+    /// A replica's second half, once its home answered: a listed copy is
+    /// published and found by reads here; a refused one was never listed,
+    /// so no invalidation can reach it (R4) and nobody read it: reused at once.
+    fn registered(&mut self, c: Copied<'_>, listed: bool) -> Replication {
         if !listed {
-            // Never listed, so no invalidation can reach it (replica invariant R4);
-            // nobody read it either: reuse at once.
-            block.refused();
-            return Ok(Replication::Refused);
+            c.block.refused();
+            return Replication::Refused;
         }
-        block.published();
-        set.insert(key, word, size_units * 8);
+        c.block.published();
+        if let Some(set) = self.shared.replica_sets[self.machine as usize].as_ref() {
+            set.insert(c.key, c.word, c.bytes);
+        }
         let now = self.port.now_ns();
-        if let Some(c) = self.cache() {
-            c.insert_replica(key, word, now);
+        if let Some(cache) = self.cache() {
+            cache.insert_replica(c.key, c.word, now);
         }
         self.stats.replicas_created += 1;
-        Ok(Replication::Created {
-            bytes: size_units * 8,
-        })
+        Replication::Created { bytes: c.bytes }
     }
 
     /// The home's side of a replica registration (replica invariants 2, 5):

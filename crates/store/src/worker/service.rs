@@ -171,6 +171,50 @@ impl<F: Fabric> Worker<F> {
     pub(super) fn forward(&mut self, target: MachineId, request: Request) -> Result<Reply> {
         let shared = Arc::clone(&self.shared);
         let mail = shared.mailroom(self.machine)?;
+        let id = self.post(mail, target, &request)?;
+        self.shared.wake(target);
+        let r = self.await_reply(mail, target, id);
+        // On every way out: a reply that comes later is dropped, not kept.
+        lock(&mail.waiting).remove(&id);
+        failed_is_error(r, target)
+    }
+
+    /// [`Worker::forward`] for several requests at once: every request is
+    /// sent before any reply is awaited, and each target's service is woken
+    /// once, so the round trips overlap. Replies (or each request's own
+    /// error) in the order of `requests`.
+    pub(super) fn forward_all(&mut self, requests: &[(MachineId, Request)]) -> Vec<Result<Reply>> {
+        let shared = Arc::clone(&self.shared);
+        let mail = match shared.mailroom(self.machine) {
+            Ok(m) => m,
+            Err(e) => return requests.iter().map(|_| Err(e.clone())).collect(),
+        };
+        let posted: Vec<Result<u64>> = requests
+            .iter()
+            .map(|(target, request)| self.post(mail, *target, request))
+            .collect();
+        let mut woken: Vec<MachineId> = Vec::new();
+        for ((target, _), id) in requests.iter().zip(&posted) {
+            if id.is_ok() && !woken.contains(target) {
+                woken.push(*target);
+                self.shared.wake(*target);
+            }
+        }
+        requests
+            .iter()
+            .zip(posted)
+            .map(|((target, _), id)| {
+                let id = id?;
+                let r = self.await_reply(mail, *target, id);
+                lock(&mail.waiting).remove(&id);
+                failed_is_error(r, *target)
+            })
+            .collect()
+    }
+
+    /// Files a waiting slot for a new forward and sends its request (the
+    /// target is not woken). Returns the forward's id.
+    fn post(&mut self, mail: &Mailroom, target: MachineId, request: &Request) -> Result<u64> {
         let id = mail.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut waiting = lock(&mail.waiting);
@@ -183,30 +227,24 @@ impl<F: Fabric> Worker<F> {
             }
             waiting.insert(id, None);
         }
-        let r = self.await_reply(mail, target, id, &request);
-        // On every way out: a reply that comes later is dropped, not kept.
-        lock(&mail.waiting).remove(&id);
-        match r? {
-            Reply::Failed(reason) => Err(StoreError::Forwarded {
-                machine: target,
-                reason,
-            }),
-            reply => Ok(reply),
+        let mut bytes = Vec::new();
+        forward::encode_request(self.machine, id, request, &mut bytes);
+        if let Err(e) = self.send_with_backpressure(target, &bytes) {
+            lock(&mail.waiting).remove(&id);
+            return Err(e);
         }
+        self.stats.forwarded += 1;
+        Ok(id)
     }
 
+    /// Waits for the reply to forward `id`, sent to `target`, handling this
+    /// machine's inbox meanwhile. The caller removes `id`'s waiting slot.
     pub(super) fn await_reply(
         &mut self,
         mail: &Mailroom,
         target: MachineId,
         id: u64,
-        request: &Request,
     ) -> Result<Reply> {
-        let mut bytes = Vec::new();
-        forward::encode_request(self.machine, id, request, &mut bytes);
-        self.send_with_backpressure(target, &bytes)?;
-        self.shared.wake(target);
-        self.stats.forwarded += 1;
         let timeout_ms = self.shared.config.forward_timeout_ms;
         let deadline = self.port.now_ns() + timeout_ms * 1_000_000;
         loop {
@@ -576,5 +614,16 @@ fn service_loop<F: Fabric>(
             }
             Err(e) => return fail(format!("its port failed: {e}")),
         }
+    }
+}
+
+/// A `Failed` reply is the forward's error.
+fn failed_is_error(r: Result<Reply>, target: MachineId) -> Result<Reply> {
+    match r? {
+        Reply::Failed(reason) => Err(StoreError::Forwarded {
+            machine: target,
+            reason,
+        }),
+        reply => Ok(reply),
     }
 }
