@@ -72,7 +72,8 @@ impl<F: Fabric> Worker<F> {
     /// round trip a home instead of one a key (the executor's replicas used
     /// to wait for each registration in turn, its home's service woken for
     /// each). Each key's result in the order of `keys`; a key named twice is
-    /// copied once and its later places answer [`Replication::Present`].
+    /// tried once, its first place saying what happened and its later places
+    /// answering [`Replication::Present`].
     /// Fails as a whole only if replicas are off or this machine is not
     /// hosted here.
     pub fn replicate_batch(&mut self, keys: &[Key]) -> Result<Vec<Result<Replication>>> {
