@@ -389,3 +389,36 @@ fn a_batch_of_replicas_answers_each_key_as_alone() {
         "the updated key's replica is dropped"
     );
 }
+
+/// A batch's copies count against the budget before their homes answer:
+/// two values that each fit alone, but not together, make one replica and
+/// one `Full` (the CLI's replica-budget run caught a batch that did not).
+#[test]
+fn a_batch_stays_within_the_replica_budget() {
+    let s = store(
+        3,
+        StoreConfig {
+            replica_bytes_max: 24,
+            ..config()
+        },
+    );
+    let _services = s.spawn_services().unwrap();
+    let homed = |from: u32| {
+        (from..from + 1000)
+            .find(|&v| locus_store::home_of(v, 3) == 1)
+            .unwrap()
+    };
+    let (a, b) = (homed(10), homed(homed(10) + 1));
+    for v in [a, b] {
+        s.worker(1).unwrap().put(v, &[1]).unwrap(); // 24 bytes a copy
+    }
+    let mut r = s.worker(2).unwrap();
+    let got: Vec<Replication> = r
+        .replicate_batch(&[Key::part(a, 0), Key::part(b, 0)])
+        .unwrap()
+        .into_iter()
+        .map(|x| x.unwrap())
+        .collect();
+    assert_eq!(got, [Replication::Created { bytes: 24 }, Replication::Full]);
+    assert_eq!(r.replicas_held(), (1, 24));
+}

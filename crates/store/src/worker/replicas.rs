@@ -87,13 +87,21 @@ impl<F: Fabric> Worker<F> {
             })?;
         let alloc = shared.alloc(me)?;
         let mut steps: Vec<Copy<'_>> = Vec::with_capacity(keys.len());
+        // Bytes of this batch's copies, not in the set until registered:
+        // the budget holds them too.
+        let mut reserved = 0;
         for (i, &key) in keys.iter().enumerate() {
             if keys[..i].contains(&key) {
                 steps.push(Copy::Done(Ok(Replication::Present)));
                 continue;
             }
-            steps.push(match self.copy_for_replica(key, set, alloc) {
-                Ok(step) => step,
+            steps.push(match self.copy_for_replica(key, set, alloc, reserved) {
+                Ok(step) => {
+                    if let Copy::Register(c) = &step {
+                        reserved += c.bytes;
+                    }
+                    step
+                }
                 Err(e) => Copy::Done(Err(e)),
             });
         }
@@ -148,12 +156,14 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// A replica's first half: copies `key`'s value into a block here, or
-    /// says why no copy is needed or possible.
+    /// says why no copy is needed or possible; `reserved` bytes of the
+    /// budget are taken by copies not yet registered.
     fn copy_for_replica<'a>(
         &mut self,
         key: Key,
         set: &ReplicaSet,
         alloc: &'a ValueAllocator,
+        reserved: u64,
     ) -> Result<Copy<'a>> {
         let me = self.machine;
         let vr = self.values_region(me);
@@ -178,12 +188,12 @@ impl<F: Fabric> Worker<F> {
         }
         let size_units = addr.size_units();
         let max = self.shared.config.replica_bytes_max;
-        if set.bytes() + size_units * 8 > max {
+        if set.bytes() + reserved + size_units * 8 > max {
             let interval_ns = self.shared.config.replica_sweep_interval_ms * 1_000_000;
             if set.claim_sweep(self.port.now_ns(), interval_ns) {
                 self.sweep_replicas()?;
             }
-            if set.bytes() + size_units * 8 > max {
+            if set.bytes() + reserved + size_units * 8 > max {
                 return Ok(Copy::Done(Ok(Replication::Full)));
             }
         }
