@@ -8,8 +8,10 @@
 //! preempted loses whole scheduler slices, so a run's throughput depends on
 //! how much CPU the background threads and other processes took while it was
 //! measured. [`Usage::since`] says that for each run, from Linux's per-thread
-//! accounting (`/proc/self/task/*/stat`, `/proc/self/stat`); elsewhere it is
-//! empty and says so. It also says how much CPU the hypervisor withheld from
+//! accounting in nanoseconds (`/proc/self/task/*/schedstat`; the 10 ms ticks
+//! of `stat` where it is missing) and the process's own (`getrusage`, which
+//! keeps exited threads); elsewhere it is empty and says so. (Ticks hid what
+//! mattered: uniform Split's whole background cost is about 10 ms a window.) It also says how much CPU the hypervisor withheld from
 //! this VM's vCPUs (steal time, `/proc/stat`): time no thread of any process
 //! here could run, which no per-thread count shows.
 
@@ -22,10 +24,10 @@ use serde::Serialize;
 pub struct Snapshot {
     /// Wall clock of the snapshot.
     at: Option<std::time::Instant>,
-    /// CPU ticks (user + system) of each live thread, by thread id, with its group.
+    /// CPU nanoseconds of each live thread, by thread id, with its group.
     threads: BTreeMap<u32, (String, u64)>,
-    /// CPU ticks of the whole process, exited threads included.
-    process_ticks: u64,
+    /// CPU nanoseconds of the whole process, exited threads included.
+    process_ns: u64,
     /// Involuntary context switches of each live thread, by thread id.
     involuntary: BTreeMap<u32, u64>,
     /// Involuntary context switches of the whole process, exited threads included.
@@ -83,6 +85,14 @@ fn stat_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The USER_HZ tick, 100 per second on Linux.
+const TICK_NS: u64 = 10_000_000;
+
+/// Time on a CPU (the first field of a task's `schedstat`), nanoseconds.
+fn schedstat_ns(schedstat: &str) -> Option<u64> {
+    schedstat.split_whitespace().next()?.parse().ok()
+}
+
 /// The steal field (the eighth number) of the `cpu` line of `/proc/stat`.
 fn steal_of(proc_stat: &str) -> Option<u64> {
     let line = proc_stat.lines().find(|l| l.starts_with("cpu "))?;
@@ -134,14 +144,18 @@ impl Snapshot {
                 continue;
             };
             let p = e.path();
-            let (Ok(comm), Ok(stat)) = (
-                std::fs::read_to_string(p.join("comm")),
-                std::fs::read_to_string(p.join("stat")),
-            ) else {
+            let Ok(comm) = std::fs::read_to_string(p.join("comm")) else {
                 continue; // the thread ended while we looked
             };
-            if let Some(ticks) = stat_ticks(&stat) {
-                s.threads.insert(tid, (group_of(comm.trim()), ticks));
+            let ns = std::fs::read_to_string(p.join("schedstat"))
+                .ok()
+                .and_then(|st| schedstat_ns(&st))
+                .or_else(|| {
+                    let stat = std::fs::read_to_string(p.join("stat")).ok()?;
+                    Some(stat_ticks(&stat)? * TICK_NS)
+                });
+            if let Some(ns) = ns {
+                s.threads.insert(tid, (group_of(comm.trim()), ns));
             }
             if let Some(n) = std::fs::read_to_string(p.join("status"))
                 .ok()
@@ -150,10 +164,8 @@ impl Snapshot {
                 s.involuntary.insert(tid, n);
             }
         }
-        s.process_ticks = std::fs::read_to_string("/proc/self/stat")
-            .ok()
-            .and_then(|st| stat_ticks(&st))
-            .unwrap_or(0);
+        // Read after the threads, so it covers at least what they add up to.
+        s.process_ns = process_cpu_s().map_or(0, |c| (c * 1e9) as u64);
         s.process_involuntary = process_involuntary();
         s.steal_ticks = std::fs::read_to_string("/proc/stat")
             .ok()
@@ -175,23 +187,22 @@ impl Usage {
                 ..Usage::default()
             };
         }
-        // The stat fields count USER_HZ ticks, 100 per second on Linux.
-        let tick_s = 0.01;
+        let ns_s = 1e-9;
         let mut cpu_s: BTreeMap<String, f64> = BTreeMap::new();
         let mut preempted: BTreeMap<String, u64> = BTreeMap::new();
-        let mut live_ticks = 0u64;
-        for (tid, (group, ticks)) in &after.threads {
+        let mut live_ns = 0u64;
+        for (tid, (group, ns)) in &after.threads {
             let was = before.threads.get(tid).map_or(0, |t| t.1);
-            let d = ticks.saturating_sub(was);
-            live_ticks += d;
-            *cpu_s.entry(group.clone()).or_default() += d as f64 * tick_s;
+            let d = ns.saturating_sub(was);
+            live_ns += d;
+            *cpu_s.entry(group.clone()).or_default() += d as f64 * ns_s;
             let inv = after.involuntary.get(tid).copied().unwrap_or(0);
             let inv_was = before.involuntary.get(tid).copied().unwrap_or(0);
             *preempted.entry(group.clone()).or_default() += inv.saturating_sub(inv_was);
         }
-        let process = after.process_ticks.saturating_sub(before.process_ticks);
-        let exited = process.saturating_sub(live_ticks);
-        cpu_s.insert(EXITED.into(), exited as f64 * tick_s);
+        let process = after.process_ns.saturating_sub(before.process_ns);
+        let exited = process.saturating_sub(live_ns);
+        cpu_s.insert(EXITED.into(), exited as f64 * ns_s);
         let live_preempted: u64 = preempted.values().sum();
         let process_preempted = after
             .process_involuntary
@@ -207,10 +218,10 @@ impl Usage {
         };
         Usage {
             wall_s,
-            machine_share: process as f64 * tick_s / (wall_s * cores).max(1e-9),
+            machine_share: process as f64 * ns_s / (wall_s * cores).max(1e-9),
             cpu_s,
             preempted,
-            steal_share: steal as f64 * tick_s / (wall_s * cores).max(1e-9),
+            steal_share: (steal * TICK_NS) as f64 * ns_s / (wall_s * cores).max(1e-9),
             available: true,
         }
     }
@@ -303,6 +314,60 @@ mod tests {
         let line = "123 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0";
         assert_eq!(stat_ticks(line), Some(300));
         assert_eq!(stat_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn schedstat_gives_nanoseconds_on_a_cpu() {
+        assert_eq!(schedstat_ns("81663 2261377 1\n"), Some(81663));
+        assert_eq!(schedstat_ns(""), None);
+        assert_eq!(schedstat_ns("x 1 2"), None);
+    }
+
+    /// This thread's own CPU time (`CLOCK_THREAD_CPUTIME_ID`), nanoseconds.
+    #[allow(unsafe_code)] // one FFI call filling a struct we own
+    fn thread_cpu_ns() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    /// A thread that used 25 ms of CPU is counted to well within a tick:
+    /// the 10 ms ticks of `stat` would say 20 or 30 ms.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_threads_cpu_is_counted_finer_than_a_tick() {
+        let before = Snapshot::take();
+        let (used_tx, used_rx) = std::sync::mpsc::channel();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::Builder::new()
+            .name("tick-test-1".into())
+            .spawn(move || {
+                let mut x = 0u64;
+                while thread_cpu_ns() < 25_000_000 {
+                    for _ in 0..1000 {
+                        x = x.wrapping_mul(31).wrapping_add(1);
+                    }
+                    std::hint::black_box(x);
+                }
+                used_tx.send(thread_cpu_ns()).unwrap();
+                let _ = end_rx.recv(); // stay alive until the snapshot
+            })
+            .unwrap();
+        let used = used_rx.recv().unwrap();
+        let after = Snapshot::take();
+        end_tx.send(()).unwrap();
+        t.join().unwrap();
+        let counted = Usage::since(&before, &after).cpu_of(&["tick-test"]);
+        let used = used as f64 * 1e-9;
+        assert!(
+            (counted - used).abs() < 0.002,
+            "counted {counted} s, the thread says {used} s"
+        );
     }
 
     #[test]
