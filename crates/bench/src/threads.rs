@@ -11,7 +11,8 @@
 //! accounting in nanoseconds (`/proc/self/task/*/schedstat`; the 10 ms ticks
 //! of `stat` where it is missing) and the process's own (`getrusage`, which
 //! keeps exited threads); elsewhere it is empty and says so. (Ticks hid what
-//! mattered: uniform Split's whole background cost is about 10 ms a window.) It also says how much CPU the hypervisor withheld from
+//! mattered: uniform Split's whole background cost is about 10 ms a window.)
+//! It also says how much CPU the hypervisor withheld from
 //! this VM's vCPUs (steal time, `/proc/stat`): time no thread of any process
 //! here could run, which no per-thread count shows.
 
