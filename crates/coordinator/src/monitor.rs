@@ -113,11 +113,11 @@ impl Monitor {
             return;
         }
         let mut accesses = Vec::new();
-        cache.take_access_counts(|key, word, count| {
-            if count >= self.report_count_min {
-                if let Some(holder) = holder_of(key, word, self.machines) {
-                    accesses.push(Access { key, holder, count });
-                }
+        // From the second interval on, the cache visits only the keys that
+        // reached the count, not every entry (`locus_store::cache`, "Intervals").
+        cache.take_counts_at_least(self.report_count_min, |key, word, count| {
+            if let Some(holder) = holder_of(key, word, self.machines) {
+                accesses.push(Access { key, holder, count });
             }
         });
         if !accesses.is_empty() {

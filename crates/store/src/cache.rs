@@ -1,6 +1,6 @@
 //! The location cache (Pragh 4.2, reused by the monitor of 4.4).
 //!
-//! (About 890 lines, most of them this doc and the settings' checks: the
+//! (About 970 lines, most of them this doc and the settings' checks: the
 //! shard, its replacement policy and the epochs change together under one
 //! lock, so they stay in one file; the tests are in `cache/tests.rs` and
 //! the workers' lock-free copies in `worker/recent.rs`.)
@@ -49,6 +49,20 @@
 //! remote keys and [`LocationCache::take_access_counts`] reads one interval's
 //! accesses and starts the next.
 //!
+//! **Intervals.** Counts are per monitoring interval, ended by
+//! [`LocationCache::take_access_counts`] or
+//! [`LocationCache::take_counts_at_least`]. Ending one writes no entry: each
+//! shard numbers its intervals, each entry carries the number its count was
+//! made in, and a count from an earlier interval reads as 0 and restarts at
+//! the entry's next access. A take with a least count `min` also makes each
+//! shard list the keys whose count reaches `min` in the next interval, at
+//! the access that makes it so; the next take with the same `min` visits
+//! those keys instead of every entry. Under uniform access most entries are
+//! counted a few times an interval and few reach the monitor's
+//! `report_count_min`, so the monitor need not sweep every machine's whole
+//! cache each interval while workers run. A shard lists at most its entry
+//! bound; past that, its next take walks every entry.
+//!
 //! **Replica entries.** With read-only replicas on ([`crate::replica`]), the
 //! entry of a key this machine keeps a replica of holds the replica's address
 //! (a block in this machine's value region) with [`REPLICA_POSITION`] as its
@@ -73,13 +87,15 @@
 //! [`LocationCache::fold`], so the counts the monitor reads are kept.
 //!
 //! **Bytes per entry.** The byte bound is accounted as [`ENTRY_BYTES`] = 72
-//! bytes per entry: a map slot of 32 bytes (8-byte mixed key, 8-byte address
-//! word, 8-byte `cached_at_ns`, 4-byte count, 4-byte index into the key
-//! array) plus one control byte, at the map's load factor (7/16 to 7/8, so
-//! 46 to 83 bytes with the 8-byte position), plus 8 bytes in the shard's dense key array. Each shard
-//! holds at most `bytes_max / ENTRY_BYTES / shards` entries, so
-//! [`LocationCache::bytes`] never exceeds `bytes_max`; the memory really
-//! used may differ from the accounted bytes by the table's load.
+//! bytes per entry. Really used: a map slot of 48 bytes (8-byte mixed key,
+//! 8-byte address word, 8-byte position, 8-byte `cached_at_ns`, 4-byte
+//! count, 4-byte index into the key array, 4-byte interval, 4 of padding)
+//! plus one control byte, at the map's load factor (7/16 to 7/8, so 56 to
+//! 112 bytes), plus 8 bytes in the shard's dense key array, and 8 bytes for
+//! a key listed as reaching the monitor's count. Each shard holds at most
+//! `bytes_max / ENTRY_BYTES / shards` entries, so [`LocationCache::bytes`]
+//! never exceeds `bytes_max`; the memory really used differs from the
+//! accounted bytes by the table's load.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -271,9 +287,35 @@ struct Entry {
     /// (keys never move, so this never goes stale); `u64::MAX` if unknown.
     position: u64,
     cached_at_ns: u64,
+    /// Accesses counted in interval `interval` (see "Intervals" above).
     count: u32,
     /// Index of this entry's key in `Shard::keys`.
     slot: u32,
+    /// The shard's interval `count` was counted in: a count from an earlier
+    /// interval is read as 0 and restarts at the entry's next access.
+    interval: u32,
+}
+
+impl Entry {
+    /// The entry's count in the shard's current `interval` (0 if it was
+    /// last counted in an earlier one).
+    #[inline]
+    fn count_in(&self, interval: u32) -> u32 {
+        if self.interval == interval {
+            self.count
+        } else {
+            0
+        }
+    }
+
+    /// Adds `n` accesses in interval `interval`; returns the count before.
+    #[inline]
+    fn add(&mut self, interval: u32, n: u32) -> u32 {
+        let before = self.count_in(interval);
+        self.count = before.saturating_add(n);
+        self.interval = interval;
+        before
+    }
 }
 
 /// Passes the already-mixed key through as the hash (keys are `mix(key)`).
@@ -312,6 +354,17 @@ struct Shard {
     /// Keys whose count reached `hot_count` since the monitor last looked
     /// (at most [`HOT_KEYS_MAX_PER_SHARD`]).
     hot: Vec<Key>,
+    /// The current monitoring interval (see "Intervals" above).
+    interval: u32,
+    /// The count at which a key is listed in `crossed` (the least count the
+    /// monitor last asked for); 0: nothing is listed.
+    report_count: u32,
+    /// Mixed keys whose count reached `report_count` in this interval, in
+    /// the order they reached it (a key removed and cached again may be
+    /// listed twice); at most the shard's entry bound.
+    crossed: Vec<u64>,
+    /// `crossed` was full: the next take walks every entry.
+    crossed_overflow: bool,
     stats: CacheStats,
 }
 
@@ -329,8 +382,35 @@ impl Shard {
             sample_state: seed,
             age_hand: 0,
             hot: Vec::new(),
+            interval: 0,
+            report_count: 0,
+            crossed: Vec::new(),
+            crossed_overflow: false,
             stats: CacheStats::default(),
         }
+    }
+
+    /// Lists mixed key `h` if its count went from `before` to `after`
+    /// across `report_count`.
+    #[inline]
+    fn note_counted(&mut self, h: u64, before: u32, after: u32, entries_max: usize) {
+        let r = self.report_count;
+        if r == 0 || before >= r || after < r {
+            return;
+        }
+        if self.crossed.len() < entries_max {
+            self.crossed.push(h);
+        } else {
+            self.crossed_overflow = true;
+        }
+    }
+
+    /// Ends the interval: every count restarts from 0 at its next access.
+    fn next_interval(&mut self, report_count: u32) {
+        self.interval = self.interval.wrapping_add(1);
+        self.report_count = report_count;
+        self.crossed.clear();
+        self.crossed_overflow = false;
     }
 
     /// Drops the entry of mixed key `h`, keeping `keys` dense.
@@ -367,7 +447,7 @@ impl Shard {
                 victim = h;
                 break;
             }
-            let rank = (e.count, e.cached_at_ns);
+            let rank = (e.count_in(self.interval), e.cached_at_ns);
             if i == 0 || rank < best {
                 best = rank;
                 victim = h;
@@ -473,14 +553,16 @@ impl LocationCache {
         let mut guard = self.shard_of(h);
         let s = &mut *guard;
         s.stats.hits += hits as u64;
+        let interval = s.interval;
         if let Some(e) = s.map.get_mut(&h) {
-            let before = e.count;
-            e.count = e.count.saturating_add(hits);
+            let before = e.add(interval, hits);
+            let after = e.count;
             let hot = self.config.hot_count;
-            let listed =
-                e.position != REPLICA_POSITION && hot > 0 && before < hot && e.count >= hot;
-            if listed {
-                s.note_hot(key);
+            if e.position != REPLICA_POSITION {
+                if hot > 0 && before < hot && after >= hot {
+                    s.note_hot(key);
+                }
+                s.note_counted(h, before, after, self.entries_max_per_shard);
             }
         }
     }
@@ -527,9 +609,10 @@ impl LocationCache {
         let mut guard = lock(&self.shards[i]);
         let s = &mut *guard;
         let epoch = || self.epochs[i].0.load(Ordering::Acquire);
+        let interval = s.interval;
         match s.map.get_mut(&h) {
             Some(e) if e.position == REPLICA_POSITION && replicas => {
-                e.count = e.count.saturating_add(1);
+                e.add(interval, 1);
                 let found = (e.word, e.position, e.cached_at_ns, epoch());
                 s.stats.hits += 1;
                 Some(found)
@@ -539,13 +622,15 @@ impl LocationCache {
                 None
             }
             Some(e) if !expired(e.cached_at_ns, now_ns, self.lease_ns) => {
-                e.count = e.count.saturating_add(1);
-                let hot = e.count == self.config.hot_count;
+                let before = e.add(interval, 1);
+                let after = e.count;
+                let hot = after == self.config.hot_count;
                 let found = (e.word, e.position, e.cached_at_ns, epoch());
                 s.stats.hits += 1;
                 if hot {
                     s.note_hot(key);
                 }
+                s.note_counted(h, before, after, self.entries_max_per_shard);
                 Some(found)
             }
             Some(_) => {
@@ -683,6 +768,7 @@ impl LocationCache {
                 cached_at_ns: now_ns,
                 count: 0,
                 slot: slot as u32,
+                interval: s.interval,
             },
         );
         s.stats.inserts += 1;
@@ -705,6 +791,7 @@ impl LocationCache {
         {
             let mut guard = self.shard_of(h);
             let s = &mut *guard;
+            let interval = s.interval;
             if let Some(e) = s.map.get_mut(&h) {
                 if e.position == REPLICA_POSITION {
                     return;
@@ -712,20 +799,26 @@ impl LocationCache {
                 let changed = e.word != addr_word;
                 e.word = addr_word;
                 e.cached_at_ns = now_ns;
-                e.count = e.count.saturating_add(1);
+                let before = e.add(interval, 1);
+                let after = e.count;
                 if changed {
                     self.bump(h);
                 }
-                if e.count == self.config.hot_count {
+                if after == self.config.hot_count {
                     s.note_hot(key);
                 }
+                s.note_counted(h, before, after, self.entries_max_per_shard);
                 return;
             }
         }
         self.insert(key, addr_word, now_ns);
-        let mut s = self.shard_of(h);
+        let mut guard = self.shard_of(h);
+        let s = &mut *guard;
+        let interval = s.interval;
         if let Some(e) = s.map.get_mut(&h) {
-            e.count = 1;
+            let before = e.add(interval, 1);
+            let after = e.count;
+            s.note_counted(h, before, after, self.entries_max_per_shard);
         }
     }
 
@@ -737,7 +830,7 @@ impl LocationCache {
         s.map
             .get(&h)
             .filter(|e| e.position != REPLICA_POSITION)
-            .map(|e| (e.word, e.count))
+            .map(|e| (e.word, e.count_in(s.interval)))
     }
 
     /// Hands every key listed hot since the last call to `f` and clears the lists.
@@ -809,23 +902,51 @@ impl LocationCache {
             let s = lock(p);
             for (&h, e) in s.map.iter() {
                 if e.position != REPLICA_POSITION {
-                    f(Key(unmix(h)), e.word, e.count);
+                    f(Key(unmix(h)), e.word, e.count_in(s.interval));
                 }
             }
         }
     }
 
-    /// Like [`LocationCache::access_counts`], and resets every count to 0:
-    /// one monitoring interval's accesses (Pragh 4.4).
-    pub fn take_access_counts(&self, mut f: impl FnMut(Key, u64, u32)) {
+    /// Like [`LocationCache::access_counts`], and starts the next interval
+    /// (every count restarts from 0): one monitoring interval's accesses
+    /// (Pragh 4.4).
+    pub fn take_access_counts(&self, f: impl FnMut(Key, u64, u32)) {
+        self.take_counts_at_least(0, f)
+    }
+
+    /// [`LocationCache::take_access_counts`] of the entries counted at
+    /// least `min` times only. From the second call with the same or a
+    /// larger `min`, a shard visits just the keys listed as they reached
+    /// the last call's `min`, not every entry (see "Intervals" above); the
+    /// order is then the order they reached it.
+    pub fn take_counts_at_least(&self, min: u32, mut f: impl FnMut(Key, u64, u32)) {
         for p in self.shards.iter() {
-            let mut s = lock(p);
-            for (&h, e) in s.map.iter_mut() {
-                if e.position != REPLICA_POSITION {
-                    f(Key(unmix(h)), e.word, e.count);
+            let mut guard = lock(p);
+            let s = &mut *guard;
+            let interval = s.interval;
+            if min > 0 && s.report_count > 0 && s.report_count <= min && !s.crossed_overflow {
+                let crossed = std::mem::take(&mut s.crossed);
+                for h in &crossed {
+                    if let Some(e) = s.map.get_mut(h) {
+                        let n = e.count_in(interval);
+                        if n >= min && e.position != REPLICA_POSITION {
+                            f(Key(unmix(*h)), e.word, n);
+                        }
+                        // Visited: a second listing of the key is skipped.
+                        e.count = 0;
+                    }
                 }
-                e.count = 0;
+                s.crossed = crossed;
+            } else {
+                for (&h, e) in s.map.iter() {
+                    let n = e.count_in(interval);
+                    if n >= min && e.position != REPLICA_POSITION {
+                        f(Key(unmix(h)), e.word, n);
+                    }
+                }
             }
+            s.next_interval(min);
         }
     }
 

@@ -275,3 +275,59 @@ fn inserting_many_at_once_is_inserting_them_one_by_one() {
     }
     assert!(one.stats().evictions > 0, "the test exercises eviction");
 }
+
+/// Taking only the keys listed as they reach the count gives exactly what a
+/// walk of every entry gives, over random intervals of gets, records, folds,
+/// inserts, replicas, removals and the evictions of a small cache, and
+/// counts from an earlier interval never show.
+#[test]
+fn taking_listed_keys_is_taking_every_entry_counted_enough() {
+    let walked = cache(6, 2, 50);
+    let listed = cache(6, 2, 50);
+    let mut rng = 0x1234_5678u64;
+    let mut next = |n: u64| {
+        rng = rng.wrapping_add(GOLDEN);
+        mix(rng) % n
+    };
+    let mut overflowed = false;
+    let mut reported = 0;
+    for interval in 0..300u64 {
+        let min = if interval < 150 { 2 } else { 3 };
+        for op in 0..60u64 {
+            let key = Key(next(24));
+            let now = (interval * 60 + op) * MS;
+            let word = 1 + next(3);
+            for c in [&walked, &listed] {
+                match (interval + op) % 7 {
+                    0 => c.insert(key, word, now),
+                    1 | 2 => drop(c.get(key, now)),
+                    3 => c.record(key, word, now),
+                    4 => c.fold(key, 1 + (op % 3) as u32),
+                    5 if op % 5 == 0 => c.insert_replica(key, word, now),
+                    5 => drop(c.remove_if(key, word)),
+                    _ => drop(c.remove(key)),
+                }
+            }
+        }
+        assert_eq!(counts(&walked), counts(&listed), "interval {interval}");
+        overflowed |= listed.shards.iter().any(|p| lock(p).crossed_overflow);
+        let mut a = Vec::new();
+        walked.take_access_counts(|k, w, n| {
+            if n >= min {
+                a.push((k.0, w, n))
+            }
+        });
+        let mut b = Vec::new();
+        listed.take_counts_at_least(min, |k, w, n| b.push((k.0, w, n)));
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "interval {interval}");
+        reported += a.len();
+        assert!(
+            counts(&listed).iter().all(|&(_, _, n)| n == 0),
+            "a count of the interval taken shows in the next"
+        );
+    }
+    assert!(reported > 300, "the test reports keys ({reported})");
+    assert!(overflowed, "the test fills a shard's list past its bound");
+}
