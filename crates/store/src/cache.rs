@@ -1,6 +1,6 @@
 //! The location cache (Pragh 4.2, reused by the monitor of 4.4).
 //!
-//! (About 970 lines, most of them this doc and the settings' checks: the
+//! (About 1,010 lines, most of them this doc and the settings' checks: the
 //! shard, its replacement policy and the epochs change together under one
 //! lock, so they stay in one file; the tests are in `cache/tests.rs` and
 //! the workers' lock-free copies in `worker/recent.rs`.)
