@@ -68,6 +68,16 @@
 //! starts five-fold) would have read a key's quieter readers as idle and
 //! moved keys one machine reads only a little more than the others.
 //!
+//! **Listening first** (past the paper). The unseen-rival bound assumes
+//! that every machine has had an interval in which to report. For the
+//! first `listen_intervals` intervals after the coordinator starts (or
+//! restarts), a machine that named no key has not been heard, which is
+//! different from being quiet, so no move is approved yet; a key is decided
+//! once a later report names it. Without this, the first key to reach the
+//! hot count anywhere was judged against nobody and moved: under uniform
+//! starts that was the same four keys every run, each read evenly by all
+//! eight machines (`docs/results.md`, stop 49).
+//!
 //! **Return home** (past the paper). Eager mode's zero for an untracked
 //! holder is a guess about a value's home, the one machine whose own reads
 //! are not counted. It is right for a value only others read; for a value
@@ -255,6 +265,9 @@ pub struct Stats {
     /// Decisions not to move a key yet: its applicant has been busy for
     /// fewer than `lead_intervals` intervals and is not hot.
     pub brief: u64,
+    /// Decisions not to move a key yet: the coordinator has been running
+    /// for fewer than `listen_intervals` intervals.
+    pub listening: u64,
 }
 
 /// Whether `count`, an access count rebuilt from a rate (count / secs *
@@ -352,6 +365,8 @@ struct KeyState {
 pub struct Coordinator {
     config: PolicyConfig,
     now_ms: u64,
+    /// When the first event came: the start of `listen_intervals`.
+    started_ms: Option<u64>,
     keys: KeyMap<KeyState>,
     /// Deferred: per holder, when its tracking interval ends.
     tracking: BTreeMap<MachineId, u64>,
@@ -367,6 +382,7 @@ impl Coordinator {
         Ok(Coordinator {
             config,
             now_ms: 0,
+            started_ms: None,
             keys: KeyMap::default(),
             tracking: BTreeMap::new(),
             to_track: BTreeMap::new(),
@@ -423,6 +439,7 @@ impl Coordinator {
     /// returns the actions it calls for, in the order they must run.
     pub fn step(&mut self, now_ms: u64, event: Event) -> Vec<Action> {
         self.now_ms = self.now_ms.max(now_ms);
+        self.started_ms.get_or_insert(self.now_ms);
         let mut out = Vec::new();
         match event {
             Event::Report {
@@ -719,6 +736,12 @@ impl Coordinator {
             k.tracking_until_ms = Some(u64::MAX);
             self.to_track.entry(k.holder).or_default().push(key);
             return None;
+        }
+        let started = self.started_ms.unwrap_or(now);
+        if now < started + cfg.interval_ms * cfg.listen_intervals as u64 {
+            // Not every machine has been heard yet ("Listening first").
+            self.stats.listening += 1;
+            return Some(applicant);
         }
         k.in_flight = true;
         let from = k.holder;

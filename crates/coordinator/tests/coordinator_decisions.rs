@@ -6,13 +6,15 @@ use locus_coordinator::{
 use locus_store::Key;
 
 /// Eager mode with Pragh's one-report rule: the tests of the other rules
-/// decide on one report; the lead rule has its own tests (`lead()`).
+/// decide on one report, from a coordinator that has heard every machine
+/// already; the lead rule and listening first have their own tests.
 fn eager() -> PolicyConfig {
     PolicyConfig {
         interval_ms: 1_000,
         dwell_ms: 1_000,
         forget_after_ms: 3_000,
         lead_intervals: 1,
+        listen_intervals: 0,
         ..PolicyConfig::default()
     }
 }
@@ -793,4 +795,56 @@ fn a_value_back_at_its_home_is_not_guessed_idle_again() {
     c.step(9_400, Event::Tick);
     let a = c.step(9_401, tracked(0, &[(1, 5)]));
     assert_eq!(migrations(&a), vec![(1, 0, 3)]);
+}
+
+/// Stop 49's start-up race: the first key to reach the hot count on any
+/// machine came before every other machine's first report and was judged
+/// against nobody. The coordinator now listens for an interval first.
+#[test]
+fn a_fresh_coordinator_hears_every_machine_for_an_interval_before_moving_anything() {
+    assert_eq!(PolicyConfig::default().listen_intervals, 1);
+    let cfg = PolicyConfig {
+        listen_intervals: 1,
+        ..lead()
+    };
+    let hot = |machine, key, count| Event::Hot {
+        machine,
+        elapsed_ms: 956,
+        access: Access {
+            key: Key(key),
+            holder: 2,
+            count,
+        },
+    };
+    let mut c = Coordinator::new(cfg.clone()).unwrap();
+    // Machine 7 reads key 21 at 105/s over most of the first interval;
+    // nobody else has reported anything yet.
+    assert!(migrations(&c.step(956, hot(7, 21, 100))).is_empty());
+    assert_eq!(c.stats().listening, 1);
+    // The first periodic reports: every machine read key 21 about as often.
+    for m in 0..8u8 {
+        let reads = if m == 7 { 105 } else { 70 };
+        assert!(migrations(&c.step(1_000, report(m, &[(21, 2, reads)]))).is_empty());
+    }
+    // A key only machine 5 reads moves once the coordinator has listened
+    // an interval, and the evenly read one stays where it is.
+    assert!(migrations(&c.step(1_500, hot(5, 33, 140))).is_empty());
+    assert_eq!(
+        migrations(&c.step(2_000, report(5, &[(33, 2, 150)]))),
+        vec![(33, 2, 5)]
+    );
+    for m in 0..8u8 {
+        let reads = if m == 7 { 105 } else { 70 };
+        assert!(migrations(&c.step(2_000, report(m, &[(21, 2, reads)]))).is_empty());
+    }
+    // Without listening, the first instant report moves key 21 at once.
+    let mut hasty = Coordinator::new(PolicyConfig {
+        listen_intervals: 0,
+        ..cfg
+    })
+    .unwrap();
+    assert_eq!(
+        migrations(&hasty.step(956, hot(7, 21, 100))),
+        vec![(21, 2, 7)]
+    );
 }
