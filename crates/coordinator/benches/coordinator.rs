@@ -1,8 +1,11 @@
-//! What the coordinator spends on a periodic report (Pragh 4.4): eight
-//! machines each report 50,000 keys with the small counts uniform starts
-//! give (mostly 2-6 accesses an interval, no key worth a move), as at
-//! `bench pragh uniform`, where the coordinator thread takes CPU from the
-//! query workers. `cargo bench -p locus-coordinator`.
+//! What the coordinator spends on a periodic report (Pragh 4.4) when no key
+//! is worth a move, as under `bench pragh uniform`, where the coordinator
+//! thread takes CPU from the query workers. Two shapes: eight machines each
+//! reporting 50,000 keys with counts of 2-6 (a report filter of 2, as
+//! before stop 36), and the shape the default filter of 8 gives at the
+//! quick preset's R-MAT 16 (about 1,000 keys a machine an interval out of
+//! 65,536, counts of 8-15; many intervals in a row, the map warm).
+//! `cargo bench -p locus-coordinator`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use locus_coordinator::{Access, Coordinator, Event, PolicyConfig};
@@ -13,6 +16,34 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 const MACHINES: u8 = 8;
 const KEYS_PER_REPORT: usize = 50_000;
 const KEY_SPACE: u64 = 200_000;
+
+/// One interval's reports, one per machine, seeded: `keys` of `space`
+/// keys each, counts in `counts`.
+fn reports_shaped(seed: u64, space: u64, keys: usize, counts: (u32, u32)) -> Vec<Event> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..MACHINES)
+        .map(|m| {
+            let mut all: Vec<u64> = (0..space).collect();
+            for i in 0..keys {
+                let j = rng.gen_range(i..all.len());
+                all.swap(i, j);
+            }
+            let accesses = all[..keys]
+                .iter()
+                .map(|&k| Access {
+                    key: Key(k << 8),
+                    holder: (k % MACHINES as u64) as u8,
+                    count: rng.gen_range(counts.0..=counts.1),
+                })
+                .collect();
+            Event::Report {
+                machine: m,
+                interval_ms: 1_000,
+                accesses,
+            }
+        })
+        .collect()
+}
 
 /// One interval's reports, one per machine, seeded.
 fn reports(seed: u64) -> Vec<Event> {
@@ -82,6 +113,47 @@ fn report_handling(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    // The quick preset's shape: 20 intervals of reports into one
+    // coordinator (interval 1 s), the first few intervals already heard.
+    let intervals: Vec<Vec<Event>> = (0..20)
+        .map(|i| reports_shaped(100 + i, 65_536, 1_000, (8, 15)))
+        .collect();
+    let config = PolicyConfig {
+        interval_ms: 1_000,
+        dwell_ms: 1_000,
+        forget_after_ms: 3_000,
+        ..PolicyConfig::default()
+    };
+    g.bench_function(
+        "20 intervals x 8 reports x 1k keys of 64k, counts 8-15",
+        |b| {
+            b.iter_batched(
+                || {
+                    let mut coord = Coordinator::new(config.clone()).unwrap();
+                    for (i, round) in intervals.iter().take(5).enumerate() {
+                        for e in round.clone() {
+                            coord.step(i as u64 * 1_000, e);
+                        }
+                    }
+                    (coord, intervals.clone())
+                },
+                |(mut coord, rounds)| {
+                    for (i, round) in rounds.into_iter().enumerate() {
+                        for e in round {
+                            std::hint::black_box(coord.step(5_000 + i as u64 * 1_000, e));
+                        }
+                    }
+                    assert_eq!(
+                        coord.stats().approved,
+                        0,
+                        "the bench is of reports that move nothing"
+                    );
+                    coord
+                },
+                BatchSize::LargeInput,
+            )
+        },
+    );
     g.finish();
 }
 

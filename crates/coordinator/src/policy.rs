@@ -78,6 +78,17 @@
 //! starts that was the same four keys every run, each read evenly by all
 //! eight machines (`docs/results.md`, stop 49).
 //!
+//! **Screening** (an implementation matter; decisions are unchanged). Under
+//! uniform starts every machine reports about a thousand keys an interval
+//! at the quick preset, none worth a move, and weighing each one looked its
+//! state up a second time. Recording a rate now also says whether any fresh
+//! non-holder rate of the key could pass the significance test against
+//! the quietest rival the test ever uses (an unseen one) and an idle
+//! holder; a key with none is not weighed (counted in [`Stats::screened`]).
+//! The skipped decisions are those that would have ended in no action, so
+//! only the counters of reasons (`contended`, `dwelling`, `insignificant`)
+//! differ. With replicas on every busy key is still weighed.
+//!
 //! **Return home** (past the paper). Eager mode's zero for an untracked
 //! holder is a guess about a value's home, the one machine whose own reads
 //! are not counted. It is right for a value only others read; for a value
@@ -132,149 +143,37 @@ use locus_store::Key;
 use crate::error::Result;
 
 mod config;
+mod events;
 pub use config::PolicyConfig;
-
-/// How holders' own accesses are learned (Pragh 4.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Approve at once; an untracked holder counts as zero accesses.
-    Eager,
-    /// Track the holder's accesses for one interval, then decide.
-    Deferred,
-}
-
-/// Accesses by one machine to one key over an interval.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Access {
-    /// The key.
-    pub key: Key,
-    /// Where the reporting machine found the value.
-    pub holder: MachineId,
-    /// Accesses counted.
-    pub count: u32,
-}
-
-/// What the coordinator is told.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// A monitor's periodic report: `machine`'s accesses over `interval_ms`.
-    Report {
-        /// Reporting machine.
-        machine: MachineId,
-        /// Length of the interval the counts cover.
-        interval_ms: u64,
-        /// Counted accesses.
-        accesses: Vec<Access>,
-    },
-    /// A monitor's instant report: a key passed the rate threshold after
-    /// `elapsed_ms` of the current interval.
-    Hot {
-        /// Reporting machine.
-        machine: MachineId,
-        /// Time into the interval when the count was taken.
-        elapsed_ms: u64,
-        /// The key and its count so far.
-        access: Access,
-    },
-    /// Counts of on-demand tracking (deferred mode) over `interval_ms`.
-    Tracked {
-        /// The holder that tracked.
-        machine: MachineId,
-        /// How long it tracked.
-        interval_ms: u64,
-        /// Accesses per tracked key.
-        counts: Vec<(Key, u32)>,
-    },
-    /// A migration ended: `ok` if the value is now at `to`.
-    Migrated {
-        /// The key.
-        key: Key,
-        /// Where it was to go.
-        to: MachineId,
-        /// Whether it got there.
-        ok: bool,
-    },
-    /// Time passes.
-    Tick,
-}
-
-/// What the driver must do, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Record durably that `key`'s latest target is `target` (before the
-    /// migration that follows).
-    Persist {
-        /// The key.
-        key: Key,
-        /// Its new target.
-        target: MachineId,
-    },
-    /// Migrate `key`'s value to `to` (the target runs it, Pragh 4.1).
-    Migrate {
-        /// The key.
-        key: Key,
-        /// Its current holder.
-        from: MachineId,
-        /// The applicant.
-        to: MachineId,
-    },
-    /// Start counting `machine`'s accesses to `keys` (deferred mode).
-    Track {
-        /// The holder.
-        machine: MachineId,
-        /// Candidate keys it holds.
-        keys: Vec<Key>,
-    },
-    /// Stop tracking on `machine` and report the counts as [`Event::Tracked`].
-    Collect {
-        /// The holder.
-        machine: MachineId,
-    },
-    /// Make a read-only replica of `key`'s value on `to` (Locus extension).
-    Replicate {
-        /// The key.
-        key: Key,
-        /// The reader that gets the replica.
-        to: MachineId,
-    },
-}
-
-/// What the coordinator did, for reports and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Migrations approved.
-    pub approved: u64,
-    /// Migrations reported finished.
-    pub completed: u64,
-    /// Migrations reported failed.
-    pub failed: u64,
-    /// Decisions not to move a key because several machines want it.
-    pub contended: u64,
-    /// Decisions not to move a key because it moved recently.
-    pub dwelling: u64,
-    /// Keys not remembered because `keys_max` was reached.
-    pub keys_ignored: u64,
-    /// Tracking requests sent (deferred).
-    pub track_requests: u64,
-    /// Replicas approved.
-    pub replicas_approved: u64,
-    /// Decisions not to move (or replicate) a key because the lead was noise or too small to pay.
-    pub insignificant: u64,
-    /// Instant reports below `hot_rate_min_per_s`, left for the periodic report.
-    pub hot_ignored: u64,
-    /// Decisions not to move a key yet: its applicant has been busy for
-    /// fewer than `lead_intervals` intervals and is not hot.
-    pub brief: u64,
-    /// Decisions not to move a key yet: the coordinator has been running
-    /// for fewer than `listen_intervals` intervals.
-    pub listening: u64,
-}
+pub use events::{Access, Action, Event, Mode, Stats};
+#[cfg(test)]
+mod tests;
 
 /// Whether `count`, an access count rebuilt from a rate (count / secs *
 /// secs), is below `min`: rounding may leave a count of exactly `min` a
 /// hair under it.
 fn below(count: f64, min: u32) -> bool {
     count + 1e-6 < min as f64
+}
+
+/// The busiest a machine that reported nothing can have been, per second:
+/// `report_count_min - 1` accesses over an interval ("Unseen rivals").
+fn unseen_rate(cfg: &PolicyConfig) -> f64 {
+    cfg.report_count_min.saturating_sub(1) as f64 * 1000.0 / cfg.interval_ms as f64
+}
+
+/// Whether `r` could win its key a move against the quietest rival
+/// [`Coordinator::decide_move`] ever weighs (an unseen one) and an idle
+/// holder: the rate floor, `count_min`, a lead beyond noise and a gain that
+/// pays for the move. Each test only gets harder with a busier rival or
+/// holder, so a key none of whose rates passes would not move.
+fn could_lead(cfg: &PolicyConfig, r: &Rate) -> bool {
+    let count = r.per_s * r.secs;
+    let rival = unseen_rate(cfg) * r.secs;
+    r.per_s >= cfg.rate_min_per_s
+        && !below(count, cfg.count_min)
+        && count - rival > cfg.significance_z * (count + rival).sqrt()
+        && r.per_s * cfg.interval_ms as f64 / 1000.0 >= cfg.move_cost_accesses
 }
 
 /// A machine's latest rate for a key.
@@ -294,9 +193,13 @@ struct Rate {
 
 /// Per machine, its latest [`Rate`], in machine order: a vector, not a
 /// map, since a key has a few readers and a coordinator tracks millions of
-/// keys (a one-entry `BTreeMap` allocates a node of eleven slots).
+/// keys (a one-entry `BTreeMap` allocates a node of eleven slots). The
+/// first two live in the key's state itself: a report's handling reads
+/// every named key's rates, and a separate allocation was a cache miss per
+/// key (a third of recording's samples in a profile of
+/// `benches/coordinator.rs`; with screening, the bench's handling -10%).
 #[derive(Debug, Clone, Default)]
-struct Rates(Vec<(MachineId, Rate)>);
+struct Rates(smallvec::SmallVec<[(MachineId, Rate); 2]>);
 
 impl Rates {
     fn insert(&mut self, m: MachineId, r: Rate) {
@@ -373,6 +276,9 @@ pub struct Coordinator {
     /// Deferred: keys to ask each holder to track at the next opportunity.
     to_track: BTreeMap<MachineId, Vec<Key>>,
     stats: Stats,
+    /// Whether periodic reports are screened ("Screening"); off only in
+    /// the test that checks screening changes no decision.
+    screen: bool,
 }
 
 impl Coordinator {
@@ -387,6 +293,7 @@ impl Coordinator {
             tracking: BTreeMap::new(),
             to_track: BTreeMap::new(),
             stats: Stats::default(),
+            screen: true,
         })
     }
 
@@ -449,18 +356,32 @@ impl Coordinator {
             } => {
                 let secs = interval_ms.max(1) as f64 / 1000.0;
                 let mut touched = Vec::new();
+                let mut screened = Vec::new();
                 for a in accesses {
                     // Every count is kept (it is a rival's rate), but only a
                     // key this machine read `count_min` times can have become
                     // worth moving or copying here: the rest are not weighed
-                    // again until a busier report names them.
+                    // again until a busier report names them. Of those, a
+                    // key no machine leads beyond noise is not weighed at
+                    // all ("Screening").
                     let noted = self.note(machine, a.key, a.holder, a.count as f64 / secs, secs);
-                    if noted && a.count >= self.config.count_min {
+                    let Some(could_move) = noted else { continue };
+                    if a.count >= self.config.count_min {
+                        if could_move || self.config.replicas || !self.screen {
+                            touched.push(a.key);
+                        } else {
+                            screened.push(a.key);
+                        }
+                    } else if could_move && screened.contains(&a.key) {
+                        // A report that names a key twice: the later entry
+                        // may name another holder and make it movable
+                        // (monitors never do this; the scan is that rare).
                         touched.push(a.key);
                     }
                 }
                 touched.sort_unstable();
                 touched.dedup();
+                self.stats.screened += screened.len() as u64;
                 for key in touched {
                     self.consider(key, &mut out);
                 }
@@ -474,7 +395,10 @@ impl Coordinator {
                 let rate = access.count as f64 / secs;
                 if rate < self.config.hot_rate_min_per_s {
                     self.stats.hot_ignored += 1;
-                } else if self.note(machine, access.key, access.holder, rate, secs) {
+                } else if self
+                    .note(machine, access.key, access.holder, rate, secs)
+                    .is_some()
+                {
                     self.consider(access.key, &mut out);
                 }
             }
@@ -528,7 +452,12 @@ impl Coordinator {
         out
     }
 
-    /// Records a rate; false if the key is not remembered.
+    /// Records a rate. `None` if the key is not remembered; otherwise
+    /// whether a move of the key could be approved now or after its lead,
+    /// as far as its own state tells: it is not moving or being tracked, and
+    /// some fresh rate other than the holder's could lead ([`could_lead`]).
+    /// `false` is a promise that [`Coordinator::decide_move`] would approve,
+    /// track and delay nothing ("Screening" in the module doc).
     fn note(
         &mut self,
         machine: MachineId,
@@ -536,15 +465,16 @@ impl Coordinator {
         holder: MachineId,
         rate: f64,
         secs: f64,
-    ) -> bool {
+    ) -> Option<bool> {
         let now = self.now_ms;
         if self.keys.len() >= self.config.keys_max && !self.keys.contains_key(&key) {
             self.forget_stale();
             if self.keys.len() >= self.config.keys_max {
                 self.stats.keys_ignored += 1;
-                return false;
+                return None;
             }
         }
+        let cfg = &self.config;
         let k = self.keys.entry(key).or_insert_with(|| KeyState {
             holder,
             ..KeyState::default()
@@ -559,29 +489,36 @@ impl Coordinator {
             // A reporter saw the value at `holder` during its interval.
             k.holder = holder;
         }
-        if spans_move && machine == k.holder && k.rates.get(machine).is_some() {
-            return true;
+        let keeps_demand = spans_move && machine == k.holder && k.rates.get(machine).is_some();
+        if !keeps_demand {
+            // A busy report continues the machine's run if the last one was
+            // busy too and ended near where this one's window began.
+            let busy = !below(rate * secs, cfg.count_min);
+            let busy_since_ms = match k.rates.get(machine) {
+                _ if !busy => None,
+                Some(Rate {
+                    busy_since_ms: Some(since),
+                    at_ms,
+                    ..
+                }) if at_ms + cfg.interval_ms / 2 >= window_start => Some(since),
+                _ => Some(window_start),
+            };
+            let r = Rate {
+                per_s: rate,
+                at_ms: now,
+                secs,
+                busy_since_ms,
+            };
+            k.rates.insert(machine, r);
         }
-        // A busy report continues the machine's run if the last one was busy
-        // too and ended near where this one's window began.
-        let busy = !below(rate * secs, self.config.count_min);
-        let busy_since_ms = match k.rates.get(machine) {
-            _ if !busy => None,
-            Some(Rate {
-                busy_since_ms: Some(since),
-                at_ms,
-                ..
-            }) if at_ms + self.config.interval_ms / 2 >= window_start => Some(since),
-            _ => Some(window_start),
-        };
-        let r = Rate {
-            per_s: rate,
-            at_ms: now,
-            secs,
-            busy_since_ms,
-        };
-        k.rates.insert(machine, r);
-        true
+        let fresh = now.saturating_sub(cfg.forget_after_ms);
+        Some(
+            !k.in_flight
+                && k.tracking_until_ms.is_none()
+                && k.rates
+                    .iter()
+                    .any(|(m, r)| m != k.holder && r.at_ms >= fresh && could_lead(cfg, &r)),
+        )
     }
 
     fn forget_stale(&mut self) {
@@ -704,9 +641,7 @@ impl Coordinator {
         // Significance: enough accesses, a lead beyond counting noise over
         // both the holder and the next machine, and a gain that pays for the move.
         let count = rate * secs;
-        let unseen =
-            cfg.report_count_min.saturating_sub(1) as f64 * 1000.0 / cfg.interval_ms as f64;
-        let rival = second.max(known).max(unseen) * secs;
+        let rival = second.max(known).max(unseen_rate(cfg)) * secs;
         let noise = cfg.significance_z * (count + rival).sqrt();
         let gain = (rate - known) * cfg.interval_ms as f64 / 1000.0;
         if below(count, cfg.count_min) || count - rival <= noise || gain < cfg.move_cost_accesses {

@@ -374,7 +374,9 @@ pub struct Row {
     pub warm_rounds_approved: Vec<u64>,
     /// Migrations the coordinator approved.
     pub migrations_approved: u64,
-    /// Coordinator decisions to leave a key put because several machines want it.
+    /// Coordinator decisions to leave a key put because several machines
+    /// want it (since stop 50 only among keys some machine could lead:
+    /// the rest are screened out before any decision).
     pub contended_decisions: u64,
     /// Bytes of read-only replicas held at the end of the run, all machines.
     pub replica_bytes: u64,
