@@ -348,6 +348,10 @@ pub struct PolicySection {
     /// policy weighs a machine that reported a key none as having read it
     /// one fewer times.
     pub report_count_min: u32,
+    /// Intervals the coordinator listens after it starts or restarts
+    /// before it approves any move, so that every machine has reported
+    /// once (1; 0 decides from the first report).
+    pub listen_intervals: u32,
 }
 
 impl Default for PolicySection {
@@ -364,6 +368,7 @@ impl Default for PolicySection {
             replicas: p.replicas,
             hot_poll_ms: 100,
             report_count_min: p.report_count_min,
+            listen_intervals: p.listen_intervals,
         }
     }
 }
@@ -393,6 +398,7 @@ impl PolicySection {
             forget_after_ms: (self.interval_ms * 3).max(PolicyConfig::default().forget_after_ms),
             replicas: self.replicas,
             report_count_min: self.report_count_min,
+            listen_intervals: self.listen_intervals,
             ..PolicyConfig::default()
         };
         p.validate()?;

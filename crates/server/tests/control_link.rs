@@ -192,3 +192,21 @@ fn a_policy_that_reports_every_cached_key_is_refused_naming_the_key() {
     let e = f.validate().unwrap_err();
     assert!(e.to_string().contains("report_count_min"), "{e}");
 }
+
+/// `[policy] listen_intervals` reaches the coordinator's policy through a
+/// cluster file on disk: 1 by default (hear every machine once before
+/// moving anything), 0 to decide from the first report.
+#[test]
+fn the_listening_intervals_are_a_policy_setting_of_the_cluster_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = cluster_file(dir.path(), 2);
+    assert_eq!(f.policy.policy_config().unwrap().listen_intervals, 1);
+    f.policy.listen_intervals = 0;
+    let path = dir.path().join("cluster.toml");
+    f.write(&path).unwrap();
+    assert!(std::fs::read_to_string(&path)
+        .unwrap()
+        .contains("listen_intervals = 0"));
+    let back = ClusterFile::load(&path).unwrap();
+    assert_eq!(back.policy.policy_config().unwrap().listen_intervals, 0);
+}

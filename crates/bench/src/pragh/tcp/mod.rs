@@ -347,6 +347,7 @@ fn spec(scheme: Scheme, csr: &Csr, p: &Settings, tcp: &TcpSettings) -> Spec {
         replicas: d.policy.replicas,
         hot_poll_ms: d.hot_poll_ms,
         report_count_min: d.policy.report_count_min,
+        listen_intervals: d.policy.listen_intervals,
     };
     Spec {
         exe: tcp.exe.clone(),
