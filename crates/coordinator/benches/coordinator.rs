@@ -18,12 +18,19 @@ const KEYS_PER_REPORT: usize = 50_000;
 const KEY_SPACE: u64 = 200_000;
 
 /// One interval's reports, one per machine, seeded: `keys` of `space`
-/// keys each, counts in `counts`.
-fn reports_shaped(seed: u64, space: u64, keys: usize, counts: (u32, u32)) -> Vec<Event> {
+/// keys each, counts in `counts`, over `interval_ms`.
+fn reports_shaped(
+    seed: u64,
+    space: u64,
+    keys: usize,
+    counts: (u32, u32),
+    interval_ms: u64,
+) -> Vec<Event> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     (0..MACHINES)
         .map(|m| {
             let mut all: Vec<u64> = (0..space).collect();
+            // A random subset of the key space, each with a count in range.
             for i in 0..keys {
                 let j = rng.gen_range(i..all.len());
                 all.swap(i, j);
@@ -38,39 +45,16 @@ fn reports_shaped(seed: u64, space: u64, keys: usize, counts: (u32, u32)) -> Vec
                 .collect();
             Event::Report {
                 machine: m,
-                interval_ms: 1_000,
+                interval_ms,
                 accesses,
             }
         })
         .collect()
 }
 
-/// One interval's reports, one per machine, seeded.
+/// One interval's reports with a filter of 2: 50,000 keys a machine, counts 2-6.
 fn reports(seed: u64) -> Vec<Event> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    (0..MACHINES)
-        .map(|m| {
-            let mut keys: Vec<u64> = (0..KEY_SPACE).collect();
-            // A random subset of the key space, each with a small count.
-            for i in 0..KEYS_PER_REPORT {
-                let j = rng.gen_range(i..keys.len());
-                keys.swap(i, j);
-            }
-            let accesses = keys[..KEYS_PER_REPORT]
-                .iter()
-                .map(|&k| Access {
-                    key: Key(k << 8),
-                    holder: (k % MACHINES as u64) as u8,
-                    count: 2 + rng.gen_range(0..5),
-                })
-                .collect();
-            Event::Report {
-                machine: m,
-                interval_ms: 10_000,
-                accesses,
-            }
-        })
-        .collect()
+    reports_shaped(seed, KEY_SPACE, KEYS_PER_REPORT, (2, 6), 10_000)
 }
 
 fn report_handling(c: &mut Criterion) {
@@ -116,7 +100,7 @@ fn report_handling(c: &mut Criterion) {
     // The quick preset's shape: 20 intervals of reports into one
     // coordinator (interval 1 s), the first few intervals already heard.
     let intervals: Vec<Vec<Event>> = (0..20)
-        .map(|i| reports_shaped(100 + i, 65_536, 1_000, (8, 15)))
+        .map(|i| reports_shaped(100 + i, 65_536, 1_000, (8, 15), 1_000))
         .collect();
     let config = PolicyConfig {
         interval_ms: 1_000,
