@@ -38,6 +38,97 @@ fn hot_keys_are_listed_once_when_their_count_reaches_the_threshold() {
     assert!(counts(&c).contains(&(9, 99, 3)));
 }
 
+#[test]
+fn hot_keys_of_every_shard_are_taken_though_shards_share_a_mark() {
+    // 256 shards: shard i and i + 64 share bit i % 64 of the mark.
+    let c = cache(64, 256, 1_000);
+    let keys: Vec<u64> = (0..2_000).collect();
+    for &k in &keys {
+        c.insert(Key(k), k + 1, 0);
+    }
+    let mut hot = Vec::new();
+    c.take_hot(|k| hot.push(k.0));
+    assert!(hot.is_empty(), "nothing is hot yet");
+    // Every third key turns hot, by lookups, by records and by folds.
+    for &k in keys.iter().step_by(3) {
+        for _ in 0..3 {
+            c.get(Key(k), 1);
+        }
+    }
+    for &k in keys.iter().skip(1).step_by(3) {
+        c.fold(Key(k), 3);
+    }
+    for k in 5_000..5_300u64 {
+        for _ in 0..3 {
+            c.record(Key(k), k, 2);
+        }
+    }
+    c.take_hot(|k| hot.push(k.0));
+    hot.sort_unstable();
+    let mut want: Vec<u64> = keys.iter().copied().filter(|k| k % 3 != 2).collect();
+    want.extend(5_000..5_300u64);
+    want.retain(|&k| c.peek(Key(k)).is_some());
+    assert!(want.len() > 1_000, "most keys still cached: {}", want.len());
+    assert_eq!(hot, want);
+    hot.clear();
+    c.take_hot(|k| hot.push(k.0));
+    assert!(hot.is_empty(), "each key is handed out once");
+}
+
+#[test]
+fn hot_keys_listed_while_the_monitor_takes_are_never_lost() {
+    // Workers turn keys hot while a monitor thread takes the lists; each key
+    // must come out exactly once, in this take or a later one.
+    let c = std::sync::Arc::new(cache(4_096, 64, 60_000));
+    let per_worker = 20_000u64;
+    for k in 0..2 * per_worker {
+        c.insert(Key(k), k + 1, 0);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let monitor = {
+        let (c, stop) = (c.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !stop.load(Ordering::Acquire) {
+                c.take_hot(|k| seen.push(k.0));
+                std::thread::yield_now();
+            }
+            c.take_hot(|k| seen.push(k.0));
+            seen
+        })
+    };
+    let workers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for k in w * per_worker..(w + 1) * per_worker {
+                    for _ in 0..3 {
+                        c.get(Key(k), 1);
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Release);
+    let mut seen = monitor.join().unwrap();
+    seen.sort_unstable();
+    let dropped = c.stats().hot_dropped;
+    assert_eq!(
+        seen.len() as u64 + dropped,
+        2 * per_worker,
+        "every hot key taken or counted as dropped"
+    );
+    seen.dedup();
+    assert_eq!(
+        seen.len() as u64 + dropped,
+        2 * per_worker,
+        "no key taken twice"
+    );
+}
+
 fn counts(c: &LocationCache) -> Vec<(u64, u64, u32)> {
     let mut v = Vec::new();
     c.access_counts(|k, w, n| v.push((k.0, w, n)));
