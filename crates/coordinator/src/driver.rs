@@ -65,7 +65,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use locus_fabric::{Fabric, MachineId};
 use locus_store::{Key, Store};
 
@@ -78,7 +78,9 @@ use crate::record::Record;
 
 /// Events the coordinator's queue holds at most.
 pub const EVENTS_MAX: usize = 4096;
-/// Migrations waiting for an executor at most.
+/// Migrations waiting for an executor at most. The queue grows as jobs
+/// come (a bounded queue of this size wrote 24 MB when the driver started,
+/// whether or not anything ever moved).
 pub const JOBS_MAX: usize = 1 << 20;
 /// Longest an idle coordinator waits before it looks at the clock (an
 /// event, or a stop's wake-up, ends the wait sooner).
@@ -265,7 +267,7 @@ impl<F: Fabric> Driver<F> {
             }
         };
         let (events_tx, events_rx) = bounded(EVENTS_MAX);
-        let (jobs_tx, jobs_rx) = bounded(JOBS_MAX);
+        let (jobs_tx, jobs_rx) = unbounded();
         let shared = Arc::new(Shared {
             store,
             config,
@@ -437,12 +439,21 @@ fn wake_coordinator<F: Fabric>(s: &Shared<F>) {
 }
 
 /// Wakes every executor blocked on the job queue (call after setting the
-/// stop flag). A full queue needs no wake: executors are busy with it and
-/// look at the flag before their next job.
+/// stop flag). The wake-ups go past the bound: a queue that holds jobs
+/// needs none (executors are busy with it and look at the flag before their
+/// next job), and one that holds none has room.
 fn wake_executors<F: Fabric>(s: &Shared<F>) {
     for _ in 0..s.config.migration_threads {
-        let _ = s.jobs_tx.try_send(Job::Wake);
+        let _ = s.jobs_tx.send(Job::Wake);
     }
+}
+
+/// Queues `job` unless `max` jobs are waiting; false if it did not. Only
+/// the coordinator thread queues jobs, and executors only take them, so the
+/// queue cannot pass `max` between the look and the send.
+#[must_use = "a job not queued must be undone or dropped"]
+fn queue_job(tx: &Sender<Job>, max: usize, job: Job) -> bool {
+    tx.len() < max && tx.send(job).is_ok()
 }
 
 /// The coordinator thread's name.
@@ -602,14 +613,14 @@ fn coordinator_loop<F: Fabric>(
                     Action::Persist { .. } => {}
                     Action::Migrate { key, to, .. } => {
                         s.stats.approved.fetch_add(1, Ordering::Relaxed);
-                        if s.jobs_tx.try_send(Job::Migrate(key, to)).is_err() {
+                        if !queue_job(&s.jobs_tx, JOBS_MAX, Job::Migrate(key, to)) {
                             pending.push(Event::Migrated { key, to, ok: false });
                         }
                     }
                     Action::Replicate { key, to } => {
                         s.stats.replicas_approved.fetch_add(1, Ordering::Relaxed);
                         // Soft state: a full queue only loses the replica.
-                        let _ = s.jobs_tx.try_send(Job::Replicate(key, to));
+                        let _ = queue_job(&s.jobs_tx, JOBS_MAX, Job::Replicate(key, to));
                     }
                     Action::Track { machine, keys } => {
                         if let Some(t) = s.store.tracker(machine) {
@@ -714,6 +725,25 @@ fn migrated<F: Fabric>(s: &Shared<F>, key: Key, to: MachineId, ok: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_job_queue_takes_jobs_up_to_its_bound_and_again_as_they_are_taken() {
+        let (tx, rx) = unbounded();
+        for i in 0..3 {
+            assert!(
+                queue_job(&tx, 3, Job::Migrate(Key(i), 1)),
+                "room for job {i}"
+            );
+        }
+        assert!(!queue_job(&tx, 3, Job::Migrate(Key(3), 1)), "full at 3");
+        assert!(
+            !queue_job(&tx, 3, Job::Replicate(Key(3), 1)),
+            "replicas too"
+        );
+        assert!(matches!(rx.try_recv(), Ok(Job::Migrate(Key(0), 1))));
+        assert!(queue_job(&tx, 3, Job::Migrate(Key(3), 1)), "room again");
+        assert_eq!(rx.len(), 3);
+    }
 
     #[test]
     fn a_panicked_thread_is_named_with_its_message() {
