@@ -70,7 +70,9 @@ pub struct PraghArgs {
     /// Operations per warm-up round and measured sequence (overrides the preset).
     #[arg(long)]
     pub ops: Option<usize>,
-    /// Longest warm-up of a migrating scheme, seconds (overrides the preset).
+    /// Longest warm-up, seconds (overrides the preset). Every scheme warms in
+    /// rounds of an interval and a half, at least two, until one approves
+    /// no new migrations: three intervals for a scheme that migrates nothing.
     #[arg(long)]
     pub warm_s_max: Option<f64>,
     /// Warm-up ends after a round approving at most this share of all

@@ -514,6 +514,33 @@ mod tests {
         assert_eq!(ideal.remote_gets, 0.0);
     }
 
+    /// Every scheme warms by one rule, rounds of an interval and a half
+    /// until one approves nothing new and at least two: a scheme with no
+    /// driver warms as long as a migrating one at the least, not one round.
+    #[test]
+    fn every_scheme_warms_at_least_two_rounds_of_an_interval_and_a_half() {
+        let csr = tiny_csr();
+        let mut p = Settings::new(crate::Preset::Quick, 3);
+        p.scale = 6;
+        p.ops = 200;
+        p.measure_s_min = 0.0;
+        p.threads = 2;
+        p.machines = 4;
+        p.interval_ms = 100;
+        let r = Reporter::quiet();
+        let w = workload(&csr, &p, StartDist::Uniform).unwrap();
+        for s in [Scheme::Ideal, Scheme::Orig, Scheme::Split] {
+            let row = run_scheme(s, &w, &p, Mode::Eager, &r).unwrap();
+            let rounds = &row.warm_rounds_approved;
+            assert!(rounds.len() >= 2, "{}: {rounds:?}", s.name());
+            assert_eq!(rounds.last(), Some(&0), "{}: {rounds:?}", s.name());
+            if !s.migrates() {
+                assert_eq!(rounds, &[0, 0], "{}", s.name());
+            }
+            assert!(row.warm_s >= 0.3, "{}: warmed {} s", s.name(), row.warm_s);
+        }
+    }
+
     /// A graph held without its CSR gives the run the same workload, the
     /// same placement bound and the same store contents as the CSR.
     #[test]
