@@ -93,10 +93,10 @@ pub(super) struct Measured {
 /// Every scheme warms up by the same rule: one with no driver approves
 /// nothing, so it settles after its second round, having warmed as long as
 /// a migrating scheme at the least (three intervals). Before, it stopped
-/// after one round (0.8 s at quick, against Split's 3.4 s), and a scheme
-/// warmed briefly ran faster beside one warmed long: uniform Split / Orig
-/// 0.996 over 198 rounds, 0.998 when every scheme warmed 3.4 s (results,
-/// stop 52).
+/// after one round (0.8 s at quick, Ideal 0.06 s, against Split's 3.4 s),
+/// and a scheme warmed briefly ran faster beside one warmed long: uniform
+/// Split / Orig 0.9956 ± 0.0012 over 96 rounds, 0.9989 ± 0.0012 with every
+/// scheme warmed alike (docs/results.md, stop 52).
 pub(super) fn warm_up(
     scheme: Scheme,
     cluster: Embedded,
