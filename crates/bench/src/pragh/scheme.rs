@@ -463,18 +463,25 @@ mod tests {
         Graph::Csr(crate::cluster::rmat_csr(&g).unwrap())
     }
 
+    /// Quick settings for a small graph: `seed`, R-MAT `scale`, `ops`
+    /// operations a round, two worker threads, no minimum measured window.
+    fn small_settings(seed: u64, scale: u32, ops: usize) -> Settings {
+        let mut p = Settings::new(crate::Preset::Quick, seed);
+        p.scale = scale;
+        p.ops = ops;
+        p.measure_s_min = 0.0;
+        p.threads = 2;
+        p
+    }
+
     /// Orig reads every value at its key's home, so its measured remote GET
     /// share is exactly the bound's hash-placement share (same unit, same
     /// queries); Ideal's is zero; and the bound counts any number of machines.
     #[test]
     fn orig_measures_the_hash_placement_bound_in_gets() {
         let csr = tiny_csr();
-        let mut p = Settings::new(crate::Preset::Quick, 3);
-        p.scale = 6;
-        p.ops = 400;
+        let mut p = small_settings(3, 6, 400);
         p.update_fraction = 0.0;
-        p.measure_s_min = 0.0;
-        p.threads = 2;
         let r = Reporter::quiet();
         for machines in [4, 12] {
             p.machines = machines;
@@ -520,11 +527,7 @@ mod tests {
     #[test]
     fn every_scheme_warms_at_least_two_rounds_of_an_interval_and_a_half() {
         let csr = tiny_csr();
-        let mut p = Settings::new(crate::Preset::Quick, 3);
-        p.scale = 6;
-        p.ops = 200;
-        p.measure_s_min = 0.0;
-        p.threads = 2;
+        let mut p = small_settings(3, 6, 200);
         p.machines = 4;
         p.interval_ms = 100;
         let r = Reporter::quiet();
@@ -551,12 +554,8 @@ mod tests {
         let csr = Graph::generate(&g, super::super::Loader::Csr, 2, &r).unwrap();
         let ranged = Graph::generate(&g, super::super::Loader::Ranged, 2, &r).unwrap();
         assert_eq!(csr.vertex_count(), ranged.vertex_count());
-        let mut p = Settings::new(crate::Preset::Quick, 5);
-        p.scale = 8;
-        p.ops = 300;
+        let mut p = small_settings(5, 8, 300);
         p.update_fraction = 0.0;
-        p.measure_s_min = 0.0;
-        p.threads = 2;
         p.machines = 4;
         let (wc, wr) = (
             workload(&csr, &p, StartDist::Uniform).unwrap(),
