@@ -73,6 +73,9 @@ pub struct PraghArgs {
     /// Longest warm-up, seconds (overrides the preset). Every scheme warms in
     /// rounds of an interval and a half, at least two, until one approves
     /// no new migrations: three intervals for a scheme that migrates nothing.
+    /// Only the first round's edge inserts are applied (later rounds query
+    /// from those vertices instead), so every scheme is measured on the same
+    /// graph however long it warmed.
     #[arg(long)]
     pub warm_s_max: Option<f64>,
     /// Warm-up ends after a round approving at most this share of all
@@ -101,7 +104,9 @@ pub struct PraghArgs {
     #[arg(long, value_enum, default_value = "local")]
     pub fabric: FabricArg,
     /// Interleaved runs of every scheme (rows are medians, with min and max;
-    /// every run's rows go to pragh-<experiment>.runs.json).
+    /// every run's rows go to pragh-<experiment>.runs.json). The runs order
+    /// the schemes so that each is first, last and after every other equally
+    /// often over a cycle (n runs for n schemes, 2n if n is odd).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
     /// Parts each scheme's measured window is cut into: the schemes of a

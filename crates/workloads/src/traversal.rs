@@ -196,13 +196,18 @@ pub enum Op {
     TwoHop(VertexId),
     /// Insert the edge (v, u) (Pragh 6: "edge updates/inserts"), run on v's home.
     InsertEdge(VertexId, VertexId),
+    /// Insert the edge (v, u) and, if that added it, delete it again: an
+    /// update's churn at v (its value rewritten, its replicas and cached
+    /// addresses invalidated) that leaves the graph as it was. Measured as
+    /// an update. For warm-ups that must not grow the graph.
+    InsertUndone(VertexId, VertexId),
 }
 
 impl Op {
     /// The vertex whose home machine runs the operation.
     pub fn start(self) -> VertexId {
         match self {
-            Op::TwoHop(v) | Op::InsertEdge(v, _) => v,
+            Op::TwoHop(v) | Op::InsertEdge(v, _) | Op::InsertUndone(v, _) => v,
         }
     }
 }
@@ -418,6 +423,10 @@ pub fn run_ops<F: Fabric>(
                             }
                             Op::TwoHop(v) => w.two_hop(v, q.k, &mut out).map(|_| ()),
                             Op::InsertEdge(v, u) => w.insert_edge(v, u).map(|_| ()),
+                            Op::InsertUndone(v, u) => match w.insert_edge(v, u) {
+                                Ok(true) => w.delete_edge(v, u).map(|_| ()),
+                                other => other.map(|_| ()),
+                            },
                         };
                         lane.latency[at].store(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                         lane.finished[at].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);

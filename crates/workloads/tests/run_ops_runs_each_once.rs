@@ -3,7 +3,9 @@
 //! machines, every operation runs exactly once and is measured once.
 
 use locus_fabric::counting::Counting;
+use locus_fabric::counting::Locality;
 use locus_fabric::local::{LocalConfig, LocalFabric};
+use locus_fabric::OpKind;
 use locus_store::{Store, StoreConfig};
 use locus_workloads::traversal::{run_ops, Op, TwoHop};
 
@@ -128,4 +130,46 @@ fn a_run_in_parts_merges_into_the_run_of_all_its_operations() {
     let first_end = parts[0].queries.elapsed_s;
     assert!(m.done_at_s[250..].iter().all(|&t| t >= first_end));
     assert!(m.done_at_s.windows(2).all(|w| w[0] <= w[1]));
+}
+
+/// An undone insert is measured as an update, rewrites its vertex's value
+/// (the one-sided writes show it) and leaves every list as it was: an edge
+/// it added is gone, an edge that was there already stays.
+#[test]
+fn an_undone_insert_is_an_update_that_leaves_the_graph_as_it_was() {
+    const N: u32 = 200;
+    for (machines, threads) in [(1, 1), (3, 2)] {
+        let (fabric, store) = ring(machines, N);
+        // New edges (v -> v + 5), and edges every vertex has (v -> v + 1).
+        let ops: Vec<Op> = (0..400u32)
+            .map(|i| match i % 4 {
+                0 => Op::InsertUndone(i % N, (i + 5) % N),
+                1 => Op::InsertUndone(i % N, (i + 1) % N),
+                _ => Op::TwoHop(i % N),
+            })
+            .collect();
+        let writes = || {
+            let t = fabric.counters().total();
+            t.ops_of(Locality::Local, OpKind::Write) + t.ops_of(Locality::Remote, OpKind::Write)
+        };
+        let before = writes();
+        let r = run_ops(&store, fabric.counters(), threads, &ops, Q, &|_| {}).unwrap();
+        let at = format!("{machines} machines, {threads} threads");
+        assert_eq!(r.queries.queries, 200, "{at}");
+        assert_eq!(r.update_latencies_us.len(), 200, "{at}");
+        let writes = writes() - before;
+        assert!(
+            writes >= 100,
+            "{at}: {writes} one-sided writes for 100 undone new edges"
+        );
+        let mut w = store.worker(0).unwrap();
+        for v in 0..N {
+            let mut got = Vec::new();
+            w.neighbors(v, usize::MAX, &mut got).unwrap();
+            got.sort_unstable();
+            let mut want = vec![(v + 1) % N, (v + 2) % N];
+            want.sort_unstable();
+            assert_eq!(got, want, "{at}: vertex {v}");
+        }
+    }
 }

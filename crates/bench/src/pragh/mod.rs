@@ -341,6 +341,11 @@ pub struct Row {
     /// GETs whose value was on another machine / all GETs (the placement
     /// bound's unit; updates' reads included).
     pub remote_gets: f64,
+    /// GETs per query measured (updates' reads included): the work a query
+    /// did, the same for every scheme on the same graph and sequence (0 in
+    /// files written before it existed).
+    #[serde(default)]
+    pub gets_per_query: f64,
     /// Share of vertices held away from their key's machine at the end
     /// (Split schemes), or keys moved with their shards (Shard).
     pub migrated_fraction: f64,
@@ -509,13 +514,14 @@ pub fn run(
      -> Result<Vec<Row>> {
         let mut all = Vec::new();
         for round in 0..p.runs {
-            // Every other round runs the schemes in reverse (A B, B A, ...),
-            // so no scheme always runs first or last in the process: a
-            // position's bias, if the process or the host has one, falls on
-            // every scheme alike. With shared loads it also makes a round
-            // start on the graph the last one ended on (Ideal's one machine
-            // or the cluster): one load saved per round.
-            let order = round_order(schemes.len(), round);
+            // No scheme always runs first or last: a position's bias (in
+            // turns, the first scheme loaded measures slower) falls on every
+            // scheme alike. Balanced (every place, every predecessor equally
+            // often over a cycle) unless loads are shared: then every other
+            // round runs the schemes in reverse, so a round starts on the
+            // graph the last one ended on (Ideal's one machine or the
+            // cluster), one load saved per round.
+            let order = round_order(schemes.len(), round, !p.shared_load);
             let mut group: Vec<Option<Row>> = vec![None; schemes.len()];
             if p.slices > 1 {
                 // Turns: every scheme warmed up, then measured in parts.

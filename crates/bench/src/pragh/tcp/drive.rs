@@ -26,15 +26,24 @@ pub(super) struct Sequence<'a> {
     pub(super) base: &'a [Op],
     pub(super) first_rep: u64,
     pub(super) endpoints: &'a [u32],
+    /// Edge inserts in the first pass over `base` only; in later passes each
+    /// is undone right after it (the warm-up: every scheme then warms on the
+    /// same graph, however long it warms; `run::warm_up`).
+    pub(super) updates_once: bool,
 }
 
 impl Sequence<'_> {
     fn op(&self, i: u64) -> Op {
         let n = self.base.len() as u64;
         let op = self.base[(i % n) as usize];
-        match op {
+        let op = match op {
             Op::InsertEdge(..) => repeat_fresh(&[op], self.first_rep + i / n, 1, self.endpoints)[0],
             q => q,
+        };
+        if self.updates_once && i >= n {
+            crate::pragh::run::undone(op)
+        } else {
+            op
         }
     }
 }
@@ -84,11 +93,17 @@ pub(super) fn closed_loop(
                                 w.query_ops.1 += q.remote_ops;
                             }),
                             Op::InsertEdge(v, u) => client.insert_edge(v, u).map(|_| ()),
+                            Op::InsertUndone(v, u) => match client.insert_edge(v, u) {
+                                Ok(true) => client.delete_edge(v, u).map(|_| ()),
+                                other => other.map(|_| ()),
+                            },
                         };
                         let ns = t.elapsed().as_nanos() as u64;
                         match (r, op) {
                             (Ok(()), Op::TwoHop(_)) => w.query_ns.push(ns),
-                            (Ok(()), Op::InsertEdge(..)) => w.update_ns.push(ns),
+                            (Ok(()), Op::InsertEdge(..) | Op::InsertUndone(..)) => {
+                                w.update_ns.push(ns)
+                            }
                             (Err(e), _) => {
                                 stop.store(true, Ordering::Relaxed);
                                 error
@@ -222,6 +237,7 @@ pub(super) fn run_scheme(
         base: &w.warm,
         first_rep: 2,
         endpoints: &w.endpoints,
+        updates_once: true,
     };
     let next = AtomicU64::new(0);
     let interval = Duration::from_millis(p.interval_ms);
@@ -250,6 +266,7 @@ pub(super) fn run_scheme(
         base: &w.measure,
         first_rep: 0,
         endpoints: &w.endpoints,
+        updates_once: false,
     };
     let before = totals(&client)?;
     r.note(format!(
