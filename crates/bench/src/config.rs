@@ -12,6 +12,7 @@
 //! part_neighbors_max = 65536   # vertex decomposition
 //! reclaim_lease_ms = 60000
 //! location_cache_mb = 0        # per machine; 0 = off (hash placement, Pragh's "Orig")
+//! value_region_extra_mb = 0    # per machine, beyond the graph's sizing (which leaves 64 MiB)
 //!
 //! [graph]                      # the R-MAT graph of `demo`, `query --scale`
 //! scale = 20
@@ -107,6 +108,11 @@ pub struct StoreSection {
     /// replicas (`bench pragh`'s Replica); unset: a quarter of the value
     /// region, at most 256 MiB; fractions allowed. 0 turns replicas off.
     pub replica_mb: Option<f64>,
+    /// MiB added to each machine's value region beyond its sizing for the
+    /// graph, which leaves 64 MiB of room: a rewritten value's old block
+    /// stays allocated for `reclaim_lease_ms`, so a workload that rewrites
+    /// many values within one lease needs more (`bench pragh put-heavy`).
+    pub value_region_extra_mb: u64,
 }
 
 impl Default for StoreSection {
@@ -116,6 +122,7 @@ impl Default for StoreSection {
             reclaim_lease_ms: 60_000,
             location_cache_mb: 0,
             replica_mb: None,
+            value_region_extra_mb: 0,
         }
     }
 }

@@ -40,21 +40,18 @@ impl Report {
         format!("pragh-{}", self.experiment)
     }
 
-    /// Writes `<name>.json` (rows or timelines), `<name>.meta.json` and the
-    /// PNG plots into `dir`. Returns the files written.
+    /// Writes `<name>.json` (rows or timelines), `<name>.runs.json`,
+    /// `<name>.meta.json` and then the PNG plots into `dir`: every result is
+    /// on disk before the first plot is drawn, so a plot that fails loses
+    /// nothing (`--plot-only` redraws it). Returns the files written.
     pub fn write(&self, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
         let mut out = OutDir::create(dir)?;
         let name = self.name();
         if self.timelines.is_empty() {
             out.json(&format!("{name}.json"), &self.rows)?;
             out.json(&format!("{name}.runs.json"), &self.run_rows)?;
-            if let Some(f) = plots::plot_host(dir, &name, &self.run_rows)? {
-                out.wrote(f);
-            }
         } else {
             out.json(&format!("{name}.json"), &self.timelines)?;
-            plots::plot_timelines(dir, &name, &self.timelines)?;
-            out.wrote(out.path(&format!("{name}.png")));
         }
         let c = self.settings.config();
         let meta = serde_json::json!({
@@ -69,10 +66,17 @@ impl Report {
             "machine": self.machine,
         });
         out.json(&format!("{name}.meta.json"), &meta)?;
+        if !self.timelines.is_empty() {
+            plots::plot_timelines(dir, &name, &self.timelines)?;
+            out.wrote(out.path(&format!("{name}.png")));
+        }
         if !self.rows.is_empty() {
             for f in plots::plot_rows(dir, &name, &self.rows)? {
                 out.wrote(f);
             }
+        }
+        if let Some(f) = plots::plot_host(dir, &name, &self.run_rows)? {
+            out.wrote(f);
         }
         Ok(out.written().to_vec())
     }

@@ -35,7 +35,7 @@ pub(super) fn load(scheme: Scheme, graph: &Graph, p: &Settings, r: &Reporter) ->
     let machines = scheme.machines(p.machines);
     r.note(format!("loading the graph into {machines} machine(s) ..."));
     graph.build(scheme.machines(p.machines), &config, r, |s| {
-        scheme.configure(s, config.store.replica_mb)
+        scheme.configure_for(s, &config)
     })
 }
 

@@ -133,6 +133,15 @@ impl Scheme {
         }
     }
 
+    /// [`Scheme::configure`] for a store about to be loaded with `config`'s
+    /// settings, its value region then grown by `[store]
+    /// value_region_extra_mb` (after the replica budget is set, so the room
+    /// for rewritten values does not raise Replica's default budget).
+    pub fn configure_for(self, s: &mut StoreConfig, config: &Config) {
+        self.configure(s, config.store.replica_mb);
+        s.value_region_bytes += config.store.value_region_extra_mb << 20;
+    }
+
     /// The migration driver's settings for this scheme (Pragh 4.4): monitoring
     /// interval, dwell and forgetting in intervals; replicas for Replica.
     pub fn driver_config(self, interval_ms: u64, mode: Mode) -> DriverConfig {
@@ -178,7 +187,7 @@ impl Running {
         r: &Reporter,
     ) -> Result<Running> {
         let cluster = graph.build(scheme.machines(machines), config, r, |s| {
-            scheme.configure(s, config.store.replica_mb)
+            scheme.configure_for(s, config)
         })?;
         Running::on(scheme, cluster, config, interval_ms, mode)
     }
@@ -198,6 +207,11 @@ impl Running {
         // scheme (Shard's `configure` also resizes the layout it loaded with).
         let current = cluster.store.config().clone();
         let mut fresh = current.clone();
+        // Replica's default budget is a quarter of the region the graph
+        // needs, not of the room added for rewrites (`configure_for`).
+        fresh.value_region_bytes = fresh
+            .value_region_bytes
+            .saturating_sub(config.store.value_region_extra_mb << 20);
         scheme.configure(&mut fresh, config.store.replica_mb);
         let store_config = StoreConfig {
             cache_bytes_max: fresh.cache_bytes_max,
@@ -465,6 +479,30 @@ mod tests {
         Graph::Csr(crate::cluster::rmat_csr(&g).unwrap())
     }
 
+    /// `[store] value_region_extra_mb` grows every scheme's value region
+    /// by that much and leaves Replica's default budget where the graph's
+    /// sizing puts it (`put-heavy`'s room for rewrites is not replica room).
+    #[test]
+    fn extra_value_room_grows_the_region_and_not_the_replica_budget() {
+        let base = StoreConfig::for_graph(1 << 12, 1 << 16, 8, 1 << 16);
+        let mut config = Config::default();
+        for scheme in [Scheme::Orig, Scheme::SplitCache, Scheme::Replica] {
+            let (mut plain, mut grown) = (base.clone(), base.clone());
+            config.store.value_region_extra_mb = 0;
+            scheme.configure_for(&mut plain, &config);
+            config.store.value_region_extra_mb = 448;
+            scheme.configure_for(&mut grown, &config);
+            assert_eq!(
+                grown.value_region_bytes,
+                plain.value_region_bytes + (448 << 20),
+                "{}",
+                scheme.name()
+            );
+            assert_eq!(grown.replica_bytes_max, plain.replica_bytes_max);
+            grown.validate().unwrap();
+        }
+    }
+
     /// Quick settings for a small graph: `seed`, R-MAT `scale`, `ops`
     /// operations a round, two worker threads, no minimum measured window.
     fn small_settings(seed: u64, scale: u32, ops: usize) -> Settings {
@@ -605,6 +643,31 @@ mod tests {
         let orig = run_scheme(Scheme::Orig, &wr, &p, Mode::Eager, &r).unwrap();
         assert!((orig.remote_gets - br.hash_remote_gets).abs() < 1e-12);
         assert_eq!(ranged.stored_edges(), csr.stored_edges());
+    }
+
+    /// A started Replica cluster has the extra room in its value region
+    /// and the budget it would have without it.
+    #[test]
+    fn a_started_replica_keeps_its_budget_when_the_region_grows() {
+        let r = Reporter::quiet();
+        let mut config = Config::default();
+        let start = |config: &Config| {
+            let run = Running::start(
+                Scheme::Replica,
+                &tiny_csr(),
+                config,
+                2,
+                1000,
+                Mode::Eager,
+                &r,
+            )
+            .unwrap();
+            let c = run.cluster.store.config().clone();
+            (c.value_region_bytes, c.replica_bytes_max)
+        };
+        let (region, budget) = start(&config);
+        config.store.value_region_extra_mb = 8;
+        assert_eq!(start(&config), (region + (8 << 20), budget));
     }
 
     #[test]
