@@ -1,2 +1,0 @@
-   0.1s pingpong   369.6 ns/round  contended fetch_add    5.4 ns/op
-   1.1s pingpong   341.6 ns/round  contended fetch_add   10.6 ns/op
