@@ -150,7 +150,11 @@ def pct(x, d=1):
 
 def share(x):
     """A share that may be small: three decimals under 1%."""
-    return pct(x, 3 if x < 0.01 else 1)
+    return pct(x, 3 if 0 < x < 0.01 else 1)
+
+
+def n_runs(n):
+    return f"{n} run" if n == 1 else f"{n} runs"
 
 
 def pct_rng(v, lo, hi, d=1):
@@ -379,7 +383,10 @@ def pragh():
         r = msp.find(fabric=fabric, threads=threads, payload_bytes=payload)
         return rng(r["values_per_s"].num() / 1e6, r["values_per_s_min"].num() / 1e6, r["values_per_s_max"].num() / 1e6, f2, " M/s")
 
-    cms = "`locus bench migrate-speed --preset quick --runs 3`"
+    ms_runs = {len(r["values_per_s_runs"].list()) for r in msp.list()}
+    if len(ms_runs) != 1:
+        raise Fail(f"{msp.where}: rows with different run counts {sorted(ms_runs)}")
+    cms = f"`locus bench migrate-speed --preset quick --runs {ms_runs.pop()}`"
     rows.append(["Fig. 13: one migration thread, payloads under 4 KB", "over 1 M values/s",
                  f"{speed('local', 1, 64)} (64 B), {speed('local', 1, 256)} (256 B), {speed('local', 1, 1024)} (1 KB); in-process fabric", cms])
     rows.append(["Fig. 13: more threads", "over 10 M values/s with 24 threads",
@@ -393,7 +400,7 @@ def pragh():
     rows.append(["Fig. 14: eager vs deferred, Split+Cache from a cold start",
                  "eager 239K to 2,142K queries/s at once, 2,362K one interval (10 s) later; deferred 2,362K at the next interval",
                  f"90% of the final level after {recover(e, 0)} (eager) and {recover(dd, 0)} (deferred), 1 s interval; "
-                 f"{ml(emig, f0)} against {ml(dmig, f0)} migrations ({ed_n} runs)", ced + (f" ({ed_n} times)" if ed_n > 1 else "")])
+                 f"{ml(emig, f0)} against {ml(dmig, f0)} migrations ({n_runs(ed_n)})", ced + (f" ({ed_n} times)" if ed_n > 1 else "")])
 
     # Fig. 15: dynamic workloads.
     cdy = command(dym, "locus bench pragh dynamic --preset quick")
@@ -405,7 +412,7 @@ def pragh():
         cells = ", ".join(recover(dy[key], i) for i in range(phases))
         fig = "Fig. 15: recovery after a workload switch" if scheme == "Split+Cache" else ""
         paper = "about 5 s (Split+Cache)" if scheme == "Split+Cache" else ""
-        rows.append([fig, paper, f"{scheme}: {cells} ({phases} phases, {dy_n} runs)",
+        rows.append([fig, paper, f"{scheme}: {cells} ({phases} phases, {n_runs(dy_n)})",
                      cdy + (f" ({dy_n} times)" if dy_n > 1 else "") if scheme == "Split+Cache" else ""])
 
     # Past the paper: the replica budget.
@@ -428,7 +435,7 @@ def pragh():
             if not hits:
                 continue
             r = d.find(scheme=name)
-            detail.append([name, f"{g} ({int(r['runs'].num())} runs)", mr(r, "throughput_qps", f0), f1(r["p50_us"].num()),
+            detail.append([name, f"{g} ({n_runs(int(r['runs'].num()))})", mr(r, "throughput_qps", f0), f1(r["p50_us"].num()),
                            pct(r["remote_gets"].num()), mr(r, "vs_orig", f2, "x"), mr_pct(r, "vs_ideal"),
                            share(r["migrated_fraction"].num())])
     schemes = table(["scheme", "graph", "queries/s", "p50 us", "remote GETs", "vs Orig", "vs Ideal", "values away"], detail)
@@ -493,7 +500,7 @@ def netmigrate():
         if meta is None:
             return fallback
         st = meta["settings"]
-        return f"2^{int(st['records'].num()).bit_length() - 1} keys, {st['backend'].str()}, {int(st['repeat'].num())} runs"
+        return f"2^{int(st['records'].num()).bit_length() - 1} keys, {st['backend'].str()}, {n_runs(int(st['repeat'].num()))}"
 
     overall = [(o["rows"], label(om, "quick, built-in"), command(om, "locus bench netmigrate overall --preset quick")),
                (orr["rows"], label(orm, "quick, Redis"), command(orm, "locus bench netmigrate overall --backend redis --preset quick")),
@@ -628,7 +635,7 @@ def fargraph():
     th = load("fargraph/threads.json")
 
     def gl(d):
-        return f"R-MAT {int(d['graph']['scale'].num())}, {int(d['repeat'].num())} runs"
+        return f"R-MAT {int(d['graph']['scale'].num())}, {n_runs(int(d['repeat'].num()))}"
 
     def cmd(d, exp):
         preset = d["preset"].str()
