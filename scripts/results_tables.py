@@ -756,7 +756,7 @@ def cluster():
     cc = command(clm, "locus bench client --servers 1,8 --runs 3")
     one, eight = cl["summary"].find(servers=1), cl["summary"].find(servers=8)
     ratio = eight["khop_rtt_us"]["median"].num() / one["khop_rtt_us"]["median"].num()
-    rows.append(["Client KHOP 2 x 100 round trip, 8 servers against 1", "- (Pragh reads over RDMA, 2 us a READ)",
+    rows.append(["Client KHOP 2 x 100 round trip, 8 servers against 1", "- (not in the papers)",
                  f"{ms(eight['khop_rtt_us'], f0, ' us')} against {ms(one['khop_rtt_us'], f0, ' us')}: {ratio:.0f}x", cc])
     cd = command(dum, "locus bench durability --runs 3 --duration-s 10")
     off, always = du["summary"].find(mode="off"), du["summary"].find(mode="always")
