@@ -160,6 +160,10 @@ impl Fabric for AnyFabric {
         each!(AnyFabric, self, f => f.lookup(machine, name))
     }
 
+    fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        each!(AnyFabric, self, f => f.wake_on_message(machine, waker))
+    }
+
     fn port(&self, machine: MachineId) -> Result<AnyPort> {
         match self {
             AnyFabric::Local(f) => f.port(machine).map(AnyPort::Local),

@@ -433,6 +433,41 @@ pub fn message_delivery<C: Cluster>(c: &C) {
     ));
 }
 
+/// A message delivered to a machine unparks the thread registered with
+/// `Fabric::wake_on_message` for it, whoever sent it (a service thread
+/// parks until one comes instead of polling).
+pub fn a_message_wakes_the_registered_thread<C: Cluster>(c: &C) {
+    let ready = Barrier::new(2);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let wakes = c
+                .node(1)
+                .wake_on_message(1, std::thread::current())
+                .unwrap();
+            assert!(wakes, "every fabric of the suite wakes on a message");
+            ready.wait();
+            // Woken by the message (or at once, if it came first): far
+            // sooner than the bound, which only keeps a failure finite.
+            let t0 = std::time::Instant::now();
+            std::thread::park_timeout(Duration::from_secs(20));
+            let waited = t0.elapsed();
+            let m = port(c, 1)
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+                .expect("the message");
+            assert_eq!((m.from, &m.payload[..]), (2, &b"wake"[..]));
+            waited
+        });
+        ready.wait();
+        port(c, 2).send(1, b"wake").unwrap();
+        let waited = waiter.join().expect("waiter");
+        assert!(
+            waited < Duration::from_secs(10),
+            "the delivered message did not unpark the registered thread (parked {waited:?})"
+        );
+    });
+}
+
 /// `Port::prefetch` changes nothing a request can see: nothing is posted,
 /// no word changes, and a request out of bounds, on an unknown region or on
 /// an unknown machine is ignored rather than refused or crashed on.
@@ -684,6 +719,10 @@ macro_rules! conformance_suite {
         #[test]
         fn message_delivery() {
             $crate::conformance::message_delivery(&$make);
+        }
+        #[test]
+        fn a_message_wakes_the_registered_thread() {
+            $crate::conformance::a_message_wakes_the_registered_thread(&$make);
         }
         #[test]
         fn prefetch_is_only_a_hint() {

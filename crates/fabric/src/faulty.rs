@@ -110,6 +110,9 @@ impl<F: Fabric> Fabric for Faulty<F> {
     fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
         self.inner.lookup(machine, name)
     }
+    fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        self.inner.wake_on_message(machine, waker)
+    }
     fn port(&self, machine: MachineId) -> Result<Self::Port> {
         Ok(FaultyPort {
             inner: self.inner.port(machine)?,

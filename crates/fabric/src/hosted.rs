@@ -188,6 +188,12 @@ impl Hosted {
         )
     }
 
+    /// Has every message delivered to hosted machine `machine` unpark `waker`.
+    pub(crate) fn set_waker(&self, machine: MachineId, waker: std::thread::Thread) -> Result<()> {
+        self.memory(machine)?.set_waker(Some(waker));
+        Ok(())
+    }
+
     /// Takes the oldest message of hosted machine `machine` if it is visible at `now_ns`.
     pub(crate) fn take(&self, machine: MachineId, now_ns: u64) -> Result<Option<Message>> {
         Ok(self.memory(machine)?.take(now_ns))

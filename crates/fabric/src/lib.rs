@@ -126,6 +126,15 @@ pub trait Fabric: Send + Sync + 'static {
     /// Opens a port that issues operations as `machine`. Ports are cheap; open
     /// one per thread per machine the thread acts for.
     fn port(&self, machine: MachineId) -> Result<Self::Port>;
+
+    /// Has the fabric unpark `waker` whenever a message is delivered to
+    /// hosted `machine`'s inbox, whoever sent it (a service thread may then
+    /// park until a message comes instead of polling its inbox). Returns
+    /// whether it will: a fabric that cannot returns false.
+    fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        let _ = (machine, waker);
+        Ok(false)
+    }
 }
 
 /// A queue pair plus completion queue: one thread's way to issue operations as one machine.

@@ -236,6 +236,10 @@ impl Fabric for LocalFabric {
         self.inner.hosted.lookup(machine, name)
     }
 
+    fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        self.inner.hosted.set_waker(machine, waker).map(|()| true)
+    }
+
     fn port(&self, machine: MachineId) -> Result<LocalPort> {
         self.inner.hosted.memory(machine)?;
         Ok(LocalPort {

@@ -317,6 +317,9 @@ pub struct MachineMemory {
     regions: RwLock<Vec<Arc<Region>>>,
     inbox: Mutex<VecDeque<Queued>>,
     inbox_messages_max: usize,
+    /// The thread to unpark when a message is delivered (a service that
+    /// parks until one comes), if any.
+    waker: Mutex<Option<std::thread::Thread>>,
     pin_memory: bool,
     /// Modelled NIC: time (ns since the fabric's epoch) when its link is free.
     pub(crate) nic_free_ns: AtomicU64,
@@ -331,6 +334,7 @@ impl MachineMemory {
             regions: RwLock::new(Vec::new()),
             inbox: Mutex::new(VecDeque::new()),
             inbox_messages_max,
+            waker: Mutex::new(None),
             pin_memory,
             nic_free_ns: AtomicU64::new(0),
         }
@@ -411,7 +415,17 @@ impl MachineMemory {
             visible_at_ns,
             message,
         });
+        drop(inbox);
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(t) = waker {
+            t.unpark();
+        }
         Ok(())
+    }
+
+    /// Has every message delivered from now on unpark `waker` (`None`: no one).
+    pub(crate) fn set_waker(&self, waker: Option<std::thread::Thread>) {
+        *self.waker.lock().unwrap_or_else(|e| e.into_inner()) = waker;
     }
 
     /// Takes the oldest message if it is visible at `now_ns`.

@@ -389,6 +389,10 @@ impl Fabric for SimFabric {
         self.inner.hosted.lookup(machine, name)
     }
 
+    fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        self.inner.hosted.set_waker(machine, waker).map(|()| true)
+    }
+
     fn port(&self, machine: MachineId) -> Result<SimPort> {
         self.inner.hosted.memory(machine)?;
         let serial = self.inner.ports_opened.fetch_add(1, Ordering::Relaxed);

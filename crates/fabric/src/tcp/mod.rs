@@ -518,6 +518,10 @@ impl Fabric for TcpFabric {
         }
     }
 
+    fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        self.inner.hosted.set_waker(machine, waker).map(|()| true)
+    }
+
     fn port(&self, machine: MachineId) -> Result<TcpPort> {
         self.inner.hosted.memory(machine)?;
         Ok(TcpPort::new(Arc::clone(&self.inner), machine))
