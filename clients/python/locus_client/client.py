@@ -263,6 +263,33 @@ class Client:
         v, u = _vertex(v), _vertex(u, "neighbor")
         return self._call(self.home(v), Op.DELETE_EDGE, {"vertex": v, "neighbor": u}, timeout)["changed"]
 
+    def delete_vertex(self, v: int, timeout: float | None = None) -> list[int] | None:
+        """Removes vertex ``v`` (its whole list); the list it had, or None if it
+        had no entry. Edges of other vertices pointing at ``v`` stay (see
+        ``delete_vertex_both``)."""
+        v = _vertex(v)
+        r = self._call(self.home(v), Op.DELETE_VERTEX, {"vertex": v}, timeout)
+        return r["ids"] if r["found"] else None
+
+    def delete_vertex_both(self, v: int, timeout: float | None = None) -> tuple[list[int] | None, int]:
+        """Removes vertex ``v`` of a graph storing both directions of every edge:
+        ``u -> v`` from each neighbour ``u`` first, then ``v``, then ``u -> v``
+        for any neighbour added meanwhile (so an interrupted call can be run
+        again). Returns the list ``v`` had (None: no entry) and the reverse
+        edges removed."""
+        v = _vertex(v)
+        try:
+            first = self.neighbors(v, 0, timeout)
+        except LocusError as e:
+            if e.code != ErrorCode.UNKNOWN_VERTEX:
+                raise
+            first = []
+        removed = sum(self.delete_edge(u, v, timeout) for u in first)
+        had = self.delete_vertex(v, timeout)
+        seen = set(first)
+        removed += sum(self.delete_edge(u, v, timeout) for u in (had or []) if u not in seen)
+        return had, removed
+
     def khop(self, v: int, hops: int = 2, k: int = 100, timeout: float | None = None) -> KhopResult:
         """A k-hop traversal from ``v``, run by its home server."""
         v = _vertex(v)
@@ -340,7 +367,8 @@ class Client:
         machines = self._ensure_machines(timeout)
         homes, total = adjacency(edges, undirected, machines)
         del edges
-        sent = edges_added = vertices = n_batches = 0
+        sent = edges_added = n_batches = 0
+        changed: set[int] = set()
         for server, adj in enumerate(homes):
             if not adj:
                 continue
@@ -349,11 +377,12 @@ class Client:
                 r = self._call(server, Op.LOAD, {"vertices": batch}, timeout)
                 n_batches += 1
                 edges_added += r["edges_added"]
-                vertices += r["vertices"]
+                # A vertex may be in several batches: count it once.
+                changed.update(v for (v, _), c in zip(batch, r["changed"]) if c)
                 sent += sum(len(ids) for _, ids in batch)
                 if progress is not None:
                     progress(sent, total)
-        return {"edges": edges_added, "vertices": vertices, "batches": n_batches, "edges_sent": sent}
+        return {"edges": edges_added, "vertices": len(changed), "batches": n_batches, "edges_sent": sent}
 
     # ------------------------------------------------------------ machinery
 

@@ -69,6 +69,7 @@ class Op(IntEnum):
     MIGRATE = 0x09
     WHERE = 0x0A
     STATS = 0x0B
+    DELETE_VERTEX = 0x0C
     REGISTER = 0x20
     REPORT = 0x21
     HOT = 0x22
@@ -210,6 +211,16 @@ def _ids(ids: Sequence[int], field: str, max_len: int) -> bytes:
     return struct.pack("<I", len(ids)) + _u32_list(ids, field)
 
 
+def _bits(flags: Sequence[bool], field: str) -> bytes:
+    if len(flags) > LOAD_VERTICES_MAX:
+        raise ValueError(f"{field}: {len(flags)} flags, past the limit of {LOAD_VERTICES_MAX}")
+    out = bytearray((len(flags) + 7) // 8)
+    for i, f in enumerate(flags):
+        if f:
+            out[i // 8] |= 1 << (i % 8)
+    return struct.pack("<I", len(flags)) + bytes(out)
+
+
 def _str(s: str, max_bytes: int) -> bytes:
     """A ``str``, cut at a character boundary to at most ``max_bytes`` (as the Rust encoder)."""
     raw = s.encode("utf-8")
@@ -246,7 +257,7 @@ def _request_body(op: Op, f: Mapping[str, Any]) -> bytes:
             parts.append(_pack("I", v, what="vertex"))
             parts.append(_ids(ids, f"ids of vertex {v}", IDS_MAX))
         return b"".join(parts)
-    if op in (Op.MIGRATE, Op.WHERE):
+    if op in (Op.MIGRATE, Op.WHERE, Op.DELETE_VERTEX):
         return _pack("I", f["vertex"], what="vertex")
     raise ValueError(f"{op!r} is not a client request")
 
@@ -301,6 +312,10 @@ def encode_stats(id: int, deadline_ms: int) -> bytes:
     return encode_request(Op.STATS, id, deadline_ms)
 
 
+def encode_delete_vertex(id: int, deadline_ms: int, vertex: int) -> bytes:
+    return encode_request(Op.DELETE_VERTEX, id, deadline_ms, {"vertex": vertex})
+
+
 def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None) -> bytes:
     """The successful reply to a request of ``op`` (what a server sends)."""
     o = op_from_name(op) if isinstance(op, str) else Op(op)
@@ -318,7 +333,7 @@ def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None
         body = _pack("6Q", *(f[k] for k in _KHOP_COUNTERS), what="khop counters")
         body += _ids(f["distinct"], "distinct", FRAME_BYTES_MAX // 4)
     elif o is Op.LOAD:
-        body = _pack("IQ", f["vertices"], f["edges_added"], what="load")
+        body = _pack("IQ", f["vertices"], f["edges_added"], what="load") + _bits(f["changed"], "changed")
     elif o is Op.MIGRATE:
         body = _pack("BBIQ", f["from"], f["to"], f["parts"], f["bytes"], what="migrate")
     elif o is Op.WHERE:
@@ -326,6 +341,8 @@ def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None
     elif o is Op.STATS:
         raw = f["json"].encode("utf-8")[:STATS_JSON_MAX]
         body = struct.pack("<I", len(raw)) + raw
+    elif o is Op.DELETE_VERTEX:
+        body = bytes([1 if f["found"] else 0]) + _ids(f["ids"], "ids", FRAME_BYTES_MAX // 4)
     else:
         raise ValueError(f"{o!r} has no reply")
     return _frame(o | REPLY_BIT, id, body)
@@ -461,6 +478,16 @@ class _Dec:
         except UnicodeDecodeError:
             raise self.malformed(f"{field} is not UTF-8") from None
 
+    def bits(self, field: str) -> list[bool]:
+        """A bitmap: count u32 (at most LOAD_VERTICES_MAX), ceil(count/8) bytes, unused bits zero."""
+        n = self.u32(field)
+        if n > LOAD_VERTICES_MAX:
+            raise self.malformed(f"{field} = {n}, past the limit of {LOAD_VERTICES_MAX}", ErrorCode.TOO_LARGE)
+        raw = self.take((n + 7) // 8, field)
+        if n % 8 and raw[n // 8] >> (n % 8):
+            raise self.malformed(f"{field}: bits set past its {n} flags")
+        return [bool(raw[i // 8] >> (i % 8) & 1) for i in range(n)]
+
     def flag(self, field: str) -> bool:
         b = self.u8(field)
         if b > 1:
@@ -518,7 +545,7 @@ def decode_request(op_byte: int, body: bytes) -> tuple[int, dict[str, Any]]:
             v = d.u32("vertex")
             vertices.append((v, d.ids("ids", IDS_MAX)))
         f = {"vertices": vertices}
-    else:  # MIGRATE, WHERE
+    else:  # MIGRATE, WHERE, DELETE_VERTEX
         f = {"vertex": d.u32("vertex")}
     d.finish()
     return deadline_ms, f
@@ -564,13 +591,17 @@ def decode_reply(op: int | str, op_byte: int, body: bytes) -> dict[str, Any] | E
         f = dict(zip(_KHOP_COUNTERS, d.fixed("6Q", 48, "khop counters")))
         f["distinct"] = d.ids("distinct", FRAME_BYTES_MAX // 4)
     elif req is Op.LOAD:
-        f = {"vertices": d.u32("vertices"), "edges_added": d.u64("edges_added")}
+        f = {"vertices": d.u32("vertices"), "edges_added": d.u64("edges_added"), "changed": d.bits("changed")}
     elif req is Op.MIGRATE:
         f = dict(zip(("from", "to", "parts", "bytes"), d.fixed("BBIQ", 14, "migrate")))
     elif req is Op.WHERE:
         home, holder, found = d.fixed("BBB", 3, "where")
         # As the Rust decoder: any non-zero byte is found.
         f = {"home": home, "holder": holder, "found": found != 0}
+    elif req is Op.DELETE_VERTEX:
+        f = {"found": d.flag("found"), "ids": d.ids("ids", FRAME_BYTES_MAX // 4)}
+        if not f["found"] and f["ids"]:
+            raise d.malformed("ids of a vertex that was not found")
     else:  # STATS
         n = d.count("json", STATS_JSON_MAX, 1)
         raw = d.take(n, "json")

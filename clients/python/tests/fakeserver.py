@@ -177,7 +177,8 @@ class FakeServer:
                 for v, _ in f["vertices"]:
                     if v % m != self.id:
                         return err(p.ErrorCode.WRONG_HOME, f"vertex {v} is homed on server {v % m}")
-                added = changed = 0
+                added = 0
+                touched: set[int] = set()
                 for v, ids in f["vertices"]:
                     created = v not in c.store
                     lst = c.store.setdefault(v, [])
@@ -186,8 +187,13 @@ class FakeServer:
                         if u not in lst:
                             lst.append(u)
                     added += len(lst) - before
-                    changed += created or len(lst) > before
-                return p.encode_reply(op, id, {"vertices": changed, "edges_added": added})
+                    if created or len(lst) > before:
+                        touched.add(v)
+                return p.encode_reply(op, id, {"vertices": len(touched), "edges_added": added,
+                                               "changed": [v in touched for v, _ in f["vertices"]]})
+            if op == p.Op.DELETE_VERTEX:
+                had = c.store.pop(f["vertex"], None)
+                return p.encode_reply(op, id, {"found": had is not None, "ids": had or []})
             if op == p.Op.MIGRATE:
                 v = f["vertex"]
                 if v not in c.store:

@@ -211,6 +211,30 @@ def test_load_batches_by_home_and_limit(cluster, client, tmp_path):
         assert client.neighbors(v) == lst, v
 
 
+def test_load_counts_a_vertex_changed_in_several_batches_once(cluster, client):
+    # Vertex 0 has 12 neighbours: with 5 ids a batch its list changes in
+    # three batches, and is still one vertex changed.
+    pairs = [(0, u) for u in range(1, 13)]
+    r = client.load_edges(pairs, batch_edges=5)
+    assert r["vertices"] == 13, r
+    assert sum(1 for server, f in cluster.ops("load") for v, _ in f["vertices"] if v == 0) >= 3
+    # Loading again changes nothing.
+    assert client.load_edges(pairs, batch_edges=5)["vertices"] == 0
+
+
+def test_delete_vertex_returns_its_list_and_both_directions_cleans_neighbours(cluster, client):
+    client.load_edges([(1, 2), (1, 3), (2, 3)])
+    assert client.delete_vertex(9) is None
+    had, removed = client.delete_vertex_both(1)
+    assert sorted(had) == [2, 3] and removed == 2
+    assert client.neighbors(2) == [3] and client.neighbors(3) == [2]
+    with pytest.raises(LocusError, match="UNKNOWN_VERTEX"):
+        client.neighbors(1)
+    assert client.delete_vertex(2) == [3]
+    assert client.neighbors(3) == [2]  # one direction only: 3 -> 2 stays
+    assert client.delete_vertex_both(1) == (None, 0)
+
+
 def test_load_splits_to_fit_the_frame_limit():
     with FakeCluster(machines=2, frame_bytes_max=4096) as cluster, Client(cluster.addresses, SECRET) as c:
         pairs = [(0, u) for u in range(1, 3001)]  # a star: vertex 0 has 3,000 neighbours

@@ -166,6 +166,27 @@ def test_insert_and_delete_edge(client, loaded):
     assert client.neighbors(v) == [u, w, u + 10]
 
 
+def test_delete_vertex_on_a_cluster(client, loaded):
+    v, a, b = BASE + 600, BASE + 601, BASE + 602
+    for x, y in [(v, a), (a, v), (v, b), (b, v), (a, b)]:
+        client.insert_edge(x, y)
+    # One direction: v's own list goes, a -> v stays.
+    assert client.delete_vertex(v) == [a, b]
+    assert client.delete_vertex(v) is None
+    with pytest.raises(LocusError, match="UNKNOWN_VERTEX"):
+        client.neighbors(v)
+    with pytest.raises(LocusError, match="UNKNOWN_VERTEX"):
+        client.khop(v, 1, 10)
+    assert client.neighbors(a) == [v, b]
+    # Both directions: the neighbours' edges to it go too.
+    client.put(v, [a, b])
+    assert client.delete_vertex_both(v) == ([a, b], 2)
+    assert client.neighbors(a) == [b] and client.neighbors(b) == []
+    # A removed vertex comes back when an edge is inserted.
+    assert client.insert_edge(v, a) is True
+    assert client.neighbors(v) == [a]
+
+
 def test_stats_has_one_object_per_server(client):
     stats = client.stats()
     assert len(stats) == client.machines

@@ -4,14 +4,17 @@
 //! client (LOAD batches by home, [`locus_client::load::Batcher`]), on server
 //! processes started for the run ([`crate::processes`]).
 //!
-//! One run of one cluster size: start the servers (hash placement, no
-//! location cache, no coordinator: Pragh's Orig), load the R-MAT graph over
-//! the client (timed), then send `samples` NEIGHBORS and `samples` KHOP
-//! requests one at a time from one thread to the start vertex's home, each
-//! timed at the client from request to reply (after a few untimed ones that
-//! open the connection). A run's figure is the median of its samples; the
-//! report gives the median of the runs with their minimum and maximum.
-//! Cluster sizes are interleaved within a run.
+//! One run of one cluster size and setup ([`Setup`]): start the servers
+//! (hash placement; no location cache and no coordinator for `orig`,
+//! Pragh's Orig; the location cache for `cache`; the cache and a coordinator
+//! for `migrated`, whose values move while the KHOPs are sent untimed until
+//! the moves stop), load the R-MAT graph over the client (timed), then send
+//! `samples` NEIGHBORS and `samples` KHOP requests one at a time from one
+//! thread to the start vertex's home, each timed at the client from request
+//! to reply (after a few untimed ones that open the connection). A run's
+//! figure is the median of its samples; the report gives the median of the
+//! runs with their minimum and maximum. Setups and cluster sizes are
+//! interleaved within a run.
 //!
 //! [`load_csr`] is also how `locus bench pragh schemes --fabric tcp` loads its graph.
 
@@ -151,6 +154,48 @@ pub fn load_csr(client: &Client, csr: &Csr, senders: usize, r: &Reporter) -> Res
     })
 }
 
+/// How the servers of a run are set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Setup {
+    /// No location cache, no coordinator (Pragh's Orig): a value homed
+    /// elsewhere costs a bucket READ and a value READ.
+    Orig,
+    /// The location cache (as `locus cluster up` runs), no coordinator.
+    Cache,
+    /// The location cache and a coordinator; measured after the KHOPs were
+    /// sent (untimed) until the coordinator's moves stopped.
+    Migrated,
+}
+
+impl Setup {
+    /// Every setup, in run order.
+    pub const ALL: [Setup; 3] = [Setup::Orig, Setup::Cache, Setup::Migrated];
+
+    /// The name on the command line and in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Setup::Orig => "orig",
+            Setup::Cache => "cache",
+            Setup::Migrated => "migrated",
+        }
+    }
+
+    /// The setup named `s`.
+    pub fn parse(s: &str) -> Result<Setup> {
+        Setup::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| BenchError::setting("--setups", s, "must be orig, cache or migrated"))
+    }
+}
+
+/// The coordinator's monitoring interval in the `migrated` setup (Pragh's
+/// is 10 s; a shorter one settles within the bench's time).
+const MIGRATED_INTERVAL_MS: u64 = 1_000;
+/// Longest warm-up of the `migrated` setup.
+const MIGRATED_WARM_S_MAX: f64 = 60.0;
+
 /// Settings of `locus bench client`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
@@ -160,6 +205,8 @@ pub struct Settings {
     pub scale: u32,
     /// Cluster sizes measured (servers), interleaved within a run.
     pub servers: Vec<usize>,
+    /// Server setups measured, interleaved within a run.
+    pub setups: Vec<Setup>,
     /// Runs (at least 3 for a median with a spread).
     pub runs: usize,
     /// Timed requests of each kind per run.
@@ -187,6 +234,7 @@ impl Settings {
             preset,
             scale,
             servers: vec![1, 8],
+            setups: Setup::ALL.to_vec(),
             runs: 3,
             samples,
             k: 100,
@@ -213,6 +261,13 @@ impl Settings {
                 "must list cluster sizes of 1..=128 servers",
             ));
         }
+        if self.setups.is_empty() {
+            return Err(BenchError::setting(
+                "--setups",
+                "(none)",
+                "must name at least one of orig, cache, migrated",
+            ));
+        }
         if self.runs == 0 || self.samples == 0 || self.senders == 0 {
             return Err(BenchError::setting(
                 "--runs, --samples, --senders",
@@ -230,6 +285,8 @@ impl Settings {
 /// One run on one cluster size.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRow {
+    /// How the servers were set up.
+    pub setup: Setup,
     /// Servers.
     pub servers: usize,
     /// Run number (1-based).
@@ -250,13 +307,20 @@ pub struct RunRow {
     pub khop_remote_rate: f64,
     /// Mean distinct vertices a KHOP returned.
     pub khop_distinct_mean: f64,
+    /// Values the servers moved to themselves before the samples
+    /// (`migrated`; STATS `migrations_in`).
+    pub migrations: u64,
+    /// Seconds of untimed KHOPs before the samples (`migrated`).
+    pub warm_s: f64,
     /// The server processes (all gone when the row is returned).
     pub pids: Vec<u32>,
 }
 
-/// The runs of one cluster size.
+/// The runs of one cluster size and setup.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// How the servers were set up.
+    pub setup: Setup,
     /// Servers.
     pub servers: usize,
     /// NEIGHBORS round trip (run medians), us.
@@ -267,6 +331,11 @@ pub struct Summary {
     pub khop_server_us: Spread,
     /// Bulk-load rate, stored edges per second.
     pub load_stored_edges_per_s: Spread,
+    /// The KHOP round trip over the smallest cluster's of the same setup,
+    /// run by run (1 for the smallest).
+    pub khop_vs_smallest: Spread,
+    /// Remote one-sided operations of the KHOPs over all of theirs (runs' medians).
+    pub khop_remote_rate: Spread,
 }
 
 /// What `locus bench client` measured.
@@ -307,23 +376,146 @@ impl Report {
     }
 }
 
-/// The cluster file sections of a plain cluster of `servers` sized for `csr`.
-fn plain_spec(csr: &Csr, servers: usize, exe: &std::path::Path) -> Spec {
+/// The cluster file sections of a cluster of `servers` sized for `csr`,
+/// set up as `setup` says.
+fn spec(setup: Setup, csr: &Csr, servers: usize, exe: &std::path::Path) -> Spec {
     let mut c = crate::cluster::store_config(csr, servers, &Config::default());
-    c.cache_bytes_max = 0;
+    if setup == Setup::Orig {
+        c.cache_bytes_max = 0;
+    } else if c.cache_bytes_max == 0 {
+        c.cache_bytes_max = SERVER_CACHE_MB << 20;
+    }
     Spec {
         exe: exe.to_path_buf(),
         machines: servers,
         store: crate::pragh::tcp::store_section(&c),
-        policy: PolicySection::default(),
-        coordinator: false,
+        policy: PolicySection {
+            interval_ms: MIGRATED_INTERVAL_MS,
+            ..PolicySection::default()
+        },
+        coordinator: setup == Setup::Migrated,
         lifetime_s: 900,
     }
 }
 
+/// The location cache of the `cache` and `migrated` setups, MiB per server
+/// (the cluster file's default).
+const SERVER_CACHE_MB: u64 = 64;
+
 /// The `p` quantile of sorted nanoseconds, in microseconds.
 fn pct_us(sorted_ns: &[u64], p: f64) -> f64 {
     locus_workloads::traversal::percentile_us(sorted_ns, p)
+}
+
+/// One run of `servers` servers set up as `setup`.
+#[allow(clippy::too_many_arguments)]
+fn one_run(
+    s: &Settings,
+    setup: Setup,
+    servers: usize,
+    run: usize,
+    csr: &Csr,
+    starts: &[u32],
+    config: &ClientConfig,
+    r: &Reporter,
+) -> Result<RunRow> {
+    let mut procs = Processes::start(&spec(setup, csr, servers, &s.exe), r)?;
+    let client = procs.client(config.clone())?;
+    let load = load_csr(&client, csr, s.senders, r)?;
+    let (mut migrations, mut warm_s) = (0, 0.0);
+    if setup == Setup::Migrated {
+        (migrations, warm_s) = settle(&client, starts, s.k, &mut procs, r)?;
+    }
+    let mut nb = Vec::with_capacity(s.samples);
+    for (i, &v) in starts.iter().enumerate() {
+        let t = Instant::now();
+        let ids = client.neighbors(v, s.k)?;
+        let ns = t.elapsed().as_nanos() as u64;
+        if ids.len() != s.k as usize {
+            return Err(BenchError::Measurement {
+                experiment: "client",
+                what: format!(
+                    "NEIGHBORS of vertex {v} returned {} ids, expected {}",
+                    ids.len(),
+                    s.k
+                ),
+            });
+        }
+        if i >= WARM_REQUESTS {
+            nb.push(ns);
+        }
+    }
+    let (mut kh, mut server) = (Vec::new(), Vec::new());
+    let (mut local, mut remote, mut distinct) = (0u64, 0u64, 0u64);
+    for (i, &v) in starts.iter().enumerate() {
+        let t = Instant::now();
+        let q = client.khop(v, 2, s.k)?;
+        let ns = t.elapsed().as_nanos() as u64;
+        if i >= WARM_REQUESTS {
+            kh.push(ns);
+            server.push(q.elapsed_ns);
+            local += q.local_ops;
+            remote += q.remote_ops;
+            distinct += q.distinct.len() as u64;
+        }
+    }
+    procs.check()?;
+    let pids = procs.pids();
+    drop(client);
+    procs.stop();
+    for v in [&mut nb, &mut kh, &mut server] {
+        v.sort_unstable();
+    }
+    Ok(RunRow {
+        setup,
+        servers,
+        run,
+        load,
+        neighbors_p50_us: pct_us(&nb, 0.5),
+        neighbors_p99_us: pct_us(&nb, 0.99),
+        khop_p50_us: pct_us(&kh, 0.5),
+        khop_p99_us: pct_us(&kh, 0.99),
+        khop_server_p50_us: pct_us(&server, 0.5),
+        khop_remote_rate: remote as f64 / (local + remote).max(1) as f64,
+        khop_distinct_mean: distinct as f64 / kh.len().max(1) as f64,
+        migrations,
+        warm_s,
+        pids,
+    })
+}
+
+/// Sends the run's KHOPs (untimed) in windows of 1.5 monitoring intervals
+/// until the values the servers moved to themselves stop changing over a
+/// window, or [`MIGRATED_WARM_S_MAX`]. Returns the values moved and the
+/// seconds it took.
+fn settle(
+    client: &Client,
+    starts: &[u32],
+    k: u32,
+    procs: &mut Processes,
+    r: &Reporter,
+) -> Result<(u64, f64)> {
+    let window = Duration::from_millis(MIGRATED_INTERVAL_MS * 3 / 2);
+    let t0 = Instant::now();
+    let mut last = None;
+    let mut i = 0;
+    loop {
+        let w0 = Instant::now();
+        while w0.elapsed() < window {
+            client.khop(starts[i % starts.len()], 2, k)?;
+            i += 1;
+        }
+        procs.check()?;
+        let moved = crate::pragh::tcp::migrations_in(client)?;
+        r.note(format!(
+            "  {:.0} s: {moved} values moved",
+            t0.elapsed().as_secs_f64()
+        ));
+        if last == Some(moved) || t0.elapsed().as_secs_f64() > MIGRATED_WARM_S_MAX {
+            return Ok((moved, t0.elapsed().as_secs_f64()));
+        }
+        last = Some(moved);
+    }
 }
 
 /// Runs `locus bench client`.
@@ -347,83 +539,39 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
     };
     let mut runs = Vec::new();
     for run in 1..=s.runs {
-        for &servers in &s.servers {
-            r.note(format!("run {run}: {servers} server(s) ..."));
-            let procs = Processes::start(&plain_spec(&csr, servers, &s.exe), r)?;
-            let client = procs.client(config.clone())?;
-            let load = load_csr(&client, &csr, s.senders, r)?;
-            let mut nb = Vec::with_capacity(s.samples);
-            for (i, &v) in starts.iter().enumerate() {
-                let t = Instant::now();
-                let ids = client.neighbors(v, s.k)?;
-                let ns = t.elapsed().as_nanos() as u64;
-                if ids.len() != s.k as usize {
-                    return Err(BenchError::Measurement {
-                        experiment: "client",
-                        what: format!(
-                            "NEIGHBORS of vertex {v} returned {} ids, expected {}",
-                            ids.len(),
-                            s.k
-                        ),
-                    });
-                }
-                if i >= WARM_REQUESTS {
-                    nb.push(ns);
-                }
+        for &setup in &s.setups {
+            for &servers in &s.servers {
+                r.note(format!(
+                    "run {run}: {servers} server(s), {} ...",
+                    setup.name()
+                ));
+                runs.push(one_run(s, setup, servers, run, &csr, &starts, &config, r)?);
             }
-            let (mut kh, mut server) = (Vec::new(), Vec::new());
-            let (mut local, mut remote, mut distinct) = (0u64, 0u64, 0u64);
-            for (i, &v) in starts.iter().enumerate() {
-                let t = Instant::now();
-                let q = client.khop(v, 2, s.k)?;
-                let ns = t.elapsed().as_nanos() as u64;
-                if i >= WARM_REQUESTS {
-                    kh.push(ns);
-                    server.push(q.elapsed_ns);
-                    local += q.local_ops;
-                    remote += q.remote_ops;
-                    distinct += q.distinct.len() as u64;
-                }
-            }
-            let mut procs = procs;
-            procs.check()?;
-            let pids = procs.pids();
-            drop(client);
-            procs.stop();
-            for v in [&mut nb, &mut kh, &mut server] {
-                v.sort_unstable();
-            }
-            runs.push(RunRow {
-                servers,
-                run,
-                load,
-                neighbors_p50_us: pct_us(&nb, 0.5),
-                neighbors_p99_us: pct_us(&nb, 0.99),
-                khop_p50_us: pct_us(&kh, 0.5),
-                khop_p99_us: pct_us(&kh, 0.99),
-                khop_server_p50_us: pct_us(&server, 0.5),
-                khop_remote_rate: remote as f64 / (local + remote).max(1) as f64,
-                khop_distinct_mean: distinct as f64 / kh.len().max(1) as f64,
-                pids,
-            });
         }
     }
-    let summary = s
-        .servers
-        .iter()
-        .map(|&n| {
-            let of = |f: &dyn Fn(&RunRow) -> f64| {
-                Spread::of(runs.iter().filter(|x| x.servers == n).map(f))
+    let mut summary = Vec::new();
+    for &setup in &s.setups {
+        let smallest = s.servers.iter().copied().min().unwrap_or(1);
+        for &n in &s.servers {
+            let mine = || runs.iter().filter(|x| x.setup == setup && x.servers == n);
+            let of = |f: &dyn Fn(&RunRow) -> f64| Spread::of(mine().map(f));
+            let base = |x: &RunRow| {
+                runs.iter()
+                    .find(|y| y.setup == setup && y.servers == smallest && y.run == x.run)
+                    .map_or(f64::NAN, |y| x.khop_p50_us / y.khop_p50_us)
             };
-            Summary {
+            summary.push(Summary {
+                setup,
                 servers: n,
                 neighbors_rtt_us: of(&|x| x.neighbors_p50_us),
                 khop_rtt_us: of(&|x| x.khop_p50_us),
                 khop_server_us: of(&|x| x.khop_server_p50_us),
                 load_stored_edges_per_s: of(&|x| x.load.stored_edges_per_s),
-            }
-        })
-        .collect();
+                khop_vs_smallest: Spread::of(mine().map(base)),
+                khop_remote_rate: of(&|x| x.khop_remote_rate),
+            });
+        }
+    }
     machine.finish();
     Ok(Report {
         settings: s.clone(),

@@ -9,6 +9,10 @@
 //!    hot values read-only replicas (Replica). The queries run in a loop while
 //!    values move; throughput is reported second by second until it settles
 //!    (or a time limit passes), then the same query set is measured again.
+//!    Settled means throughput stopped rising after migration began: the
+//!    last seconds agree, and all of them come after the first value moved
+//!    (by three monitoring intervals at least); a run in which nothing moved
+//!    never settles, and says so.
 //!
 //! The Ideal run's CPU share is measured (process CPU time over worker
 //! threads x wall time): if other work on the machine took much of it, the
@@ -132,6 +136,9 @@ pub struct Recovery {
     /// When throughput settled (the end of the first run of settled seconds),
     /// or `None` if the time limit came first.
     pub settled_after_s: Option<u64>,
+    /// The second in which the first value moved (or replica was made), or
+    /// `None` if none did before the time limit.
+    pub migration_began_s: Option<u64>,
 }
 
 /// Something the demo has just measured, for a caller that prints as it goes.
@@ -155,7 +162,7 @@ pub enum DemoEvent<'a> {
     /// One more second of a migrating scheme.
     Second(Scheme, &'a Second),
     /// A migrating scheme's loop ended.
-    Settled(Scheme, Option<u64>),
+    Settled(Scheme, &'a Recovery),
 }
 
 /// What the demo measured.
@@ -269,13 +276,19 @@ pub fn run(
         on(DemoEvent::Migrating(scheme));
         let recovery =
             recover(&run, &ops, q, threads, s, on).map_err(|e| e.in_scheme(scheme.name()))?;
-        on(DemoEvent::Settled(scheme, recovery.settled_after_s));
-        if recovery.settled_after_s.is_none() {
-            warnings.push(format!(
+        on(DemoEvent::Settled(scheme, &recovery));
+        match (recovery.migration_began_s, recovery.settled_after_s) {
+            (None, _) => warnings.push(format!(
+                "{}: no value moved in {:.0} s (the coordinator approved nothing), so migration never began; its row is the hash placement's",
+                scheme.name(),
+                s.settle_s_max
+            )),
+            (Some(_), None) => warnings.push(format!(
                 "{} had not settled after {:.0} s (a loaded machine slows migration down); its row is measured anyway",
                 scheme.name(),
                 s.settle_s_max
-            ));
+            )),
+            (Some(_), Some(_)) => {}
         }
         recoveries.push(recovery);
         let label = format!("{}: queries", scheme.name());
@@ -365,7 +378,7 @@ fn recover(
                 scheme,
                 seconds.last().expect("just pushed"),
             ));
-            if seconds.len() as u64 >= settle_from_s && is_settled(&seconds) {
+            if is_settled(&seconds, settle_from_s) {
                 settled = Some(seconds.len() as u64);
                 break;
             }
@@ -373,14 +386,27 @@ fn recover(
     }
     Ok(Recovery {
         scheme: scheme.name().into(),
+        migration_began_s: began(&seconds),
         seconds,
         settled_after_s: settled,
     })
 }
 
-/// Whether the last [`SETTLED_SECONDS`] seconds agree within [`SETTLED_SPREAD_MAX`].
-fn is_settled(seconds: &[Second]) -> bool {
-    if seconds.len() < SETTLED_SECONDS {
+/// The second in which the first value moved.
+fn began(seconds: &[Second]) -> Option<u64> {
+    seconds.iter().find(|s| s.values_moved > 0).map(|s| s.t_s)
+}
+
+/// Whether throughput stopped rising after migration began: at least
+/// `after_s` seconds (and [`SETTLED_SECONDS`]) have passed since the first
+/// value moved, and the last [`SETTLED_SECONDS`] agree within
+/// [`SETTLED_SPREAD_MAX`].
+fn is_settled(seconds: &[Second], after_s: u64) -> bool {
+    let Some(first) = seconds.iter().position(|s| s.values_moved > 0) else {
+        return false;
+    };
+    let since = (seconds.len() - first) as u64;
+    if since < after_s.max(SETTLED_SECONDS as u64) {
         return false;
     }
     let last = &seconds[seconds.len() - SETTLED_SECONDS..];
@@ -396,23 +422,50 @@ fn is_settled(seconds: &[Second]) -> bool {
 mod tests {
     use super::*;
 
-    fn second(qps: f64) -> Second {
-        Second {
-            t_s: 0,
-            throughput_qps: qps,
-            remote_rate: 0.0,
-            values_moved: 0,
-        }
+    /// Seconds of the given throughputs; values start moving in second `from`.
+    fn seconds(qps: &[f64], from: usize) -> Vec<Second> {
+        qps.iter()
+            .enumerate()
+            .map(|(i, &q)| Second {
+                t_s: i as u64 + 1,
+                throughput_qps: q,
+                remote_rate: 0.0,
+                values_moved: if i + 1 >= from {
+                    10 * (i as u64 + 1)
+                } else {
+                    0
+                },
+            })
+            .collect()
     }
 
     #[test]
-    fn settled_means_the_last_seconds_agree() {
-        let s: Vec<Second> = [100.0, 500.0, 950.0, 980.0, 1000.0].map(second).to_vec();
-        assert!(is_settled(&s), "950..1000 spreads 5% of their mean");
-        let s: Vec<Second> = [100.0, 500.0, 800.0, 950.0, 1000.0].map(second).to_vec();
-        assert!(!is_settled(&s), "still climbing");
-        assert!(!is_settled(&[second(1.0)]));
-        assert!(!is_settled(&[0.0, 0.0, 0.0].map(second)), "nothing ran");
+    fn settled_means_the_last_seconds_agree_after_migration_began() {
+        let s = seconds(&[100.0, 500.0, 950.0, 980.0, 1000.0], 1);
+        assert!(is_settled(&s, 3), "950..1000 spreads 5% of their mean");
+        let s = seconds(&[100.0, 500.0, 800.0, 950.0, 1000.0], 1);
+        assert!(!is_settled(&s, 3), "still climbing");
+        assert!(!is_settled(&seconds(&[1.0], 1), 3));
+        assert!(!is_settled(&seconds(&[0.0, 0.0, 0.0], 1), 3), "nothing ran");
+    }
+
+    #[test]
+    fn a_run_is_not_settled_before_its_first_move_and_never_without_one() {
+        // Flat from the start: the old rule called this settled after 3 s,
+        // before the coordinator's first approval (issue 58, req. 8).
+        let flat = [100.0, 101.0, 99.0, 100.0, 250.0, 400.0, 410.0, 405.0, 408.0];
+        let s = seconds(&flat, 5);
+        assert_eq!(began(&s), Some(5));
+        for n in 3..=7 {
+            assert!(
+                !is_settled(&s[..n], 3),
+                "{n} seconds, first move in second 5"
+            );
+        }
+        assert!(is_settled(&s[..8], 3), "406..410 after the moves began");
+        let never = seconds(&flat, 100);
+        assert_eq!(began(&never), None);
+        assert!(!is_settled(&never, 3), "nothing moved: never settled");
     }
 
     #[test]

@@ -87,6 +87,11 @@ pub struct ClientArgs {
     /// Cluster sizes (servers), comma-separated, interleaved within a run.
     #[arg(long, value_delimiter = ',')]
     pub servers: Vec<usize>,
+    /// Server setups, comma-separated: orig (no location cache, no
+    /// coordinator), cache (location cache), migrated (cache and a
+    /// coordinator, measured once its moves stop); default all three.
+    #[arg(long, value_delimiter = ',')]
+    pub setups: Vec<String>,
     /// Runs (each a fresh cluster per size); medians with min and max.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -222,6 +227,13 @@ fn run_client(a: ClientArgs) -> CliResult {
     if !a.servers.is_empty() {
         s.servers = a.servers;
     }
+    if !a.setups.is_empty() {
+        s.setups = a
+            .setups
+            .iter()
+            .map(|x| client_bench::Setup::parse(x))
+            .collect::<Result<_, _>>()?;
+    }
     s.runs = a.runs;
     s.senders = a.senders;
     if let Some(n) = a.samples {
@@ -243,11 +255,14 @@ fn run_client(a: ClientArgs) -> CliResult {
         s.scale, report.vertices, report.stored_edges, s.samples, s.runs
     );
     println!(
-        "{:>7} {:>30} {:>30} {:>30} {:>34}",
+        "{:>8} {:>7} {:>24} {:>24} {:>18} {:>24} {:>8} {:>30}",
+        "setup",
         "servers",
         "NEIGHBORS k=100 rtt (us)",
         "KHOP 2 x 100 rtt (us)",
+        "vs smallest",
         "KHOP at the server (us)",
+        "remote",
         "bulk load (stored edges/s)"
     );
     let cell = |x: locus_bench::output::Spread, prec: usize| {
@@ -255,11 +270,14 @@ fn run_client(a: ClientArgs) -> CliResult {
     };
     for r in &report.summary {
         println!(
-            "{:>7} {:>30} {:>30} {:>30} {:>34}",
+            "{:>8} {:>7} {:>24} {:>24} {:>18} {:>24} {:>7.1}% {:>30}",
+            r.setup.name(),
             r.servers,
             cell(r.neighbors_rtt_us, 1),
             cell(r.khop_rtt_us, 0),
+            cell(r.khop_vs_smallest, 2),
             cell(r.khop_server_us, 0),
+            r.khop_remote_rate.median * 100.0,
             cell(r.load_stored_edges_per_s, 0)
         );
     }

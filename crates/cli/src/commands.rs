@@ -6,7 +6,7 @@ use std::time::Instant;
 use clap::Args;
 use locus_fabric::counting::Locality;
 use locus_graph::{input, Adjacency, CsrOptions, Format, Lists, LoadOptions, Rmat, RmatConfig};
-use locus_store::home_of;
+use locus_store::{home_of, HopReads, KhopLimits};
 use serde::Serialize;
 
 use locus_bench::cluster::{self, rmat_csr};
@@ -301,15 +301,15 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
     let mut w = e.store.worker(home)?;
     let before = e.fabric.counters().total();
     let t0 = Instant::now();
-    let mut frontier = vec![a.vertex];
-    let mut next = Vec::new();
-    for _ in 0..a.hops {
-        next.clear();
-        for &v in &frontier {
-            w.neighbors(v, a.k, &mut next)?;
-        }
-        std::mem::swap(&mut frontier, &mut next);
-    }
+    let mut frontier = Vec::new();
+    w.k_hop(
+        a.vertex,
+        a.hops,
+        a.k,
+        HopReads::Pipelined,
+        KhopLimits::default(),
+        &mut frontier,
+    )?;
     let took = t0.elapsed();
     let d = e.fabric.counters().total().minus(&before);
     let with_repeats = frontier.len();

@@ -181,11 +181,19 @@ impl Printer {
                 );
             }
             DemoEvent::Second(_, sec) => println!("{}", self.second_line(sec)),
-            DemoEvent::Settled(_, Some(t)) => println!("  settled after {t} s"),
-            DemoEvent::Settled(_, None) => println!(
-                "  not settled after {:.0} s; measuring as it is",
-                self.settings.settle_s_max
-            ),
+            DemoEvent::Settled(_, rec) => match (rec.migration_began_s, rec.settled_after_s) {
+                (Some(b), Some(t)) => println!(
+                    "  settled after {t} s (values began to move in second {b}; throughput stopped rising)"
+                ),
+                (Some(b), None) => println!(
+                    "  not settled after {:.0} s (values began to move in second {b}); measuring as it is",
+                    self.settings.settle_s_max
+                ),
+                (None, _) => println!(
+                    "  no value moved in {:.0} s: migration never began; measuring as it is",
+                    self.settings.settle_s_max
+                ),
+            },
         }
     }
 

@@ -119,6 +119,10 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// Move a vertex's value to another machine of a running cluster.
     Migrate(remote::MigrateArgs),
+    /// Insert or delete an edge of a running cluster.
+    Edge(remote::EdgeArgs),
+    /// Delete a vertex of a running cluster.
+    Vertex(remote::VertexArgs),
     /// Statistics of every server of a running cluster.
     Stats(remote::StatsArgs),
     /// Far-memory graph analytics (Fargraph+): run an algorithm on a backend,
@@ -224,6 +228,8 @@ fn main() -> ExitCode {
         Command::Coordinator(a) => cluster::coordinator(a),
         Command::Cluster(a) => cluster::run(a),
         Command::Migrate(a) => remote::migrate(a),
+        Command::Edge(a) => remote::edge(a),
+        Command::Vertex(a) => remote::vertex(a),
         Command::Stats(a) => remote::stats(a),
         Command::Analytics(a) => analytics::run_command(a),
         Command::Kv(a) => kv::run(a).map_err(Into::into),

@@ -242,12 +242,16 @@ pub fn load(
         Reporter::terminal()
     };
     let bar = reporter.bar(summary.edges, "loading edges");
+    // Vertices whose list changed, one bit per id: a vertex may be in many
+    // batches, and counts once.
+    let mut changed: Vec<u64> = Vec::new();
     let (mut vertices, mut added, mut batches) = (0u64, 0u64, 0u64);
     let t1 = Instant::now();
     let mut send = |b: locus_client::load::Batch| -> Result<(), String> {
         let what = b.to_string();
-        let (v, e) = c
-            .load_batch(
+        let ids: Vec<u32> = b.vertices.iter().map(|(v, _)| *v).collect();
+        let (_, e, flags) = c
+            .load_batch_changed(
                 b.home as u8,
                 b.vertices,
                 Some(std::time::Duration::from_secs(120)),
@@ -265,7 +269,14 @@ pub fn load(
                     "{what}: {e}; the {batches} batches before it ({vertices} vertices changed, {added} edges added) were acknowledged and stay loaded; {fate}"
                 )
             })?;
-        vertices += v as u64;
+        for (v, _) in ids.iter().zip(flags).filter(|(_, f)| *f) {
+            let (word, bit) = (*v as usize / 64, v % 64);
+            if word >= changed.len() {
+                changed.resize(word + 1, 0);
+            }
+            vertices += (changed[word] >> bit & 1 == 0) as u64;
+            changed[word] |= 1 << bit;
+        }
         added += e;
         batches += 1;
         Ok(())
@@ -308,6 +319,143 @@ pub fn load(
             added,
             if directed { "" } else { " (both directions)" }
         );
+    }
+    Ok(())
+}
+
+/// `locus edge insert|delete`.
+#[derive(Args, Debug)]
+pub struct EdgeArgs {
+    #[command(subcommand)]
+    op: EdgeOp,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum EdgeOp {
+    /// Add the edge FROM -> TO (creating FROM's entry if it has none).
+    Insert(EdgeChange),
+    /// Remove the edge FROM -> TO.
+    Delete(EdgeChange),
+}
+
+#[derive(Args, Debug)]
+struct EdgeChange {
+    /// The cluster file.
+    #[arg(long, value_name = "FILE")]
+    cluster: PathBuf,
+    /// Source vertex.
+    from: u32,
+    /// Target vertex.
+    to: u32,
+    /// Both directions (FROM -> TO and TO -> FROM), as an undirected graph
+    /// loaded with `locus load --cluster` stores them.
+    #[arg(long)]
+    both: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn edge(a: EdgeArgs) -> CliResult {
+    let (insert, e) = match a.op {
+        EdgeOp::Insert(e) => (true, e),
+        EdgeOp::Delete(e) => (false, e),
+    };
+    let c = client(&e.cluster)?;
+    let apply = |x: u32, y: u32| {
+        if insert {
+            c.insert_edge(x, y)
+        } else {
+            c.delete_edge(x, y)
+        }
+    };
+    let mut changed = vec![(e.from, e.to, apply(e.from, e.to)?)];
+    if e.both && e.from != e.to {
+        changed.push((e.to, e.from, apply(e.to, e.from)?));
+    }
+    if e.json {
+        let rows: Vec<_> = changed
+            .iter()
+            .map(|(x, y, c)| serde_json::json!({"from": x, "to": y, "changed": c}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"op": if insert { "insert" } else { "delete" }, "edges": rows})
+        );
+        return Ok(());
+    }
+    for (x, y, c) in changed {
+        let what = match (insert, c) {
+            (true, true) => "inserted",
+            (true, false) => "was already there",
+            (false, true) => "deleted",
+            (false, false) => "was not there",
+        };
+        println!("edge {x} -> {y} {what}");
+    }
+    Ok(())
+}
+
+/// `locus vertex delete`.
+#[derive(Args, Debug)]
+pub struct VertexArgs {
+    #[command(subcommand)]
+    op: VertexOp,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum VertexOp {
+    /// Delete a vertex: its adjacency list, and with --both the edges of its
+    /// neighbours that point at it.
+    Delete(VertexDelete),
+}
+
+#[derive(Args, Debug)]
+struct VertexDelete {
+    /// The cluster file.
+    #[arg(long, value_name = "FILE")]
+    cluster: PathBuf,
+    /// The vertex.
+    vertex: u32,
+    /// The graph stores both directions of every edge (as `locus load
+    /// --cluster` does unless --directed): also delete NEIGHBOUR -> VERTEX
+    /// for each of its neighbours. Interrupted, it can be run again.
+    #[arg(long)]
+    both: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn vertex(a: VertexArgs) -> CliResult {
+    let VertexOp::Delete(d) = a.op;
+    let c = client(&d.cluster)?;
+    let (list, reverse) = if d.both {
+        c.delete_vertex_both(d.vertex)?
+    } else {
+        (c.delete_vertex(d.vertex)?, 0)
+    };
+    if d.json {
+        println!(
+            "{}",
+            serde_json::json!({"vertex": d.vertex, "found": list.is_some(),
+                "neighbors": list.as_deref().unwrap_or_default(),
+                "reverse_edges_deleted": reverse})
+        );
+        return Ok(());
+    }
+    match list {
+        None => println!("vertex {} has no entry: nothing deleted", d.vertex),
+        Some(l) if d.both => println!(
+            "deleted vertex {} ({} neighbours) and {reverse} edges pointing at it",
+            d.vertex,
+            l.len()
+        ),
+        Some(l) => println!(
+            "deleted vertex {} ({} neighbours); edges of other vertices pointing at it stay (--both deletes them)",
+            d.vertex,
+            l.len()
+        ),
     }
     Ok(())
 }

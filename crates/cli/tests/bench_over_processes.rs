@@ -154,6 +154,8 @@ fn the_client_bench_reports_medians_of_its_runs_and_leaves_no_process() {
             "10",
             "--servers",
             "1,3",
+            "--setups",
+            "orig,migrated",
             "--runs",
             "2",
             "--samples",
@@ -165,7 +167,7 @@ fn the_client_bench_reports_medians_of_its_runs_and_leaves_no_process() {
         Duration::from_secs(300),
     );
     let runs = v["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 4, "2 runs x 2 cluster sizes");
+    assert_eq!(runs.len(), 8, "2 runs x 2 setups x 2 cluster sizes");
     for r in runs {
         assert!(num(r, "neighbors_p50_us") > 0.0, "{r}");
         assert!(
@@ -175,13 +177,25 @@ fn the_client_bench_reports_medians_of_its_runs_and_leaves_no_process() {
         assert_eq!(r["load"]["edges_added"], r["load"]["stored_edges"], "{r}");
         assert!(num(&r["load"], "stored_edges_per_s") > 0.0, "{r}");
     }
-    let one = runs.iter().find(|r| r["servers"] == 1).unwrap();
-    assert_eq!(num(one, "khop_remote_rate"), 0.0, "one server: all local");
+    for one in runs.iter().filter(|r| r["servers"] == 1) {
+        assert_eq!(num(one, "khop_remote_rate"), 0.0, "one server: all local");
+    }
+    for r in runs {
+        let migrated = r["setup"] == "migrated";
+        assert_eq!(num(r, "warm_s") > 0.0, migrated, "{r}");
+        assert!(migrated || r["migrations"] == 0, "{r}");
+    }
     let summary = v["summary"].as_array().unwrap();
-    assert_eq!(summary.len(), 2);
+    assert_eq!(summary.len(), 4);
     for s in summary {
         let k = &s["khop_rtt_us"];
         assert!(num(k, "min") <= num(k, "median") && num(k, "median") <= num(k, "max"));
+        let smallest = s["servers"] == 1;
+        assert_eq!(
+            num(&s["khop_vs_smallest"], "median") == 1.0,
+            smallest,
+            "{s}"
+        );
     }
     assert!(out.path().join("client.json").is_file());
     let pids: Vec<u64> = runs
@@ -189,7 +203,11 @@ fn the_client_bench_reports_medians_of_its_runs_and_leaves_no_process() {
         .flat_map(|r| r["pids"].as_array().unwrap().iter())
         .map(|p| p.as_u64().unwrap())
         .collect();
-    assert_eq!(pids.len(), 2 * (1 + 3), "a process per server per run");
+    assert_eq!(
+        pids.len(),
+        2 * ((1 + 3) + (1 + 3 + 2)),
+        "a process per server per run, and the migrated setup's coordinator"
+    );
     let left: Vec<u64> = pids.into_iter().filter(|&p| alive(p)).collect();
     assert!(left.is_empty(), "processes left running: {left:?}");
 }

@@ -12,7 +12,7 @@ use locus_fabric::auth::{Listener, Secret};
 
 use crate::conn::{is_connection_error, Conn};
 use crate::error::{ClientError, Result, ServerRef};
-use crate::proto::{KhopReply, Reply, Request, HOPS_MAX, K_MAX};
+use crate::proto::{ErrorCode, KhopReply, Reply, Request, HOPS_MAX, K_MAX};
 
 /// Client settings.
 #[derive(Debug, Clone)]
@@ -264,6 +264,40 @@ impl Client {
         }
     }
 
+    /// Removes vertex `v` (its whole list), asked of its home; returns the
+    /// list it had, or `None` if it had no entry. Edges of other vertices
+    /// that point at `v` stay: see [`Client::delete_vertex_both`].
+    pub fn delete_vertex(&self, v: u32) -> Result<Option<Vec<u32>>> {
+        let id = self.home(v);
+        match self.call(id, &Request::DeleteVertex { vertex: v }, None)? {
+            Reply::Removed(list) => Ok(list),
+            r => Err(self.unexpected(id, r)),
+        }
+    }
+
+    /// Removes vertex `v` of a graph that stores both directions of every
+    /// edge: first `u -> v` from each neighbour `u` (at `u`'s home), then
+    /// `v` itself, then `u -> v` for any neighbour an update added
+    /// meanwhile. Interrupted, it can be run again: until `v` is gone its
+    /// list still names the neighbours left to clean. Returns the list `v`
+    /// had (`None`: no entry) and how many reverse edges were removed.
+    pub fn delete_vertex_both(&self, v: u32) -> Result<(Option<Vec<u32>>, u64)> {
+        let mut removed = 0u64;
+        let first = match self.neighbors(v, 0) {
+            Ok(l) => l,
+            Err(e) if e.code() == Some(ErrorCode::UnknownVertex) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        for &u in &first {
+            removed += self.delete_edge(u, v)? as u64;
+        }
+        let list = self.delete_vertex(v)?;
+        for &u in list.iter().flatten().filter(|u| !first.contains(u)) {
+            removed += self.delete_edge(u, v)? as u64;
+        }
+        Ok((list, removed))
+    }
+
     /// A k-hop traversal from `v`, run at its home.
     pub fn khop(&self, v: u32, hops: u8, k: u32) -> Result<KhopReply> {
         if hops == 0 || hops > HOPS_MAX || k == 0 || k > K_MAX {
@@ -335,11 +369,25 @@ impl Client {
         vertices: Vec<(u32, Vec<u32>)>,
         deadline: Option<Duration>,
     ) -> Result<(u32, u64)> {
+        self.load_batch_changed(id, vertices, deadline)
+            .map(|(v, e, _)| (v, e))
+    }
+
+    /// [`Client::load_batch`], also returning, per vertex entry of the
+    /// batch in its order, whether that vertex's list changed.
+    pub fn load_batch_changed(
+        &self,
+        id: u8,
+        vertices: Vec<(u32, Vec<u32>)>,
+        deadline: Option<Duration>,
+    ) -> Result<(u32, u64, Vec<bool>)> {
+        let n = vertices.len();
         match self.call(id, &Request::Load { vertices }, deadline)? {
             Reply::Load {
                 vertices,
                 edges_added,
-            } => Ok((vertices, edges_added)),
+                changed,
+            } if changed.len() == n => Ok((vertices, edges_added, changed)),
             r => Err(self.unexpected(id, r)),
         }
     }

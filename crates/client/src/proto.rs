@@ -1,11 +1,9 @@
-//! (Over 800 lines on purpose: the encoder and decoder of every frame sit
-//! side by side, so a field changes in one place; splitting them by frame
-//! kind would separate each encoder from its decoder.)
-//!
-//! The wire protocol of `docs/protocol.md` (version 1): frame header, the
-//! requests and replies of the client protocol and the one-way frames of the
-//! control link, each with an explicit little-endian encoding and a decoder
-//! that checks every length before it allocates. No I/O here beyond
+//! The wire protocol of `docs/protocol.md` (version 1): the frame header,
+//! ops, error codes and field coding here; the requests and replies of the
+//! client protocol in `proto/client.rs`; the one-way frames of the
+//! coordinator's control link in `proto/control.rs`. Each frame's encoder
+//! sits beside its decoder, with an explicit little-endian encoding and a
+//! decoder that checks every length before it allocates. No I/O here beyond
 //! [`read_frame`], which reads one whole frame from a blocking stream.
 //!
 //! ```text
@@ -81,6 +79,8 @@ pub enum Op {
     Where = 0x0A,
     /// Server statistics (JSON).
     Stats = 0x0B,
+    /// Remove a vertex.
+    DeleteVertex = 0x0C,
     /// Control: a server introduces itself.
     Register = 0x20,
     /// Control: periodic report.
@@ -101,7 +101,7 @@ pub enum Op {
 
 impl Op {
     /// Every op, client ops first (in code order), then the control link's.
-    pub const ALL: [Op; 19] = [
+    pub const ALL: [Op; 20] = [
         Op::Hello,
         Op::Ping,
         Op::Neighbors,
@@ -113,6 +113,7 @@ impl Op {
         Op::Migrate,
         Op::Where,
         Op::Stats,
+        Op::DeleteVertex,
         Op::Register,
         Op::Report,
         Op::Hot,
@@ -138,6 +139,7 @@ impl Op {
             0x09 => Migrate,
             0x0A => Where,
             0x0B => Stats,
+            0x0C => DeleteVertex,
             0x20 => Register,
             0x21 => Report,
             0x22 => Hot,
@@ -170,6 +172,7 @@ impl Op {
             Migrate => "migrate",
             Where => "where",
             Stats => "stats",
+            DeleteVertex => "delete_vertex",
             Register => "register",
             Report => "report",
             Hot => "hot",
@@ -446,6 +449,17 @@ impl Enc<'_> {
         self.0.extend_from_slice(&x.to_le_bytes());
         self
     }
+    fn bits(&mut self, flags: &[bool]) -> &mut Self {
+        self.u32(flags.len() as u32);
+        for chunk in flags.chunks(8) {
+            let byte = chunk
+                .iter()
+                .enumerate()
+                .fold(0u8, |b, (i, &f)| b | (f as u8) << i);
+            self.u8(byte);
+        }
+        self
+    }
     fn ids(&mut self, ids: &[u32]) -> &mut Self {
         self.u32(ids.len() as u32);
         self.0.reserve(ids.len() * 4);
@@ -536,6 +550,23 @@ impl<'a> Dec<'a> {
             .map(|c| u32::from_le_bytes(c.try_into().expect("4")))
             .collect())
     }
+    /// Flags as a bitmap: `count: u32` (at most `max`), then `ceil(count / 8)`
+    /// bytes, flag i in bit `i % 8` of byte `i / 8`; unused bits are zero.
+    fn bits(&mut self, field: &'static str, max: usize) -> Result<Vec<bool>, ProtoError> {
+        let n = self.u32(field)? as usize;
+        if n > max {
+            return Err(ProtoError::TooLarge {
+                what: field,
+                len: n as u64,
+                max: max as u64,
+            });
+        }
+        let raw = self.take(n.div_ceil(8), field)?;
+        if !n.is_multiple_of(8) && raw[n / 8] >> (n % 8) != 0 {
+            return Err(self.malformed(format!("{field}: bits set past its {n} flags")));
+        }
+        Ok((0..n).map(|i| raw[i / 8] >> (i % 8) & 1 == 1).collect())
+    }
     fn str(&mut self, field: &'static str, max: usize) -> Result<String, ProtoError> {
         let n = self.u16(field)? as usize;
         if n > max {
@@ -557,704 +588,11 @@ impl<'a> Dec<'a> {
     }
 }
 
-/// A client request (without its deadline).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
-    /// First frame: the client's name.
-    Hello {
-        /// Free text naming the client (logs).
-        client: String,
-    },
-    /// Liveness.
-    Ping,
-    /// Up to `k` neighbours (0: all).
-    Neighbors {
-        /// The vertex.
-        vertex: u32,
-        /// Neighbours wanted; 0 for all.
-        k: u32,
-    },
-    /// Replace the adjacency list.
-    Put {
-        /// The vertex.
-        vertex: u32,
-        /// Its new list.
-        ids: Vec<u32>,
-    },
-    /// Add `vertex -> neighbor`.
-    InsertEdge {
-        /// Source.
-        vertex: u32,
-        /// Target.
-        neighbor: u32,
-    },
-    /// Remove `vertex -> neighbor`.
-    DeleteEdge {
-        /// Source.
-        vertex: u32,
-        /// Target.
-        neighbor: u32,
-    },
-    /// k-hop traversal from `vertex`.
-    Khop {
-        /// Start vertex.
-        vertex: u32,
-        /// Hops, 1..=8.
-        hops: u8,
-        /// Neighbours per vertex per hop, 1..=1,000,000.
-        k: u32,
-    },
-    /// Bulk load batch: neighbours to merge into each vertex's list.
-    Load {
-        /// (vertex, neighbours to add).
-        vertices: Vec<(u32, Vec<u32>)>,
-    },
-    /// Move `vertex`'s value to the receiving server.
-    Migrate {
-        /// The vertex.
-        vertex: u32,
-    },
-    /// Where `vertex`'s value is.
-    Where {
-        /// The vertex.
-        vertex: u32,
-    },
-    /// Server statistics.
-    Stats,
-}
+mod client;
+mod control;
 
-impl Request {
-    /// The request's op.
-    pub fn op(&self) -> Op {
-        match self {
-            Request::Hello { .. } => Op::Hello,
-            Request::Ping => Op::Ping,
-            Request::Neighbors { .. } => Op::Neighbors,
-            Request::Put { .. } => Op::Put,
-            Request::InsertEdge { .. } => Op::InsertEdge,
-            Request::DeleteEdge { .. } => Op::DeleteEdge,
-            Request::Khop { .. } => Op::Khop,
-            Request::Load { .. } => Op::Load,
-            Request::Migrate { .. } => Op::Migrate,
-            Request::Where { .. } => Op::Where,
-            Request::Stats => Op::Stats,
-        }
-    }
-
-    /// Appends the request as a frame. Lists past their limits are the
-    /// caller's bug (the client splits loads); they are asserted.
-    pub fn encode(&self, out: &mut Vec<u8>, id: u64, deadline_ms: u32) {
-        let start = begin_frame(out, self.op() as u8, id);
-        let mut e = Enc(out);
-        e.u32(deadline_ms);
-        match self {
-            Request::Hello { client } => {
-                e.str(client, NAME_MAX);
-            }
-            Request::Ping | Request::Stats => {}
-            Request::Neighbors { vertex, k } => {
-                e.u32(*vertex).u32(*k);
-            }
-            Request::Put { vertex, ids } => {
-                assert!(ids.len() <= IDS_MAX, "PUT of {} ids", ids.len());
-                e.u32(*vertex).ids(ids);
-            }
-            Request::InsertEdge { vertex, neighbor } | Request::DeleteEdge { vertex, neighbor } => {
-                e.u32(*vertex).u32(*neighbor);
-            }
-            Request::Khop { vertex, hops, k } => {
-                e.u32(*vertex).u8(*hops).u32(*k);
-            }
-            Request::Load { vertices } => {
-                assert!(vertices.len() <= LOAD_VERTICES_MAX);
-                e.u32(vertices.len() as u32);
-                for (v, ids) in vertices {
-                    assert!(ids.len() <= IDS_MAX);
-                    e.u32(*v).ids(ids);
-                }
-            }
-            Request::Migrate { vertex } | Request::Where { vertex } => {
-                e.u32(*vertex);
-            }
-        }
-        end_frame(out, start);
-    }
-
-    /// Decodes a request body of `op`; returns its deadline and the request.
-    /// Control ops are [`ProtoError::UnknownOp`] here (see [`Control::decode`]).
-    pub fn decode(op: u8, body: &[u8]) -> Result<(u32, Request), ProtoError> {
-        let op = match Op::from_u8(op) {
-            Some(o) if !o.is_control() => o,
-            _ => return Err(ProtoError::UnknownOp(op)),
-        };
-        let mut d = Dec::new(body, op.name());
-        let deadline_ms = d.u32("deadline_ms")?;
-        if deadline_ms == 0 || deadline_ms > DEADLINE_MS_MAX {
-            return Err(ProtoError::Invalid {
-                field: "deadline_ms",
-                value: deadline_ms as u64,
-                expected: "must be 1..=3600000",
-            });
-        }
-        let r = match op {
-            Op::Hello => Request::Hello {
-                client: d.str("client", NAME_MAX)?,
-            },
-            Op::Ping => Request::Ping,
-            Op::Stats => Request::Stats,
-            Op::Neighbors => Request::Neighbors {
-                vertex: d.u32("vertex")?,
-                k: d.u32("k")?,
-            },
-            Op::Put => Request::Put {
-                vertex: d.u32("vertex")?,
-                ids: d.ids("ids", IDS_MAX)?,
-            },
-            Op::InsertEdge => Request::InsertEdge {
-                vertex: d.u32("vertex")?,
-                neighbor: d.u32("neighbor")?,
-            },
-            Op::DeleteEdge => Request::DeleteEdge {
-                vertex: d.u32("vertex")?,
-                neighbor: d.u32("neighbor")?,
-            },
-            Op::Khop => {
-                let vertex = d.u32("vertex")?;
-                let hops = d.u8("hops")?;
-                let k = d.u32("k")?;
-                if hops == 0 || hops > HOPS_MAX {
-                    return Err(ProtoError::Invalid {
-                        field: "hops",
-                        value: hops as u64,
-                        expected: "must be 1..=8",
-                    });
-                }
-                if k == 0 || k > K_MAX {
-                    return Err(ProtoError::Invalid {
-                        field: "k",
-                        value: k as u64,
-                        expected: "must be 1..=1000000",
-                    });
-                }
-                Request::Khop { vertex, hops, k }
-            }
-            Op::Load => {
-                let n = d.count("vertices", LOAD_VERTICES_MAX, 8)?;
-                let mut vertices = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let v = d.u32("vertex")?;
-                    vertices.push((v, d.ids("ids", IDS_MAX)?));
-                }
-                Request::Load { vertices }
-            }
-            Op::Migrate => Request::Migrate {
-                vertex: d.u32("vertex")?,
-            },
-            Op::Where => Request::Where {
-                vertex: d.u32("vertex")?,
-            },
-            _ => unreachable!("control ops were rejected above"),
-        };
-        d.finish()?;
-        Ok((deadline_ms, r))
-    }
-}
-
-/// What a k-hop query found and cost.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct KhopReply {
-    /// Last frontier's size counting repeats.
-    pub with_repeats: u64,
-    /// Server-side time of the traversal.
-    pub elapsed_ns: u64,
-    /// One-sided operations to the server's own machine.
-    pub local_ops: u64,
-    /// One-sided operations to other machines.
-    pub remote_ops: u64,
-    /// Payload bytes of the local operations.
-    pub local_bytes: u64,
-    /// Payload bytes of the remote operations.
-    pub remote_bytes: u64,
-    /// Distinct vertices of the last frontier, increasing.
-    pub distinct: Vec<u32>,
-}
-
-/// A reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
-    /// HELLO accepted.
-    Hello {
-        /// The server's machine.
-        server_id: u8,
-        /// Machines in the cluster.
-        machines: u16,
-        /// The frame limit on this connection.
-        frame_bytes_max: u32,
-        /// Server version text.
-        server: String,
-    },
-    /// PING answered.
-    Pong,
-    /// Neighbours.
-    Neighbors(Vec<u32>),
-    /// PUT applied.
-    Put,
-    /// INSERT_EDGE or DELETE_EDGE: whether the list changed.
-    Changed(bool),
-    /// k-hop result.
-    Khop(KhopReply),
-    /// LOAD applied.
-    Load {
-        /// Vertices changed.
-        vertices: u32,
-        /// Edges added.
-        edges_added: u64,
-    },
-    /// MIGRATE done.
-    Migrate {
-        /// Where part 0 was.
-        from: u8,
-        /// Where it is.
-        to: u8,
-        /// Values moved.
-        parts: u32,
-        /// Bytes copied.
-        bytes: u64,
-    },
-    /// WHERE answered.
-    Where {
-        /// Home machine.
-        home: u8,
-        /// Machine holding the value.
-        holder: u8,
-        /// Whether the vertex has an entry.
-        found: bool,
-    },
-    /// STATS JSON.
-    Stats(String),
-    /// An error reply.
-    Error {
-        /// Its code.
-        code: ErrorCode,
-        /// What went wrong, naming the server.
-        message: String,
-    },
-}
-
-impl Reply {
-    /// Appends the reply to a request of `op` as a frame.
-    pub fn encode(&self, out: &mut Vec<u8>, op: Op, id: u64) {
-        if let Reply::Stats(json) = self {
-            if json.len() > STATS_JSON_MAX {
-                // Cutting JSON would make it unreadable: say so instead.
-                return Reply::Error {
-                    code: ErrorCode::TooLarge,
-                    message: format!(
-                        "statistics of {} bytes are past the {STATS_JSON_MAX}-byte limit",
-                        json.len()
-                    ),
-                }
-                .encode(out, op, id);
-            }
-        }
-        let op_byte = match self {
-            Reply::Error { .. } => ERROR_OP,
-            _ => op as u8 | REPLY_BIT,
-        };
-        let start = begin_frame(out, op_byte, id);
-        let mut e = Enc(out);
-        match self {
-            Reply::Hello {
-                server_id,
-                machines,
-                frame_bytes_max,
-                server,
-            } => {
-                e.u8(*server_id)
-                    .u16(*machines)
-                    .u32(*frame_bytes_max)
-                    .str(server, NAME_MAX);
-            }
-            Reply::Pong | Reply::Put => {}
-            Reply::Neighbors(ids) => {
-                e.ids(ids);
-            }
-            Reply::Changed(c) => {
-                e.u8(*c as u8);
-            }
-            Reply::Khop(k) => {
-                e.u64(k.with_repeats)
-                    .u64(k.elapsed_ns)
-                    .u64(k.local_ops)
-                    .u64(k.remote_ops)
-                    .u64(k.local_bytes)
-                    .u64(k.remote_bytes)
-                    .ids(&k.distinct);
-            }
-            Reply::Load {
-                vertices,
-                edges_added,
-            } => {
-                e.u32(*vertices).u64(*edges_added);
-            }
-            Reply::Migrate {
-                from,
-                to,
-                parts,
-                bytes,
-            } => {
-                e.u8(*from).u8(*to).u32(*parts).u64(*bytes);
-            }
-            Reply::Where {
-                home,
-                holder,
-                found,
-            } => {
-                e.u8(*home).u8(*holder).u8(*found as u8);
-            }
-            Reply::Stats(json) => {
-                e.u32(json.len() as u32);
-                e.0.extend_from_slice(json.as_bytes());
-            }
-            Reply::Error { code, message } => {
-                e.u16(code.code()).str(message, ERROR_MESSAGE_MAX);
-            }
-        }
-        end_frame(out, start);
-    }
-
-    /// Decodes the reply (op byte `op_byte`) to a request of `op`.
-    pub fn decode(op: Op, op_byte: u8, body: &[u8]) -> Result<Reply, ProtoError> {
-        if op_byte == ERROR_OP {
-            let mut d = Dec::new(body, "error");
-            let code = ErrorCode::from_code(d.u16("code")?);
-            let message = d.str("message", ERROR_MESSAGE_MAX)?;
-            d.finish()?;
-            return Ok(Reply::Error { code, message });
-        }
-        if op_byte != op as u8 | REPLY_BIT {
-            return Err(ProtoError::Malformed {
-                op: op.name(),
-                what: format!(
-                    "reply op 0x{op_byte:02x} does not answer op 0x{:02x}",
-                    op as u8
-                ),
-            });
-        }
-        let mut d = Dec::new(body, op.name());
-        let r = match op {
-            Op::Hello => {
-                let server_id = d.u8("server_id")?;
-                let machines = d.u16("machines")?;
-                let frame_bytes_max = d.u32("frame_bytes_max")?;
-                if (frame_bytes_max as usize) < FRAME_BYTES_MIN {
-                    return Err(ProtoError::Invalid {
-                        field: "frame_bytes_max",
-                        value: frame_bytes_max as u64,
-                        expected: "must be at least 4096",
-                    });
-                }
-                Reply::Hello {
-                    server_id,
-                    machines,
-                    frame_bytes_max,
-                    server: d.str("server", NAME_MAX)?,
-                }
-            }
-            Op::Ping => Reply::Pong,
-            Op::Put => Reply::Put,
-            Op::Neighbors => Reply::Neighbors(d.ids("ids", FRAME_BYTES_MAX / 4)?),
-            Op::InsertEdge | Op::DeleteEdge => Reply::Changed(match d.u8("changed")? {
-                0 => false,
-                1 => true,
-                b => return Err(d.malformed(format!("changed = {b}, expected 0 or 1"))),
-            }),
-            Op::Khop => Reply::Khop(KhopReply {
-                with_repeats: d.u64("with_repeats")?,
-                elapsed_ns: d.u64("elapsed_ns")?,
-                local_ops: d.u64("local_ops")?,
-                remote_ops: d.u64("remote_ops")?,
-                local_bytes: d.u64("local_bytes")?,
-                remote_bytes: d.u64("remote_bytes")?,
-                distinct: d.ids("distinct", FRAME_BYTES_MAX / 4)?,
-            }),
-            Op::Load => Reply::Load {
-                vertices: d.u32("vertices")?,
-                edges_added: d.u64("edges_added")?,
-            },
-            Op::Migrate => Reply::Migrate {
-                from: d.u8("from")?,
-                to: d.u8("to")?,
-                parts: d.u32("parts")?,
-                bytes: d.u64("bytes")?,
-            },
-            Op::Where => Reply::Where {
-                home: d.u8("home")?,
-                holder: d.u8("holder")?,
-                found: match d.u8("found")? {
-                    0 => false,
-                    1 => true,
-                    b => return Err(d.malformed(format!("found = {b}, expected 0 or 1"))),
-                },
-            },
-            Op::Stats => {
-                let n = d.count("json", STATS_JSON_MAX, 1)?;
-                let raw = d.take(n, "json")?;
-                Reply::Stats(
-                    String::from_utf8(raw.to_vec())
-                        .map_err(|_| d.malformed("json is not UTF-8"))?,
-                )
-            }
-            other => return Err(ProtoError::UnknownOp(other as u8)),
-        };
-        d.finish()?;
-        Ok(r)
-    }
-}
-
-/// A job the coordinator hands a server (run as the target).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobKind {
-    /// Migrate the key's value here.
-    Migrate = 1,
-    /// Make a read-only replica here.
-    Replicate = 2,
-}
-
-/// A report entry: accesses by the reporter to `key`, found at `holder`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AccessEntry {
-    /// `vertex | part << 32`.
-    pub key: u64,
-    /// Where the reporter found the value.
-    pub holder: u8,
-    /// Accesses counted.
-    pub count: u32,
-}
-
-/// A one-way frame of the control link.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Control {
-    /// A server introduces itself.
-    Register {
-        /// Its machine.
-        machine: u8,
-    },
-    /// Periodic report.
-    Report {
-        /// Reporter.
-        machine: u8,
-        /// Interval covered.
-        interval_ms: u64,
-        /// Counts.
-        accesses: Vec<AccessEntry>,
-    },
-    /// Instant report.
-    Hot {
-        /// Reporter.
-        machine: u8,
-        /// Time into the interval.
-        elapsed_ms: u64,
-        /// The key.
-        access: AccessEntry,
-    },
-    /// Tracked counts (deferred mode).
-    Tracked {
-        /// The holder that tracked.
-        machine: u8,
-        /// How long.
-        interval_ms: u64,
-        /// (key, count).
-        counts: Vec<(u64, u32)>,
-    },
-    /// Migrations ended: (key, to, ok).
-    Migrated(Vec<(u64, u8, bool)>),
-    /// Jobs for the receiving server.
-    Jobs(Vec<(JobKind, u64)>),
-    /// Start tracking these keys.
-    Track(Vec<u64>),
-    /// Stop tracking and report.
-    Collect,
-}
-
-impl Control {
-    /// The frame's op.
-    pub fn op(&self) -> Op {
-        match self {
-            Control::Register { .. } => Op::Register,
-            Control::Report { .. } => Op::Report,
-            Control::Hot { .. } => Op::Hot,
-            Control::Tracked { .. } => Op::Tracked,
-            Control::Migrated(_) => Op::Migrated,
-            Control::Jobs(_) => Op::Jobs,
-            Control::Track(_) => Op::Track,
-            Control::Collect => Op::Collect,
-        }
-    }
-
-    /// Appends the frame (request id 0). Lists are at most
-    /// [`CONTROL_LIST_MAX`]; senders split longer ones (asserted).
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = begin_frame(out, self.op() as u8, 0);
-        let mut e = Enc(out);
-        match self {
-            Control::Register { machine } => {
-                e.u8(*machine);
-            }
-            Control::Report {
-                machine,
-                interval_ms,
-                accesses,
-            } => {
-                assert!(accesses.len() <= CONTROL_LIST_MAX);
-                e.u8(*machine).u64(*interval_ms).u32(accesses.len() as u32);
-                for a in accesses {
-                    e.u64(a.key).u8(a.holder).u32(a.count);
-                }
-            }
-            Control::Hot {
-                machine,
-                elapsed_ms,
-                access,
-            } => {
-                e.u8(*machine)
-                    .u64(*elapsed_ms)
-                    .u64(access.key)
-                    .u8(access.holder)
-                    .u32(access.count);
-            }
-            Control::Tracked {
-                machine,
-                interval_ms,
-                counts,
-            } => {
-                assert!(counts.len() <= CONTROL_LIST_MAX);
-                e.u8(*machine).u64(*interval_ms).u32(counts.len() as u32);
-                for (k, c) in counts {
-                    e.u64(*k).u32(*c);
-                }
-            }
-            Control::Migrated(list) => {
-                assert!(list.len() <= CONTROL_LIST_MAX);
-                e.u32(list.len() as u32);
-                for (k, to, ok) in list {
-                    e.u64(*k).u8(*to).u8(*ok as u8);
-                }
-            }
-            Control::Jobs(list) => {
-                assert!(list.len() <= CONTROL_LIST_MAX);
-                e.u32(list.len() as u32);
-                for (kind, k) in list {
-                    e.u8(*kind as u8).u64(*k);
-                }
-            }
-            Control::Track(keys) => {
-                assert!(keys.len() <= CONTROL_LIST_MAX);
-                e.u32(keys.len() as u32);
-                for k in keys {
-                    e.u64(*k);
-                }
-            }
-            Control::Collect => {}
-        }
-        end_frame(out, start);
-    }
-
-    /// Decodes a control frame's body.
-    pub fn decode(op: u8, body: &[u8]) -> Result<Control, ProtoError> {
-        let op = match Op::from_u8(op) {
-            Some(o) if o.is_control() => o,
-            _ => return Err(ProtoError::UnknownOp(op)),
-        };
-        let mut d = Dec::new(body, op.name());
-        let c = match op {
-            Op::Register => Control::Register {
-                machine: d.u8("machine")?,
-            },
-            Op::Report => {
-                let machine = d.u8("machine")?;
-                let interval_ms = d.u64("interval_ms")?;
-                let n = d.count("accesses", CONTROL_LIST_MAX, 13)?;
-                let mut accesses = Vec::with_capacity(n);
-                for _ in 0..n {
-                    accesses.push(AccessEntry {
-                        key: d.u64("key")?,
-                        holder: d.u8("holder")?,
-                        count: d.u32("count")?,
-                    });
-                }
-                Control::Report {
-                    machine,
-                    interval_ms,
-                    accesses,
-                }
-            }
-            Op::Hot => Control::Hot {
-                machine: d.u8("machine")?,
-                elapsed_ms: d.u64("elapsed_ms")?,
-                access: AccessEntry {
-                    key: d.u64("key")?,
-                    holder: d.u8("holder")?,
-                    count: d.u32("count")?,
-                },
-            },
-            Op::Tracked => {
-                let machine = d.u8("machine")?;
-                let interval_ms = d.u64("interval_ms")?;
-                let n = d.count("counts", CONTROL_LIST_MAX, 12)?;
-                let mut counts = Vec::with_capacity(n);
-                for _ in 0..n {
-                    counts.push((d.u64("key")?, d.u32("count")?));
-                }
-                Control::Tracked {
-                    machine,
-                    interval_ms,
-                    counts,
-                }
-            }
-            Op::Migrated => {
-                let n = d.count("migrated", CONTROL_LIST_MAX, 10)?;
-                let mut list = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let k = d.u64("key")?;
-                    let to = d.u8("to")?;
-                    let ok = match d.u8("ok")? {
-                        0 => false,
-                        1 => true,
-                        b => return Err(d.malformed(format!("ok = {b}, expected 0 or 1"))),
-                    };
-                    list.push((k, to, ok));
-                }
-                Control::Migrated(list)
-            }
-            Op::Jobs => {
-                let n = d.count("jobs", CONTROL_LIST_MAX, 9)?;
-                let mut list = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let kind = match d.u8("kind")? {
-                        1 => JobKind::Migrate,
-                        2 => JobKind::Replicate,
-                        b => return Err(d.malformed(format!("job kind {b}, expected 1 or 2"))),
-                    };
-                    list.push((kind, d.u64("key")?));
-                }
-                Control::Jobs(list)
-            }
-            Op::Track => {
-                let n = d.count("keys", CONTROL_LIST_MAX, 8)?;
-                let mut keys = Vec::with_capacity(n);
-                for _ in 0..n {
-                    keys.push(d.u64("key")?);
-                }
-                Control::Track(keys)
-            }
-            Op::Collect => Control::Collect,
-            _ => unreachable!("client ops were rejected above"),
-        };
-        d.finish()?;
-        Ok(c)
-    }
-}
+pub use client::{KhopReply, Reply, Request};
+pub use control::{AccessEntry, Control, JobKind};
 
 #[cfg(test)]
 mod tests;

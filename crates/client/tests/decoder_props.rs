@@ -78,7 +78,7 @@ const ALLOC_PER_BODY_BYTE: usize = 4;
 const ALLOC_SLACK_BYTES: usize = 512;
 
 /// Every op the protocol defines.
-const OPS: [Op; 19] = Op::ALL;
+const OPS: [Op; 20] = Op::ALL;
 
 /// Frame limit of the `read_frame` properties: small, so that length fields past it
 /// are common.
@@ -115,6 +115,7 @@ fn request() -> impl Strategy<Value = Request> {
             .prop_map(|vertices| Request::Load { vertices }),
         any::<u32>().prop_map(|vertex| Request::Migrate { vertex }),
         any::<u32>().prop_map(|vertex| Request::Where { vertex }),
+        any::<u32>().prop_map(|vertex| Request::DeleteVertex { vertex }),
         Just(Request::Stats),
     ]
 }
@@ -146,6 +147,7 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         Op::Migrate,
         Op::Where,
         Op::Stats,
+        Op::DeleteVertex,
     ];
     prop_oneof![
         (
@@ -169,13 +171,17 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         (op_of(&[Op::InsertEdge, Op::DeleteEdge]), any::<bool>())
             .prop_map(|(op, c)| (op, Reply::Changed(c))),
         khop_reply().prop_map(|k| (Op::Khop, Reply::Khop(k))),
-        (any::<u32>(), any::<u64>()).prop_map(|(vertices, edges_added)| (
-            Op::Load,
-            Reply::Load {
-                vertices,
-                edges_added
-            }
-        )),
+        proptest::option::of(ids()).prop_map(|l| (Op::DeleteVertex, Reply::Removed(l))),
+        (any::<u32>(), any::<u64>(), vec(any::<bool>(), 0..40)).prop_map(
+            |(vertices, edges_added, changed)| (
+                Op::Load,
+                Reply::Load {
+                    vertices,
+                    edges_added,
+                    changed
+                }
+            )
+        ),
         (any::<u8>(), any::<u8>(), any::<u32>(), any::<u64>()).prop_map(
             |(from, to, parts, bytes)| (
                 Op::Migrate,

@@ -130,6 +130,13 @@ fn frames() -> Value {
             json!({"vertex": 42}),
         ),
         request("stats", 10, 1000, Request::Stats, json!({})),
+        request(
+            "delete_vertex",
+            12,
+            1000,
+            Request::DeleteVertex { vertex: 42 },
+            json!({"vertex": 42}),
+        ),
         reply(
             "hello_reply",
             Op::Hello,
@@ -182,8 +189,9 @@ fn frames() -> Value {
             Reply::Load {
                 vertices: 3,
                 edges_added: 5,
+                changed: vec![true, true, false, true],
             },
-            json!({"vertices": 3, "edges_added": 5}),
+            json!({"vertices": 3, "edges_added": 5, "changed": [true, true, false, true]}),
         ),
         reply(
             "migrate_reply",
@@ -207,6 +215,20 @@ fn frames() -> Value {
                 found: true,
             },
             json!({"home": 0, "holder": 2, "found": true}),
+        ),
+        reply(
+            "delete_vertex_reply",
+            Op::DeleteVertex,
+            12,
+            Reply::Removed(Some(vec![1, 7])),
+            json!({"found": true, "ids": [1, 7]}),
+        ),
+        reply(
+            "delete_vertex_reply_absent",
+            Op::DeleteVertex,
+            13,
+            Reply::Removed(None),
+            json!({"found": false, "ids": []}),
         ),
         reply(
             "stats_reply",

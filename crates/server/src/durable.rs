@@ -21,6 +21,7 @@
 //!
 //! ```text
 //!  record:  kind u8 = 1 | count u32 | count x (vertex u32 | n u32 | n x id u32)
+//!       or  kind u8 = 2 | count u32 | count x vertex u32      (vertices removed)
 //!  entry:   vertex u32 | n u32 | n x id u32
 //! ```
 //!
@@ -44,7 +45,8 @@
 //!   the rotation point are replayed over the checkpoint; each is a whole
 //!   list, so replaying one the checkpoint already holds is harmless.
 //! - D4: recovery applies, per vertex, the checkpoint's list and then every
-//!   logged list in order; the last one wins. It runs before the client
+//!   logged list or removal in order; the last one wins (a vertex removed
+//!   last is not put back). It runs before the client
 //!   listener opens, and puts every value back at home.
 //!
 //! A read may see an update whose record is not durable yet; if the server
@@ -68,6 +70,7 @@ use crate::{Result, ServerError};
 /// Stripe locks serialising apply-then-log per vertex (a power of two).
 const STRIPES: usize = 1024;
 const KIND_LISTS: u8 = 1;
+const KIND_REMOVED: u8 = 2;
 
 /// Appends `v`'s list as `vertex | n | ids`.
 fn encode_list(v: u32, ids: &[u32], out: &mut Vec<u8>) {
@@ -89,6 +92,16 @@ pub(crate) fn encode_record<'a>(lists: impl ExactSizeIterator<Item = (u32, &'a [
     out.extend_from_slice(&(lists.len() as u32).to_le_bytes());
     for (v, ids) in lists {
         encode_list(v, ids, &mut out);
+    }
+    out
+}
+
+/// A record of vertices removed.
+pub(crate) fn encode_removed(vertices: &[u32]) -> Vec<u8> {
+    let mut out = vec![KIND_REMOVED];
+    out.extend_from_slice(&(vertices.len() as u32).to_le_bytes());
+    for v in vertices {
+        out.extend_from_slice(&v.to_le_bytes());
     }
     out
 }
@@ -115,17 +128,34 @@ fn decode_list(b: &[u8]) -> std::result::Result<ListAndRest<'_>, String> {
     Ok(((v, ids), &b[end..]))
 }
 
-/// Every list of a record, in order.
-pub(crate) fn decode_record(b: &[u8]) -> std::result::Result<Vec<(u32, Vec<u32>)>, String> {
-    if b.len() < 5 || b[0] != KIND_LISTS {
-        return Err("not a record of adjacency lists".into());
+/// What a record says of each vertex, in order: its new list, or `None`
+/// for a vertex removed.
+pub(crate) type Logged = Vec<(u32, Option<Vec<u32>>)>;
+
+/// Every list (or removal) of a record, in order.
+pub(crate) fn decode_record(b: &[u8]) -> std::result::Result<Logged, String> {
+    if b.len() < 5 || (b[0] != KIND_LISTS && b[0] != KIND_REMOVED) {
+        return Err("not a record of adjacency lists or removals".into());
     }
     let count = u32::from_le_bytes(b[1..5].try_into().expect("4 bytes"));
     let mut rest = &b[5..];
     let mut out = Vec::new();
+    if b[0] == KIND_REMOVED {
+        if rest.len() != count as usize * 4 {
+            return Err(format!(
+                "a removal record of {count} vertices holds {} bytes, not {}",
+                rest.len(),
+                count as usize * 4
+            ));
+        }
+        return Ok(rest
+            .chunks_exact(4)
+            .map(|c| (u32::from_le_bytes(c.try_into().expect("4 bytes")), None))
+            .collect());
+    }
     for _ in 0..count {
-        let (l, r) = decode_list(rest)?;
-        out.push(l);
+        let ((v, ids), r) = decode_list(rest)?;
+        out.push((v, Some(ids)));
         rest = r;
     }
     if !rest.is_empty() {
@@ -179,16 +209,19 @@ impl Durability {
             segment_bytes_max: d.segment_mb << 20,
         };
         let mut lists: HashMap<u32, Vec<u32>> = HashMap::new();
-        let mut take = |v: u32, ids: Vec<u32>| {
+        let mut take = |v: u32, ids: Option<Vec<u32>>| {
             if home_of(v, machines) != id {
                 return Err(format!("vertex {v} is not homed on server {id}"));
             }
-            lists.insert(v, ids);
+            match ids {
+                Some(ids) => lists.insert(v, ids),
+                None => lists.remove(&v),
+            };
             Ok(())
         };
         let (wal, r) = Wal::open(cfg, |e| match e {
             Entry::Checkpoint(b) => match decode_list(b)? {
-                ((v, ids), []) => take(v, ids),
+                ((v, ids), []) => take(v, Some(ids)),
                 (_, rest) => Err(format!("{} bytes after the list", rest.len())),
             },
             Entry::Record(b) => decode_record(b)?
@@ -251,15 +284,18 @@ impl Durability {
         let _one = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
         let _all = self.lock_all();
         let mut lists: HashMap<u32, Vec<u32>> = HashMap::new();
-        let mut take = |v: u32, ids: Vec<u32>| {
+        let mut take = |v: u32, ids: Option<Vec<u32>>| {
             if vertices.contains(&v) {
-                lists.insert(v, ids);
+                match ids {
+                    Some(ids) => lists.insert(v, ids),
+                    None => lists.remove(&v),
+                };
             }
         };
         self.wal.read_back(|e| match e {
             Entry::Checkpoint(b) => match decode_list(b)? {
                 ((v, ids), []) => {
-                    take(v, ids);
+                    take(v, Some(ids));
                     Ok(())
                 }
                 (_, rest) => Err(format!("{} bytes after the list", rest.len())),
@@ -296,6 +332,12 @@ impl Durability {
         lists: impl ExactSizeIterator<Item = (u32, &'a [u32])>,
     ) -> locus_wal::Result<Lsn> {
         self.wal.append(&encode_record(lists))
+    }
+
+    /// Appends a record of `vertices` removed; durable once
+    /// [`wait`](Self::wait) returns.
+    pub(crate) fn log_removed(&self, vertices: &[u32]) -> locus_wal::Result<Lsn> {
+        self.wal.append(&encode_removed(vertices))
     }
 
     /// The last LSN appended (what a state just read may depend on).
@@ -398,7 +440,13 @@ mod tests {
             record_bytes(lists.iter().map(|(_, l)| l.as_slice()))
         );
         assert_eq!(&rec[..5], &[1, 3, 0, 0, 0]);
-        assert_eq!(decode_record(&rec).unwrap(), lists);
+        let logged: Logged = lists.into_iter().map(|(v, l)| (v, Some(l))).collect();
+        assert_eq!(decode_record(&rec).unwrap(), logged);
+        let rec = encode_removed(&[4, u32::MAX]);
+        assert_eq!(
+            decode_record(&rec).unwrap(),
+            vec![(4, None), (u32::MAX, None)]
+        );
     }
 
     #[test]
@@ -410,6 +458,13 @@ mod tests {
         let mut huge = rec.clone();
         huge[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode_record(&huge).is_err());
+        let mut extra = rec;
+        extra.push(0);
+        assert!(decode_record(&extra).is_err());
+        let rec = encode_removed(&[1, 2]);
+        for cut in 0..rec.len() {
+            assert!(decode_record(&rec[..cut]).is_err(), "removal cut {cut}");
+        }
         let mut extra = rec;
         extra.push(0);
         assert!(decode_record(&extra).is_err());

@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use locus_client::proto::{ErrorCode, KhopReply, Reply, Request, FRAME_BYTES_MAX};
 use locus_fabric::counting::Locality;
-use locus_fabric::FabricError;
+use locus_fabric::{FabricError, Port};
 use locus_store::addr::Addr;
-use locus_store::{home_of, StoreError};
+use locus_store::{home_of, HopReads, KhopLimits, StoreError};
 use locus_wal::Lsn;
 
 use locus_store::Worker;
@@ -18,8 +18,7 @@ use locus_store::Worker;
 use crate::conn::Connection;
 use crate::server::ServerFabric;
 
-/// Largest k-hop frontier (counting repeats).
-pub const FRONTIER_MAX: usize = 64 << 20;
+pub use locus_store::FRONTIER_MAX;
 
 /// The error code of a store failure.
 pub fn code_of(e: &StoreError) -> ErrorCode {
@@ -78,6 +77,12 @@ impl Connection<'_> {
                 w.delete_edge(vertex, neighbor)
                     .map(|c| (Reply::Changed(c), c))
             }),
+            Request::DeleteVertex { vertex } => self.update(vertex, |w| {
+                w.delete_vertex(vertex).map(|list| {
+                    let changed = list.is_some();
+                    (Reply::Removed(list), changed)
+                })
+            }),
             Request::Khop { vertex, hops, k } => match self.khop(vertex, hops, k, deadline) {
                 Err(e) if peer_error(&e) => self.khop(vertex, hops, k, deadline),
                 r => r,
@@ -127,6 +132,7 @@ impl Connection<'_> {
                 ToLog::List(list) => d
                     .log([(v, list.as_slice())].into_iter())
                     .map_err(|e| e.to_string()),
+                ToLog::Removed => d.log_removed(&[v]).map_err(|e| e.to_string()),
                 ToLog::Refuse(why) => Err(why),
                 ToLog::Unreadable(e) => {
                     tracing::warn!(
@@ -180,29 +186,30 @@ impl Connection<'_> {
             t.bytes(Locality::Remote),
         ];
         let t0 = Instant::now();
-        let mut frontier = vec![v];
-        let mut next = Vec::new();
-        for hop in 0..hops {
-            next.clear();
-            for (i, &u) in frontier.iter().enumerate() {
-                let found = w.neighbors(u, k as usize, &mut next)?;
-                if hop == 0 && i == 0 && !found {
-                    return Ok(self.unknown(v));
-                }
-                if next.len() > FRONTIER_MAX {
-                    return Ok(self.error(
-                        ErrorCode::TooLarge,
-                        format!("the frontier of hop {} passed {FRONTIER_MAX} vertices; lower k or hops", hop + 1),
-                    ));
-                }
+        // The deadline on the port's clock, which the k-hop checks between hops.
+        let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
+        let limits = KhopLimits {
+            frontier_max: FRONTIER_MAX,
+            deadline_ns: Some(w.port().now_ns().saturating_add(left_ns)),
+        };
+        let mut frontier = Vec::new();
+        match w.k_hop(
+            v,
+            hops as u32,
+            k as usize,
+            HopReads::Pipelined,
+            limits,
+            &mut frontier,
+        ) {
+            Ok(h) if !h.found => return Ok(self.unknown(v)),
+            Ok(_) => {}
+            Err(e @ StoreError::FrontierTooLarge { .. }) => {
+                return Ok(self.error(ErrorCode::TooLarge, e.to_string()))
             }
-            std::mem::swap(&mut frontier, &mut next);
-            if hop + 1 < hops && Instant::now() > deadline {
-                return Ok(self.error(
-                    ErrorCode::Deadline,
-                    format!("deadline passed after hop {}", hop + 1),
-                ));
+            Err(e @ StoreError::DeadlinePassed { .. }) => {
+                return Ok(self.error(ErrorCode::Deadline, e.to_string()))
             }
+            Err(e) => return Err(e),
         }
         let elapsed_ns = t0.elapsed().as_nanos() as u64;
         let w = self.worker()?;
@@ -240,6 +247,7 @@ impl Connection<'_> {
     ) -> locus_store::Result<Reply> {
         let me = self.s.id;
         let machines = self.s.file.machines();
+        let entries: Vec<u32> = vertices.iter().map(|(v, _)| *v).collect();
         // Merge repeated vertices, keeping first-seen order.
         let mut order: Vec<u32> = Vec::new();
         let mut adds: HashMap<u32, Vec<u32>> = HashMap::new();
@@ -345,9 +353,11 @@ impl Connection<'_> {
                 ));
             }
         }
+        let changed: HashSet<u32> = plan.iter().map(|(v, _, _)| *v).collect();
         Ok(Reply::Load {
             vertices: plan.len() as u32,
             edges_added,
+            changed: entries.iter().map(|v| changed.contains(v)).collect(),
         })
     }
 
@@ -426,6 +436,8 @@ enum ToLog {
     Nothing,
     /// The vertex's list as it now is.
     List(Vec<u32>),
+    /// The vertex has no entry now (it was removed).
+    Removed,
     /// An applied update whose list cannot be read back: answer with an
     /// error, never acknowledge it unlogged (it is in doubt, like any
     /// update whose reply is lost).
@@ -449,7 +461,7 @@ fn to_log(
     }
     match read_back() {
         Ok(Some(list)) => ToLog::List(list),
-        Ok(None) => ToLog::Nothing,
+        Ok(None) => ToLog::Removed,
         Err(e) if applied == Applied::Changed => ToLog::Refuse(format!(
             "its new list could not be read back to log it: {e}"
         )),
@@ -495,5 +507,9 @@ mod tests {
             to_log(Applied::Unchanged, || panic!("not read back")),
             ToLog::Nothing
         );
+        // A change that leaves no entry is a removal: logged as one, or a
+        // restart would bring the vertex back.
+        assert_eq!(to_log(Applied::Changed, || Ok(None)), ToLog::Removed);
+        assert_eq!(to_log(Applied::FailedPartWay, || Ok(None)), ToLog::Removed);
     }
 }

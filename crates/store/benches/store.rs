@@ -4,7 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use locus_fabric::local::{LocalConfig, LocalFabric};
-use locus_store::{Store, StoreConfig};
+use locus_store::{HopReads, KhopLimits, Store, StoreConfig};
 
 fn ops(c: &mut Criterion) {
     let fabric = LocalFabric::new(LocalConfig::with_machines(8)).expect("fabric");
@@ -68,13 +68,29 @@ fn ops(c: &mut Criterion) {
     g.bench_function("one GET at a time", |b| {
         b.iter(|| {
             out.clear();
-            w.two_hop(8, 100, &mut out).expect("two-hop")
+            w.k_hop(
+                8,
+                2,
+                100,
+                HopReads::OneAtATime,
+                KhopLimits::default(),
+                &mut out,
+            )
+            .expect("two-hop")
         })
     });
     g.bench_function("second hop pipelined", |b| {
         b.iter(|| {
             out.clear();
-            w.two_hop_pipelined(8, 100, &mut out).expect("two-hop")
+            w.k_hop(
+                8,
+                2,
+                100,
+                HopReads::Pipelined,
+                KhopLimits::default(),
+                &mut out,
+            )
+            .expect("two-hop")
         })
     });
     g.finish();

@@ -67,6 +67,20 @@ pub enum StoreError {
         /// Retries made.
         retries: u32,
     },
+    /// A k-hop query's frontier grew past its limit.
+    #[error("the frontier of hop {hop} passed {vertices_max} vertices; lower k or hops")]
+    FrontierTooLarge {
+        /// The hop (1-based) whose frontier passed the limit.
+        hop: u32,
+        /// The limit (counting repeats).
+        vertices_max: usize,
+    },
+    /// A k-hop query's deadline passed between two hops.
+    #[error("deadline passed after hop {hops_done}")]
+    DeadlinePassed {
+        /// Hops finished before the deadline.
+        hops_done: u32,
+    },
     /// A forwarded update failed at, or got no answer from, another machine.
     #[error("update forwarded to machine {machine} failed: {reason}")]
     Forwarded {

@@ -72,6 +72,9 @@ pub enum PartOp {
         /// The neighbour.
         u: VertexId,
     },
+    /// Remove the part's value: its address word becomes 0 (no value), the
+    /// key's slot stays (keys never move, Pragh 2.1).
+    Drop,
 }
 
 /// What a part op found or did.
@@ -103,6 +106,8 @@ pub enum VertexOp {
     Insert(VertexId),
     /// Remove every occurrence of an edge.
     Delete(VertexId),
+    /// Remove the vertex: every part of its list.
+    Remove,
 }
 
 /// A request as carried.
@@ -142,6 +147,8 @@ pub enum Reply {
     Replica(bool),
     /// Outcome of a vertex op: whether it changed anything (insert/delete).
     Vertex(bool),
+    /// Outcome of [`VertexOp::Remove`]: the list the vertex had, if it had an entry.
+    Removed(Option<Vec<VertexId>>),
     /// The request failed where it ran (or could not be read there): why.
     Failed(String),
 }
@@ -153,6 +160,7 @@ impl Reply {
             Reply::Part(_) => "part",
             Reply::Replica(_) => "replica",
             Reply::Vertex(_) => "vertex",
+            Reply::Removed(_) => "removed",
             Reply::Failed(_) => "failed",
         }
     }
@@ -234,6 +242,7 @@ pub fn encode_request(from: MachineId, id: u64, request: &Request, out: &mut Vec
                 PartOp::Remove { .. } => 3,
                 PartOp::SetMore => 4,
                 PartOp::CreateWith { .. } => 5,
+                PartOp::Drop => 6,
             };
             header(KIND_REQUEST, from, code, id, out);
             out.extend_from_slice(&key.to_le_bytes());
@@ -249,7 +258,7 @@ pub fn encode_request(from: MachineId, id: u64, request: &Request, out: &mut Vec
                 PartOp::Remove { u } | PartOp::CreateWith { u } => {
                     out.extend_from_slice(&u.to_le_bytes())
                 }
-                PartOp::SetMore => {}
+                PartOp::SetMore | PartOp::Drop => {}
             }
         }
         Request::Vertex { vertex, op } => {
@@ -257,11 +266,13 @@ pub fn encode_request(from: MachineId, id: u64, request: &Request, out: &mut Vec
                 VertexOp::Put(_) => 11,
                 VertexOp::Insert(_) => 12,
                 VertexOp::Delete(_) => 13,
+                VertexOp::Remove => 14,
             };
             header(KIND_REQUEST, from, code, id, out);
             out.extend_from_slice(&vertex.to_le_bytes());
             match op {
                 VertexOp::Put(ids) => put_ids(ids, out),
+                VertexOp::Remove => {}
                 VertexOp::Insert(u) | VertexOp::Delete(u) => {
                     out.extend_from_slice(&u.to_le_bytes())
                 }
@@ -298,6 +309,16 @@ pub fn encode_reply(from: MachineId, id: u64, reply: &Reply, out: &mut Vec<u8>) 
         }
         Reply::Replica(b) => out.extend_from_slice(&[3, *b as u8]),
         Reply::Vertex(b) => out.extend_from_slice(&[2, *b as u8]),
+        Reply::Removed(list) => {
+            out.push(5);
+            match list {
+                None => out.push(0),
+                Some(ids) => {
+                    out.push(1);
+                    put_ids(ids, out);
+                }
+            }
+        }
         Reply::Failed(e) => {
             let mut end = e.len().min(FAILED_TEXT_BYTES_MAX);
             while !e.is_char_boundary(end) {
@@ -378,7 +399,7 @@ fn decode_body(bytes: &[u8]) -> Decoded<Envelope> {
     match kind {
         KIND_REQUEST => {
             let request = match op {
-                1..=5 => {
+                1..=6 => {
                     let key = r.u64()?;
                     let op = match op {
                         1 => {
@@ -394,16 +415,18 @@ fn decode_body(bytes: &[u8]) -> Decoded<Envelope> {
                         },
                         3 => PartOp::Remove { u: r.u32()? },
                         4 => PartOp::SetMore,
-                        _ => PartOp::CreateWith { u: r.u32()? },
+                        5 => PartOp::CreateWith { u: r.u32()? },
+                        _ => PartOp::Drop,
                     };
                     Request::Part { key, op }
                 }
-                11..=13 => {
+                11..=14 => {
                     let vertex = r.u32()?;
                     let op = match op {
                         11 => VertexOp::Put(r.ids()?),
                         12 => VertexOp::Insert(r.u32()?),
-                        _ => VertexOp::Delete(r.u32()?),
+                        13 => VertexOp::Delete(r.u32()?),
+                        _ => VertexOp::Remove,
                     };
                     Request::Vertex { vertex, op }
                 }
@@ -431,6 +454,11 @@ fn decode_body(bytes: &[u8]) -> Decoded<Envelope> {
                 }),
                 2 => Reply::Vertex(r.u8()? != 0),
                 3 => Reply::Replica(r.u8()? != 0),
+                5 => Reply::Removed(match r.u8()? {
+                    0 => None,
+                    1 => Some(r.ids()?),
+                    other => return Err(format!("a removal reply's flag is {other}, not 0 or 1")),
+                }),
                 4 => {
                     let text = &bytes[r.at..];
                     if text.len() > FAILED_TEXT_BYTES_MAX {
@@ -508,6 +536,14 @@ mod tests {
             vertex: 4,
             op: VertexOp::Delete(2),
         });
+        round_trip_request(Request::Part {
+            key: 3,
+            op: PartOp::Drop,
+        });
+        round_trip_request(Request::Vertex {
+            vertex: u32::MAX,
+            op: VertexOp::Remove,
+        });
     }
 
     #[test]
@@ -527,6 +563,9 @@ mod tests {
             Reply::Replica(false),
             Reply::Failed("region full".into()),
             Reply::Failed(String::new()),
+            Reply::Removed(None),
+            Reply::Removed(Some(vec![])),
+            Reply::Removed(Some(vec![3, u32::MAX])),
         ] {
             let mut b = Vec::new();
             encode_reply(1, 5, &reply, &mut b);

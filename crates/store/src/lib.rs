@@ -45,9 +45,9 @@ pub use migrate::Migration;
 pub use store::{MachineUsage, Store, KEYS_REGION, VALUES_REGION};
 pub use table::{home_of, Key};
 pub use worker::{
-    HomeSummary, Replication, ServiceStats, Services, VertexMoved, Worker, WorkerStats,
-    DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX, FORWARD_HOPS_MAX, PIPELINE_WINDOW,
-    READ_RETRIES_MAX,
+    HomeSummary, HopReads, Khop, KhopLimits, Replication, ServiceStats, Services, VertexMoved,
+    Worker, WorkerStats, DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX, FORWARD_HOPS_MAX,
+    FRONTIER_MAX, PIPELINE_WINDOW, READ_RETRIES_MAX,
 };
 
 /// A vertex id.

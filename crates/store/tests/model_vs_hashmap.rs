@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use locus_fabric::local::{LocalConfig, LocalFabric};
-use locus_store::{home_of, Store, StoreConfig, Worker};
+use locus_store::{home_of, HopReads, KhopLimits, Store, StoreConfig, Worker};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -34,7 +34,14 @@ fn run(machines: usize, part_neighbors_max: u32, seed: u64) {
         let v = rng.gen_range(0..vertices);
         let home = home_of(v, machines) as usize;
         let reader = rng.gen_range(0..machines);
-        match rng.gen_range(0..10) {
+        match rng.gen_range(0..11) {
+            10 => {
+                // Remove the vertex (at its home: this test runs no services).
+                let removed = workers[home].delete_vertex(v).unwrap();
+                assert_eq!(removed, model.remove(&v), "step {step}: delete_vertex({v})");
+                let mut out = Vec::new();
+                assert!(!workers[reader].neighbors(v, usize::MAX, &mut out).unwrap());
+            }
             0 => {
                 let n = rng.gen_range(0..3 * part_neighbors_max as usize);
                 let list: Vec<u32> = (0..n).map(|_| rng.gen_range(0..vertices)).collect();
@@ -75,8 +82,12 @@ fn run(machines: usize, part_neighbors_max: u32, seed: u64) {
                 let k = rng.gen_range(1..6);
                 let mut a = Vec::new();
                 let mut b = Vec::new();
-                workers[reader].two_hop(v, k, &mut a).unwrap();
-                workers[reader].two_hop_pipelined(v, k, &mut b).unwrap();
+                workers[reader]
+                    .k_hop(v, 2, k, HopReads::OneAtATime, KhopLimits::default(), &mut a)
+                    .unwrap();
+                workers[reader]
+                    .k_hop(v, 2, k, HopReads::Pipelined, KhopLimits::default(), &mut b)
+                    .unwrap();
                 let mut want = Vec::new();
                 if let Some(first) = model.get(&v) {
                     for u in first.iter().take(k) {

@@ -13,7 +13,9 @@
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_fabric::{Fabric, Port};
 use locus_store::addr::Addr;
-use locus_store::{Key, Replication, Store, StoreConfig, StoreError, VALUES_REGION};
+use locus_store::{
+    HopReads, Key, KhopLimits, Replication, Store, StoreConfig, StoreError, VALUES_REGION,
+};
 
 fn store() -> Store<LocalFabric> {
     let fabric = LocalFabric::new(LocalConfig {
@@ -86,11 +88,25 @@ fn a_home_puts_back_or_marks_lost_the_values_a_dead_machine_held() {
         assert!(e.to_string().contains("machine 1"), "{e}");
         let mut out = Vec::new();
         assert!(matches!(
-            w.two_hop(9, usize::MAX, &mut out),
+            w.k_hop(
+                9,
+                2,
+                usize::MAX,
+                HopReads::OneAtATime,
+                KhopLimits::default(),
+                &mut out
+            ),
             Err(StoreError::ValueLost { vertex: 6, .. })
         ));
         assert!(matches!(
-            w.two_hop_pipelined(9, usize::MAX, &mut out),
+            w.k_hop(
+                9,
+                2,
+                usize::MAX,
+                HopReads::Pipelined,
+                KhopLimits::default(),
+                &mut out
+            ),
             Err(StoreError::ValueLost { vertex: 6, .. })
         ));
     }

@@ -3,7 +3,7 @@
 
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_fabric::FabricError;
-use locus_store::{Store, StoreConfig, StoreError};
+use locus_store::{HopReads, KhopLimits, Store, StoreConfig, StoreError};
 
 #[test]
 fn an_oversized_pipelined_query_leaves_the_worker_usable() {
@@ -24,19 +24,44 @@ fn an_oversized_pipelined_query_leaves_the_worker_usable() {
     }
     let mut w = store.worker(1).unwrap();
     let mut out = Vec::new();
-    let e = w.two_hop_pipelined(0, usize::MAX, &mut out).unwrap_err();
+    let e = w
+        .k_hop(
+            0,
+            2,
+            usize::MAX,
+            HopReads::Pipelined,
+            KhopLimits::default(),
+            &mut out,
+        )
+        .unwrap_err();
     assert!(
         matches!(e, StoreError::Fabric(FabricError::TooManyInflight { .. })),
         "{e}"
     );
     out.clear();
-    w.two_hop_pipelined(2, usize::MAX, &mut out).unwrap();
+    w.k_hop(
+        2,
+        2,
+        usize::MAX,
+        HopReads::Pipelined,
+        KhopLimits::default(),
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(
         out,
         vec![1100, 1101],
         "the worker still works after the failure"
     );
     out.clear();
-    w.two_hop(0, usize::MAX, &mut out).unwrap();
+    w.k_hop(
+        0,
+        2,
+        usize::MAX,
+        HopReads::OneAtATime,
+        KhopLimits::default(),
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(out.len(), 20);
 }

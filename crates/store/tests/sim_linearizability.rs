@@ -4,7 +4,8 @@
 //! Each seed builds a 3-machine cluster on [`locus_fabric::sim`], loads a few
 //! short adjacency lists from setup code, then runs per machine
 //! [`CLIENTS_PER_MACHINE`] client actors doing a seeded random mix of
-//! `neighbors`/`get`, `put`, `insert_edge`, `delete_edge`, `migrate_vertex`,
+//! `neighbors`/`get` (half of them a one-hop `k_hop` with its reads posted),
+//! `put`, `insert_edge`, `delete_edge`, `delete_vertex`, `migrate_vertex`,
 //! `migrate_batch`, `replicate` (read-only replicas, `locus_store::replica`)
 //! and `collect_garbage`, plus one service actor that answers
 //! forwarded updates (`serve`) and collects garbage until every client is
@@ -36,7 +37,9 @@ use std::sync::Mutex;
 use locus_fabric::sim::{Actor, Sim, SimConfig, SimFabric, SimRng};
 use locus_fabric::{Fabric, MachineId, Port};
 use locus_store::addr::{Addr, Header};
-use locus_store::{home_of, Key, Store, StoreConfig, VertexId, Worker, WorkerStats};
+use locus_store::{
+    home_of, HopReads, Key, KhopLimits, Store, StoreConfig, VertexId, Worker, WorkerStats,
+};
 
 const MACHINES: usize = 3;
 const VERTICES: u32 = 5;
@@ -112,14 +115,18 @@ enum Call {
     Put(Vec<VertexId>),
     Insert(VertexId),
     Delete(VertexId),
+    /// `delete_vertex(v)`.
+    Remove,
 }
 
 /// What an operation returned.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Ret {
     List(Vec<VertexId>),
-    /// A read found no vertex (never right here: every vertex is loaded).
+    /// A read found no vertex (it was removed).
     Missing,
+    /// What `delete_vertex` removed (`None`: no entry).
+    Removed(Option<Vec<VertexId>>),
     Bool(bool),
     Done,
 }
@@ -140,26 +147,36 @@ struct Event {
     response_ns: u64,
 }
 
-/// The sequential specification: one adjacency list as a sequence.
-fn apply(state: &mut Vec<VertexId>, call: &Call) -> Ret {
-    match call {
-        Call::Read { k } => Ret::List(state.iter().take(*k).copied().collect()),
-        Call::Put(list) => {
-            state.clone_from(list);
+/// A vertex's state: its adjacency list as a sequence, or no entry.
+type State = Option<Vec<VertexId>>;
+
+/// The sequential specification of one vertex.
+fn apply(state: &mut State, call: &Call) -> Ret {
+    match (call, state.as_mut()) {
+        (Call::Read { .. }, None) => Ret::Missing,
+        (Call::Read { k }, Some(l)) => Ret::List(l.iter().take(*k).copied().collect()),
+        (Call::Put(list), _) => {
+            *state = Some(list.clone());
             Ret::Done
         }
-        Call::Insert(u) => {
-            let absent = !state.contains(u);
+        (Call::Insert(u), None) => {
+            *state = Some(vec![*u]);
+            Ret::Bool(true)
+        }
+        (Call::Insert(u), Some(l)) => {
+            let absent = !l.contains(u);
             if absent {
-                state.push(*u);
+                l.push(*u);
             }
             Ret::Bool(absent)
         }
-        Call::Delete(u) => {
-            let present = state.contains(u);
-            state.retain(|x| x != u);
+        (Call::Delete(_), None) => Ret::Bool(false),
+        (Call::Delete(u), Some(l)) => {
+            let present = l.contains(u);
+            l.retain(|x| x != u);
             Ret::Bool(present)
         }
+        (Call::Remove, _) => Ret::Removed(state.take()),
     }
 }
 
@@ -182,13 +199,13 @@ struct Search<'a> {
     nodes: u64,
     nodes_max: u64,
     /// (done set, list) configurations known to lead nowhere.
-    dead: HashSet<(u128, Vec<VertexId>)>,
+    dead: HashSet<(u128, State)>,
     order: Vec<usize>,
     deepest: Vec<usize>,
 }
 
 impl Search<'_> {
-    fn run(&mut self, done: u128, state: &[VertexId]) -> Option<bool> {
+    fn run(&mut self, done: u128, state: &State) -> Option<bool> {
         if done == self.all {
             return Some(true);
         }
@@ -196,7 +213,7 @@ impl Search<'_> {
         if self.nodes > self.nodes_max {
             return None;
         }
-        if self.dead.contains(&(done, state.to_vec())) {
+        if self.dead.contains(&(done, state.clone())) {
             return Some(false);
         }
         let pending = |i: &usize| done & (1u128 << i) == 0;
@@ -211,7 +228,7 @@ impl Search<'_> {
             if op.invoke > horizon {
                 continue;
             }
-            let mut next = state.to_vec();
+            let mut next = state.clone();
             if apply(&mut next, &op.call) != op.ret {
                 continue;
             }
@@ -224,13 +241,14 @@ impl Search<'_> {
             }
             self.order.pop();
         }
-        self.dead.insert((done, state.to_vec()));
+        self.dead.insert((done, state.clone()));
         Some(false)
     }
 }
 
 /// Searches for a linearization of `ops` (one vertex) from `initial`.
 fn check_history(initial: &[VertexId], ops: &[Event], nodes_max: u64) -> Verdict {
+    let initial: State = Some(initial.to_vec());
     assert!(
         ops.len() <= HISTORY_OPS_MAX,
         "{} ops on one vertex: more than the checker's {HISTORY_OPS_MAX}",
@@ -249,7 +267,7 @@ fn check_history(initial: &[VertexId], ops: &[Event], nodes_max: u64) -> Verdict
         order: Vec::new(),
         deepest: Vec::new(),
     };
-    match s.run(0, initial) {
+    match s.run(0, &initial) {
         Some(true) => Verdict::Linearizable(s.order),
         Some(false) => Verdict::Violation { deepest: s.deepest },
         None => Verdict::TooLong { nodes: s.nodes },
@@ -263,6 +281,7 @@ fn show_call(c: &Call) -> String {
         Call::Put(l) => format!("put({l:?})"),
         Call::Insert(u) => format!("insert({u})"),
         Call::Delete(u) => format!("delete({u})"),
+        Call::Remove => "delete_vertex".into(),
     }
 }
 
@@ -272,6 +291,8 @@ fn show_ret(r: &Ret) -> String {
         Ret::Missing => "None (vertex missing)".into(),
         Ret::Bool(b) => b.to_string(),
         Ret::Done => "ok".into(),
+        Ret::Removed(None) => "removed nothing (no entry)".into(),
+        Ret::Removed(Some(l)) => format!("removed {l:?}"),
     }
 }
 
@@ -313,7 +334,7 @@ fn check_all(seed: u64, histories: &[Vec<Event>]) -> Result<(), String> {
         match check_history(&initial, ops, SEARCH_NODES_MAX) {
             Verdict::Linearizable(_) => {}
             Verdict::Violation { deepest } => {
-                let mut state = initial.clone();
+                let mut state = Some(initial.clone());
                 for &i in &deepest {
                     apply(&mut state, &ops[i].call);
                 }
@@ -444,7 +465,8 @@ fn client(
             },
             30..=39 => Call::Put(random_list(&mut rng)),
             40..=57 => Call::Insert(random_neighbor(&mut rng)),
-            58..=71 => Call::Delete(random_neighbor(&mut rng)),
+            58..=68 => Call::Delete(random_neighbor(&mut rng)),
+            69..=71 => Call::Remove,
             72..=81 => {
                 shared.doing(
                     id,
@@ -495,16 +517,39 @@ fn client(
                 continue;
             }
         };
+        let pipelined_read = matches!(call, Call::Read { .. }) && rng.below(2) == 0;
         let invoke = shared.seq.fetch_add(1, Ordering::Relaxed);
         let invoke_ns = f.now_ns();
         shared.doing(
             id,
             format!(
-                "{} of vertex {v} on m{m} since t={invoke_ns} ns",
-                show_call(&call)
+                "{}{} of vertex {v} on m{m} since t={invoke_ns} ns",
+                show_call(&call),
+                if pipelined_read {
+                    " (one-hop k_hop, pipelined)"
+                } else {
+                    ""
+                }
             ),
         );
         let ret = match &call {
+            // Half the reads are a one-hop k-hop with its reads posted
+            // (the pipelined path must be as linearizable as a GET).
+            Call::Read { k } if pipelined_read => {
+                let mut out = Vec::new();
+                match w.k_hop(
+                    v,
+                    1,
+                    *k,
+                    HopReads::Pipelined,
+                    KhopLimits::default(),
+                    &mut out,
+                ) {
+                    Ok(h) if h.found => Ok(Ret::List(out)),
+                    Ok(_) => Ok(Ret::Missing),
+                    Err(e) => Err(e),
+                }
+            }
             Call::Read { k } => {
                 let mut out = Vec::new();
                 match w.neighbors(v, *k, &mut out) {
@@ -516,8 +561,12 @@ fn client(
             Call::Put(list) => w.put(v, list).map(|()| Ret::Done),
             Call::Insert(u) => w.insert_edge(v, *u).map(Ret::Bool),
             Call::Delete(u) => w.delete_edge(v, *u).map(Ret::Bool),
+            Call::Remove => w.delete_vertex(v).map(Ret::Removed),
         }
-        .map_err(|e| format!("{} of vertex {v} on m{m}: {e}", show_call(&call)))?;
+        .map_err(|e| {
+            let how = if pipelined_read { " (pipelined)" } else { "" };
+            format!("{}{how} of vertex {v} on m{m}: {e}", show_call(&call))
+        })?;
         let response = shared.seq.fetch_add(1, Ordering::Relaxed);
         shared.record(Event {
             vertex: v,

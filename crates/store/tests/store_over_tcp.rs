@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use locus_fabric::tcp::{loopback_cluster_with, TcpConfig, TcpFabric};
 use locus_fabric::{FabricError, MachineId};
 use locus_graph::{Csr, CsrOptions, Rmat, RmatConfig};
-use locus_store::{home_of, Store, StoreConfig, StoreError, Worker};
+use locus_store::{home_of, HopReads, KhopLimits, Store, StoreConfig, StoreError, Worker};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -154,10 +154,26 @@ fn check_reads(w: &mut Worker<TcpFabric>, model: &Model, vertices: u32) {
         for k in [1, 17].into_iter().chain(full.then_some(usize::MAX)) {
             let want = two_hop_ref(model, v, k);
             out.clear();
-            w.two_hop(v, k, &mut out).unwrap();
+            w.k_hop(
+                v,
+                2,
+                k,
+                HopReads::OneAtATime,
+                KhopLimits::default(),
+                &mut out,
+            )
+            .unwrap();
             assert_eq!(out, want, "machine {me}: two_hop({v}, {k})");
             out.clear();
-            w.two_hop_pipelined(v, k, &mut out).unwrap();
+            w.k_hop(
+                v,
+                2,
+                k,
+                HopReads::Pipelined,
+                KhopLimits::default(),
+                &mut out,
+            )
+            .unwrap();
             assert_eq!(out, want, "machine {me}: two_hop_pipelined({v}, {k})");
         }
     }
@@ -165,7 +181,19 @@ fn check_reads(w: &mut Worker<TcpFabric>, model: &Model, vertices: u32) {
     for v in vertices..vertices + 2 * MACHINES as u32 {
         assert_eq!(w.get(v).unwrap(), None, "machine {me}: get({v})");
         out.clear();
-        assert_eq!(w.two_hop_pipelined(v, 8, &mut out).unwrap(), 1);
+        assert_eq!(
+            w.k_hop(
+                v,
+                2,
+                8,
+                HopReads::Pipelined,
+                KhopLimits::default(),
+                &mut out
+            )
+            .unwrap()
+            .visited,
+            1
+        );
         assert!(out.is_empty());
     }
 }
@@ -242,10 +270,28 @@ fn updates_on_home_nodes_are_seen_from_every_node() {
                 let k = rng.gen_range(1..8);
                 let want = two_hop_ref(&model, v, k);
                 out.clear();
-                ws[reader].two_hop(v, k, &mut out).unwrap();
+                ws[reader]
+                    .k_hop(
+                        v,
+                        2,
+                        k,
+                        HopReads::OneAtATime,
+                        KhopLimits::default(),
+                        &mut out,
+                    )
+                    .unwrap();
                 assert_eq!(out, want, "{ctx}: two_hop({v}, {k})");
                 out.clear();
-                ws[reader].two_hop_pipelined(v, k, &mut out).unwrap();
+                ws[reader]
+                    .k_hop(
+                        v,
+                        2,
+                        k,
+                        HopReads::Pipelined,
+                        KhopLimits::default(),
+                        &mut out,
+                    )
+                    .unwrap();
                 assert_eq!(out, want, "{ctx}: two_hop_pipelined({v}, {k})");
                 continue;
             }
@@ -359,10 +405,24 @@ fn survivor_checks(
         })
         .expect("some vertex here has a neighbour there");
     out.clear();
-    let r = w.two_hop(v, usize::MAX, &mut out);
+    let r = w.k_hop(
+        v,
+        2,
+        usize::MAX,
+        HopReads::OneAtATime,
+        KhopLimits::default(),
+        &mut out,
+    );
     assert!(is_gone(&r, gone), "machine {me}: two_hop({v}) = {r:?}");
     out.clear();
-    let r = w.two_hop_pipelined(v, usize::MAX, &mut out);
+    let r = w.k_hop(
+        v,
+        2,
+        usize::MAX,
+        HopReads::Pipelined,
+        KhopLimits::default(),
+        &mut out,
+    );
     assert!(
         is_gone(&r, gone),
         "machine {me}: two_hop_pipelined({v}) = {r:?}"
@@ -380,10 +440,26 @@ fn survivor_checks(
         if first.iter().all(avoids) {
             let want = two_hop_ref(model, v, k);
             out.clear();
-            w.two_hop(v, k, &mut out).unwrap();
+            w.k_hop(
+                v,
+                2,
+                k,
+                HopReads::OneAtATime,
+                KhopLimits::default(),
+                &mut out,
+            )
+            .unwrap();
             assert_eq!(out, want, "machine {me}: two_hop({v}, {k})");
             out.clear();
-            w.two_hop_pipelined(v, k, &mut out).unwrap();
+            w.k_hop(
+                v,
+                2,
+                k,
+                HopReads::Pipelined,
+                KhopLimits::default(),
+                &mut out,
+            )
+            .unwrap();
             assert_eq!(out, want, "machine {me}: two_hop_pipelined({v}, {k})");
         }
     }
@@ -425,7 +501,14 @@ fn departure(how: Departure) {
                     let v = (i * 7 + m as u32) % n;
                     let was_departed = departed.load(Ordering::Acquire);
                     out.clear();
-                    let r = w.two_hop_pipelined(v, 4, &mut out);
+                    let r = w.k_hop(
+                        v,
+                        2,
+                        4,
+                        HopReads::Pipelined,
+                        KhopLimits::default(),
+                        &mut out,
+                    );
                     let needs_gone = home_of(v, MACHINES) == gone
                         || model[&v]
                             .iter()
@@ -639,7 +722,14 @@ fn a_stuck_node_fails_operations_after_the_io_timeout_then_recovers() {
                         && model[&v].iter().any(|&u| home_of(u, MACHINES) == stuck)
                 })
                 .unwrap();
-            let r = w.two_hop_pipelined(v, usize::MAX, &mut out);
+            let r = w.k_hop(
+                v,
+                2,
+                usize::MAX,
+                HopReads::Pipelined,
+                KhopLimits::default(),
+                &mut out,
+            );
             assert!(
                 is_gone(&r, stuck),
                 "machine {me}: two_hop_pipelined({v}) = {r:?}"

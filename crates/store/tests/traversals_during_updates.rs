@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_fabric::tcp::loopback_cluster;
 use locus_fabric::{Fabric, MachineId};
-use locus_store::{home_of, Store, StoreConfig, Worker};
+use locus_store::{home_of, HopReads, KhopLimits, Store, StoreConfig, Worker};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -223,9 +223,27 @@ fn read<F: Fabric>(w: &mut Worker<F>, case: Case, progress: &Progress) -> usize 
                     rng.gen_range(1..8)
                 };
                 let visited = if q == 2 {
-                    w.two_hop(v, k, &mut out).unwrap()
+                    w.k_hop(
+                        v,
+                        2,
+                        k,
+                        HopReads::OneAtATime,
+                        KhopLimits::default(),
+                        &mut out,
+                    )
+                    .unwrap()
+                    .visited
                 } else {
-                    w.two_hop_pipelined(v, k, &mut out).unwrap()
+                    w.k_hop(
+                        v,
+                        2,
+                        k,
+                        HopReads::Pipelined,
+                        KhopLimits::default(),
+                        &mut out,
+                    )
+                    .unwrap()
+                    .visited
                 };
                 let first = visited - 1;
                 assert!(first <= k, "{ctx}: two_hop({v}, {k}) visited {visited}");

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use locus_fabric::counting::{Counters, Locality};
 use locus_fabric::pool::Pool;
 use locus_fabric::{Fabric, OpKind};
-use locus_store::{Store, VertexId};
+use locus_store::{HopReads, KhopLimits, Store, VertexId};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -185,8 +185,19 @@ pub struct RunReport {
 pub struct TwoHop {
     /// Neighbours per hop.
     pub k: usize,
-    /// Pipeline the second hop (posted reads) instead of one GET at a time.
+    /// Post each hop's reads at once instead of one GET at a time.
     pub pipelined: bool,
+}
+
+impl TwoHop {
+    /// How the k-hop reads each hop.
+    pub fn reads(&self) -> HopReads {
+        if self.pipelined {
+            HopReads::Pipelined
+        } else {
+            HopReads::OneAtATime
+        }
+    }
 }
 
 /// One operation of a traversal workload.
@@ -418,10 +429,9 @@ pub fn run_ops<F: Fabric>(
                         out.clear();
                         let t = Instant::now();
                         let r = match op {
-                            Op::TwoHop(v) if q.pipelined => {
-                                w.two_hop_pipelined(v, q.k, &mut out).map(|_| ())
-                            }
-                            Op::TwoHop(v) => w.two_hop(v, q.k, &mut out).map(|_| ()),
+                            Op::TwoHop(v) => w
+                                .k_hop(v, 2, q.k, q.reads(), KhopLimits::default(), &mut out)
+                                .map(|_| ()),
                             Op::InsertEdge(v, u) => w.insert_edge(v, u).map(|_| ()),
                             Op::InsertUndone(v, u) => match w.insert_edge(v, u) {
                                 Ok(true) => w.delete_edge(v, u).map(|_| ()),

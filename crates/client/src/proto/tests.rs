@@ -31,6 +31,7 @@ fn requests() -> Vec<Request> {
         },
         Request::Migrate { vertex: 9 },
         Request::Where { vertex: 10 },
+        Request::DeleteVertex { vertex: u32::MAX },
         Request::Stats,
     ]
 }
@@ -86,6 +87,7 @@ fn every_reply_round_trips() {
             Reply::Load {
                 vertices: 3,
                 edges_added: 1 << 40,
+                changed: vec![true, false, true, true, false, false, false, false, true],
             },
         ),
         (
@@ -106,6 +108,9 @@ fn every_reply_round_trips() {
             },
         ),
         (Op::Stats, Reply::Stats("{\"a\":1}".into())),
+        (Op::DeleteVertex, Reply::Removed(None)),
+        (Op::DeleteVertex, Reply::Removed(Some(vec![]))),
+        (Op::DeleteVertex, Reply::Removed(Some(vec![3, 1]))),
         (
             Op::Khop,
             Reply::Error {
@@ -257,5 +262,32 @@ fn read_frame_stops_at_the_limit_before_reading_the_body() {
     assert!(matches!(
         read_frame(&mut r, FRAME_BYTES_MAX, &mut body),
         Err(ReadError::Io(_))
+    ));
+}
+
+#[test]
+fn a_load_reply_bitmap_with_bits_past_its_flags_or_cut_short_is_malformed() {
+    let mut buf = Vec::new();
+    Reply::Load {
+        vertices: 1,
+        edges_added: 2,
+        changed: vec![true, false, true],
+    }
+    .encode(&mut buf, Op::Load, 9);
+    let (op_byte, body) = (buf[3], &buf[HEADER_BYTES..]);
+    // vertices u32, edges_added u64, count u32, then one byte: 0b101.
+    assert_eq!(&body[12..], &[3, 0, 0, 0, 0b101]);
+    let mut past = body.to_vec();
+    past[16] |= 0b1000;
+    assert!(matches!(
+        Reply::decode(Op::Load, op_byte, &past),
+        Err(ProtoError::Malformed { .. })
+    ));
+    assert!(Reply::decode(Op::Load, op_byte, &body[..16]).is_err());
+    let mut many = body.to_vec();
+    many[12..16].copy_from_slice(&(LOAD_VERTICES_MAX as u32 + 1).to_le_bytes());
+    assert!(matches!(
+        Reply::decode(Op::Load, op_byte, &many),
+        Err(ProtoError::TooLarge { .. })
     ));
 }

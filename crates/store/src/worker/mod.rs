@@ -4,7 +4,8 @@
 //! | module | what |
 //! |---|---|
 //! | `table.rs` | the key table over one-sided operations: LOOKUP, claim a slot, scan |
-//! | `read.rs` | GET with the location cache and replicas, `neighbors`, two-hop queries |
+//! | `read.rs` | GET with the location cache and replicas, `neighbors` |
+//! | `khop.rs` | the k-hop query, its hops' reads posted at once or one GET at a time |
 //! | `recent.rs` | the worker's recent cache hits: the cache's lock-free read path |
 //! | `update.rs` | PUT as read-modify-write, vertex and part ops (check-and-forward's local side) |
 //! | `service.rs` | forwarding, the inbox pump, the service loop and its threads |
@@ -16,6 +17,7 @@
 //! | `recover.rs` | a survivor's side of a peer's failure (Pragh 5; protocol in [`crate::recover`]) |
 
 mod gc;
+mod khop;
 mod migrate;
 mod read;
 mod recent;
@@ -41,13 +43,14 @@ use crate::table::{home_of, Key, BUCKET_BYTES};
 use crate::track::TrackerView;
 use crate::{Result, VertexId};
 
+pub use khop::{HopReads, Khop, KhopLimits, FRONTIER_MAX};
 pub use migrate::VertexMoved;
 pub use replicas::Replication;
 pub(crate) use service::Mailroom;
 pub use service::{ServiceStats, Services, DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX};
 pub use table::HomeSummary;
 
-/// Second-hop reads a pipelined traversal, and migrations a batch, keep in flight at most.
+/// Reads a pipelined hop, and migrations a batch, keep in flight at most.
 pub const PIPELINE_WINDOW: usize = 256;
 /// Machines a part op follows its value through before giving up.
 pub const FORWARD_HOPS_MAX: u32 = 64;
@@ -118,6 +121,8 @@ pub struct Worker<F: Fabric> {
     value: Vec<u8>,
     encode: Vec<u8>,
     scratch: Vec<u32>,
+    /// A pipelined hop's buffers (`khop.rs`).
+    hop: khop::HopScratch,
     completions: Vec<Completion>,
     /// Read buffers handed back by completions, reused by later posts.
     spare: Vec<Vec<u8>>,
@@ -147,6 +152,8 @@ enum Change {
     Keep,
     /// Replace it with the part in `Worker::encode`.
     Replace,
+    /// Remove it: the address word becomes 0 (no value).
+    Remove,
 }
 
 impl<F: Fabric> Worker<F> {
@@ -163,6 +170,7 @@ impl<F: Fabric> Worker<F> {
             value: Vec::new(),
             encode: Vec::new(),
             scratch: Vec::new(),
+            hop: Default::default(),
             completions: Vec::new(),
             spare: Vec::new(),
             reclaim_queue: Vec::new(),
@@ -328,14 +336,6 @@ impl<F: Fabric> Worker<F> {
             }
         }
         self.completions.clear();
-    }
-
-    fn drain(&mut self, n: usize) -> Result<()> {
-        self.completions.clear();
-        while self.completions.len() < n {
-            self.port.wait(&mut self.completions)?;
-        }
-        Ok(())
     }
 
     /// Allocates a block in this machine's value region and WRITEs `bytes`

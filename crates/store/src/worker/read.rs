@@ -1,14 +1,13 @@
 //! The read path: GET (Pragh Fig. 8) with the location cache (Pragh 4.2) and
-//! read-only replicas, `neighbors` over the parts of a decomposed vertex, and
-//! two-hop queries, one GET at a time or with the second hop pipelined.
+//! read-only replicas, and `neighbors` over the parts of a decomposed vertex
+//! (the k-hop query built on them is `khop.rs`).
 
-use locus_fabric::{Fabric, Output, Port, WorkRequest};
+use locus_fabric::{Fabric, Port};
 
-use super::{Slot, Worker, PIPELINE_WINDOW, READ_RETRIES_MAX};
-use crate::addr::{Addr, Header};
-use crate::adjacency::PartView;
+use super::{Slot, Worker, READ_RETRIES_MAX};
+use crate::addr::Addr;
 use crate::cache::REPLICA_POSITION;
-use crate::table::{BucketView, Key, BUCKET_BYTES};
+use crate::table::Key;
 use crate::{Result, StoreError, VertexId};
 
 impl<F: Fabric> Worker<F> {
@@ -45,14 +44,7 @@ impl<F: Fabric> Worker<F> {
             }
             // Invalidated (updated or migrated, Pragh Fig. 8 lines 15-18): drop
             // a cached address and look the key up again.
-            if slot.replica {
-                self.drop_replica(key, slot.addr_word, addr);
-            } else if slot.cached {
-                if let Some(c) = self.cache() {
-                    c.remove_if(key, slot.addr_word);
-                }
-            }
-            self.stats.invalid_retries += 1;
+            self.forget_invalid(key, &slot, addr);
             retries += 1;
             if retries >= READ_RETRIES_MAX {
                 return Err(StoreError::Contention {
@@ -61,6 +53,21 @@ impl<F: Fabric> Worker<F> {
                 });
             }
         }
+    }
+
+    /// A read through `slot` found the value at `addr` invalidated: drops
+    /// the cached address (or the replica) it came from, here and in the
+    /// worker's recent hits, so the next lookup reads the key's bucket.
+    pub(super) fn forget_invalid(&mut self, key: Key, slot: &Slot, addr: Addr) {
+        if slot.replica {
+            self.drop_replica(key, slot.addr_word, addr);
+        } else if slot.cached {
+            if let Some(c) = self.shared.caches[self.machine as usize].as_ref() {
+                c.remove_if(key, slot.addr_word);
+                self.recent.forget(c, key);
+            }
+        }
+        self.stats.invalid_retries += 1;
     }
 
     /// Counts a successful read of `key` in the on-demand table if the key
@@ -90,7 +97,7 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// The time a cache lookup checks leases against: the query's start if
-    /// one is running ([`Worker::two_hop`]), else now.
+    /// one is running ([`Worker::k_hop`]), else now.
     #[inline]
     pub(super) fn lookup_now_ns(&self) -> u64 {
         self.query_now_ns.unwrap_or_else(|| self.port.now_ns())
@@ -149,7 +156,12 @@ impl<F: Fabric> Worker<F> {
     /// (`recent.rs`, no lock), then in the shared cache; `replicas` as in
     /// [`crate::cache::LocationCache::get_for_read`].
     #[inline]
-    fn cached_lookup(&mut self, key: Key, now: u64, replicas: bool) -> Option<(u64, u64)> {
+    pub(super) fn cached_lookup(
+        &mut self,
+        key: Key,
+        now: u64,
+        replicas: bool,
+    ) -> Option<(u64, u64)> {
         let c = self.shared.caches[self.machine as usize].as_ref()?;
         if !self.shared.config.cache_recent_hits {
             return c.get_epoch(key, now, replicas).map(|h| (h.0, h.1));
@@ -191,11 +203,24 @@ impl<F: Fabric> Worker<F> {
     /// Appends up to `k` neighbours of `v` to `out` (all of them for `usize::MAX`).
     /// Returns false if the vertex does not exist.
     pub fn neighbors(&mut self, v: VertexId, k: usize, out: &mut Vec<VertexId>) -> Result<bool> {
+        self.neighbors_from(v, 0, k, out)
+    }
+
+    /// [`Worker::neighbors`] from part `first_part` on (a k-hop that has
+    /// part 0 already continues the list here).
+    pub(super) fn neighbors_from(
+        &mut self,
+        v: VertexId,
+        first_part: u32,
+        k: usize,
+        out: &mut Vec<VertexId>,
+    ) -> Result<bool> {
         let start = out.len();
-        let mut part = 0;
+        let mut part = first_part;
         loop {
             if self.read_value_from(Key::part(v, part), true)?.is_none() {
-                debug_assert!(part == 0, "a MORE flag points at a missing part");
+                // A part after one with MORE is missing only if the vertex
+                // was removed since that part was read: what was read stands.
                 return Ok(part > 0);
             }
             let view = self.current_part();
@@ -213,170 +238,11 @@ impl<F: Fabric> Worker<F> {
         let mut out = Vec::new();
         Ok(self.neighbors(v, usize::MAX, &mut out)?.then_some(out))
     }
-
-    /// Two-hop query (Pragh 6): up to `k` neighbours of `v`, then up to `k`
-    /// neighbours of each of those, one synchronous GET at a time as in Pragh
-    /// Fig. 8. Appends the second hop to `out`; returns vertices visited.
-    pub fn two_hop(&mut self, v: VertexId, k: usize, out: &mut Vec<VertexId>) -> Result<usize> {
-        let mut first = std::mem::take(&mut self.scratch);
-        first.clear();
-        self.query_now_ns = Some(self.port.now_ns());
-        let r = (|| {
-            self.neighbors(v, k, &mut first)?;
-            for &u in &first {
-                self.neighbors(u, k, out)?;
-            }
-            Ok(1 + first.len())
-        })();
-        self.query_now_ns = None;
-        self.scratch = first;
-        r
-    }
-
-    /// Two-hop query with the second hop pipelined: the buckets of all
-    /// first-hop vertices are read with one batch of posted READs, then their
-    /// values with another. Vertices that need more (overflow chains, several
-    /// parts, invalidated values) fall back to the synchronous path. Same
-    /// result as [`Worker::two_hop`].
-    pub fn two_hop_pipelined(
-        &mut self,
-        v: VertexId,
-        k: usize,
-        out: &mut Vec<VertexId>,
-    ) -> Result<usize> {
-        let mut first = std::mem::take(&mut self.scratch);
-        first.clear();
-        let r = self.two_hop_pipelined_inner(v, k, &mut first, out);
-        self.scratch = first;
-        r
-    }
-
-    pub(super) fn two_hop_pipelined_inner(
-        &mut self,
-        v: VertexId,
-        k: usize,
-        first: &mut Vec<VertexId>,
-        out: &mut Vec<VertexId>,
-    ) -> Result<usize> {
-        self.neighbors(v, k, first)?;
-        for batch in first.chunks(PIPELINE_WINDOW) {
-            if let Err(e) = self.second_hop_batch(batch, k, out) {
-                // Leave the port empty: a later call must not meet stale completions.
-                self.drain_all();
-                return Err(e);
-            }
-        }
-        Ok(1 + first.len())
-    }
-
-    /// Second hop for up to [`PIPELINE_WINDOW`] vertices: their buckets with
-    /// one batch of posted READs, then their values with another.
-    pub(super) fn second_hop_batch(
-        &mut self,
-        batch: &[VertexId],
-        k: usize,
-        out: &mut Vec<VertexId>,
-    ) -> Result<()> {
-        let n = batch.len();
-        let layout = self.shared.layout;
-        for (i, &u) in batch.iter().enumerate() {
-            let key = Key::part(u, 0);
-            let home = self.home(key);
-            let kr = self.keys_region(home);
-            let off = layout.bucket_offset(layout.bucket_of(key));
-            let buf = self.buffer(BUCKET_BYTES as usize);
-            self.port
-                .post(WorkRequest::read_into(i as u64, home, kr, off, buf))?;
-        }
-        let mut addrs: Vec<Option<Addr>> = vec![None; n];
-        let mut fallback = vec![false; n];
-        self.drain(n)?;
-        for c in std::mem::take(&mut self.completions) {
-            let i = c.id as usize;
-            debug_assert!(i < n, "a completion this batch did not post");
-            let Output::Data(bytes) = c.result? else {
-                unreachable!("a READ completes with data")
-            };
-            if i >= n {
-                continue;
-            }
-            let view = BucketView::parse(&bytes);
-            self.keep(bytes);
-            let key = Key::part(batch[i], 0);
-            match view.slots.iter().find(|s| s.0 == key.word() || s.0 == 0) {
-                Some(&(kw, aw)) if kw == key.word() => {
-                    lost(key, aw)?;
-                    addrs[i] = Addr::decode(aw)
-                }
-                Some(_) => {}
-                None => fallback[i] = view.link != 0,
-            }
-        }
-        let mut posted = 0;
-        for i in 0..n {
-            if let Some(a) = addrs[i] {
-                let home = self.home(Key::part(batch[i], 0));
-                let holder = a.holder(home);
-                self.stats.values_read_remote += (holder != self.machine) as u64;
-                let vr = self.values_region(holder);
-                let buf = self.buffer((a.size_units() * 8) as usize);
-                self.port.post(WorkRequest::read_into(
-                    i as u64,
-                    holder,
-                    vr,
-                    a.offset_units() * 8,
-                    buf,
-                ))?;
-                posted += 1;
-            }
-        }
-        self.drain(posted)?;
-        let mut values: Vec<Option<Vec<u8>>> = vec![None; n];
-        for c in std::mem::take(&mut self.completions) {
-            let Output::Data(bytes) = c.result? else {
-                unreachable!("a READ completes with data")
-            };
-            if let Some(slot) = values.get_mut(c.id as usize) {
-                *slot = Some(bytes);
-            }
-        }
-        self.stats.values_read += posted as u64;
-        for i in 0..n {
-            let done = match (&values[i], addrs[i]) {
-                (Some(bytes), Some(a)) => {
-                    let header =
-                        Header::decode(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
-                    // Check the header before trusting its length (an invalidated
-                    // value's header is zero; `matches` bounds the payload).
-                    let view = if header.matches(a) {
-                        PartView::parse(&bytes[8..8 + header.payload_bytes as usize])
-                    } else {
-                        None
-                    };
-                    match view {
-                        Some(view) if !view.more() || view.len() >= k => {
-                            view.extend_into(k, out);
-                            true
-                        }
-                        _ => false,
-                    }
-                }
-                _ => !fallback[i] && addrs[i].is_none(),
-            };
-            if let Some(b) = values[i].take() {
-                self.keep(b);
-            }
-            if !done {
-                self.neighbors(batch[i], k, out)?;
-            }
-        }
-        Ok(())
-    }
 }
 
 /// `Err(ValueLost)` if `word` marks `key`'s value lost ([`crate::addr::lost_word`]).
 #[inline]
-fn lost(key: Key, word: u64) -> Result<()> {
+pub(super) fn lost(key: Key, word: u64) -> Result<()> {
     match crate::addr::lost_on(word) {
         None => Ok(()),
         Some(machine) => Err(StoreError::ValueLost {

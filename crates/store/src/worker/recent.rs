@@ -136,6 +136,19 @@ impl Recent {
         e.pending = 0;
     }
 
+    /// Retires this worker's copy of `key`, if it holds one: a read found
+    /// its word invalid. `remove_if` on the shared cache retires every
+    /// worker's copy only while the shared cache still holds the word; an
+    /// entry it already dropped as expired (at a later clock than this
+    /// worker's query start) or evicted left the epoch as it was, and this
+    /// copy would be served again and again.
+    pub(crate) fn forget(&mut self, c: &LocationCache, key: Key) {
+        let e = &mut self.slots[Self::index(key)];
+        if e.used && e.key == key.0 {
+            Self::retire(c, e);
+        }
+    }
+
     /// Hands every pending hit to the shared cache.
     pub(crate) fn flush(&mut self, c: &LocationCache) {
         for e in self.slots.iter_mut().filter(|e| e.pending > 0) {
@@ -220,6 +233,27 @@ mod tests {
                 assert_eq!(count, 4);
             }
         }
+    }
+
+    #[test]
+    fn a_copy_whose_shared_entry_is_gone_is_retired_by_forget() {
+        let c = cache();
+        let k = Key(11);
+        c.insert_at(k, 100, 64, 0);
+        let mut r = Recent::default();
+        fill(&mut r, &c, k, 0);
+        // Another worker, later, finds the shared entry expired and drops it.
+        assert_eq!(c.get_epoch(k, 2 * LEASE, false), None);
+        // A read at this worker's (earlier) query start found the word
+        // invalid: the shared cache no longer holds it to retire the copy.
+        assert!(!c.remove_if(k, 100));
+        assert_eq!(
+            r.get(&c, k, 1, LEASE, false),
+            Some((100, 64)),
+            "the copy outlives its shared entry"
+        );
+        r.forget(&c, k);
+        assert_eq!(r.get(&c, k, 1, LEASE, false), None);
     }
 
     #[test]

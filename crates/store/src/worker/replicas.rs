@@ -289,8 +289,9 @@ impl<F: Fabric> Worker<F> {
     /// A read found this machine's replica of `key` invalidated: forget it
     /// and retire its block (replica invariant 4).
     pub(super) fn drop_replica(&mut self, key: Key, word: u64, addr: Addr) {
-        if let Some(c) = self.cache() {
+        if let Some(c) = self.shared.caches[self.machine as usize].as_ref() {
             c.remove_if(key, word);
+            self.recent.forget(c, key);
         }
         let me = self.machine as usize;
         let (Some(set), Some(alloc)) = (

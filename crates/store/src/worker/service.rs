@@ -59,12 +59,12 @@ const SERVICE_QUIET_NAP: Duration = Duration::from_secs(1);
 /// How long an idle service parks between looks at its inbox (a forwarded
 /// request wakes it at once).
 const SERVICE_IDLE_SLEEP_US: u64 = 200;
-/// The longest park of an idle service when every machine is in this
-/// process (so every sender, and every worker that leaves it a vertex op,
-/// wakes it): each park that found nothing doubles the next, up to this or
-/// the garbage-collection interval, whichever is shorter. Over a network
-/// nothing wakes a service, so it keeps looking every
-/// [`SERVICE_IDLE_SLEEP_US`].
+/// The longest park of an idle service when every message wakes it (the
+/// fabric unparks it on delivery, `Fabric::wake_on_message`, and every
+/// worker that leaves it a vertex op wakes it): each park that found nothing
+/// doubles the next, up to this or the garbage-collection interval,
+/// whichever is shorter. On a fabric that wakes no one it keeps looking
+/// every [`SERVICE_IDLE_SLEEP_US`].
 const SERVICE_IDLE_SLEEP_MAX_US: u64 = 50_000;
 /// An idle service collects garbage every hundredth of the reclaim lease
 /// (a retired block waits its lease and at most 1% more), never less often
@@ -386,7 +386,7 @@ impl<F: Fabric> Worker<F> {
         let Request::Vertex { vertex, op } = request else {
             unreachable!("only vertex requests are deferred")
         };
-        let outcome = self.vertex_op(vertex, op).map(Reply::Vertex);
+        let outcome = self.vertex_op(vertex, op);
         self.answer_outcome(mail, from, id, outcome);
     }
 
@@ -561,8 +561,20 @@ fn service_loop<F: Fabric>(
     // from the workers of a 2-core machine (docs/results.md, stop 30); at
     // 5 ms parks and a collection every 10 ms they still took 1% of it
     // (stop 37).
-    let woken_by_senders =
+    // With a machine in another process, the fabric wakes us on each
+    // message delivered here (`Fabric::wake_on_message`): an idle service
+    // that looked every 200 us instead woke 3,800 times a second in each of
+    // eight server processes. In one process the senders wake us themselves
+    // (`Shared::wake`), and only for requests: a fabric wake-up on every
+    // message would also wake us for each reply a worker takes itself
+    // (`tests/service_spin.rs` counts the switches).
+    let in_process =
         (0..shared.fabric.machine_count() as MachineId).all(|m| shared.fabric.hosts(m));
+    let woken_by_senders = in_process
+        || shared
+            .fabric
+            .wake_on_message(m, std::thread::current())
+            .unwrap_or(false);
     let gc_interval = (Duration::from_millis(shared.config.reclaim_lease_ms)
         / SERVICE_GC_LEASE_SHARE)
         .clamp(SERVICE_GC_INTERVAL_MIN, SERVICE_GC_INTERVAL_MAX);

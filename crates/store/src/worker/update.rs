@@ -63,9 +63,10 @@ impl<F: Fabric> Worker<F> {
                 let view = old.map(|_| self.current_part());
                 decide(view, &mut encode)
             };
-            let r = match change {
-                Change::Keep => Ok(Some(true)),
-                Change::Replace => self.publish(key, slot, old, &encode),
+            let r = match (change, old) {
+                (Change::Keep, _) | (Change::Remove, None) => Ok(Some(true)),
+                (Change::Replace, _) => self.publish(key, slot, old, &encode),
+                (Change::Remove, Some(old)) => self.unpublish(key, slot, old),
             };
             self.encode = encode;
             match r? {
@@ -120,8 +121,9 @@ impl<F: Fabric> Worker<F> {
             // a migration can, updates of a vertex being serialised), and that
             // migration reclaims it.
             if slot.cached {
-                if let Some(c) = self.cache() {
+                if let Some(c) = self.shared.caches[self.machine as usize].as_ref() {
                     c.remove_if(key, slot.addr_word);
+                    self.recent.forget(c, key);
                 }
             }
             return Ok(None);
@@ -131,6 +133,34 @@ impl<F: Fabric> Worker<F> {
                 .alloc(me)?
                 .retire(old.offset_units(), old.size_units(), self.port.now_ns());
         }
+        Ok(Some(true))
+    }
+
+    /// Removes the value at `old` from `slot` (its address word becomes 0):
+    /// the removal's half of [`Worker::publish`], in the same order (the old
+    /// value is invalidated first, then the word changes, then the old block
+    /// is retired). `Some(true)` on success, `None` if the CAS lost.
+    fn unpublish(&mut self, key: Key, slot: Slot, old: Addr) -> Result<Option<bool>> {
+        let me = self.machine;
+        debug_assert_eq!(old.holder(slot.home), me);
+        let vr = self.values_region(me);
+        self.port.write_word(me, vr, old.offset_units() * 8, 0)?;
+        let kr = self.keys_region(slot.home);
+        let prev = self
+            .port
+            .cas(slot.home, kr, slot.addr_offset, slot.addr_word, 0)?;
+        if prev != slot.addr_word {
+            if slot.cached {
+                if let Some(c) = self.shared.caches[me as usize].as_ref() {
+                    c.remove_if(key, slot.addr_word);
+                    self.recent.forget(c, key);
+                }
+            }
+            return Ok(None);
+        }
+        self.shared
+            .alloc(me)?
+            .retire(old.offset_units(), old.size_units(), self.port.now_ns());
         Ok(Some(true))
     }
 
@@ -147,21 +177,44 @@ impl<F: Fabric> Worker<F> {
 
     /// Adds the edge v -> u unless present. Returns whether it was added.
     pub fn insert_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        let home = self.vertex_home(v);
         self.vertex_op(v, VertexOp::Insert(u))
+            .and_then(|r| changed(r, home))
     }
 
     /// Removes every occurrence of the edge v -> u. Returns whether there was one.
     pub fn delete_edge(&mut self, v: VertexId, u: VertexId) -> Result<bool> {
+        let home = self.vertex_home(v);
         self.vertex_op(v, VertexOp::Delete(u))
+            .and_then(|r| changed(r, home))
+    }
+
+    /// Removes vertex `v`: every part of its list, so that reads find no
+    /// entry afterwards (its key slots stay, with no value). Returns the
+    /// list it had, or `None` if it had no entry. Edges of other vertices
+    /// that point at `v` are theirs: a caller storing both directions
+    /// deletes them (`locus_client::Client::delete_vertex`). Runs anywhere,
+    /// coordinated by the home as every vertex op.
+    pub fn delete_vertex(&mut self, v: VertexId) -> Result<Option<Vec<VertexId>>> {
+        match self.vertex_op(v, VertexOp::Remove)? {
+            Reply::Removed(list) => Ok(list),
+            other => Err(StoreError::ReplyMismatch {
+                machine: self.vertex_home(v),
+                request: "vertex removal",
+                reply: other.kind(),
+            }),
+        }
     }
 
     /// Runs a vertex op at `v`'s home: here under the vertex's lock, or by
-    /// forwarding it there and waiting for the reply.
-    pub(super) fn vertex_op(&mut self, v: VertexId, op: VertexOp) -> Result<bool> {
+    /// forwarding it there and waiting for the reply. The reply is
+    /// `Reply::Vertex` (whether anything changed) or, for `Remove`,
+    /// `Reply::Removed`.
+    pub(super) fn vertex_op(&mut self, v: VertexId, op: VertexOp) -> Result<Reply> {
         let home = self.vertex_home(v);
         if home != self.machine {
             return match self.forward(home, Request::Vertex { vertex: v, op })? {
-                Reply::Vertex(b) => Ok(b),
+                r @ (Reply::Vertex(_) | Reply::Removed(_)) => Ok(r),
                 other => Err(StoreError::ReplyMismatch {
                     machine: home,
                     request: "vertex",
@@ -179,9 +232,28 @@ impl<F: Fabric> Worker<F> {
         // Replicas go before anything publishes (replica invariant 1).
         self.invalidate_replicas(v)?;
         match op {
-            VertexOp::Put(list) => self.put_at_home(v, &list).map(|_| true),
-            VertexOp::Insert(u) => self.insert_at_home(v, u),
-            VertexOp::Delete(u) => self.delete_at_home(v, u),
+            VertexOp::Put(list) => self.put_at_home(v, &list).map(|_| Reply::Vertex(true)),
+            VertexOp::Insert(u) => self.insert_at_home(v, u).map(Reply::Vertex),
+            VertexOp::Delete(u) => self.delete_at_home(v, u).map(Reply::Vertex),
+            VertexOp::Remove => self.remove_at_home(v).map(Reply::Removed),
+        }
+    }
+
+    /// Removes `v`'s parts, part 0 first: once it is gone every read finds
+    /// no entry, and the parts after it are unreachable until they are gone
+    /// too (a failure part-way leaves only unreachable parts, which a later
+    /// `put` of the vertex overwrites). Updates of `v` are serialised here,
+    /// so the list read first is the list removed.
+    pub(super) fn remove_at_home(&mut self, v: VertexId) -> Result<Option<Vec<VertexId>>> {
+        let Some(list) = self.get(v)? else {
+            return Ok(None);
+        };
+        let mut part = 0u32;
+        loop {
+            match self.part_op(Key::part(v, part), PartOp::Drop)? {
+                PartReply::Done { more: true, .. } => part += 1,
+                _ => return Ok(Some(list)),
+            }
         }
     }
 
@@ -348,6 +420,18 @@ impl<F: Fabric> Worker<F> {
     }
 }
 
+/// What a vertex op's reply (from `home`) says changed (`Reply::Vertex`).
+fn changed(r: Reply, home: locus_fabric::MachineId) -> Result<bool> {
+    match r {
+        Reply::Vertex(b) => Ok(b),
+        other => Err(StoreError::ReplyMismatch {
+            machine: home,
+            request: "vertex",
+            reply: other.kind(),
+        }),
+    }
+}
+
 /// What a part op does to the current part (or its absence): the change to
 /// make and the reply to give. `ids` is scratch space.
 fn decide_part_op(
@@ -386,6 +470,13 @@ fn decide_part_op(
             },
         ),
         (_, None) => (Change::Keep, PartReply::Absent),
+        (PartOp::Drop, Some(c)) => (
+            Change::Remove,
+            PartReply::Done {
+                changed: true,
+                more: c.more(),
+            },
+        ),
         (PartOp::Append { u, max }, Some(c)) => {
             if c.iter().any(|x| x == *u) {
                 (

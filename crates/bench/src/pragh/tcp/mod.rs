@@ -479,3 +479,9 @@ fn summarize(schemes: &[Scheme], runs: &[RunRows]) -> Vec<SideBySide> {
         })
         .collect()
 }
+
+/// Values the servers of `client`'s cluster moved to themselves in all
+/// (the sum of STATS `migrations_in`).
+pub fn migrations_in(client: &locus_client::Client) -> Result<u64> {
+    Ok(drive::totals(client)?.migrations_in)
+}

@@ -1,0 +1,491 @@
+//! The client protocol's requests and replies (docs/protocol.md section 3).
+
+use super::*;
+
+/// A client request (without its deadline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// First frame: the client's name.
+    Hello {
+        /// Free text naming the client (logs).
+        client: String,
+    },
+    /// Liveness.
+    Ping,
+    /// Up to `k` neighbours (0: all).
+    Neighbors {
+        /// The vertex.
+        vertex: u32,
+        /// Neighbours wanted; 0 for all.
+        k: u32,
+    },
+    /// Replace the adjacency list.
+    Put {
+        /// The vertex.
+        vertex: u32,
+        /// Its new list.
+        ids: Vec<u32>,
+    },
+    /// Add `vertex -> neighbor`.
+    InsertEdge {
+        /// Source.
+        vertex: u32,
+        /// Target.
+        neighbor: u32,
+    },
+    /// Remove `vertex -> neighbor`.
+    DeleteEdge {
+        /// Source.
+        vertex: u32,
+        /// Target.
+        neighbor: u32,
+    },
+    /// k-hop traversal from `vertex`.
+    Khop {
+        /// Start vertex.
+        vertex: u32,
+        /// Hops, 1..=8.
+        hops: u8,
+        /// Neighbours per vertex per hop, 1..=1,000,000.
+        k: u32,
+    },
+    /// Bulk load batch: neighbours to merge into each vertex's list.
+    Load {
+        /// (vertex, neighbours to add).
+        vertices: Vec<(u32, Vec<u32>)>,
+    },
+    /// Move `vertex`'s value to the receiving server.
+    Migrate {
+        /// The vertex.
+        vertex: u32,
+    },
+    /// Remove `vertex` (its whole list).
+    DeleteVertex {
+        /// The vertex.
+        vertex: u32,
+    },
+    /// Where `vertex`'s value is.
+    Where {
+        /// The vertex.
+        vertex: u32,
+    },
+    /// Server statistics.
+    Stats,
+}
+
+impl Request {
+    /// The request's op.
+    pub fn op(&self) -> Op {
+        match self {
+            Request::Hello { .. } => Op::Hello,
+            Request::Ping => Op::Ping,
+            Request::Neighbors { .. } => Op::Neighbors,
+            Request::Put { .. } => Op::Put,
+            Request::InsertEdge { .. } => Op::InsertEdge,
+            Request::DeleteEdge { .. } => Op::DeleteEdge,
+            Request::Khop { .. } => Op::Khop,
+            Request::Load { .. } => Op::Load,
+            Request::Migrate { .. } => Op::Migrate,
+            Request::Where { .. } => Op::Where,
+            Request::DeleteVertex { .. } => Op::DeleteVertex,
+            Request::Stats => Op::Stats,
+        }
+    }
+
+    /// Appends the request as a frame. Lists past their limits are the
+    /// caller's bug (the client splits loads); they are asserted.
+    pub fn encode(&self, out: &mut Vec<u8>, id: u64, deadline_ms: u32) {
+        let start = begin_frame(out, self.op() as u8, id);
+        let mut e = Enc(out);
+        e.u32(deadline_ms);
+        match self {
+            Request::Hello { client } => {
+                e.str(client, NAME_MAX);
+            }
+            Request::Ping | Request::Stats => {}
+            Request::Neighbors { vertex, k } => {
+                e.u32(*vertex).u32(*k);
+            }
+            Request::Put { vertex, ids } => {
+                assert!(ids.len() <= IDS_MAX, "PUT of {} ids", ids.len());
+                e.u32(*vertex).ids(ids);
+            }
+            Request::InsertEdge { vertex, neighbor } | Request::DeleteEdge { vertex, neighbor } => {
+                e.u32(*vertex).u32(*neighbor);
+            }
+            Request::Khop { vertex, hops, k } => {
+                e.u32(*vertex).u8(*hops).u32(*k);
+            }
+            Request::Load { vertices } => {
+                assert!(vertices.len() <= LOAD_VERTICES_MAX);
+                e.u32(vertices.len() as u32);
+                for (v, ids) in vertices {
+                    assert!(ids.len() <= IDS_MAX);
+                    e.u32(*v).ids(ids);
+                }
+            }
+            Request::Migrate { vertex }
+            | Request::Where { vertex }
+            | Request::DeleteVertex { vertex } => {
+                e.u32(*vertex);
+            }
+        }
+        end_frame(out, start);
+    }
+
+    /// Decodes a request body of `op`; returns its deadline and the request.
+    /// Control ops are [`ProtoError::UnknownOp`] here (see [`Control::decode`]).
+    pub fn decode(op: u8, body: &[u8]) -> Result<(u32, Request), ProtoError> {
+        let op = match Op::from_u8(op) {
+            Some(o) if !o.is_control() => o,
+            _ => return Err(ProtoError::UnknownOp(op)),
+        };
+        let mut d = Dec::new(body, op.name());
+        let deadline_ms = d.u32("deadline_ms")?;
+        if deadline_ms == 0 || deadline_ms > DEADLINE_MS_MAX {
+            return Err(ProtoError::Invalid {
+                field: "deadline_ms",
+                value: deadline_ms as u64,
+                expected: "must be 1..=3600000",
+            });
+        }
+        let r = match op {
+            Op::Hello => Request::Hello {
+                client: d.str("client", NAME_MAX)?,
+            },
+            Op::Ping => Request::Ping,
+            Op::Stats => Request::Stats,
+            Op::Neighbors => Request::Neighbors {
+                vertex: d.u32("vertex")?,
+                k: d.u32("k")?,
+            },
+            Op::Put => Request::Put {
+                vertex: d.u32("vertex")?,
+                ids: d.ids("ids", IDS_MAX)?,
+            },
+            Op::InsertEdge => Request::InsertEdge {
+                vertex: d.u32("vertex")?,
+                neighbor: d.u32("neighbor")?,
+            },
+            Op::DeleteEdge => Request::DeleteEdge {
+                vertex: d.u32("vertex")?,
+                neighbor: d.u32("neighbor")?,
+            },
+            Op::Khop => {
+                let vertex = d.u32("vertex")?;
+                let hops = d.u8("hops")?;
+                let k = d.u32("k")?;
+                if hops == 0 || hops > HOPS_MAX {
+                    return Err(ProtoError::Invalid {
+                        field: "hops",
+                        value: hops as u64,
+                        expected: "must be 1..=8",
+                    });
+                }
+                if k == 0 || k > K_MAX {
+                    return Err(ProtoError::Invalid {
+                        field: "k",
+                        value: k as u64,
+                        expected: "must be 1..=1000000",
+                    });
+                }
+                Request::Khop { vertex, hops, k }
+            }
+            Op::Load => {
+                let n = d.count("vertices", LOAD_VERTICES_MAX, 8)?;
+                let mut vertices = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let v = d.u32("vertex")?;
+                    vertices.push((v, d.ids("ids", IDS_MAX)?));
+                }
+                Request::Load { vertices }
+            }
+            Op::Migrate => Request::Migrate {
+                vertex: d.u32("vertex")?,
+            },
+            Op::Where => Request::Where {
+                vertex: d.u32("vertex")?,
+            },
+            Op::DeleteVertex => Request::DeleteVertex {
+                vertex: d.u32("vertex")?,
+            },
+            _ => unreachable!("control ops were rejected above"),
+        };
+        d.finish()?;
+        Ok((deadline_ms, r))
+    }
+}
+
+/// What a k-hop query found and cost.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KhopReply {
+    /// Last frontier's size counting repeats.
+    pub with_repeats: u64,
+    /// Server-side time of the traversal.
+    pub elapsed_ns: u64,
+    /// One-sided operations to the server's own machine.
+    pub local_ops: u64,
+    /// One-sided operations to other machines.
+    pub remote_ops: u64,
+    /// Payload bytes of the local operations.
+    pub local_bytes: u64,
+    /// Payload bytes of the remote operations.
+    pub remote_bytes: u64,
+    /// Distinct vertices of the last frontier, increasing.
+    pub distinct: Vec<u32>,
+}
+
+/// A reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// HELLO accepted.
+    Hello {
+        /// The server's machine.
+        server_id: u8,
+        /// Machines in the cluster.
+        machines: u16,
+        /// The frame limit on this connection.
+        frame_bytes_max: u32,
+        /// Server version text.
+        server: String,
+    },
+    /// PING answered.
+    Pong,
+    /// Neighbours.
+    Neighbors(Vec<u32>),
+    /// PUT applied.
+    Put,
+    /// INSERT_EDGE or DELETE_EDGE: whether the list changed.
+    Changed(bool),
+    /// DELETE_VERTEX: the list the vertex had (`None`: it had no entry).
+    Removed(Option<Vec<u32>>),
+    /// k-hop result.
+    Khop(KhopReply),
+    /// LOAD applied.
+    Load {
+        /// Vertices changed.
+        vertices: u32,
+        /// Edges added.
+        edges_added: u64,
+        /// Per vertex entry of the request, in its order: whether that
+        /// vertex's list changed (an entry repeating a vertex shares its flag).
+        changed: Vec<bool>,
+    },
+    /// MIGRATE done.
+    Migrate {
+        /// Where part 0 was.
+        from: u8,
+        /// Where it is.
+        to: u8,
+        /// Values moved.
+        parts: u32,
+        /// Bytes copied.
+        bytes: u64,
+    },
+    /// WHERE answered.
+    Where {
+        /// Home machine.
+        home: u8,
+        /// Machine holding the value.
+        holder: u8,
+        /// Whether the vertex has an entry.
+        found: bool,
+    },
+    /// STATS JSON.
+    Stats(String),
+    /// An error reply.
+    Error {
+        /// Its code.
+        code: ErrorCode,
+        /// What went wrong, naming the server.
+        message: String,
+    },
+}
+
+impl Reply {
+    /// Appends the reply to a request of `op` as a frame.
+    pub fn encode(&self, out: &mut Vec<u8>, op: Op, id: u64) {
+        if let Reply::Stats(json) = self {
+            if json.len() > STATS_JSON_MAX {
+                // Cutting JSON would make it unreadable: say so instead.
+                return Reply::Error {
+                    code: ErrorCode::TooLarge,
+                    message: format!(
+                        "statistics of {} bytes are past the {STATS_JSON_MAX}-byte limit",
+                        json.len()
+                    ),
+                }
+                .encode(out, op, id);
+            }
+        }
+        let op_byte = match self {
+            Reply::Error { .. } => ERROR_OP,
+            _ => op as u8 | REPLY_BIT,
+        };
+        let start = begin_frame(out, op_byte, id);
+        let mut e = Enc(out);
+        match self {
+            Reply::Hello {
+                server_id,
+                machines,
+                frame_bytes_max,
+                server,
+            } => {
+                e.u8(*server_id)
+                    .u16(*machines)
+                    .u32(*frame_bytes_max)
+                    .str(server, NAME_MAX);
+            }
+            Reply::Pong | Reply::Put => {}
+            Reply::Neighbors(ids) => {
+                e.ids(ids);
+            }
+            Reply::Changed(c) => {
+                e.u8(*c as u8);
+            }
+            Reply::Removed(list) => {
+                e.u8(list.is_some() as u8)
+                    .ids(list.as_deref().unwrap_or_default());
+            }
+            Reply::Khop(k) => {
+                e.u64(k.with_repeats)
+                    .u64(k.elapsed_ns)
+                    .u64(k.local_ops)
+                    .u64(k.remote_ops)
+                    .u64(k.local_bytes)
+                    .u64(k.remote_bytes)
+                    .ids(&k.distinct);
+            }
+            Reply::Load {
+                vertices,
+                edges_added,
+                changed,
+            } => {
+                assert!(changed.len() <= LOAD_VERTICES_MAX);
+                e.u32(*vertices).u64(*edges_added).bits(changed);
+            }
+            Reply::Migrate {
+                from,
+                to,
+                parts,
+                bytes,
+            } => {
+                e.u8(*from).u8(*to).u32(*parts).u64(*bytes);
+            }
+            Reply::Where {
+                home,
+                holder,
+                found,
+            } => {
+                e.u8(*home).u8(*holder).u8(*found as u8);
+            }
+            Reply::Stats(json) => {
+                e.u32(json.len() as u32);
+                e.0.extend_from_slice(json.as_bytes());
+            }
+            Reply::Error { code, message } => {
+                e.u16(code.code()).str(message, ERROR_MESSAGE_MAX);
+            }
+        }
+        end_frame(out, start);
+    }
+
+    /// Decodes the reply (op byte `op_byte`) to a request of `op`.
+    pub fn decode(op: Op, op_byte: u8, body: &[u8]) -> Result<Reply, ProtoError> {
+        if op_byte == ERROR_OP {
+            let mut d = Dec::new(body, "error");
+            let code = ErrorCode::from_code(d.u16("code")?);
+            let message = d.str("message", ERROR_MESSAGE_MAX)?;
+            d.finish()?;
+            return Ok(Reply::Error { code, message });
+        }
+        if op_byte != op as u8 | REPLY_BIT {
+            return Err(ProtoError::Malformed {
+                op: op.name(),
+                what: format!(
+                    "reply op 0x{op_byte:02x} does not answer op 0x{:02x}",
+                    op as u8
+                ),
+            });
+        }
+        let mut d = Dec::new(body, op.name());
+        let r = match op {
+            Op::Hello => {
+                let server_id = d.u8("server_id")?;
+                let machines = d.u16("machines")?;
+                let frame_bytes_max = d.u32("frame_bytes_max")?;
+                if (frame_bytes_max as usize) < FRAME_BYTES_MIN {
+                    return Err(ProtoError::Invalid {
+                        field: "frame_bytes_max",
+                        value: frame_bytes_max as u64,
+                        expected: "must be at least 4096",
+                    });
+                }
+                Reply::Hello {
+                    server_id,
+                    machines,
+                    frame_bytes_max,
+                    server: d.str("server", NAME_MAX)?,
+                }
+            }
+            Op::Ping => Reply::Pong,
+            Op::Put => Reply::Put,
+            Op::Neighbors => Reply::Neighbors(d.ids("ids", FRAME_BYTES_MAX / 4)?),
+            Op::InsertEdge | Op::DeleteEdge => Reply::Changed(match d.u8("changed")? {
+                0 => false,
+                1 => true,
+                b => return Err(d.malformed(format!("changed = {b}, expected 0 or 1"))),
+            }),
+            Op::DeleteVertex => {
+                let found = d.u8("found")?;
+                let ids = d.ids("ids", FRAME_BYTES_MAX / 4)?;
+                Reply::Removed(match (found, ids.is_empty()) {
+                    (1, _) => Some(ids),
+                    (0, true) => None,
+                    (0, false) => return Err(d.malformed("ids of a vertex that was not found")),
+                    (b, _) => return Err(d.malformed(format!("found = {b}, expected 0 or 1"))),
+                })
+            }
+            Op::Khop => Reply::Khop(KhopReply {
+                with_repeats: d.u64("with_repeats")?,
+                elapsed_ns: d.u64("elapsed_ns")?,
+                local_ops: d.u64("local_ops")?,
+                remote_ops: d.u64("remote_ops")?,
+                local_bytes: d.u64("local_bytes")?,
+                remote_bytes: d.u64("remote_bytes")?,
+                distinct: d.ids("distinct", FRAME_BYTES_MAX / 4)?,
+            }),
+            Op::Load => Reply::Load {
+                vertices: d.u32("vertices")?,
+                edges_added: d.u64("edges_added")?,
+                changed: d.bits("changed", LOAD_VERTICES_MAX)?,
+            },
+            Op::Migrate => Reply::Migrate {
+                from: d.u8("from")?,
+                to: d.u8("to")?,
+                parts: d.u32("parts")?,
+                bytes: d.u64("bytes")?,
+            },
+            Op::Where => Reply::Where {
+                home: d.u8("home")?,
+                holder: d.u8("holder")?,
+                found: match d.u8("found")? {
+                    0 => false,
+                    1 => true,
+                    b => return Err(d.malformed(format!("found = {b}, expected 0 or 1"))),
+                },
+            },
+            Op::Stats => {
+                let n = d.count("json", STATS_JSON_MAX, 1)?;
+                let raw = d.take(n, "json")?;
+                Reply::Stats(
+                    String::from_utf8(raw.to_vec())
+                        .map_err(|_| d.malformed("json is not UTF-8"))?,
+                )
+            }
+            other => return Err(ProtoError::UnknownOp(other as u8)),
+        };
+        d.finish()?;
+        Ok(r)
+    }
+}
