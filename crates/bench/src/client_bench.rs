@@ -485,9 +485,9 @@ fn one_run(
 }
 
 /// Sends the run's KHOPs (untimed) in windows of 1.5 monitoring intervals
-/// until the values the servers moved to themselves stop changing over a
-/// window, or [`MIGRATED_WARM_S_MAX`]. Returns the values moved and the
-/// seconds it took.
+/// until two windows in a row move no value (the coordinator listens an
+/// interval before its first approval), or [`MIGRATED_WARM_S_MAX`]. Returns
+/// the values moved and the seconds it took.
 fn settle(
     client: &Client,
     starts: &[u32],
@@ -497,7 +497,7 @@ fn settle(
 ) -> Result<(u64, f64)> {
     let window = Duration::from_millis(MIGRATED_INTERVAL_MS * 3 / 2);
     let t0 = Instant::now();
-    let mut last = None;
+    let (mut last, mut still) = (None, 0);
     let mut i = 0;
     loop {
         let w0 = Instant::now();
@@ -511,7 +511,8 @@ fn settle(
             "  {:.0} s: {moved} values moved",
             t0.elapsed().as_secs_f64()
         ));
-        if last == Some(moved) || t0.elapsed().as_secs_f64() > MIGRATED_WARM_S_MAX {
+        still = if last == Some(moved) { still + 1 } else { 0 };
+        if still >= 2 || t0.elapsed().as_secs_f64() > MIGRATED_WARM_S_MAX {
             return Ok((moved, t0.elapsed().as_secs_f64()));
         }
         last = Some(moved);

@@ -312,6 +312,15 @@ impl<F: locus_fabric::Fabric> Worker<F> {
             };
         }
         let found = !matches!(s.reads.first(), Some(Read::Absent));
+        if in_order(frontier.len(), s) {
+            // The lists were read back to back in the frontier's order (no
+            // repeated vertex, and every list done at once or in order, as
+            // when all are held here): they are the next frontier as they are.
+            debug_assert!(dest.is_empty());
+            std::mem::swap(dest, &mut s.lists);
+            check_frontier(dest.len(), hop, limits)?;
+            return Ok(found);
+        }
         for &u in frontier {
             let i = if frontier.len() == 1 {
                 0
@@ -567,6 +576,24 @@ impl<F: locus_fabric::Fabric> Worker<F> {
             }
         };
     }
+}
+
+/// Whether the lists of a hop over `frontier_len` vertices lie in `s.lists`
+/// in the frontier's order, back to back and nothing else: no vertex
+/// repeats, and each read's list starts where the one before ends.
+fn in_order(frontier_len: usize, s: &HopScratch) -> bool {
+    if s.distinct.len() != frontier_len {
+        return false;
+    }
+    let mut at = 0u32;
+    for r in &s.reads {
+        match *r {
+            Read::Done { start, len } if start == at => at += len,
+            Read::Absent => {}
+            _ => return false,
+        }
+    }
+    at as usize == s.lists.len()
 }
 
 /// `Err(FrontierTooLarge)` once a hop's frontier passes the limit.
