@@ -70,17 +70,12 @@ pub fn fabric(machines: usize, config: &Config) -> Result<EmbeddedFabric> {
 /// (before a scheme adjusts them). Server processes of the TCP benchmark get
 /// the same settings through their cluster file.
 pub fn store_config(graph: &impl Lists, machines: usize, config: &Config) -> StoreConfig {
-    StoreConfig {
-        reclaim_lease_ms: config.store.reclaim_lease_ms,
-        cache_bytes_max: config.store.location_cache_mb << 20,
-        cache_lease_ms: config.store.reclaim_lease_ms.min(60_000),
-        ..StoreConfig::for_graph(
-            graph.entries(),
-            graph.stored_edges(),
-            machines,
-            config.store.part_neighbors_max,
-        )
-    }
+    config.store.store_config_for(StoreConfig::for_graph(
+        graph.entries(),
+        graph.stored_edges(),
+        machines,
+        config.store.part_neighbors_max,
+    ))
 }
 
 /// Builds a cluster of `machines` machines and loads `graph` into it (a
@@ -268,12 +263,12 @@ pub fn load_rmat_ranged(
     let threads = config.threads();
     let raw_entries: u64 = degrees.iter().map(|&d| u64::from(d)).sum();
     let fabric = fabric(machines, config)?;
-    let mut store_config = StoreConfig {
-        reclaim_lease_ms: config.store.reclaim_lease_ms,
-        cache_bytes_max: config.store.location_cache_mb << 20,
-        cache_lease_ms: config.store.reclaim_lease_ms.min(60_000),
-        ..StoreConfig::for_graph(n, raw_entries, machines, config.store.part_neighbors_max)
-    };
+    let mut store_config = config.store.store_config_for(StoreConfig::for_graph(
+        n,
+        raw_entries,
+        machines,
+        config.store.part_neighbors_max,
+    ));
     tweak(&mut store_config);
     let store = Store::create(fabric.clone(), store_config)?;
     store.check_capacity_of(

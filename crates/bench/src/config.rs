@@ -8,11 +8,12 @@
 //! latency_ns = 2000            # modelled remote latency (0 with bandwidth 0: off)
 //! bandwidth_bytes_per_s = 12500000000
 //!
-//! [store]
+//! [store]                      # a node's [store], as in the cluster file (locus_node::config)
 //! part_neighbors_max = 65536   # vertex decomposition
 //! reclaim_lease_ms = 60000
-//! location_cache_mb = 0        # per machine; 0 = off (hash placement, Pragh's "Orig")
+//! cache_mb = 64                # location cache per machine; 0 = off (Pragh's "Orig")
 //! value_region_extra_mb = 0    # per machine, beyond the graph's sizing (which leaves 64 MiB)
+//! # buckets, overflow_buckets, value_region_mb: unset, sized for the graph
 //!
 //! [graph]                      # the R-MAT graph of `demo`, `query --scale`
 //! scale = 20
@@ -33,6 +34,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use locus_node::config::StoreSection;
+
 use crate::{BenchError, Result};
 
 /// The whole file.
@@ -40,6 +43,8 @@ use crate::{BenchError, Result};
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub cluster: ClusterConfig,
+    /// A node's `[store]` (`locus_node::config::StoreSection`): one spelling
+    /// with the cluster file.
     pub store: StoreSection,
     pub graph: GraphSection,
     pub workload: WorkloadSection,
@@ -94,35 +99,6 @@ impl Default for ClusterConfig {
             latency_ns: 2000,
             bandwidth_bytes_per_s: 12_500_000_000,
             pin_memory: true,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct StoreSection {
-    pub part_neighbors_max: u32,
-    pub reclaim_lease_ms: u64,
-    pub location_cache_mb: u64,
-    /// MiB of read-only replicas each machine may hold in schemes with
-    /// replicas (`bench pragh`'s Replica); unset: a quarter of the value
-    /// region, at most 256 MiB; fractions allowed. 0 turns replicas off.
-    pub replica_mb: Option<f64>,
-    /// MiB added to each machine's value region beyond its sizing for the
-    /// graph, which leaves 64 MiB of room: a rewritten value's old block
-    /// stays allocated for `reclaim_lease_ms`, so a workload that rewrites
-    /// many values within one lease needs more (`bench pragh put-heavy`).
-    pub value_region_extra_mb: u64,
-}
-
-impl Default for StoreSection {
-    fn default() -> Self {
-        StoreSection {
-            part_neighbors_max: 1 << 16,
-            reclaim_lease_ms: 60_000,
-            location_cache_mb: 0,
-            replica_mb: None,
-            value_region_extra_mb: 0,
         }
     }
 }
@@ -190,6 +166,7 @@ impl Config {
         };
         let text =
             std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        locus_node::config::check_renamed(&text).map_err(|e| bad(e.to_string()))?;
         toml::from_str(&text).map_err(|e| bad(e.to_string()))
     }
 
@@ -217,15 +194,14 @@ impl Config {
                 "must be at most 1024",
             ));
         }
-        if let Some(mb) = self.store.replica_mb {
-            if !(mb.is_finite() && (0.0..=1_048_576.0).contains(&mb)) {
-                return Err(BenchError::setting(
-                    "store.replica_mb",
-                    mb,
-                    "must be between 0 and 1048576 (MiB per machine)",
-                ));
-            }
-        }
+        self.store.validate().map_err(|e| match e {
+            locus_node::NodeError::Setting {
+                key,
+                value,
+                expected,
+            } => BenchError::setting(key, value, expected),
+            e => BenchError::setting("store", "", e.to_string()),
+        })?;
         let w = &self.workload;
         if w.queries == 0 {
             return Err(BenchError::setting(
@@ -288,5 +264,27 @@ mod tests {
         assert!(e.contains("cluster.fabric") && e.contains("local"), "{e}");
         let e = toml::from_str::<Config>("[cluster]\nfabric = \"rdma\"\n").unwrap_err();
         assert!(e.to_string().contains("local"), "{e}");
+    }
+
+    #[test]
+    fn an_old_spelling_names_the_new_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[store]\nlocation_cache_mb = 8\n").unwrap();
+        let e = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(
+            e.contains("store.location_cache_mb was renamed store.cache_mb"),
+            "{e}"
+        );
+        std::fs::write(&path, "[store]\ncache_mb = 8\nreplica_mb = 0.5\n").unwrap();
+        let c = Config::load(Some(&path)).unwrap();
+        assert_eq!((c.store.cache_mb, c.store.replica_mb), (8, Some(0.5)));
+        std::fs::write(&path, "[store]\nreplica_mb = -1\n").unwrap();
+        let c = Config::load(Some(&path)).unwrap();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("store.replica_mb"));
     }
 }

@@ -213,7 +213,7 @@ fn spec(s: &Settings) -> Spec {
         exe: s.exe.clone(),
         machines: s.servers,
         store: StoreSection {
-            value_region_mb: 256,
+            value_region_mb: Some(256),
             cache_mb: 0,
             ..StoreSection::default()
         },

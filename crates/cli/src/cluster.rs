@@ -301,11 +301,12 @@ fn up(a: UpArgs) -> CliResult {
         file.etcd = Some(p.section());
         Some(p)
     };
-    file.store.value_region_mb = a.value_region_mb;
+    file.store.value_region_mb = Some(a.value_region_mb);
     file.policy.interval_ms = a.interval_ms;
     file.policy.dwell_ms = a.interval_ms;
     // Access counts live in cache entries: keep them for a few intervals (Pragh: 60 s lease, 10 s interval).
-    file.store.cache_lease_ms = file.store.cache_lease_ms.max(a.interval_ms * 6);
+    let lease = file.store.store_config().cache_lease_ms;
+    file.store.cache_lease_ms = Some(lease.max(a.interval_ms * 6));
     if a.sync != "off" {
         file.durability = Some(DurabilitySection {
             dir: PathBuf::from("data"),
@@ -317,7 +318,8 @@ fn up(a: UpArgs) -> CliResult {
     }
     if a.replicas {
         file.policy.replicas = true;
-        file.store.replica_mb = file.store.replica_mb.max(a.value_region_mb / 4);
+        let quarter = (a.value_region_mb / 4) as f64;
+        file.store.replica_mb = Some(file.store.replica_mb.unwrap_or(0.0).max(quarter));
     }
     file.validate()?;
     drop(ports);

@@ -132,7 +132,7 @@ pub fn load_file(file: &Path, flags: &ClusterFlags, reporter: Reporter) -> CliRe
         d,
         |s| {
             s.reclaim_lease_ms = c.store.reclaim_lease_ms;
-            s.cache_bytes_max = c.store.location_cache_mb << 20;
+            s.cache_bytes_max = c.store.cache_mb << 20;
             s.cache_lease_ms = c.store.reclaim_lease_ms.min(60_000);
         },
         &bars,

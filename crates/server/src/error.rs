@@ -57,6 +57,9 @@ pub enum ServerError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A node setting that cannot work.
+    #[error(transparent)]
+    Node(locus_node::NodeError),
     /// The coordinator's policy or record failed.
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
@@ -104,3 +107,20 @@ impl ServerError {
 
 /// The crate's result.
 pub type Result<T, E = ServerError> = std::result::Result<T, E>;
+
+impl From<locus_node::NodeError> for ServerError {
+    fn from(e: locus_node::NodeError) -> Self {
+        match e {
+            locus_node::NodeError::Setting {
+                key,
+                value,
+                expected,
+            } => ServerError::Setting {
+                key,
+                value,
+                expected,
+            },
+            e => ServerError::Node(e),
+        }
+    }
+}

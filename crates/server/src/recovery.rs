@@ -63,47 +63,13 @@ use std::time::{Duration, Instant};
 use locus_fabric::MachineId;
 use locus_store::scan::{ScanReport, Scanner};
 use locus_store::{home_of, Key};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::server::{Server, Shared};
 use crate::{Result, ServerError};
 
 /// Vertices a [`FailureReport`] lists that the coordinator's record did not name, at most.
 pub const NOT_RECORDED_LISTED_MAX: usize = 64;
-
-/// `[recovery]` in the cluster file.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct RecoverySection {
-    /// Milliseconds between rounds of the value-region scan; 0 turns the
-    /// background scan off (`peer_rejoined` still runs a round).
-    pub scan_interval_ms: u64,
-}
-
-impl Default for RecoverySection {
-    fn default() -> Self {
-        // Pragh's reclaim lease is 60 s and its monitor's interval 10 s: a
-        // round every 10 s frees a leaked block within a lease and a round.
-        RecoverySection {
-            scan_interval_ms: 10_000,
-        }
-    }
-}
-
-impl RecoverySection {
-    /// Rejects settings that cannot work, naming the key.
-    pub fn validate(&self) -> Result<()> {
-        let v = self.scan_interval_ms;
-        if v != 0 && !(10..=3_600_000).contains(&v) {
-            return Err(ServerError::setting(
-                "recovery.scan_interval_ms",
-                v.to_string(),
-                "must be 0 (off) or 10..=3600000",
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// What [`peer_failed`] did at this server.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -43,7 +43,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8) -> ClusterFile {
         recovery: Default::default(),
         etcd: None,
     };
-    f.store.value_region_mb = 16;
+    f.store.value_region_mb = Some(16);
     f.store.cache_mb = 16;
     f.policy.mode = "deferred".into();
     // Long enough that a reader slowed by a loaded machine (a debug build,

@@ -47,7 +47,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8, sync: &str) -> ClusterFile 
         recovery: Default::default(),
         etcd: None,
     };
-    f.store.value_region_mb = 16;
+    f.store.value_region_mb = Some(16);
     f.store.cache_mb = 4;
     f.store.part_neighbors_max = 16; // long lists become several parts
     f.validate().unwrap();

@@ -43,7 +43,7 @@ fn cluster_file(etcd: &Etcd, machines: u8) -> ClusterFile {
             lease_ttl_s: 2,
         }),
     };
-    f.store.value_region_mb = 16;
+    f.store.value_region_mb = Some(16);
     f.store.cache_mb = 4;
     f.validate().unwrap();
     f

@@ -60,13 +60,13 @@ fn cluster_file(dir: &std::path::Path) -> ClusterFile {
         recovery: Default::default(),
         etcd: None,
     };
-    f.store.value_region_mb = 16;
+    f.store.value_region_mb = Some(16);
     f.store.cache_mb = 4;
     f.store.part_neighbors_max = 8; // long lists become several parts
                                     // Long enough that survivors' cache entries outlive the test's checks
                                     // (a stale one would be seen), short enough for the scan to free.
     f.store.reclaim_lease_ms = LEASE_MS;
-    f.store.cache_lease_ms = LEASE_MS;
+    f.store.cache_lease_ms = Some(LEASE_MS);
     f.policy.interval_ms = LEASE_MS;
     f.policy.dwell_ms = LEASE_MS;
     f.recovery.scan_interval_ms = 200;

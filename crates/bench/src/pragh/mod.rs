@@ -324,7 +324,7 @@ impl Settings {
         c.cluster.threads = self.threads;
         c.cluster.machines = self.machines;
         c.graph.scale = self.scale;
-        c.store.location_cache_mb = 0;
+        c.store.cache_mb = 0;
         c.store.replica_mb = self.replica_mb;
         c.cluster.pin_memory = self.pin_memory;
         c.store.value_region_extra_mb = self.value_region_extra_mb;

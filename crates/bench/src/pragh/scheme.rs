@@ -134,12 +134,15 @@ impl Scheme {
     }
 
     /// [`Scheme::configure`] for a store about to be loaded with `config`'s
-    /// settings, its value region then grown by `[store]
-    /// value_region_extra_mb` (after the replica budget is set, so the room
-    /// for rewritten values does not raise Replica's default budget).
+    /// settings, whose value region holds `[store] value_region_extra_mb`
+    /// past the graph's sizing: the replica budget is set from the region
+    /// without it, so the room for rewritten values does not raise
+    /// Replica's default budget.
     pub fn configure_for(self, s: &mut StoreConfig, config: &Config) {
+        let extra = config.store.value_region_extra_mb << 20;
+        s.value_region_bytes -= extra;
         self.configure(s, config.store.replica_mb);
-        s.value_region_bytes += config.store.value_region_extra_mb << 20;
+        s.value_region_bytes += extra;
     }
 
     /// The migration driver's settings for this scheme (Pragh 4.4): monitoring
@@ -487,10 +490,12 @@ mod tests {
         let base = StoreConfig::for_graph(1 << 12, 1 << 16, 8, 1 << 16);
         let mut config = Config::default();
         for scheme in [Scheme::Orig, Scheme::SplitCache, Scheme::Replica] {
-            let (mut plain, mut grown) = (base.clone(), base.clone());
+            // As `cluster::store_config` makes them: the extra room included.
             config.store.value_region_extra_mb = 0;
+            let mut plain = config.store.store_config_for(base.clone());
             scheme.configure_for(&mut plain, &config);
             config.store.value_region_extra_mb = 448;
+            let mut grown = config.store.store_config_for(base.clone());
             scheme.configure_for(&mut grown, &config);
             assert_eq!(
                 grown.value_region_bytes,

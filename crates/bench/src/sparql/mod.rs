@@ -217,7 +217,7 @@ impl Settings {
         let mut c = Config::default();
         c.cluster.threads = self.threads;
         c.cluster.machines = self.machines;
-        c.store.location_cache_mb = 0;
+        c.store.cache_mb = 0;
         c
     }
 }

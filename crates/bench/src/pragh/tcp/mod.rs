@@ -317,15 +317,16 @@ impl TcpReport {
 pub fn store_section(c: &StoreConfig) -> StoreSection {
     let mb = |b: u64| b.div_ceil(1 << 20);
     StoreSection {
-        buckets: c.buckets_per_machine,
-        overflow_buckets: c.overflow_buckets_per_machine,
-        value_region_mb: mb(c.value_region_bytes),
+        buckets: Some(c.buckets_per_machine),
+        overflow_buckets: Some(c.overflow_buckets_per_machine),
+        value_region_mb: Some(mb(c.value_region_bytes)),
+        value_region_extra_mb: 0,
         part_neighbors_max: c.part_neighbors_max,
         reclaim_lease_ms: c.reclaim_lease_ms,
         cache_mb: mb(c.cache_bytes_max),
-        cache_lease_ms: c.cache_lease_ms,
+        cache_lease_ms: Some(c.cache_lease_ms),
         hot_accesses: c.hot_accesses,
-        replica_mb: mb(c.replica_bytes_max),
+        replica_mb: Some(c.replica_bytes_max as f64 / (1u64 << 20) as f64),
     }
 }
 

@@ -1,0 +1,57 @@
+//! One machine of the Locus store, assembled once (issue 58; the plan is in
+//! `docs/design.md`, "The node, and its simulated twin").
+//!
+//! - [`config`]: the node's configuration ([`config::NodeConfig`]: `[store]`,
+//!   `[policy]`, `[durability]`, `[recovery]`, `[limits]`), read by the
+//!   cluster file (`locus-server`) and the benchmarks' TOML (`locus-bench`)
+//!   with one spelling per key.
+
+#![warn(missing_docs)]
+
+pub mod config;
+
+pub use config::NodeConfig;
+
+/// What a node's configuration can be wrong about.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// A setting that cannot work.
+    #[error("{key} = {value}: {expected}")]
+    Setting {
+        /// The key, as written in the file (`section.key`).
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What it must be.
+        expected: String,
+    },
+    /// A key spelled as it was before it was renamed.
+    #[error("{old} was renamed {new}; write {new} instead")]
+    Renamed {
+        /// The old spelling.
+        old: &'static str,
+        /// The key's name now.
+        new: &'static str,
+    },
+    /// The store refuses its settings.
+    #[error(transparent)]
+    Store(#[from] locus_store::StoreError),
+    /// The coordinator's policy refuses its settings.
+    #[error(transparent)]
+    Policy(#[from] locus_coordinator::CoordinatorError),
+}
+
+impl NodeError {
+    /// A setting error.
+    pub fn setting(key: &'static str, value: String, expected: impl Into<String>) -> Self {
+        NodeError::Setting {
+            key,
+            value,
+            expected: expected.into(),
+        }
+    }
+}
+
+/// The crate's result.
+pub type Result<T, E = NodeError> = std::result::Result<T, E>;
