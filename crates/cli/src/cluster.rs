@@ -17,7 +17,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
@@ -26,10 +25,10 @@ use locus_fabric::auth::Secret;
 use locus_server::config::{
     ClusterFile, ClusterSection, CoordinatorEntry, DurabilitySection, ServerEntry,
 };
+use locus_server::supervise::{self, FreePorts, Role, Supervisor, Tie};
 use locus_server::{CoordinatorProcess, Server};
 use serde::{Deserialize, Serialize};
 
-use crate::cluster_ports::FreePorts;
 use crate::CliResult;
 
 #[derive(Args, Debug)]
@@ -261,9 +260,9 @@ fn up(a: UpArgs) -> CliResult {
     for id in 0..a.servers {
         servers.push(ServerEntry {
             id: id as u8,
-            fabric: ports.next()?,
-            client: ports.next()?,
-            metrics: Some(ports.next()?),
+            fabric: ports.take()?,
+            client: ports.take()?,
+            metrics: Some(ports.take()?),
         });
     }
     let mut file = ClusterFile {
@@ -281,8 +280,8 @@ fn up(a: UpArgs) -> CliResult {
     };
     if !a.no_coordinator {
         file.coordinator = Some(CoordinatorEntry {
-            control: ports.next()?,
-            metrics: Some(ports.next()?),
+            control: ports.take()?,
+            metrics: Some(ports.take()?),
             record: PathBuf::from("coordinator.redb"),
         });
     }
@@ -291,11 +290,11 @@ fn up(a: UpArgs) -> CliResult {
     } else {
         let standby = match a.no_coordinator {
             true => None,
-            false => Some((ports.next()?, ports.next()?)),
+            false => Some((ports.take()?, ports.take()?)),
         };
         let p = crate::cluster_etcd::EtcdPorts {
-            client: ports.next()?,
-            peer: ports.next()?,
+            client: ports.take()?,
+            peer: ports.take()?,
             standby,
         };
         file.etcd = Some(p.section());
@@ -336,9 +335,10 @@ fn up(a: UpArgs) -> CliResult {
             pid,
         });
     }
+    let mut sup = Supervisor::new(&exe, &path, &a.dir.join("logs"), Tie::Detached);
     if let Some(entry) = &file.coordinator {
         for role in coordinators(&file) {
-            let pid = spawn_coordinator(&exe, &path, &a.dir, role, a.lifetime_s)?;
+            let pid = spawn_coordinator(&mut sup, &a.dir, role, a.lifetime_s)?;
             started.push(Started {
                 role: role.into(),
                 id: None,
@@ -352,14 +352,7 @@ fn up(a: UpArgs) -> CliResult {
         }
     }
     for s in &file.servers {
-        let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
-        let mut cmd = Command::new(&exe);
-        cmd.arg("server")
-            .arg("--config")
-            .arg(&path)
-            .arg("--id")
-            .arg(s.id.to_string());
-        let pid = spawn_detached(cmd, &log, a.lifetime_s)?;
+        let pid = sup.spawn(Role::Server(s.id), &[], a.lifetime_s)?;
         started.push(Started {
             role: "server".into(),
             id: Some(s.id),
@@ -375,30 +368,16 @@ fn up(a: UpArgs) -> CliResult {
     };
     let client = Client::from_file(&path, ClientConfig::default())?;
     let t0 = Instant::now();
-    for s in &file.servers {
-        loop {
-            match client.ping(s.id) {
-                Ok(()) => break,
-                Err(e) if t0.elapsed() < UP_WAIT && alive(pid_of(s.id)) => {
-                    tracing::debug!("waiting for server {}: {e}", s.id);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(e) => {
-                    let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
-                    let tail = log_tail(&log);
-                    let _ = down(&a.dir);
-                    return Err(format!(
-                        "server {} did not come up: {e}\n--- last lines of {} ---\n{tail}",
-                        s.id,
-                        log.display()
-                    )
-                    .into());
-                }
-            }
-        }
+    let ids: Vec<u8> = file.servers.iter().map(|s| s.id).collect();
+    if let Err(e) = sup.wait_servers(&client, &ids, UP_WAIT) {
+        let _ = down(&a.dir);
+        return Err(format!("the cluster did not come up: {e}").into());
     }
     if let Some(c) = &file.coordinator {
-        wait_linked(&client, &file, &a.dir)?;
+        if let Err(e) = sup.wait_linked(&client, &ids, LINK_WAIT) {
+            let _ = down(&a.dir);
+            return Err(format!("the servers did not link to the coordinator: {e}").into());
+        }
         println!(
             "started a coordinator and {} servers in {:.1} s; cluster file: {}",
             file.servers.len(),
@@ -459,6 +438,7 @@ fn restart(a: &UpArgs) -> CliResult {
     let path = a.dir.join(CLUSTER_FILE);
     let file = ClusterFile::load(&path)?;
     let exe = std::env::current_exe()?;
+    let mut sup = Supervisor::new(&exe, &path, &a.dir.join("logs"), Tie::Detached);
     let old = read_pids(&a.dir).unwrap_or_default();
     let mut kept: Vec<Started> = old.iter().filter(|s| alive(s.pid)).cloned().collect();
     let mut started: Vec<Started> = Vec::new();
@@ -477,7 +457,7 @@ fn restart(a: &UpArgs) -> CliResult {
             if kept.iter().any(|s| s.role == role) {
                 continue;
             }
-            let pid = spawn_coordinator(&exe, &path, &a.dir, role, a.lifetime_s)?;
+            let pid = spawn_coordinator(&mut sup, &a.dir, role, a.lifetime_s)?;
             started.push(Started {
                 role: role.into(),
                 id: None,
@@ -492,14 +472,7 @@ fn restart(a: &UpArgs) -> CliResult {
         {
             continue;
         }
-        let log = a.dir.join("logs").join(format!("server-{}.log", s.id));
-        let mut cmd = Command::new(&exe);
-        cmd.arg("server")
-            .arg("--config")
-            .arg(&path)
-            .arg("--id")
-            .arg(s.id.to_string());
-        let pid = spawn_detached(cmd, &log, a.lifetime_s)?;
+        let pid = sup.spawn(Role::Server(s.id), &[], a.lifetime_s)?;
         started.push(Started {
             role: "server".into(),
             id: Some(s.id),
@@ -519,48 +492,32 @@ fn restart(a: &UpArgs) -> CliResult {
     }
     let client = Client::from_file(&path, ClientConfig::default())?;
     let t0 = Instant::now();
+    let ids: Vec<u8> = restarted.iter().filter_map(|r| r.id).collect();
+    sup.wait_servers(&client, &ids, UP_WAIT)
+        .map_err(|e| format!("a restarted server did not come back: {e}"))?;
     for r in restarted.iter().filter(|r| r.role == "server") {
         let id = r.id.expect("a server has an id");
-        loop {
-            match client.stats(id) {
-                Ok(st) => {
-                    let d = &st["durability"];
-                    println!(
-                        "  server {id}: restarted, pid {}{}, {}",
-                        r.pid,
-                        st["membership"]["epoch"]
-                            .as_u64()
-                            .map(|e| format!(", epoch {e}"))
-                            .unwrap_or_default(),
-                        if d.is_null() {
-                            "no [durability]: it starts empty".to_string()
-                        } else {
-                            format!(
-                                "recovered {} vertices ({} checkpoint entries, {} log records) in {} ms",
-                                d["recovered_vertices"],
-                                d["recovered_checkpoint_entries"],
-                                d["recovered_records"],
-                                d["recovery_ms"]
-                            )
-                        }
-                    );
-                    break;
-                }
-                Err(e) if t0.elapsed() < UP_WAIT && alive(r.pid) => {
-                    tracing::debug!("waiting for server {id}: {e}");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(e) => {
-                    let log = a.dir.join("logs").join(format!("server-{id}.log"));
-                    return Err(format!(
-                        "server {id} did not come back: {e}\n--- last lines of {} ---\n{}",
-                        log.display(),
-                        log_tail(&log)
-                    )
-                    .into());
-                }
+        let st = client.stats(id)?;
+        let d = &st["durability"];
+        println!(
+            "  server {id}: restarted, pid {}{}, {}",
+            r.pid,
+            st["membership"]["epoch"]
+                .as_u64()
+                .map(|e| format!(", epoch {e}"))
+                .unwrap_or_default(),
+            if d.is_null() {
+                "no [durability]: it starts empty".to_string()
+            } else {
+                format!(
+                    "recovered {} vertices ({} checkpoint entries, {} log records) in {} ms",
+                    d["recovered_vertices"],
+                    d["recovered_checkpoint_entries"],
+                    d["recovered_records"],
+                    d["recovery_ms"]
+                )
             }
-        }
+        );
     }
     println!(
         "restarted {} of {} processes of {} in {:.1} s (the others were running)",
@@ -591,97 +548,28 @@ fn coordinators(file: &ClusterFile) -> Vec<&'static str> {
 /// Starts the coordinator of `role` (see [`coordinators`]) detached, its
 /// log `DIR/logs/<role>.log`.
 fn spawn_coordinator(
-    exe: &Path,
-    path: &Path,
+    sup: &mut Supervisor,
     dir: &Path,
     role: &str,
     lifetime_s: Option<u64>,
 ) -> CliResult<u32> {
-    let log = dir.join("logs").join(format!("{role}.log"));
-    let mut cmd = Command::new(exe);
-    cmd.arg("coordinator").arg("--config").arg(path);
+    let mut extra: Vec<String> = Vec::new();
     if role == STANDBY {
         match crate::cluster_etcd::EtcdPorts::load(dir)?.standby {
-            Some((control, metrics)) => cmd
-                .arg("--control")
-                .arg(control.to_string())
-                .arg("--metrics")
-                .arg(metrics.to_string()),
-            None => cmd.args(["--control", "127.0.0.1:0", "--no-metrics"]),
-        };
-    }
-    spawn_detached(cmd, &log, lifetime_s)
-}
-
-/// Starts `cmd` detached, its output appended to `log`; returns its pid.
-fn spawn_detached(mut cmd: Command, log: &Path, lifetime_s: Option<u64>) -> CliResult<u32> {
-    // Appended, so a restarted process's log keeps what its predecessor said.
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-    cmd.stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out);
-    if let Some(l) = lifetime_s {
-        cmd.arg("--lifetime-s").arg(l.to_string());
-    }
-    if std::env::var_os("RUST_LOG").is_none() {
-        cmd.env("RUST_LOG", "info");
-    }
-    detach(&mut cmd);
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
-    Ok(child.id())
-}
-
-/// Waits until every server says its control link is up (bounded); on
-/// failure stops the cluster and shows the coordinator's log.
-fn wait_linked(client: &Client, file: &ClusterFile, dir: &Path) -> CliResult {
-    let t0 = Instant::now();
-    let mut unlinked: Vec<u8> = file.servers.iter().map(|s| s.id).collect();
-    while !unlinked.is_empty() {
-        unlinked.retain(|&id| {
-            client
-                .stats(id)
-                .map(|st| st["coordinator"]["linked"].as_bool() != Some(true))
-                .unwrap_or(true)
-        });
-        if unlinked.is_empty() {
-            break;
-        }
-        if t0.elapsed() >= LINK_WAIT {
-            let log = dir.join("logs").join("coordinator.log");
-            let tail = log_tail(&log);
-            let _ = down(dir);
-            return Err(format!(
-                "servers {unlinked:?} did not link to the coordinator within {} s\n--- last lines of {} ---\n{tail}",
-                LINK_WAIT.as_secs(),
-                log.display()
-            )
-            .into());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(())
-}
-
-/// Starts the child in its own session, so it outlives this command and a
-/// Ctrl-C in this terminal does not reach it.
-pub(crate) fn detach(cmd: &mut Command) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setsid is async-signal-safe and touches no Rust state.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
+            Some((control, metrics)) => extra.extend([
+                "--control".into(),
+                control.to_string(),
+                "--metrics".into(),
+                metrics.to_string(),
+            ]),
+            None => extra.extend([
+                "--control".into(),
+                "127.0.0.1:0".into(),
+                "--no-metrics".into(),
+            ]),
         }
     }
+    Ok(sup.spawn(Role::Coordinator(role.into()), &extra, lifetime_s)?)
 }
 
 fn write_pids(dir: &Path, started: &[Started]) -> CliResult {
@@ -721,10 +609,9 @@ fn live_pids(dir: &Path) -> Option<Vec<Started>> {
     )
 }
 
+/// The last lines of a log.
 pub(crate) fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(15)..].join("\n")
+    supervise::log_tail(path, 15)
 }
 
 fn down(dir: &Path) -> CliResult {
@@ -739,25 +626,12 @@ fn down(dir: &Path) -> CliResult {
     // Servers and coordinators first (they leave etcd cleanly), etcd last.
     let mut killed = 0;
     for etcd_phase in [false, true] {
-        let phase: Vec<&&Started> = live
+        let phase: Vec<u32> = live
             .iter()
             .filter(|s| (s.role == "etcd") == etcd_phase)
+            .map(|s| s.pid)
             .collect();
-        for s in &phase {
-            // SAFETY: plain kill(2) on a pid checked to be a locus or etcd process.
-            unsafe { libc::kill(s.pid as i32, libc::SIGTERM) };
-        }
-        let t0 = Instant::now();
-        while t0.elapsed() < DOWN_GRACE && phase.iter().any(|s| alive(s.pid)) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        for s in &phase {
-            if alive(s.pid) {
-                // SAFETY: as above.
-                unsafe { libc::kill(s.pid as i32, libc::SIGKILL) };
-                killed += 1;
-            }
-        }
+        killed += supervise::terminate(&phase, DOWN_GRACE, alive);
     }
     let _ = std::fs::remove_file(dir.join(PIDS_FILE));
     println!(

@@ -84,7 +84,7 @@ pub fn start(dir: &Path, ports: EtcdPorts, lifetime_s: Option<u64>) -> CliResult
     cmd.stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out);
-    crate::cluster::detach(&mut cmd);
+    locus_server::supervise::detach(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| {
         format!("cannot start etcd ({e}): install Debian's etcd-server (scripts/setup does), or pass --no-etcd")
     })?;
@@ -109,7 +109,7 @@ pub fn start(dir: &Path, ports: EtcdPorts, lifetime_s: Option<u64>) -> CliResult
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        crate::cluster::detach(&mut w);
+        locus_server::supervise::detach(&mut w);
         let _ = w.spawn();
     }
     Ok(pid)

@@ -7,7 +7,6 @@ mod bench;
 mod bench_sparql;
 mod cluster;
 mod cluster_etcd;
-mod cluster_ports;
 mod cluster_status;
 mod commands;
 mod demo;

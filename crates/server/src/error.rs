@@ -81,6 +81,15 @@ pub enum ServerError {
     /// The metrics recorder could not be installed.
     #[error("metrics: {0}")]
     Metrics(String),
+    /// A process the supervisor started did not do what it should (the
+    /// reason quotes the end of its log).
+    #[error("{role} {reason}")]
+    Process {
+        /// Which process (`server 2`, `coordinator`).
+        role: String,
+        /// What it did instead.
+        reason: String,
+    },
     /// Membership on etcd (`locus-membership`) failed.
     #[error("membership: {0}")]
     Membership(String),

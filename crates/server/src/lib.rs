@@ -14,6 +14,9 @@
 //!   server homes, checkpoints and recovery at start (`locus-wal`).
 //! - [`recovery`]: Pragh 5 at a survivor when a peer dies or rejoins, and
 //!   the background value-region scan.
+//! - [`supervise`]: the one supervisor of these processes (ports, start,
+//!   readiness, log tails, ending them), for `locus cluster` and the
+//!   benchmarks.
 //! - `member.rs`: with `[etcd]`, the server's epoch, registration under a
 //!   lease, the membership watch (fabric epoch table, then the
 //!   `on_membership_event` hook) and fencing when the lease is lost.
@@ -33,6 +36,7 @@ mod ops;
 pub mod recovery;
 mod server;
 mod stats;
+pub mod supervise;
 
 pub use config::ClusterFile;
 pub use coordinator::{CoordinatorProcess, CoordinatorStats, COORDINATOR_ID};
