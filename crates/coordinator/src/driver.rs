@@ -70,6 +70,7 @@ use locus_fabric::{Fabric, MachineId};
 use locus_store::{Key, Store};
 
 use crate::clock::ActiveClock;
+use crate::dispatch::{self, Dispatch};
 use crate::error::{CoordinatorError, Result};
 use crate::executor::Executor;
 use crate::monitor::Monitor;
@@ -585,8 +586,10 @@ fn coordinator_loop<F: Fabric>(
 ) -> Coordinator {
     run_in_background(s);
     let clock = &s.pause.clock;
-    let mut tracking_since: HashMap<MachineId, u64> = HashMap::new();
-    let mut pending: Vec<Event> = Vec::new();
+    let mut d = InProcess {
+        s,
+        tracking_since: HashMap::new(),
+    };
     while !stop.load(Ordering::Acquire) && !s.stop.load(Ordering::Acquire) {
         let now_ms = clock.now_ms();
         let wait = c.next_due_ms().map_or(COORDINATOR_IDLE_WAIT, |due| {
@@ -598,61 +601,71 @@ fn coordinator_loop<F: Fabric>(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         wait_while_paused(s, stop);
-        pending.push(event);
-        while let Some(event) = pending.pop() {
-            let actions = c.step(clock.now_ms(), event);
-            if let Err((e, undo)) = record.persist_approvals(&actions) {
-                // Not durable: approve nothing (the coordinator will see the
-                // keys again in the next report).
-                fail(s, e);
-                pending.extend(undo);
-                continue;
-            }
-            for a in actions {
-                match a {
-                    Action::Persist { .. } => {}
-                    Action::Migrate { key, to, .. } => {
-                        s.stats.approved.fetch_add(1, Ordering::Relaxed);
-                        if !queue_job(&s.jobs_tx, JOBS_MAX, Job::Migrate(key, to)) {
-                            pending.push(Event::Migrated { key, to, ok: false });
-                        }
+        let stepped = dispatch::step(&mut c, &mut || clock.now_ms(), event, record, &mut d);
+        debug_assert!(stepped.is_ok(), "an in-process driver is never fenced");
+    }
+    c
+}
+
+/// The in-process driver's dispatch: jobs to its executors' queue,
+/// tracking on the holders' trackers in this process.
+struct InProcess<'a, F: Fabric> {
+    s: &'a Shared<F>,
+    tracking_since: HashMap<MachineId, u64>,
+}
+
+impl<F: Fabric> Dispatch<CoordinatorError> for InProcess<'_, F> {
+    fn dispatch(&mut self, actions: Vec<Action>, next: &mut Vec<Event>) {
+        let s = self.s;
+        let clock = &s.pause.clock;
+        for a in actions {
+            match a {
+                Action::Persist { .. } => {}
+                Action::Migrate { key, to, .. } => {
+                    s.stats.approved.fetch_add(1, Ordering::Relaxed);
+                    if !queue_job(&s.jobs_tx, JOBS_MAX, Job::Migrate(key, to)) {
+                        next.push(Event::Migrated { key, to, ok: false });
                     }
-                    Action::Replicate { key, to } => {
-                        s.stats.replicas_approved.fetch_add(1, Ordering::Relaxed);
-                        // Soft state: a full queue only loses the replica.
-                        let _ = queue_job(&s.jobs_tx, JOBS_MAX, Job::Replicate(key, to));
-                    }
-                    Action::Track { machine, keys } => {
-                        if let Some(t) = s.store.tracker(machine) {
-                            let n = keys.len();
-                            if let Err(source) = t.install(keys) {
-                                fail(
-                                    s,
-                                    CoordinatorError::Track {
-                                        keys: n,
-                                        machine,
-                                        source,
-                                    },
-                                );
-                            }
-                            tracking_since.insert(machine, clock.now_ms());
+                }
+                Action::Replicate { key, to } => {
+                    s.stats.replicas_approved.fetch_add(1, Ordering::Relaxed);
+                    // Soft state: a full queue only loses the replica.
+                    let _ = queue_job(&s.jobs_tx, JOBS_MAX, Job::Replicate(key, to));
+                }
+                Action::Track { machine, keys } => {
+                    if let Some(t) = s.store.tracker(machine) {
+                        let n = keys.len();
+                        if let Err(source) = t.install(keys) {
+                            fail(
+                                s,
+                                CoordinatorError::Track {
+                                    keys: n,
+                                    machine,
+                                    source,
+                                },
+                            );
                         }
+                        self.tracking_since.insert(machine, clock.now_ms());
                     }
-                    Action::Collect { machine } => {
-                        if let Some(t) = s.store.tracker(machine) {
-                            let since = tracking_since.remove(&machine).unwrap_or(0);
-                            pending.push(Event::Tracked {
-                                machine,
-                                interval_ms: clock.now_ms().saturating_sub(since),
-                                counts: t.take(),
-                            });
-                        }
+                }
+                Action::Collect { machine } => {
+                    if let Some(t) = s.store.tracker(machine) {
+                        let since = self.tracking_since.remove(&machine).unwrap_or(0);
+                        next.push(Event::Tracked {
+                            machine,
+                            interval_ms: clock.now_ms().saturating_sub(since),
+                            counts: t.take(),
+                        });
                     }
                 }
             }
         }
     }
-    c
+
+    fn persist_failed(&mut self, error: CoordinatorError) {
+        // Not durable: nothing was approved (the keys come back in later reports).
+        fail(self.s, error);
+    }
 }
 
 fn executor_loop<F: Fabric>(s: &Shared<F>) {

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod dispatch;
 pub mod driver;
 pub mod error;
 pub mod executor;

@@ -44,6 +44,7 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use locus_client::proto::{
     self, AccessEntry, Control, Header, Op, Reply, Request, HEADER_BYTES, VERSION,
 };
+use locus_coordinator::dispatch::{self, Dispatch};
 use locus_coordinator::policy::{Access, Action, Coordinator, Event, Stats};
 use locus_fabric::auth::{self, Listener, Secret};
 use locus_fabric::MachineId;
@@ -641,84 +642,102 @@ fn coordinator_loop(
 ) {
     let t0 = Instant::now();
     let tick = Duration::from_millis(50);
-    let jobs_max = (s.file.limits.frame_bytes_max.saturating_sub(64) / 9).max(1);
-    let mut buf = Vec::new();
-    let mut pending: Vec<Event> = Vec::new();
+    let mut d = Links {
+        s,
+        jobs_max: (s.file.limits.frame_bytes_max.saturating_sub(64) / 9).max(1),
+        buf: Vec::new(),
+    };
     while !s.stop.load(Ordering::Acquire) {
         let event = match events.recv_timeout(tick) {
             Ok(e) => e,
             Err(RecvTimeoutError::Timeout) => Event::Tick,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        pending.push(event);
-        while let Some(event) = pending.pop() {
-            let actions = c.step(t0.elapsed().as_millis() as u64, event);
-            if s.lead.as_ref().is_some_and(|l| !l.may_approve()) {
-                return; // fenced out: another coordinator may lead now (election.rs)
-            }
-            if let Err((e, undo)) = record.persist_approvals(&actions) {
-                // Not durable: approve nothing; the keys come back in later reports.
-                s.stats.persist_failed.fetch_add(1, Ordering::Relaxed);
-                tracing::error!("cannot persist approvals: {e}");
-                pending.extend(undo);
-                continue;
-            }
-            let mut jobs: BTreeMap<MachineId, Vec<(proto::JobKind, u64)>> = BTreeMap::new();
-            for a in actions {
-                match a {
-                    Action::Persist { .. } => {}
-                    Action::Migrate { key, to, .. } => jobs
-                        .entry(to)
-                        .or_default()
-                        .push((proto::JobKind::Migrate, key.0)),
-                    Action::Replicate { key, to } => jobs
-                        .entry(to)
-                        .or_default()
-                        .push((proto::JobKind::Replicate, key.0)),
-                    Action::Track { machine, keys } => {
-                        let keys: Vec<u64> = keys.into_iter().map(|k| k.0).collect();
-                        for chunk in keys.chunks(jobs_max) {
-                            if !send(s, machine, &Control::Track(chunk.to_vec()), &mut buf) {
-                                break;
-                            }
-                        }
-                    }
-                    Action::Collect { machine } => {
-                        if !send(s, machine, &Control::Collect, &mut buf) {
-                            pending.push(Event::Tracked {
-                                machine,
-                                interval_ms: s.file.policy.interval_ms,
-                                counts: Vec::new(),
-                            });
+        let now = &mut || t0.elapsed().as_millis() as u64;
+        if dispatch::step(&mut c, now, event, record, &mut d).is_err() {
+            return; // fenced out: another coordinator may lead now (election.rs)
+        }
+        *lock(&s.policy) = c.stats();
+    }
+}
+
+/// The coordinator process's dispatch: JOBS, TRACK and COLLECT frames to
+/// the target's control link.
+struct Links<'a> {
+    s: &'a Shared,
+    /// Keys of one JOBS or TRACK frame at most (the servers' frame limit).
+    jobs_max: usize,
+    buf: Vec<u8>,
+}
+
+impl Dispatch<String> for Links<'_> {
+    fn may_approve(&self) -> bool {
+        self.s.lead.as_ref().is_none_or(|l| l.may_approve())
+    }
+
+    fn persist_failed(&mut self, error: String) {
+        // Not durable: nothing approved; the keys come back in later reports.
+        self.s.stats.persist_failed.fetch_add(1, Ordering::Relaxed);
+        tracing::error!("cannot persist approvals: {error}");
+    }
+
+    fn dispatch(&mut self, actions: Vec<Action>, next: &mut Vec<Event>) {
+        let (s, jobs_max, buf) = (self.s, self.jobs_max, &mut self.buf);
+        let mut jobs: BTreeMap<MachineId, Vec<(proto::JobKind, u64)>> = BTreeMap::new();
+        for a in actions {
+            match a {
+                Action::Persist { .. } => {}
+                Action::Migrate { key, to, .. } => jobs
+                    .entry(to)
+                    .or_default()
+                    .push((proto::JobKind::Migrate, key.0)),
+                Action::Replicate { key, to } => jobs
+                    .entry(to)
+                    .or_default()
+                    .push((proto::JobKind::Replicate, key.0)),
+                Action::Track { machine, keys } => {
+                    let keys: Vec<u64> = keys.into_iter().map(|k| k.0).collect();
+                    for chunk in keys.chunks(jobs_max) {
+                        if !send(s, machine, &Control::Track(chunk.to_vec()), buf) {
+                            break;
                         }
                     }
                 }
-            }
-            for (to, list) in jobs {
-                for chunk in list.chunks(jobs_max) {
-                    if send(s, to, &Control::Jobs(chunk.to_vec()), &mut buf) {
-                        for (kind, _) in chunk {
-                            match kind {
-                                proto::JobKind::Migrate => &s.stats.migrate_jobs,
-                                proto::JobKind::Replicate => &s.stats.replica_jobs,
-                            }
-                            .fetch_add(1, Ordering::Relaxed);
-                        }
-                        continue;
-                    }
-                    for &(kind, key) in chunk {
-                        if kind == proto::JobKind::Migrate {
-                            s.stats.unlinked.fetch_add(1, Ordering::Relaxed);
-                            pending.push(Event::Migrated {
-                                key: Key(key),
-                                to,
-                                ok: false,
-                            });
-                        }
+                Action::Collect { machine } => {
+                    if !send(s, machine, &Control::Collect, buf) {
+                        next.push(Event::Tracked {
+                            machine,
+                            interval_ms: s.file.policy.interval_ms,
+                            counts: Vec::new(),
+                        });
                     }
                 }
             }
         }
-        *lock(&s.policy) = c.stats();
+        for (to, list) in jobs {
+            for chunk in list.chunks(jobs_max) {
+                if send(s, to, &Control::Jobs(chunk.to_vec()), buf) {
+                    for (kind, _) in chunk {
+                        match kind {
+                            proto::JobKind::Migrate => &s.stats.migrate_jobs,
+                            proto::JobKind::Replicate => &s.stats.replica_jobs,
+                        }
+                        .fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
+                // A migration to an unlinked server ends at once as not moved.
+                for &(kind, key) in chunk {
+                    if kind == proto::JobKind::Migrate {
+                        s.stats.unlinked.fetch_add(1, Ordering::Relaxed);
+                        next.push(Event::Migrated {
+                            key: Key(key),
+                            to,
+                            ok: false,
+                        });
+                    }
+                }
+            }
+        }
     }
 }

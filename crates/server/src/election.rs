@@ -50,9 +50,13 @@ impl Rec {
                 .collect()),
         }
     }
+}
+
+impl locus_coordinator::dispatch::Persist for Rec {
+    type Error = String;
 
     /// Persist-then-act, as [`Record::persist_approvals`].
-    pub(crate) fn persist_approvals(
+    fn persist_approvals(
         &self,
         actions: &[Action],
     ) -> std::result::Result<(), (String, Vec<Event>)> {
