@@ -175,3 +175,23 @@ impl From<std::convert::Infallible> for BenchError {
 
 /// Result with the crate's error.
 pub type Result<T> = std::result::Result<T, BenchError>;
+
+impl From<locus_node::NodeError> for BenchError {
+    fn from(e: locus_node::NodeError) -> Self {
+        use locus_node::NodeError as N;
+        match e {
+            N::Setting {
+                key,
+                value,
+                expected,
+            } => BenchError::setting(key, value, expected),
+            N::ConfigFile { path, reason } => BenchError::ConfigFile { path, reason },
+            N::Store(e) => BenchError::Store(e),
+            N::Fabric(e) => BenchError::Fabric(e),
+            N::Graph(e) => BenchError::Graph(e),
+            N::Policy(e) => BenchError::Coordinator(e),
+            N::ThreadPanicked { thread } => BenchError::ThreadPanicked { thread },
+            other => BenchError::setting("config", "", other.to_string()),
+        }
+    }
+}

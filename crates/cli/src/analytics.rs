@@ -25,8 +25,6 @@ use locus_analytics::run::{run, Report, RunConfig};
 use locus_analytics::store::paged::READAHEAD_PAGES_DEFAULT;
 use locus_analytics::store::Backend;
 use locus_analytics::{local_fabric, EngineConfig, Grid};
-use locus_bench::output::cores;
-use locus_bench::Preset;
 
 use crate::CliResult;
 use locus_fabric::tcp::{TcpConfig, TcpFabric};
@@ -232,11 +230,25 @@ pub struct PrepareArgs {
 #[derive(Args, Debug)]
 pub struct ProfileArgs {
     /// quick (R-MAT scales 14 and 16) or full (16, 18, 20).
-    #[arg(long, default_value = "quick")]
-    pub preset: Preset,
+    #[arg(long, value_enum, default_value = "quick")]
+    pub preset: ProfileSize,
     /// Where to write the table.
     #[arg(long, value_name = "FILE", default_value = PROFILE_TABLE_DEFAULT)]
     pub out: PathBuf,
+}
+
+/// How large a profile `analytics profile` collects.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileSize {
+    /// R-MAT scales 14 and 16, far ratios 0 and 0.8.
+    Quick,
+    /// R-MAT scales 16, 18 and 20, far ratios 0, 0.5 and 0.8.
+    Full,
+}
+
+/// Cores of this machine (at least 1).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Parses a byte count with an optional K, M or G suffix.
@@ -595,13 +607,13 @@ fn profile(a: ProfileArgs) -> CliResult {
     let mut threads: Vec<usize> = (1..=cores).collect();
     threads.push(cores * 2);
     let spec = match a.preset {
-        Preset::Quick => control::Collect {
+        ProfileSize::Quick => control::Collect {
             scales: vec![14, 16],
             algos: Algo::ALL.to_vec(),
             threads,
             ratios: vec![0.0, 0.8],
         },
-        Preset::Full => control::Collect {
+        ProfileSize::Full => control::Collect {
             scales: vec![16, 18, 20],
             algos: Algo::ALL.to_vec(),
             threads,
@@ -614,8 +626,7 @@ fn profile(a: ProfileArgs) -> CliResult {
             r.algo, r.edges, r.threads, r.far_ratio, r.time_s
         )
     })?;
-    // The one atomic JSON writer of every result (temporary file, sync, rename).
-    locus_bench::output::write_json(&a.out, &table)?;
+    table.save(&a.out)?;
     println!("wrote {} ({} rows)", a.out.display(), table.rows.len());
     Ok(())
 }

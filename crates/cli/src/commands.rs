@@ -9,8 +9,8 @@ use locus_graph::{input, Adjacency, CsrOptions, Format, Lists, LoadOptions, Rmat
 use locus_store::{home_of, HopReads, KhopLimits};
 use serde::Serialize;
 
-use locus_bench::cluster::{self, rmat_csr};
-use locus_bench::Reporter;
+use locus_node::embedded::{self as cluster, rmat_csr};
+use locus_node::progress::Reporter;
 
 use crate::ClusterFlags;
 

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use locus_bench::config;
+use locus_node::embedded_config as config;
 
 /// Blocks until `lifetime` has passed or standard input closes (the parent
 /// process went away): how the server commands know when to stop.

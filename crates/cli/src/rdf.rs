@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use indicatif::ProgressBar;
-use locus_bench::cluster::{self, EmbeddedFabric};
-use locus_bench::Reporter;
+use locus_node::embedded::{self as cluster, EmbeddedFabric};
+use locus_node::progress::Reporter;
 use locus_rdf::lubm::Lubm;
 use locus_rdf::{Dataset, Progress, RdfStore};
 use serde::Serialize;

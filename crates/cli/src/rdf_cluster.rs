@@ -15,9 +15,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use locus_bench::Reporter;
 use locus_client::proto::{ErrorCode, Reply, Request};
 use locus_client::{Client, ClientConfig, ClientError};
+use locus_node::progress::Reporter;
 use locus_rdf::sparql::Source;
 use locus_rdf::{catalog, Catalog, Dataset, Progress, RdfError};
 use locus_store::VertexId;

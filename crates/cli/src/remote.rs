@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use locus_bench::Reporter;
 use locus_client::load::{validate_file, BatchLimits, Batcher, Direction};
 use locus_client::{Client, ClientConfig};
 use locus_graph::input::{self, VisitError};
 use locus_graph::{Format, LoadOptions};
+use locus_node::progress::Reporter;
 use serde::Serialize;
 
 use crate::CliResult;

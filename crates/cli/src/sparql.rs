@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use locus_bench::Reporter;
 use locus_fabric::counting::Locality;
+use locus_node::progress::Reporter;
 use locus_rdf::sparql::{results, Engine, Solutions, Trace};
 
 use crate::{CliResult, ClusterFlags};

@@ -5,10 +5,18 @@
 //!   `[policy]`, `[durability]`, `[recovery]`, `[limits]`), read by the
 //!   cluster file (`locus-server`) and the benchmarks' TOML (`locus-bench`)
 //!   with one spelling per key.
+//! - [`embedded`]: every machine in this process on one fabric, a graph
+//!   loaded into them ([`embedded_config::Config`] is its TOML file): what
+//!   `locus query`, `locus load`, `locus rdf`, `locus sparql` and the
+//!   benchmarks run. (Assembling each machine as a node is the next step.)
+//! - [`progress`]: [`progress::Reporter`], progress bars and notes on stderr.
 
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod embedded;
+pub mod embedded_config;
+pub mod progress;
 
 pub use config::NodeConfig;
 
@@ -40,6 +48,26 @@ pub enum NodeError {
     /// The coordinator's policy refuses its settings.
     #[error(transparent)]
     Policy(#[from] locus_coordinator::CoordinatorError),
+    /// A configuration file cannot be read or parsed.
+    #[error("config file {path}: {reason}")]
+    ConfigFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What was wrong (the TOML parser names the line and key).
+        reason: String,
+    },
+    /// The fabric failed.
+    #[error(transparent)]
+    Fabric(#[from] locus_fabric::FabricError),
+    /// A graph could not be generated or loaded.
+    #[error(transparent)]
+    Graph(#[from] locus_graph::GraphError),
+    /// A worker thread panicked.
+    #[error("thread {thread} panicked")]
+    ThreadPanicked {
+        /// Which thread.
+        thread: String,
+    },
 }
 
 impl NodeError {

@@ -96,8 +96,11 @@ fn run(machines: usize, part_neighbors_max: u32, seed: u64) {
                         }
                     }
                 }
-                assert_eq!(a, want, "step {step}: two_hop({v}, {k})");
-                assert_eq!(b, want, "step {step}: two_hop_pipelined({v}, {k})");
+                assert_eq!(
+                    a, want,
+                    "step {step}: k_hop({v}, {k}, 2 hops, one at a time)"
+                );
+                assert_eq!(b, want, "step {step}: k_hop({v}, {k}, 2 hops, pipelined)");
             }
             _ => {
                 let got = workers[reader].get(v).unwrap();

@@ -2,7 +2,7 @@
 //! hosting machine `m`, so every access between machines crosses a socket.
 //!
 //! - A graph loaded by home workers reads back from every node exactly as its
-//!   CSR says (`get`, `neighbors`, `two_hop`, `two_hop_pipelined`), with small
+//!   CSR says (`get`, `neighbors`, `k_hop` both ways), with small
 //!   parts so that hubs are decomposed.
 //! - Updates on home workers are seen at once by readers on other nodes
 //!   (checked against a `HashMap` model).
@@ -57,7 +57,7 @@ fn model_of(csr: &Csr) -> Model {
         .collect()
 }
 
-/// Up to `k` neighbours of each of the first `k` neighbours of `v`, as `two_hop` returns them.
+/// Up to `k` neighbours of each of the first `k` neighbours of `v`, as a two-hop `k_hop` returns them.
 fn two_hop_ref(model: &Model, v: u32, k: usize) -> Vec<u32> {
     let mut out = Vec::new();
     for u in model.get(&v).into_iter().flatten().take(k) {
@@ -163,7 +163,10 @@ fn check_reads(w: &mut Worker<TcpFabric>, model: &Model, vertices: u32) {
                 &mut out,
             )
             .unwrap();
-            assert_eq!(out, want, "machine {me}: two_hop({v}, {k})");
+            assert_eq!(
+                out, want,
+                "machine {me}: k_hop({v}, {k}, 2 hops, one at a time)"
+            );
             out.clear();
             w.k_hop(
                 v,
@@ -174,7 +177,10 @@ fn check_reads(w: &mut Worker<TcpFabric>, model: &Model, vertices: u32) {
                 &mut out,
             )
             .unwrap();
-            assert_eq!(out, want, "machine {me}: two_hop_pipelined({v}, {k})");
+            assert_eq!(
+                out, want,
+                "machine {me}: k_hop({v}, {k}, 2 hops, pipelined)"
+            );
         }
     }
     // Vertices never put are absent everywhere.
@@ -280,7 +286,7 @@ fn updates_on_home_nodes_are_seen_from_every_node() {
                         &mut out,
                     )
                     .unwrap();
-                assert_eq!(out, want, "{ctx}: two_hop({v}, {k})");
+                assert_eq!(out, want, "{ctx}: k_hop({v}, {k}, 2 hops, one at a time)");
                 out.clear();
                 ws[reader]
                     .k_hop(
@@ -292,7 +298,7 @@ fn updates_on_home_nodes_are_seen_from_every_node() {
                         &mut out,
                     )
                     .unwrap();
-                assert_eq!(out, want, "{ctx}: two_hop_pipelined({v}, {k})");
+                assert_eq!(out, want, "{ctx}: k_hop({v}, {k}, 2 hops, pipelined)");
                 continue;
             }
             _ => {
@@ -413,7 +419,10 @@ fn survivor_checks(
         KhopLimits::default(),
         &mut out,
     );
-    assert!(is_gone(&r, gone), "machine {me}: two_hop({v}) = {r:?}");
+    assert!(
+        is_gone(&r, gone),
+        "machine {me}: k_hop({v}, 2 hops, one at a time) = {r:?}"
+    );
     out.clear();
     let r = w.k_hop(
         v,
@@ -425,7 +434,7 @@ fn survivor_checks(
     );
     assert!(
         is_gone(&r, gone),
-        "machine {me}: two_hop_pipelined({v}) = {r:?}"
+        "machine {me}: k_hop({v}, 2 hops, pipelined) = {r:?}"
     );
     // Everything the survivors hold reads as before, two-hops that avoid the departed machine too.
     for v in (0..vertices).filter(|&v| home_of(v, MACHINES) != gone) {
@@ -449,7 +458,10 @@ fn survivor_checks(
                 &mut out,
             )
             .unwrap();
-            assert_eq!(out, want, "machine {me}: two_hop({v}, {k})");
+            assert_eq!(
+                out, want,
+                "machine {me}: k_hop({v}, {k}, 2 hops, one at a time)"
+            );
             out.clear();
             w.k_hop(
                 v,
@@ -460,7 +472,10 @@ fn survivor_checks(
                 &mut out,
             )
             .unwrap();
-            assert_eq!(out, want, "machine {me}: two_hop_pipelined({v}, {k})");
+            assert_eq!(
+                out, want,
+                "machine {me}: k_hop({v}, {k}, 2 hops, pipelined)"
+            );
         }
     }
     // Updates of vertices held here still work (they are local): a new vertex
@@ -515,14 +530,21 @@ fn departure(how: Departure) {
                             .take(4)
                             .any(|&u| home_of(u, MACHINES) == gone);
                     if r.is_ok() {
-                        assert_eq!(out, two_hop_ref(&model, v, 4), "machine {m}: two_hop({v})");
+                        assert_eq!(
+                            out,
+                            two_hop_ref(&model, v, 4),
+                            "machine {m}: k_hop({v}, 2 hops, one at a time)"
+                        );
                         assert!(
                             !(was_departed && needs_gone),
                             "machine {m}: read a departed machine"
                         );
                     } else {
                         assert!(is_gone(&r, gone), "machine {m}: {r:?}");
-                        assert!(needs_gone, "machine {m}: two_hop({v}) = {r:?}");
+                        assert!(
+                            needs_gone,
+                            "machine {m}: k_hop({v}, 2 hops, one at a time) = {r:?}"
+                        );
                         failed += 1;
                     }
                     after += was_departed as u32;
@@ -732,7 +754,7 @@ fn a_stuck_node_fails_operations_after_the_io_timeout_then_recovers() {
             );
             assert!(
                 is_gone(&r, stuck),
-                "machine {me}: two_hop_pipelined({v}) = {r:?}"
+                "machine {me}: k_hop({v}, 2 hops, pipelined) = {r:?}"
             );
             for v in (0..n).filter(|&v| home_of(v, MACHINES) != stuck) {
                 assert_eq!(

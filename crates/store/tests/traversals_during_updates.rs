@@ -1,5 +1,5 @@
-//! Real threads: readers acting as every machine run `neighbors`, `two_hop`
-//! and `two_hop_pipelined` at full speed while writers on the home machines
+//! Real threads: readers acting as every machine run `neighbors` and two-hop
+//! `k_hop`s (both read modes) at full speed while writers on the home machines
 //! insert and delete edges of a few hot vertices, on the in-process fabric
 //! (latency model off and on) and on the TCP fabric.
 //!
@@ -246,27 +246,34 @@ fn read<F: Fabric>(w: &mut Worker<F>, case: Case, progress: &Progress) -> usize 
                     .visited
                 };
                 let first = visited - 1;
-                assert!(first <= k, "{ctx}: two_hop({v}, {k}) visited {visited}");
+                assert!(
+                    first <= k,
+                    "{ctx}: k_hop({v}, {k}, 2 hops, one at a time) visited {visited}"
+                );
                 assert!(
                     out.len() <= first.saturating_mul(k),
-                    "{ctx}: two_hop({v}, {k}) gave {} ids from {first} vertices",
+                    "{ctx}: k_hop({v}, {k}, 2 hops, one at a time) gave {} ids from {first} vertices",
                     out.len()
                 );
                 assert!(
                     out.iter().all(|&u| u < VERTICES),
-                    "{ctx}: two_hop({v}, {k}) gave {out:?}"
+                    "{ctx}: k_hop({v}, {k}, 2 hops, one at a time) gave {out:?}"
                 );
                 if v >= HOT {
                     // The first hop is fixed and its last vertex is cold: the
                     // second hop ends with that vertex's (fixed) list.
                     let cold = cold_list(v);
-                    assert_eq!(first, k.min(3), "{ctx}: two_hop({v}, {k})");
+                    assert_eq!(
+                        first,
+                        k.min(3),
+                        "{ctx}: k_hop({v}, {k}, 2 hops, one at a time)"
+                    );
                     if k >= 3 {
                         let tail = cold_list(cold[2]);
                         let tail = &tail[..k.min(3)];
                         assert!(
                             out.ends_with(tail),
-                            "{ctx}: two_hop({v}, {k}) = {out:?} does not end with {tail:?}"
+                            "{ctx}: k_hop({v}, {k}, 2 hops, one at a time) = {out:?} does not end with {tail:?}"
                         );
                     }
                 }

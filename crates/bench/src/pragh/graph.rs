@@ -182,7 +182,7 @@ impl Graph {
         tweak: impl FnOnce(&mut StoreConfig),
     ) -> Result<Embedded> {
         match self {
-            Graph::Csr(c) => cluster::build_with(c, machines, config, r, tweak),
+            Graph::Csr(c) => Ok(cluster::build_with(c, machines, config, r, tweak)?),
             Graph::Ranged(g) => {
                 let (e, load) = cluster::load_rmat_ranged(
                     &g.section,

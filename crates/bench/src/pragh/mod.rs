@@ -301,7 +301,7 @@ impl Settings {
                 ),
             ));
         }
-        self.config().validate()
+        Ok(self.config().validate()?)
     }
 
     /// The scope experiment's start scopes: `scopes` if given, else every

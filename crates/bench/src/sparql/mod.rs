@@ -209,7 +209,7 @@ impl Settings {
                 "must be in [0, 3600]",
             ));
         }
-        self.config().validate()
+        Ok(self.config().validate()?)
     }
 
     /// The cluster configuration every scheme starts from.
