@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use locus_wal::frame::FRAME_HEADER_BYTES;
-use locus_wal::{Entry, SyncMode, Wal, WalConfig, WalError};
+use locus_wal::{Entry, FileStorage, SyncMode, Wal, WalConfig, WalError};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn cfg(dir: &Path, sync: SyncMode) -> WalConfig {
     WalConfig {
+        storage: Arc::new(FileStorage),
         dir: dir.to_path_buf(),
         sync,
         identity: "server 0 of 1".into(),
