@@ -226,13 +226,24 @@ impl Wal {
             })?;
         }
         let live: Vec<u64> = all.into_iter().filter(|&n| n >= first).collect();
+        let mut headed = true;
         for (i, &n) in live.iter().enumerate() {
             let last = i + 1 == live.len();
-            rec.records +=
+            let (records, h) =
                 replay_segment(storage, &dir, n, last, &cfg.identity, &mut rec, &mut replay)?;
+            rec.records += records;
             rec.segments += 1;
+            headed = h;
         }
-        let segment = live.last().map_or(first.max(1), |&n| n + 1);
+        // A newest segment without a header (a crash between its creation
+        // and its header's sync) holds no record: it is rewritten as the new
+        // segment rather than left as an older segment without a header,
+        // which the next start would have to refuse.
+        let segment = match live.last() {
+            None => first.max(1),
+            Some(&n) if !headed => n,
+            Some(&n) => n + 1,
+        };
         let file = create_segment(storage, &dir, segment, &cfg.identity)?;
         rec.segment = segment;
         let inner = Arc::new(Inner {
@@ -451,8 +462,8 @@ impl Drop for Wal {
     }
 }
 
-/// Replays segment `n`; returns its records. Only the last segment may end
-/// torn (W3); its tail is then cut.
+/// Replays segment `n`; returns its records and whether it has a header.
+/// Only the last segment may end torn (W3); its tail is then cut.
 fn replay_segment(
     storage: &dyn Storage,
     dir: &Path,
@@ -461,7 +472,7 @@ fn replay_segment(
     identity: &str,
     rec: &mut Recovery,
     replay: &mut impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
-) -> Result<u64> {
+) -> Result<(u64, bool)> {
     let path = segment_path(dir, n);
     let bytes = storage.read(&path).map_err(|source| WalError::Io {
         what: "cannot read the log segment",
@@ -531,7 +542,7 @@ fn replay_segment(
             ))
         }
     }
-    Ok(records)
+    Ok((records, !frames.is_empty()))
 }
 
 /// The flusher: takes the pending group, writes it, syncs per the mode,
