@@ -51,7 +51,9 @@
 //! **Recovery** ([`Wal::open`]): the checkpoint's entries, then the records
 //! of every segment from its first one, in order. A torn final frame of the
 //! last segment is truncated (logged); anything else that does not parse is
-//! [`WalError::Corrupt`] naming the file and byte offset.
+//! [`WalError::Corrupt`] naming the file and byte offset. A last segment
+//! with no header (a crash between its creation and its header's sync) holds
+//! no record and is rewritten as the new segment.
 //!
 //! Invariants:
 //! - W1: `wait(lsn)` returns Ok only once every record with a smaller or
