@@ -56,12 +56,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use locus_fabric::MachineId;
 use locus_store::{home_of, Worker};
-use locus_wal::{Entry, Lsn, Wal, WalConfig};
+use locus_wal::{Entry, FileStorage, Lsn, Wal, WalConfig};
 
 use crate::config::ClusterFile;
 use crate::server::ServerFabric;
@@ -203,6 +203,7 @@ impl Durability {
         let t0 = Instant::now();
         let machines = file.machines();
         let cfg = WalConfig {
+            storage: Arc::new(FileStorage),
             dir: d.server_dir(id),
             sync: d.sync_mode()?,
             identity: format!("server {id} of {machines}"),

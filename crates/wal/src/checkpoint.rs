@@ -13,11 +13,12 @@
 //! one, never a mix. A checkpoint without its end frame, or whose count
 //! differs, is therefore corrupt, not torn.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::frame::{self, End};
+use crate::storage::{Storage, StorageFile};
 use crate::{Result, WalError};
 
 pub(crate) const FILE: &str = "checkpoint";
@@ -30,8 +31,9 @@ const KIND_END: u8 = 2;
 
 /// Writes one checkpoint; nothing replaces the current one until [`commit`](Self::commit).
 pub struct CheckpointWriter {
+    storage: Arc<dyn Storage>,
     dir: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<Box<dyn StorageFile>>,
     frame: Vec<u8>,
     payload: Vec<u8>,
     entries: u64,
@@ -39,14 +41,20 @@ pub struct CheckpointWriter {
 }
 
 impl CheckpointWriter {
-    pub(crate) fn create(dir: &Path, first_segment: u64, identity: &str) -> Result<Self> {
+    pub(crate) fn create(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        first_segment: u64,
+        identity: &str,
+    ) -> Result<Self> {
         let path = dir.join(TMP);
-        let f = File::create(&path).map_err(|source| WalError::Io {
+        let f = storage.create(&path).map_err(|source| WalError::Io {
             what: "cannot create the checkpoint",
             path,
             source,
         })?;
         let mut w = CheckpointWriter {
+            storage,
             dir: dir.to_path_buf(),
             out: BufWriter::with_capacity(1 << 20, f),
             frame: Vec::new(),
@@ -110,16 +118,17 @@ impl CheckpointWriter {
             path: tmp.clone(),
             source,
         };
-        let f = self
+        let mut f = self
             .out
             .into_inner()
             .map_err(|e| io("cannot write the checkpoint", e.into_error()))?;
         f.sync_all()
             .map_err(|e| io("cannot sync the checkpoint", e))?;
         drop(f);
-        std::fs::rename(&tmp, self.dir.join(FILE))
+        self.storage
+            .rename(&tmp, &self.dir.join(FILE))
             .map_err(|e| io("cannot rename the checkpoint", e))?;
-        crate::sync_dir(&self.dir)?;
+        crate::sync_dir(&*self.storage, &self.dir)?;
         Ok(self.bytes)
     }
 }
@@ -127,12 +136,13 @@ impl CheckpointWriter {
 /// Reads `dir`'s checkpoint, if any: calls `entry` for each entry and
 /// returns the first segment to replay and the entry count.
 pub(crate) fn read(
+    storage: &dyn Storage,
     dir: &Path,
     identity: &str,
     mut entry: impl FnMut(u64, &[u8]) -> std::result::Result<(), String>,
 ) -> Result<Option<(u64, u64)>> {
     let path = dir.join(FILE);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match storage.read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {

@@ -1,7 +1,6 @@
 //! [`Wal`]: segments, the flusher thread, rotation, and recovery.
 //! The protocol and its invariants (W1-W4) are in the crate doc.
 
-use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::checkpoint::{self, CheckpointWriter};
 use crate::frame::{self, End};
+use crate::storage::{LockGuard, Storage, StorageFile};
 use crate::{sync_dir, Result, WalError};
 
 /// A record's sequence number: 1 for the first record this process appends.
@@ -35,6 +35,9 @@ pub enum SyncMode {
 /// How to open a log.
 #[derive(Debug, Clone)]
 pub struct WalConfig {
+    /// Where the files live: [`FileStorage`](crate::FileStorage) for a
+    /// server, [`MemStorage`](crate::MemStorage) for a simulated disk.
+    pub storage: Arc<dyn Storage>,
     /// The directory (created if missing).
     pub dir: PathBuf,
     /// When to sync.
@@ -111,7 +114,7 @@ pub struct Wal {
     inner: Arc<Inner>,
     flusher: Option<JoinHandle<()>>,
     rotating: Mutex<()>,
-    _lock: File,
+    _lock: LockGuard,
 }
 
 fn segment_path(dir: &Path, n: u64) -> PathBuf {
@@ -119,15 +122,14 @@ fn segment_path(dir: &Path, n: u64) -> PathBuf {
 }
 
 /// The numbered segments of `dir`, in order.
-fn segments(dir: &Path) -> Result<Vec<u64>> {
-    let rd = std::fs::read_dir(dir).map_err(|source| WalError::Io {
+fn segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<u64>> {
+    let names = storage.list_dir(dir).map_err(|source| WalError::Io {
         what: "cannot list",
         path: dir.to_path_buf(),
         source,
     })?;
     let mut out = Vec::new();
-    for e in rd.flatten() {
-        let name = e.file_name();
+    for name in names {
         let name = name.to_string_lossy();
         if let Some(n) = name
             .strip_suffix(".wal")
@@ -140,44 +142,34 @@ fn segments(dir: &Path) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-fn lock_dir(dir: &Path) -> Result<File> {
+fn lock_dir(storage: &dyn Storage, dir: &Path) -> Result<LockGuard> {
     let path = dir.join(LOCK_FILE);
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|source| WalError::Io {
+    match storage.lock(&path) {
+        Ok(Some(g)) => Ok(g),
+        Ok(None) => Err(WalError::Locked { path }),
+        Err(source) => Err(WalError::Io {
             what: "cannot open the lock file",
-            path: path.clone(),
+            path,
             source,
-        })?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::io::AsRawFd;
-        // SAFETY: flock(2) on a descriptor this function owns; released when
-        // the file closes, including when the process dies.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r != 0 {
-            return Err(WalError::Locked { path });
-        }
+        }),
     }
-    Ok(f)
 }
 
 /// Creates segment `n` with its header frame, synced, and syncs the directory.
-fn create_segment(dir: &Path, n: u64, identity: &str) -> Result<File> {
+fn create_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    n: u64,
+    identity: &str,
+) -> Result<Box<dyn StorageFile>> {
     let path = segment_path(dir, n);
     let io = |what, source| WalError::Io {
         what,
         path: path.clone(),
         source,
     };
-    let mut f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&path)
+    let mut f = storage
+        .create(&path)
         .map_err(|e| io("cannot create the log segment", e))?;
     let mut h = Vec::new();
     h.extend_from_slice(SEGMENT_MAGIC);
@@ -189,7 +181,7 @@ fn create_segment(dir: &Path, n: u64, identity: &str) -> Result<File> {
     f.write_all(&buf)
         .and_then(|()| f.sync_data())
         .map_err(|e| io("cannot write the log segment header", e))?;
-    sync_dir(dir)?;
+    sync_dir(storage, dir)?;
     Ok(f)
 }
 
@@ -203,40 +195,56 @@ impl Wal {
         mut replay: impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
     ) -> Result<(Wal, Recovery)> {
         let dir = cfg.dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|source| WalError::Io {
-            what: "cannot create",
-            path: dir.clone(),
-            source,
-        })?;
-        let lock = lock_dir(&dir)?;
+        let storage = &*cfg.storage;
+        storage
+            .create_dir_all(&dir)
+            .map_err(|source| WalError::Io {
+                what: "cannot create",
+                path: dir.clone(),
+                source,
+            })?;
+        let lock = lock_dir(storage, &dir)?;
         let mut rec = Recovery::default();
-        let first =
-            match checkpoint::read(&dir, &cfg.identity, |_, e| replay(Entry::Checkpoint(e)))? {
-                Some((first, n)) => {
-                    rec.checkpoint_entries = n;
-                    first
-                }
-                None => 0,
-            };
-        let all = segments(&dir)?;
+        let first = match checkpoint::read(storage, &dir, &cfg.identity, |_, e| {
+            replay(Entry::Checkpoint(e))
+        })? {
+            Some((first, n)) => {
+                rec.checkpoint_entries = n;
+                first
+            }
+            None => 0,
+        };
+        let all = segments(storage, &dir)?;
         // Segments below the checkpoint's first one were covered by it (a
         // crash between its rename and their removal leaves them).
         for &n in all.iter().filter(|&&n| n < first) {
             let p = segment_path(&dir, n);
-            std::fs::remove_file(&p).map_err(|source| WalError::Io {
+            storage.remove(&p).map_err(|source| WalError::Io {
                 what: "cannot remove the old log segment",
                 path: p,
                 source,
             })?;
         }
         let live: Vec<u64> = all.into_iter().filter(|&n| n >= first).collect();
+        let mut headed = true;
         for (i, &n) in live.iter().enumerate() {
             let last = i + 1 == live.len();
-            rec.records += replay_segment(&dir, n, last, &cfg.identity, &mut rec, &mut replay)?;
+            let (records, h) =
+                replay_segment(storage, &dir, n, last, &cfg.identity, &mut rec, &mut replay)?;
+            rec.records += records;
             rec.segments += 1;
+            headed = h;
         }
-        let segment = live.last().map_or(first.max(1), |&n| n + 1);
-        let file = create_segment(&dir, segment, &cfg.identity)?;
+        // A newest segment without a header (a crash between its creation
+        // and its header's sync) holds no record: it is rewritten as the new
+        // segment rather than left as an older segment without a header,
+        // which the next start would have to refuse.
+        let segment = match live.last() {
+            None => first.max(1),
+            Some(&n) if !headed => n,
+            Some(&n) => n + 1,
+        };
+        let file = create_segment(storage, &dir, segment, &cfg.identity)?;
         rec.segment = segment;
         let inner = Arc::new(Inner {
             st: Mutex::new(State {
@@ -352,23 +360,28 @@ impl Wal {
 
     /// A checkpoint whose replay starts at segment `first` (from [`rotate`](Self::rotate)).
     pub fn checkpoint_writer(&self, first: u64) -> Result<CheckpointWriter> {
-        CheckpointWriter::create(&self.inner.cfg.dir, first, &self.inner.cfg.identity)
+        let cfg = &self.inner.cfg;
+        CheckpointWriter::create(Arc::clone(&cfg.storage), &cfg.dir, first, &cfg.identity)
     }
 
     /// Removes the segments below `first` (after the checkpoint naming it was committed).
     pub fn remove_segments_before(&self, first: u64) -> Result<usize> {
         let dir = &self.inner.cfg.dir;
-        let old: Vec<u64> = segments(dir)?.into_iter().filter(|&n| n < first).collect();
+        let storage = &*self.inner.cfg.storage;
+        let old: Vec<u64> = segments(storage, dir)?
+            .into_iter()
+            .filter(|&n| n < first)
+            .collect();
         for &n in &old {
             let p = segment_path(dir, n);
-            std::fs::remove_file(&p).map_err(|source| WalError::Io {
+            storage.remove(&p).map_err(|source| WalError::Io {
                 what: "cannot remove the old log segment",
                 path: p,
                 source,
             })?;
         }
         if !old.is_empty() {
-            sync_dir(dir)?;
+            sync_dir(storage, dir)?;
         }
         Ok(old.len())
     }
@@ -388,18 +401,20 @@ impl Wal {
     ) -> Result<Recovery> {
         self.wait(self.last_lsn())?;
         let dir = &self.inner.cfg.dir;
+        let storage = &*self.inner.cfg.storage;
         let identity = &self.inner.cfg.identity;
         let mut rec = Recovery::default();
-        let first = match checkpoint::read(dir, identity, |_, e| replay(Entry::Checkpoint(e)))? {
-            Some((first, n)) => {
-                rec.checkpoint_entries = n;
-                first
-            }
-            None => 0,
-        };
-        for n in segments(dir)?.into_iter().filter(|&n| n >= first) {
+        let first =
+            match checkpoint::read(storage, dir, identity, |_, e| replay(Entry::Checkpoint(e)))? {
+                Some((first, n)) => {
+                    rec.checkpoint_entries = n;
+                    first
+                }
+                None => 0,
+            };
+        for n in segments(storage, dir)?.into_iter().filter(|&n| n >= first) {
             let path = segment_path(dir, n);
-            let bytes = std::fs::read(&path).map_err(|source| WalError::Io {
+            let bytes = storage.read(&path).map_err(|source| WalError::Io {
                 what: "cannot read the log segment",
                 path: path.clone(),
                 source,
@@ -447,18 +462,19 @@ impl Drop for Wal {
     }
 }
 
-/// Replays segment `n`; returns its records. Only the last segment may end
-/// torn (W3); its tail is then cut.
+/// Replays segment `n`; returns its records and whether it has a header.
+/// Only the last segment may end torn (W3); its tail is then cut.
 fn replay_segment(
+    storage: &dyn Storage,
     dir: &Path,
     n: u64,
     last: bool,
     identity: &str,
     rec: &mut Recovery,
     replay: &mut impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
-) -> Result<u64> {
+) -> Result<(u64, bool)> {
     let path = segment_path(dir, n);
-    let bytes = std::fs::read(&path).map_err(|source| WalError::Io {
+    let bytes = storage.read(&path).map_err(|source| WalError::Io {
         what: "cannot read the log segment",
         path: path.clone(),
         source,
@@ -510,15 +526,13 @@ fn replay_segment(
                 offset,
                 "write-ahead log: torn final record ({why}); truncating the file to {offset} bytes (it was never acknowledged)"
             );
-            let f = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_len(offset).and_then(|()| f.sync_all()));
-            f.map_err(|source| WalError::Io {
-                what: "cannot truncate the torn tail of",
-                path: path.clone(),
-                source,
-            })?;
+            storage
+                .truncate(&path, offset)
+                .map_err(|source| WalError::Io {
+                    what: "cannot truncate the torn tail of",
+                    path: path.clone(),
+                    source,
+                })?;
             rec.truncated = Some((path.clone(), offset, why));
         }
         End::Torn { offset, why } => {
@@ -528,12 +542,12 @@ fn replay_segment(
             ))
         }
     }
-    Ok(records)
+    Ok((records, !frames.is_empty()))
 }
 
 /// The flusher: takes the pending group, writes it, syncs per the mode,
 /// rotates when asked or when the segment is full, wakes the waiters.
-fn flusher(inner: &Inner, mut file: File, mut segment: u64) {
+fn flusher(inner: &Inner, mut file: Box<dyn StorageFile>, mut segment: u64) {
     let cfg = &inner.cfg;
     let interval = match cfg.sync {
         SyncMode::Always => None,
@@ -605,7 +619,7 @@ fn flusher(inner: &Inner, mut file: File, mut segment: u64) {
             }
         }
         if result.is_ok() && (rotate || full) {
-            match create_segment(&cfg.dir, segment + 1, &cfg.identity) {
+            match create_segment(&*cfg.storage, &cfg.dir, segment + 1, &cfg.identity) {
                 Ok(f) => {
                     file = f;
                     segment += 1;

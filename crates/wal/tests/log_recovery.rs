@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use locus_wal::frame::FRAME_HEADER_BYTES;
-use locus_wal::{Entry, SyncMode, Wal, WalConfig, WalError};
+use locus_wal::{Entry, FileStorage, SyncMode, Wal, WalConfig, WalError};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn cfg(dir: &Path, sync: SyncMode) -> WalConfig {
     WalConfig {
+        storage: Arc::new(FileStorage),
         dir: dir.to_path_buf(),
         sync,
         identity: "server 0 of 1".into(),
@@ -172,6 +173,31 @@ fn a_torn_final_record_is_cut_and_the_log_goes_on() {
     let (_, _, recs, r) = open(cfg(d.path(), SyncMode::Always)).unwrap();
     assert_eq!(recs, (0..6).map(record).collect::<Vec<_>>());
     assert!(r.truncated.is_none());
+}
+
+/// A `kill -9` between creating a segment and writing its header (at start
+/// or at a rotation) leaves an empty newest segment. Recovery accepts it (it
+/// holds no record) and must not leave it behind as an older segment
+/// without a header: the next start would refuse the directory as corrupt.
+/// Found by `interval_process_crash_keeps_acknowledged` (seed 0).
+#[test]
+fn an_empty_newest_segment_left_by_a_crash_is_reused_not_left_behind() {
+    let d = tempfile::tempdir().unwrap();
+    let (w, _, _, _) = open(cfg(d.path(), SyncMode::Always)).unwrap();
+    for i in 0..3 {
+        w.append_and_wait(&record(i)).unwrap();
+    }
+    drop(w);
+    let last = wal_files(d.path()).pop().unwrap();
+    let n: u64 = last.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let empty = d.path().join(format!("{:020}.wal", n + 1));
+    std::fs::write(&empty, b"").unwrap();
+    for restart in 0..3 {
+        let (w, _, recs, _) = open(cfg(d.path(), SyncMode::Always))
+            .unwrap_or_else(|e| panic!("restart {restart}: {e}"));
+        assert_eq!(recs, (0..3 + restart).map(record).collect::<Vec<_>>());
+        w.append_and_wait(&record(3 + restart)).unwrap();
+    }
 }
 
 #[test]
