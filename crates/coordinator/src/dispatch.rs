@@ -136,6 +136,17 @@ mod tests {
         fenced: bool,
     }
 
+    impl<'a> Jobs<'a> {
+        fn new(log: &'a Log, fenced: bool) -> Self {
+            Jobs {
+                log,
+                migrations: Vec::new(),
+                failures: Vec::new(),
+                fenced,
+            }
+        }
+    }
+
     impl Dispatch<String> for Jobs<'_> {
         fn dispatch(&mut self, actions: Vec<Action>, _next: &mut Vec<Event>) {
             for a in actions {
@@ -184,12 +195,7 @@ mod tests {
     fn approvals_are_persisted_before_they_are_dispatched() {
         let (mut c, report) = coordinator();
         let log = Log::default();
-        let mut jobs = Jobs {
-            log: &log,
-            migrations: Vec::new(),
-            failures: Vec::new(),
-            fenced: false,
-        };
+        let mut jobs = Jobs::new(&log, false);
         step(&mut c, &mut || 0, report, &log, &mut jobs).unwrap();
         assert_eq!(jobs.migrations, vec![(Key(7), 1)]);
         assert_eq!(*log.persisted.borrow(), vec![(Key(7), 1)]);
@@ -207,12 +213,7 @@ mod tests {
             fail: true,
             ..Log::default()
         };
-        let mut jobs = Jobs {
-            log: &log,
-            migrations: Vec::new(),
-            failures: Vec::new(),
-            fenced: false,
-        };
+        let mut jobs = Jobs::new(&log, false);
         step(&mut c, &mut || 0, report, &log, &mut jobs).unwrap();
         assert!(jobs.migrations.is_empty(), "{:?}", jobs.migrations);
         assert_eq!(jobs.failures, vec!["disk full".to_string()]);
@@ -228,12 +229,7 @@ mod tests {
     fn a_fenced_driver_persists_and_dispatches_nothing() {
         let (mut c, report) = coordinator();
         let log = Log::default();
-        let mut jobs = Jobs {
-            log: &log,
-            migrations: Vec::new(),
-            failures: Vec::new(),
-            fenced: true,
-        };
+        let mut jobs = Jobs::new(&log, true);
         assert_eq!(
             step(&mut c, &mut || 0, report, &log, &mut jobs),
             Err(Stopped::Fenced)
