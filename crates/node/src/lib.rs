@@ -10,15 +10,20 @@
 //!   `locus query`, `locus load`, `locus rdf`, `locus sparql` and the
 //!   benchmarks run. (Assembling each machine as a node is the next step.)
 //! - [`progress`]: [`progress::Reporter`], progress bars and notes on stderr.
+//! - [`node`]: [`Node`], one machine of the store serving clients: its
+//!   store, its log, Pragh 5 recovery; transport-free (`locus server`
+//!   runs it over TCP, the simulated cluster under a seed).
 
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod embedded;
 pub mod embedded_config;
+pub mod node;
 pub mod progress;
 
 pub use config::NodeConfig;
+pub use node::{Created, LogParts, Node, NodeParts, Session};
 
 /// What a node's configuration can be wrong about.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +67,12 @@ pub enum NodeError {
     /// A graph could not be generated or loaded.
     #[error(transparent)]
     Graph(#[from] locus_graph::GraphError),
+    /// The write-ahead log failed (a corrupt log names its file and offset).
+    #[error(transparent)]
+    Wal(#[from] locus_wal::WalError),
+    /// Recovery could not put something back.
+    #[error("recovery: {0}")]
+    Recovery(String),
     /// A worker thread panicked.
     #[error("thread {thread} panicked")]
     ThreadPanicked {

@@ -25,6 +25,8 @@ use locus_client::proto::{
     self, ErrorCode, Header, Op, ProtoError, Reply, Request, HEADER_BYTES, VERSION,
 };
 use locus_fabric::auth::{self, Listener};
+use locus_fabric::tcp::TcpFabric;
+use locus_node::Session;
 use locus_store::Worker;
 
 use crate::server::{ServerFabric, Shared};
@@ -100,7 +102,7 @@ fn serve(s: &Shared, mut stream: TcpStream, peer: SocketAddr) {
         peer,
         rbuf: Vec::new(),
         wbuf: Vec::new(),
-        worker: None,
+        session: s.node.session(),
     };
     if n > s.file.limits.max_clients {
         c.error_and_close(
@@ -202,7 +204,21 @@ fn serve(s: &Shared, mut stream: TcpStream, peer: SocketAddr) {
             c.error_and_close(h.id, op, ErrorCode::NotReady, why); // fenced (member.rs)
             return;
         }
-        let reply = c.handle(req, deadline);
+        let reply = match req {
+            Request::Stats => crate::stats::reply(&mut c),
+            req => {
+                // The node's deadlines are on the fabric's clock.
+                let left_ns = deadline
+                    .saturating_duration_since(Instant::now())
+                    .as_nanos() as u64;
+                match c.session.now_ns(&s.node) {
+                    Ok(now) => s
+                        .node
+                        .handle(&mut c.session, req, now.saturating_add(left_ns)),
+                    Err(e) => s.node.error(locus_node::node::code_of(&e), e.to_string()),
+                }
+            }
+        };
         let secs = received.elapsed().as_secs_f64();
         let outcome = if matches!(reply, Reply::Error { .. }) {
             "error"
@@ -233,21 +249,18 @@ pub(crate) struct Connection<'a> {
     peer: SocketAddr,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
-    worker: Option<Worker<ServerFabric>>,
+    session: Session<TcpFabric>,
 }
 
 impl Connection<'_> {
     /// Prefixes `what` with this server's name, as every error message is.
     pub(crate) fn named(&self, what: &str) -> String {
-        format!("server {} ({}): {what}", self.s.id, self.s.client_addr)
+        self.s.node.named(what)
     }
 
     /// This connection's worker (made on first use).
     pub(crate) fn worker(&mut self) -> locus_store::Result<&mut Worker<ServerFabric>> {
-        if self.worker.is_none() {
-            self.worker = Some(self.s.store.worker(self.s.id)?);
-        }
-        Ok(self.worker.as_mut().expect("just made"))
+        self.session.worker(&self.s.node)
     }
 
     /// Reads one frame into `rbuf`: `Ok(None)` if no byte came within `idle`.

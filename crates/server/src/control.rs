@@ -231,7 +231,7 @@ fn link_loop(
         }
         if now >= next_poll {
             next_poll = now + poll;
-            if let Some(cache) = s.store.cache(s.id) {
+            if let Some(cache) = s.store().cache(s.id) {
                 monitor.poll(cache, &mut events);
             }
             for e in events.drain(..) {
@@ -312,7 +312,7 @@ fn link_loop(
                 }
             }
             Some(Control::Track(keys)) => {
-                if let Some(t) = s.store.tracker(s.id) {
+                if let Some(t) = s.store().tracker(s.id) {
                     if let Err(e) = t.install(keys.into_iter().map(Key)) {
                         tracing::warn!(server = s.id, "cannot track the coordinator's keys: {e}");
                     }
@@ -321,7 +321,7 @@ fn link_loop(
             }
             Some(Control::Collect) => {
                 let counts: Vec<(u64, u32)> = s
-                    .store
+                    .store()
                     .tracker(s.id)
                     .map(|t| t.take())
                     .unwrap_or_default()
@@ -390,15 +390,14 @@ fn executor_loop(
                 stats.moved.load(Ordering::Relaxed),
                 stats.bytes_moved.load(Ordering::Relaxed),
             );
-            let (ok, err) = ex.migrate(&s.store, s.id, keys, stats);
+            let (ok, err) = ex.migrate(s.store(), s.id, keys, stats);
             if let Some(e) = err {
                 stats.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(server = s.id, "coordinator's migration jobs failed: {e}");
             }
             let moved = stats.moved.load(Ordering::Relaxed) - moved0;
             let bytes = stats.bytes_moved.load(Ordering::Relaxed) - bytes0;
-            s.migrations_in.fetch_add(moved, Ordering::Relaxed);
-            s.migrated_bytes.fetch_add(bytes, Ordering::Relaxed);
+            s.node.add_migrations_in(moved, bytes);
             metrics::counter!("locus_migrations_total", "how" => "coordinator").increment(moved);
             metrics::counter!("locus_migrated_bytes_total", "how" => "coordinator")
                 .increment(bytes);
@@ -412,7 +411,7 @@ fn executor_loop(
                 continue;
             }
             let made0 = stats.replicas_created.load(Ordering::Relaxed);
-            match ex.replicate(&s.store, s.id, Key(key), stats) {
+            match ex.replicate(s.store(), s.id, Key(key), stats) {
                 Ok(()) => metrics::counter!("locus_replicas_total")
                     .increment(stats.replicas_created.load(Ordering::Relaxed) - made0),
                 Err(e) => {

@@ -4,16 +4,16 @@
 //! - [`config`]: the cluster file every process and client reads.
 //! - [`Server`]: one machine of the store over the TCP fabric, serving the
 //!   client protocol of `docs/protocol.md` (`conn.rs` the listener and
-//!   connections, `ops.rs` the requests, `stats.rs` STATS).
+//!   connections, `stats.rs` STATS; the node answers every other request).
 //! - [`CoordinatorProcess`]: the coordinator of Pragh 4.4 as its own
 //!   process; servers reach it over the control link (`control.rs` is the
 //!   server's side: its monitor and migration executor). With `[etcd]` it is
 //!   elected and keeps its record in etcd (`election.rs`).
 //! - `metrics.rs`: Prometheus metrics on a loopback port.
-//! - `durable.rs`: with `[durability]`, the write-ahead log of what this
-//!   server homes, checkpoints and recovery at start (`locus-wal`).
-//! - [`recovery`]: Pragh 5 at a survivor when a peer dies or rejoins, and
-//!   the background value-region scan.
+//! - The store, the log, request handling and Pragh 5 recovery are the
+//!   node's ([`locus_node::Node`]); a server runs one node behind its
+//!   threads: connections, the checkpointer, the value-region scan, the
+//!   coordinator link and the membership watch.
 //! - [`supervise`]: the one supervisor of these processes (ports, start,
 //!   readiness, log tails, ending them), for `locus cluster` and the
 //!   benchmarks.
@@ -27,13 +27,10 @@ pub mod config;
 mod conn;
 mod control;
 mod coordinator;
-mod durable;
 mod election;
 mod error;
 mod member;
 mod metrics;
-mod ops;
-pub mod recovery;
 mod server;
 mod stats;
 pub mod supervise;
@@ -41,5 +38,6 @@ pub mod supervise;
 pub use config::ClusterFile;
 pub use coordinator::{CoordinatorProcess, CoordinatorStats, COORDINATOR_ID};
 pub use error::{Result, ServerError};
-pub use ops::FRONTIER_MAX;
+pub use locus_node::node::recovery;
+pub use locus_node::node::FRONTIER_MAX;
 pub use server::{Server, ServerFabric};

@@ -169,7 +169,7 @@ fn watch_loop(s: &Shared, watch: &Watch) {
         let Ok(ev) = watch.events().recv_timeout(POLL) else {
             continue;
         };
-        let tcp = s.store.fabric().inner();
+        let tcp = s.store().fabric().inner();
         let (kind, machine, epoch) = match ev {
             MemberEvent::PeerDown { machine, epoch } => ("down", machine, epoch),
             MemberEvent::PeerUp { machine, epoch } => ("up", machine, epoch),
@@ -257,7 +257,7 @@ pub(crate) fn fence(s: &Shared, reason: String) {
         epoch = ms.epoch,
         "fenced out: {reason}; this incarnation stops serving (restart it to rejoin at a newer epoch)"
     );
-    s.store.fabric().inner().shutdown();
+    s.store().fabric().inner().shutdown();
 }
 
 impl MemberState {

@@ -119,7 +119,7 @@ pub(crate) fn server_gauges(s: &Shared) -> bool {
         return false;
     }
     let me = s.id;
-    let store = &s.store;
+    let store = s.store();
     let ops = store.fabric().counters().snapshot()[me as usize];
     for (loc, name) in [(Locality::Local, "local"), (Locality::Remote, "remote")] {
         metrics::gauge!("locus_one_sided_ops", "locality" => name).set(ops.ops_total(loc) as f64);

@@ -37,10 +37,12 @@ use locus_fabric::auth::Secret;
 use locus_fabric::counting::Counting;
 use locus_fabric::tcp::{TcpConfig, TcpFabric};
 use locus_fabric::{FabricError, MachineId};
-use locus_store::{Services, Store, StoreError};
+use locus_node::node::recovery::{FailureReport, RejoinReport};
+use locus_node::{LogParts, Node, NodeParts};
+use locus_store::scan::ScanReport;
+use locus_store::{Key, Services, Store, StoreError};
 
 use crate::config::ClusterFile;
-use crate::durable::Durability;
 use crate::{Result, ServerError};
 
 /// The fabric a server runs on: TCP, with exact counters.
@@ -54,7 +56,8 @@ const PEER_LOG_EVERY: Duration = Duration::from_secs(2);
 pub(crate) struct Shared {
     pub(crate) id: MachineId,
     pub(crate) file: ClusterFile,
-    pub(crate) store: Store<ServerFabric>,
+    /// This machine of the store: its store, log and recovery (`locus-node`).
+    pub(crate) node: Node<TcpFabric>,
     pub(crate) secret: Secret,
     pub(crate) client_addr: SocketAddr,
     pub(crate) started: Instant,
@@ -62,16 +65,17 @@ pub(crate) struct Shared {
     pub(crate) clients: AtomicUsize,
     pub(crate) auth_refused: AtomicU64,
     pub(crate) requests: [AtomicU64; 16],
-    pub(crate) migrations_in: AtomicU64,
-    pub(crate) migrated_bytes: AtomicU64,
     /// The coordinator link's counters (zero without a coordinator).
     pub(crate) control: crate::control::ControlStats,
-    /// The write-ahead log, with `[durability]`.
-    pub(crate) durable: Option<Durability>,
-    /// Pragh 5 recovery's scanner and counters (`recovery.rs`).
-    pub(crate) recovery: crate::recovery::RecoveryState,
     /// Membership on etcd, with `[etcd]` (`member.rs`).
     pub(crate) membership: Option<crate::member::MemberState>,
+}
+
+impl Shared {
+    /// The store.
+    pub(crate) fn store(&self) -> &Store<ServerFabric> {
+        self.node.store()
+    }
 }
 
 /// A running server.
@@ -106,24 +110,35 @@ impl Server {
             listener,
         )?;
         let begun = crate::member::begin(&file, id, &tcp)?;
-        let store = Store::create(Counting::new(tcp), file.store_config())?;
-        wait_for_peers(&store, &file, id)?;
-        let services = store.spawn_services()?;
-        let durable = {
-            let mut w = store.worker(id)?;
-            Durability::open(&file, id, &mut w)?
+        let created = Node::create(NodeParts {
+            fabric: tcp,
+            me: id,
+            config: file.node(),
+            log: file.durability.as_ref().map(|d| LogParts {
+                storage: Arc::new(locus_wal::FileStorage),
+                dir: d.server_dir(id),
+                blocking_locks: true,
+            }),
+            label: format!("server {id}"),
+        })?;
+        wait_for_peers(created.store(), &file, id)?;
+        let services = created.store().spawn_services()?;
+        let mut node = {
+            let mut w = created.store().worker(id)?;
+            created.recover(&mut w)?
         };
         let client_listener = bind(entry.client, id, "clients")?;
         let client_addr = client_listener
             .local_addr()
             .map_err(|e| ServerError::io("client listener address", e))?;
+        node.set_label(format!("server {id} ({client_addr})"));
         let membership = match begun {
             Some((m, epoch)) => Some(crate::member::register(
                 m,
                 epoch,
                 &file,
                 id,
-                store.fabric().inner(),
+                node.store().fabric().inner(),
                 client_addr,
             )?),
             None => None,
@@ -131,7 +146,7 @@ impl Server {
         let shared = Arc::new(Shared {
             id,
             file: file.clone(),
-            store,
+            node,
             secret,
             client_addr,
             started: Instant::now(),
@@ -139,11 +154,7 @@ impl Server {
             clients: AtomicUsize::new(0),
             auth_refused: AtomicU64::new(0),
             requests: Default::default(),
-            migrations_in: AtomicU64::new(0),
-            migrated_bytes: AtomicU64::new(0),
             control: Default::default(),
-            durable,
-            recovery: Default::default(),
             membership,
         });
         let mut threads = Vec::new();
@@ -152,9 +163,9 @@ impl Server {
             crate::conn::accept_loop(&s, client_listener)
         })?);
         threads.extend(crate::control::start(&shared)?);
-        threads.extend(crate::recovery::start(&shared)?);
+        threads.extend(start_scan(&shared)?);
         threads.extend(crate::member::start(&shared)?);
-        if shared.durable.is_some() {
+        if shared.node.checkpoint_interval().is_some() {
             let s = Arc::clone(&shared);
             threads.push(spawn(&format!("locus-checkpoint-{id}"), move || {
                 checkpointer(&s)
@@ -198,7 +209,36 @@ impl Server {
 
     /// The store (for tests and the embedded coordinator link).
     pub fn store(&self) -> &Store<ServerFabric> {
-        &self.shared.store
+        self.shared.store()
+    }
+
+    /// This machine of the store.
+    pub fn node(&self) -> &Node<TcpFabric> {
+        &self.shared.node
+    }
+
+    /// Pragh 5 at this server for the dead `peer` ([`Node::peer_failed`]):
+    /// what the membership watch calls when `peer`'s lease expires (tests
+    /// call it directly after stopping a peer).
+    pub fn peer_failed(
+        &self,
+        peer: MachineId,
+        epoch: u64,
+        recorded: &[Key],
+    ) -> Result<FailureReport> {
+        Ok(self.shared.node.peer_failed(peer, epoch, recorded)?)
+    }
+
+    /// `peer` is back at `epoch` ([`Node::peer_rejoined`]).
+    pub fn peer_rejoined(&self, peer: MachineId, epoch: u64) -> Result<RejoinReport> {
+        Ok(self.shared.node.peer_rejoined(peer, epoch)?)
+    }
+
+    /// One value-region scan round now (tests; the background thread runs
+    /// them every `recovery.scan_interval_ms`). Returns the round's report.
+    pub fn scan_values(&self) -> Result<ScanReport> {
+        let mut w = self.shared.store().worker(self.shared.id)?;
+        Ok(self.shared.node.scan_round(&mut w).map(|(r, _)| r)?)
     }
 
     /// Why this server is fenced out of the cluster, once it is (with
@@ -235,7 +275,7 @@ impl Server {
             let _ = t.join();
         }
         drop(self.services.take());
-        self.shared.store.fabric().inner().shutdown();
+        self.shared.store().fabric().inner().shutdown();
     }
 }
 
@@ -248,8 +288,8 @@ impl Drop for Server {
 /// The membership watch's hook (`member.rs`), called for each event about a
 /// peer after the fabric's epoch table reflects it, in the watch's order:
 /// on `PeerDown` (with the keys the coordinator's record names with that
-/// peer as latest target) Pragh 5's `recovery::peer_failed`; on `PeerUp`
-/// `recovery::peer_rejoined` (for a first registration it only drops
+/// peer as latest target) Pragh 5's [`Node::peer_failed`]; on `PeerUp`
+/// [`Node::peer_rejoined`] (for a first registration it only drops
 /// nothing and runs a scan round). Both log what they did; a failure is
 /// logged and counted, and the next event is handled anyway.
 pub(crate) fn on_membership_event(
@@ -261,11 +301,12 @@ pub(crate) fn on_membership_event(
         m.hook_calls.fetch_add(1, Ordering::Relaxed);
     }
     let outcome = match event {
-        locus_membership::MemberEvent::PeerDown { machine, epoch } => {
-            crate::recovery::peer_failed(shared, machine, epoch, &recorded).map(|_| ())
-        }
+        locus_membership::MemberEvent::PeerDown { machine, epoch } => shared
+            .node
+            .peer_failed(machine, epoch, &recorded)
+            .map(|_| ()),
         locus_membership::MemberEvent::PeerUp { machine, epoch } => {
-            crate::recovery::peer_rejoined(shared, machine, epoch).map(|_| ())
+            shared.node.peer_rejoined(machine, epoch).map(|_| ())
         }
     };
     if let Err(e) = outcome {
@@ -354,8 +395,10 @@ fn bind(addr: SocketAddr, id: MachineId, whom: &str) -> Result<TcpListener> {
 /// failed checkpoint is logged and retried next interval: the log still
 /// holds everything, only recovery gets longer.
 fn checkpointer(s: &Shared) {
-    let Some(d) = &s.durable else { return };
-    let mut w = match s.store.worker(s.id) {
+    let Some(interval) = s.node.checkpoint_interval() else {
+        return;
+    };
+    let mut w = match s.store().worker(s.id) {
         Ok(w) => w,
         Err(e) => {
             tracing::error!(
@@ -368,18 +411,53 @@ fn checkpointer(s: &Shared) {
     let mut last = Instant::now();
     while !s.stop.load(Ordering::Acquire) {
         std::thread::sleep(STOP_POLL);
-        if last.elapsed() < d.interval {
+        if last.elapsed() < interval {
             continue;
         }
         last = Instant::now();
-        if let Err(e) = d.checkpoint(&mut w) {
+        if let Err(e) = s.node.checkpoint(&mut w) {
             tracing::error!(server = s.id, "checkpoint failed, will retry: {e}");
         }
     }
 }
 
-/// How often the checkpointer looks at the stop flag.
+/// How often the checkpointer and the scan look at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(200);
+
+/// Starts the background value-region scan (Pragh 5; none if
+/// `recovery.scan_interval_ms` is 0): a round every interval.
+fn start_scan(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
+    let interval = Duration::from_millis(shared.file.recovery.scan_interval_ms);
+    if interval.is_zero() {
+        return Ok(Vec::new());
+    }
+    let s = Arc::clone(shared);
+    let t = spawn(&format!("locus-scan-{}", s.id), move || {
+        let mut w = match s.store().worker(s.id) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(
+                    server = s.id,
+                    "value-region scan: no worker ({e}); no scans"
+                );
+                return;
+            }
+        };
+        let mut last = Instant::now();
+        while !s.stop.load(Ordering::Acquire) {
+            std::thread::sleep(STOP_POLL);
+            if last.elapsed() < interval {
+                continue;
+            }
+            last = Instant::now();
+            if let Err(e) = s.node.scan_round(&mut w) {
+                // A peer down hides its references: nothing was freed (S4).
+                tracing::debug!(server = s.id, "value-region scan round skipped: {e}");
+            }
+        }
+    })?;
+    Ok(vec![t])
+}
 
 /// Starts a named thread.
 pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {

@@ -17,13 +17,13 @@ pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
         Ok(x) => x,
         Err(e) => {
             return Reply::Error {
-                code: crate::ops::code_of(&e),
+                code: locus_node::node::code_of(&e),
                 message: c.named(&format!("cannot scan the key table: {e}")),
             }
         }
     };
     let (replicas, replica_bytes) = c.worker().map(|w| w.replicas_held()).unwrap_or((0, 0));
-    let store = &s.store;
+    let store = s.store();
     let usage = store.usage().into_iter().find(|u| u.machine == me);
     let cache = store.cache(me).map(|c| {
         let st = c.stats();
@@ -66,14 +66,14 @@ pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
         "value_used_bytes": usage.map_or(0, |u| u.value_used_bytes),
         "value_region_bytes": store.config().value_region_bytes,
         "cache": cache,
-        "migrations_in": s.migrations_in.load(Ordering::Relaxed),
-        "migrated_bytes": s.migrated_bytes.load(Ordering::Relaxed),
+        "migrations_in": s.node.migrations_in().0,
+        "migrated_bytes": s.node.migrations_in().1,
         "replicas_held": replicas,
         "replica_bytes": replica_bytes,
         "reclaim_backlog": store.reclaim_backlog(me),
         "coordinator": coordinator,
-        "durability": s.durable.as_ref().map(|d| d.stats_json()),
-        "recovery": s.recovery.stats_json(),
+        "durability": s.node.durability_json(),
+        "recovery": s.node.recovery_json(),
         "membership": s.membership.as_ref().map(|m| m.stats_json(store.fabric().inner(), me)),
         "clients": s.clients.load(Ordering::Relaxed),
         "requests": requests,

@@ -202,6 +202,19 @@ impl<F: Fabric> Worker<F> {
         &self.port
     }
 
+    /// Machines in the cluster.
+    pub fn machine_count(&self) -> usize {
+        self.shared.machines
+    }
+
+    /// Waits a moment for another thread (`Port::relax`: a yield on a real
+    /// fabric, a scheduling point on the simulated one). Spin on a lock
+    /// held across fabric operations with this, never block: a simulation
+    /// runs one actor at a time.
+    pub fn relax(&mut self) {
+        self.port.relax()
+    }
+
     fn regions_of(&mut self, m: MachineId) -> Result<(RegionId, RegionId)> {
         if let Some(r) = self.shared.regions[m as usize].get() {
             return Ok(*r);

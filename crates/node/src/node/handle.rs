@@ -1,24 +1,49 @@
-//! What a server does for each request (docs/protocol.md section 3), on the
-//! connection's worker acting as this server's machine. Every failure
-//! becomes an error reply naming this server; nothing here panics on input.
+//! What a node does for each client request (docs/protocol.md section 3),
+//! on a session's worker acting as this node's machine. Every failure
+//! becomes an error reply naming this node; nothing here panics on input.
+//! Transport-free: the server's TCP connections and the simulated
+//! cluster's clients call [`Node::handle`] alike. Deadlines are on the
+//! fabric's clock (`Port::now_ns`), simulated time in a simulation.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use locus_client::proto::{ErrorCode, KhopReply, Reply, Request, FRAME_BYTES_MAX};
-use locus_fabric::counting::Locality;
-use locus_fabric::{FabricError, Port};
+use locus_fabric::counting::{Counting, Locality};
+use locus_fabric::{Fabric, FabricError, Port};
 use locus_store::addr::Addr;
 use locus_store::{home_of, HopReads, KhopLimits, StoreError};
 use locus_wal::Lsn;
 
 use locus_store::Worker;
 
-use crate::conn::Connection;
-use crate::server::ServerFabric;
+use super::Node;
 
 pub use locus_store::FRONTIER_MAX;
+
+/// A client connection's state at a node: its worker (made on first use).
+pub struct Session<F: Fabric> {
+    worker: Option<Worker<Counting<F>>>,
+}
+
+impl<F: Fabric> Session<F> {
+    pub(super) fn new() -> Self {
+        Session { worker: None }
+    }
+
+    /// This session's worker, made on first use.
+    pub fn worker(&mut self, node: &Node<F>) -> locus_store::Result<&mut Worker<Counting<F>>> {
+        if self.worker.is_none() {
+            self.worker = Some(node.store.worker(node.me)?);
+        }
+        Ok(self.worker.as_mut().expect("just made"))
+    }
+
+    /// Nanoseconds on the fabric's clock (the clock deadlines are on).
+    pub fn now_ns(&mut self, node: &Node<F>) -> locus_store::Result<u64> {
+        Ok(self.worker(node)?.port().now_ns())
+    }
+}
 
 /// The error code of a store failure.
 pub fn code_of(e: &StoreError) -> ErrorCode {
@@ -33,8 +58,14 @@ pub fn code_of(e: &StoreError) -> ErrorCode {
     }
 }
 
-impl Connection<'_> {
-    fn error(&self, code: ErrorCode, what: impl AsRef<str>) -> Reply {
+impl<F: Fabric> Node<F> {
+    /// Prefixes `what` with this node's label, as every error message is.
+    pub fn named(&self, what: &str) -> String {
+        format!("{}: {what}", self.label)
+    }
+
+    /// An error reply naming this node.
+    pub fn error(&self, code: ErrorCode, what: impl AsRef<str>) -> Reply {
         Reply::Error {
             code,
             message: self.named(what.as_ref()),
@@ -45,51 +76,60 @@ impl Connection<'_> {
         self.error(code_of(e), e.to_string())
     }
 
-    fn past(&self, deadline: Instant, what: &str) -> Option<Reply> {
-        (Instant::now() > deadline)
+    fn past(&self, s: &mut Session<F>, deadline_ns: u64, what: &str) -> Option<Reply> {
+        let now = match s.now_ns(self) {
+            Ok(n) => n,
+            Err(e) => return Some(self.store_error(&e)),
+        };
+        (now > deadline_ns)
             .then(|| self.error(ErrorCode::Deadline, format!("deadline passed {what}")))
     }
 
-    /// Answers one request.
-    pub(crate) fn handle(&mut self, req: Request, deadline: Instant) -> Reply {
-        if let Some(r) = self.past(deadline, "before the request started") {
+    /// Answers one request on session `s`, by `deadline_ns` on the fabric's
+    /// clock ([`Session::now_ns`]). HELLO and STATS are the transport's:
+    /// answered here with an error.
+    pub fn handle(&self, s: &mut Session<F>, req: Request, deadline_ns: u64) -> Reply {
+        if let Some(r) = self.past(s, deadline_ns, "before the request started") {
             return r;
         }
         let r = match req {
             Request::Hello { .. } => Ok(self.error(ErrorCode::Invalid, "HELLO was already said")),
+            Request::Stats => Ok(self.error(
+                ErrorCode::Invalid,
+                "STATS is answered by the server process, not the node",
+            )),
             Request::Ping => Ok(Reply::Pong),
-            Request::Stats => Ok(crate::stats::reply(self)),
             // Reads are idempotent: one retry after a peer error, since the
             // first operation on a connection to a restarted peer fails and
             // the next one reconnects (Pragh 5 recovery, `recovery.rs`).
-            Request::Neighbors { vertex, k } => match self.neighbors(vertex, k) {
-                Err(e) if peer_error(&e) => self.neighbors(vertex, k),
+            Request::Neighbors { vertex, k } => match self.neighbors(s, vertex, k) {
+                Err(e) if peer_error(&e) => self.neighbors(s, vertex, k),
                 r => r,
             },
-            Request::Put { vertex, ids } => {
-                self.update(vertex, |w| w.put(vertex, &ids).map(|()| (Reply::Put, true)))
-            }
-            Request::InsertEdge { vertex, neighbor } => self.update(vertex, |w| {
+            Request::Put { vertex, ids } => self.update(s, vertex, |w| {
+                w.put(vertex, &ids).map(|()| (Reply::Put, true))
+            }),
+            Request::InsertEdge { vertex, neighbor } => self.update(s, vertex, |w| {
                 w.insert_edge(vertex, neighbor)
                     .map(|c| (Reply::Changed(c), c))
             }),
-            Request::DeleteEdge { vertex, neighbor } => self.update(vertex, |w| {
+            Request::DeleteEdge { vertex, neighbor } => self.update(s, vertex, |w| {
                 w.delete_edge(vertex, neighbor)
                     .map(|c| (Reply::Changed(c), c))
             }),
-            Request::DeleteVertex { vertex } => self.update(vertex, |w| {
+            Request::DeleteVertex { vertex } => self.update(s, vertex, |w| {
                 w.delete_vertex(vertex).map(|list| {
                     let changed = list.is_some();
                     (Reply::Removed(list), changed)
                 })
             }),
-            Request::Khop { vertex, hops, k } => match self.khop(vertex, hops, k, deadline) {
-                Err(e) if peer_error(&e) => self.khop(vertex, hops, k, deadline),
+            Request::Khop { vertex, hops, k } => match self.khop(s, vertex, hops, k, deadline_ns) {
+                Err(e) if peer_error(&e) => self.khop(s, vertex, hops, k, deadline_ns),
                 r => r,
             },
-            Request::Load { vertices } => self.load(vertices, deadline),
-            Request::Migrate { vertex } => self.migrate(vertex),
-            Request::Where { vertex } => self.locate(vertex),
+            Request::Load { vertices } => self.load(s, vertices, deadline_ns),
+            Request::Migrate { vertex } => self.migrate(s, vertex),
+            Request::Where { vertex } => self.locate(s, vertex),
         };
         r.unwrap_or_else(|e| self.store_error(&e))
     }
@@ -103,24 +143,24 @@ impl Connection<'_> {
     /// update applied whole whose list cannot be read back is answered with
     /// an error: in doubt, never acknowledged unlogged ([`to_log`]).
     fn update(
-        &mut self,
+        &self,
+        s: &mut Session<F>,
         v: u32,
-        apply: impl FnOnce(&mut Worker<ServerFabric>) -> locus_store::Result<(Reply, bool)>,
+        apply: impl FnOnce(&mut Worker<Counting<F>>) -> locus_store::Result<(Reply, bool)>,
     ) -> locus_store::Result<Reply> {
-        let s = self.s;
-        let Some(d) = &s.durable else {
-            return apply(self.worker()?).map(|(r, _)| r);
+        let Some(d) = &self.durable else {
+            return apply(s.worker(self)?).map(|(r, _)| r);
         };
-        let home = home_of(v, s.file.machines());
-        if home != s.id {
+        let home = home_of(v, self.machines);
+        if home != self.me {
             return Ok(self.error(
                 ErrorCode::WrongHome,
                 format!("vertex {v} is homed on server {home}; with [durability] updates go to the home, which logs them"),
             ));
         }
         let (result, logged) = {
-            let _stripe = d.lock(v);
-            let w = self.worker()?;
+            let w = s.worker(self)?;
+            let _stripe = d.lock(v, &mut || w.relax());
             let result = apply(w);
             let outcome = match &result {
                 Ok((_, false)) => Applied::Unchanged,
@@ -136,7 +176,7 @@ impl Connection<'_> {
                 ToLog::Refuse(why) => Err(why),
                 ToLog::Unreadable(e) => {
                     tracing::warn!(
-                        server = s.id,
+                        server = self.me,
                         vertex = v,
                         "cannot read back a vertex whose update failed part-way to log it: {e}"
                     );
@@ -158,10 +198,10 @@ impl Connection<'_> {
         self.error(ErrorCode::UnknownVertex, format!("vertex {v} has no entry"))
     }
 
-    fn neighbors(&mut self, v: u32, k: u32) -> locus_store::Result<Reply> {
+    fn neighbors(&self, s: &mut Session<F>, v: u32, k: u32) -> locus_store::Result<Reply> {
         let k = if k == 0 { usize::MAX } else { k as usize };
         let mut out = Vec::new();
-        if !self.worker()?.neighbors(v, k, &mut out)? {
+        if !s.worker(self)?.neighbors(v, k, &mut out)? {
             return Ok(self.unknown(v));
         }
         if out.len() * 4 + 64 > FRAME_BYTES_MAX {
@@ -176,8 +216,15 @@ impl Connection<'_> {
         Ok(Reply::Neighbors(out))
     }
 
-    fn khop(&mut self, v: u32, hops: u8, k: u32, deadline: Instant) -> locus_store::Result<Reply> {
-        let w = self.worker()?;
+    fn khop(
+        &self,
+        s: &mut Session<F>,
+        v: u32,
+        hops: u8,
+        k: u32,
+        deadline_ns: u64,
+    ) -> locus_store::Result<Reply> {
+        let w = s.worker(self)?;
         let t = w.port().totals();
         let before = [
             t.ops(Locality::Local),
@@ -185,12 +232,11 @@ impl Connection<'_> {
             t.bytes(Locality::Local),
             t.bytes(Locality::Remote),
         ];
-        let t0 = Instant::now();
-        // The deadline on the port's clock, which the k-hop checks between hops.
-        let left_ns = deadline.saturating_duration_since(t0).as_nanos() as u64;
+        let t0 = w.port().now_ns();
+        // The k-hop checks the deadline between hops.
         let limits = KhopLimits {
             frontier_max: FRONTIER_MAX,
-            deadline_ns: Some(w.port().now_ns().saturating_add(left_ns)),
+            deadline_ns: Some(deadline_ns),
         };
         let mut frontier = Vec::new();
         match w.k_hop(
@@ -211,8 +257,8 @@ impl Connection<'_> {
             }
             Err(e) => return Err(e),
         }
-        let elapsed_ns = t0.elapsed().as_nanos() as u64;
-        let w = self.worker()?;
+        let w = s.worker(self)?;
+        let elapsed_ns = w.port().now_ns().saturating_sub(t0);
         let t = w.port().totals();
         let with_repeats = frontier.len() as u64;
         let mut distinct = frontier;
@@ -241,12 +287,13 @@ impl Connection<'_> {
     /// LOAD: validate the whole batch, then apply it; if applying fails
     /// part-way, put back what was changed (docs/protocol.md).
     fn load(
-        &mut self,
+        &self,
+        s: &mut Session<F>,
         vertices: Vec<(u32, Vec<u32>)>,
-        deadline: Instant,
+        deadline_ns: u64,
     ) -> locus_store::Result<Reply> {
-        let me = self.s.id;
-        let machines = self.s.file.machines();
+        let me = self.me;
+        let machines = self.machines;
         let entries: Vec<u32> = vertices.iter().map(|(v, _)| *v).collect();
         // Merge repeated vertices, keeping first-seen order.
         let mut order: Vec<u32> = Vec::new();
@@ -268,12 +315,11 @@ impl Connection<'_> {
                 })
                 .extend(ids);
         }
-        let store = self.s.store.clone();
-        let s = self.s;
+        let store = &self.store;
         // With durability, the batch reads, merges and puts under every
         // stripe lock, and is logged as one record (durable.rs, D2).
-        let _stripes = s.durable.as_ref().map(|d| d.lock_all());
-        let w = self.worker()?;
+        let w = s.worker(self)?;
+        let _stripes = self.durable.as_ref().map(|d| d.lock_all(&mut || w.relax()));
         let mut plan: Vec<(u32, Option<Vec<u32>>, Vec<u32>)> = Vec::new();
         let mut bytes_needed = 0u64;
         let mut edges_added = 0u64;
@@ -307,8 +353,8 @@ impl Connection<'_> {
                 ));
             }
         }
-        if s.durable.is_some() {
-            let bytes = crate::durable::record_bytes(plan.iter().map(|(_, _, m)| m.as_slice()));
+        if self.durable.is_some() {
+            let bytes = super::durable::record_bytes(plan.iter().map(|(_, _, m)| m.as_slice()));
             if bytes > locus_wal::frame::RECORD_BYTES_MAX {
                 return Ok(self.error(
                     ErrorCode::TooLarge,
@@ -316,10 +362,14 @@ impl Connection<'_> {
                 ));
             }
         }
-        if let Some(r) = self.past(deadline, "before the batch was applied; nothing applied") {
+        if let Some(r) = self.past(
+            s,
+            deadline_ns,
+            "before the batch was applied; nothing applied",
+        ) {
             return Ok(r);
         }
-        let w = self.worker()?;
+        let w = s.worker(self)?;
         for (i, (v, _, merged)) in plan.iter().enumerate() {
             if let Err(e) = w.put(*v, merged) {
                 // Put back what this batch changed, newest first.
@@ -334,7 +384,7 @@ impl Connection<'_> {
                     }
                 }
                 if undo_failed.is_some() {
-                    self.log_current(plan[..i].iter().map(|(u, _, _)| *u));
+                    self.log_current(w, plan[..i].iter().map(|(u, _, _)| *u));
                 }
                 let what = match undo_failed {
                     None => format!("applying vertex {v} failed: {e}; the {undone} vertices already changed were put back, nothing of the batch remains"),
@@ -343,7 +393,7 @@ impl Connection<'_> {
                 return Ok(self.error(code_of(&e), what));
             }
         }
-        if let Some(d) = &s.durable {
+        if let Some(d) = &self.durable {
             let logged = d.log(plan.iter().map(|(v, _, m)| (*v, m.as_slice())));
             drop(_stripes);
             if let Err(e) = logged.and_then(|lsn| d.wait(lsn)) {
@@ -364,9 +414,8 @@ impl Connection<'_> {
     /// After a LOAD that could not be put back whole: logs the lists of
     /// `vertices` as they now are, so the log follows memory (best effort:
     /// nothing of it is acknowledged). Called under every stripe lock.
-    fn log_current(&mut self, vertices: impl Iterator<Item = u32>) {
-        let s = self.s;
-        let (Some(d), Ok(w)) = (&s.durable, self.worker()) else {
+    fn log_current(&self, w: &mut Worker<Counting<F>>, vertices: impl Iterator<Item = u32>) {
+        let Some(d) = &self.durable else {
             return;
         };
         let lists: Vec<(u32, Vec<u32>)> = vertices
@@ -374,22 +423,21 @@ impl Connection<'_> {
             .collect();
         if let Err(e) = d.log(lists.iter().map(|(u, l)| (*u, l.as_slice()))) {
             tracing::warn!(
-                server = s.id,
+                server = self.me,
                 "cannot log a batch that was put back in part: {e}"
             );
         }
     }
 
-    fn migrate(&mut self, v: u32) -> locus_store::Result<Reply> {
-        let me = self.s.id;
-        let r = self.worker()?.migrate_vertex_report(v)?;
+    fn migrate(&self, s: &mut Session<F>, v: u32) -> locus_store::Result<Reply> {
+        let me = self.me;
+        let r = s.worker(self)?.migrate_vertex_report(v)?;
         if !r.found {
             return Ok(self.unknown(v));
         }
-        self.s
-            .migrations_in
+        self.migrations_in
             .fetch_add(r.parts as u64, Ordering::Relaxed);
-        self.s.migrated_bytes.fetch_add(r.bytes, Ordering::Relaxed);
+        self.migrated_bytes.fetch_add(r.bytes, Ordering::Relaxed);
         metrics::counter!("locus_migrations_total", "how" => "manual").increment(r.parts as u64);
         metrics::counter!("locus_migrated_bytes_total", "how" => "manual").increment(r.bytes);
         Ok(Reply::Migrate {
@@ -400,9 +448,9 @@ impl Connection<'_> {
         })
     }
 
-    fn locate(&mut self, v: u32) -> locus_store::Result<Reply> {
-        let home = home_of(v, self.s.file.machines());
-        let word = self.worker()?.address_word(v)?;
+    fn locate(&self, s: &mut Session<F>, v: u32) -> locus_store::Result<Reply> {
+        let home = home_of(v, self.machines);
+        let word = s.worker(self)?.address_word(v)?;
         Ok(match Addr::decode(word) {
             Some(a) => Reply::Where {
                 home,

@@ -1,5 +1,7 @@
-//! Durability of what a server homes (issue 15, requirement 1): the
+//! Durability of what a node homes (issue 15, requirement 1): the
 //! write-ahead log (`locus-wal`) given its meaning, checkpoints, recovery.
+//! The log writes through a `locus_wal::Storage` given in the node's parts:
+//! files for a server, a simulated disk for the simulated cluster.
 //!
 //! **Where records are written.** Updates of a vertex are serialised at its
 //! home (Pragh 4.3: vertex ops run at the home under its update lock, part
@@ -56,16 +58,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
-use locus_fabric::MachineId;
+use locus_fabric::{Fabric, MachineId};
 use locus_store::{home_of, Worker};
-use locus_wal::{Entry, FileStorage, Lsn, Wal, WalConfig};
+use locus_wal::{Entry, Lsn, Wal, WalConfig};
 
-use crate::config::ClusterFile;
-use crate::server::ServerFabric;
-use crate::{Result, ServerError};
+use crate::config::DurabilitySection;
+use crate::{NodeError, Result};
 
 /// Stripe locks serialising apply-then-log per vertex (a power of two).
 const STRIPES: usize = 1024;
@@ -174,8 +175,13 @@ pub(crate) struct Recovered {
     pub(crate) elapsed_ms: u64,
 }
 
-/// A server's log, its stripe locks and counters.
+/// A node's log, its stripe locks and counters.
 pub(crate) struct Durability {
+    /// Whether a stripe lock held elsewhere is waited for by blocking (OS
+    /// threads) or by spinning through the worker's `relax` (the simulated
+    /// fabric runs one actor at a time: a blocked actor would hold the baton
+    /// and the holder could never release the lock).
+    blocking: bool,
     wal: Wal,
     stripes: Box<[Mutex<()>]>,
     /// One checkpoint at a time.
@@ -190,21 +196,20 @@ pub(crate) struct Durability {
 }
 
 impl Durability {
-    /// Opens server `id`'s log, replays it into the store through `w` (this
-    /// machine's worker), and returns it ready for updates (D4).
-    pub(crate) fn open(
-        file: &ClusterFile,
+    /// Opens node `id`'s log in `dir` on `storage`, replays it into the
+    /// store through `w` (this machine's worker), and returns it ready for
+    /// updates (D4).
+    pub(crate) fn open<F: Fabric>(
+        d: &DurabilitySection,
+        log: &crate::node::LogParts,
         id: MachineId,
-        w: &mut Worker<ServerFabric>,
-    ) -> Result<Option<Durability>> {
-        let Some(d) = &file.durability else {
-            return Ok(None);
-        };
+        w: &mut Worker<F>,
+    ) -> Result<Durability> {
         let t0 = Instant::now();
-        let machines = file.machines();
+        let machines = w.machine_count();
         let cfg = WalConfig {
-            storage: Arc::new(FileStorage),
-            dir: d.server_dir(id),
+            storage: log.storage.clone(),
+            dir: log.dir.clone(),
             sync: d.sync_mode()?,
             identity: format!("server {id} of {machines}"),
             segment_bytes_max: d.segment_mb << 20,
@@ -233,7 +238,7 @@ impl Durability {
         order.sort_unstable();
         for v in &order {
             w.put(*v, &lists[v]).map_err(|e| {
-                ServerError::Recovery(format!(
+                NodeError::Recovery(format!(
                     "cannot put back vertex {v} ({} ids): {e}; raise store.value_region_mb or buckets if the region or table is full",
                     lists[v].len()
                 ))
@@ -250,7 +255,7 @@ impl Durability {
         };
         tracing::info!(
             server = id,
-            dir = %d.server_dir(id).display(),
+            dir = %log.dir.display(),
             vertices = recovered.vertices,
             checkpoint_entries = recovered.checkpoint_entries,
             records = recovered.records,
@@ -258,7 +263,8 @@ impl Durability {
             elapsed_ms = recovered.elapsed_ms,
             "recovered from the checkpoint and the write-ahead log"
         );
-        Ok(Some(Durability {
+        Ok(Durability {
+            blocking: log.blocking_locks,
             wal,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             checkpointing: Mutex::new(()),
@@ -268,7 +274,7 @@ impl Durability {
             checkpoint_ms: AtomicU64::new(0),
             recovered,
             interval: Duration::from_secs(d.checkpoint_interval_s),
-        }))
+        })
     }
 
     /// Pragh 5's reload by the home: with every stripe and the checkpoint
@@ -280,10 +286,11 @@ impl Durability {
     pub(crate) fn with_logged_lists<R>(
         &self,
         vertices: &HashSet<u32>,
+        relax: &mut dyn FnMut(),
         then: impl FnOnce(&HashMap<u32, Vec<u32>>) -> R,
     ) -> Result<R> {
-        let _one = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
-        let _all = self.lock_all();
+        let _one = self.checkpoint_lock(relax);
+        let _all = self.lock_all(relax);
         let mut lists: HashMap<u32, Vec<u32>> = HashMap::new();
         let mut take = |v: u32, ids: Option<Vec<u32>>| {
             if vertices.contains(&v) {
@@ -311,20 +318,27 @@ impl Durability {
         Ok(then(&lists))
     }
 
-    /// `v`'s stripe lock (D2).
-    pub(crate) fn lock(&self, v: u32) -> MutexGuard<'_, ()> {
+    /// `v`'s stripe lock (D2); `relax` is called while it is held
+    /// elsewhere, if locks do not block (see [`Durability::blocking`]).
+    pub(crate) fn lock(&self, v: u32, relax: &mut dyn FnMut()) -> MutexGuard<'_, ()> {
         // Vertex ids are dense: the low bits spread them over the stripes.
-        self.stripes[v as usize & (STRIPES - 1)]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock_one(
+            &self.stripes[v as usize & (STRIPES - 1)],
+            self.blocking,
+            relax,
+        )
     }
 
     /// Every stripe, in order (LOAD; single updates take one, so no cycle).
-    pub(crate) fn lock_all(&self) -> Vec<MutexGuard<'_, ()>> {
+    pub(crate) fn lock_all(&self, relax: &mut dyn FnMut()) -> Vec<MutexGuard<'_, ()>> {
         self.stripes
             .iter()
-            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+            .map(|m| lock_one(m, self.blocking, relax))
             .collect()
+    }
+
+    fn checkpoint_lock(&self, relax: &mut dyn FnMut()) -> MutexGuard<'_, ()> {
+        lock_one(&self.checkpointing, self.blocking, relax)
     }
 
     /// Appends a record of `lists`; durable once [`wait`](Self::wait) returns.
@@ -378,8 +392,8 @@ impl Durability {
     /// Writes a checkpoint of every vertex this server homes and drops the
     /// log before it (D3). Returns the vertices written, or None if nothing
     /// was logged since the last one.
-    pub(crate) fn checkpoint(&self, w: &mut Worker<ServerFabric>) -> Result<Option<u64>> {
-        let _one = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+    pub(crate) fn checkpoint<F: Fabric>(&self, w: &mut Worker<F>) -> Result<Option<u64>> {
+        let _one = self.checkpoint_lock(&mut || w.relax());
         let lsn = self.wal.last_lsn();
         if lsn == self.checkpoint_lsn.load(Ordering::Acquire) {
             return Ok(None);
@@ -390,7 +404,7 @@ impl Durability {
         let mut buf = Vec::new();
         for v in w.home_vertices()? {
             let list = {
-                let _g = self.lock(v);
+                let _g = self.lock(v, &mut || w.relax());
                 match w.get(v) {
                     // Marked lost by Pragh 5 recovery (`recovery.rs`): there
                     // is no list to keep, and one lost vertex must not stop
@@ -424,6 +438,20 @@ impl Durability {
             "checkpoint written"
         );
         Ok(Some(vertices))
+    }
+}
+
+/// Takes `m`: blocking, or spinning through `relax` while it is held.
+fn lock_one<'a>(m: &'a Mutex<()>, blocking: bool, relax: &mut dyn FnMut()) -> MutexGuard<'a, ()> {
+    if blocking {
+        return m.lock().unwrap_or_else(|p| p.into_inner());
+    }
+    loop {
+        match m.try_lock() {
+            Ok(g) => return g,
+            Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+            Err(TryLockError::WouldBlock) => relax(),
+        }
     }
 }
 

@@ -1,0 +1,234 @@
+//! [`Node`]: one machine of the store, assembled once (issue 58 req. 1; the
+//! states and invariants N1-N4 are in `docs/design.md`, "The node, and its
+//! simulated twin").
+//!
+//! ```text
+//!  NodeParts ──Node::create──▶ Created ──(caller: peers' regions visible,
+//!  (fabric, me,   (this machine's       services running)──recover(w)──▶ Node (serving)
+//!   config, log)   regions)                                    (log replayed, D4)
+//! ```
+//!
+//! A `Node` exists only once its log is replayed (N3 by construction).
+//! It does no I/O of its own beyond the fabric and its log's storage, and
+//! starts no thread: the caller drives it. `locus server` runs it behind
+//! TCP connections and threads (`locus-server`); the simulated cluster
+//! (`tests/sim_cluster.rs`) runs it under the simulation's actors, with its
+//! log on a simulated disk.
+//!
+//! - [`Node::handle`] answers one client request (`handle.rs`), on a
+//!   [`Session`] (a connection's worker), transport-free.
+//! - `durable.rs`: the log's meaning, checkpoints, replay (D1-D4).
+//! - `recovery.rs`: Pragh 5 at a survivor ([`Node::peer_failed`],
+//!   [`Node::peer_rejoined`]) and the value-region scan.
+
+mod durable;
+mod handle;
+pub mod recovery;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use locus_fabric::counting::Counting;
+use locus_fabric::{Fabric, MachineId};
+use locus_store::{Store, Worker};
+
+use crate::config::NodeConfig;
+use crate::Result;
+
+pub use handle::{code_of, Session, FRONTIER_MAX};
+
+/// Where a node's log lives.
+#[derive(Clone)]
+pub struct LogParts {
+    /// The storage its files go through (files, or a simulated disk).
+    pub storage: Arc<dyn locus_wal::Storage>,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Whether the log's stripe locks block (OS threads) or spin through
+    /// the worker's `relax` (the simulated fabric, one actor at a time).
+    pub blocking_locks: bool,
+}
+
+impl std::fmt::Debug for LogParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogParts")
+            .field("dir", &self.dir)
+            .field("blocking_locks", &self.blocking_locks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a node is made of.
+#[derive(Debug)]
+pub struct NodeParts<F> {
+    /// The fabric, hosting (at least) this machine.
+    pub fabric: F,
+    /// This machine.
+    pub me: MachineId,
+    /// Its settings (`[durability]` set: updates are logged in `log`).
+    pub config: NodeConfig,
+    /// Where the log lives (needed with `[durability]`).
+    pub log: Option<LogParts>,
+    /// How error replies name this node (`server 2 (127.0.0.1:7402)`).
+    pub label: String,
+}
+
+/// A node whose regions exist and whose log is not replayed yet.
+pub struct Created<F: Fabric> {
+    store: Store<Counting<F>>,
+    parts: NodeParts<()>,
+}
+
+impl<F: Fabric> Created<F> {
+    /// The store (wait for the peers' regions, start its services).
+    pub fn store(&self) -> &Store<Counting<F>> {
+        &self.store
+    }
+
+    /// Replays the log (with `[durability]`) through `w`, a worker of this
+    /// machine, and returns the node, ready to serve (D4, N3).
+    pub fn recover(self, w: &mut Worker<Counting<F>>) -> Result<Node<F>> {
+        let p = self.parts;
+        let durable = match (&p.config.durability, &p.log) {
+            (Some(d), Some(log)) => Some(durable::Durability::open(d, log, p.me, w)?),
+            (Some(_), None) => {
+                return Err(crate::NodeError::Recovery(format!(
+                    "{}: [durability] is set but no log storage was given",
+                    p.label
+                )))
+            }
+            (None, _) => None,
+        };
+        Ok(Node {
+            me: p.me,
+            machines: self.store.machines(),
+            label: p.label,
+            config: p.config,
+            store: self.store,
+            durable,
+            recovery: Default::default(),
+            migrations_in: AtomicU64::new(0),
+            migrated_bytes: AtomicU64::new(0),
+        })
+    }
+}
+
+/// One machine of the store, serving (see the module doc).
+pub struct Node<F: Fabric> {
+    me: MachineId,
+    machines: usize,
+    label: String,
+    config: NodeConfig,
+    store: Store<Counting<F>>,
+    durable: Option<durable::Durability>,
+    recovery: recovery::RecoveryState,
+    migrations_in: AtomicU64,
+    migrated_bytes: AtomicU64,
+}
+
+impl<F: Fabric> Node<F> {
+    /// Creates this machine's regions (nothing is served yet).
+    pub fn create(parts: NodeParts<F>) -> Result<Created<F>> {
+        parts.config.validate()?;
+        let NodeParts {
+            fabric,
+            me,
+            config,
+            log,
+            label,
+        } = parts;
+        if !fabric.hosts(me) {
+            return Err(crate::NodeError::setting(
+                "node.me",
+                me.to_string(),
+                "the fabric must host this machine",
+            ));
+        }
+        let store = Store::create(Counting::new(fabric), config.store.store_config())?;
+        Ok(Created {
+            store,
+            parts: NodeParts {
+                fabric: (),
+                me,
+                config,
+                log,
+                label,
+            },
+        })
+    }
+
+    /// This machine.
+    pub fn me(&self) -> MachineId {
+        self.me
+    }
+
+    /// Machines in the cluster.
+    pub fn machines(&self) -> usize {
+        self.machines
+    }
+
+    /// The store (over the fabric with exact counters).
+    pub fn store(&self) -> &Store<Counting<F>> {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// How error replies name this node.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Names this node differently from now on (a server learns its client
+    /// address only after recovery).
+    pub fn set_label(&mut self, label: String) {
+        self.label = label;
+    }
+
+    /// Counts values migrated here by a migration executor.
+    pub fn add_migrations_in(&self, parts: u64, bytes: u64) {
+        self.migrations_in.fetch_add(parts, Ordering::Relaxed);
+        self.migrated_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A new session: a client connection's state (its worker, made on first use).
+    pub fn session(&self) -> Session<F> {
+        Session::new()
+    }
+
+    /// Writes a checkpoint (with `[durability]`, when something was logged
+    /// since the last one) through `w`; the vertices written, if any (D3).
+    pub fn checkpoint(&self, w: &mut Worker<Counting<F>>) -> Result<Option<u64>> {
+        match &self.durable {
+            Some(d) => d.checkpoint(w),
+            None => Ok(None),
+        }
+    }
+
+    /// How often the checkpointer should run (with `[durability]`).
+    pub fn checkpoint_interval(&self) -> Option<std::time::Duration> {
+        self.durable.as_ref().map(|d| d.interval)
+    }
+
+    /// Values migrated here by MIGRATE requests, and their bytes.
+    pub fn migrations_in(&self) -> (u64, u64) {
+        (
+            self.migrations_in.load(Ordering::Relaxed),
+            self.migrated_bytes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The log's counters and recovery, for STATS (None without `[durability]`).
+    pub fn durability_json(&self) -> Option<serde_json::Value> {
+        self.durable.as_ref().map(|d| d.stats_json())
+    }
+
+    /// Pragh 5 recovery's counters and last reports, for STATS.
+    pub fn recovery_json(&self) -> serde_json::Value {
+        self.recovery.stats_json()
+    }
+}
