@@ -19,8 +19,8 @@ use std::time::Duration;
 use crate::local::{LocalFabric, LocalPort};
 use crate::tcp::{TcpFabric, TcpPort};
 use crate::{
-    Completion, Fabric, FabricError, MachineId, Message, Output, Port, RegionId, RegionInfo,
-    Result, WorkRequest,
+    Completion, Fabric, FabricError, Fencing, MachineId, Message, Output, PeerEpoch, Port,
+    RegionId, RegionInfo, Result, WorkRequest,
 };
 
 /// Which implementation an [`AnyFabric`] is; what a configuration file names.
@@ -169,6 +169,30 @@ impl Fabric for AnyFabric {
             AnyFabric::Local(f) => f.port(machine).map(AnyPort::Local),
             AnyFabric::Tcp(f) => f.port(machine).map(AnyPort::Tcp),
         }
+    }
+}
+
+impl Fencing for AnyFabric {
+    fn own_epoch(&self, me: MachineId) -> Result<u64> {
+        each!(AnyFabric, self, f => Fencing::own_epoch(f, me))
+    }
+    fn set_own_epoch(&self, me: MachineId, epoch: u64) -> Result<()> {
+        each!(AnyFabric, self, f => Fencing::set_own_epoch(f, me, epoch))
+    }
+    fn peer_epoch(&self, me: MachineId, peer: MachineId) -> Result<PeerEpoch> {
+        each!(AnyFabric, self, f => Fencing::peer_epoch(f, me, peer))
+    }
+    fn set_peer_epoch(&self, me: MachineId, peer: MachineId, epoch: u64) -> Result<()> {
+        each!(AnyFabric, self, f => Fencing::set_peer_epoch(f, me, peer, epoch))
+    }
+    fn mark_down(&self, me: MachineId, peer: MachineId, epoch: u64) -> Result<()> {
+        each!(AnyFabric, self, f => Fencing::mark_down(f, me, peer, epoch))
+    }
+    fn fence(&self, me: MachineId) -> Result<()> {
+        each!(AnyFabric, self, f => Fencing::fence(f, me))
+    }
+    fn is_fenced(&self, me: MachineId) -> Result<bool> {
+        each!(AnyFabric, self, f => Fencing::is_fenced(f, me))
     }
 }
 

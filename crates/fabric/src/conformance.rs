@@ -4,13 +4,23 @@
 //! that hosts it (the same instance for every machine of the in-process
 //! fabric; one node per machine for TCP). Each check registers its own regions
 //! and panics with a message on the first violation. [`conformance_suite!`]
-//! turns the checks into `#[test]` functions for one implementation.
+//! turns the checks into `#[test]` functions for one implementation; the
+//! fencing checks (`conformance/fencing.rs`) need the fabric to implement
+//! [`crate::Fencing`], as every fabric of the crate does.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use crate::{Completion, Fabric, FabricError, MachineId, Output, Port, RegionId, WorkRequest};
+
+mod fencing;
+pub use fencing::{
+    a_fenced_machine_serves_nothing_and_issues_nothing, a_newer_incarnation_is_admitted,
+    a_stale_requester_is_refused, a_stale_view_of_the_target_is_refused,
+    an_op_to_a_peer_marked_down_fails_naming_machine_and_epoch, epochs_zero_change_nothing,
+    fencing_names_hosted_machines_only,
+};
 
 /// Machines every check needs at least.
 pub const MACHINES_MIN: usize = 3;
@@ -739,6 +749,34 @@ macro_rules! conformance_suite {
         #[test]
         fn read_into_own_memory() {
             $crate::conformance::read_into_own_memory(&$make);
+        }
+        #[test]
+        fn epochs_zero_change_nothing() {
+            $crate::conformance::epochs_zero_change_nothing(&$make);
+        }
+        #[test]
+        fn a_stale_requester_is_refused() {
+            $crate::conformance::a_stale_requester_is_refused(&$make);
+        }
+        #[test]
+        fn a_newer_incarnation_is_admitted() {
+            $crate::conformance::a_newer_incarnation_is_admitted(&$make);
+        }
+        #[test]
+        fn an_op_to_a_peer_marked_down_fails_naming_machine_and_epoch() {
+            $crate::conformance::an_op_to_a_peer_marked_down_fails_naming_machine_and_epoch(&$make);
+        }
+        #[test]
+        fn a_stale_view_of_the_target_is_refused() {
+            $crate::conformance::a_stale_view_of_the_target_is_refused(&$make);
+        }
+        #[test]
+        fn a_fenced_machine_serves_nothing_and_issues_nothing() {
+            $crate::conformance::a_fenced_machine_serves_nothing_and_issues_nothing(&$make);
+        }
+        #[test]
+        fn fencing_names_hosted_machines_only() {
+            $crate::conformance::fencing_names_hosted_machines_only(&$make);
         }
     };
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::{
-    Completion, Fabric, MachineId, Message, OpKind, Output, Port, RegionId, RegionInfo, Result,
-    WorkRequest,
+    Completion, Fabric, Fencing, MachineId, Message, OpKind, Output, PeerEpoch, Port, RegionId,
+    RegionInfo, Result, WorkRequest,
 };
 
 /// Where an operation went relative to its issuer.
@@ -206,6 +206,30 @@ impl<F: Fabric> Counting<F> {
     /// The wrapped fabric.
     pub fn inner(&self) -> &F {
         &self.inner
+    }
+}
+
+impl<F: Fencing> Fencing for Counting<F> {
+    fn own_epoch(&self, me: MachineId) -> Result<u64> {
+        self.inner.own_epoch(me)
+    }
+    fn set_own_epoch(&self, me: MachineId, epoch: u64) -> Result<()> {
+        self.inner.set_own_epoch(me, epoch)
+    }
+    fn peer_epoch(&self, me: MachineId, peer: MachineId) -> Result<PeerEpoch> {
+        self.inner.peer_epoch(me, peer)
+    }
+    fn set_peer_epoch(&self, me: MachineId, peer: MachineId, epoch: u64) -> Result<()> {
+        self.inner.set_peer_epoch(me, peer, epoch)
+    }
+    fn mark_down(&self, me: MachineId, peer: MachineId, epoch: u64) -> Result<()> {
+        self.inner.mark_down(me, peer, epoch)
+    }
+    fn fence(&self, me: MachineId) -> Result<()> {
+        self.inner.fence(me)
+    }
+    fn is_fenced(&self, me: MachineId) -> Result<bool> {
+        self.inner.is_fenced(me)
     }
 }
 

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::{
-    Completion, Fabric, FabricError, MachineId, Message, Output, Port, RegionId, RegionInfo,
-    Result, WorkRequest,
+    Completion, Fabric, FabricError, Fencing, MachineId, Message, Output, PeerEpoch, Port,
+    RegionId, RegionInfo, Result, WorkRequest,
 };
 
 /// What to do to which operation.
@@ -93,6 +93,31 @@ impl<F: Fabric> Faulty<F> {
     /// The wrapped fabric.
     pub fn inner(&self) -> &F {
         &self.inner
+    }
+}
+
+/// Fencing is not an operation: it is never failed or delayed, nor counted.
+impl<F: Fencing> Fencing for Faulty<F> {
+    fn own_epoch(&self, me: MachineId) -> Result<u64> {
+        self.inner.own_epoch(me)
+    }
+    fn set_own_epoch(&self, me: MachineId, epoch: u64) -> Result<()> {
+        self.inner.set_own_epoch(me, epoch)
+    }
+    fn peer_epoch(&self, me: MachineId, peer: MachineId) -> Result<PeerEpoch> {
+        self.inner.peer_epoch(me, peer)
+    }
+    fn set_peer_epoch(&self, me: MachineId, peer: MachineId, epoch: u64) -> Result<()> {
+        self.inner.set_peer_epoch(me, peer, epoch)
+    }
+    fn mark_down(&self, me: MachineId, peer: MachineId, epoch: u64) -> Result<()> {
+        self.inner.mark_down(me, peer, epoch)
+    }
+    fn fence(&self, me: MachineId) -> Result<()> {
+        self.inner.fence(me)
+    }
+    fn is_fenced(&self, me: MachineId) -> Result<bool> {
+        self.inner.is_fenced(me)
     }
 }
 

@@ -53,6 +53,7 @@ pub mod conformance;
 pub mod counting;
 mod error;
 pub mod faulty;
+pub mod fencing;
 mod hosted;
 pub mod local;
 mod memory;
@@ -63,6 +64,7 @@ pub mod sync;
 pub mod tcp;
 
 pub use error::{FabricError, Result};
+pub use fencing::{Fencing, PeerEpoch};
 pub use memory::{MachineMemory, Region, REGION_BYTES_MAX};
 pub use op::{check_alignment, Completion, Message, OpKind, Output, Verb, WorkRequest, WrId};
 

@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::fencing::{fencing_by_tables, Fences, PeerEpoch};
 use crate::hosted::{check_inflight, check_machine_count, check_queue_limits, Hosted, RegionCache};
 use crate::memory::{MachineMemory, VerbRef};
 use crate::{
@@ -108,6 +109,8 @@ impl LocalConfig {
 struct Inner {
     config: LocalConfig,
     hosted: Hosted,
+    /// Every machine's epoch table (`fencing.rs`).
+    fences: Fences,
     /// The model's clock: the CPU's time-stamp counter, calibrated (about 10 ns
     /// a reading instead of the system clock's 30-60 ns on a VM), because every
     /// posted remote operation reads it.
@@ -197,6 +200,7 @@ impl LocalFabric {
                 let clock = quanta::Clock::new();
                 let epoch_raw = clock.raw();
                 Inner {
+                    fences: Fences::new(config.machines),
                     config,
                     hosted,
                     clock,
@@ -213,9 +217,16 @@ impl LocalFabric {
 
     /// Direct access to a machine's memory (for tools and tests).
     pub fn memory(&self, machine: MachineId) -> Result<&MachineMemory> {
+        self.hosted(machine)
+    }
+
+    /// The memory of `machine` if this fabric hosts it.
+    fn hosted(&self, machine: MachineId) -> Result<&MachineMemory> {
         self.inner.hosted.memory(machine)
     }
 }
+
+fencing_by_tables!(LocalFabric);
 
 impl Fabric for LocalFabric {
     type Port = LocalPort;
@@ -241,7 +252,7 @@ impl Fabric for LocalFabric {
     }
 
     fn port(&self, machine: MachineId) -> Result<LocalPort> {
-        self.inner.hosted.memory(machine)?;
+        self.hosted(machine)?;
         Ok(LocalPort {
             inner: Arc::clone(&self.inner),
             machine,
@@ -281,8 +292,19 @@ impl LocalPort {
         offset: u64,
         verb: VerbRef<'_>,
     ) -> Result<u64> {
+        self.admit(target)?;
         self.regions
             .apply_ref(&self.inner.hosted, target, region, offset, verb)
+    }
+
+    /// The fencing rules for an operation on `target` (`fencing.rs`): one
+    /// relaxed load while no epoch was ever set.
+    #[inline]
+    fn admit(&self, target: MachineId) -> Result<()> {
+        if self.inner.fences.armed() {
+            return self.inner.fences.check(self.machine, target);
+        }
+        Ok(())
     }
 
     #[inline]
@@ -297,14 +319,16 @@ impl LocalPort {
     fn enqueue(&mut self, wr: WorkRequest, ready: Option<u64>) {
         let bytes = wr.verb.payload_bytes();
         let fence = wr.fence;
-        let result = self.regions.apply(
-            &self.inner.hosted,
-            self.machine,
-            wr.target,
-            wr.region,
-            wr.offset,
-            wr.verb,
-        );
+        let result = self.admit(wr.target).and_then(|()| {
+            self.regions.apply(
+                &self.inner.hosted,
+                self.machine,
+                wr.target,
+                wr.region,
+                wr.offset,
+                wr.verb,
+            )
+        });
         let completion = Completion {
             id: wr.id,
             target: wr.target,
@@ -457,14 +481,16 @@ impl Port for LocalPort {
     fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
         let bytes = wr.verb.payload_bytes();
         let target = wr.target;
-        let out = self.regions.apply(
-            &self.inner.hosted,
-            self.machine,
-            target,
-            wr.region,
-            wr.offset,
-            wr.verb,
-        );
+        let out = self.admit(target).and_then(|()| {
+            self.regions.apply(
+                &self.inner.hosted,
+                self.machine,
+                target,
+                wr.region,
+                wr.offset,
+                wr.verb,
+            )
+        });
         if self.is_remote(target) {
             let mut ready = self.inner.reserve(self.machine, bytes);
             if wr.fence {
@@ -561,6 +587,7 @@ impl Port for LocalPort {
 
     fn send(&mut self, target: MachineId, payload: &[u8]) -> Result<()> {
         self.inner.hosted.check_send(target, payload.len())?;
+        self.admit(target)?;
         let visible_at = if self.is_remote(target) {
             self.inner.reserve(self.machine, payload.len() as u64)
         } else {
@@ -575,7 +602,12 @@ impl Port for LocalPort {
         self.inner.now_ns()
     }
 
+    fn check_peer(&self, target: MachineId) -> Result<()> {
+        self.admit(target)
+    }
+
     fn try_recv(&mut self) -> Result<Option<Message>> {
+        self.admit(self.machine)?;
         let now = self.inner.now_ns();
         self.inner.hosted.take(self.machine, now)
     }

@@ -97,6 +97,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::fencing::{fencing_by_tables, Fences, PeerEpoch};
 use crate::hosted::{check_machine_count, check_queue_limits, Hosted, RegionCache};
 use crate::memory::MachineMemory;
 use crate::{Fabric, FabricError, MachineId, RegionInfo, Result};
@@ -323,6 +324,8 @@ impl std::error::Error for SimFailure {}
 struct Inner {
     config: SimConfig,
     hosted: Hosted,
+    /// Every machine's epoch table (`fencing.rs`).
+    fences: Fences,
     sched: Sched,
     /// Ports opened so far: each port's RNG stream (opening order is deterministic).
     ports_opened: AtomicU64,
@@ -366,9 +369,16 @@ impl SimFabric {
 
     /// Direct access to a machine's memory (for checks; not a scheduling point).
     pub fn memory(&self, machine: MachineId) -> Result<&MachineMemory> {
+        self.hosted(machine)
+    }
+
+    /// The memory of `machine` if this fabric hosts it.
+    fn hosted(&self, machine: MachineId) -> Result<&MachineMemory> {
         self.inner.hosted.memory(machine)
     }
 }
+
+fencing_by_tables!(SimFabric);
 
 impl Fabric for SimFabric {
     type Port = SimPort;
@@ -394,7 +404,7 @@ impl Fabric for SimFabric {
     }
 
     fn port(&self, machine: MachineId) -> Result<SimPort> {
-        self.inner.hosted.memory(machine)?;
+        self.hosted(machine)?;
         let serial = self.inner.ports_opened.fetch_add(1, Ordering::Relaxed);
         Ok(SimPort {
             inner: Arc::clone(&self.inner),

@@ -74,6 +74,18 @@ fn conformance_checks_inside_a_run() {
         check_in_run(seed, conformance::bounds_errors);
         check_in_run(seed, conformance::pipelining);
         check_in_run(seed, conformance::message_delivery);
+        check_in_run(seed, conformance::epochs_zero_change_nothing);
+        check_in_run(seed, conformance::a_stale_requester_is_refused);
+        check_in_run(seed, conformance::a_newer_incarnation_is_admitted);
+        check_in_run(
+            seed,
+            conformance::an_op_to_a_peer_marked_down_fails_naming_machine_and_epoch,
+        );
+        check_in_run(seed, conformance::a_stale_view_of_the_target_is_refused);
+        check_in_run(
+            seed,
+            conformance::a_fenced_machine_serves_nothing_and_issues_nothing,
+        );
     }
 }
 

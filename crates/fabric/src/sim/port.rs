@@ -45,20 +45,32 @@ impl SimPort {
         offset: u64,
         verb: VerbRef<'_>,
     ) -> Result<u64> {
+        self.admit(target)?;
         self.regions
             .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
+    /// The fencing rules for an operation on `target`, when it applies
+    /// (`fencing.rs`; a posted request is judged on arrival, as over TCP).
+    fn admit(&self, target: MachineId) -> Result<()> {
+        if self.inner.fences.armed() {
+            return self.inner.fences.check(self.machine, target);
+        }
+        Ok(())
+    }
+
     /// Applies a request and queues its completion.
     fn complete(&mut self, wr: WorkRequest) {
-        let result = self.regions.apply(
-            &self.inner.hosted,
-            self.machine,
-            wr.target,
-            wr.region,
-            wr.offset,
-            wr.verb,
-        );
+        let result = self.admit(wr.target).and_then(|()| {
+            self.regions.apply(
+                &self.inner.hosted,
+                self.machine,
+                wr.target,
+                wr.region,
+                wr.offset,
+                wr.verb,
+            )
+        });
         self.done.push_back(Completion {
             id: wr.id,
             target: wr.target,
@@ -169,6 +181,7 @@ impl Port for SimPort {
         } else {
             self.flush_to(wr.target);
         }
+        self.admit(wr.target)?;
         self.regions.apply(
             &self.inner.hosted,
             self.machine,
@@ -240,12 +253,18 @@ impl Port for SimPort {
         self.point();
         self.inner.hosted.check_send(target, payload.len())?;
         self.flush_to(target);
+        self.admit(target)?;
         self.inner.hosted.deliver(self.machine, target, payload, 0)
     }
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.point();
+        self.admit(self.machine)?;
         self.inner.hosted.take(self.machine, u64::MAX)
+    }
+
+    fn check_peer(&self, target: MachineId) -> Result<()> {
+        self.admit(target)
     }
 
     /// In an actor, `timeout` is simulated time (a scheduling point per try);

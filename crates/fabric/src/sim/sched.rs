@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::{Actor, Inner, SimConfig, SimFabric, SimFailure, SimFailureKind, SimReport, SimRng};
+use crate::fencing::Fences;
 use crate::hosted::Hosted;
 use crate::Result;
 
@@ -236,6 +237,7 @@ impl Sim {
         Ok(Sim {
             fabric: SimFabric {
                 inner: Arc::new(Inner {
+                    fences: Fences::new(config.machines),
                     config,
                     hosted,
                     sched,

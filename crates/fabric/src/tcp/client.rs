@@ -571,6 +571,8 @@ impl Port for TcpPort {
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.flush_all();
+        // A fenced node's threads take no more messages (fencing.rs, rule 1).
+        self.inner.epochs.check_issuer(self.machine)?;
         self.inner.hosted.take(self.machine, u64::MAX)
     }
 }

@@ -40,7 +40,7 @@
 //! the listener is at (both 0 without a membership); the listener refuses a
 //! connection that expects another epoch than its own, or comes from an
 //! incarnation older than (or at the down epoch of) what it knows, with a
-//! `PeerUnavailable` error saying so (see `tcp/epochs.rs`). Version 2 added
+//! `PeerUnavailable` error saying so (see `fencing.rs`). Version 2 added
 //! the two epochs; a version-1 HELLO (12 bytes) is refused by its version.
 //!
 //! Response bodies, status 0 (OK):

@@ -42,12 +42,16 @@
 //! handshake. A node without a secret, as before, runs no handshake; one that
 //! meets a node with a secret fails at the challenge with a message saying so.
 //!
-//! **Epochs** (`epochs.rs`): with a membership, each node knows its own
-//! epoch and the epoch of every peer, or that it is down. HELLO carries the
+//! **Epochs** ([`crate::fencing`]): with a membership, each node knows its own
+//! epoch and the epoch of every peer, or that it is down (one
+//! [`EpochTable`](crate::fencing::EpochTable) for the node). HELLO carries the
 //! connecting node's epoch and the one it expects the listener at; stale or
-//! fenced connections are refused, operations to a machine marked down fail
-//! at once with `PeerUnavailable` naming its epoch, and a port reopens
-//! connections whose epochs changed. All epochs 0 (no membership): no effect.
+//! fenced connections are refused, and every request is checked again, so a
+//! peer marked down after it connected is cut off at its next one.
+//! Operations to a machine marked down fail at once with `PeerUnavailable`
+//! naming its epoch, and a port reopens connections whose epochs changed. A
+//! fenced node ([`Fencing::fence`]) refuses every request and connection, and
+//! its ports fail. All epochs 0 (no membership): no effect.
 //!
 //! **Failures are errors, never hangs.** Connects are bounded by
 //! `connect_timeout_ms`, reads and writes by `io_timeout_ms`. When a
@@ -85,7 +89,6 @@
 //! one fails with [`FabricError::MessageTooLarge`] before it is sent.
 
 mod client;
-mod epochs;
 pub(crate) mod frame;
 mod server;
 
@@ -95,15 +98,15 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::auth::Secret;
+use crate::fencing::{EpochTable, Fencing};
 use crate::hosted::{check_machine_count, check_queue_limits, Hosted};
 use crate::memory::MachineMemory;
 use crate::{check_machine, Fabric, FabricError, MachineId, RegionInfo, Result, Verb};
 
+pub use crate::fencing::PeerEpoch;
 pub use client::TcpPort;
-pub use epochs::PeerEpoch;
 
 use client::Conn;
-use epochs::EpochTable;
 use frame::HEADER_BYTES;
 
 /// Settings of one TCP node. Every node of a cluster must agree on
@@ -279,10 +282,12 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// Where `machine` lives.
+    /// Where `machine` lives; fails if this node is fenced, or `machine` is
+    /// elsewhere and marked down (the requester's rules, `fencing.rs`).
     #[inline]
     pub(crate) fn route(&self, machine: MachineId) -> Result<Route<'_>> {
         check_machine(machine, self.config.machines)?;
+        self.epochs.check_issuer(machine)?;
         match self.hosted.get(machine) {
             Some(m) => Ok(Route::Local(m)),
             None => {
@@ -435,7 +440,7 @@ impl TcpFabric {
 
     /// Sets this node's own epoch (from its membership registration), carried
     /// in the HELLO of every connection it opens from now on; connections
-    /// opened at another epoch are reopened. See `tcp/epochs.rs`.
+    /// opened at another epoch are reopened. See [`crate::fencing`].
     pub fn set_own_epoch(&self, epoch: u64) {
         self.inner.epochs.set_own(epoch);
     }
@@ -448,28 +453,23 @@ impl TcpFabric {
     /// Records that `machine` is up at `epoch`: connections to it reopen
     /// expecting that epoch, and its older incarnations are refused.
     pub fn set_peer_epoch(&self, machine: MachineId, epoch: u64) -> Result<()> {
-        check_machine(machine, self.inner.config.machines)?;
         self.inner
             .epochs
-            .set(machine, PeerEpoch { epoch, down: false });
-        Ok(())
+            .set_peer(machine, PeerEpoch { epoch, down: false })
     }
 
     /// Marks `machine`'s incarnation at `epoch` down: operations to it fail
     /// at once with [`FabricError::PeerUnavailable`] naming it and the epoch,
     /// and its connections to this node are refused.
     pub fn mark_down(&self, machine: MachineId, epoch: u64) -> Result<()> {
-        check_machine(machine, self.inner.config.machines)?;
         self.inner
             .epochs
-            .set(machine, PeerEpoch { epoch, down: true });
-        Ok(())
+            .set_peer(machine, PeerEpoch { epoch, down: true })
     }
 
     /// What this node believes about `machine`'s epoch.
     pub fn peer_epoch(&self, machine: MachineId) -> Result<PeerEpoch> {
-        check_machine(machine, self.inner.config.machines)?;
-        Ok(self.inner.epochs.get(machine))
+        self.inner.epochs.peer(machine)
     }
 
     /// Connections this node refused (at HELLO or at a later request) for
@@ -488,6 +488,43 @@ impl TcpFabric {
     /// also done when the last clone is dropped.
     pub fn shutdown(&self) {
         server::shutdown(&self.server.inner, &self.server.accept);
+    }
+}
+
+/// The node's one table, for every hosted `me` (the [`Fencing`] methods
+/// are the inherent ones, with `me` checked).
+impl Fencing for TcpFabric {
+    fn own_epoch(&self, me: MachineId) -> Result<u64> {
+        self.inner.hosted.memory(me)?;
+        Ok(TcpFabric::own_epoch(self))
+    }
+    fn set_own_epoch(&self, me: MachineId, epoch: u64) -> Result<()> {
+        self.inner.hosted.memory(me)?;
+        TcpFabric::set_own_epoch(self, epoch);
+        Ok(())
+    }
+    fn peer_epoch(&self, me: MachineId, peer: MachineId) -> Result<PeerEpoch> {
+        self.inner.hosted.memory(me)?;
+        TcpFabric::peer_epoch(self, peer)
+    }
+    fn set_peer_epoch(&self, me: MachineId, peer: MachineId, epoch: u64) -> Result<()> {
+        self.inner.hosted.memory(me)?;
+        TcpFabric::set_peer_epoch(self, peer, epoch)
+    }
+    fn mark_down(&self, me: MachineId, peer: MachineId, epoch: u64) -> Result<()> {
+        self.inner.hosted.memory(me)?;
+        TcpFabric::mark_down(self, peer, epoch)
+    }
+    /// The whole node is fenced: its listener refuses every request and
+    /// every new connection, and its ports fail, for every hosted machine.
+    fn fence(&self, me: MachineId) -> Result<()> {
+        self.inner.hosted.memory(me)?;
+        self.inner.epochs.fence();
+        Ok(())
+    }
+    fn is_fenced(&self, me: MachineId) -> Result<bool> {
+        self.inner.hosted.memory(me)?;
+        Ok(self.inner.epochs.is_fenced())
     }
 }
 

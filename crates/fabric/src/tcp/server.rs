@@ -451,8 +451,13 @@ fn serve_frame(
             }
         };
     };
-    if let Err(reason) = inner.epochs.admits(from, *peer_epoch) {
-        // Marked down (or superseded) after it connected: cut it off.
+    let admitted = inner
+        .epochs
+        .serves()
+        .and_then(|()| inner.epochs.admits(from, *peer_epoch));
+    if let Err(reason) = admitted {
+        // This node fenced, or the peer marked down (or superseded) after it
+        // connected: cut it off.
         inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(machine = from, epoch = *peer_epoch, %reason, "fabric connection fenced");
         let e = FabricError::PeerUnavailable {
@@ -571,26 +576,23 @@ fn word_reply(out: &mut Vec<u8>, op: u8, machine: MachineId, req: u64, r: Result
     }
 }
 
-/// Accepts a client only at epochs this node can serve (see `epochs.rs`).
+/// Accepts a client only at epochs this node can serve (see `fencing.rs`):
+/// not if this node is fenced, expected at another epoch, or the client's
+/// incarnation is older than (or at the down epoch of) what this node knows.
 fn check_epochs(inner: &Inner, from: MachineId, epoch: u64, expect: u64) -> Result<()> {
-    let own = inner.epochs.own();
-    let here = inner.local_addr;
-    let refuse = |reason: String| {
+    let t = &inner.epochs;
+    let verdict = t
+        .serves()
+        .and_then(|()| t.expected(from, expect, "this node"))
+        .and_then(|()| t.admits(from, epoch));
+    if let Err(reason) = verdict {
         inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
+        let own = t.own();
         tracing::warn!(machine = from, epoch, expect, own, %reason, "fabric connection refused");
-        Err(FabricError::PeerUnavailable {
+        return Err(FabricError::PeerUnavailable {
             machine: from,
-            reason: format!("refused by the node at {here}: {reason}"),
-        })
-    };
-    if expect != 0 && expect != own {
-        return refuse(format!(
-            "machine {from} expects this node at epoch {expect}, it is at epoch {own}: \
-             a stale address of another incarnation"
-        ));
-    }
-    if let Err(reason) = inner.epochs.admits(from, epoch) {
-        return refuse(reason);
+            reason: format!("refused by the node at {}: {reason}", inner.local_addr),
+        });
     }
     Ok(())
 }
