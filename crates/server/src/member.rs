@@ -30,7 +30,9 @@ use std::time::Duration;
 use locus_fabric::tcp::TcpFabric;
 use locus_fabric::MachineId;
 use locus_membership::{MemberEvent, Membership, Registration, Watch};
+use locus_node::node::PeerEvent;
 use locus_store::Key;
+
 use serde_json::{json, Value};
 
 use crate::config::ClusterFile;
@@ -169,7 +171,6 @@ fn watch_loop(s: &Shared, watch: &Watch) {
         let Ok(ev) = watch.events().recv_timeout(POLL) else {
             continue;
         };
-        let tcp = s.store().fabric().inner();
         let (kind, machine, epoch) = match ev {
             MemberEvent::PeerDown { machine, epoch } => ("down", machine, epoch),
             MemberEvent::PeerUp { machine, epoch } => ("up", machine, epoch),
@@ -185,10 +186,9 @@ fn watch_loop(s: &Shared, watch: &Watch) {
             continue;
         }
         let mut recorded = Vec::new();
-        let r = match ev {
+        let event = match ev {
             MemberEvent::PeerDown { .. } => {
                 ms.peer_down.fetch_add(1, Ordering::Relaxed);
-                let r = tcp.mark_down(machine, epoch);
                 match ms.membership.record_keys_targeting(machine) {
                     Ok(keys) => recorded = keys.into_iter().map(Key).collect(),
                     Err(e) => tracing::error!(
@@ -197,21 +197,13 @@ fn watch_loop(s: &Shared, watch: &Watch) {
                         "cannot read the coordinator's record for the dead peer: {e}"
                     ),
                 }
-                r
+                PeerEvent::Down { machine, epoch }
             }
             MemberEvent::PeerUp { .. } => {
                 ms.peer_up.fetch_add(1, Ordering::Relaxed);
-                tcp.set_peer_epoch(machine, epoch)
+                PeerEvent::Up { machine, epoch }
             }
         };
-        if let Err(e) = r {
-            tracing::error!(
-                server = s.id,
-                peer = machine,
-                "membership event ignored: {e}"
-            );
-            continue;
-        }
         {
             let mut q = ms.recent.lock().unwrap_or_else(|e| e.into_inner());
             if q.len() == RECENT_MAX {
@@ -221,7 +213,7 @@ fn watch_loop(s: &Shared, watch: &Watch) {
                                "recorded": recorded.len(),
                                "at_s": s.started.elapsed().as_secs_f64()}));
         }
-        crate::server::on_membership_event(s, ev, recorded);
+        crate::server::on_membership_event(s, event, recorded);
     }
 }
 
@@ -257,6 +249,9 @@ pub(crate) fn fence(s: &Shared, reason: String) {
         epoch = ms.epoch,
         "fenced out: {reason}; this incarnation stops serving (restart it to rejoin at a newer epoch)"
     );
+    if let Err(e) = s.node.fence() {
+        tracing::error!(server = s.id, "cannot fence the fabric: {e}");
+    }
     s.store().fabric().inner().shutdown();
 }
 

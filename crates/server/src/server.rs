@@ -117,7 +117,7 @@ impl Server {
             log: file.durability.as_ref().map(|d| LogParts {
                 storage: Arc::new(locus_wal::FileStorage),
                 dir: d.server_dir(id),
-                blocking_locks: true,
+                runs_on: locus_node::node::RunsOn::Threads,
             }),
             label: format!("server {id}"),
         })?;
@@ -286,30 +286,19 @@ impl Drop for Server {
 }
 
 /// The membership watch's hook (`member.rs`), called for each event about a
-/// peer after the fabric's epoch table reflects it, in the watch's order:
-/// on `PeerDown` (with the keys the coordinator's record names with that
-/// peer as latest target) Pragh 5's [`Node::peer_failed`]; on `PeerUp`
-/// [`Node::peer_rejoined`] (for a first registration it only drops
-/// nothing and runs a scan round). Both log what they did; a failure is
-/// logged and counted, and the next event is handled anyway.
+/// peer in the watch's order: [`Node::on_peer_event`] (the fabric's view of
+/// the peer, then Pragh 5: `peer_failed` with the keys the coordinator's
+/// record names with that peer as latest target, or `peer_rejoined`). A
+/// failure is logged and counted, and the next event is handled anyway.
 pub(crate) fn on_membership_event(
     shared: &Shared,
-    event: locus_membership::MemberEvent,
-    recorded: Vec<locus_store::Key>,
+    event: locus_node::node::PeerEvent,
+    recorded: Vec<Key>,
 ) {
     if let Some(m) = &shared.membership {
         m.hook_calls.fetch_add(1, Ordering::Relaxed);
     }
-    let outcome = match event {
-        locus_membership::MemberEvent::PeerDown { machine, epoch } => shared
-            .node
-            .peer_failed(machine, epoch, &recorded)
-            .map(|_| ()),
-        locus_membership::MemberEvent::PeerUp { machine, epoch } => {
-            shared.node.peer_rejoined(machine, epoch).map(|_| ())
-        }
-    };
-    if let Err(e) = outcome {
+    if let Err(e) = shared.node.on_peer_event(event, &recorded) {
         tracing::error!(
             server = shared.id,
             ?event,

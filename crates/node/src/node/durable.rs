@@ -264,7 +264,7 @@ impl Durability {
             "recovered from the checkpoint and the write-ahead log"
         );
         Ok(Durability {
-            blocking: log.blocking_locks,
+            blocking: log.runs_on == crate::node::RunsOn::Threads,
             wal,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             checkpointing: Mutex::new(()),

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 
 use locus_client::proto::{ErrorCode, KhopReply, Reply, Request, FRAME_BYTES_MAX};
 use locus_fabric::counting::{Counting, Locality};
-use locus_fabric::{Fabric, FabricError, Port};
+use locus_fabric::{Fabric, FabricError, Fencing, Port};
 use locus_store::addr::Addr;
 use locus_store::{home_of, HopReads, KhopLimits, StoreError};
 use locus_wal::Lsn;
@@ -84,11 +84,17 @@ impl<F: Fabric> Node<F> {
         (now > deadline_ns)
             .then(|| self.error(ErrorCode::Deadline, format!("deadline passed {what}")))
     }
+}
 
+impl<F: Fabric + Fencing> Node<F> {
     /// Answers one request on session `s`, by `deadline_ns` on the fabric's
     /// clock ([`Session::now_ns`]). HELLO and STATS are the transport's:
-    /// answered here with an error.
+    /// answered here with an error. A fenced node answers `NOT_READY` (N1),
+    /// checked per request: a thread that notices the fence later is too late.
     pub fn handle(&self, s: &mut Session<F>, req: Request, deadline_ns: u64) -> Reply {
+        if let Some(why) = self.fenced() {
+            return self.error(ErrorCode::NotReady, why);
+        }
         if let Some(r) = self.past(s, deadline_ns, "before the request started") {
             return r;
         }

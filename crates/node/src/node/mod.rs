@@ -30,13 +30,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use locus_fabric::counting::Counting;
-use locus_fabric::{Fabric, MachineId};
+use locus_fabric::{Fabric, Fencing, MachineId};
 use locus_store::{Store, Worker};
 
 use crate::config::NodeConfig;
 use crate::Result;
 
 pub use handle::{code_of, Session, FRONTIER_MAX};
+
+/// What runs a node's code: OS threads, or the simulation's actors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsOn {
+    /// OS threads (a server, an embedded cluster): lock waits block, the
+    /// log has its own flusher thread.
+    Threads,
+    /// The simulated fabric's actors, one at a time under a seed: a lock
+    /// held elsewhere is waited for through the worker's `relax` (a blocked
+    /// actor would hold the baton, and the holder never run), and the log
+    /// flushes in the calling actor (`locus_wal::Flusher::Caller`), so
+    /// what a crash keeps is decided by the seed.
+    Simulation,
+}
 
 /// Where a node's log lives.
 #[derive(Clone)]
@@ -45,16 +59,35 @@ pub struct LogParts {
     pub storage: Arc<dyn locus_wal::Storage>,
     /// Its directory.
     pub dir: PathBuf,
-    /// Whether the log's stripe locks block (OS threads) or spin through
-    /// the worker's `relax` (the simulated fabric, one actor at a time).
-    pub blocking_locks: bool,
+    /// What runs the node.
+    pub runs_on: RunsOn,
+}
+
+/// A membership event about a peer, as a server's membership watch (etcd)
+/// or the simulated cluster's membership hands it to the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerEvent {
+    /// `machine`'s incarnation at `epoch` ended (its lease expired).
+    Down {
+        /// The peer.
+        machine: MachineId,
+        /// The epoch that ended.
+        epoch: u64,
+    },
+    /// `machine` registered at `epoch` (recovered from its own log).
+    Up {
+        /// The peer.
+        machine: MachineId,
+        /// Its new epoch.
+        epoch: u64,
+    },
 }
 
 impl std::fmt::Debug for LogParts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogParts")
             .field("dir", &self.dir)
-            .field("blocking_locks", &self.blocking_locks)
+            .field("runs_on", &self.runs_on)
             .finish_non_exhaustive()
     }
 }
@@ -230,5 +263,46 @@ impl<F: Fabric> Node<F> {
     /// Pragh 5 recovery's counters and last reports, for STATS.
     pub fn recovery_json(&self) -> serde_json::Value {
         self.recovery.stats_json()
+    }
+}
+
+impl<F: Fabric + Fencing> Node<F> {
+    /// Why this node answers nobody, if its incarnation ended (N1: its
+    /// lease was lost, or a newer incarnation registered).
+    pub fn fenced(&self) -> Option<String> {
+        match self.store.fabric().is_fenced(self.me) {
+            Ok(false) => None,
+            Ok(true) => Some(format!(
+                "fenced out: this incarnation (epoch {}) ended; it answers nothing",
+                self.store.fabric().own_epoch(self.me).unwrap_or(0)
+            )),
+            Err(e) => Some(format!("fencing state unreadable: {e}")),
+        }
+    }
+
+    /// Ends this incarnation (its lease was lost): from now on it answers
+    /// no client and serves no peer (N1).
+    pub fn fence(&self) -> Result<()> {
+        Ok(self.store.fabric().fence(self.me)?)
+    }
+
+    /// A membership event about a peer, in the watch's order: the fabric's
+    /// view of the peer first (ops to a dead incarnation fail at once; a
+    /// rejoined one is admitted), then Pragh 5 (`recovery.rs`): on `Down`,
+    /// [`Node::peer_failed`] with `recorded` (the keys the coordinator's
+    /// record names with that peer as latest target); on `Up`,
+    /// [`Node::peer_rejoined`].
+    pub fn on_peer_event(&self, event: PeerEvent, recorded: &[locus_store::Key]) -> Result<()> {
+        let f = self.store.fabric();
+        match event {
+            PeerEvent::Down { machine, epoch } => {
+                f.mark_down(self.me, machine, epoch)?;
+                self.peer_failed(machine, epoch, recorded).map(|_| ())
+            }
+            PeerEvent::Up { machine, epoch } => {
+                f.set_peer_epoch(self.me, machine, epoch)?;
+                self.peer_rejoined(machine, epoch).map(|_| ())
+            }
+        }
     }
 }
