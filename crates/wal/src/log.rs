@@ -1,4 +1,5 @@
-//! [`Wal`]: segments, the flusher thread, rotation, and recovery.
+//! [`Wal`]: segments, group commit, rotation, and recovery; writing a group
+//! is `log/flush.rs`.
 //! The protocol and its invariants (W1-W4) are in the crate doc.
 
 use std::io::Write;
@@ -6,12 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use crate::checkpoint::{self, CheckpointWriter};
 use crate::frame::{self, End};
 use crate::storage::{LockGuard, Storage, StorageFile};
 use crate::{sync_dir, Result, WalError};
+
+mod flush;
+
+use flush::Writer;
 
 /// A record's sequence number: 1 for the first record this process appends.
 pub type Lsn = u64;
@@ -266,7 +270,7 @@ impl Wal {
         let i2 = Arc::clone(&inner);
         let flusher = std::thread::Builder::new()
             .name("locus-wal-flush".into())
-            .spawn(move || flusher(&i2, file, segment))
+            .spawn(move || flush::thread(&i2, Writer::new(file, segment)))
             .map_err(|source| WalError::Io {
                 what: "cannot start the flusher thread for",
                 path: dir.clone(),
@@ -543,112 +547,4 @@ fn replay_segment(
         }
     }
     Ok((records, !frames.is_empty()))
-}
-
-/// The flusher: takes the pending group, writes it, syncs per the mode,
-/// rotates when asked or when the segment is full, wakes the waiters.
-fn flusher(inner: &Inner, mut file: Box<dyn StorageFile>, mut segment: u64) {
-    let cfg = &inner.cfg;
-    let interval = match cfg.sync {
-        SyncMode::Always => None,
-        SyncMode::Interval { interval_ms } => Some(Duration::from_millis(interval_ms)),
-    };
-    let mut seg_bytes = 0u64;
-    let mut last_sync = Instant::now();
-    let mut written: Lsn = 0;
-    let mut synced: Lsn = 0;
-    let mut buf = Vec::new();
-    loop {
-        let (rotate, stop) = {
-            let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                if !st.pending.is_empty() || st.want_rotate || st.stop {
-                    break;
-                }
-                match interval {
-                    Some(iv) if synced < written => {
-                        let left = iv.saturating_sub(last_sync.elapsed());
-                        if left.is_zero() {
-                            break;
-                        }
-                        st = inner
-                            .work
-                            .wait_timeout(st, left)
-                            .unwrap_or_else(|p| p.into_inner())
-                            .0;
-                    }
-                    _ => st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner()),
-                }
-            }
-            buf.clear();
-            std::mem::swap(&mut buf, &mut st.pending);
-            let upto = st.next - 1;
-            let r = (std::mem::take(&mut st.want_rotate), st.stop);
-            drop(st);
-            if !buf.is_empty() {
-                written = upto;
-            }
-            r
-        };
-        let path = segment_path(&cfg.dir, segment);
-        let mut result: std::result::Result<(), String> = Ok(());
-        if !buf.is_empty() {
-            result = file
-                .write_all(&buf)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()));
-            seg_bytes += buf.len() as u64;
-            inner.stats.groups.fetch_add(1, Ordering::Relaxed);
-            inner
-                .stats
-                .bytes
-                .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        }
-        let full = seg_bytes >= cfg.segment_bytes_max;
-        let due = match interval {
-            None => !buf.is_empty(),
-            Some(iv) => synced < written && last_sync.elapsed() >= iv,
-        };
-        if result.is_ok() && synced < written && (due || rotate || full || stop) {
-            result = file
-                .sync_data()
-                .map_err(|e| format!("cannot fdatasync {}: {e}", path.display()));
-            inner.stats.syncs.fetch_add(1, Ordering::Relaxed);
-            last_sync = Instant::now();
-            if result.is_ok() {
-                synced = written;
-            }
-        }
-        if result.is_ok() && (rotate || full) {
-            match create_segment(&*cfg.storage, &cfg.dir, segment + 1, &cfg.identity) {
-                Ok(f) => {
-                    file = f;
-                    segment += 1;
-                    seg_bytes = 0;
-                }
-                Err(e) => result = Err(e.to_string()),
-            }
-        }
-        let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = result {
-            // Published watermarks stay where they were: nothing of this
-            // group is acknowledged.
-            tracing::error!("write-ahead log failed, refusing every later update: {e}");
-            st.failed = Some(e);
-            drop(st);
-            inner.done.notify_all();
-            return;
-        }
-        st.written = written;
-        st.synced = synced;
-        st.segment = segment;
-        if rotate {
-            st.rotations += 1;
-        }
-        let exit = stop && st.pending.is_empty();
-        drop(st);
-        inner.done.notify_all();
-        if exit {
-            return;
-        }
-    }
 }
