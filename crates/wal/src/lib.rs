@@ -74,7 +74,7 @@ mod log;
 pub mod storage;
 
 pub use checkpoint::CheckpointWriter;
-pub use log::{Entry, Lsn, Recovery, SyncMode, Wal, WalConfig, WalStats};
+pub use log::{Entry, Flusher, Lsn, Recovery, SyncMode, Wal, WalConfig, WalStats};
 pub use storage::{Crash, FileStorage, LockGuard, MemStorage, Storage, StorageFile};
 
 use std::path::PathBuf;

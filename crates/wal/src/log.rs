@@ -36,6 +36,24 @@ pub enum SyncMode {
     },
 }
 
+/// Who writes and syncs the pending group (crate doc, "Flushing in the
+/// caller"). Chosen at [`Wal::open_with`]; [`Wal::open`] is `Thread`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flusher {
+    /// The log's own flusher thread: `append` wakes it, `wait` sleeps
+    /// until it has made the record durable (servers).
+    #[default]
+    Thread,
+    /// No thread: [`Wal::wait`], [`Wal::flush`], [`Wal::flush_and_sync`]
+    /// and [`Wal::rotate`] write (and sync) the pending group in the
+    /// calling thread, so when bytes reach the storage is a function of
+    /// the calls alone (a simulation's actors). With `SyncMode::Interval`
+    /// the interval is not used: a sync happens only at
+    /// [`Wal::flush_and_sync`], at a rotation (asked for or by size) and
+    /// when the log is dropped.
+    Caller,
+}
+
 /// How to open a log.
 #[derive(Debug, Clone)]
 pub struct WalConfig {
@@ -97,6 +115,8 @@ struct State {
     /// Highest LSN written and synced.
     synced: Lsn,
     want_rotate: bool,
+    /// `flush_and_sync` asks the flusher thread for a sync.
+    want_sync: bool,
     rotations: u64,
     segment: u64,
     failed: Option<String>,
@@ -111,6 +131,13 @@ struct Inner {
     done: Condvar,
     cfg: WalConfig,
     stats: WalStats,
+    flusher: Flusher,
+    /// The open segment, with `Flusher::Caller` (the flusher thread owns
+    /// it otherwise). Locked before `st`, never the other way; held only
+    /// across the storage's write, sync and segment creation, which wait
+    /// for no other thread, so a second flushing caller waits at most
+    /// that long and then finds its record durable.
+    writer: Mutex<Option<Writer>>,
 }
 
 /// A running write-ahead log (see the crate doc).
@@ -192,10 +219,20 @@ fn create_segment(
 impl Wal {
     /// Locks `cfg.dir`, replays the checkpoint and the log through `replay`
     /// (checkpoint entries first, then records in order), cuts a torn tail,
-    /// and starts a new segment and the flusher. `replay` returning an error
-    /// makes the record corrupt (its file and offset are named).
+    /// and starts a new segment and the flusher thread. `replay` returning
+    /// an error makes the record corrupt (its file and offset are named).
     pub fn open(
         cfg: WalConfig,
+        replay: impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
+    ) -> Result<(Wal, Recovery)> {
+        Wal::open_with(cfg, Flusher::Thread, replay)
+    }
+
+    /// As [`open`](Self::open), with the given [`Flusher`]: with
+    /// `Flusher::Caller` no thread is started.
+    pub fn open_with(
+        cfg: WalConfig,
+        flusher: Flusher,
         mut replay: impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
     ) -> Result<(Wal, Recovery)> {
         let dir = cfg.dir.clone();
@@ -257,6 +294,7 @@ impl Wal {
                 written: 0,
                 synced: 0,
                 want_rotate: false,
+                want_sync: false,
                 rotations: 0,
                 segment,
                 failed: None,
@@ -266,20 +304,32 @@ impl Wal {
             done: Condvar::new(),
             cfg,
             stats: WalStats::default(),
+            flusher,
+            writer: Mutex::new(None),
         });
-        let i2 = Arc::clone(&inner);
-        let flusher = std::thread::Builder::new()
-            .name("locus-wal-flush".into())
-            .spawn(move || flush::thread(&i2, Writer::new(file, segment)))
-            .map_err(|source| WalError::Io {
-                what: "cannot start the flusher thread for",
-                path: dir.clone(),
-                source,
-            })?;
+        let writer = Writer::new(file, segment);
+        let thread = match flusher {
+            Flusher::Caller => {
+                *inner.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
+                None
+            }
+            Flusher::Thread => {
+                let i2 = Arc::clone(&inner);
+                let t = std::thread::Builder::new()
+                    .name("locus-wal-flush".into())
+                    .spawn(move || flush::thread(&i2, writer))
+                    .map_err(|source| WalError::Io {
+                        what: "cannot start the flusher thread for",
+                        path: dir.clone(),
+                        source,
+                    })?;
+                Some(t)
+            }
+        };
         Ok((
             Wal {
                 inner,
-                flusher: Some(flusher),
+                flusher: thread,
                 rotating: Mutex::new(()),
                 _lock: lock,
             },
@@ -320,13 +370,55 @@ impl Wal {
         self.state().next - 1
     }
 
-    /// Blocks until record `lsn` is durable (W1), or the log failed.
+    /// Returns once record `lsn` is durable (W1), or the log failed. With
+    /// `Flusher::Thread` it sleeps until the flusher made it so; with
+    /// `Flusher::Caller` it writes (and syncs) the pending group itself if
+    /// the record is not durable yet.
     pub fn wait(&self, lsn: Lsn) -> Result<()> {
-        let always = self.inner.cfg.sync == SyncMode::Always;
+        if self.inner.flusher == Flusher::Caller {
+            return self.wait_here(lsn);
+        }
         let mut st = self.state();
         loop {
-            let reached = if always { st.synced } else { st.written };
-            if reached >= lsn {
+            if let Some(r) = self.settled(&st, lsn) {
+                return r;
+            }
+            st = self.inner.done.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// What `wait(lsn)` returns now: Ok once the record is written
+    /// (`Interval`) or synced (`Always`, W1), the failure if the log
+    /// failed first, `None` if neither yet.
+    fn settled(&self, st: &State, lsn: Lsn) -> Option<Result<()>> {
+        let reached = match self.inner.cfg.sync {
+            SyncMode::Always => st.synced,
+            SyncMode::Interval { .. } => st.written,
+        };
+        if reached >= lsn {
+            return Some(Ok(()));
+        }
+        st.failed.as_ref().map(|f| Err(WalError::Failed(f.clone())))
+    }
+
+    /// Makes every record appended so far durable as `wait` does (a
+    /// background actor's flush, without a waiter): `wait(last_lsn())`.
+    pub fn flush(&self) -> Result<()> {
+        self.wait(self.last_lsn())
+    }
+
+    /// Makes every record appended so far written and synced, whatever the
+    /// [`SyncMode`] (with `Interval`, what a power loss then keeps).
+    pub fn flush_and_sync(&self) -> Result<()> {
+        if self.inner.flusher == Flusher::Caller {
+            return self.flush_here(true, false).map(|_| ());
+        }
+        let mut st = self.state();
+        let upto = st.next - 1;
+        st.want_sync = true;
+        self.inner.work.notify_one();
+        loop {
+            if st.synced >= upto {
                 return Ok(());
             }
             if let Some(f) = &st.failed {
@@ -346,6 +438,9 @@ impl Wal {
     /// Closes the current segment after every record appended so far and
     /// starts a new one; returns its number (W4).
     pub fn rotate(&self) -> Result<u64> {
+        if self.inner.flusher == Flusher::Caller {
+            return self.flush_here(false, true);
+        }
         let _one = self.rotating.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = self.state();
         let gen = st.rotations;
@@ -454,10 +549,22 @@ impl Wal {
     pub fn sync_mode(&self) -> SyncMode {
         self.inner.cfg.sync
     }
+
+    /// Who flushes.
+    pub fn flusher(&self) -> Flusher {
+        self.inner.flusher
+    }
 }
 
 impl Drop for Wal {
+    /// A clean close: what is pending is written and synced, in either
+    /// mode (a simulation crashes the storage before it drops the log).
     fn drop(&mut self) {
+        if self.inner.flusher == Flusher::Caller {
+            // A failure was logged and poisoned the log; nobody is left to tell.
+            let _ = self.flush_here(true, false);
+            return;
+        }
         self.state().stop = true;
         self.inner.work.notify_one();
         if let Some(t) = self.flusher.take() {

@@ -1,14 +1,18 @@
 //! Making the pending group durable: a [`Writer`] holds the open segment
-//! and writes a group, syncs and rotates; the flusher thread drives it.
-//! What it has made durable is published in `State` only afterwards, so a
-//! waiter is never woken for a group that failed (W1).
+//! and writes a group, syncs and rotates. Two drivers run the same
+//! `take`, `commit`, `publish`: the flusher thread (`Flusher::Thread`),
+//! and the calling thread of `wait`, `flush`, `flush_and_sync` and
+//! `rotate` (`Flusher::Caller`, which sleeps on no condition variable).
+//! What a commit made durable is published in `State` only afterwards, so
+//! nothing of a group that failed is acknowledged (W1).
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{create_segment, segment_path, Inner, Lsn, State, SyncMode};
+use super::{create_segment, segment_path, Inner, Lsn, State, SyncMode, Wal};
 use crate::storage::StorageFile;
+use crate::{Result, WalError};
 
 /// The open segment and what of the log is on disk.
 pub(super) struct Writer {
@@ -126,10 +130,10 @@ pub(super) fn thread(inner: &Inner, mut w: Writer) {
         SyncMode::Interval { interval_ms } => Some(Duration::from_millis(interval_ms)),
     };
     loop {
-        let (rotate, stop) = {
+        let (rotate, stop, sync_asked) = {
             let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
             loop {
-                if !st.pending.is_empty() || st.want_rotate || st.stop {
+                if !st.pending.is_empty() || st.want_rotate || st.want_sync || st.stop {
                     break;
                 }
                 match interval {
@@ -148,13 +152,14 @@ pub(super) fn thread(inner: &Inner, mut w: Writer) {
                 }
             }
             w.take(&mut st);
-            (std::mem::take(&mut st.want_rotate), st.stop)
+            let asked = std::mem::take(&mut st.want_sync);
+            (std::mem::take(&mut st.want_rotate), st.stop, asked)
         };
         let due = match interval {
             None => !w.group.is_empty(),
             Some(iv) => w.synced < w.written && w.last_sync.elapsed() >= iv,
         };
-        let result = w.commit(inner, due || stop, rotate);
+        let result = w.commit(inner, due || stop || sync_asked, rotate);
         let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
         let ok = st.publish(&w, result, rotate);
         let exit = !ok || stop && st.pending.is_empty();
@@ -162,6 +167,60 @@ pub(super) fn thread(inner: &Inner, mut w: Writer) {
         inner.done.notify_all();
         if exit {
             return;
+        }
+    }
+}
+
+impl Wal {
+    /// `wait` with `Flusher::Caller`: if record `lsn` is not durable yet,
+    /// flushes here (the record is in the pending group or in the group of
+    /// a caller flushing now, whose writer lock this flush waits for).
+    pub(super) fn wait_here(&self, lsn: Lsn) -> Result<()> {
+        {
+            let st = self.state();
+            if let Some(r) = self.settled(&st, lsn) {
+                return r;
+            }
+            assert!(
+                lsn < st.next,
+                "wait for record {lsn}, but only {} were appended",
+                st.next - 1
+            );
+        }
+        self.flush_here(false, false)?;
+        match self.settled(&self.state(), lsn) {
+            Some(r) => r,
+            None => {
+                unreachable!("record {lsn}, appended before a flush that succeeded, is not durable")
+            }
+        }
+    }
+
+    /// With `Flusher::Caller`: takes the whole pending group and writes it
+    /// with one write, syncs it under `SyncMode::Always` or if `sync`, and
+    /// starts the next segment if `rotate` (or the segment is full).
+    /// Returns the segment new records go to. A failure poisons the log.
+    pub(super) fn flush_here(&self, sync: bool, rotate: bool) -> Result<u64> {
+        let inner = &*self.inner;
+        let mut guard = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let w = guard
+            .as_mut()
+            .expect("with Flusher::Caller the writer lives in Inner::writer");
+        {
+            let mut st = self.state();
+            if let Some(f) = &st.failed {
+                return Err(WalError::Failed(f.clone()));
+            }
+            w.take(&mut st);
+        }
+        let always = inner.cfg.sync == SyncMode::Always;
+        let result = w.commit(inner, sync || always, rotate);
+        let mut st = self.state();
+        if st.publish(w, result, rotate) {
+            Ok(w.segment)
+        } else {
+            let f = st.failed.clone().unwrap_or_default();
+            Err(WalError::Failed(f))
         }
     }
 }
