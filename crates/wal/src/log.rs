@@ -629,6 +629,22 @@ fn replay_segment(
         records += 1;
     }
     match end {
+        End::Clean if last && !frames.is_empty() => {
+            // A process killed before its sync left written bytes in the page
+            // cache: they were just replayed, and a new segment is about to
+            // follow this one, so make them durable first (W3 across
+            // restarts: else a power loss could take records this start
+            // served, or tear a segment that is no longer the newest).
+            // Truncating to its own length is the storage's "make this file
+            // durable" (its contract, `storage/mod.rs`).
+            storage
+                .truncate(&path, bytes.len() as u64)
+                .map_err(|source| WalError::Io {
+                    what: "cannot sync the newest log segment",
+                    path: path.clone(),
+                    source,
+                })?;
+        }
         End::Clean => {}
         End::Corrupt { offset, why } => return Err(corrupt(offset, why)),
         End::Torn { offset, why } if last => {
