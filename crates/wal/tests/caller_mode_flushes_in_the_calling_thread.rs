@@ -163,6 +163,19 @@ fn flush_writes_and_syncs_the_pending_group_without_a_waiter() {
     );
 }
 
+/// Runs `f` on a thread that says on `done` whether it ended without a
+/// panic (so a panic fails the test at once, not at the hang timeout).
+fn spawn_reporting(
+    done: &mpsc::Sender<bool>,
+    f: impl FnOnce() + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let done = done.clone();
+    std::thread::spawn(move || {
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok();
+        let _ = done.send(ok);
+    })
+}
+
 #[test]
 fn threads_flushing_at_once_neither_deadlock_nor_lose_a_record() {
     let disk = MemStorage::new();
@@ -172,31 +185,28 @@ fn threads_flushing_at_once_neither_deadlock_nor_lose_a_record() {
     let (done, finished) = mpsc::channel();
     let mut threads = Vec::new();
     for t in 0..4u8 {
-        let (w, done) = (Arc::clone(&w), done.clone());
-        threads.push(std::thread::spawn(move || {
+        let w = Arc::clone(&w);
+        threads.push(spawn_reporting(&done, move || {
             for i in 0..250u8 {
                 w.append_and_wait(&[t, i]).unwrap();
             }
-            done.send(()).unwrap();
         }));
     }
-    {
-        let (w, done) = (Arc::clone(&w), done.clone());
-        threads.push(std::thread::spawn(move || {
-            for i in 0..200 {
-                w.flush().unwrap();
-                if i % 20 == 0 {
-                    w.rotate().unwrap();
-                }
+    let w2 = Arc::clone(&w);
+    threads.push(spawn_reporting(&done, move || {
+        for i in 0..200 {
+            w2.flush().unwrap();
+            if i % 20 == 0 {
+                w2.rotate().unwrap();
             }
-            done.send(()).unwrap();
-        }));
-    }
+        }
+    }));
     for _ in 0..threads.len() {
         // A deadlock fails here instead of hanging the run.
-        finished
+        let ok = finished
             .recv_timeout(Duration::from_secs(120))
             .expect("threads flushing in caller mode hung");
+        assert!(ok, "a thread panicked (its message is above)");
     }
     for t in threads {
         t.join().unwrap();

@@ -21,16 +21,21 @@
 //! Seeds: `LOCUS_WAL_SEED=N` runs one, `LOCUS_WAL_SEEDS=K` runs `0..K`
 //! (each test has its default); `LOCUS_WAL_KEEP_GOING=1` runs every seed
 //! and lists all that fail. A failure starts with `seed N:`.
+//!
+//! [`actor`] runs the same checks on a log that flushes in its caller
+//! (`Flusher::Caller`), driven by one seeded actor instead of threads.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use locus_wal::{Crash, Entry, MemStorage, Recovery, Storage, SyncMode, Wal, WalConfig};
+use locus_wal::{Crash, Entry, Flusher, MemStorage, Recovery, Storage, SyncMode, Wal, WalConfig};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+#[allow(dead_code)] // the caller-mode tests use it, the others do not
+pub mod actor;
 mod gate;
 
 use gate::Gate;
@@ -57,18 +62,24 @@ fn env_u64(name: &str) -> Option<u64> {
     )
 }
 
+/// Coverage counters that add up over seeds.
+pub trait Tally: Default + std::fmt::Debug {
+    /// Adds `o`'s counters to these.
+    fn add(&mut self, o: &Self);
+}
+
 /// Runs `run` for each seed (module doc); panics naming the failing seeds.
 /// Returns the coverage summed over seeds and how many seeds ran.
-pub fn for_each_seed(
+pub fn for_each_seed<C: Tally>(
     seeds_default: u64,
-    run: impl Fn(u64) -> Result<Coverage, String>,
-) -> (Coverage, u64) {
+    run: impl Fn(u64) -> Result<C, String>,
+) -> (C, u64) {
     let seeds: Vec<u64> = match env_u64("LOCUS_WAL_SEED") {
         Some(seed) => vec![seed],
         None => (0..env_u64("LOCUS_WAL_SEEDS").unwrap_or(seeds_default)).collect(),
     };
     let keep_going = std::env::var_os("LOCUS_WAL_KEEP_GOING").is_some();
-    let mut total = Coverage::default();
+    let mut total = C::default();
     let mut failures: Vec<(u64, String)> = Vec::new();
     for &seed in &seeds {
         match run(seed) {
@@ -117,7 +128,7 @@ pub struct Coverage {
     pub recovered_from_checkpoint: u64,
 }
 
-impl Coverage {
+impl Tally for Coverage {
     fn add(&mut self, o: &Coverage) {
         self.rounds += o.rounds;
         self.stopped += o.stopped;
@@ -301,9 +312,15 @@ impl Found {
 /// Opens the log on `disk` as a restarted server would, collecting what it
 /// replays, then closes it.
 fn recover(disk: &MemStorage, plan: &Plan, seed: u64) -> Result<Found, String> {
+    let cfg = config(plan, Arc::new(disk.clone()));
+    recover_with(cfg, Flusher::Thread, seed)
+}
+
+/// [`recover`] of the log `cfg` names, opened with `flusher`.
+fn recover_with(cfg: WalConfig, flusher: Flusher, seed: u64) -> Result<Found, String> {
     let mut checkpoint = Vec::new();
     let mut records = Vec::new();
-    let (wal, recovery) = Wal::open(config(plan, Arc::new(disk.clone())), |e| {
+    let (wal, recovery) = Wal::open_with(cfg, flusher, |e| {
         match e {
             Entry::Checkpoint(b) => checkpoint.push(record_number(seed, b)?),
             Entry::Record(b) => records.push(record_number(seed, b)?),
