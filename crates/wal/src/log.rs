@@ -50,7 +50,11 @@ pub enum Flusher {
     /// the calls alone (a simulation's actors). With `SyncMode::Interval`
     /// the interval is not used: a sync happens only at
     /// [`Wal::flush_and_sync`], at a rotation (asked for or by size) and
-    /// when the log is dropped.
+    /// when the log is dropped (so crash the storage before dropping the
+    /// log). Threads flushing at once take turns on a lock held across
+    /// the storage's calls only: actors of a simulation sharing one log
+    /// need a storage whose calls never yield to another actor, as
+    /// `MemStorage`'s do not.
     Caller,
 }
 
