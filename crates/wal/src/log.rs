@@ -147,7 +147,8 @@ struct Inner {
 /// A running write-ahead log (see the crate doc).
 pub struct Wal {
     inner: Arc<Inner>,
-    flusher: Option<JoinHandle<()>>,
+    /// The flusher thread (`Flusher::Thread`).
+    thread: Option<JoinHandle<()>>,
     rotating: Mutex<()>,
     _lock: LockGuard,
 }
@@ -333,7 +334,7 @@ impl Wal {
         Ok((
             Wal {
                 inner,
-                flusher: thread,
+                thread,
                 rotating: Mutex::new(()),
                 _lock: lock,
             },
@@ -377,7 +378,8 @@ impl Wal {
     /// Returns once record `lsn` is durable (W1), or the log failed. With
     /// `Flusher::Thread` it sleeps until the flusher made it so; with
     /// `Flusher::Caller` it writes (and syncs) the pending group itself if
-    /// the record is not durable yet.
+    /// the record is not durable yet. `lsn` must have been appended (with
+    /// `Caller`, a later one is a bug and panics).
     pub fn wait(&self, lsn: Lsn) -> Result<()> {
         if self.inner.flusher == Flusher::Caller {
             return self.wait_here(lsn);
@@ -419,8 +421,10 @@ impl Wal {
         }
         let mut st = self.state();
         let upto = st.next - 1;
-        st.want_sync = true;
-        self.inner.work.notify_one();
+        if st.synced < upto {
+            st.want_sync = true;
+            self.inner.work.notify_one();
+        }
         loop {
             if st.synced >= upto {
                 return Ok(());
@@ -571,7 +575,7 @@ impl Drop for Wal {
         }
         self.state().stop = true;
         self.inner.work.notify_one();
-        if let Some(t) = self.flusher.take() {
+        if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }

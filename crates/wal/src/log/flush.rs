@@ -162,7 +162,7 @@ pub(super) fn thread(inner: &Inner, mut w: Writer) {
         let result = w.commit(inner, due || stop || sync_asked, rotate);
         let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
         let ok = st.publish(&w, result, rotate);
-        let exit = !ok || stop && st.pending.is_empty();
+        let exit = !ok || (stop && st.pending.is_empty());
         drop(st);
         inner.done.notify_all();
         if exit {
