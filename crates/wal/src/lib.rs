@@ -28,6 +28,23 @@
 //! later append gets the error (a failed fsync is not retried: the kernel may
 //! have dropped the dirty pages).
 //!
+//! **Flushing in the caller.** [`Wal::open_with`] and [`Flusher::Caller`]
+//! start no thread: `append` only frames the record, and [`Wal::wait`] (if
+//! its record is not durable yet), [`Wal::flush`], [`Wal::flush_and_sync`]
+//! and [`Wal::rotate`] take the whole pending group and write it, with one
+//! write and under `Always` one `fdatasync`, in the calling thread. It is
+//! for the seeded simulation of a cluster (issue 58), whose scheduler runs
+//! one actor at a time: a crash at a seeded step must find durable what
+//! the seed's steps made durable, not what a thread happened to finish, or
+//! a log that acknowledges before its sync would go unseen. The cost: the
+//! caller pays the write and the sync inside `wait`, and shares a group
+//! only with records appended before it flushed; under `Interval` nothing
+//! syncs on a clock, only `flush_and_sync`, a rotation and the close.
+//! Callers flushing at once serialise on the open segment's lock, held
+//! only across the storage's calls, never across a wait for a thread. The
+//! format is the same in both modes: one thread's calls write the same
+//! bytes either way.
+//!
 //! **Checkpoints.** [`Wal::rotate`] starts a new segment after every record
 //! appended before the call; the caller then writes a snapshot with a
 //! [`CheckpointWriter`] (temporary file, fsync, rename, fsync of the
@@ -53,7 +70,9 @@
 //! last segment is truncated (logged); anything else that does not parse is
 //! [`WalError::Corrupt`] naming the file and byte offset. A last segment
 //! with no header (a crash between its creation and its header's sync) holds
-//! no record and is rewritten as the new segment.
+//! no record and is rewritten as the new segment. The newest segment is
+//! synced before the new one starts: a killed process's written, unsynced
+//! records were just replayed, and an older segment must end synced (W3).
 //!
 //! Invariants:
 //! - W1: `wait(lsn)` returns Ok only once every record with a smaller or
@@ -74,7 +93,7 @@ mod log;
 pub mod storage;
 
 pub use checkpoint::CheckpointWriter;
-pub use log::{Entry, Lsn, Recovery, SyncMode, Wal, WalConfig, WalStats};
+pub use log::{Entry, Flusher, Lsn, Recovery, SyncMode, Wal, WalConfig, WalStats};
 pub use storage::{Crash, FileStorage, LockGuard, MemStorage, Storage, StorageFile};
 
 use std::path::PathBuf;

@@ -1,4 +1,5 @@
-//! [`Wal`]: segments, the flusher thread, rotation, and recovery.
+//! [`Wal`]: segments, group commit, rotation, and recovery; writing a group
+//! is `log/flush.rs`.
 //! The protocol and its invariants (W1-W4) are in the crate doc.
 
 use std::io::Write;
@@ -6,12 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use crate::checkpoint::{self, CheckpointWriter};
 use crate::frame::{self, End};
 use crate::storage::{LockGuard, Storage, StorageFile};
 use crate::{sync_dir, Result, WalError};
+
+mod flush;
+
+use flush::Writer;
 
 /// A record's sequence number: 1 for the first record this process appends.
 pub type Lsn = u64;
@@ -30,6 +34,28 @@ pub enum SyncMode {
         /// Longest time between a write and its sync.
         interval_ms: u64,
     },
+}
+
+/// Who writes and syncs the pending group (crate doc, "Flushing in the
+/// caller"). Chosen at [`Wal::open_with`]; [`Wal::open`] is `Thread`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flusher {
+    /// The log's own flusher thread: `append` wakes it, `wait` sleeps
+    /// until it has made the record durable (servers).
+    #[default]
+    Thread,
+    /// No thread: [`Wal::wait`], [`Wal::flush`], [`Wal::flush_and_sync`]
+    /// and [`Wal::rotate`] write (and sync) the pending group in the
+    /// calling thread, so when bytes reach the storage is a function of
+    /// the calls alone (a simulation's actors). With `SyncMode::Interval`
+    /// the interval is not used: a sync happens only at
+    /// [`Wal::flush_and_sync`], at a rotation (asked for or by size) and
+    /// when the log is dropped (so crash the storage before dropping the
+    /// log). Threads flushing at once take turns on a lock held across
+    /// the storage's calls only: actors of a simulation sharing one log
+    /// need a storage whose calls never yield to another actor, as
+    /// `MemStorage`'s do not.
+    Caller,
 }
 
 /// How to open a log.
@@ -93,6 +119,8 @@ struct State {
     /// Highest LSN written and synced.
     synced: Lsn,
     want_rotate: bool,
+    /// `flush_and_sync` asks the flusher thread for a sync.
+    want_sync: bool,
     rotations: u64,
     segment: u64,
     failed: Option<String>,
@@ -107,12 +135,20 @@ struct Inner {
     done: Condvar,
     cfg: WalConfig,
     stats: WalStats,
+    flusher: Flusher,
+    /// The open segment, with `Flusher::Caller` (the flusher thread owns
+    /// it otherwise). Locked before `st`, never the other way; held only
+    /// across the storage's write, sync and segment creation, which wait
+    /// for no other thread, so a second flushing caller waits at most
+    /// that long and then finds its record durable.
+    writer: Mutex<Option<Writer>>,
 }
 
 /// A running write-ahead log (see the crate doc).
 pub struct Wal {
     inner: Arc<Inner>,
-    flusher: Option<JoinHandle<()>>,
+    /// The flusher thread (`Flusher::Thread`).
+    thread: Option<JoinHandle<()>>,
     rotating: Mutex<()>,
     _lock: LockGuard,
 }
@@ -188,10 +224,20 @@ fn create_segment(
 impl Wal {
     /// Locks `cfg.dir`, replays the checkpoint and the log through `replay`
     /// (checkpoint entries first, then records in order), cuts a torn tail,
-    /// and starts a new segment and the flusher. `replay` returning an error
-    /// makes the record corrupt (its file and offset are named).
+    /// and starts a new segment and the flusher thread. `replay` returning
+    /// an error makes the record corrupt (its file and offset are named).
     pub fn open(
         cfg: WalConfig,
+        replay: impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
+    ) -> Result<(Wal, Recovery)> {
+        Wal::open_with(cfg, Flusher::Thread, replay)
+    }
+
+    /// As [`open`](Self::open), with the given [`Flusher`]: with
+    /// `Flusher::Caller` no thread is started.
+    pub fn open_with(
+        cfg: WalConfig,
+        flusher: Flusher,
         mut replay: impl FnMut(Entry<'_>) -> std::result::Result<(), String>,
     ) -> Result<(Wal, Recovery)> {
         let dir = cfg.dir.clone();
@@ -253,6 +299,7 @@ impl Wal {
                 written: 0,
                 synced: 0,
                 want_rotate: false,
+                want_sync: false,
                 rotations: 0,
                 segment,
                 failed: None,
@@ -262,20 +309,32 @@ impl Wal {
             done: Condvar::new(),
             cfg,
             stats: WalStats::default(),
+            flusher,
+            writer: Mutex::new(None),
         });
-        let i2 = Arc::clone(&inner);
-        let flusher = std::thread::Builder::new()
-            .name("locus-wal-flush".into())
-            .spawn(move || flusher(&i2, file, segment))
-            .map_err(|source| WalError::Io {
-                what: "cannot start the flusher thread for",
-                path: dir.clone(),
-                source,
-            })?;
+        let writer = Writer::new(file, segment);
+        let thread = match flusher {
+            Flusher::Caller => {
+                *inner.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
+                None
+            }
+            Flusher::Thread => {
+                let i2 = Arc::clone(&inner);
+                let t = std::thread::Builder::new()
+                    .name("locus-wal-flush".into())
+                    .spawn(move || flush::thread(&i2, writer))
+                    .map_err(|source| WalError::Io {
+                        what: "cannot start the flusher thread for",
+                        path: dir.clone(),
+                        source,
+                    })?;
+                Some(t)
+            }
+        };
         Ok((
             Wal {
                 inner,
-                flusher: Some(flusher),
+                thread,
                 rotating: Mutex::new(()),
                 _lock: lock,
             },
@@ -316,13 +375,58 @@ impl Wal {
         self.state().next - 1
     }
 
-    /// Blocks until record `lsn` is durable (W1), or the log failed.
+    /// Returns once record `lsn` is durable (W1), or the log failed. With
+    /// `Flusher::Thread` it sleeps until the flusher made it so; with
+    /// `Flusher::Caller` it writes (and syncs) the pending group itself if
+    /// the record is not durable yet. `lsn` must have been appended (with
+    /// `Caller`, a later one is a bug and panics).
     pub fn wait(&self, lsn: Lsn) -> Result<()> {
-        let always = self.inner.cfg.sync == SyncMode::Always;
+        if self.inner.flusher == Flusher::Caller {
+            return self.wait_here(lsn);
+        }
         let mut st = self.state();
         loop {
-            let reached = if always { st.synced } else { st.written };
-            if reached >= lsn {
+            if let Some(r) = self.settled(&st, lsn) {
+                return r;
+            }
+            st = self.inner.done.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// What `wait(lsn)` returns now: Ok once the record is written
+    /// (`Interval`) or synced (`Always`, W1), the failure if the log
+    /// failed first, `None` if neither yet.
+    fn settled(&self, st: &State, lsn: Lsn) -> Option<Result<()>> {
+        let reached = match self.inner.cfg.sync {
+            SyncMode::Always => st.synced,
+            SyncMode::Interval { .. } => st.written,
+        };
+        if reached >= lsn {
+            return Some(Ok(()));
+        }
+        st.failed.as_ref().map(|f| Err(WalError::Failed(f.clone())))
+    }
+
+    /// Makes every record appended so far durable as `wait` does (a
+    /// background actor's flush, without a waiter): `wait(last_lsn())`.
+    pub fn flush(&self) -> Result<()> {
+        self.wait(self.last_lsn())
+    }
+
+    /// Makes every record appended so far written and synced, whatever the
+    /// [`SyncMode`] (with `Interval`, what a power loss then keeps).
+    pub fn flush_and_sync(&self) -> Result<()> {
+        if self.inner.flusher == Flusher::Caller {
+            return self.flush_here(true, false).map(|_| ());
+        }
+        let mut st = self.state();
+        let upto = st.next - 1;
+        if st.synced < upto {
+            st.want_sync = true;
+            self.inner.work.notify_one();
+        }
+        loop {
+            if st.synced >= upto {
                 return Ok(());
             }
             if let Some(f) = &st.failed {
@@ -342,6 +446,9 @@ impl Wal {
     /// Closes the current segment after every record appended so far and
     /// starts a new one; returns its number (W4).
     pub fn rotate(&self) -> Result<u64> {
+        if self.inner.flusher == Flusher::Caller {
+            return self.flush_here(false, true);
+        }
         let _one = self.rotating.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = self.state();
         let gen = st.rotations;
@@ -450,13 +557,25 @@ impl Wal {
     pub fn sync_mode(&self) -> SyncMode {
         self.inner.cfg.sync
     }
+
+    /// Who flushes.
+    pub fn flusher(&self) -> Flusher {
+        self.inner.flusher
+    }
 }
 
 impl Drop for Wal {
+    /// A clean close: what is pending is written and synced, in either
+    /// mode (a simulation crashes the storage before it drops the log).
     fn drop(&mut self) {
+        if self.inner.flusher == Flusher::Caller {
+            // A failure was logged and poisoned the log; nobody is left to tell.
+            let _ = self.flush_here(true, false);
+            return;
+        }
         self.state().stop = true;
         self.inner.work.notify_one();
-        if let Some(t) = self.flusher.take() {
+        if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
@@ -518,6 +637,22 @@ fn replay_segment(
         records += 1;
     }
     match end {
+        End::Clean if last && !frames.is_empty() => {
+            // A process killed before its sync left written bytes in the page
+            // cache: they were just replayed, and a new segment is about to
+            // follow this one, so make them durable first (W3 across
+            // restarts: else a power loss could take records this start
+            // served, or tear a segment that is no longer the newest).
+            // Truncating to its own length is the storage's "make this file
+            // durable" (its contract, `storage/mod.rs`).
+            storage
+                .truncate(&path, bytes.len() as u64)
+                .map_err(|source| WalError::Io {
+                    what: "cannot sync the newest log segment",
+                    path: path.clone(),
+                    source,
+                })?;
+        }
         End::Clean => {}
         End::Corrupt { offset, why } => return Err(corrupt(offset, why)),
         End::Torn { offset, why } if last => {
@@ -543,112 +678,4 @@ fn replay_segment(
         }
     }
     Ok((records, !frames.is_empty()))
-}
-
-/// The flusher: takes the pending group, writes it, syncs per the mode,
-/// rotates when asked or when the segment is full, wakes the waiters.
-fn flusher(inner: &Inner, mut file: Box<dyn StorageFile>, mut segment: u64) {
-    let cfg = &inner.cfg;
-    let interval = match cfg.sync {
-        SyncMode::Always => None,
-        SyncMode::Interval { interval_ms } => Some(Duration::from_millis(interval_ms)),
-    };
-    let mut seg_bytes = 0u64;
-    let mut last_sync = Instant::now();
-    let mut written: Lsn = 0;
-    let mut synced: Lsn = 0;
-    let mut buf = Vec::new();
-    loop {
-        let (rotate, stop) = {
-            let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                if !st.pending.is_empty() || st.want_rotate || st.stop {
-                    break;
-                }
-                match interval {
-                    Some(iv) if synced < written => {
-                        let left = iv.saturating_sub(last_sync.elapsed());
-                        if left.is_zero() {
-                            break;
-                        }
-                        st = inner
-                            .work
-                            .wait_timeout(st, left)
-                            .unwrap_or_else(|p| p.into_inner())
-                            .0;
-                    }
-                    _ => st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner()),
-                }
-            }
-            buf.clear();
-            std::mem::swap(&mut buf, &mut st.pending);
-            let upto = st.next - 1;
-            let r = (std::mem::take(&mut st.want_rotate), st.stop);
-            drop(st);
-            if !buf.is_empty() {
-                written = upto;
-            }
-            r
-        };
-        let path = segment_path(&cfg.dir, segment);
-        let mut result: std::result::Result<(), String> = Ok(());
-        if !buf.is_empty() {
-            result = file
-                .write_all(&buf)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()));
-            seg_bytes += buf.len() as u64;
-            inner.stats.groups.fetch_add(1, Ordering::Relaxed);
-            inner
-                .stats
-                .bytes
-                .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        }
-        let full = seg_bytes >= cfg.segment_bytes_max;
-        let due = match interval {
-            None => !buf.is_empty(),
-            Some(iv) => synced < written && last_sync.elapsed() >= iv,
-        };
-        if result.is_ok() && synced < written && (due || rotate || full || stop) {
-            result = file
-                .sync_data()
-                .map_err(|e| format!("cannot fdatasync {}: {e}", path.display()));
-            inner.stats.syncs.fetch_add(1, Ordering::Relaxed);
-            last_sync = Instant::now();
-            if result.is_ok() {
-                synced = written;
-            }
-        }
-        if result.is_ok() && (rotate || full) {
-            match create_segment(&*cfg.storage, &cfg.dir, segment + 1, &cfg.identity) {
-                Ok(f) => {
-                    file = f;
-                    segment += 1;
-                    seg_bytes = 0;
-                }
-                Err(e) => result = Err(e.to_string()),
-            }
-        }
-        let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = result {
-            // Published watermarks stay where they were: nothing of this
-            // group is acknowledged.
-            tracing::error!("write-ahead log failed, refusing every later update: {e}");
-            st.failed = Some(e);
-            drop(st);
-            inner.done.notify_all();
-            return;
-        }
-        st.written = written;
-        st.synced = synced;
-        st.segment = segment;
-        if rotate {
-            st.rotations += 1;
-        }
-        let exit = stop && st.pending.is_empty();
-        drop(st);
-        inner.done.notify_all();
-        if exit {
-            return;
-        }
-    }
 }

@@ -1,13 +1,14 @@
 //! One suite, every [`Storage`]: `FileStorage` and `MemStorage` do the same
 //! for every operation the log uses (what a crash keeps is `MemStorage`'s
 //! alone, tested beside it), and the log writes the same bytes, file by
-//! file, on both (the format does not depend on the storage).
+//! file, on both (the format does not depend on the storage), and with
+//! either `Flusher`.
 
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use locus_wal::{Entry, FileStorage, MemStorage, Storage, SyncMode, Wal, WalConfig};
+use locus_wal::{Entry, FileStorage, Flusher, MemStorage, Storage, SyncMode, Wal, WalConfig};
 
 /// A storage and a directory in it that does not exist yet (the tempdir
 /// lives as long as the test).
@@ -139,50 +140,56 @@ fn contents(s: &dyn Storage, dir: &Path) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// The same appends, rotations (by size and by call), checkpoint and
-/// removal on both storages (one thread, so the same groups): the same
-/// files with the same bytes, and the same replay.
+/// The files (by name, with their bytes, before and after a checkpoint)
+/// and the replay of one sequence of appends, rotations (by size and by
+/// call), a checkpoint and a removal, from one thread (so one record per
+/// group, whoever flushes).
+type Written = (Vec<(String, Vec<u8>)>, Vec<(bool, Vec<u8>)>);
+
+fn write_and_replay((s, dir, t): Fixture, flusher: Flusher) -> Written {
+    let cfg = WalConfig {
+        storage: Arc::clone(&s),
+        dir: dir.clone(),
+        sync: SyncMode::Always,
+        identity: "server 1 of 3".into(),
+        segment_bytes_max: 600,
+    };
+    let (w, _) = Wal::open_with(cfg.clone(), flusher, |_| Ok(())).unwrap();
+    for i in 0..100u32 {
+        w.append_and_wait(&vec![i as u8; i as usize * 7 % 50])
+            .unwrap();
+    }
+    let mut files = contents(&*s, &dir);
+    let first = w.rotate().unwrap();
+    w.append_and_wait(b"after the rotation").unwrap();
+    let mut ck = w.checkpoint_writer(first).unwrap();
+    ck.entry(b"entry one").unwrap();
+    ck.entry(b"").unwrap();
+    ck.commit().unwrap();
+    w.remove_segments_before(first).unwrap();
+    w.append_and_wait(b"last").unwrap();
+    drop(w);
+    files.extend(contents(&*s, &dir));
+    let mut replayed = Vec::new();
+    let (w, _) = Wal::open_with(cfg, flusher, |e| {
+        replayed.push(match e {
+            Entry::Checkpoint(b) => (true, b.to_vec()),
+            Entry::Record(b) => (false, b.to_vec()),
+        });
+        Ok(())
+    })
+    .unwrap();
+    drop(w);
+    drop(t);
+    (files, replayed)
+}
+
+/// The same sequence on both storages: the same files with the same
+/// bytes, and the same replay.
 #[test]
 fn the_log_writes_the_same_bytes_on_every_storage() {
-    let run = |(s, dir, t): Fixture| {
-        let cfg = WalConfig {
-            storage: Arc::clone(&s),
-            dir: dir.clone(),
-            sync: SyncMode::Always,
-            identity: "server 1 of 3".into(),
-            segment_bytes_max: 600,
-        };
-        let (w, _) = Wal::open(cfg.clone(), |_| Ok(())).unwrap();
-        for i in 0..100u32 {
-            w.append_and_wait(&vec![i as u8; i as usize * 7 % 50])
-                .unwrap();
-        }
-        let mut files = contents(&*s, &dir);
-        let first = w.rotate().unwrap();
-        w.append_and_wait(b"after the rotation").unwrap();
-        let mut ck = w.checkpoint_writer(first).unwrap();
-        ck.entry(b"entry one").unwrap();
-        ck.entry(b"").unwrap();
-        ck.commit().unwrap();
-        w.remove_segments_before(first).unwrap();
-        w.append_and_wait(b"last").unwrap();
-        drop(w);
-        files.extend(contents(&*s, &dir));
-        let mut replayed = Vec::new();
-        let (w, _) = Wal::open(cfg, |e| {
-            replayed.push(match e {
-                Entry::Checkpoint(b) => (true, b.to_vec()),
-                Entry::Record(b) => (false, b.to_vec()),
-            });
-            Ok(())
-        })
-        .unwrap();
-        drop(w);
-        drop(t);
-        (files, replayed)
-    };
-    let (file_files, file_replayed) = run(file_storage());
-    let (mem_files, mem_replayed) = run(mem_storage());
+    let (file_files, file_replayed) = write_and_replay(file_storage(), Flusher::Thread);
+    let (mem_files, mem_replayed) = write_and_replay(mem_storage(), Flusher::Thread);
     // Several segments by size, then the checkpoint and what follows it.
     assert!(file_files.len() >= 6, "{}", file_files.len());
     assert_eq!(
@@ -199,4 +206,15 @@ fn the_log_writes_the_same_bytes_on_every_storage() {
     }
     assert_eq!(file_replayed, mem_replayed);
     assert_eq!(file_replayed.len(), 4);
+}
+
+/// The same sequence, flushed by the log's thread and by the caller
+/// (`Flusher::Caller`): the same bytes (the format does not depend on who
+/// writes it).
+#[test]
+fn the_log_writes_the_same_bytes_with_either_flusher() {
+    let thread = write_and_replay(mem_storage(), Flusher::Thread);
+    let caller = write_and_replay(mem_storage(), Flusher::Caller);
+    assert!(thread.0.len() >= 6, "{}", thread.0.len());
+    assert_eq!(thread, caller);
 }
