@@ -225,7 +225,11 @@ impl Durability {
             };
             Ok(())
         };
-        let (wal, r) = Wal::open(cfg, |e| match e {
+        let flusher = match log.runs_on {
+            crate::node::RunsOn::Threads => locus_wal::Flusher::Thread,
+            crate::node::RunsOn::Simulation => locus_wal::Flusher::Caller,
+        };
+        let (wal, r) = Wal::open_with(cfg, flusher, |e| match e {
             Entry::Checkpoint(b) => match decode_list(b)? {
                 ((v, ids), []) => take(v, Some(ids)),
                 (_, rest) => Err(format!("{} bytes after the list", rest.len())),
