@@ -142,6 +142,27 @@ impl Hosted {
         self.get(machine).ok_or(FabricError::NotHosted { machine })
     }
 
+    /// [`Hosted::memory`] for a fabric that may be a view of one machine
+    /// (`only`: a node of the cluster, see `hosting_only` on the local and
+    /// simulated fabrics): another machine is [`FabricError::NotHosted`].
+    #[inline]
+    pub(crate) fn memory_for(
+        &self,
+        machine: MachineId,
+        only: Option<MachineId>,
+    ) -> Result<&MachineMemory> {
+        let memory = self.memory(machine)?;
+        match only {
+            Some(m) if m != machine => Err(FabricError::NotHosted { machine }),
+            _ => Ok(memory),
+        }
+    }
+
+    /// Whether `machine` is hosted here and, for a view (`only`), is its machine.
+    pub(crate) fn hosts_for(&self, machine: MachineId, only: Option<MachineId>) -> bool {
+        self.hosts(machine) && only.is_none_or(|m| m == machine)
+    }
+
     /// Registers a zeroed region on a hosted machine (a name at most once per machine).
     pub(crate) fn register(
         &self,

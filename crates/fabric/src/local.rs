@@ -175,12 +175,15 @@ impl Inner {
 #[derive(Clone)]
 pub struct LocalFabric {
     inner: Arc<Inner>,
+    /// A node view ([`LocalFabric::hosting_only`]): the one machine it hosts.
+    only: Option<MachineId>,
 }
 
 impl std::fmt::Debug for LocalFabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalFabric")
             .field("config", &self.inner.config)
+            .field("only", &self.only)
             .finish()
     }
 }
@@ -196,6 +199,7 @@ impl LocalFabric {
             config.pin_memory,
         );
         Ok(LocalFabric {
+            only: None,
             inner: Arc::new({
                 let clock = quanta::Clock::new();
                 let epoch_raw = clock.raw();
@@ -220,9 +224,22 @@ impl LocalFabric {
         self.hosted(machine)
     }
 
-    /// The memory of `machine` if this fabric hosts it.
+    /// The same cluster seen as the node that hosts only machine `m`: its
+    /// `hosts(x)` is `x == m`, and registering on, opening a port of or
+    /// fencing another machine is refused ([`crate::FabricError::NotHosted`]);
+    /// lookups and operations reach every machine. So one store per view,
+    /// each created on its own node, makes a cluster of nodes in one process.
+    pub fn hosting_only(&self, m: MachineId) -> Result<LocalFabric> {
+        self.hosted(m)?;
+        Ok(LocalFabric {
+            inner: Arc::clone(&self.inner),
+            only: Some(m),
+        })
+    }
+
+    /// The memory of `machine` if this fabric (or view) hosts it.
     fn hosted(&self, machine: MachineId) -> Result<&MachineMemory> {
-        self.inner.hosted.memory(machine)
+        self.inner.hosted.memory_for(machine, self.only)
     }
 }
 
@@ -236,11 +253,11 @@ impl Fabric for LocalFabric {
     }
 
     fn hosts(&self, machine: MachineId) -> bool {
-        self.inner.hosted.hosts(machine)
+        self.inner.hosted.hosts_for(machine, self.only)
     }
 
     fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
-        self.inner.hosted.register(machine, name, len_bytes)
+        self.hosted(machine)?.register(name, len_bytes)
     }
 
     fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
@@ -248,6 +265,7 @@ impl Fabric for LocalFabric {
     }
 
     fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        self.hosted(machine)?;
         self.inner.hosted.set_waker(machine, waker).map(|()| true)
     }
 

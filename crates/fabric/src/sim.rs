@@ -84,6 +84,15 @@
 //! `unwrap` shows it) starts with `seed N:`; rerunning with that seed replays
 //! the same interleaving, step for step, under a debugger or with logging.
 //!
+//! # Nodes
+//! [`SimFabric::hosting_only`] gives the view of the node that hosts one
+//! machine: the same memory, scheduler, clock and seed, but `hosts(x)` only
+//! for its machine, and registering, opening ports and fencing only there.
+//! Software built to run as one node per process (a store creating the
+//! regions of the machines it hosts) runs as several nodes of one simulated
+//! cluster with one view each, and each node's machine keeps its own epoch
+//! table ([`crate::fencing`]), as a TCP node would.
+//!
 //! # Outside a run
 //! Operations from a thread that is not an actor while no run is active (setup
 //! and checking code, or the conformance suite's own threads) run directly,
@@ -335,12 +344,15 @@ struct Inner {
 #[derive(Clone)]
 pub struct SimFabric {
     inner: Arc<Inner>,
+    /// A node view ([`SimFabric::hosting_only`]): the one machine it hosts.
+    only: Option<MachineId>,
 }
 
 impl std::fmt::Debug for SimFabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimFabric")
             .field("config", &self.inner.config)
+            .field("only", &self.only)
             .field("now_ns", &self.now_ns())
             .finish()
     }
@@ -372,9 +384,22 @@ impl SimFabric {
         self.hosted(machine)
     }
 
-    /// The memory of `machine` if this fabric hosts it.
+    /// The same simulation seen as the node that hosts only machine `m`
+    /// (see "Nodes" in the module doc): `hosts(x)` is `x == m`, and
+    /// registering on, opening a port of or fencing another machine is
+    /// refused ([`FabricError::NotHosted`]); lookups and operations reach
+    /// every machine, and the scheduler, clock and seed are the simulation's.
+    pub fn hosting_only(&self, m: MachineId) -> Result<SimFabric> {
+        self.hosted(m)?;
+        Ok(SimFabric {
+            inner: Arc::clone(&self.inner),
+            only: Some(m),
+        })
+    }
+
+    /// The memory of `machine` if this fabric (or view) hosts it.
     fn hosted(&self, machine: MachineId) -> Result<&MachineMemory> {
-        self.inner.hosted.memory(machine)
+        self.inner.hosted.memory_for(machine, self.only)
     }
 }
 
@@ -388,11 +413,11 @@ impl Fabric for SimFabric {
     }
 
     fn hosts(&self, machine: MachineId) -> bool {
-        self.inner.hosted.hosts(machine)
+        self.inner.hosted.hosts_for(machine, self.only)
     }
 
     fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
-        self.inner.hosted.register(machine, name, len_bytes)
+        self.hosted(machine)?.register(name, len_bytes)
     }
 
     fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
@@ -400,6 +425,7 @@ impl Fabric for SimFabric {
     }
 
     fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        self.hosted(machine)?;
         self.inner.hosted.set_waker(machine, waker).map(|()| true)
     }
 
