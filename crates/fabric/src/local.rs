@@ -237,6 +237,18 @@ impl LocalFabric {
         })
     }
 
+    /// Machine `m` crashes: its regions are dropped (operations on them
+    /// fail with `PeerUnavailable` from any port, and their ids are not
+    /// reused), lookups by name fail until it registers again, its inbox
+    /// is emptied, its ports fail, and its epoch table starts over. Then it
+    /// can register its regions again, as a restarted node. Operations are
+    /// applied at their post on this fabric, so none is pending.
+    pub fn crash(&self, m: MachineId) -> Result<()> {
+        self.hosted(m)?.crash();
+        self.inner.fences.reset(m);
+        Ok(())
+    }
+
     /// The memory of `machine` if this fabric (or view) hosts it.
     fn hosted(&self, machine: MachineId) -> Result<&MachineMemory> {
         self.inner.hosted.memory_for(machine, self.only)
@@ -270,10 +282,11 @@ impl Fabric for LocalFabric {
     }
 
     fn port(&self, machine: MachineId) -> Result<LocalPort> {
-        self.hosted(machine)?;
+        let incarnation = self.hosted(machine)?.incarnation();
         Ok(LocalPort {
             inner: Arc::clone(&self.inner),
             machine,
+            incarnation,
             ready: VecDeque::new(),
             timed: VecDeque::new(),
             last_ready_ns: 0,
@@ -287,6 +300,8 @@ impl Fabric for LocalFabric {
 pub struct LocalPort {
     inner: Arc<Inner>,
     machine: MachineId,
+    /// The machine's incarnation when the port opened (it fails after a crash).
+    incarnation: u64,
     /// Completions ready at once (local targets, or the model off).
     ready: VecDeque<Completion>,
     /// Remote completions with the time they become ready (non-decreasing).
@@ -315,14 +330,24 @@ impl LocalPort {
             .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
-    /// The fencing rules for an operation on `target` (`fencing.rs`): one
-    /// relaxed load while no epoch was ever set.
+    /// The fencing rules for an operation on `target` (`fencing.rs`), and
+    /// the port's incarnation: one relaxed load while no epoch was ever set
+    /// and no machine crashed.
     #[inline]
     fn admit(&self, target: MachineId) -> Result<()> {
         if self.inner.fences.armed() {
-            return self.inner.fences.check(self.machine, target);
+            return self.admit_armed(target);
         }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn admit_armed(&self, target: MachineId) -> Result<()> {
+        self.inner
+            .hosted
+            .check_incarnation(self.machine, self.incarnation, target)?;
+        self.inner.fences.check(self.machine, target)
     }
 
     #[inline]

@@ -84,6 +84,21 @@
 //! `unwrap` shows it) starts with `seed N:`; rerunning with that seed replays
 //! the same interleaving, step for step, under a debugger or with logging.
 //!
+//! # Crashes
+//! [`SimFabric::crash`] is a machine's process dying. Its regions are
+//! dropped and marked gone: an operation on one fails with
+//! `PeerUnavailable` from any port, also from one whose region cache still
+//! holds it, and ids are never reused, so an old id never reaches a new
+//! region. Lookups by name fail until the machine registers again. Its inbox
+//! and the messages in it are dropped. Requests posted to it and not yet
+//! applied fail when their port comes to them (they were lost with its
+//! memory). Its ports, the dead process's, fail every operation, and its
+//! epoch table starts over. Then it can register its regions again, as a
+//! restarted node, and `lookup` finds the new ones. Called by an actor, a
+//! crash is a scheduling point, so a run with crashes is still a function of
+//! the seed; between runs it happens at once. [`crate::local::LocalFabric::crash`]
+//! is the same on the in-process fabric, where nothing is ever pending.
+//!
 //! # Nodes
 //! [`SimFabric::hosting_only`] gives the view of the node that hosts one
 //! machine: the same memory, scheduler, clock and seed, but `hosts(x)` only
@@ -397,6 +412,16 @@ impl SimFabric {
         })
     }
 
+    /// Machine `m` crashes (see "Crashes" in the module doc). A scheduling
+    /// point when an actor calls it, so it is ordered with every operation
+    /// of the run; between runs, it happens at once.
+    pub fn crash(&self, m: MachineId) -> Result<()> {
+        self.inner.sched.point(&self.inner.config);
+        self.hosted(m)?.crash();
+        self.inner.fences.reset(m);
+        Ok(())
+    }
+
     /// The memory of `machine` if this fabric (or view) hosts it.
     fn hosted(&self, machine: MachineId) -> Result<&MachineMemory> {
         self.inner.hosted.memory_for(machine, self.only)
@@ -430,11 +455,12 @@ impl Fabric for SimFabric {
     }
 
     fn port(&self, machine: MachineId) -> Result<SimPort> {
-        self.hosted(machine)?;
+        let incarnation = self.hosted(machine)?.incarnation();
         let serial = self.inner.ports_opened.fetch_add(1, Ordering::Relaxed);
         Ok(SimPort {
             inner: Arc::clone(&self.inner),
             machine,
+            incarnation,
             pending: VecDeque::new(),
             done: VecDeque::new(),
             rng: SimRng::stream(self.inner.config.seed, serial),

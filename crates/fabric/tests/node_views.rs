@@ -9,17 +9,24 @@ use locus_fabric::{Fabric, FabricError, Fencing, MachineId, Port, Result};
 
 trait Views: Fencing + Sized {
     fn view(&self, m: MachineId) -> Result<Self>;
+    fn crash_machine(&self, m: MachineId) -> Result<()>;
 }
 
 impl Views for SimFabric {
     fn view(&self, m: MachineId) -> Result<Self> {
         self.hosting_only(m)
     }
+    fn crash_machine(&self, m: MachineId) -> Result<()> {
+        self.crash(m)
+    }
 }
 
 impl Views for LocalFabric {
     fn view(&self, m: MachineId) -> Result<Self> {
         self.hosting_only(m)
+    }
+    fn crash_machine(&self, m: MachineId) -> Result<()> {
+        self.crash(m)
     }
 }
 
@@ -46,6 +53,7 @@ fn a_view_hosts_one_machine<F: Views>(cluster: &F) {
         );
         assert_eq!(node.fence(other), not_hosted(other));
         assert_eq!(node.set_own_epoch(other, 1), not_hosted(other));
+        assert_eq!(node.crash_machine(other), not_hosted(other));
         assert!(matches!(
             node.view(other),
             Err(FabricError::NotHosted { .. })
@@ -110,9 +118,10 @@ fn a_view_hosts_one_machine_local() {
     a_view_hosts_one_machine(&f);
 }
 
-/// Three nodes as actors of one run, each through its own view, each
-/// incrementing a counter on every machine: the counters come out the same
-/// for the same seed.
+/// Three nodes as actors of one run, each through its own view: each
+/// increments a counter on every machine, then node 1 crashes and restarts
+/// (re-registering through its view) while the others go on; the counters
+/// come out the same for the same seed.
 fn three_nodes(seed: u64) -> Vec<u64> {
     let mut s = Sim::new(SimConfig {
         machines: 3,
@@ -134,10 +143,19 @@ fn three_nodes(seed: u64) -> Vec<u64> {
             let node = node.clone();
             let regions = regions.clone();
             Box::new(move |_: &SimFabric| {
-                let mut p = node.port(m as MachineId).unwrap();
+                let me = m as MachineId;
+                let mut p = node.port(me).unwrap();
                 for round in 0..20u64 {
                     for (x, &r) in regions.iter().enumerate() {
-                        p.fetch_add(x as MachineId, r, round % 8 * 8, 1).unwrap();
+                        // Machine 1's old region fails after its crash; a
+                        // write to the new one below is what counts there.
+                        let _ = p.fetch_add(x as MachineId, r, round % 8 * 8, 1);
+                    }
+                    if me == 1 && round == 10 {
+                        node.crash(1).unwrap();
+                        let r = node.register(1, "count", 64).unwrap().id;
+                        p = node.port(1).unwrap();
+                        p.write_word(1, r, 0, 1000).unwrap();
                     }
                 }
             }) as Actor
@@ -158,9 +176,15 @@ fn three_nodes_of_one_simulation_are_a_function_of_the_seed() {
     for seed in 0..4 {
         let words = three_nodes(seed);
         assert_eq!(words, three_nodes(seed), "seed {seed}");
-        for m in 0..3 {
-            let sum: u64 = words[m * 8..m * 8 + 8].iter().sum();
-            assert_eq!(sum, 60, "seed {seed}: machine {m}");
-        }
+        assert_eq!(words[..8].iter().sum::<u64>(), 60, "seed {seed}: machine 0");
+        assert_eq!(
+            words[16..].iter().sum::<u64>(),
+            60,
+            "seed {seed}: machine 2"
+        );
+        assert!(
+            words[8] >= 1000,
+            "seed {seed}: machine 1 restarted: {words:?}"
+        );
     }
 }
