@@ -35,8 +35,9 @@ pub enum FabricError {
         /// The region name.
         name: String,
     },
-    /// Registration on a machine this process does not host.
-    #[error("machine {machine} is not hosted by this process; register its regions where it runs")]
+    /// Registration, a port, or fencing on a machine this process (or node
+    /// view, `hosting_only`) does not host.
+    #[error("machine {machine} is not hosted by this process or node view; register its regions, open its ports and set its epochs where it runs")]
     NotHosted {
         /// The machine.
         machine: MachineId,

@@ -160,6 +160,15 @@ impl EpochTable {
         Ok(())
     }
 
+    /// Back to a new table's state: a restarted machine starts with no view.
+    pub(crate) fn reset(&self) {
+        self.own.store(0, Ordering::Release);
+        self.fenced.store(false, Ordering::Release);
+        for p in &self.peers {
+            p.store(0, Ordering::Release);
+        }
+    }
+
     /// The error of an operation to `target` issued by this incarnation if it
     /// is fenced (rule 1): it names the requester's epoch.
     #[inline]
@@ -305,6 +314,13 @@ impl Fences {
         self.arm();
     }
 
+    /// A crashed machine restarts with a new table; the checks are armed
+    /// (ports of the crashed incarnation must fail).
+    pub(crate) fn reset(&self, me: MachineId) {
+        self.table(me).reset();
+        self.arm();
+    }
+
     /// The rules of the module doc for an operation of `from` on `to`.
     /// Machines outside the cluster pass: the operation's own checks name them.
     #[cold]
@@ -422,6 +438,8 @@ mod tests {
             matches!(&e, FabricError::PeerUnavailable { machine: 1, reason } if reason.contains("fenced")),
             "{e:?}"
         );
+        t.reset();
+        assert!(!t.is_fenced() && t.own() == 0, "a restart is a new table");
     }
 
     #[test]

@@ -13,8 +13,11 @@
 //!
 //! [`RegionCache`] is what a port embeds to reach regions without the
 //! machine's region lock or a reference-count update per operation: it
-//! resolves `(machine, RegionId)` once and keeps the handle. Regions are never
-//! unregistered, so a cached handle stays valid for the port's life.
+//! resolves `(machine, RegionId)` once and keeps the handle. Regions are
+//! unregistered only by a crash of their machine (the local and simulated
+//! fabrics), which marks them gone: the cache checks that flag, on the
+//! region's line that every access reads anyway, and lets a gone region go.
+//! Ids are not reused, so a cached id never names a newer region.
 //!
 //! Shared because they were copies: two fabrics with their own copy can drift
 //! apart (a check, an error message, an order of checks), and the conformance
@@ -27,7 +30,7 @@
 
 use std::sync::Arc;
 
-use crate::memory::{apply_on, apply_region, read_to, MachineMemory, VerbRef};
+use crate::memory::{apply_on, apply_region, gone, read_to, MachineMemory, VerbRef};
 use crate::{
     check_machine, FabricError, MachineId, Message, Output, Region, RegionId, RegionInfo, Result,
     Verb, MACHINES_MAX,
@@ -142,6 +145,50 @@ impl Hosted {
         self.get(machine).ok_or(FabricError::NotHosted { machine })
     }
 
+    /// [`Hosted::memory`] for a fabric that may be a view of one machine
+    /// (`only`: a node of the cluster, see `hosting_only` on the local and
+    /// simulated fabrics): another machine is [`FabricError::NotHosted`].
+    #[inline]
+    pub(crate) fn memory_for(
+        &self,
+        machine: MachineId,
+        only: Option<MachineId>,
+    ) -> Result<&MachineMemory> {
+        let memory = self.memory(machine)?;
+        match only {
+            Some(m) if m != machine => Err(FabricError::NotHosted { machine }),
+            _ => Ok(memory),
+        }
+    }
+
+    /// Whether `machine` is hosted here and, for a view (`only`), is its machine.
+    pub(crate) fn hosts_for(&self, machine: MachineId, only: Option<MachineId>) -> bool {
+        self.hosts(machine) && only.is_none_or(|m| m == machine)
+    }
+
+    /// Fails an operation on `target` from a port of `me` opened at
+    /// `incarnation` if `me` crashed since: that port belongs to an
+    /// incarnation that ended.
+    pub(crate) fn check_incarnation(
+        &self,
+        me: MachineId,
+        incarnation: u64,
+        target: MachineId,
+    ) -> Result<()> {
+        let now = self.memory(me)?.incarnation();
+        if now != incarnation {
+            return Err(FabricError::PeerUnavailable {
+                machine: target,
+                reason: format!(
+                    "this port of machine {me} was opened by an incarnation that crashed (the \
+                     machine has crashed {now} times, {incarnation} when the port opened): a \
+                     restarted machine opens new ports"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Registers a zeroed region on a hosted machine (a name at most once per machine).
     pub(crate) fn register(
         &self,
@@ -202,12 +249,13 @@ impl Hosted {
 
 /// A port's handles to the regions it has used, per machine by id.
 ///
-/// Each machine's list is a prefix of its registered regions (ids are dense,
-/// in registration order), filled up to the highest id asked for. An id not
-/// registered yet is not remembered, so it resolves once it is registered.
+/// Each machine's list is a prefix of its region ids (dense, in registration
+/// order), filled up to the highest id asked for; `None` for a region a crash
+/// dropped. An id not registered yet is not remembered, so it resolves once
+/// it is registered.
 #[derive(Debug)]
 pub(crate) struct RegionCache {
-    regions: Vec<Vec<Arc<Region>>>,
+    regions: Vec<Vec<Option<Arc<Region>>>>,
 }
 
 impl RegionCache {
@@ -233,27 +281,39 @@ impl RegionCache {
         if i >= cache.len() {
             Self::fill(cache, hosted, target, region)?;
         }
-        Ok(&cache[i])
+        if !matches!(cache[i].as_deref(), Some(r) if !r.is_gone()) {
+            return Err(Self::forget(&mut cache[i], target, region));
+        }
+        Ok(cache[i].as_deref().expect("checked above"))
     }
 
     /// Extends `cache` (`target`'s list) up to and including `region`.
     #[cold]
     #[inline(never)]
     fn fill(
-        cache: &mut Vec<Arc<Region>>,
+        cache: &mut Vec<Option<Arc<Region>>>,
         hosted: &Hosted,
         target: MachineId,
         region: RegionId,
     ) -> Result<()> {
         let memory = hosted.memory(target)?;
         // The asked-for region first, so an error names it; the ids below it
-        // exist because ids are dense and regions are never unregistered.
+        // were registered (ids are dense), and are `None` if a crash dropped them.
         let wanted = memory.region(region)?;
         for id in cache.len()..region.0 as usize {
-            cache.push(memory.region(RegionId(id as u16))?);
+            cache.push(memory.region(RegionId(id as u16)).ok());
         }
-        cache.push(wanted);
+        cache.push(Some(wanted));
         Ok(())
+    }
+
+    /// Lets go of a region its machine dropped in a crash (the memory is
+    /// unmapped when no port holds it any more) and says so.
+    #[cold]
+    #[inline(never)]
+    fn forget(slot: &mut Option<Arc<Region>>, target: MachineId, region: RegionId) -> FabricError {
+        *slot = None;
+        gone(target, region)
     }
 
     /// Prefetches `len` bytes at `offset` of `target`'s region (a hint:
@@ -294,8 +354,13 @@ impl RegionCache {
             // Both lookups first (each may fill the cache), then both borrows.
             self.region(hosted, target, region)?;
             self.region(hosted, me, local)?;
-            let src = &self.regions[target as usize][region.0 as usize];
-            let dst = &self.regions[me as usize][local.0 as usize];
+            let resolved = "resolved just above";
+            let src = self.regions[target as usize][region.0 as usize]
+                .as_deref()
+                .expect(resolved);
+            let dst = self.regions[me as usize][local.0 as usize]
+                .as_deref()
+                .expect(resolved);
             return read_to(
                 src,
                 target,
@@ -449,6 +514,32 @@ mod tests {
             ),
             Err(FabricError::OutOfBounds { .. })
         ));
+    }
+
+    #[test]
+    fn the_cache_lets_a_crashed_region_go_and_never_resolves_its_id_anew() {
+        let h = all(2);
+        let a = h.register(1, "a", 64).unwrap().id;
+        let b = h.register(1, "b", 64).unwrap().id;
+        let mut cache = RegionCache::new(h.count());
+        cache.region(&h, 1, b).unwrap(); // holds a and b
+        let held = Arc::downgrade(&h.memory(1).unwrap().region(a).unwrap());
+        h.memory(1).unwrap().crash();
+        assert!(held.upgrade().is_some(), "the cache still holds the region");
+        let e = cache.region(&h, 1, a).unwrap_err();
+        assert!(
+            matches!(&e, FabricError::PeerUnavailable { machine: 1, reason } if reason.contains("gone")),
+            "{e:?}"
+        );
+        assert!(held.upgrade().is_none(), "the memory outlived the crash");
+        assert!(cache.region(&h, 1, a).is_err(), "asked again");
+        let c = h.register(1, "a", 64).unwrap().id;
+        assert!(c.0 > b.0, "id {c} reused");
+        // Filling past the dropped ids leaves them unresolved.
+        let mut fresh = RegionCache::new(h.count());
+        fresh.region(&h, 1, c).unwrap();
+        assert!(fresh.region(&h, 1, a).is_err() && fresh.region(&h, 1, b).is_err());
+        assert_eq!(h.memory(1).unwrap().region_count(), 1);
     }
 
     #[test]

@@ -12,13 +12,16 @@
 //! ([`Port::post`]) and reports their completions ([`Port::poll`],
 //! [`Port::wait`]). Implementations are siblings: [`local`] (every machine in
 //! this process, a modelled remote latency spent by polling), [`tcp`] (machines
-//! in other processes, served by a service thread), and decorators that wrap any
-//! fabric: [`counting`] (exact per-machine counters) and [`faulty`] (fail or
-//! delay the k-th operation). [`any`] holds one of the implementations chosen
-//! at run time ([`any::AnyFabric`], for a fabric named in a configuration
-//! file). [`conformance`] is the one test suite every implementation must
-//! pass; [`pool`] runs work in the context of a machine so that N emulated
-//! machines share one pool of worker threads.
+//! in other processes, served by a service thread), [`sim`] (a seeded
+//! simulation, one actor at a time, where machines can crash and restart), and
+//! decorators that wrap any fabric: [`counting`] (exact per-machine counters)
+//! and [`faulty`] (fail or delay the k-th operation). [`any`] holds one of the
+//! implementations chosen at run time ([`any::AnyFabric`], for a fabric named
+//! in a configuration file). Every one of them implements [`Fencing`]
+//! ([`fencing`]: epochs of machines' incarnations, and the rules that keep an
+//! incarnation that ended out). [`conformance`] is the one test suite every
+//! implementation must pass; [`pool`] runs work in the context of a machine so
+//! that N emulated machines share one pool of worker threads.
 //!
 //! # Ordering guarantees (what the store may rely on)
 //! 1. **Granularity.** Offsets and lengths are whole 8-byte words.

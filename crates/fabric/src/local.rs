@@ -175,12 +175,15 @@ impl Inner {
 #[derive(Clone)]
 pub struct LocalFabric {
     inner: Arc<Inner>,
+    /// A node view ([`LocalFabric::hosting_only`]): the one machine it hosts.
+    only: Option<MachineId>,
 }
 
 impl std::fmt::Debug for LocalFabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalFabric")
             .field("config", &self.inner.config)
+            .field("only", &self.only)
             .finish()
     }
 }
@@ -196,6 +199,7 @@ impl LocalFabric {
             config.pin_memory,
         );
         Ok(LocalFabric {
+            only: None,
             inner: Arc::new({
                 let clock = quanta::Clock::new();
                 let epoch_raw = clock.raw();
@@ -220,9 +224,34 @@ impl LocalFabric {
         self.hosted(machine)
     }
 
-    /// The memory of `machine` if this fabric hosts it.
+    /// The same cluster seen as the node that hosts only machine `m`: its
+    /// `hosts(x)` is `x == m`, and registering on, opening a port of or
+    /// fencing another machine is refused ([`crate::FabricError::NotHosted`]);
+    /// lookups and operations reach every machine. So one store per view,
+    /// each created on its own node, makes a cluster of nodes in one process.
+    pub fn hosting_only(&self, m: MachineId) -> Result<LocalFabric> {
+        self.hosted(m)?;
+        Ok(LocalFabric {
+            inner: Arc::clone(&self.inner),
+            only: Some(m),
+        })
+    }
+
+    /// Machine `m` crashes: its regions are dropped (operations on them
+    /// fail with `PeerUnavailable` from any port, and their ids are not
+    /// reused), lookups by name fail until it registers again, its inbox
+    /// is emptied, its ports fail, and its epoch table starts over. Then it
+    /// can register its regions again, as a restarted node. Operations are
+    /// applied at their post on this fabric, so none is pending.
+    pub fn crash(&self, m: MachineId) -> Result<()> {
+        self.hosted(m)?.crash();
+        self.inner.fences.reset(m);
+        Ok(())
+    }
+
+    /// The memory of `machine` if this fabric (or view) hosts it.
     fn hosted(&self, machine: MachineId) -> Result<&MachineMemory> {
-        self.inner.hosted.memory(machine)
+        self.inner.hosted.memory_for(machine, self.only)
     }
 }
 
@@ -236,11 +265,11 @@ impl Fabric for LocalFabric {
     }
 
     fn hosts(&self, machine: MachineId) -> bool {
-        self.inner.hosted.hosts(machine)
+        self.inner.hosted.hosts_for(machine, self.only)
     }
 
     fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
-        self.inner.hosted.register(machine, name, len_bytes)
+        self.hosted(machine)?.register(name, len_bytes)
     }
 
     fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
@@ -248,14 +277,16 @@ impl Fabric for LocalFabric {
     }
 
     fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        self.hosted(machine)?;
         self.inner.hosted.set_waker(machine, waker).map(|()| true)
     }
 
     fn port(&self, machine: MachineId) -> Result<LocalPort> {
-        self.hosted(machine)?;
+        let incarnation = self.hosted(machine)?.incarnation();
         Ok(LocalPort {
             inner: Arc::clone(&self.inner),
             machine,
+            incarnation,
             ready: VecDeque::new(),
             timed: VecDeque::new(),
             last_ready_ns: 0,
@@ -269,6 +300,8 @@ impl Fabric for LocalFabric {
 pub struct LocalPort {
     inner: Arc<Inner>,
     machine: MachineId,
+    /// The machine's incarnation when the port opened (it fails after a crash).
+    incarnation: u64,
     /// Completions ready at once (local targets, or the model off).
     ready: VecDeque<Completion>,
     /// Remote completions with the time they become ready (non-decreasing).
@@ -297,14 +330,24 @@ impl LocalPort {
             .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
-    /// The fencing rules for an operation on `target` (`fencing.rs`): one
-    /// relaxed load while no epoch was ever set.
+    /// The fencing rules for an operation on `target` (`fencing.rs`), and
+    /// the port's incarnation: one relaxed load while no epoch was ever set
+    /// and no machine crashed.
     #[inline]
     fn admit(&self, target: MachineId) -> Result<()> {
         if self.inner.fences.armed() {
-            return self.inner.fences.check(self.machine, target);
+            return self.admit_armed(target);
         }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn admit_armed(&self, target: MachineId) -> Result<()> {
+        self.inner
+            .hosted
+            .check_incarnation(self.machine, self.incarnation, target)?;
+        self.inner.fences.check(self.machine, target)
     }
 
     #[inline]

@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 #[cfg(not(loom))]
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::sync::{self, Ordering};
@@ -49,6 +49,11 @@ pub struct Region {
     #[cfg(loom)]
     words: Box<[sync::AtomicU64]>,
     len_words: usize,
+    /// Set when its machine crashed: a port that still holds the region
+    /// (`hosted::RegionCache`) must fail instead of reading or writing the
+    /// memory of an incarnation that ended. Beside `len_words`, which every
+    /// access reads, so checking it costs no extra cache line.
+    gone: AtomicBool,
 }
 
 // SAFETY: the region owns its allocation and only hands out shared references
@@ -107,6 +112,7 @@ impl Region {
             name: name.to_string(),
             words,
             len_words,
+            gone: AtomicBool::new(false),
         })
     }
 
@@ -164,6 +170,15 @@ impl Region {
     /// The region's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether the region's machine crashed since it was registered (its
+    /// memory is gone; see [`MachineMemory::incarnation`]).
+    #[inline]
+    pub fn is_gone(&self) -> bool {
+        // Relaxed: an operation racing with the crash may land before it;
+        // one ordered after the crash (any synchronisation) sees the flag.
+        self.gone.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Size in bytes.
@@ -310,11 +325,27 @@ pub(crate) struct Queued {
     pub(crate) message: Message,
 }
 
+/// The error of an access to a region its machine dropped when it crashed.
+pub(crate) fn gone(machine: MachineId, region: RegionId) -> FabricError {
+    FabricError::PeerUnavailable {
+        machine,
+        reason: format!(
+            "region {region} of machine {machine} is gone: the machine crashed and its memory \
+             with it; look its regions up by name again once it has restarted"
+        ),
+    }
+}
+
 /// The memory one machine exposes: its regions and its message inbox.
 #[derive(Debug)]
 pub struct MachineMemory {
     id: MachineId,
-    regions: RwLock<Vec<Arc<Region>>>,
+    /// By id; `None` for a region dropped by a crash. Ids are never reused,
+    /// so an id of an incarnation that crashed never reaches a new region.
+    regions: RwLock<Vec<Option<Arc<Region>>>>,
+    /// Crashes so far: ports and posted requests remember it, so that those
+    /// of an incarnation that ended fail instead of acting on the new one.
+    incarnation: AtomicU64,
     inbox: Mutex<VecDeque<Queued>>,
     inbox_messages_max: usize,
     /// The thread to unpark when a message is delivered (a service that
@@ -332,6 +363,7 @@ impl MachineMemory {
         MachineMemory {
             id,
             regions: RwLock::new(Vec::new()),
+            incarnation: AtomicU64::new(0),
             inbox: Mutex::new(VecDeque::new()),
             inbox_messages_max,
             waker: Mutex::new(None),
@@ -348,7 +380,7 @@ impl MachineMemory {
     /// Registers a new zeroed region.
     pub fn register(&self, name: &str, len_bytes: u64) -> Result<RegionInfo> {
         let mut regions = self.regions.write().unwrap_or_else(|e| e.into_inner());
-        if regions.iter().any(|r| r.name() == name) {
+        if regions.iter().flatten().any(|r| r.name() == name) {
             return Err(FabricError::DuplicateRegion {
                 machine: self.id,
                 name: name.to_string(),
@@ -356,8 +388,10 @@ impl MachineMemory {
         }
         if regions.len() >= u16::MAX as usize {
             return Err(FabricError::Config(format!(
-                "machine {} has too many regions",
-                self.id
+                "machine {} has {} region ids, the most there are (ids are not reused after a \
+                 crash): register fewer regions per incarnation",
+                self.id,
+                regions.len()
             )));
         }
         let region = Region::new(name, len_bytes)?;
@@ -365,7 +399,7 @@ impl MachineMemory {
             region.pin();
         }
         let id = RegionId(regions.len() as u16);
-        regions.push(Arc::new(region));
+        regions.push(Some(Arc::new(region)));
         Ok(RegionInfo { id, len_bytes })
     }
 
@@ -374,10 +408,13 @@ impl MachineMemory {
         let regions = self.regions.read().unwrap_or_else(|e| e.into_inner());
         regions
             .iter()
-            .position(|r| r.name() == name)
-            .map(|i| RegionInfo {
-                id: RegionId(i as u16),
-                len_bytes: regions[i].len_bytes(),
+            .enumerate()
+            .find_map(|(i, r)| {
+                let r = r.as_ref().filter(|r| r.name() == name)?;
+                Some(RegionInfo {
+                    id: RegionId(i as u16),
+                    len_bytes: r.len_bytes(),
+                })
             })
             .ok_or_else(|| FabricError::NoSuchRegion {
                 machine: self.id,
@@ -385,21 +422,50 @@ impl MachineMemory {
             })
     }
 
-    /// The region with id `region`.
+    /// The region with id `region` (`PeerUnavailable` if a crash dropped it).
     pub fn region(&self, region: RegionId) -> Result<Arc<Region>> {
         let regions = self.regions.read().unwrap_or_else(|e| e.into_inner());
-        regions
-            .get(region.0 as usize)
-            .cloned()
-            .ok_or_else(|| FabricError::NoSuchRegion {
+        match regions.get(region.0 as usize) {
+            Some(Some(r)) => Ok(Arc::clone(r)),
+            Some(None) => Err(gone(self.id, region)),
+            None => Err(FabricError::NoSuchRegion {
                 machine: self.id,
                 region: region.to_string(),
-            })
+            }),
+        }
     }
 
-    /// Number of registered regions.
+    /// Number of registered regions (of this incarnation).
     pub fn region_count(&self) -> usize {
-        self.regions.read().unwrap_or_else(|e| e.into_inner()).len()
+        let regions = self.regions.read().unwrap_or_else(|e| e.into_inner());
+        regions.iter().flatten().count()
+    }
+
+    /// Crashes so far: 0 for the first incarnation.
+    #[inline]
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The machine crashed: every region is dropped (marked gone, so a port
+    /// still holding one fails; unmapped when the last holder lets go), its
+    /// ids stay taken, the inbox and its messages are dropped, and the waker
+    /// forgotten. The machine registers regions again when it restarts.
+    pub(crate) fn crash(&self) {
+        let dropped: Vec<Arc<Region>> = {
+            let mut regions = self.regions.write().unwrap_or_else(|e| e.into_inner());
+            let dropped: Vec<Arc<Region>> = regions.iter_mut().filter_map(Option::take).collect();
+            for r in &dropped {
+                r.gone.store(true, std::sync::atomic::Ordering::Release);
+            }
+            self.incarnation
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            dropped
+        };
+        self.inbox.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.set_waker(None);
+        // Unmapped here, outside the lock, unless a port still holds one.
+        drop(dropped);
     }
 
     /// Queues a message, visible from `visible_at_ns` on.

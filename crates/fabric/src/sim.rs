@@ -84,6 +84,30 @@
 //! `unwrap` shows it) starts with `seed N:`; rerunning with that seed replays
 //! the same interleaving, step for step, under a debugger or with logging.
 //!
+//! # Crashes
+//! [`SimFabric::crash`] is a machine's process dying. Its regions are
+//! dropped and marked gone: an operation on one fails with
+//! `PeerUnavailable` from any port, also from one whose region cache still
+//! holds it, and ids are never reused, so an old id never reaches a new
+//! region. Lookups by name fail until the machine registers again. Its inbox
+//! and the messages in it are dropped. Requests posted to it and not yet
+//! applied fail when their port comes to them (they were lost with its
+//! memory). Its ports, the dead process's, fail every operation, and its
+//! epoch table starts over. Then it can register its regions again, as a
+//! restarted node, and `lookup` finds the new ones. Called by an actor, a
+//! crash is a scheduling point, so a run with crashes is still a function of
+//! the seed; between runs it happens at once. [`crate::local::LocalFabric::crash`]
+//! is the same on the in-process fabric, where nothing is ever pending.
+//!
+//! # Nodes
+//! [`SimFabric::hosting_only`] gives the view of the node that hosts one
+//! machine: the same memory, scheduler, clock and seed, but `hosts(x)` only
+//! for its machine, and registering, opening ports and fencing only there.
+//! Software built to run as one node per process (a store creating the
+//! regions of the machines it hosts) runs as several nodes of one simulated
+//! cluster with one view each, and each node's machine keeps its own epoch
+//! table ([`crate::fencing`]), as a TCP node would.
+//!
 //! # Outside a run
 //! Operations from a thread that is not an actor while no run is active (setup
 //! and checking code, or the conformance suite's own threads) run directly,
@@ -335,12 +359,15 @@ struct Inner {
 #[derive(Clone)]
 pub struct SimFabric {
     inner: Arc<Inner>,
+    /// A node view ([`SimFabric::hosting_only`]): the one machine it hosts.
+    only: Option<MachineId>,
 }
 
 impl std::fmt::Debug for SimFabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimFabric")
             .field("config", &self.inner.config)
+            .field("only", &self.only)
             .field("now_ns", &self.now_ns())
             .finish()
     }
@@ -372,9 +399,32 @@ impl SimFabric {
         self.hosted(machine)
     }
 
-    /// The memory of `machine` if this fabric hosts it.
+    /// The same simulation seen as the node that hosts only machine `m`
+    /// (see "Nodes" in the module doc): `hosts(x)` is `x == m`, and
+    /// registering on, opening a port of or fencing another machine is
+    /// refused ([`FabricError::NotHosted`]); lookups and operations reach
+    /// every machine, and the scheduler, clock and seed are the simulation's.
+    pub fn hosting_only(&self, m: MachineId) -> Result<SimFabric> {
+        self.hosted(m)?;
+        Ok(SimFabric {
+            inner: Arc::clone(&self.inner),
+            only: Some(m),
+        })
+    }
+
+    /// Machine `m` crashes (see "Crashes" in the module doc). A scheduling
+    /// point when an actor calls it, so it is ordered with every operation
+    /// of the run; between runs, it happens at once.
+    pub fn crash(&self, m: MachineId) -> Result<()> {
+        self.inner.sched.point(&self.inner.config);
+        self.hosted(m)?.crash();
+        self.inner.fences.reset(m);
+        Ok(())
+    }
+
+    /// The memory of `machine` if this fabric (or view) hosts it.
     fn hosted(&self, machine: MachineId) -> Result<&MachineMemory> {
-        self.inner.hosted.memory(machine)
+        self.inner.hosted.memory_for(machine, self.only)
     }
 }
 
@@ -388,11 +438,11 @@ impl Fabric for SimFabric {
     }
 
     fn hosts(&self, machine: MachineId) -> bool {
-        self.inner.hosted.hosts(machine)
+        self.inner.hosted.hosts_for(machine, self.only)
     }
 
     fn register(&self, machine: MachineId, name: &str, len_bytes: u64) -> Result<RegionInfo> {
-        self.inner.hosted.register(machine, name, len_bytes)
+        self.hosted(machine)?.register(name, len_bytes)
     }
 
     fn lookup(&self, machine: MachineId, name: &str) -> Result<RegionInfo> {
@@ -400,15 +450,17 @@ impl Fabric for SimFabric {
     }
 
     fn wake_on_message(&self, machine: MachineId, waker: std::thread::Thread) -> Result<bool> {
+        self.hosted(machine)?;
         self.inner.hosted.set_waker(machine, waker).map(|()| true)
     }
 
     fn port(&self, machine: MachineId) -> Result<SimPort> {
-        self.hosted(machine)?;
+        let incarnation = self.hosted(machine)?.incarnation();
         let serial = self.inner.ports_opened.fetch_add(1, Ordering::Relaxed);
         Ok(SimPort {
             inner: Arc::clone(&self.inner),
             machine,
+            incarnation,
             pending: VecDeque::new(),
             done: VecDeque::new(),
             rng: SimRng::stream(self.inner.config.seed, serial),

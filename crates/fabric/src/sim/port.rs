@@ -9,15 +9,27 @@ use std::time::Duration;
 use super::{Inner, SimRng, REORDER_WINDOW};
 use crate::hosted::{check_inflight, RegionCache};
 use crate::memory::VerbRef;
-use crate::{Completion, MachineId, Message, Output, Port, RegionId, Result, WorkRequest};
+use crate::{
+    Completion, FabricError, MachineId, Message, Output, Port, RegionId, Result, WorkRequest,
+};
+
+/// A posted request waiting in its port, with its target's incarnation at
+/// the post: if the target crashes before the request applies, it fails
+/// (its memory, and the request with it, is gone).
+pub(super) struct Posted {
+    pub(super) wr: WorkRequest,
+    pub(super) target_incarnation: u64,
+}
 
 /// A port of the simulated fabric. Every operation is a scheduling point when
 /// called from an actor during a run (see the module doc).
 pub struct SimPort {
     pub(super) inner: Arc<Inner>,
     pub(super) machine: MachineId,
+    /// The machine's incarnation when the port opened (it fails after a crash).
+    pub(super) incarnation: u64,
     /// Posted requests not yet applied, in posting order (`posted_delay` only).
-    pub(super) pending: VecDeque<WorkRequest>,
+    pub(super) pending: VecDeque<Posted>,
     /// Applied requests' completions, in application order.
     pub(super) done: VecDeque<Completion>,
     /// Decides when pending requests apply.
@@ -51,12 +63,57 @@ impl SimPort {
     }
 
     /// The fencing rules for an operation on `target`, when it applies
-    /// (`fencing.rs`; a posted request is judged on arrival, as over TCP).
+    /// (`fencing.rs`; a posted request is judged on arrival, as over TCP),
+    /// and the port's incarnation (checked once the flag is armed).
     fn admit(&self, target: MachineId) -> Result<()> {
         if self.inner.fences.armed() {
+            self.inner
+                .hosted
+                .check_incarnation(self.machine, self.incarnation, target)?;
             return self.inner.fences.check(self.machine, target);
         }
         Ok(())
+    }
+
+    /// The target's incarnation now (0 for a machine outside the cluster,
+    /// which the request's own checks refuse).
+    fn incarnation_of(&self, target: MachineId) -> u64 {
+        self.inner.hosted.get(target).map_or(0, |m| m.incarnation())
+    }
+
+    /// Fails a posted request whose target crashed after its post.
+    fn check_survived(&self, target: MachineId, at_post: u64) -> Result<()> {
+        if self.incarnation_of(target) != at_post {
+            return Err(FabricError::PeerUnavailable {
+                machine: target,
+                reason: format!(
+                    "machine {target} crashed while this request was posted to it: the request \
+                     was lost with the machine's memory"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Posts `wr` into the pending queue.
+    fn hold(&mut self, wr: WorkRequest) {
+        let target_incarnation = self.incarnation_of(wr.target);
+        self.pending.push_back(Posted {
+            wr,
+            target_incarnation,
+        });
+    }
+
+    /// Applies a posted request and queues its completion.
+    fn complete_posted(&mut self, p: Posted) {
+        if let Err(e) = self.check_survived(p.wr.target, p.target_incarnation) {
+            return self.done.push_back(Completion {
+                id: p.wr.id,
+                target: p.wr.target,
+                result: Err(e),
+            });
+        }
+        self.complete(p.wr);
     }
 
     /// Applies a request and queues its completion.
@@ -93,7 +150,7 @@ impl SimPort {
         let mut seen = [0u64; 4]; // targets met so far, a bit per MachineId
         let mut eligible = [0usize; REORDER_WINDOW];
         let mut n = 0;
-        for (i, wr) in self.pending.iter().take(REORDER_WINDOW).enumerate() {
+        for (i, Posted { wr, .. }) in self.pending.iter().take(REORDER_WINDOW).enumerate() {
             let t = wr.target as usize;
             let first_of_target = seen[t / 64] & (1 << (t % 64)) == 0;
             seen[t / 64] |= 1 << (t % 64);
@@ -104,24 +161,24 @@ impl SimPort {
         }
         debug_assert!(n > 0, "the oldest pending request is always eligible");
         let i = eligible[self.rng.below(n as u64) as usize];
-        let wr = self.pending.remove(i).expect("eligible index");
-        self.complete(wr);
+        let p = self.pending.remove(i).expect("eligible index");
+        self.complete_posted(p);
     }
 
     /// Applies, in posting order, every pending request up to the last one to
     /// `target` (a synchronous operation or a message to `target` follows them).
     fn flush_to(&mut self, target: MachineId) {
-        if let Some(last) = self.pending.iter().rposition(|wr| wr.target == target) {
+        if let Some(last) = self.pending.iter().rposition(|p| p.wr.target == target) {
             for _ in 0..=last {
-                let wr = self.pending.pop_front().expect("within pending");
-                self.complete(wr);
+                let p = self.pending.pop_front().expect("within pending");
+                self.complete_posted(p);
             }
         }
     }
 
     fn flush_all(&mut self) {
-        while let Some(wr) = self.pending.pop_front() {
-            self.complete(wr);
+        while let Some(p) = self.pending.pop_front() {
+            self.complete_posted(p);
         }
     }
 }
@@ -146,7 +203,7 @@ impl Port for SimPort {
         self.point();
         check_inflight(self.inflight(), self.inner.config.inflight_ops_max)?;
         if self.inner.config.posted_delay {
-            self.pending.push_back(wr);
+            self.hold(wr);
         } else {
             self.complete(wr);
         }

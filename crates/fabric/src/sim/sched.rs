@@ -236,6 +236,7 @@ impl Sim {
         };
         Ok(Sim {
             fabric: SimFabric {
+                only: None,
                 inner: Arc::new(Inner {
                     fences: Fences::new(config.machines),
                     config,

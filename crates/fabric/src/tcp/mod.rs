@@ -44,7 +44,7 @@
 //!
 //! **Epochs** ([`crate::fencing`]): with a membership, each node knows its own
 //! epoch and the epoch of every peer, or that it is down (one
-//! [`EpochTable`](crate::fencing::EpochTable) for the node). HELLO carries the
+//! [`EpochTable`] for the node). HELLO carries the
 //! connecting node's epoch and the one it expects the listener at; stale or
 //! fenced connections are refused, and every request is checked again, so a
 //! peer marked down after it connected is cut off at its next one.
