@@ -16,8 +16,10 @@
 //! resolves `(machine, RegionId)` once and keeps the handle. Regions are
 //! unregistered only by a crash of their machine (the local and simulated
 //! fabrics), which marks them gone: the cache checks that flag, on the
-//! region's line that every access reads anyway, and lets a gone region go.
-//! Ids are not reused, so a cached id never names a newer region.
+//! region's line that every access reads anyway, lets a gone region go and
+//! resolves the id again: a restarted machine registers its regions from
+//! id 0 again, as a restarted TCP node does (fencing keeps a peer that has
+//! not learned of the restart away from them).
 //!
 //! Shared because they were copies: two fabrics with their own copy can drift
 //! apart (a check, an error message, an order of checks), and the conformance
@@ -282,7 +284,7 @@ impl RegionCache {
             Self::fill(cache, hosted, target, region)?;
         }
         if !matches!(cache[i].as_deref(), Some(r) if !r.is_gone()) {
-            return Err(Self::forget(&mut cache[i], target, region));
+            Self::refresh(&mut cache[i], hosted, target, region)?;
         }
         Ok(cache[i].as_deref().expect("checked above"))
     }
@@ -308,7 +310,27 @@ impl RegionCache {
     }
 
     /// Lets go of a region its machine dropped in a crash (the memory is
-    /// unmapped when no port holds it any more) and says so.
+    /// unmapped when no port holds it any more) and resolves the id again:
+    /// the restarted machine's region of that id, or the error that it is
+    /// gone.
+    #[cold]
+    #[inline(never)]
+    fn refresh(
+        slot: &mut Option<Arc<Region>>,
+        hosted: &Hosted,
+        target: MachineId,
+        region: RegionId,
+    ) -> Result<()> {
+        match hosted.memory(target).and_then(|m| m.region(region)) {
+            Ok(r) => {
+                *slot = Some(r);
+                Ok(())
+            }
+            Err(_) => Err(Self::forget(slot, target, region)),
+        }
+    }
+
+    /// Lets go of a region its machine dropped in a crash and says so.
     #[cold]
     #[inline(never)]
     fn forget(slot: &mut Option<Arc<Region>>, target: MachineId, region: RegionId) -> FabricError {
@@ -517,7 +539,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_lets_a_crashed_region_go_and_never_resolves_its_id_anew() {
+    fn the_cache_lets_a_crashed_region_go_and_resolves_its_id_to_the_restarted_region() {
         let h = all(2);
         let a = h.register(1, "a", 64).unwrap().id;
         let b = h.register(1, "b", 64).unwrap().id;
@@ -533,12 +555,16 @@ mod tests {
         );
         assert!(held.upgrade().is_none(), "the memory outlived the crash");
         assert!(cache.region(&h, 1, a).is_err(), "asked again");
-        let c = h.register(1, "a", 64).unwrap().id;
-        assert!(c.0 > b.0, "id {c} reused");
-        // Filling past the dropped ids leaves them unresolved.
-        let mut fresh = RegionCache::new(h.count());
-        fresh.region(&h, 1, c).unwrap();
-        assert!(fresh.region(&h, 1, a).is_err() && fresh.region(&h, 1, b).is_err());
+        // Restarted: ids from 0 again, as a restarted TCP node's.
+        let c = h.register(1, "c", 64).unwrap().id;
+        assert_eq!(c, a, "ids start over");
+        h.memory(1).unwrap().region(c).unwrap().words()[0]
+            .store(5, std::sync::atomic::Ordering::Relaxed);
+        let r = cache
+            .region(&h, 1, a)
+            .expect("the id resolves to the new region");
+        assert_eq!(r.words()[0].load(std::sync::atomic::Ordering::Relaxed), 5);
+        assert!(cache.region(&h, 1, b).is_err(), "b is not registered again");
         assert_eq!(h.memory(1).unwrap().region_count(), 1);
     }
 

@@ -340,8 +340,8 @@ pub(crate) fn gone(machine: MachineId, region: RegionId) -> FabricError {
 #[derive(Debug)]
 pub struct MachineMemory {
     id: MachineId,
-    /// By id; `None` for a region dropped by a crash. Ids are never reused,
-    /// so an id of an incarnation that crashed never reaches a new region.
+    /// By id, in registration order (a crash empties it: the restarted
+    /// machine registers from id 0 again, as a restarted TCP node does).
     regions: RwLock<Vec<Option<Arc<Region>>>>,
     /// Crashes so far: ports and posted requests remember it, so that those
     /// of an incarnation that ended fail instead of acting on the new one.
@@ -388,8 +388,7 @@ impl MachineMemory {
         }
         if regions.len() >= u16::MAX as usize {
             return Err(FabricError::Config(format!(
-                "machine {} has {} region ids, the most there are (ids are not reused after a \
-                 crash): register fewer regions per incarnation",
+                "machine {} has {} region ids, the most there are: register fewer regions",
                 self.id,
                 regions.len()
             )));
@@ -428,6 +427,8 @@ impl MachineMemory {
         match regions.get(region.0 as usize) {
             Some(Some(r)) => Ok(Arc::clone(r)),
             Some(None) => Err(gone(self.id, region)),
+            // Crashed and not restarted yet: the machine is down.
+            None if regions.is_empty() && self.incarnation() > 0 => Err(gone(self.id, region)),
             None => Err(FabricError::NoSuchRegion {
                 machine: self.id,
                 region: region.to_string(),
@@ -448,13 +449,17 @@ impl MachineMemory {
     }
 
     /// The machine crashed: every region is dropped (marked gone, so a port
-    /// still holding one fails; unmapped when the last holder lets go), its
-    /// ids stay taken, the inbox and its messages are dropped, and the waker
-    /// forgotten. The machine registers regions again when it restarts.
+    /// still holding one fails; unmapped when the last holder lets go), the
+    /// inbox and its messages are dropped, and the waker forgotten. The
+    /// machine registers regions again when it restarts, from id 0, as a
+    /// restarted TCP node does: an id names the region of the incarnation
+    /// that registered it, and a peer reaches the new one only once its
+    /// fencing admits it (it knows the new epoch, so it has run Pragh 5 for
+    /// the old one).
     pub(crate) fn crash(&self) {
         let dropped: Vec<Arc<Region>> = {
             let mut regions = self.regions.write().unwrap_or_else(|e| e.into_inner());
-            let dropped: Vec<Arc<Region>> = regions.iter_mut().filter_map(Option::take).collect();
+            let dropped: Vec<Arc<Region>> = regions.drain(..).flatten().collect();
             for r in &dropped {
                 r.gone.store(true, std::sync::atomic::Ordering::Release);
             }

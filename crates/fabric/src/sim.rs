@@ -88,8 +88,11 @@
 //! [`SimFabric::crash`] is a machine's process dying. Its regions are
 //! dropped and marked gone: an operation on one fails with
 //! `PeerUnavailable` from any port, also from one whose region cache still
-//! holds it, and ids are never reused, so an old id never reaches a new
-//! region. Lookups by name fail until the machine registers again. Its inbox
+//! holds it, until the restarted machine registers regions again: from id 0,
+//! as a restarted TCP node does, so a peer's address into the old memory
+//! names the new one; what keeps a peer from using it is fencing (a peer
+//! that does not know the new epoch is refused, so it has run Pragh 5 for
+//! the old incarnation first), as on TCP. Lookups by name fail until the machine registers again. Its inbox
 //! and the messages in it are dropped. Requests posted to it and not yet
 //! applied fail when their port comes to them (they were lost with its
 //! memory). Its ports, the dead process's, fail every operation, and its
