@@ -5,17 +5,19 @@
 //!
 //! **Where records are written.** Updates of a vertex are serialised at its
 //! home (Pragh 4.3: vertex ops run at the home under its update lock, part
-//! ops wherever the part is held). So the home logs, for every update it
-//! acknowledges, the vertex's *whole new adjacency list*, read back after
-//! the update was applied, wherever its value lives. Replaying "the last
-//! list logged for each vertex" rebuilds every value the server is home of,
-//! and puts it back at home, whether it had been migrated or not.
+//! ops wherever the part is held). So the home logs, for every update, the
+//! vertex's *whole new adjacency list*, computed from the list it reads
+//! under the vertex's stripe lock, and applies the update only once the
+//! record is durable: no reader, local or one-sided, ever sees a change
+//! that a crash could lose. Replaying "the last list logged for each
+//! vertex" rebuilds every value the server is home of, and puts it back at
+//! home, whether it had been migrated or not.
 //!
 //! ```text
 //!  client ─PUT/INSERT_EDGE/DELETE_EDGE v─▶ home(v)
-//!     lock stripe(v) ─▶ apply (store) ─▶ read v's list ─▶ append record ─▶ unlock
-//!     wait until the record is durable (flusher: one write + one fdatasync per group)
-//!     ─▶ reply
+//!     lock stripe(v) ─▶ read v's list ─▶ its new list ─▶ append record
+//!     ─▶ wait until durable (flusher: one write + one fdatasync per group)
+//!     ─▶ apply (store) ─▶ unlock ─▶ reply
 //! ```
 //!
 //! Record and checkpoint entry payloads (inside `locus-wal` frames), explicit
@@ -31,14 +33,18 @@
 //! all its new lists, so a batch is replayed whole or not at all.
 //!
 //! Invariants:
-//! - D1: an update is acknowledged only after a record holding the vertex's
-//!   list as of that update (or later) is durable (`sync = "always"`) or
-//!   written (`"interval"`). With durability on, a server refuses updates of
-//!   vertices it does not home (WRONG_HOME): only the home logs. An update
-//!   applied whose new list cannot be read back (its holder died right
-//!   after the write) is answered with an error, never acknowledged.
+//! - D1: an update is applied (so seen by any reader) and acknowledged only
+//!   after a record holding the vertex's list as of that update is durable
+//!   (`sync = "always"`) or written (`"interval"`). With durability on, a
+//!   server refuses updates of vertices it does not home (WRONG_HOME): only
+//!   the home logs. An update whose record is durable but whose apply fails
+//!   is answered with an error (in doubt): it takes effect at the latest
+//!   when the log is replayed, and the vertex's next update logs its list
+//!   as memory has it. (The log once followed memory: apply, read back,
+//!   log. The simulated cluster, `crates/node/tests/sim_cluster.rs`, found a
+//!   reader that saw an insert which a crash then lost.)
 //! - D2: for each vertex, records are appended in the order its updates
-//!   were applied: apply, read back and append happen under the vertex's
+//!   are applied: read, append, wait and apply happen under the vertex's
 //!   stripe lock, and every update of it runs at its home through here.
 //! - D3: a checkpoint rotates the log first, then reads each home vertex
 //!   under its stripe lock. A record in a segment below the rotation point
@@ -51,10 +57,9 @@
 //!   last is not put back). It runs before the client
 //!   listener opens, and puts every value back at home.
 //!
-//! A read may see an update whose record is not durable yet; if the server
-//! dies before the flush, that update is lost, but it was never acknowledged.
-//! An update that fails part-way still logs the list as it then is, so the
-//! log follows memory.
+//! A LOAD batch is logged and made durable whole before any of it is
+//! applied; if applying fails part-way, the batch is put back and the
+//! lists as they then are logged after it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};

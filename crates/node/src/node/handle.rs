@@ -13,7 +13,6 @@ use locus_fabric::counting::{Counting, Locality};
 use locus_fabric::{Fabric, FabricError, Fencing, Port};
 use locus_store::addr::Addr;
 use locus_store::{home_of, HopReads, KhopLimits, StoreError};
-use locus_wal::Lsn;
 
 use locus_store::Worker;
 
@@ -112,23 +111,14 @@ impl<F: Fabric + Fencing> Node<F> {
                 Err(e) if peer_error(&e) => self.neighbors(s, vertex, k),
                 r => r,
             },
-            Request::Put { vertex, ids } => self.update(s, vertex, |w| {
-                w.put(vertex, &ids).map(|()| (Reply::Put, true))
-            }),
-            Request::InsertEdge { vertex, neighbor } => self.update(s, vertex, |w| {
-                w.insert_edge(vertex, neighbor)
-                    .map(|c| (Reply::Changed(c), c))
-            }),
-            Request::DeleteEdge { vertex, neighbor } => self.update(s, vertex, |w| {
-                w.delete_edge(vertex, neighbor)
-                    .map(|c| (Reply::Changed(c), c))
-            }),
-            Request::DeleteVertex { vertex } => self.update(s, vertex, |w| {
-                w.delete_vertex(vertex).map(|list| {
-                    let changed = list.is_some();
-                    (Reply::Removed(list), changed)
-                })
-            }),
+            Request::Put { vertex, ids } => self.update(s, vertex, Edit::Put(ids)),
+            Request::InsertEdge { vertex, neighbor } => {
+                self.update(s, vertex, Edit::Insert(neighbor))
+            }
+            Request::DeleteEdge { vertex, neighbor } => {
+                self.update(s, vertex, Edit::Delete(neighbor))
+            }
+            Request::DeleteVertex { vertex } => self.update(s, vertex, Edit::Remove),
             Request::Khop { vertex, hops, k } => match self.khop(s, vertex, hops, k, deadline_ns) {
                 Err(e) if peer_error(&e) => self.khop(s, vertex, hops, k, deadline_ns),
                 r => r,
@@ -140,22 +130,20 @@ impl<F: Fabric + Fencing> Node<F> {
         r.unwrap_or_else(|e| self.store_error(&e))
     }
 
-    /// One vertex update. Without durability: `apply` as is. With it (see
-    /// `durable.rs`, D1 and D2): only at `v`'s home; `apply`, then `v`'s
-    /// new list read back and logged, under `v`'s stripe lock; the reply
-    /// waits until the record is durable. `apply` says whether it changed
-    /// anything: an unchanged list is not logged, but the reply still waits
-    /// for whatever was logged before (the answer may depend on it). An
-    /// update applied whole whose list cannot be read back is answered with
-    /// an error: in doubt, never acknowledged unlogged ([`to_log`]).
-    fn update(
-        &self,
-        s: &mut Session<F>,
-        v: u32,
-        apply: impl FnOnce(&mut Worker<Counting<F>>) -> locus_store::Result<(Reply, bool)>,
-    ) -> locus_store::Result<Reply> {
+    /// One vertex update. Without durability: applied as is. With it (see
+    /// `durable.rs`, D1 and D2), only at `v`'s home, under `v`'s stripe
+    /// lock: `v`'s list is read, the edit's new list (or removal) logged and
+    /// made durable, and only then applied, so no reader ever sees a change
+    /// a crash could lose (the simulated cluster found a read of an insert
+    /// that a crash then lost when the log followed memory). An edit that
+    /// changes nothing logs nothing, but its reply still waits for whatever
+    /// was logged before (the answer may depend on it). A record that cannot
+    /// be made durable is answered with an error, and nothing is applied; an
+    /// edit that fails after its record is durable is answered with an error
+    /// (in doubt: it takes effect at the latest when the log is replayed).
+    fn update(&self, s: &mut Session<F>, v: u32, edit: Edit) -> locus_store::Result<Reply> {
         let Some(d) = &self.durable else {
-            return apply(s.worker(self)?).map(|(r, _)| r);
+            return edit.apply(s.worker(self)?, v);
         };
         let home = home_of(v, self.machines);
         if home != self.me {
@@ -164,40 +152,37 @@ impl<F: Fabric + Fencing> Node<F> {
                 format!("vertex {v} is homed on server {home}; with [durability] updates go to the home, which logs them"),
             ));
         }
-        let (result, logged) = {
-            let w = s.worker(self)?;
-            let _stripe = d.lock(v, &mut || w.relax());
-            let result = apply(w);
-            let outcome = match &result {
-                Ok((_, false)) => Applied::Unchanged,
-                Ok((_, true)) => Applied::Changed,
-                Err(_) => Applied::FailedPartWay,
-            };
-            let logged: std::result::Result<Lsn, String> = match to_log(outcome, || w.get(v)) {
-                ToLog::Nothing => Ok(d.last_lsn()),
-                ToLog::List(list) => d
-                    .log([(v, list.as_slice())].into_iter())
-                    .map_err(|e| e.to_string()),
-                ToLog::Removed => d.log_removed(&[v]).map_err(|e| e.to_string()),
-                ToLog::Refuse(why) => Err(why),
-                ToLog::Unreadable(e) => {
-                    tracing::warn!(
-                        server = self.me,
-                        vertex = v,
-                        "cannot read back a vertex whose update failed part-way to log it: {e}"
-                    );
-                    Ok(d.last_lsn())
-                }
-            };
-            (result, logged)
+        let w = s.worker(self)?;
+        let _stripe = d.lock(v, &mut || w.relax());
+        let current = w.get(v)?;
+        let (new, reply) = edit.outcome(current);
+        let logged = match &new {
+            None => Ok(d.last_lsn()),
+            Some(Some(list)) => d.log([(v, list.as_slice())].into_iter()),
+            Some(None) => d.log_removed(&[v]),
         };
-        if let Err(e) = logged.and_then(|lsn| d.wait(lsn).map_err(|e| e.to_string())) {
+        if let Err(e) = logged.and_then(|lsn| d.wait(lsn)) {
             return Ok(self.error(
                 ErrorCode::Internal,
-                format!("vertex {v}: the update was applied but could not be made durable ({e}); it is not acknowledged"),
+                format!(
+                    "vertex {v}: the update could not be made durable ({e}); nothing was applied"
+                ),
             ));
         }
-        result.map(|(r, _)| r)
+        if new.is_none() {
+            return Ok(reply);
+        }
+        match edit.apply(w, v) {
+            Ok(r) if r == reply => Ok(r),
+            Ok(r) => Err(locus_store::StoreError::Config(format!(
+                "vertex {v}: the update answered {r:?} where its logged outcome is {reply:?}: \
+                 an update of it bypassed its home's stripe lock"
+            ))),
+            Err(e) => Ok(self.error(
+                code_of(&e),
+                format!("vertex {v}: the update is logged but applying it failed ({e}); it takes effect when the log is replayed"),
+            )),
+        }
     }
 
     fn unknown(&self, v: u32) -> Reply {
@@ -375,6 +360,17 @@ impl<F: Fabric + Fencing> Node<F> {
         ) {
             return Ok(r);
         }
+        // Logged and durable before it is applied (D1: no reader sees a
+        // batch a crash could lose).
+        if let Some(d) = &self.durable {
+            let logged = d.log(plan.iter().map(|(v, _, m)| (*v, m.as_slice())));
+            if let Err(e) = logged.and_then(|lsn| d.wait(lsn)) {
+                return Ok(self.error(
+                    ErrorCode::Internal,
+                    format!("the batch could not be made durable ({e}); nothing applied"),
+                ));
+            }
+        }
         let w = s.worker(self)?;
         for (i, (v, _, merged)) in plan.iter().enumerate() {
             if let Err(e) = w.put(*v, merged) {
@@ -389,9 +385,9 @@ impl<F: Fabric + Fencing> Node<F> {
                         }
                     }
                 }
-                if undo_failed.is_some() {
-                    self.log_current(w, plan[..i].iter().map(|(u, _, _)| *u));
-                }
+                // The log holds the whole batch: log the lists as they now
+                // are, so that a replay ends where memory is.
+                self.log_current(w, plan.iter().map(|(u, _, _)| *u));
                 let what = match undo_failed {
                     None => format!("applying vertex {v} failed: {e}; the {undone} vertices already changed were put back, nothing of the batch remains"),
                     Some(f) => format!("applying vertex {v} failed: {e}; putting back the batch also failed ({f}): {undone} of {i} vertices were restored"),
@@ -399,16 +395,7 @@ impl<F: Fabric + Fencing> Node<F> {
                 return Ok(self.error(code_of(&e), what));
             }
         }
-        if let Some(d) = &self.durable {
-            let logged = d.log(plan.iter().map(|(v, _, m)| (*v, m.as_slice())));
-            drop(_stripes);
-            if let Err(e) = logged.and_then(|lsn| d.wait(lsn)) {
-                return Ok(self.error(
-                    ErrorCode::Internal,
-                    format!("the batch was applied but could not be made durable ({e}); it is not acknowledged"),
-                ));
-            }
-        }
+        drop(_stripes);
         let changed: HashSet<u32> = plan.iter().map(|(v, _, _)| *v).collect();
         Ok(Reply::Load {
             vertices: plan.len() as u32,
@@ -417,9 +404,10 @@ impl<F: Fabric + Fencing> Node<F> {
         })
     }
 
-    /// After a LOAD that could not be put back whole: logs the lists of
-    /// `vertices` as they now are, so the log follows memory (best effort:
-    /// nothing of it is acknowledged). Called under every stripe lock.
+    /// After a LOAD that failed part-way: logs the lists of `vertices` as
+    /// they now are (a vertex with no entry as removed), so a replay ends
+    /// where memory is (best effort: nothing of it is acknowledged). Called
+    /// under every stripe lock.
     fn log_current(&self, w: &mut Worker<Counting<F>>, vertices: impl Iterator<Item = u32>) {
         let Some(d) = &self.durable else {
             return;
@@ -472,54 +460,49 @@ impl<F: Fabric + Fencing> Node<F> {
     }
 }
 
-/// What an update did, for [`to_log`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Applied {
-    /// Nothing changed: nothing to log.
-    Unchanged,
-    /// Applied whole.
-    Changed,
-    /// Failed, possibly after changing some parts.
-    FailedPartWay,
+/// A vertex update, as the home applies and logs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Edit {
+    Put(Vec<u32>),
+    Insert(u32),
+    Delete(u32),
+    Remove,
 }
 
-/// What to log after an update (D1 in `durable.rs`).
-#[derive(Debug, PartialEq, Eq)]
-enum ToLog {
-    /// Nothing (wait for what was logged before).
-    Nothing,
-    /// The vertex's list as it now is.
-    List(Vec<u32>),
-    /// The vertex has no entry now (it was removed).
-    Removed,
-    /// An applied update whose list cannot be read back: answer with an
-    /// error, never acknowledge it unlogged (it is in doubt, like any
-    /// update whose reply is lost).
-    Refuse(String),
-    /// A failed update whose list cannot be read back: it is answered with
-    /// its own error anyway; logged as a warning.
-    Unreadable(String),
-}
+/// What an edit leaves: `None` if nothing changes, else the new list
+/// (`None` for a vertex removed).
+type NewList = Option<Option<Vec<u32>>>;
 
-/// Decides what an update logs. The list is read back (`read_back`) after
-/// a change or a part-way failure. An applied update whose list cannot be
-/// read back (its holder died right after the write) was once acknowledged
-/// unlogged here, and so lost across the holder's death: the kill -9 test
-/// in `crates/cli/tests/durable_processes.rs` found it.
-fn to_log(
-    applied: Applied,
-    read_back: impl FnOnce() -> locus_store::Result<Option<Vec<u32>>>,
-) -> ToLog {
-    if applied == Applied::Unchanged {
-        return ToLog::Nothing;
+impl Edit {
+    /// Applies the edit through the store.
+    fn apply<F: Fabric>(&self, w: &mut Worker<F>, v: u32) -> locus_store::Result<Reply> {
+        Ok(match self {
+            Edit::Put(ids) => w.put(v, ids).map(|()| Reply::Put)?,
+            Edit::Insert(u) => Reply::Changed(w.insert_edge(v, *u)?),
+            Edit::Delete(u) => Reply::Changed(w.delete_edge(v, *u)?),
+            Edit::Remove => Reply::Removed(w.delete_vertex(v)?),
+        })
     }
-    match read_back() {
-        Ok(Some(list)) => ToLog::List(list),
-        Ok(None) => ToLog::Removed,
-        Err(e) if applied == Applied::Changed => ToLog::Refuse(format!(
-            "its new list could not be read back to log it: {e}"
-        )),
-        Err(e) => ToLog::Unreadable(e.to_string()),
+
+    /// The list this edit makes of `current` (as the store's op does:
+    /// inserts append, deletes remove every occurrence), and the reply.
+    fn outcome(&self, current: Option<Vec<u32>>) -> (NewList, Reply) {
+        match (self, current) {
+            (Edit::Put(ids), _) => (Some(Some(ids.clone())), Reply::Put),
+            (Edit::Insert(u), None) => (Some(Some(vec![*u])), Reply::Changed(true)),
+            (Edit::Insert(u), Some(l)) if l.contains(u) => (None, Reply::Changed(false)),
+            (Edit::Insert(u), Some(mut l)) => {
+                l.push(*u);
+                (Some(Some(l)), Reply::Changed(true))
+            }
+            (Edit::Delete(u), Some(l)) if l.contains(u) => {
+                let l: Vec<u32> = l.into_iter().filter(|x| x != u).collect();
+                (Some(Some(l)), Reply::Changed(true))
+            }
+            (Edit::Delete(_), _) => (None, Reply::Changed(false)),
+            (Edit::Remove, None) => (None, Reply::Removed(None)),
+            (Edit::Remove, Some(l)) => (Some(None), Reply::Removed(Some(l))),
+        }
     }
 }
 
@@ -535,35 +518,34 @@ fn peer_error(e: &StoreError) -> bool {
 mod tests {
     use super::*;
 
-    fn down() -> locus_store::Result<Option<Vec<u32>>> {
-        Err(StoreError::Fabric(FabricError::PeerUnavailable {
-            machine: 1,
-            reason: "killed".into(),
-        }))
-    }
-
     #[test]
-    fn an_applied_update_whose_list_cannot_be_read_back_is_refused_not_acknowledged() {
-        assert!(matches!(to_log(Applied::Changed, down), ToLog::Refuse(w) if w.contains("killed")));
-        assert!(matches!(
-            to_log(Applied::FailedPartWay, down),
-            ToLog::Unreadable(_)
-        ));
+    fn an_edit_predicts_the_store_ops_list_and_reply() {
+        let l = |x: &[u32]| Some(x.to_vec());
         assert_eq!(
-            to_log(Applied::Changed, || Ok(Some(vec![1, 2]))),
-            ToLog::List(vec![1, 2])
+            Edit::Insert(3).outcome(l(&[1, 2])),
+            (Some(l(&[1, 2, 3])), Reply::Changed(true))
         );
         assert_eq!(
-            to_log(Applied::FailedPartWay, || Ok(Some(vec![3]))),
-            ToLog::List(vec![3])
+            Edit::Insert(2).outcome(l(&[1, 2])),
+            (None, Reply::Changed(false))
         );
         assert_eq!(
-            to_log(Applied::Unchanged, || panic!("not read back")),
-            ToLog::Nothing
+            Edit::Insert(2).outcome(None),
+            (Some(l(&[2])), Reply::Changed(true))
         );
-        // A change that leaves no entry is a removal: logged as one, or a
-        // restart would bring the vertex back.
-        assert_eq!(to_log(Applied::Changed, || Ok(None)), ToLog::Removed);
-        assert_eq!(to_log(Applied::FailedPartWay, || Ok(None)), ToLog::Removed);
+        assert_eq!(
+            Edit::Delete(2).outcome(l(&[2, 1, 2])),
+            (Some(l(&[1])), Reply::Changed(true))
+        );
+        assert_eq!(Edit::Delete(2).outcome(None), (None, Reply::Changed(false)));
+        assert_eq!(Edit::Remove.outcome(None), (None, Reply::Removed(None)));
+        assert_eq!(
+            Edit::Remove.outcome(l(&[4])),
+            (Some(None), Reply::Removed(l(&[4])))
+        );
+        assert_eq!(
+            Edit::Put(vec![9]).outcome(None),
+            (Some(l(&[9])), Reply::Put)
+        );
     }
 }

@@ -26,6 +26,7 @@ impl<F: Fabric> Worker<F> {
         replica_ok: bool,
     ) -> Result<Option<(Slot, Addr)>> {
         let mut retries = 0;
+        let mut first_retry_ns = None;
         loop {
             let Some(slot) = self.locate(key, replica_ok)? else {
                 return Ok(None);
@@ -46,7 +47,20 @@ impl<F: Fabric> Worker<F> {
             // a cached address and look the key up again.
             self.forget_invalid(key, &slot, addr);
             retries += 1;
-            if retries >= READ_RETRIES_MAX {
+            // A migration whose target died between invalidating the old copy
+            // and publishing the new one (F5 in `recover.rs`) never ends: only
+            // Pragh 5 at the home repairs it, and that needs the update lock
+            // an updater spinning here may hold. So a value invalid for
+            // longer than two reclaim leases (a migration takes microseconds)
+            // is an error, on the fabric's clock, not only after many retries.
+            let now = self.port.now_ns();
+            let since = *first_retry_ns.get_or_insert(now);
+            let stall_ns = self
+                .shared
+                .config
+                .reclaim_lease_ms
+                .saturating_mul(2_000_000);
+            if retries >= READ_RETRIES_MAX || now.saturating_sub(since) > stall_ns {
                 return Err(StoreError::Contention {
                     key: key.0,
                     retries,

@@ -48,7 +48,16 @@ impl<F: Fabric> Worker<F> {
             let (free, r) = scanner.round(now, &blocks, &referenced, &excluded);
             return Ok(self.free_scanned(scanner, free, r));
         };
-        let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+        // Held by a collection across its fabric operations: spin through
+        // `relax`, never block (a simulation runs one actor at a time, and
+        // would hang on a lock its holder cannot run to release).
+        let mut guard = loop {
+            match slot.try_lock() {
+                Ok(g) => break g,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => self.port.relax(),
+            }
+        };
         if guard.is_none() {
             let (region, layout) = crate::reclaim::lookup(&shared.fabric, me)?;
             let config = CollectorConfig {
