@@ -524,16 +524,16 @@ impl Port for LocalPort {
     fn execute(&mut self, wr: WorkRequest) -> Result<Output> {
         let bytes = wr.verb.payload_bytes();
         let target = wr.target;
-        let out = self.admit(target).and_then(|()| {
-            self.regions.apply(
-                &self.inner.hosted,
-                self.machine,
-                target,
-                wr.region,
-                wr.offset,
-                wr.verb,
-            )
-        });
+        // Refused at once, as the synchronous verbs are (no modelled time).
+        self.admit(target)?;
+        let out = self.regions.apply(
+            &self.inner.hosted,
+            self.machine,
+            target,
+            wr.region,
+            wr.offset,
+            wr.verb,
+        );
         if self.is_remote(target) {
             let mut ready = self.inner.reserve(self.machine, bytes);
             if wr.fence {
