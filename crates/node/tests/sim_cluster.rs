@@ -450,7 +450,7 @@ fn service(f: &SimFabric, s: &Shared, m: MachineId, clients: usize) {
         }
         let served = w.serve();
         let _ = w.collect_garbage();
-        if rounds % CHECKPOINT_EVERY == 0 {
+        if rounds.is_multiple_of(CHECKPOINT_EVERY) {
             match node.checkpoint(w) {
                 Ok(Some(_)) => cov.checkpoints += 1,
                 Ok(None) => {}

@@ -1,7 +1,7 @@
 //! Prometheus metrics: the `metrics` facade with its Prometheus exporter's
 //! recorder, rendered on `GET /metrics` by a small HTTP/1.1 responder on the
 //! configured (loopback by default) address. Counters and histograms are
-//! recorded where things happen (`conn.rs`, `ops.rs`, the control link);
+//! recorded where things happen (`conn.rs`, the node's `handle.rs`, the control link);
 //! gauges that are cheaper to read than to keep (fabric counters, cache hit
 //! rate, reclaim backlog) are set from the store just before each render.
 //!
