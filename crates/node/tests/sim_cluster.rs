@@ -10,9 +10,10 @@
 //! lease while it runs on (fenced: N1); the survivors take the membership
 //! event (Pragh 5: mark it down, reload what it held from their logs),
 //! the node restarts from its disk (N3), rejoins at a newer epoch, and the
-//! survivors forget it again. The simulated membership is the nemesis
-//! itself: it hands each node the events a server's membership watch
-//! hands it, through the same [`Node::on_peer_event`].
+//! survivors forget it again. The simulated membership queues, per node,
+//! the events a server's etcd watch delivers (down at the old epoch, up at
+//! the new one); each node's member actor takes them in order, between
+//! other operations, and hands them to the same [`Node::on_peer_event`].
 //!
 //! One seed decides every interleaving, every clock reading, every flush of
 //! a log (the logs flush in the calling actor, `locus_wal::Flusher::Caller`)
@@ -145,6 +146,11 @@ struct Shared {
     stats: DriverStats,
     /// What each client and the nemesis is doing (shown when a run fails).
     doing: Mutex<Vec<String>>,
+    /// The simulated membership: per machine, the events its watch has not
+    /// delivered yet (in order), with the keys the coordinator's record
+    /// names for a dead peer; each node's member actor takes them in turn.
+    watch: Vec<Mutex<VecDeque<(PeerEvent, Vec<Key>)>>>,
+    nemesis_done: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -516,7 +522,7 @@ fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         }
     }
     // The survivors learn it is down (a lease later, as etcd tells them),
-    // one by one, in the watch's order.
+    // each from its own watch (its member actor).
     wait(&mut port, &mut rng, 200);
     let recorded: Vec<Key> = s
         .record
@@ -527,19 +533,14 @@ fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         .map(|(k, _)| *k)
         .collect();
     for m in (0..MACHINES as MachineId).filter(|&m| m != victim) {
-        s.doing(me, format!("{fault:?} of m{victim}: m{m} handles it down"));
-        if let Some((node, _)) = s.node(m) {
-            if let Err(e) = node.on_peer_event(
-                PeerEvent::Down {
-                    machine: victim,
-                    epoch: old_epoch,
-                },
-                &recorded,
-            ) {
-                panic!("seed {}: m{m} after m{victim} died: {e}", s.seed);
-            }
-        }
-        wait(&mut port, &mut rng, 50);
+        let down = PeerEvent::Down {
+            machine: victim,
+            epoch: old_epoch,
+        };
+        s.watch[m as usize]
+            .lock()
+            .unwrap()
+            .push_back((down, recorded.clone()));
     }
     if fault == Fault::LeaseLost {
         // Then it runs a while fenced, and is killed (its supervisor saw
@@ -568,21 +569,41 @@ fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     }
     cov.restarts += 1;
     for m in (0..MACHINES as MachineId).filter(|&m| m != victim) {
-        s.doing(me, format!("{fault:?} of m{victim}: m{m} handles it up"));
+        let up = PeerEvent::Up {
+            machine: victim,
+            epoch,
+        };
+        s.watch[m as usize]
+            .lock()
+            .unwrap()
+            .push_back((up, Vec::new()));
+    }
+    s.doing(me, format!("{fault:?} of m{victim}: done"));
+    s.nemesis_done.store(true, Ordering::Release);
+    s.coverage.lock().unwrap().add(&cov);
+}
+
+/// A node's end of the simulated membership: takes the events its watch
+/// delivers, in order, each when this actor's turn comes (so survivors
+/// learn of a death at different moments, between other operations), and
+/// hands them to [`Node::on_peer_event`] as a server's etcd watch does.
+fn member(f: &SimFabric, s: &Shared, m: MachineId) {
+    let mut port = f.port(m).expect("a port");
+    loop {
+        let next = s.watch[m as usize].lock().unwrap().pop_front();
+        let Some((event, recorded)) = next else {
+            if s.nemesis_done.load(Ordering::Acquire) {
+                return;
+            }
+            port.relax();
+            continue;
+        };
         if let Some((node, _)) = s.node(m) {
-            if let Err(e) = node.on_peer_event(
-                PeerEvent::Up {
-                    machine: victim,
-                    epoch,
-                },
-                &[],
-            ) {
-                panic!("seed {}: m{m} after m{victim} rejoined: {e}", s.seed);
+            if let Err(e) = node.on_peer_event(event, &recorded) {
+                panic!("seed {}: m{m} on {event:?}: {e}", s.seed);
             }
         }
     }
-    s.doing(me, format!("{fault:?} of m{victim}: done"));
-    s.coverage.lock().unwrap().add(&cov);
 }
 
 /// The coordinator's record, in memory: persisting is pushing.
@@ -722,6 +743,8 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
         results: Mutex::new(Vec::new()),
         stats: DriverStats::default(),
         doing: Mutex::new(vec![String::new(); MACHINES * CLIENTS_PER_NODE + 1]),
+        watch: (0..MACHINES).map(|_| Mutex::new(VecDeque::new())).collect(),
+        nemesis_done: std::sync::atomic::AtomicBool::new(false),
     };
     // Setup, outside the run: every node created first (each needs its
     // peers' regions to recover), then recovered, then the lists loaded.
@@ -791,6 +814,7 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
         let rng = fabric.rng(100 + m as u64);
         actors.push(Box::new(move |f: &SimFabric| migrator(f, s, m, rng)));
         actors.push(Box::new(move |f: &SimFabric| service(f, s, m, clients)));
+        actors.push(Box::new(move |f: &SimFabric| member(f, s, m)));
     }
     actors.push(Box::new(move |f: &SimFabric| coordinator(f, s, clients)));
     let rng = fabric.rng(999);
