@@ -28,20 +28,21 @@
 //! `LOCUS_SIM_SEED=N` replays one seed; `LOCUS_SIM_SEEDS=K` runs K seeds
 //! (default [`SEEDS_DEFAULT`]); a failure starts with `seed N:`.
 
+#[path = "sim_cluster/coordinator.rs"]
+mod coordinator;
 #[path = "../../store/tests/common/history.rs"]
 mod history;
+#[path = "sim_cluster/nemesis.rs"]
+mod nemesis;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use history::{check_all, Call, Event, Ret};
 use locus_client::proto::{ErrorCode, Reply, Request};
-use locus_coordinator::dispatch::{self, Dispatch, Persist};
 use locus_coordinator::executor::Executor;
-use locus_coordinator::monitor::Monitor;
-use locus_coordinator::policy::{Action, Coordinator, Event as PolicyEvent, PolicyConfig};
+use locus_coordinator::policy::{Event as PolicyEvent, PolicyConfig};
 use locus_coordinator::DriverStats;
 use locus_fabric::sim::{Actor, Sim, SimConfig, SimFabric, SimRng};
 use locus_fabric::{Fabric, Fencing, MachineId, Port};
@@ -117,6 +118,10 @@ enum Fault {
     LeaseLost,
 }
 
+/// An event a node's watch delivers, with the keys the coordinator's record
+/// names for a dead peer.
+type Notice = (PeerEvent, Vec<Key>);
+
 /// One machine's slot: the node serving now, and its incarnation.
 struct Slot {
     node: Mutex<Option<Arc<Node<SimFabric>>>>,
@@ -149,7 +154,7 @@ struct Shared {
     /// The simulated membership: per machine, the events its watch has not
     /// delivered yet (in order), with the keys the coordinator's record
     /// names for a dead peer; each node's member actor takes them in turn.
-    watch: Vec<Mutex<VecDeque<(PeerEvent, Vec<Key>)>>>,
+    watch: Vec<Mutex<VecDeque<Notice>>>,
     nemesis_done: std::sync::atomic::AtomicBool,
 }
 
@@ -474,245 +479,6 @@ fn service(f: &SimFabric, s: &Shared, m: MachineId, clients: usize) {
     s.coverage.lock().unwrap().add(&cov);
 }
 
-/// The nemesis and the simulated membership: one fault on one node.
-fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
-    let victim = rng.below(MACHINES as u64) as MachineId;
-    let fault = match rng.below(4) {
-        0 => Fault::Crash(Crash::ProcessCrash),
-        1 => Fault::Crash(Crash::PowerLoss),
-        2 => Fault::Crash(Crash::PowerLossTorn {
-            seed: rng.next_u64(),
-        }),
-        _ => Fault::LeaseLost,
-    };
-    let other = (victim + 1) % MACHINES as MachineId;
-    let mut port = f.port(other).expect("a port");
-    let wait = |port: &mut <SimFabric as Fabric>::Port, rng: &mut SimRng, n: u64| {
-        for _ in 0..rng.below(n) {
-            port.relax();
-        }
-    };
-    wait(&mut port, &mut rng, 300);
-    let old_epoch = s.epochs.lock().unwrap()[victim as usize];
-    let mut cov = Coverage::default();
-    let me = MACHINES * CLIENTS_PER_NODE;
-    s.doing(me, format!("{fault:?} of m{victim}"));
-    let kill = |s: &Shared, how: Crash| {
-        // The process is gone: its replies are lost, its memory dropped, its
-        // disk keeps what this crash keeps.
-        let slot = &s.slots[victim as usize];
-        slot.generation.fetch_add(1, Ordering::AcqRel);
-        *slot.node.lock().unwrap() = None;
-        s.fabric.crash(victim).expect("crash");
-        let mut disk = slot.disk.lock().unwrap();
-        *disk = disk.crash(how);
-    };
-    match fault {
-        Fault::Crash(how) => {
-            kill(s, how);
-            cov.crashes += 1;
-        }
-        Fault::LeaseLost => {
-            // Its lease ended: it learns so on its own clock, and must
-            // answer nobody from now on (N1), though it runs on.
-            if let Some((node, _)) = s.node(victim) {
-                node.fence().expect("fence");
-            }
-            cov.fenced += 1;
-        }
-    }
-    // The survivors learn it is down (a lease later, as etcd tells them),
-    // each from its own watch (its member actor).
-    wait(&mut port, &mut rng, 200);
-    let recorded: Vec<Key> = s
-        .record
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(_, to)| *to == victim)
-        .map(|(k, _)| *k)
-        .collect();
-    for m in (0..MACHINES as MachineId).filter(|&m| m != victim) {
-        let down = PeerEvent::Down {
-            machine: victim,
-            epoch: old_epoch,
-        };
-        s.watch[m as usize]
-            .lock()
-            .unwrap()
-            .push_back((down, recorded.clone()));
-    }
-    if fault == Fault::LeaseLost {
-        // Then it runs a while fenced, and is killed (its supervisor saw
-        // the fence) and restarted.
-        wait(&mut port, &mut rng, 200);
-        kill(s, Crash::ProcessCrash);
-    }
-    wait(&mut port, &mut rng, 100);
-    let epoch = old_epoch + 1;
-    s.epochs.lock().unwrap()[victim as usize] = epoch;
-    s.doing(me, format!("{fault:?} of m{victim}: restarting it"));
-    let node = s
-        .start_node(victim, epoch)
-        .unwrap_or_else(|e| panic!("seed {}: restart: {e}", s.seed));
-    for m in (0..MACHINES as MachineId).filter(|&m| m != victim) {
-        node.store()
-            .fabric()
-            .inner()
-            .set_peer_epoch(victim, m, s.epochs.lock().unwrap()[m as usize])
-            .expect("peer epoch");
-    }
-    {
-        let slot = &s.slots[victim as usize];
-        *slot.node.lock().unwrap() = Some(node);
-        slot.generation.fetch_add(1, Ordering::AcqRel);
-    }
-    cov.restarts += 1;
-    for m in (0..MACHINES as MachineId).filter(|&m| m != victim) {
-        let up = PeerEvent::Up {
-            machine: victim,
-            epoch,
-        };
-        s.watch[m as usize]
-            .lock()
-            .unwrap()
-            .push_back((up, Vec::new()));
-    }
-    s.doing(me, format!("{fault:?} of m{victim}: done"));
-    s.nemesis_done.store(true, Ordering::Release);
-    s.coverage.lock().unwrap().add(&cov);
-}
-
-/// A node's end of the simulated membership: takes the events its watch
-/// delivers, in order, each when this actor's turn comes (so survivors
-/// learn of a death at different moments, between other operations), and
-/// hands them to [`Node::on_peer_event`] as a server's etcd watch does.
-fn member(f: &SimFabric, s: &Shared, m: MachineId) {
-    let mut port = f.port(m).expect("a port");
-    loop {
-        let next = s.watch[m as usize].lock().unwrap().pop_front();
-        let Some((event, recorded)) = next else {
-            if s.nemesis_done.load(Ordering::Acquire) {
-                return;
-            }
-            port.relax();
-            continue;
-        };
-        if let Some((node, _)) = s.node(m) {
-            if let Err(e) = node.on_peer_event(event, &recorded) {
-                panic!("seed {}: m{m} on {event:?}: {e}", s.seed);
-            }
-        }
-    }
-}
-
-/// The coordinator's record, in memory: persisting is pushing.
-struct SimRecord<'a>(&'a Shared);
-
-impl Persist for SimRecord<'_> {
-    type Error = String;
-    fn persist_approvals(&self, actions: &[Action]) -> Result<(), (String, Vec<PolicyEvent>)> {
-        let mut r = self.0.record.lock().unwrap();
-        for a in actions {
-            if let Action::Persist { key, target } = a {
-                r.push((*key, *target));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Hands approved migrations to the target's executor; tracks and
-/// collects on the holder's tracker, as the in-process driver does.
-struct SimJobs<'a> {
-    s: &'a Shared,
-    now_ms: u64,
-    tracking_since: Vec<u64>,
-    approved: u64,
-}
-
-impl Dispatch<String> for SimJobs<'_> {
-    fn dispatch(&mut self, actions: Vec<Action>, next: &mut Vec<PolicyEvent>) {
-        for a in actions {
-            match a {
-                Action::Migrate { key, to, .. } => {
-                    self.approved += 1;
-                    self.s.jobs[to as usize].lock().unwrap().push_back(key);
-                }
-                Action::Track { machine, keys } => {
-                    if let Some((node, _)) = self.s.node(machine) {
-                        if let Some(t) = node.store().tracker(machine) {
-                            let _ = t.install(keys);
-                            self.tracking_since[machine as usize] = self.now_ms;
-                        }
-                    }
-                }
-                Action::Collect { machine } => {
-                    if let Some((node, _)) = self.s.node(machine) {
-                        if let Some(t) = node.store().tracker(machine) {
-                            next.push(PolicyEvent::Tracked {
-                                machine,
-                                interval_ms: self
-                                    .now_ms
-                                    .saturating_sub(self.tracking_since[machine as usize]),
-                                counts: t.take(),
-                            });
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn persist_failed(&mut self, error: String) {
-        panic!("the in-memory record cannot fail: {error}");
-    }
-}
-
-/// The coordinator (Pragh 4.4): the nodes' monitors report their location
-/// caches' counts; the policy's approvals are persisted in the record,
-/// then handed to the targets' executors (persist-then-dispatch, the loop
-/// both real drivers run).
-fn coordinator(f: &SimFabric, s: &Shared, clients: usize) {
-    let cfg = policy();
-    let (interval_ms, count_min) = (cfg.interval_ms, cfg.report_count_min);
-    let mut c = Coordinator::new(cfg).expect("policy");
-    let mut port = f.port(0).expect("a port");
-    let start = Duration::from_nanos(f.now_ns());
-    let mut monitors: Vec<Monitor> = (0..MACHINES as MachineId)
-        .map(|m| Monitor::new_at(m, MACHINES, interval_ms, count_min, start))
-        .collect();
-    let mut jobs = SimJobs {
-        s,
-        now_ms: 0,
-        tracking_since: vec![0; MACHINES],
-        approved: 0,
-    };
-    let record = SimRecord(s);
-    let mut events = Vec::new();
-    while s.clients_done.load(Ordering::Acquire) < clients {
-        for _ in 0..20 {
-            port.relax();
-        }
-        let now = Duration::from_nanos(f.now_ns());
-        for m in 0..MACHINES as MachineId {
-            if let Some((node, _)) = s.node(m) {
-                if let Some(cache) = node.store().cache(m) {
-                    monitors[m as usize].poll_at(now, cache, &mut events);
-                }
-            }
-        }
-        events.append(&mut s.results.lock().unwrap());
-        for ev in events.drain(..) {
-            jobs.now_ms = f.now_ns() / 1_000_000;
-            let mut clock = || f.now_ns() / 1_000_000;
-            let _ = dispatch::step(&mut c, &mut clock, ev, &record, &mut jobs);
-        }
-    }
-    s.coverage.lock().unwrap().approved += jobs.approved;
-}
-
 fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
     let mut sim = Sim::new(SimConfig {
         machines: MACHINES,
@@ -814,11 +580,13 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
         let rng = fabric.rng(100 + m as u64);
         actors.push(Box::new(move |f: &SimFabric| migrator(f, s, m, rng)));
         actors.push(Box::new(move |f: &SimFabric| service(f, s, m, clients)));
-        actors.push(Box::new(move |f: &SimFabric| member(f, s, m)));
+        actors.push(Box::new(move |f: &SimFabric| nemesis::member(f, s, m)));
     }
-    actors.push(Box::new(move |f: &SimFabric| coordinator(f, s, clients)));
+    actors.push(Box::new(move |f: &SimFabric| {
+        coordinator::coordinator(f, s, clients)
+    }));
     let rng = fabric.rng(999);
-    actors.push(Box::new(move |f: &SimFabric| nemesis(f, s, rng)));
+    actors.push(Box::new(move |f: &SimFabric| nemesis::nemesis(f, s, rng)));
     let report = sim.run(actors).map_err(|failure| {
         let mut msg = failure.to_string();
         for (who, what) in shared.doing.lock().unwrap().iter().enumerate() {
