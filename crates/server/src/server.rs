@@ -387,13 +387,28 @@ fn checkpointer(s: &Shared) {
     let Some(interval) = s.node.checkpoint_interval() else {
         return;
     };
+    every(s, "checkpointer", interval, |w| {
+        if let Err(e) = s.node.checkpoint(w) {
+            tracing::error!(server = s.id, "checkpoint failed, will retry: {e}");
+        }
+    });
+}
+
+/// How often the checkpointer and the scan look at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(200);
+
+/// Runs `round` on a worker of this server every `interval` until it stops
+/// (the checkpointer, the value-region scan).
+fn every(
+    s: &Shared,
+    what: &str,
+    interval: Duration,
+    mut round: impl FnMut(&mut locus_store::Worker<ServerFabric>),
+) {
     let mut w = match s.store().worker(s.id) {
         Ok(w) => w,
         Err(e) => {
-            tracing::error!(
-                server = s.id,
-                "checkpointer: no worker ({e}); no checkpoints"
-            );
+            tracing::error!(server = s.id, "{what}: no worker ({e}); not running");
             return;
         }
     };
@@ -404,14 +419,9 @@ fn checkpointer(s: &Shared) {
             continue;
         }
         last = Instant::now();
-        if let Err(e) = s.node.checkpoint(&mut w) {
-            tracing::error!(server = s.id, "checkpoint failed, will retry: {e}");
-        }
+        round(&mut w);
     }
 }
-
-/// How often the checkpointer and the scan look at the stop flag.
-const STOP_POLL: Duration = Duration::from_millis(200);
 
 /// Starts the background value-region scan (Pragh 5; none if
 /// `recovery.scan_interval_ms` is 0): a round every interval.
@@ -422,28 +432,12 @@ fn start_scan(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
     }
     let s = Arc::clone(shared);
     let t = spawn(&format!("locus-scan-{}", s.id), move || {
-        let mut w = match s.store().worker(s.id) {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::error!(
-                    server = s.id,
-                    "value-region scan: no worker ({e}); no scans"
-                );
-                return;
-            }
-        };
-        let mut last = Instant::now();
-        while !s.stop.load(Ordering::Acquire) {
-            std::thread::sleep(STOP_POLL);
-            if last.elapsed() < interval {
-                continue;
-            }
-            last = Instant::now();
-            if let Err(e) = s.node.scan_round(&mut w) {
+        every(&s, "value-region scan", interval, |w| {
+            if let Err(e) = s.node.scan_round(w) {
                 // A peer down hides its references: nothing was freed (S4).
                 tracing::debug!(server = s.id, "value-region scan round skipped: {e}");
             }
-        }
+        })
     })?;
     Ok(vec![t])
 }
