@@ -237,7 +237,7 @@ pub fn run(
         let pb = r.bar(starts.len() as u64, &format!("{name}: queries"));
         let cpu0 = crate::threads::process_cpu_s();
         let wall = Instant::now();
-        let report = run_two_hop(&e.store, e.fabric.counters(), threads, &starts, q, &|d| {
+        let report = run_two_hop(&e.stores, e.fabric.counters(), threads, &starts, q, &|d| {
             pb.set_position(d)
         })?;
         let wall_s = wall.elapsed().as_secs_f64();

@@ -279,7 +279,7 @@ fn two_hop_rows(out: &mut Foundation, s: &Settings, r: &Reporter) -> Result<()> 
         for machines in [1usize, 8] {
             let e = cluster::build(&csr, machines, &c, r)?;
             let run = run_two_hop(
-                &e.store,
+                &e.stores,
                 e.fabric.counters(),
                 threads,
                 &starts,

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use locus_fabric::counting::Locality;
+use locus_client::proto::{Reply, Request};
 use locus_graph::{input, Adjacency, CsrOptions, Format, Lists, LoadOptions, Rmat, RmatConfig};
-use locus_store::{home_of, HopReads, KhopLimits};
+use locus_store::home_of;
 use serde::Serialize;
 
 use locus_node::embedded::{self as cluster, rmat_csr};
@@ -159,7 +159,7 @@ pub fn load(a: LoadArgs) -> crate::CliResult {
         stored_edges: g.stored_edges(),
         max_degree: g.max_degree(),
         machines: e
-            .store
+            .stores
             .usage()
             .into_iter()
             .map(|u| MachineSummary {
@@ -297,25 +297,30 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
             cluster::build(&csr, machines, &c, &Reporter::terminal())?
         }
     };
+    // The query `locus server` answers: a KHOP request to the vertex's
+    // home node, through the same `Node::handle`.
     let home = home_of(a.vertex, machines);
-    let mut w = e.store.worker(home)?;
-    let before = e.fabric.counters().total();
-    let t0 = Instant::now();
-    let mut frontier = Vec::new();
-    w.k_hop(
-        a.vertex,
-        a.hops,
-        a.k,
-        HopReads::Pipelined,
-        KhopLimits::default(),
-        &mut frontier,
-    )?;
-    let took = t0.elapsed();
-    let d = e.fabric.counters().total().minus(&before);
-    let with_repeats = frontier.len();
-    let mut distinct = frontier;
-    distinct.sort_unstable();
-    distinct.dedup();
+    let node = &e.nodes[home as usize];
+    let mut session = node.session();
+    let hops = u8::try_from(a.hops).expect("checked to be 1..=8");
+    let k = u32::try_from(a.k).map_err(|_| format!("--k {} is too large", a.k))?;
+    let reply = node.handle(
+        &mut session,
+        Request::Khop {
+            vertex: a.vertex,
+            hops,
+            k,
+        },
+        u64::MAX,
+    );
+    let reply = match reply {
+        Reply::Khop(r) => r,
+        Reply::Error { message, .. } => return Err(message.into()),
+        other => return Err(format!("unexpected reply to KHOP: {other:?}").into()),
+    };
+    let (local_ops, remote_ops) = (reply.local_ops, reply.remote_ops);
+    let distinct = reply.distinct;
+    let with_repeats = reply.with_repeats as usize;
     let r = QueryResult {
         vertex: a.vertex,
         hops: a.hops,
@@ -324,10 +329,10 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
         machines,
         distinct_count: distinct.len(),
         with_repeats,
-        micros: took.as_secs_f64() * 1e6,
-        local_ops: d.ops_total(Locality::Local),
-        remote_ops: d.ops_total(Locality::Remote),
-        remote_rate: d.remote_rate(),
+        micros: reply.elapsed_ns as f64 / 1e3,
+        local_ops,
+        remote_ops,
+        remote_rate: remote_ops as f64 / (local_ops + remote_ops).max(1) as f64,
         distinct,
     };
     if a.json {

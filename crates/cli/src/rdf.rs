@@ -107,7 +107,10 @@ impl Progress for Bars {
 /// A file parsed and loaded into an embedded cluster, with the time each step took.
 pub struct Loaded {
     pub rdf: RdfStore<EmbeddedFabric>,
+    /// The fabric every node counts into.
     pub fabric: EmbeddedFabric,
+    /// The nodes holding the data, one per machine (held while the data is used).
+    pub _nodes: cluster::Embedded,
     pub parse_s: f64,
     pub load_s: f64,
 }
@@ -125,23 +128,31 @@ pub fn load_file(file: &Path, flags: &ClusterFlags, reporter: Reporter) -> CliRe
     bars.finish();
     let d = d?;
     let parse_s = t0.elapsed().as_secs_f64();
-    let fabric = cluster::fabric(c.cluster.machines, &c)?;
     let t1 = Instant::now();
-    let rdf = RdfStore::load(
-        fabric.clone(),
+    let machines = c.cluster.machines;
+    let mut nodes = None;
+    let rdf = RdfStore::load_into(
+        machines,
         d,
-        |s| {
+        |mut s| -> CliResult<_> {
             s.reclaim_lease_ms = c.store.reclaim_lease_ms;
             s.cache_bytes_max = c.store.cache_mb << 20;
             s.cache_lease_ms = c.store.reclaim_lease_ms.min(60_000);
+            let e = cluster::Embedded::create(machines, &c, s)?;
+            let stores = e.stores.clone();
+            nodes = Some(e);
+            Ok(stores)
         },
         &bars,
     )?;
     let load_s = t1.elapsed().as_secs_f64();
+    let cluster = nodes.expect("load_into made the cluster");
+    let fabric = cluster.fabric.clone();
     fabric.counters().reset();
     Ok(Loaded {
         rdf,
         fabric,
+        _nodes: cluster,
         parse_s,
         load_s,
     })

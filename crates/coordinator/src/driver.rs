@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use locus_fabric::{Fabric, MachineId};
-use locus_store::{Key, Store};
+use locus_store::{Key, Stores};
 
 use crate::clock::ActiveClock;
 use crate::dispatch::{self, Dispatch};
@@ -158,7 +158,7 @@ enum Job {
 
 /// What executors and the coordinator share.
 struct Shared<F: Fabric> {
-    store: Store<F>,
+    store: Stores<F>,
     config: DriverConfig,
     stats: DriverStats,
     stop: AtomicBool,
@@ -221,9 +221,9 @@ pub struct Driver<F: Fabric> {
 }
 
 impl<F: Fabric> Driver<F> {
-    /// Starts the threads over `store`. Settings that cannot work are
+    /// Starts the threads over `store` (every machine's store). Settings that cannot work are
     /// [`CoordinatorError::InvalidSetting`] or [`CoordinatorError::SettingBelow`].
-    pub fn start(store: Store<F>, config: DriverConfig) -> Result<Self> {
+    pub fn start(store: Stores<F>, config: DriverConfig) -> Result<Self> {
         config.policy.validate()?;
         for (field, value) in [
             ("migration_threads", config.migration_threads as u64),
@@ -700,7 +700,7 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
         }
         for (to, keys) in by_target.drain() {
             wait_while_paused(s, &never);
-            let (ok, err) = ex.migrate(&s.store, to, &keys, &s.stats);
+            let (ok, err) = ex.migrate(s.store.store(to), to, &keys, &s.stats);
             if let Some(e) = err {
                 fail(s, e);
             }
@@ -716,7 +716,7 @@ fn executor_loop<F: Fabric>(s: &Shared<F>) {
             if s.stop.load(Ordering::Acquire) {
                 break;
             }
-            if let Err(e) = ex.replicate_batch(&s.store, to, &keys, &s.stats) {
+            if let Err(e) = ex.replicate_batch(s.store.store(to), to, &keys, &s.stats) {
                 fail(s, e);
             }
         }

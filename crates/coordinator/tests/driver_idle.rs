@@ -37,7 +37,7 @@ fn an_idle_drivers_coordinator_and_executors_sleep_and_stop_at_once() {
     )
     .unwrap();
     let driver = Driver::start(
-        store,
+        store.into(),
         DriverConfig {
             policy: PolicyConfig {
                 interval_ms: 200,

@@ -90,7 +90,7 @@ fn hot_remote_values_move_to_their_reader_and_survive_a_coordinator_restart() {
         },
         ..DriverConfig::default()
     };
-    let e = Driver::start(store.clone(), too_long)
+    let e = Driver::start(store.clone().into(), too_long)
         .err()
         .expect("refused");
     assert!(
@@ -109,7 +109,7 @@ fn hot_remote_values_move_to_their_reader_and_survive_a_coordinator_restart() {
         migration_threads: 0,
         ..DriverConfig::default()
     };
-    let e = Driver::start(store.clone(), no_executors)
+    let e = Driver::start(store.clone().into(), no_executors)
         .err()
         .expect("refused");
     assert!(
@@ -123,7 +123,7 @@ fn hot_remote_values_move_to_their_reader_and_survive_a_coordinator_restart() {
         "{e:?}"
     );
     let mut driver = Driver::start(
-        store.clone(),
+        store.clone().into(),
         DriverConfig {
             policy: PolicyConfig {
                 interval_ms: 200,
@@ -185,7 +185,7 @@ fn deferred_mode_tracks_the_holders_then_moves_hot_values() {
     let _services = store.spawn_services().unwrap();
     let hot = put_values(&store);
     let driver = Driver::start(
-        store.clone(),
+        store.clone().into(),
         DriverConfig {
             policy: PolicyConfig {
                 mode: locus_coordinator::Mode::Deferred,
@@ -221,7 +221,7 @@ fn a_paused_driver_moves_nothing_until_it_is_resumed() {
     let store = cluster();
     let hot = put_values(&store);
     let driver = Driver::start(
-        store.clone(),
+        store.clone().into(),
         DriverConfig {
             policy: PolicyConfig {
                 interval_ms: 200,
@@ -288,7 +288,7 @@ fn a_paused_drivers_intervals_count_running_time_only() {
     let store = cluster();
     let hot = put_values(&store);
     let driver = Driver::start(
-        store.clone(),
+        store.clone().into(),
         DriverConfig {
             policy: PolicyConfig {
                 // Within the cluster's 1 s cache lease, which holds the counts.

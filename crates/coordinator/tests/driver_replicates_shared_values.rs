@@ -60,7 +60,7 @@ fn values_two_machines_read_get_replicas_and_updates_stay_visible() {
             .unwrap();
     }
     let driver = Driver::start(
-        store.clone(),
+        store.clone().into(),
         DriverConfig {
             policy: PolicyConfig {
                 interval_ms: 200,

@@ -91,7 +91,7 @@ fn driver_threads_run_nicer_than_the_process_and_bad_settings_are_refused() {
     let _services = store.spawn_services().unwrap();
     for bad in [-1, 20] {
         let e = Driver::start(
-            store.clone(),
+            store.clone().into(),
             DriverConfig {
                 background_nice: bad,
                 ..DriverConfig::default()
@@ -117,7 +117,7 @@ fn driver_threads_run_nicer_than_the_process_and_bad_settings_are_refused() {
     let own = nice_in(&std::fs::read_to_string("/proc/thread-self/stat").unwrap());
     for by in [7, 0, 19] {
         let driver = Driver::start(
-            store.clone(),
+            store.clone().into(),
             DriverConfig {
                 background_nice: by,
                 ..DriverConfig::default()

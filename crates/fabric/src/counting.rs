@@ -199,6 +199,16 @@ impl<F: Fabric> Counting<F> {
         let counters = Arc::new(Counters::new(inner.machine_count()));
         Counting { inner, counters }
     }
+    /// Wraps `inner` counting into `counters` (an embedded cluster's nodes,
+    /// each over a view of one fabric, count into one table).
+    pub fn with_counters(inner: F, counters: Arc<Counters>) -> Self {
+        assert_eq!(
+            counters.machines,
+            inner.machine_count(),
+            "counters sized for another cluster"
+        );
+        Counting { inner, counters }
+    }
     /// The counters (shared with every port).
     pub fn counters(&self) -> &Arc<Counters> {
         &self.counters

@@ -77,17 +77,25 @@ impl NodeConfig {
     /// naming the key.
     pub fn validate(&self) -> Result<()> {
         self.store.validate()?;
-        self.store.store_config().validate()?;
+        let store = self.store.store_config();
+        store.validate()?;
+        self.validate_around(&store)
+    }
+
+    /// Every section but `[store]`, and the rules across sections, against
+    /// `store`: the store settings in force (`[store]`'s on a server; sized
+    /// for the graph and adjusted by a scheme in an embedded cluster, where
+    /// `Store::create` validates them).
+    pub fn validate_around(&self, store: &StoreConfig) -> Result<()> {
         self.policy.policy_config()?;
-        let cache_lease_ms = self.store.store_config().cache_lease_ms;
-        if self.store.cache_mb > 0 && cache_lease_ms < self.policy.interval_ms {
+        if store.cache_bytes_max > 0 && store.cache_lease_ms < self.policy.interval_ms {
             return Err(NodeError::setting(
                 "store.cache_lease_ms",
-                cache_lease_ms.to_string(),
+                store.cache_lease_ms.to_string(),
                 "must be at least policy.interval_ms: access counts live in cache entries (Pragh: 60 s lease, 10 s interval)",
             ));
         }
-        if self.policy.replicas && self.store.replica_mb.unwrap_or(0.0) == 0.0 {
+        if self.policy.replicas && store.replica_bytes_max == 0 {
             return Err(NodeError::setting(
                 "policy.replicas",
                 "true".into(),

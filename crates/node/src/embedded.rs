@@ -1,17 +1,28 @@
 //! An embedded cluster: N machines in this process on the fabric the
 //! configuration names, with a graph loaded (what `locus query`, `locus
 //! load`, `locus rdf` and the benchmarks run).
+//!
+//! It is one [`Node`] per machine, each over a view of one in-process
+//! fabric that hosts its machine alone (`LocalFabric::hosting_only`: the
+//! same memory, one epoch table per machine), made by the same
+//! `Node::create` / `Created::recover` as `locus server`'s. Whatever runs
+//! over every machine takes them as [`Stores`]: machine `m`'s workers,
+//! cache and tracker come from node `m`'s store. The nodes count into one
+//! table of counters, the fabric's.
 
 use std::time::Instant;
 
 use locus_fabric::any::{AnyFabric, FabricKind};
 use locus_fabric::counting::Counting;
 use locus_fabric::local::{LocalConfig, LocalFabric};
+use locus_fabric::MachineId;
 use locus_graph::{Csr, CsrOptions, Lists, Rmat, RmatConfig};
-use locus_store::{home_of, Store, StoreConfig};
+use locus_store::{home_of, StoreConfig, Stores};
 use serde::Serialize;
 
+use crate::config::NodeConfig;
 use crate::embedded_config::{Config, GraphSection};
+use crate::node::{Node, NodeParts};
 use crate::progress::Reporter;
 use crate::{NodeError, Result};
 
@@ -21,10 +32,13 @@ pub type EmbeddedFabric = Counting<AnyFabric>;
 
 /// A loaded embedded cluster.
 pub struct Embedded {
-    /// The fabric (its counters measure local and remote operations).
+    /// The fabric hosting every machine (its counters, which every node
+    /// counts into, measure local and remote operations).
     pub fabric: EmbeddedFabric,
-    /// The store over it.
-    pub store: Store<EmbeddedFabric>,
+    /// The nodes, `nodes[m]` serving machine `m`.
+    pub nodes: Vec<Node<AnyFabric>>,
+    /// The nodes' stores, seen as one.
+    pub stores: Stores<EmbeddedFabric>,
     /// Seconds the load took.
     pub load_s: f64,
     /// Value-region bytes the loaded graph occupies over all machines (the
@@ -68,6 +82,70 @@ pub fn fabric(machines: usize, config: &Config) -> Result<EmbeddedFabric> {
     Ok(Counting::new(fabric))
 }
 
+impl Embedded {
+    /// A cluster of `machines` empty nodes with store settings `store_config`.
+    pub fn create(machines: usize, config: &Config, store_config: StoreConfig) -> Result<Embedded> {
+        let fabric = fabric(machines, config)?;
+        let AnyFabric::Local(local) = fabric.inner() else {
+            unreachable!("embedded clusters run on the local fabric (checked by `fabric`)")
+        };
+        let node_config = NodeConfig {
+            store: config.store.clone(),
+            ..NodeConfig::default()
+        };
+        let created = (0..machines)
+            .map(|m| {
+                Node::create_with(
+                    NodeParts {
+                        fabric: AnyFabric::Local(local.hosting_only(m as MachineId)?),
+                        me: m as MachineId,
+                        config: node_config.clone(),
+                        log: None,
+                        label: format!("machine {m}"),
+                        counters: Some(std::sync::Arc::clone(fabric.counters())),
+                    },
+                    store_config.clone(),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let nodes = created
+            .into_iter()
+            .enumerate()
+            .map(|(m, c)| {
+                let mut w = c.store().worker(m as MachineId)?;
+                c.recover(&mut w)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let stores = Stores::per_machine(nodes.iter().map(|n| n.store().clone()).collect())?;
+        Ok(Embedded {
+            fabric,
+            nodes,
+            stores,
+            load_s: 0.0,
+            value_bytes: 0,
+        })
+    }
+
+    /// Machines in the cluster.
+    pub fn machines(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Changes every node's in-memory store settings (cache and replicas;
+    /// see `Store::reconfigure`): no worker, service or driver may run.
+    pub fn reconfigure(&mut self, store_config: StoreConfig) -> Result<()> {
+        // Drop the nodes' shared handles first: a store reconfigures only
+        // through its one handle.
+        self.stores = Stores::per_machine(Vec::new())?;
+        let result = self
+            .nodes
+            .iter_mut()
+            .try_for_each(|n| n.reconfigure(store_config.clone()));
+        self.stores = Stores::per_machine(self.nodes.iter().map(|n| n.store().clone()).collect())?;
+        result
+    }
+}
+
 /// The store settings of a cluster of `machines` machines sized for `graph`
 /// (before a scheme adjusts them). Server processes of the TCP benchmark get
 /// the same settings through their cluster file.
@@ -101,35 +179,29 @@ pub fn build_with(
     r: &Reporter,
     tweak: impl FnOnce(&mut StoreConfig),
 ) -> Result<Embedded> {
-    let fabric = fabric(machines, config)?;
     let mut store_config = store_config(csr, machines, config);
     tweak(&mut store_config);
-    let store = Store::create(fabric.clone(), store_config)?;
-    store.check_capacity_of(
+    let mut e = Embedded::create(machines, config, store_config)?;
+    e.stores.check_capacity_of(
         (0..csr.entries())
             .map(|i| (csr.vertex(i), csr.list(i).len() as u64))
             .filter(|&(_, d)| d > 0),
     )?;
     let t0 = Instant::now();
     let pb = r.bar(csr.entries(), &format!("loading {machines} machine(s)"));
-    let result = put_lists(&store, csr, config.threads(), &|n| pb.inc(n));
+    let result = put_lists(&e.stores, csr, config.threads(), &|n| pb.inc(n));
     pb.finish_and_clear();
     result?;
-    fabric.counters().reset();
-    let load_s = t0.elapsed().as_secs_f64();
-    let value_bytes = store.usage().iter().map(|u| u.value_live_bytes).sum();
-    Ok(Embedded {
-        fabric,
-        store,
-        load_s,
-        value_bytes,
-    })
+    e.fabric.counters().reset();
+    e.load_s = t0.elapsed().as_secs_f64();
+    e.value_bytes = e.stores.usage().iter().map(|u| u.value_live_bytes).sum();
+    Ok(e)
 }
 
 /// Puts every non-empty list of `lists` at its vertex's home, from
 /// `threads` threads; `progress(n)` is told of entries done.
 fn put_lists(
-    store: &Store<EmbeddedFabric>,
+    store: &Stores<EmbeddedFabric>,
     lists: &impl Lists,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
@@ -140,9 +212,7 @@ fn put_lists(
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || -> Result<()> {
-                    let mut workers = (0..machines)
-                        .map(|m| store.worker(m as u8))
-                        .collect::<locus_store::Result<Vec<_>>>()?;
+                    let mut workers = store.workers()?;
                     let mut i = t as u64;
                     let mut since = 0u64;
                     while i < n {
@@ -264,7 +334,6 @@ pub fn load_rmat_ranged(
     let n = rmat.vertex_count();
     let threads = config.threads();
     let raw_entries: u64 = degrees.iter().map(|&d| u64::from(d)).sum();
-    let fabric = fabric(machines, config)?;
     let mut store_config = config.store.store_config_for(StoreConfig::for_graph(
         n,
         raw_entries,
@@ -272,8 +341,8 @@ pub fn load_rmat_ranged(
         config.store.part_neighbors_max,
     ));
     tweak(&mut store_config);
-    let store = Store::create(fabric.clone(), store_config)?;
-    store.check_capacity_of(
+    let mut e = Embedded::create(machines, config, store_config)?;
+    e.stores.check_capacity_of(
         degrees
             .iter()
             .enumerate()
@@ -294,12 +363,12 @@ pub fn load_rmat_ranged(
             csr: &part,
             first: range.start as u32,
         };
-        put_lists(&store, &lists, threads, &|k| pb.inc(k))?;
+        put_lists(&e.stores, &lists, threads, &|k| pb.inc(k))?;
     }
     pb.finish_and_clear();
-    fabric.counters().reset();
+    e.fabric.counters().reset();
     let load_s = t1.elapsed().as_secs_f64();
-    let usage = store.usage();
+    let usage = e.stores.usage();
     let key_bytes: u64 = usage.iter().map(|u| u.key_region_bytes).sum();
     let value_bytes: u64 = usage.iter().map(|u| u.value_live_bytes).sum();
     let load = RangedLoad {
@@ -316,12 +385,8 @@ pub fn load_rmat_ranged(
         bytes_per_vertex: (key_bytes + value_bytes) as f64 / n as f64,
         value_bytes_per_edge: value_bytes as f64 / stored_edges.max(1) as f64,
     };
-    let e = Embedded {
-        fabric,
-        store,
-        load_s,
-        value_bytes,
-    };
+    e.load_s = load_s;
+    e.value_bytes = value_bytes;
     Ok((e, load))
 }
 
@@ -382,7 +447,7 @@ mod tests {
                 assert_eq!(load.stored_edges, csr.edge_count());
                 assert_eq!(load.vertices, 1024);
                 assert!(load.ranges > 1 || range_entries > 1 << 20);
-                let mut w = e.store.worker(0).unwrap();
+                let mut w = e.stores.worker(0).unwrap();
                 for v in 0..1024u32 {
                     let got = w.get(v).unwrap();
                     if csr.degree(v) == 0 {

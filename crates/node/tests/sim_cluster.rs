@@ -231,6 +231,7 @@ impl Shared {
                 runs_on: RunsOn::Simulation,
             }),
             label: format!("node {m}"),
+            counters: None,
         })
         .map_err(|e| format!("m{m}: create: {e}"))?;
         let mut w = created
@@ -532,6 +533,7 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
                     runs_on: RunsOn::Simulation,
                 }),
                 label: format!("node {m}"),
+                counters: None,
             })
             .map_err(|e| format!("seed {seed}: create m{m}: {e}"))?,
         );

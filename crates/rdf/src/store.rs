@@ -7,8 +7,8 @@
 //! store values, so migration, the location cache and replicas treat them
 //! like any other.
 
-use locus_fabric::{Fabric, MachineId};
-use locus_store::{home_of, Store, StoreConfig, VertexId, Worker};
+use locus_fabric::Fabric;
+use locus_store::{home_of, Store, StoreConfig, Stores, VertexId, Worker};
 
 pub use crate::catalog::Stats;
 use crate::catalog::{build, Catalog, Lists};
@@ -34,7 +34,7 @@ pub struct LoadReport {
 
 /// RDF data in a store.
 pub struct RdfStore<F: Fabric> {
-    store: Store<F>,
+    store: Stores<F>,
     catalog: Catalog,
     report: LoadReport,
     /// Every key written, sorted.
@@ -51,45 +51,70 @@ impl<F: Fabric> RdfStore<F> {
         progress: &dyn Progress,
     ) -> Result<RdfStore<F>> {
         let machines = fabric.machine_count();
+        Self::load_into(
+            machines,
+            d,
+            |mut config| {
+                tweak(&mut config);
+                Ok(Store::create(fabric, config)?.into())
+            },
+            progress,
+        )
+    }
+
+    /// Stores `d` on `machines` machines, in the stores `make` creates from
+    /// the settings sized for the data (an embedded cluster's nodes); fails
+    /// with `make`'s error type.
+    pub fn load_into<E: From<RdfError>>(
+        machines: usize,
+        d: Dataset,
+        make: impl FnOnce(StoreConfig) -> std::result::Result<Stores<F>, E>,
+        progress: &dyn Progress,
+    ) -> std::result::Result<RdfStore<F>, E> {
         let (catalog, lists) = build(d, machines)?;
-        let Lists {
-            pairs,
-            groups,
-            triples,
-        } = lists;
         let part_max = StoreConfig::default().part_neighbors_max as u64;
         let mut report = LoadReport {
-            triples,
-            keys: groups.len() as u64,
-            entries: pairs.len() as u64,
+            triples: lists.triples,
+            keys: lists.groups.len() as u64,
+            entries: lists.pairs.len() as u64,
             keys_per_machine: vec![0; machines],
             value_bytes_per_machine: vec![0; machines],
         };
         let mut entries_per_machine = vec![0u64; machines];
-        for &(i, j) in &groups {
-            let m = home_of(pairs[i].0, machines) as usize;
+        for &(i, j) in &lists.groups {
+            let m = home_of(lists.pairs[i].0, machines) as usize;
             report.keys_per_machine[m] += ((j - i) as u64).div_ceil(part_max);
             entries_per_machine[m] += (j - i) as u64;
         }
         let max_keys = report.keys_per_machine.iter().copied().max().unwrap_or(0);
         let max_entries = entries_per_machine.iter().copied().max().unwrap_or(0);
         // Sized for the fullest machine, as if every machine were that full.
-        let mut config = StoreConfig::for_graph(
+        let config = StoreConfig::for_graph(
             max_keys * machines as u64,
             max_entries * machines as u64,
             machines,
             part_max as u32,
         );
-        tweak(&mut config);
-        let store = Store::create(fabric, config)?;
+        let store = make(config)?;
+        Ok(Self::fill(catalog, lists, store, report, progress)?)
+    }
+
+    /// Puts every key's list of `lists` into `store` (its room checked first).
+    fn fill(
+        catalog: Catalog,
+        lists: Lists,
+        store: Stores<F>,
+        mut report: LoadReport,
+        progress: &dyn Progress,
+    ) -> Result<RdfStore<F>> {
+        let machines = store.machines();
+        let Lists { pairs, groups, .. } = lists;
         for &(i, j) in &groups {
             let m = home_of(pairs[i].0, machines) as usize;
             report.value_bytes_per_machine[m] += store.value_bytes_for_degree((j - i) as u64);
         }
         check_room(&store, &report)?;
-        let mut workers = (0..machines)
-            .map(|m| store.worker(m as MachineId))
-            .collect::<locus_store::Result<Vec<_>>>()?;
+        let mut workers = store.workers()?;
         progress.start("storing keys", groups.len() as u64);
         let mut list = Vec::new();
         for (n, &(i, j)) in groups.iter().enumerate() {
@@ -113,7 +138,7 @@ impl<F: Fabric> RdfStore<F> {
     }
 
     /// The store underneath.
-    pub fn store(&self) -> &Store<F> {
+    pub fn store(&self) -> &Stores<F> {
         &self.store
     }
     /// The dictionary, layout and statistics queries plan and decode with.
@@ -146,14 +171,12 @@ impl<F: Fabric> RdfStore<F> {
     }
     /// One worker per machine, for a thread that acts as every machine in turn.
     pub fn workers(&self) -> Result<Vec<Worker<F>>> {
-        Ok((0..self.layout().machines())
-            .map(|m| self.store.worker(m as MachineId))
-            .collect::<locus_store::Result<Vec<_>>>()?)
+        Ok(self.store.workers()?)
     }
 }
 
 /// Refuses a load that would not fit, before anything is written.
-fn check_room<F: Fabric>(store: &Store<F>, r: &LoadReport) -> Result<()> {
+fn check_room<F: Fabric>(store: &Stores<F>, r: &LoadReport) -> Result<()> {
     let c = store.config();
     // The allocator keeps its first units; a quarter of the key slots stays free for hashing.
     let bytes_max = c.value_region_bytes.saturating_sub(64);

@@ -120,6 +120,7 @@ impl Server {
                 runs_on: locus_node::node::RunsOn::Threads,
             }),
             label: format!("server {id}"),
+            counters: None,
         })?;
         wait_for_peers(created.store(), &file, id)?;
         let services = created.store().spawn_services()?;

@@ -35,6 +35,7 @@ pub mod replica;
 pub mod scan;
 pub mod shard;
 mod store;
+mod stores;
 pub mod table;
 pub mod track;
 mod worker;
@@ -43,6 +44,7 @@ pub use config::{StoreConfig, FORWARD_TIMEOUT_MS};
 pub use error::{Result, StoreError};
 pub use migrate::Migration;
 pub use store::{MachineUsage, Store, KEYS_REGION, VALUES_REGION};
+pub use stores::Stores;
 pub use table::{home_of, Key};
 pub use worker::{
     HomeSummary, HopReads, Khop, KhopLimits, Replication, ServiceStats, Services, VertexMoved,

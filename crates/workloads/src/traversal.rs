@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use locus_fabric::counting::{Counters, Locality};
 use locus_fabric::pool::Pool;
 use locus_fabric::{Fabric, OpKind};
-use locus_store::{HopReads, KhopLimits, Store, VertexId};
+use locus_store::{HopReads, KhopLimits, Stores, VertexId};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -304,7 +304,7 @@ pub struct MixReport {
 /// Runs one two-hop query per start vertex on `threads` workers and reports.
 /// `counters` must be the counters of `store`'s fabric. Fails as [`run_ops`].
 pub fn run_two_hop<F: Fabric>(
-    store: &Store<F>,
+    store: &Stores<F>,
     counters: &Counters,
     threads: usize,
     starts: &[VertexId],
@@ -363,7 +363,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// that cannot start, or a worker that cannot act as a machine, is
 /// [`WorkloadError::Pool`].
 pub fn run_ops<F: Fabric>(
-    store: &Store<F>,
+    store: &Stores<F>,
     counters: &Counters,
     threads: usize,
     ops: &[Op],

@@ -80,7 +80,15 @@ fn every_operation_runs_once_whatever_the_threads_and_machines() {
             })
             .collect();
         let queries = ops.iter().filter(|o| matches!(o, Op::TwoHop(_))).count();
-        let r = run_ops(&store, fabric.counters(), threads, &ops, Q, &|_| {}).unwrap();
+        let r = run_ops(
+            &store.clone().into(),
+            fabric.counters(),
+            threads,
+            &ops,
+            Q,
+            &|_| {},
+        )
+        .unwrap();
         let at = format!("{machines} machines, {threads} threads");
         assert_eq!(r.queries.queries as usize, queries, "{at}");
         assert_eq!(r.update_latencies_us.len(), ops.len() - queries, "{at}");
@@ -117,10 +125,18 @@ fn a_run_in_parts_merges_into_the_run_of_all_its_operations() {
             ..StoreConfig::default()
         },
     );
-    let whole = run_ops(&store, fabric.counters(), 2, &ops, Q, &|_| {}).unwrap();
+    let whole = run_ops(
+        &store.clone().into(),
+        fabric.counters(),
+        2,
+        &ops,
+        Q,
+        &|_| {},
+    )
+    .unwrap();
     let parts: Vec<_> = ops
         .chunks(250)
-        .map(|c| run_ops(&store, fabric.counters(), 2, c, Q, &|_| {}).unwrap())
+        .map(|c| run_ops(&store.clone().into(), fabric.counters(), 2, c, Q, &|_| {}).unwrap())
         .collect();
     assert!(MixReport::merge(&[]).is_none());
     let m = MixReport::merge(&parts).unwrap();
@@ -168,7 +184,15 @@ fn an_undone_insert_is_an_update_that_leaves_the_graph_as_it_was() {
             t.ops_of(Locality::Local, OpKind::Write) + t.ops_of(Locality::Remote, OpKind::Write)
         };
         let before = writes();
-        let r = run_ops(&store, fabric.counters(), threads, &ops, Q, &|_| {}).unwrap();
+        let r = run_ops(
+            &store.clone().into(),
+            fabric.counters(),
+            threads,
+            &ops,
+            Q,
+            &|_| {},
+        )
+        .unwrap();
         let at = format!("{machines} machines, {threads} threads");
         assert_eq!(r.queries.queries, 200, "{at}");
         assert_eq!(r.update_latencies_us.len(), 200, "{at}");

@@ -39,7 +39,15 @@ fn a_full_value_region_fails_the_run_naming_the_operation_machine_and_thread() {
     // Each insert rewrites vertex 0's value out of place; retired blocks wait
     // out the reclaim lease, so the region fills up.
     let ops: Vec<Op> = (1..2_000).map(|u| Op::InsertEdge(0, u)).collect();
-    let e = run_ops(&store, fabric.counters(), 1, &ops, Q, &|_| {}).unwrap_err();
+    let e = run_ops(
+        &store.clone().into(),
+        fabric.counters(),
+        1,
+        &ops,
+        Q,
+        &|_| {},
+    )
+    .unwrap_err();
     match &e {
         WorkloadError::Op {
             op: Op::InsertEdge(0, _),
@@ -61,7 +69,15 @@ fn a_full_value_region_fails_the_run_naming_the_operation_machine_and_thread() {
 #[test]
 fn a_pool_without_threads_is_refused() {
     let (fabric, store) = tiny_cluster();
-    let e = run_two_hop(&store, fabric.counters(), 0, &[0], Q, &|_| {}).unwrap_err();
+    let e = run_two_hop(
+        &store.clone().into(),
+        fabric.counters(),
+        0,
+        &[0],
+        Q,
+        &|_| {},
+    )
+    .unwrap_err();
     assert!(
         matches!(
             e,

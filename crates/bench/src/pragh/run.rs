@@ -302,16 +302,16 @@ impl Warmed {
         // (single-copy schemes: replicas' reads are not in it).
         let placement_after = if scheme.migrates() && scheme != Scheme::Replica {
             let e = &run.cluster;
-            let mut w0 = e.store.worker(0)?;
+            let mut w0 = e.stores.worker(0)?;
             let after = super::placement_after(
                 w.graph,
                 &w.measure,
-                e.store.machines(),
+                e.stores.machines(),
                 p.k,
                 scheme.driver_config(p.interval_ms, mode).policy.profit,
                 |v| -> Result<usize> {
                     let word = w0.address_word(v)?;
-                    let home = e.store.owner(v);
+                    let home = e.stores.owner(v);
                     Ok(
                         locus_store::addr::Addr::decode(word).map_or(home, |a| a.holder(home))
                             as usize,
@@ -340,7 +340,7 @@ impl Warmed {
         } else {
             None
         };
-        let store = &run.cluster.store;
+        let store = &run.cluster.stores;
         let replica: Vec<u64> = (0..store.machines())
             .map(|m| store.replica_bytes(m as u8))
             .collect();

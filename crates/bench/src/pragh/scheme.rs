@@ -208,7 +208,7 @@ impl Running {
     ) -> Result<Running> {
         // Only the settings `reconfigure` may change are taken from the
         // scheme (Shard's `configure` also resizes the layout it loaded with).
-        let current = cluster.store.config().clone();
+        let current = cluster.stores.config().clone();
         let mut fresh = current.clone();
         // Replica's default budget is a quarter of the region the graph
         // needs, not of the room added for rewrites (`configure_for`).
@@ -222,15 +222,15 @@ impl Running {
             replica_bytes_max: fresh.replica_bytes_max,
             ..current
         };
-        if &store_config != cluster.store.config() {
-            cluster.store.reconfigure(store_config)?;
+        if &store_config != cluster.stores.config() {
+            cluster.reconfigure(store_config)?;
         }
-        let services = cluster.store.spawn_services()?;
+        let services = cluster.stores.spawn_services()?;
         let driver = if scheme.migrates() {
             let mut d = scheme.driver_config(interval_ms, mode);
             // A zero budget makes Replica Split+Cache (no replicas to approve).
             d.policy.replicas &= config.store.replica_mb != Some(0.0);
-            Some(Driver::start(cluster.store.clone(), d)?)
+            Some(Driver::start(cluster.stores.clone(), d)?)
         } else {
             None
         };
@@ -272,7 +272,7 @@ impl Running {
     ) -> Result<MixReport> {
         let pb = r.bar(ops.len() as u64, label);
         let report = run_ops(
-            &self.cluster.store,
+            &self.cluster.stores,
             self.cluster.fabric.counters(),
             threads,
             ops,
@@ -400,14 +400,14 @@ pub(super) fn workload<'a>(
 
 /// Vertices whose value is held away from their key's machine.
 pub fn values_away(e: &Embedded, graph: &Graph) -> Result<u64> {
-    let mut w0 = e.store.worker(0)?;
+    let mut w0 = e.stores.worker(0)?;
     let mut away = 0u64;
     for v in 0..graph.vertex_count() as u32 {
         if !graph.has_edges(v) {
             continue;
         }
         let word = w0.address_word(v)?;
-        let home = e.store.owner(v);
+        let home = e.stores.owner(v);
         if locus_store::addr::Addr::decode(word).is_some_and(|a| a.holder(home) != home) {
             away += 1;
         }
@@ -427,7 +427,7 @@ pub(super) fn move_shards_optimally(
     k: usize,
     r: &Reporter,
 ) -> Result<(u64, u64)> {
-    let store = &e.store;
+    let store = &e.stores;
     let map = store.shard_map().ok_or(BenchError::setting(
         "scheme",
         "Shard",
@@ -667,7 +667,7 @@ mod tests {
                 &r,
             )
             .unwrap();
-            let c = run.cluster.store.config().clone();
+            let c = run.cluster.stores.config().clone();
             (c.value_region_bytes, c.replica_bytes_max)
         };
         let (region, budget) = start(&config);

@@ -28,6 +28,9 @@ struct Running {
     rdf: Arc<Rdf>,
     prepared: Arc<Vec<Prepared>>,
     counters: Arc<Counters>,
+    /// The nodes holding the data, one per machine (held while it runs;
+    /// dropped after the driver and services, which use their stores).
+    _nodes: cluster::Embedded,
 }
 
 /// What one pass over a sequence measured.
@@ -46,19 +49,25 @@ struct Pass {
 impl Running {
     fn start(scheme: Scheme, d: &Dataset, w: &Workload, p: &Settings) -> Result<(Running, f64)> {
         let config = p.config();
-        let fabric = cluster::fabric(scheme.machines(p.machines), &config)?;
-        let counters = Arc::clone(fabric.counters());
+        let machines = scheme.machines(p.machines);
         let t0 = Instant::now();
-        let rdf = RdfStore::load(
-            fabric,
+        let mut nodes = None;
+        let rdf = RdfStore::load_into(
+            machines,
             d.clone(),
-            |s| {
+            |mut s| -> Result<_> {
                 s.reclaim_lease_ms = config.store.reclaim_lease_ms;
                 s.cache_lease_ms = config.store.reclaim_lease_ms.min(60_000);
-                scheme.configure(s, None);
+                scheme.configure(&mut s, None);
+                let e = cluster::Embedded::create(machines, &config, s)?;
+                let stores = e.stores.clone();
+                nodes = Some(e);
+                Ok(stores)
             },
             &(),
         )?;
+        let nodes = nodes.expect("load_into made the cluster");
+        let counters = Arc::clone(nodes.fabric.counters());
         let load_s = t0.elapsed().as_secs_f64();
         let prepared = CLASSES
             .iter()
@@ -85,6 +94,7 @@ impl Running {
                 rdf: Arc::new(rdf),
                 prepared: Arc::new(prepared),
                 counters,
+                _nodes: nodes,
             },
             load_s,
         ))

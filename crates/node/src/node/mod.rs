@@ -29,9 +29,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use locus_fabric::counting::Counting;
+use locus_fabric::counting::{Counters, Counting};
 use locus_fabric::{Fabric, Fencing, MachineId};
-use locus_store::{Store, Worker};
+use locus_store::{Store, StoreConfig, Worker};
 
 use crate::config::NodeConfig;
 use crate::Result;
@@ -105,6 +105,9 @@ pub struct NodeParts<F> {
     pub log: Option<LogParts>,
     /// How error replies name this node (`server 2 (127.0.0.1:7402)`).
     pub label: String,
+    /// Counters to count the fabric's operations into (`None`: its own).
+    /// An embedded cluster's nodes share one table.
+    pub counters: Option<Arc<Counters>>,
 }
 
 /// A node whose regions exist and whose log is not replayed yet.
@@ -161,15 +164,26 @@ pub struct Node<F: Fabric> {
 }
 
 impl<F: Fabric> Node<F> {
-    /// Creates this machine's regions (nothing is served yet).
+    /// Creates this machine's regions (nothing is served yet), with the
+    /// store settings of `[store]`.
     pub fn create(parts: NodeParts<F>) -> Result<Created<F>> {
-        parts.config.validate()?;
+        parts.config.store.validate()?;
+        let store_config = parts.config.store.store_config();
+        Self::create_with(parts, store_config)
+    }
+
+    /// [`Node::create`] with store settings already sized (an embedded
+    /// cluster sizes its regions for the graph it loads).
+    pub fn create_with(parts: NodeParts<F>, store_config: StoreConfig) -> Result<Created<F>> {
+        store_config.validate()?;
+        parts.config.validate_around(&store_config)?;
         let NodeParts {
             fabric,
             me,
             config,
             log,
             label,
+            counters,
         } = parts;
         if !fabric.hosts(me) {
             return Err(crate::NodeError::setting(
@@ -178,7 +192,11 @@ impl<F: Fabric> Node<F> {
                 "the fabric must host this machine",
             ));
         }
-        let store = Store::create(Counting::new(fabric), config.store.store_config())?;
+        let fabric = match counters {
+            Some(c) => Counting::with_counters(fabric, c),
+            None => Counting::new(fabric),
+        };
+        let store = Store::create(fabric, store_config)?;
         Ok(Created {
             store,
             parts: NodeParts {
@@ -187,8 +205,15 @@ impl<F: Fabric> Node<F> {
                 config,
                 log,
                 label,
+                counters: None,
             },
         })
+    }
+
+    /// Changes the store settings that live only in memory (see
+    /// [`Store::reconfigure`]: no other handle on the store may exist).
+    pub fn reconfigure(&mut self, store_config: StoreConfig) -> Result<()> {
+        Ok(self.store.reconfigure(store_config)?)
     }
 
     /// This machine.

@@ -25,7 +25,7 @@ mod recover;
 mod replicas;
 mod scan;
 mod service;
-mod shard;
+pub(crate) mod shard;
 mod table;
 mod update;
 

@@ -445,7 +445,7 @@ pub struct Services {
     failure: Arc<Mutex<Option<StoreError>>>,
     /// Marks the served machines stopped, so forwards to them fail at once
     /// instead of waiting out their timeout.
-    mark_stopped: Box<dyn Fn() + Send + Sync>,
+    mark_stopped: Vec<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Services {
@@ -480,7 +480,22 @@ impl Drop for Services {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        (self.mark_stopped)();
+        for mark in &self.mark_stopped {
+            mark();
+        }
+    }
+}
+
+impl Services {
+    /// Services with no thread yet ([`Store::add_services`] adds them).
+    pub fn none() -> Services {
+        Services {
+            stop: Arc::new(AtomicBool::new(false)),
+            quiet: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            failure: Arc::new(Mutex::new(None)),
+            mark_stopped: Vec::new(),
+        }
     }
 }
 
@@ -489,10 +504,15 @@ impl<F: Fabric> Store<F> {
     /// forwarded to a machine (check-and-forward) complete only while some
     /// thread serves it; with services running, any worker may update any vertex.
     pub fn spawn_services(&self) -> Result<Services> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let quiet = Arc::new(AtomicBool::new(false));
-        let failure = Arc::new(Mutex::new(None));
-        let mut threads = Vec::new();
+        let mut s = Services::none();
+        self.add_services(&mut s)?;
+        Ok(s)
+    }
+
+    /// Starts the service threads of this store's hosted machines as part
+    /// of `services` (one stop, one quiet switch and one failure for the
+    /// stores of every machine of an embedded cluster).
+    pub fn add_services(&self, services: &mut Services) -> Result<()> {
         let mut served = Vec::new();
         for m in 0..self.shared.machines {
             let m = m as MachineId;
@@ -502,8 +522,8 @@ impl<F: Fabric> Store<F> {
             *lock(&self.shared.mailroom(m)?.stopped) = None;
             served.push(m);
             let w = self.worker(m)?;
-            let (stop, failure) = (Arc::clone(&stop), Arc::clone(&failure));
-            let quiet = Arc::clone(&quiet);
+            let (stop, failure) = (Arc::clone(&services.stop), Arc::clone(&services.failure));
+            let quiet = Arc::clone(&services.quiet);
             let shared = Arc::clone(&self.shared);
             let name = format!("locus-service-{m}");
             let t = std::thread::Builder::new()
@@ -513,24 +533,18 @@ impl<F: Fabric> Store<F> {
                     name,
                     reason: e.to_string(),
                 })?;
-            threads.push(t);
+            services.threads.push(t);
         }
         let shared = Arc::clone(&self.shared);
-        let mark_stopped = Box::new(move || {
+        services.mark_stopped.push(Box::new(move || {
             for &m in &served {
                 if let Ok(mail) = shared.mailroom(m) {
                     lock(&mail.stopped)
                         .get_or_insert_with(|| "its service threads were stopped".into());
                 }
             }
-        });
-        Ok(Services {
-            stop,
-            quiet,
-            threads,
-            failure,
-            mark_stopped,
-        })
+        }));
+        Ok(())
     }
 
     /// What `machine`'s messaging has handled, if this process hosts it.

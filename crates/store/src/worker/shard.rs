@@ -24,53 +24,71 @@ impl<F: Fabric> Store<F> {
     /// and the machines' services must be running (they drain the reclaim
     /// rings). Returns (keys moved, bytes moved: values plus 16-byte slots).
     pub fn move_shards(&self, moves: &[(u32, MachineId, MachineId)]) -> Result<(u64, u64)> {
-        let map = self
-            .shared
+        let map = self.shard_map_or_off()?;
+        move_shards(&|m| self.worker(m), &[map], moves)
+    }
+
+    /// The shard map, or the error of an operation that needs one.
+    pub(crate) fn shard_map_or_off(&self) -> Result<&crate::shard::ShardMap> {
+        self.shared
             .shard_map
             .as_ref()
             .ok_or(StoreError::FeatureOff {
                 operation: "move_shards",
                 setting: "shard-based placement (shards_per_machine > 0)",
-            })?;
-        let mut sources: Vec<MachineId> = moves.iter().map(|m| m.1).collect();
-        sources.sort_unstable();
-        sources.dedup();
-        let (mut keys_moved, mut bytes_moved) = (0u64, 0u64);
-        for from in sources {
-            let mine: Vec<(u32, MachineId)> = moves
-                .iter()
-                .filter(|m| m.1 == from)
-                .map(|m| (m.0, m.2))
-                .collect();
-            for &(shard, _) in &mine {
-                if map.owner_of_shard(shard) != from {
-                    return Err(StoreError::ShardElsewhere {
-                        shard,
-                        expected: from,
-                        actual: map.owner_of_shard(shard),
-                    });
-                }
-            }
-            let mut scanner = self.worker(mine[0].1)?;
-            let entries = scanner.scan_table(from)?;
-            for (shard, to) in mine {
-                let mut w = self.worker(to)?;
-                for &(key, word) in entries
-                    .iter()
-                    .filter(|(k, _)| map.shard_of(k.vertex()) == shard)
-                {
-                    bytes_moved += w.copy_key_here(key, word, from)?;
-                    keys_moved += 1;
-                    if w.reclaim_queue.len() >= 4096 {
-                        w.flush_reclaims()?;
-                    }
-                }
-                w.flush_reclaims()?;
-                map.set(shard, to);
+            })
+    }
+}
+
+/// [`Store::move_shards`] with the workers of `worker_of` (the machine they
+/// act as may be hosted by different stores), updating every map of `maps`
+/// (each store keeps its own); `maps[0]` says where shards are.
+pub(crate) fn move_shards<F: Fabric>(
+    worker_of: &dyn Fn(MachineId) -> Result<Worker<F>>,
+    maps: &[&crate::shard::ShardMap],
+    moves: &[(u32, MachineId, MachineId)],
+) -> Result<(u64, u64)> {
+    let map = maps[0];
+    let mut sources: Vec<MachineId> = moves.iter().map(|m| m.1).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    let (mut keys_moved, mut bytes_moved) = (0u64, 0u64);
+    for from in sources {
+        let mine: Vec<(u32, MachineId)> = moves
+            .iter()
+            .filter(|m| m.1 == from)
+            .map(|m| (m.0, m.2))
+            .collect();
+        for &(shard, _) in &mine {
+            if map.owner_of_shard(shard) != from {
+                return Err(StoreError::ShardElsewhere {
+                    shard,
+                    expected: from,
+                    actual: map.owner_of_shard(shard),
+                });
             }
         }
-        Ok((keys_moved, bytes_moved))
+        let mut scanner = worker_of(mine[0].1)?;
+        let entries = scanner.scan_table(from)?;
+        for (shard, to) in mine {
+            let mut w = worker_of(to)?;
+            for &(key, word) in entries
+                .iter()
+                .filter(|(k, _)| map.shard_of(k.vertex()) == shard)
+            {
+                bytes_moved += w.copy_key_here(key, word, from)?;
+                keys_moved += 1;
+                if w.reclaim_queue.len() >= 4096 {
+                    w.flush_reclaims()?;
+                }
+            }
+            w.flush_reclaims()?;
+            for m in maps {
+                m.set(shard, to);
+            }
+        }
     }
+    Ok((keys_moved, bytes_moved))
 }
 
 impl<F: Fabric> Worker<F> {
