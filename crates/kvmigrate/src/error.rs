@@ -235,6 +235,28 @@ pub enum Error {
     },
 }
 
+impl From<locus_placement::PlacementError> for Error {
+    /// The shared index's settings are this crate's settings (`bf_bytes`, `cbf_bytes`).
+    fn from(e: locus_placement::PlacementError) -> Self {
+        match e {
+            locus_placement::PlacementError::InvalidSetting {
+                key,
+                value,
+                expected,
+            } => Error::InvalidSetting {
+                key,
+                value,
+                expected,
+            },
+            other => Error::InvalidSetting {
+                key: "placement",
+                value: String::new(),
+                expected: other.to_string(),
+            },
+        }
+    }
+}
+
 /// Result with the crate's error.
 pub type Result<T> = std::result::Result<T, Error>;
 

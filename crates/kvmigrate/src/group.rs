@@ -7,15 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// A 64-bit mixer (splitmix64's finaliser): a cheap, well-spread hash, as a switch would compute
-/// with its CRC units.
-#[inline]
-pub fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+/// The 64-bit mixer the filters hash with (from `locus-placement`).
+pub use locus_placement::mix64;
 
 /// Hash-table shape of one shard: `2^buckets_log2` buckets, groups of `2^group_buckets_log2`
 /// adjacent buckets.

@@ -91,49 +91,8 @@ impl Default for RouterConfig {
     }
 }
 
-/// A group's state as the filters report it (Fig. 3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GroupState {
-    /// S1: not started.
-    NotStarted,
-    /// S2: under migration.
-    Migrating,
-    /// S3: migrated.
-    Migrated,
-    /// S4: both filters positive, a false positive.
-    Conflict,
-}
-
-/// Where one query goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
-    /// To the source only.
-    Source,
-    /// To the destination only (it pulls what it lacks).
-    Destination,
-    /// A read to both; the client keeps the newer reply.
-    DoubleRead,
-}
-
-/// S1..S4 from the two look-ups.
-pub fn classify(bf: bool, cbf: bool) -> GroupState {
-    match (bf, cbf) {
-        (false, false) => GroupState::NotStarted,
-        (false, true) => GroupState::Migrating,
-        (true, false) => GroupState::Migrated,
-        (true, true) => GroupState::Conflict,
-    }
-}
-
-/// The routing decision of Fig. 3 (pure).
-pub fn decide(state: GroupState, is_write: bool) -> Route {
-    match (state, is_write) {
-        (GroupState::NotStarted, _) => Route::Source,
-        (GroupState::Migrated, _) => Route::Destination,
-        (GroupState::Migrating | GroupState::Conflict, true) => Route::Destination,
-        (GroupState::Migrating | GroupState::Conflict, false) => Route::DoubleRead,
-    }
-}
+/// The routing decision of Fig. 3, from `locus-placement` (shared with the graph store).
+pub use locus_placement::index::{classify, decide, GroupState, Route};
 
 /// Groups one instance can have counted in its CBF at once (see the module doc); a source's
 /// `groups_inflight_max` is bounded by it.
@@ -199,10 +158,10 @@ impl Router {
         }
         let bfs = (0..cfg.instances_max)
             .map(|_| BloomFilter::new(cfg.bf_bytes))
-            .collect::<Result<_>>()?;
+            .collect::<std::result::Result<_, _>>()?;
         let cbfs = (0..cfg.instances_max)
             .map(|_| CountingBloomFilter::new(cfg.cbf_bytes))
-            .collect::<Result<_>>()?;
+            .collect::<std::result::Result<_, _>>()?;
         if cfg.tracked_groups_max > 1 << 24 {
             return Err(crate::Error::InvalidSetting {
                 key: "tracked_groups_max",
