@@ -19,6 +19,7 @@
 pub mod config;
 pub mod embedded;
 pub mod embedded_config;
+pub mod member;
 pub mod node;
 pub mod progress;
 
@@ -73,6 +74,9 @@ pub enum NodeError {
     /// Recovery could not put something back.
     #[error("recovery: {0}")]
     Recovery(String),
+    /// The membership store (etcd, or its simulated stand-in) failed.
+    #[error("membership: {0}")]
+    Membership(String),
     /// A worker thread panicked.
     #[error("thread {thread} panicked")]
     ThreadPanicked {

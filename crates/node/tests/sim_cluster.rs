@@ -10,10 +10,11 @@
 //! lease while it runs on (fenced: N1); the survivors take the membership
 //! event (Pragh 5: mark it down, reload what it held from their logs),
 //! the node restarts from its disk (N3), rejoins at a newer epoch, and the
-//! survivors forget it again. The simulated membership queues, per node,
-//! the events a server's etcd watch delivers (down at the old epoch, up at
-//! the new one); each node's member actor takes them in order, between
-//! other operations, and hands them to the same [`Node::on_peer_event`].
+//! survivors forget it again. The membership is etcd's stand-in behind the
+//! trait `locus server` runs etcd through (`sim_cluster/membership.rs`):
+//! nodes join by the server's `locus_node::member::join`, and each node's
+//! member actor takes its watch's events in order, between other
+//! operations, through the server's `locus_node::member::on_event`.
 //!
 //! One seed decides every interleaving, every clock reading, every flush of
 //! a log (the logs flush in the calling actor, `locus_wal::Flusher::Caller`)
@@ -32,6 +33,8 @@
 mod coordinator;
 #[path = "../../store/tests/common/history.rs"]
 mod history;
+#[path = "sim_cluster/membership.rs"]
+mod membership;
 #[path = "sim_cluster/nemesis.rs"]
 mod nemesis;
 
@@ -47,7 +50,8 @@ use locus_coordinator::DriverStats;
 use locus_fabric::sim::{Actor, Sim, SimConfig, SimFabric, SimRng};
 use locus_fabric::{Fabric, Fencing, MachineId, Port};
 use locus_node::config::{DurabilitySection, NodeConfig, RecoverySection, StoreSection};
-use locus_node::node::{PeerEvent, RunsOn};
+use locus_node::member::{self, MembershipStore};
+use locus_node::node::RunsOn;
 use locus_node::{LogParts, Node, NodeParts, Session};
 use locus_store::{home_of, Key, VertexId};
 use locus_wal::{Crash, MemStorage};
@@ -118,10 +122,6 @@ enum Fault {
     LeaseLost,
 }
 
-/// An event a node's watch delivers, with the keys the coordinator's record
-/// names for a dead peer.
-type Notice = (PeerEvent, Vec<Key>);
-
 /// One machine's slot: the node serving now, and its incarnation.
 struct Slot {
     node: Mutex<Option<Arc<Node<SimFabric>>>>,
@@ -130,6 +130,8 @@ struct Slot {
     generation: AtomicU64,
     /// The disk; replaced by what a crash keeps of it.
     disk: Mutex<MemStorage>,
+    /// The membership watch the node serving now opened when it joined.
+    watch: Mutex<Option<usize>>,
 }
 
 struct Shared {
@@ -139,11 +141,9 @@ struct Shared {
     seq: AtomicU64,
     log: Mutex<Vec<Event>>,
     clients_done: AtomicUsize,
-    epochs: Mutex<Vec<u64>>,
     coverage: Mutex<Coverage>,
-    /// The coordinator's record: every approved (key, target), persisted
-    /// before the migration is handed to an executor.
-    record: Mutex<Vec<(Key, MachineId)>>,
+    /// The membership store (etcd's stand-in), with the coordinator's record.
+    membership: membership::SimMembership,
     /// Approved migrations per target, for its executor.
     jobs: Vec<Mutex<VecDeque<Key>>>,
     /// What executors did, for the coordinator.
@@ -151,10 +151,6 @@ struct Shared {
     stats: DriverStats,
     /// What each client and the nemesis is doing (shown when a run fails).
     doing: Mutex<Vec<String>>,
-    /// The simulated membership: per machine, the events its watch has not
-    /// delivered yet (in order), with the keys the coordinator's record
-    /// names for a dead peer; each node's member actor takes them in turn.
-    watch: Vec<Mutex<VecDeque<Notice>>>,
     nemesis_done: std::sync::atomic::AtomicBool,
 }
 
@@ -242,6 +238,23 @@ impl Shared {
             .recover(&mut w)
             .map_err(|e| format!("m{m}: recover: {e}"))?;
         Ok(Arc::new(node))
+    }
+
+    /// Registers `node` (recovered) in the membership by the server's
+    /// step (`member::join`) and makes it machine `m`'s serving node.
+    fn join(&self, m: MachineId, node: Arc<Node<SimFabric>>) -> Result<(), String> {
+        let epoch = node
+            .store()
+            .fabric()
+            .own_epoch(m)
+            .map_err(|e| format!("m{m}: own epoch: {e}"))?;
+        let joined = member::join(&node, &self.membership, epoch, "sim")
+            .map_err(|e| format!("m{m}: join: {e}"))?;
+        let slot = &self.slots[m as usize];
+        *slot.watch.lock().unwrap() = Some(joined.watch);
+        *slot.node.lock().unwrap() = Some(node);
+        slot.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
     }
 }
 
@@ -498,19 +511,18 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
                 node: Mutex::new(None),
                 generation: AtomicU64::new(0),
                 disk: Mutex::new(MemStorage::new()),
+                watch: Mutex::new(None),
             })
             .collect(),
         seq: AtomicU64::new(0),
         log: Mutex::new(Vec::new()),
         clients_done: AtomicUsize::new(0),
-        epochs: Mutex::new(vec![1; MACHINES]),
         coverage: Mutex::new(Coverage::default()),
-        record: Mutex::new(Vec::new()),
+        membership: membership::SimMembership::new(),
         jobs: (0..MACHINES).map(|_| Mutex::new(VecDeque::new())).collect(),
         results: Mutex::new(Vec::new()),
         stats: DriverStats::default(),
         doing: Mutex::new(vec![String::new(); MACHINES * CLIENTS_PER_NODE + 1]),
-        watch: (0..MACHINES).map(|_| Mutex::new(VecDeque::new())).collect(),
         nemesis_done: std::sync::atomic::AtomicBool::new(false),
     };
     // Setup, outside the run: every node created first (each needs its
@@ -520,7 +532,11 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
         let f = fabric
             .hosting_only(m)
             .map_err(|e| format!("seed {seed}: {e}"))?;
-        f.set_own_epoch(m, 1)
+        let epoch = shared
+            .membership
+            .reserve_epoch(m)
+            .map_err(|e| format!("seed {seed}: {e}"))?;
+        f.set_own_epoch(m, epoch)
             .map_err(|e| format!("seed {seed}: {e}"))?;
         created.push(
             Node::create(NodeParts {
@@ -544,14 +560,9 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
             .worker(m as MachineId)
             .map_err(|e| e.to_string())?;
         let node = c.recover(&mut w).map_err(|e| format!("seed {seed}: {e}"))?;
-        for p in (0..MACHINES as MachineId).filter(|&p| p as usize != m) {
-            node.store()
-                .fabric()
-                .inner()
-                .set_peer_epoch(m as MachineId, p, 1)
-                .map_err(|e| e.to_string())?;
-        }
-        *shared.slots[m].node.lock().unwrap() = Some(Arc::new(node));
+        shared
+            .join(m as MachineId, Arc::new(node))
+            .map_err(|e| format!("seed {seed}: {e}"))?;
     }
     for v in 0..VERTICES {
         let (node, _) = shared.node(home_of(v, MACHINES)).expect("up");

@@ -18,8 +18,9 @@
 //!   readiness, log tails, ending them), for `locus cluster` and the
 //!   benchmarks.
 //! - `member.rs`: with `[etcd]`, the server's epoch, registration under a
-//!   lease, the membership watch (fabric epoch table, then the
-//!   `on_membership_event` hook) and fencing when the lease is lost.
+//!   lease, the membership watch (each event through
+//!   `locus_node::member::on_event`, as the simulated cluster's) and
+//!   fencing when the lease is lost.
 
 #![warn(missing_docs)]
 

@@ -1,18 +1,21 @@
-//! A server's membership on etcd (issue 15 requirement 2), with `[etcd]`:
+//! A server's membership on etcd (issue 15 requirement 2), with `[etcd]`.
+//! The steps a server shares with the simulated cluster run through
+//! `locus_node::member` over [`Etcd`] (etcd as the node's
+//! `MembershipStore`):
 //!
 //! 1. before recovery: connect and take this incarnation's epoch
 //!    (`reserve_epoch`); the fabric speaks at that epoch from then on;
-//! 2. after recovery, before serving clients: register under a kept-alive
-//!    lease (`register_at`), read the membership, set each live peer's epoch
-//!    in the fabric's table and mark each peer that is not live down at its
-//!    last registered epoch (stale addresses into it fail at once);
-//! 3. the membership watch thread, per event about peer D: `PeerDown(D, e)`:
-//!    mark D down in the fabric's epoch table, read the keys the
-//!    coordinator's record names with latest target D, then call the
-//!    `on_membership_event` hook of `server.rs`; `PeerUp(D, e)`: set D's epoch
-//!    (connections reopen at it), then the hook. An event that says this
-//!    server's own epoch ended (its lease expired, or a newer incarnation of
-//!    it registered) fences it;
+//! 2. after recovery, before serving clients: `locus_node::member::join`
+//!    (register under a kept-alive lease, read the membership, set each
+//!    live peer's epoch in the fabric's table and mark each peer that is not
+//!    live down at its last registered epoch: stale addresses into it fail
+//!    at once);
+//! 3. the membership watch thread hands each event to
+//!    `locus_node::member::on_event`: about peer D, the fabric's view of D
+//!    and Pragh 5 (`Node::on_peer_event`, with the keys the coordinator's
+//!    record names with latest target D, on `PeerDown`); an event that says
+//!    this server's own epoch ended (its lease expired, or a newer
+//!    incarnation of it registered) fences it;
 //! 4. the fence thread: when the lease is lost (or a TTL passed since the
 //!    last acknowledged renewal, e.g. after SIGSTOP), the server is fenced:
 //!    it logs why, shuts its fabric down (peers' one-sided operations stop),
@@ -30,6 +33,7 @@ use std::time::Duration;
 use locus_fabric::tcp::TcpFabric;
 use locus_fabric::MachineId;
 use locus_membership::{MemberEvent, Membership, Registration, Watch};
+use locus_node::member::{Handled, MembershipStore};
 use locus_node::node::PeerEvent;
 use locus_store::Key;
 
@@ -53,7 +57,7 @@ pub(crate) struct MemberState {
     watch: Mutex<Option<Watch>>,
     peer_down: AtomicU64,
     peer_up: AtomicU64,
-    /// Calls of the `on_membership_event` hook.
+    /// Peer events handed to the node (`locus_node::member::on_event`).
     pub(crate) hook_calls: AtomicU64,
     recent: Mutex<VecDeque<Value>>,
     fenced: Mutex<Option<String>>,
@@ -61,6 +65,45 @@ pub(crate) struct MemberState {
 
 fn etcd_err(e: locus_membership::MembershipError) -> ServerError {
     ServerError::Membership(e.to_string())
+}
+
+/// etcd as the node's membership store (`locus_node::member`): the steps a
+/// server and the simulated cluster share run through it.
+pub(crate) struct Etcd<'a>(pub(crate) &'a Membership);
+
+impl locus_node::member::MembershipStore for Etcd<'_> {
+    type Registration = Registration;
+    type Watch = Watch;
+
+    fn reserve_epoch(&self, machine: MachineId) -> std::result::Result<u64, String> {
+        self.0.reserve_epoch(machine).map_err(|e| e.to_string())
+    }
+    fn register_at(
+        &self,
+        machine: MachineId,
+        epoch: u64,
+        info: &str,
+    ) -> std::result::Result<Registration, String> {
+        self.0
+            .register_at(machine, epoch, info)
+            .map_err(|e| e.to_string())
+    }
+    fn last_registered(&self, machine: MachineId) -> std::result::Result<u64, String> {
+        self.0.last_registered(machine).map_err(|e| e.to_string())
+    }
+    fn watch(&self) -> std::result::Result<(Vec<(MachineId, u64)>, Watch), String> {
+        let (members, watch) = self.0.watch().map_err(|e| e.to_string())?;
+        Ok((
+            members.iter().map(|m| (m.machine, m.epoch)).collect(),
+            watch,
+        ))
+    }
+    fn keys_targeting(&self, machine: MachineId) -> std::result::Result<Vec<Key>, String> {
+        self.0
+            .record_keys_targeting(machine)
+            .map(|keys| keys.into_iter().map(Key).collect())
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Step 1: connects and takes the next epoch of `id`, which the fabric
@@ -74,7 +117,9 @@ pub(crate) fn begin(
         return Ok(None);
     };
     let m = Membership::connect(&section.config()).map_err(etcd_err)?;
-    let epoch = m.reserve_epoch(id).map_err(etcd_err)?;
+    let epoch = Etcd(&m)
+        .reserve_epoch(id)
+        .map_err(ServerError::Membership)?;
     tcp.set_own_epoch(epoch);
     tracing::info!(
         server = id,
@@ -84,50 +129,24 @@ pub(crate) fn begin(
     Ok(Some((m, epoch)))
 }
 
-/// Step 2: registers (after recovery) and learns the peers' epochs.
+/// Step 2: registers (after recovery) and learns the peers' epochs
+/// (`locus_node::member::join`, as the simulated cluster does it).
 pub(crate) fn register(
     m: Membership,
     epoch: u64,
     file: &ClusterFile,
     id: MachineId,
-    tcp: &TcpFabric,
+    node: &locus_node::node::Node<TcpFabric>,
     client: std::net::SocketAddr,
 ) -> Result<MemberState> {
     let entry = file.server(id)?;
     let info = format!("fabric={} client={client}", entry.fabric);
-    let reg = m.register_at(id, epoch, &info).map_err(etcd_err)?;
-    // Each peer's last registration is read *before* the live members: a
-    // peer that registers in between is then among the members (or its
-    // PeerUp follows on the watch), never marked down at the epoch it is
-    // live at. (Read after, a peer starting at the same time was marked
-    // down until its PeerUp arrived, and the first operations to it failed.)
-    let mut last = vec![0u64; file.machines()];
-    for machine in 0..file.machines() as MachineId {
-        if machine != id {
-            last[machine as usize] = m.last_registered(machine).map_err(etcd_err)?;
-        }
-    }
-    let (members, watch) = m.watch().map_err(etcd_err)?;
-    for machine in 0..file.machines() as MachineId {
-        if machine == id {
-            continue;
-        }
-        match members.iter().find(|x| x.machine == machine) {
-            Some(x) => tcp.set_peer_epoch(machine, x.epoch)?,
-            None => {
-                // Its last registered incarnation is dead (a later one may be
-                // starting: its HELLO is newer, so it is let in).
-                let last = last[machine as usize];
-                if last > 0 {
-                    tcp.mark_down(machine, last)?;
-                }
-            }
-        }
-    }
+    let joined = locus_node::member::join(node, &Etcd(&m), epoch, &info)?;
+    let (reg, watch, members) = (joined.registration, joined.watch, joined.live);
     tracing::info!(
         server = id,
         epoch,
-        live = ?members.iter().map(|x| (x.machine, x.epoch)).collect::<Vec<_>>(),
+        live = ?members,
         "registered in etcd"
     );
     Ok(MemberState {
@@ -171,49 +190,53 @@ fn watch_loop(s: &Shared, watch: &Watch) {
         let Ok(ev) = watch.events().recv_timeout(POLL) else {
             continue;
         };
-        let (kind, machine, epoch) = match ev {
-            MemberEvent::PeerDown { machine, epoch } => ("down", machine, epoch),
-            MemberEvent::PeerUp { machine, epoch } => ("up", machine, epoch),
-        };
-        if machine == s.id {
-            // Our own epoch ending (expiry, or a newer incarnation of us).
-            if (kind == "down" && epoch >= ms.epoch) || (kind == "up" && epoch > ms.epoch) {
-                fence(
-                    s,
-                    format!("etcd says machine {machine} epoch {epoch} is {kind}"),
-                );
-            }
-            continue;
-        }
-        let mut recorded = Vec::new();
         let event = match ev {
-            MemberEvent::PeerDown { .. } => {
-                ms.peer_down.fetch_add(1, Ordering::Relaxed);
-                match ms.membership.record_keys_targeting(machine) {
-                    Ok(keys) => recorded = keys.into_iter().map(Key).collect(),
-                    Err(e) => tracing::error!(
-                        server = s.id,
-                        peer = machine,
-                        "cannot read the coordinator's record for the dead peer: {e}"
-                    ),
-                }
-                PeerEvent::Down { machine, epoch }
-            }
-            MemberEvent::PeerUp { .. } => {
-                ms.peer_up.fetch_add(1, Ordering::Relaxed);
-                PeerEvent::Up { machine, epoch }
-            }
+            MemberEvent::PeerDown { machine, epoch } => PeerEvent::Down { machine, epoch },
+            MemberEvent::PeerUp { machine, epoch } => PeerEvent::Up { machine, epoch },
         };
-        {
-            let mut q = ms.recent.lock().unwrap_or_else(|e| e.into_inner());
-            if q.len() == RECENT_MAX {
-                q.pop_front();
-            }
-            q.push_back(json!({"event": kind, "machine": machine, "epoch": epoch,
-                               "recorded": recorded.len(),
-                               "at_s": s.started.elapsed().as_secs_f64()}));
+        let (kind, machine, epoch) = match event {
+            PeerEvent::Down { machine, epoch } => ("down", machine, epoch),
+            PeerEvent::Up { machine, epoch } => ("up", machine, epoch),
+        };
+        let recorded =
+            match locus_node::member::on_event(&s.node, &Etcd(&ms.membership), ms.epoch, event) {
+                Ok((Handled::Fenced(why), _)) => {
+                    fence(s, why);
+                    continue;
+                }
+                Ok((Handled::Ignored, _)) => continue,
+                Ok((Handled::Peer(_, recorded), err)) => {
+                    ms.hook_calls.fetch_add(1, Ordering::Relaxed);
+                    if let Some(e) = err {
+                        tracing::error!(
+                            server = s.id,
+                            peer = machine,
+                            "cannot read the coordinator's record for the dead peer: {e}"
+                        );
+                    }
+                    recorded
+                }
+                Err(e) => {
+                    ms.hook_calls.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        server = s.id,
+                        ?event,
+                        "recovery after a membership event failed: {e}"
+                    );
+                    0
+                }
+            };
+        match event {
+            PeerEvent::Down { .. } => ms.peer_down.fetch_add(1, Ordering::Relaxed),
+            PeerEvent::Up { .. } => ms.peer_up.fetch_add(1, Ordering::Relaxed),
+        };
+        let mut q = ms.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() == RECENT_MAX {
+            q.pop_front();
         }
-        crate::server::on_membership_event(s, event, recorded);
+        q.push_back(json!({"event": kind, "machine": machine, "epoch": epoch,
+                           "recorded": recorded,
+                           "at_s": s.started.elapsed().as_secs_f64()}));
     }
 }
 

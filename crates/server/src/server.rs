@@ -139,7 +139,7 @@ impl Server {
                 epoch,
                 &file,
                 id,
-                node.store().fabric().inner(),
+                &node,
                 client_addr,
             )?),
             None => None,
@@ -283,28 +283,6 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop_inner();
-    }
-}
-
-/// The membership watch's hook (`member.rs`), called for each event about a
-/// peer in the watch's order: [`Node::on_peer_event`] (the fabric's view of
-/// the peer, then Pragh 5: `peer_failed` with the keys the coordinator's
-/// record names with that peer as latest target, or `peer_rejoined`). A
-/// failure is logged and counted, and the next event is handled anyway.
-pub(crate) fn on_membership_event(
-    shared: &Shared,
-    event: locus_node::node::PeerEvent,
-    recorded: Vec<Key>,
-) {
-    if let Some(m) = &shared.membership {
-        m.hook_calls.fetch_add(1, Ordering::Relaxed);
-    }
-    if let Err(e) = shared.node.on_peer_event(event, &recorded) {
-        tracing::error!(
-            server = shared.id,
-            ?event,
-            "recovery after a membership event failed: {e}"
-        );
     }
 }
 

@@ -19,7 +19,7 @@ struct SimRecord<'a>(&'a Shared);
 impl Persist for SimRecord<'_> {
     type Error = String;
     fn persist_approvals(&self, actions: &[Action]) -> Result<(), (String, Vec<PolicyEvent>)> {
-        let mut r = self.0.record.lock().unwrap();
+        let mut r = self.0.membership.record.lock().unwrap();
         for a in actions {
             if let Action::Persist { key, target } = a {
                 r.push((*key, *target));

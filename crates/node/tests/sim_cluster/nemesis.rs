@@ -5,8 +5,7 @@ use std::sync::atomic::Ordering;
 
 use locus_fabric::sim::{SimFabric, SimRng};
 use locus_fabric::{Fabric, Fencing, MachineId, Port};
-use locus_node::node::PeerEvent;
-use locus_store::Key;
+use locus_node::member::{self, MembershipStore};
 use locus_wal::Crash;
 
 use super::{Coverage, Fault, Shared, CLIENTS_PER_NODE, MACHINES};
@@ -30,7 +29,6 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         }
     };
     wait(&mut port, &mut rng, 300);
-    let old_epoch = s.epochs.lock().unwrap()[victim as usize];
     let mut cov = Coverage::default();
     let me = MACHINES * CLIENTS_PER_NODE;
     s.doing(me, format!("{fault:?} of m{victim}"));
@@ -58,27 +56,10 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
             cov.fenced += 1;
         }
     }
-    // The survivors learn it is down (a lease later, as etcd tells them),
-    // each from its own watch (its member actor).
+    // Its lease ends (a TTL later): etcd's watchers, the survivors' member
+    // actors, each learn it is down when their turn comes.
     wait(&mut port, &mut rng, 200);
-    let recorded: Vec<Key> = s
-        .record
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(_, to)| *to == victim)
-        .map(|(k, _)| *k)
-        .collect();
-    for m in (0..MACHINES as MachineId).filter(|&m| m != victim) {
-        let down = PeerEvent::Down {
-            machine: victim,
-            epoch: old_epoch,
-        };
-        s.watch[m as usize]
-            .lock()
-            .unwrap()
-            .push_back((down, recorded.clone()));
-    }
+    s.membership.end_lease(victim);
     if fault == Fault::LeaseLost {
         // Then it runs a while fenced, and is killed (its supervisor saw
         // the fence) and restarted.
@@ -86,35 +67,19 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         kill(s, Crash::ProcessCrash);
     }
     wait(&mut port, &mut rng, 100);
-    let epoch = old_epoch + 1;
-    s.epochs.lock().unwrap()[victim as usize] = epoch;
     s.doing(me, format!("{fault:?} of m{victim}: restarting it"));
+    // A newer epoch (M1), recovery from its disk (N3), then the server's
+    // join: registered, its view of the peers set, the survivors told.
+    let epoch = s
+        .membership
+        .reserve_epoch(victim)
+        .unwrap_or_else(|e| panic!("seed {}: epoch: {e}", s.seed));
     let node = s
         .start_node(victim, epoch)
         .unwrap_or_else(|e| panic!("seed {}: restart: {e}", s.seed));
-    for m in (0..MACHINES as MachineId).filter(|&m| m != victim) {
-        node.store()
-            .fabric()
-            .inner()
-            .set_peer_epoch(victim, m, s.epochs.lock().unwrap()[m as usize])
-            .expect("peer epoch");
-    }
-    {
-        let slot = &s.slots[victim as usize];
-        *slot.node.lock().unwrap() = Some(node);
-        slot.generation.fetch_add(1, Ordering::AcqRel);
-    }
+    s.join(victim, node)
+        .unwrap_or_else(|e| panic!("seed {}: rejoin: {e}", s.seed));
     cov.restarts += 1;
-    for m in (0..MACHINES as MachineId).filter(|&m| m != victim) {
-        let up = PeerEvent::Up {
-            machine: victim,
-            epoch,
-        };
-        s.watch[m as usize]
-            .lock()
-            .unwrap()
-            .push_back((up, Vec::new()));
-    }
     s.doing(me, format!("{fault:?} of m{victim}: done"));
     s.nemesis_done.store(true, Ordering::Release);
     s.coverage.lock().unwrap().add(&cov);
@@ -123,22 +88,27 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
 /// A node's end of the simulated membership: takes the events its watch
 /// delivers, in order, each when this actor's turn comes (so survivors
 /// learn of a death at different moments, between other operations), and
-/// hands them to [`Node::on_peer_event`] as a server's etcd watch does.
+/// hands them to `member::on_event`, as a server's etcd watch thread does.
 pub(crate) fn member(f: &SimFabric, s: &Shared, m: MachineId) {
     let mut port = f.port(m).expect("a port");
     loop {
-        let next = s.watch[m as usize].lock().unwrap().pop_front();
-        let Some((event, recorded)) = next else {
+        let slot = &s.slots[m as usize];
+        let node = slot.node.lock().unwrap().clone();
+        let watch = *slot.watch.lock().unwrap();
+        let next = match (&node, watch) {
+            (Some(_), Some(w)) => s.membership.next(w),
+            _ => None,
+        };
+        let (Some(node), Some(event)) = (node, next) else {
             if s.nemesis_done.load(Ordering::Acquire) {
                 return;
             }
             port.relax();
             continue;
         };
-        if let Some((node, _)) = s.node(m) {
-            if let Err(e) = node.on_peer_event(event, &recorded) {
-                panic!("seed {}: m{m} on {event:?}: {e}", s.seed);
-            }
+        let epoch = node.store().fabric().own_epoch(m).expect("own epoch");
+        if let Err(e) = member::on_event(&node, &s.membership, epoch, event) {
+            panic!("seed {}: m{m} on {event:?}: {e}", s.seed);
         }
     }
 }
