@@ -188,7 +188,8 @@ pub fn collect(spec: &Collect, progress: &mut dyn FnMut(&Row)) -> Result<Table> 
         let grid = Grid::build(GraphInput::Rmat(&rmat), None)?;
         for &algo in &spec.algos {
             for &ratio in &spec.ratios {
-                let mut profile = None;
+                // Placement by degrees (the default), as every run the
+                // table's choice is made for places.
                 for &threads in &spec.threads {
                     let fabric: LocalFabric = crate::run::local_fabric()?;
                     let cfg = RunConfig {
@@ -198,8 +199,7 @@ pub fn collect(spec: &Collect, progress: &mut dyn FnMut(&Row)) -> Result<Table> 
                         },
                         ..RunConfig::new(algo, Backend::Far, ratio)
                     };
-                    let (report, _, p) = run(&grid, Some(&fabric), &cfg, profile.as_ref())?;
-                    profile.get_or_insert(p);
+                    let (report, _, _) = run(&grid, Some(&fabric), &cfg, None)?;
                     let row = Row {
                         algo: algo.name().to_string(),
                         vertices: grid.vertex_count(),

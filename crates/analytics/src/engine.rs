@@ -73,7 +73,7 @@ impl Default for EngineConfig {
 }
 
 /// What the engine counted: the offline profile of Fargraph+ 5.1 and 7.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Profile {
     /// Per order held (by `Order::index`), bytes streamed from each block.
     pub block_bytes: [Vec<u64>; 2],

@@ -55,6 +55,16 @@ pub enum AnalyticsError {
         reason: String,
     },
 
+    /// A saved placement profile (`--profile`) that cannot be used: not a
+    /// profile, another graph or algorithm, or made with the run's own root.
+    #[error("saved profile '{}': {reason}", path.display())]
+    SavedProfile {
+        /// The profile's file.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+
     /// The run would need more memory than its limit (`--memory-max`); the
     /// message says how much, why (which file and line named the largest
     /// id) and what to do.

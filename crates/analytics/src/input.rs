@@ -13,6 +13,14 @@
 //! names drop out: they would be isolated, but PageRank gives every vertex a
 //! share, so compacted PageRank is that of the graph on the vertices present,
 //! and Radii samples among those vertices.
+//!
+//! With `symmetrize` every edge `u -> v` (not a self loop) gets its reverse
+//! `v -> u`, and duplicate edges are then removed, so the graph is
+//! undirected with each direction once; without it edges are taken as
+//! directed, as given. Every run states which ([`EdgeMode`]). Parsing is
+//! `locus_graph::input`'s, the store's loader's: SNAP text (a third weight
+//! column, as in `.wel`, refused unless weights are dropped on request),
+//! Matrix Market `.mtx`, GridGraph binary, any of them gzip-compressed.
 
 use std::path::Path;
 
@@ -39,6 +47,54 @@ pub struct LoadLimits {
     pub stripe_ids: u64,
     /// The edge encoding (`--edge-layout`).
     pub edge_layout: LayoutChoice,
+    /// Add every edge's reverse and drop duplicates (`--symmetrize`).
+    pub symmetrize: bool,
+}
+
+/// How a run took its input's edges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EdgeMode {
+    /// As given, one direction each (`--directed`, the default).
+    #[default]
+    Directed,
+    /// Each edge in both directions, duplicates removed (`--symmetrize`).
+    Symmetrized,
+}
+
+impl EdgeMode {
+    /// The mode `limits` ask for.
+    pub fn of(limits: &LoadLimits) -> EdgeMode {
+        if limits.symmetrize {
+            EdgeMode::Symmetrized
+        } else {
+            EdgeMode::Directed
+        }
+    }
+
+    /// `directed` or `symmetrized`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EdgeMode::Directed => "directed",
+            EdgeMode::Symmetrized => "symmetrized",
+        }
+    }
+}
+
+/// Adds the reverse of every edge that is not a self loop, then sorts and
+/// removes duplicates (so each direction appears once).
+pub fn symmetrize(edges: &mut Vec<Edge>) {
+    let n = edges.len();
+    edges.reserve(n);
+    for k in 0..n {
+        let (s, d) = edges[k];
+        if s != d {
+            edges.push((d, s));
+        }
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    edges.shrink_to_fit();
 }
 
 impl LoadLimits {
@@ -196,6 +252,9 @@ fn admit(
     limits: LoadLimits,
     cause: impl FnOnce() -> String,
 ) -> Result<Loaded> {
+    if limits.symmetrize {
+        symmetrize(&mut edges);
+    }
     let e = edges.len() as u64;
     let (vertices, ids, estimate) = if limits.compact_ids {
         // Compaction holds one more copy of the ids; check that much first
@@ -297,5 +356,12 @@ mod tests {
         assert_eq!(ids.compacted(7), Some(1));
         assert_eq!(ids.compacted(8), None);
         assert_eq!(ids.original(2), 4_294_967_293);
+    }
+
+    #[test]
+    fn symmetrize_adds_reverses_once_and_keeps_self_loops_single() {
+        let mut edges = vec![(0, 1), (1, 0), (2, 2), (3, 1), (0, 1)];
+        symmetrize(&mut edges);
+        assert_eq!(edges, vec![(0, 1), (1, 0), (1, 3), (2, 2), (3, 1)]);
     }
 }

@@ -10,7 +10,9 @@
 //! (Fargraph+: blocks in another machine's memory, chunked one-sided READs)
 //! or [`store::paged`] (Fastswap-like: 4 KB pages into an LRU cache). Under a
 //! far-memory ratio, [`placement`] classifies data segments into Fig. 9's
-//! four groups from an offline profile and decides which blocks stay local.
+//! four groups from a profile (by default one estimated from block sizes and
+//! degrees before the run; or one [`saved`] from an earlier run; or a timed
+//! profiling run) and decides which blocks stay local.
 //! [`server`] is the far-memory daemon and its control protocol, [`control`]
 //! the offline thread table and the online choice from it, [`algo`] BFS,
 //! WCC, PageRank and Radii, [`reference`] their plain versions for tests,
@@ -43,6 +45,7 @@ pub mod prepared;
 pub mod reference;
 pub mod results;
 pub mod run;
+pub mod saved;
 pub mod server;
 pub mod store;
 #[allow(unsafe_code)] // arrays placed in the vertex pager's mapping (see its doc)

@@ -25,10 +25,20 @@
 //! blocks alone missed α = 0.8 by 0.07); every other block goes far. When vertex data alone exceeds the budget, everything
 //! transferable goes far and the achieved ratio is below the requested one;
 //! reports show both.
+//!
+//! Where the profile comes from matters (issue 63): a profile of the very
+//! run being timed (BFS from the same root) tells placement exactly which
+//! blocks that run will read, which no real run knows before it starts.
+//! [`degree_profile`] is the honest default: a profile estimated from the
+//! grid alone (block sizes and the in-degree mass of each source partition,
+//! with the algorithm's access pattern), before anything runs. A profile
+//! measured on an earlier run (another root or seed) can be given instead
+//! ([`crate::saved`]), or the profiling run can be made and timed with the
+//! run ([`crate::run::PlacementSource`]).
 
 use serde::Serialize;
 
-use crate::algo::{Algo, Precision};
+use crate::algo::{Algo, Params, Precision};
 use crate::engine::Profile;
 use crate::error::{config_err, Result};
 use crate::grid::Order;
@@ -137,6 +147,58 @@ fn pages(bytes: u64) -> f64 {
 /// The local budget for α: `(1 - α) * total`, rounded down.
 pub fn local_budget(far_ratio: f64, total_bytes: u64) -> u64 {
     ((1.0 - far_ratio) * total_bytes as f64).floor() as u64
+}
+
+/// A profile estimated before the run from what the grid alone says.
+///
+/// WCC and PageRank stream every block on every pass (their `stream_edges`
+/// has no active set), so every block is read alike: `passes` times its
+/// length, with PageRank's iteration count as `passes` and one for WCC (its
+/// pass count is not known before it runs; a common factor does not change
+/// the order). BFS and Radii stream a block only on levels whose frontier
+/// has a vertex in the block's source partition, and a vertex joins the
+/// frontier when an edge into it is followed, so a partition with more
+/// edges into it is on more frontiers: a block's expected reads are its
+/// length times `(in-edges of its source partition + 1) / (most in-edges of
+/// any partition + 1)`. The in-edge counts are the column sums of the block
+/// table, known from preprocessing. Vertex visits are one pass over the
+/// vertices per edge pass.
+pub fn degree_profile(algo: Algo, params: &Params, table: &BlockTable) -> Profile {
+    let shape = table.shape();
+    let p = shape.partitions as usize;
+    let passes: u64 = match algo {
+        Algo::PageRank => u64::from(params.iterations.max(1)),
+        Algo::Wcc | Algo::Bfs | Algo::Radii => 1,
+    };
+    // Bytes of edges into each partition (blocks (i, j) with j the destination).
+    let mut into = vec![0u64; p];
+    for (o, pos) in table.blocks() {
+        let (_, j) = shape.block_at(o, pos);
+        into[j as usize] += table.block_len(o, pos);
+    }
+    let into_max = into.iter().copied().max().unwrap_or(0);
+    let selective = matches!(algo, Algo::Bfs | Algo::Radii);
+    let mut block_bytes: [Vec<u64>; 2] = [vec![0; shape.blocks()], vec![0; shape.blocks()]];
+    let mut streamed = 0u64;
+    for (o, pos) in table.blocks() {
+        let len = table.block_len(o, pos);
+        let (i, _) = shape.block_at(o, pos);
+        let reads = if selective {
+            // u128: len * (in-edge bytes + 1) can pass u64 on a large grid.
+            (u128::from(len) * u128::from(into[i as usize] + 1) / u128::from(into_max + 1)) as u64
+        } else {
+            len * passes
+        };
+        block_bytes[o.index()][pos] = reads;
+        streamed += reads;
+    }
+    Profile {
+        block_bytes,
+        edges_applied: streamed / table.layout().edge_bytes(),
+        vertex_visits: shape.vertex_count * passes,
+        edge_passes: passes * table.orders().len() as u64,
+        vertex_passes: passes,
+    }
 }
 
 /// Classifies the segments of `algo` (its values in `precision`) on `table`

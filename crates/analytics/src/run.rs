@@ -1,5 +1,13 @@
 //! One analytics run end to end: profile (when placement needs it), place,
 //! build the backend's store, stream, report.
+//!
+//! Disk and far runs place blocks from a [`Profile`]; [`PlacementSource`]
+//! says which one, and the report carries it (issue 63): by default one
+//! estimated from block sizes and degrees before the run
+//! ([`placement::degree_profile`]), or a profile saved by an earlier run
+//! (passed to [`run`]), or a profiling run on the Oracle made here and timed
+//! (`profile_s`, and in `wall_s`), since it reads the whole graph in local
+//! memory and knows exactly which blocks the timed run will read.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -18,11 +26,39 @@ use crate::store::disk::DiskStore;
 use crate::store::far::{segment_bytes_for, FarConfig, FarStore};
 use crate::store::local::LocalStore;
 use crate::store::paged::{PagedStore, READAHEAD_PAGES_DEFAULT};
-use crate::store::{check_chunk_bytes, Backend, BlockTable, EdgeStore, CHUNK_BYTES_DEFAULT};
+use crate::store::{
+    check_chunk_bytes, Backend, BlockTable, EdgeStore, CHUNK_BYTES_DEFAULT, PAGE_BYTES,
+};
 use crate::vertex::VertexPagingStats;
 
 /// Memory the in-process far-memory server may lend (no limit beyond the machine's).
 pub const LOCAL_SERVER_BYTES_MAX: u64 = u64::MAX;
+
+/// Where a disk or far run's placement profile comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementSource {
+    /// Estimated before the run from block sizes and in-degrees
+    /// ([`placement::degree_profile`]): what a real run knows.
+    #[default]
+    Degrees,
+    /// A profile from an earlier run, given to [`run`].
+    SavedProfile,
+    /// The same algorithm run first on the Oracle (untimed before issue 63;
+    /// now timed as `profile_s`).
+    ProfilingRun,
+}
+
+impl PlacementSource {
+    /// `degrees`, `saved_profile` or `profiling_run`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlacementSource::Degrees => "degrees",
+            PlacementSource::SavedProfile => "saved_profile",
+            PlacementSource::ProfilingRun => "profiling_run",
+        }
+    }
+}
 
 /// Everything one run needs besides the graph and the fabric.
 #[derive(Clone, Debug)]
@@ -48,6 +84,9 @@ pub struct RunConfig {
     /// Paged: vertex arrays page too, in the same budget as the edge pages
     /// (through userfaultfd, [`crate::store::vpage`]); other backends refuse it.
     pub paged_vertices: bool,
+    /// Disk and far, when [`run`] is given no profile: estimate one from
+    /// degrees, or make a (timed) profiling run.
+    pub placement: PlacementSource,
 }
 
 impl RunConfig {
@@ -64,6 +103,7 @@ impl RunConfig {
             far: FarConfig::default(),
             readahead_pages: READAHEAD_PAGES_DEFAULT,
             paged_vertices: false,
+            placement: PlacementSource::Degrees,
         }
     }
 }
@@ -97,6 +137,25 @@ pub struct Report {
     pub setup_s: f64,
     /// Seconds of the algorithm itself.
     pub time_s: f64,
+    /// Disk and far: where the placement profile came from (None: the
+    /// backend places nothing).
+    pub placement_source: Option<PlacementSource>,
+    /// With a profiling run: its seconds (load to result on the Oracle).
+    pub profile_s: Option<f64>,
+    /// Seconds of the whole run: profiling run, placement, setup and the
+    /// algorithm (`time_s` is the algorithm alone).
+    pub wall_s: f64,
+    /// With a saved profile: the run it came from (set by the caller, who read it).
+    pub profile_origin: Option<crate::saved::ProfileOrigin>,
+    /// With a saved profile made with this run's own root or seed (accepted
+    /// on request): true.
+    pub profile_same_root: Option<bool>,
+    /// How the input's edges were taken: `directed` as given, or
+    /// `symmetrized` (set by the caller that loaded the graph).
+    pub edges_as: crate::input::EdgeMode,
+    /// The input's edge weights were dropped on request (`--ignore-weights`;
+    /// set by the caller that loaded the graph).
+    pub weights_dropped: bool,
     /// Iterations.
     pub iterations: u32,
     /// PageRank: its value type.
@@ -233,7 +292,14 @@ pub fn paged_cache_bytes(grid: &Grid, cfg: &RunConfig) -> Result<u64> {
     if cfg.paged_vertices {
         return Ok(budget.max(buffers));
     }
-    Ok(budget.saturating_sub(vertex).max(buffers))
+    // A cache holds whole pages: round the room up, or at ratio 0 (room =
+    // edge bytes, rarely a page multiple) the cache is one page short of the
+    // region and its LRU misses on every page of every cyclic pass (issue 63:
+    // PageRank fetched 155 MB for 16.8 MB of edges).
+    Ok(budget
+        .saturating_sub(vertex)
+        .next_multiple_of(PAGE_BYTES)
+        .max(buffers))
 }
 
 /// The address space (and far slots) for vertex arrays with
@@ -248,8 +314,9 @@ pub fn paged_vertex_bytes_max(grid: &Grid, cfg: &RunConfig) -> u64 {
 }
 
 /// Runs `cfg` on `grid`. Disk and far need a placement: from `profile` if
-/// given, else from an untimed profiling run on the Oracle. Returns the
-/// report, the result, and the engine's profile of this run.
+/// given (a saved profile), else as `cfg.placement` says (degrees, or a
+/// profiling run on the Oracle, timed). Returns the report, the result, and
+/// the engine's profile of this run.
 pub fn run<F: Fabric + Clone>(
     grid: &Grid,
     fabric: Option<&F>,
@@ -267,31 +334,41 @@ pub fn run<F: Fabric + Clone>(
             ),
         ));
     }
-    let plan = match cfg.backend {
+    let wall = Instant::now();
+    let mut profile_s = None;
+    let (plan, placement_source) = match cfg.backend {
         Backend::Disk | Backend::Far => {
+            let table = BlockTable::new(grid, cfg.algo.orders())?;
             let owned;
-            let prof = match profile {
-                Some(p) => p,
-                None => {
+            let (prof, source) = match (profile, cfg.placement) {
+                (Some(p), _) => (p, PlacementSource::SavedProfile),
+                (None, PlacementSource::SavedProfile) => {
+                    return Err(config_err(
+                        "placement",
+                        "saved_profile placement needs a profile (give --profile FILE)",
+                    ))
+                }
+                (None, PlacementSource::Degrees) => {
+                    owned = placement::degree_profile(cfg.algo, &cfg.params, &table);
+                    (&owned, PlacementSource::Degrees)
+                }
+                (None, PlacementSource::ProfilingRun) => {
                     let oracle = RunConfig {
                         backend: Backend::Local,
                         paged_vertices: false,
                         ..cfg.clone()
                     };
+                    let t = Instant::now();
                     owned = run::<F>(grid, None, &oracle, None)?.2;
-                    &owned
+                    profile_s = Some(t.elapsed().as_secs_f64());
+                    (&owned, PlacementSource::ProfilingRun)
                 }
             };
-            let table = BlockTable::new(grid, cfg.algo.orders())?;
-            Some(placement::plan(
-                cfg.algo,
-                cfg.params.precision,
-                &table,
-                prof,
-                cfg.far_ratio,
-            )?)
+            let plan =
+                placement::plan(cfg.algo, cfg.params.precision, &table, prof, cfg.far_ratio)?;
+            (Some(plan), Some(source))
         }
-        _ => None,
+        _ => (None, None),
     };
     let t = Instant::now();
     let store = build_store(grid, fabric, cfg, plan.as_ref())?;
@@ -301,6 +378,7 @@ pub fn run<F: Fabric + Clone>(
     let t = Instant::now();
     let result = algo::run(&engine, cfg.algo, grid.out_degree(), &cfg.params)?;
     let time_s = t.elapsed().as_secs_f64();
+    let wall_s = wall.elapsed().as_secs_f64();
     let stats = engine.stream_stats();
     let vertex_paging = store.vertex_memory().map(|m| m.stats());
     let profile = engine.profile();
@@ -333,6 +411,13 @@ pub fn run<F: Fabric + Clone>(
         far_ratio_achieved,
         setup_s,
         time_s,
+        placement_source,
+        profile_s,
+        wall_s,
+        profile_origin: None,
+        profile_same_root: None,
+        edges_as: crate::input::EdgeMode::Directed,
+        weights_dropped: false,
         iterations: result.iterations,
         precision: (cfg.algo == Algo::PageRank).then_some(cfg.params.precision),
         edges_applied: profile.edges_applied,

@@ -23,6 +23,7 @@ fn limits(memory_bytes_max: u64, compact_ids: bool) -> LoadLimits {
         window_cache: locus_analytics::grid::WindowCache::L2,
         stripe_ids: locus_analytics::grid::NO_STRIPES,
         edge_layout: locus_analytics::grid::LayoutChoice::Auto,
+        symmetrize: false,
     }
 }
 

@@ -16,15 +16,17 @@ use locus_analytics::algo::{
 };
 use locus_analytics::control::{self, Table};
 use locus_analytics::grid::{LayoutChoice, NO_STRIPES};
+use locus_analytics::input::EdgeMode;
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
 use locus_analytics::layout::layout_for;
 use locus_analytics::memory::{self, Estimate};
 use locus_analytics::prepared;
 use locus_analytics::results::{self, ResultFormat};
-use locus_analytics::run::{run, Report, RunConfig};
+use locus_analytics::run::{run, PlacementSource, Report, RunConfig};
+use locus_analytics::saved::SavedProfile;
 use locus_analytics::store::paged::READAHEAD_PAGES_DEFAULT;
 use locus_analytics::store::Backend;
-use locus_analytics::{local_fabric, EngineConfig, Grid};
+use locus_analytics::{local_fabric, EngineConfig, Grid, Profile};
 
 use crate::CliResult;
 use locus_fabric::tcp::{TcpConfig, TcpFabric};
@@ -61,14 +63,25 @@ pub struct RunArgs {
     #[arg(long)]
     pub algo: String,
     /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["graph", "rmat_scale", "partitions", "compact_ids", "vertex_count", "format", "stripe_ids", "edge_layout"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["graph", "rmat_scale", "partitions", "compact_ids", "vertex_count", "format", "stripe_ids", "edge_layout", "symmetrize", "ignore_weights"])]
     pub prepared: Option<PathBuf>,
-    /// Edge list (SNAP text, or GridGraph binary u32 pairs for .bin).
+    /// Edge list: SNAP text (`.wel`: a third weight column), Matrix Market
+    /// (`.mtx`), or GridGraph binary u32 pairs (`.bin`); gzip-compressed too.
     #[arg(long, value_name = "FILE", conflicts_with = "rmat_scale")]
     pub graph: Option<PathBuf>,
-    /// Edge-list format (text or binary; default: from the extension).
+    /// Edge-list format (text, mtx or binary; default: from the extension).
     #[arg(long)]
     pub format: Option<String>,
+    /// Drop edge weights (a third text column, a real or integer .mtx's
+    /// values) instead of refusing the file: no algorithm here uses them yet.
+    #[arg(long)]
+    pub ignore_weights: bool,
+    /// Take every edge in both directions (duplicates removed).
+    #[arg(long, conflicts_with = "directed")]
+    pub symmetrize: bool,
+    /// Take edges as directed, as given (the default; stated in the output).
+    #[arg(long)]
+    pub directed: bool,
     /// Vertex count of the edge list (default: largest id + 1).
     #[arg(long)]
     pub vertex_count: Option<u64>,
@@ -142,6 +155,23 @@ pub struct RunArgs {
     /// of the in-process fabric.
     #[arg(long, value_name = "ADDR")]
     pub server: Option<SocketAddr>,
+    /// Disk and far: place blocks from a profile saved by an earlier run
+    /// (`--save-profile`) on this graph with another root or seed, instead
+    /// of from block sizes and degrees.
+    #[arg(long, value_name = "FILE", conflicts_with = "profile_run")]
+    pub profile: Option<PathBuf>,
+    /// Accept a `--profile` made with this run's own root or seed (it knows
+    /// which blocks this run reads; the report says so).
+    #[arg(long, requires = "profile")]
+    pub profile_same_root_ok: bool,
+    /// Disk and far: place blocks from a profiling run of the same algorithm
+    /// on the Oracle first, timed (`profile_s`, and in `wall_s`).
+    #[arg(long)]
+    pub profile_run: bool,
+    /// Write this run's profile (with the graph's identity and the root or
+    /// seed) for a later run's `--profile`.
+    #[arg(long, value_name = "FILE")]
+    pub save_profile: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -276,10 +306,12 @@ pub fn run_command(a: AnalyticsArgs) -> CliResult {
 }
 
 /// The grid of a file or an R-MAT graph, admitted under `limits` for `algo`.
+#[allow(clippy::too_many_arguments)]
 fn load_grid(
     graph: Option<&Path>,
     format: Option<&str>,
     vertex_count: Option<u64>,
+    ignore_weights: bool,
     rmat: Option<RmatConfig>,
     partitions: Option<u32>,
     algo: Algo,
@@ -290,6 +322,7 @@ fn load_grid(
             let format = format.map(|f| f.parse::<Format>()).transpose()?;
             let opts = LoadOptions {
                 vertex_count,
+                ignore_weights,
                 ..LoadOptions::default()
             };
             Ok(graph_input::load_graph(
@@ -344,6 +377,8 @@ fn run_one(a: RunArgs) -> CliResult {
             None => layout_for(algo),
             Some(l) => LayoutChoice::parse(l)?,
         },
+        // --directed is the default, stated; clap refuses both.
+        symmetrize: a.symmetrize && !a.directed,
     };
     let t = std::time::Instant::now();
     let (grid, ids) = match &a.prepared {
@@ -364,6 +399,7 @@ fn run_one(a: RunArgs) -> CliResult {
                 a.graph.as_deref(),
                 a.format.as_deref(),
                 a.vertex_count,
+                a.ignore_weights,
                 rmat,
                 a.partitions,
                 algo,
@@ -401,23 +437,63 @@ fn run_one(a: RunArgs) -> CliResult {
         disk_dir: a.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
         readahead_pages: a.readahead_pages,
         paged_vertices: a.paged_vertices,
+        placement: if a.profile_run {
+            PlacementSource::ProfilingRun
+        } else {
+            PlacementSource::Degrees
+        },
         ..RunConfig::new(algo, backend, a.far_ratio)
     };
-    let ((report, result), fabric_name) = match a.server {
+    // A saved profile is checked against this graph and root before anything runs.
+    let saved = match &a.profile {
+        None => None,
+        Some(path) => {
+            let s = SavedProfile::load(path)?;
+            let ok = s.check(path, &grid, algo, &cfg.params, a.profile_same_root_ok)?;
+            if ok.same_root {
+                eprintln!(
+                    "warning: --profile {} was made by {}, this run's own root or seed: \
+                     placement knows which blocks this run reads",
+                    path.display(),
+                    s.origin.describe()
+                );
+            }
+            Some((s, ok))
+        }
+    };
+    let profile = saved.as_ref().map(|(s, _)| &s.profile);
+    let ((mut report, result, run_profile), fabric_name) = match a.server {
         None => {
             let fabric = local_fabric()?;
             (
-                run_with(&grid, &fabric, &cfg)?,
+                run_with(&grid, &fabric, &cfg, profile)?,
                 "in-process fabric (2 us + payload / 12.5 GB/s)",
             )
         }
         Some(addr) => {
             let fabric = tcp_client(addr)?;
-            let r = run_with(&grid, &fabric, &cfg)?;
+            let r = run_with(&grid, &fabric, &cfg, profile)?;
             fabric.shutdown();
             (r, "TCP fabric")
         }
     };
+    if let Some((s, ok)) = &saved {
+        if report.placement_source == Some(PlacementSource::SavedProfile) {
+            report.profile_origin = Some(s.origin.clone());
+            report.profile_same_root = Some(ok.same_root);
+        }
+    }
+    if a.prepared.is_none() {
+        report.edges_as = EdgeMode::of(&limits);
+        report.weights_dropped = a.ignore_weights;
+    }
+    if let Some(path) = &a.save_profile {
+        SavedProfile::new(&grid, algo, &cfg.params, run_profile).save(path)?;
+        eprintln!(
+            "saved this run's profile to {} (for --profile on another root or seed)",
+            path.display()
+        );
+    }
     if let Some(path) = &a.output {
         let n = results::write(path, output_format, &result.output, ids.as_ref())?;
         eprintln!("wrote {n} vertices' results to {}", path.display());
@@ -449,6 +525,19 @@ fn run_one(a: RunArgs) -> CliResult {
         if report.buffering { "on" } else { "off" },
         fabric_name
     );
+    println!(
+        "input           edges {}{}",
+        if a.prepared.is_some() {
+            "as the prepared grid holds them"
+        } else {
+            report.edges_as.name()
+        },
+        if report.weights_dropped {
+            ", weights dropped (--ignore-weights)"
+        } else {
+            ""
+        }
+    );
     print_report(&report);
     Ok(())
 }
@@ -474,6 +563,7 @@ fn prepare(a: PrepareArgs) -> CliResult {
             None => layout_for(algo),
             Some(l) => LayoutChoice::parse(l)?,
         },
+        symmetrize: false,
     };
     let rmat = a.rmat_scale.map(|scale| RmatConfig {
         scale,
@@ -486,6 +576,7 @@ fn prepare(a: PrepareArgs) -> CliResult {
         a.graph.as_deref(),
         a.format.as_deref(),
         a.vertex_count,
+        false,
         rmat,
         a.partitions,
         algo,
@@ -515,17 +606,32 @@ fn run_with<F: Fabric + Clone>(
     grid: &Grid,
     fabric: &F,
     cfg: &RunConfig,
-) -> CliResult<(Report, algo::Run)> {
-    run(grid, Some(fabric), cfg, None)
-        .map(|(r, out, _)| (r, out))
-        .map_err(Into::into)
+    profile: Option<&Profile>,
+) -> CliResult<(Report, algo::Run, Profile)> {
+    run(grid, Some(fabric), cfg, profile).map_err(Into::into)
 }
 
 fn print_report(r: &Report) {
     println!(
-        "time            {:.3} s (setup {:.2} s)",
-        r.time_s, r.setup_s
+        "time            {:.3} s (setup {:.2} s; wall {:.3} s)",
+        r.time_s, r.setup_s, r.wall_s
     );
+    match (r.placement_source, r.profile_s, &r.profile_origin) {
+        (None, ..) => {}
+        (Some(PlacementSource::ProfilingRun), Some(p), _) => {
+            println!("placement       profiling run on the Oracle, {p:.3} s (in wall)")
+        }
+        (Some(PlacementSource::SavedProfile), _, Some(o)) => println!(
+            "placement       saved profile of {}{}",
+            o.describe(),
+            if r.profile_same_root == Some(true) {
+                " (this run's own root: accepted on request)"
+            } else {
+                ""
+            }
+        ),
+        (Some(s), ..) => println!("placement       {}", s.name()),
+    }
     println!("iterations      {}", r.iterations);
     println!(
         "bytes fetched   {} in {} reads ({} page faults, {} hits, {} pages read ahead)",

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use locus_analytics::run::PlacementSource;
 use locus_bench::fargraph::{self, Experiment, Settings};
 use locus_bench::{Preset, Reporter};
 
@@ -61,6 +62,11 @@ pub struct FargraphArgs {
     /// `overall`: where the disk backend's block files go.
     #[arg(long, value_name = "DIR")]
     pub disk_dir: Option<PathBuf>,
+    /// Place disk and far runs' blocks from a profiling run on the Oracle
+    /// (timed: each run reports `profile_s` and `wall_s`) instead of from
+    /// block sizes and degrees, for comparison with the honest default.
+    #[arg(long)]
+    pub profile_run: bool,
 }
 
 pub fn run(a: FargraphArgs) -> CliResult {
@@ -75,6 +81,9 @@ pub fn run(a: FargraphArgs) -> CliResult {
         s.disk_dir = d;
     }
     s.profile_table = a.profile_table;
+    if a.profile_run {
+        s.placement = PlacementSource::ProfilingRun;
+    }
     s.validate()?;
     check_out(a.out.as_deref())?;
     let report = fargraph::run(a.experiment.into(), &s, &Reporter::terminal())?;

@@ -56,6 +56,25 @@ pub enum GraphError {
         reason: String,
     },
 
+    /// A line of a Matrix Market file is not what its place in the file needs.
+    #[error(
+        "{}:{line}: {reason} in line '{text}'; a Matrix Market graph is a \
+         '%%MatrixMarket matrix coordinate pattern|integer|real general|symmetric' banner, \
+         '%' comments, a 'rows cols entries' size line, then one 'row col [value]' entry \
+         per line with 1-based ids",
+        path.display()
+    )]
+    MalformedMatrix {
+        /// The file being read.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// The offending line, truncated for display.
+        text: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A line of a text edge list is longer than any sane `src dst` line.
     #[error(
         "{}:{line}: line is longer than {line_bytes_max} bytes; is this a binary edge list? \

@@ -1,9 +1,19 @@
-//! Edge-list files: SNAP-style text and GridGraph binary, readers and writers.
+//! Edge-list files: SNAP-style text, Matrix Market and GridGraph binary, readers and
+//! writers; any of them may be gzip-compressed.
 //!
 //! Text: one edge per line as two unsigned decimal ids separated by spaces or tabs;
 //! lines whose first non-blank byte is `#` or `%` are comments; blank lines are
-//! skipped; `\r\n` line ends are accepted. Anything else is an error naming the file,
-//! the 1-based line, the line's text and the reason.
+//! skipped; `\r\n` line ends are accepted. A third column is an edge weight (`.wel`,
+//! weighted SNAP): nothing here carries weights yet, so a weight is refused, naming the
+//! line, unless [`LoadOptions::ignore_weights`] asks to drop them. Anything else is an
+//! error naming the file, the 1-based line, the line's text and the reason.
+//!
+//! Matrix Market (`.mtx`, [`mtx`]): the `coordinate` format with `pattern`, `integer`
+//! or `real` entries, `general` or `symmetric`; ids are 1-based; a symmetric entry
+//! `i j` is the edges `i -> j` and `j -> i`.
+//!
+//! Compression: a file starting with gzip's magic bytes (`1f 8b`) is decompressed as
+//! it is read, whatever its name; `g.txt.gz` has the format of `g.txt`.
 //!
 //! Binary (GridGraph): consecutive 8-byte records, each `src: u32 LE, dst: u32 LE`.
 //!
@@ -33,8 +43,10 @@ use crate::progress::{self, Unit};
 use crate::rmat::Rmat;
 use crate::{Edge, VertexId, VERTEX_ID_MAX};
 
+pub mod mtx;
 mod stream;
 
+pub use mtx::visit_mtx;
 pub use stream::{visit, visit_binary, visit_text, Position, Summary, VisitError};
 
 /// Size of one read from an edge-list file.
@@ -70,18 +82,27 @@ pub enum Format {
     Text,
     /// GridGraph: little-endian `u32` pairs, 8 bytes per edge.
     Binary,
+    /// Matrix Market coordinate format (`.mtx`), 1-based ids.
+    MatrixMarket,
 }
 
 impl Format {
-    /// Guesses from the extension: `.bin`, `.u32`, `.gridgraph` (any case) are binary,
-    /// anything else is text.
+    /// Guesses from the extension, after dropping a `.gz`: `.bin`, `.u32`, `.gridgraph`
+    /// (any case) are binary, `.mtx` is Matrix Market, anything else (`.txt`, `.wel`,
+    /// none) is text.
     pub fn detect(path: impl AsRef<Path>) -> Format {
-        let ext = path
-            .as_ref()
-            .extension()
-            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        let path = path.as_ref();
+        let lower = |e: &std::ffi::OsStr| e.to_string_lossy().to_ascii_lowercase();
+        let mut ext = path.extension().map(lower);
+        if ext.as_deref() == Some("gz") {
+            ext = path
+                .file_stem()
+                .and_then(|s| Path::new(s).extension())
+                .map(lower);
+        }
         match ext.as_deref() {
             Some("bin" | "u32" | "gridgraph") => Format::Binary,
+            Some("mtx") => Format::MatrixMarket,
             _ => Format::Text,
         }
     }
@@ -95,10 +116,12 @@ impl Format {
 impl FromStr for Format {
     type Err = GraphError;
 
-    /// Accepts `text`/`txt`/`snap` and `binary`/`bin`/`gridgraph`, any case.
+    /// Accepts `text`/`txt`/`snap`/`wel`, `binary`/`bin`/`gridgraph` and
+    /// `mtx`/`matrixmarket`, any case.
     fn from_str(s: &str) -> Result<Format> {
         match s.to_ascii_lowercase().as_str() {
-            "text" | "txt" | "snap" => Ok(Format::Text),
+            "text" | "txt" | "snap" | "wel" => Ok(Format::Text),
+            "mtx" | "matrixmarket" | "matrix-market" => Ok(Format::MatrixMarket),
             "binary" | "bin" | "gridgraph" => Ok(Format::Binary),
             _ => Err(GraphError::UnknownFormat { name: s.to_owned() }),
         }
@@ -110,6 +133,7 @@ impl std::fmt::Display for Format {
         f.write_str(match self {
             Format::Text => "text",
             Format::Binary => "binary",
+            Format::MatrixMarket => "mtx",
         })
     }
 }
@@ -122,6 +146,10 @@ pub struct LoadOptions {
     pub max_vertex_id: VertexId,
     /// If given, every id must be below it and it becomes the list's vertex count.
     pub vertex_count: Option<u64>,
+    /// Drop edge weights (a text file's third column, a `real` or `integer` Matrix
+    /// Market file's values) instead of refusing the file: nothing here carries
+    /// weights yet, and dropping them must be asked for.
+    pub ignore_weights: bool,
 }
 
 impl Default for LoadOptions {
@@ -130,6 +158,7 @@ impl Default for LoadOptions {
         LoadOptions {
             max_vertex_id: VERTEX_ID_MAX,
             vertex_count: None,
+            ignore_weights: false,
         }
     }
 }
@@ -162,7 +191,7 @@ impl LoadOptions {
     }
 
     /// Why `id` is unacceptable, if it is; `role` is "source" or "destination".
-    fn reject(&self, role: &str, id: u64) -> Option<String> {
+    pub(crate) fn reject(&self, role: &str, id: u64) -> Option<String> {
         if id > u64::from(self.max_vertex_id) {
             return Some(format!(
                 "{role} vertex id {id} exceeds the maximum {}",
@@ -188,7 +217,23 @@ pub fn load(
     match Format::resolve(format, path) {
         Format::Text => load_text(path, opts),
         Format::Binary => load_binary(path, opts),
+        Format::MatrixMarket => load_mtx(path, opts),
     }
+}
+
+/// Loads a Matrix Market coordinate file (see [`mtx`]).
+pub fn load_mtx(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<EdgeList> {
+    let path = path.as_ref();
+    let (file, len) = open(path)?;
+    let mut edges: Vec<Edge> = Vec::new();
+    let summary = visit_mtx(file, path, len, opts, |edge, _| {
+        edges.push(edge);
+        Ok::<(), Infallible>(())
+    })?;
+    Ok(EdgeList {
+        vertex_count: summary.vertex_count,
+        edges,
+    })
 }
 
 /// Loads a SNAP-style text edge list.
@@ -205,11 +250,24 @@ pub fn load_binary(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<EdgeLis
     read_binary(file, path, len, opts)
 }
 
-fn open(path: &Path) -> Result<(File, Option<u64>)> {
+/// Gzip's first two bytes.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Opens `path` for reading, decompressing it if it starts with gzip's magic bytes;
+/// the length is the file's (None for pipes and devices, and for compressed files,
+/// whose decompressed length is not known before reading).
+fn open(path: &Path) -> Result<(Box<dyn Read>, Option<u64>)> {
+    use std::io::BufRead;
     let file = File::open(path).map_err(io_err("open", path))?;
     let meta = file.metadata().map_err(io_err("read", path))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let head = reader.fill_buf().map_err(io_err("read", path))?;
+    if head.starts_with(&GZIP_MAGIC) {
+        // Multi-member: `cat a.gz b.gz` and bgzip files are one stream.
+        return Ok((Box::new(flate2::read::MultiGzDecoder::new(reader)), None));
+    }
     // Pipes and devices have no meaningful length.
-    Ok((file, meta.is_file().then_some(meta.len())))
+    Ok((Box::new(reader), meta.is_file().then_some(meta.len())))
 }
 
 /// Parses a text edge list from `reader`; `path` names it in errors and `len` (its size
@@ -277,11 +335,19 @@ impl<'p> EdgeWriter<'p> {
             scratch: Vec::with_capacity(WRITE_BYTES),
             written: 0,
         };
-        if format == Format::Text {
+        match format {
             // SNAP's own header line, so SNAP tools and humans read the counts.
-            writer.scratch.extend_from_slice(
+            Format::Text => writer.scratch.extend_from_slice(
                 format!("# Nodes: {vertex_count} Edges: {edge_count}\n").as_bytes(),
-            );
+            ),
+            Format::MatrixMarket => writer.scratch.extend_from_slice(
+                format!(
+                    "%%MatrixMarket matrix coordinate pattern general\n\
+                     {vertex_count} {vertex_count} {edge_count}\n"
+                )
+                .as_bytes(),
+            ),
+            Format::Binary => {}
         }
         Ok(writer)
     }
@@ -298,6 +364,12 @@ impl<'p> EdgeWriter<'p> {
                 Format::Binary => {
                     self.scratch.extend_from_slice(&src.to_le_bytes());
                     self.scratch.extend_from_slice(&dst.to_le_bytes());
+                }
+                Format::MatrixMarket => {
+                    // 1-based; VERTEX_ID_MAX + 1 still fits a u64's decimal.
+                    self.scratch.extend_from_slice(
+                        format!("{} {}\n", u64::from(src) + 1, u64::from(dst) + 1).as_bytes(),
+                    );
                 }
             }
             if self.scratch.len() >= WRITE_BYTES - 32 {
@@ -429,7 +501,14 @@ mod tests {
     fn reasons_are_specific() {
         assert_eq!(bad_line("1 2\n7\n").0, 2);
         assert_eq!(bad_line("7\n").2, "expected two vertex ids, found 1");
-        assert_eq!(bad_line("1 2 3\n").2, "expected two vertex ids, found 3");
+        assert_eq!(
+            bad_line("1 2 3 4\n").2,
+            "expected two vertex ids and at most a weight, found 4"
+        );
+        assert!(bad_line("1 2 3\n")
+            .2
+            .contains("edge weights are not used yet"));
+        assert_eq!(bad_line("1 2 x\n").2, "not a weight (a number): 'x'");
         assert_eq!(bad_line("x1 2\n").2, "not an unsigned integer: 'x1'");
         assert_eq!(bad_line("1 -2\n").2, "not an unsigned integer: '-2'");
         assert_eq!(
@@ -467,6 +546,15 @@ mod tests {
         assert_eq!(Format::detect("g.U32"), Format::Binary);
         assert_eq!(Format::detect("g.txt"), Format::Text);
         assert_eq!(Format::detect("graph"), Format::Text);
+        assert_eq!(Format::detect("g.MTX"), Format::MatrixMarket);
+        assert_eq!(Format::detect("g.mtx.gz"), Format::MatrixMarket);
+        assert_eq!(Format::detect("g.bin.gz"), Format::Binary);
+        assert_eq!(Format::detect("g.wel"), Format::Text);
+        assert_eq!(Format::detect("g.gz"), Format::Text);
+        assert_eq!(
+            "mtx".parse::<Format>().expect("known"),
+            Format::MatrixMarket
+        );
         assert_eq!(Format::resolve(Some(Format::Text), "g.bin"), Format::Text);
     }
 
@@ -475,6 +563,7 @@ mod tests {
         let opts = LoadOptions {
             max_vertex_id: 9,
             vertex_count: Some(11),
+            ..LoadOptions::default()
         };
         assert!(matches!(
             text("1 2\n", &opts),

@@ -52,10 +52,32 @@ fn one_id_on_a_line() {
 }
 
 #[test]
-fn three_ids_on_a_line() {
-    let (line, _, reason, _) = text_error("0 1\n1 2 0.5\n", &LoadOptions::default());
+fn a_weight_column_is_refused_naming_the_line_unless_dropped_on_request() {
+    let (line, _, reason, message) = text_error("0 1\n1 2 0.5\n", &LoadOptions::default());
     assert_eq!(line, 2);
-    assert_eq!(reason, "expected two vertex ids, found 3");
+    assert!(reason.contains("edge weights are not used yet"), "{reason}");
+    assert!(
+        message.contains("graph.txt:2:") && message.contains("--ignore-weights"),
+        "{message}"
+    );
+    let (line, _, reason, _) = text_error("0 1 2\n1 2 0.5 7\n", &LoadOptions::default());
+    assert_eq!(line, 1, "the first weight is refused");
+    assert!(reason.contains("'2'"), "{reason}");
+    let drop = LoadOptions {
+        ignore_weights: true,
+        ..LoadOptions::default()
+    };
+    let (line, _, reason, _) = text_error("0 1 2\n1 2 0.5 7\n", &drop);
+    assert_eq!(line, 2);
+    assert_eq!(
+        reason,
+        "expected two vertex ids and at most a weight, found 4"
+    );
+    let (line, _, reason, _) = text_error("0 1 1e-3\n1 2 heavy\n", &drop);
+    assert_eq!(
+        (line, reason.as_str()),
+        (2, "not a weight (a number): 'heavy'")
+    );
 }
 
 #[test]
@@ -92,6 +114,7 @@ fn text_ids_at_and_past_the_maximum() {
     let small = LoadOptions {
         max_vertex_id: 9,
         vertex_count: None,
+        ..LoadOptions::default()
     };
     let (line, _, reason, _) = text_error("9 9\n10 1\n", &small);
     assert_eq!(line, 2);
@@ -256,4 +279,100 @@ fn missing_file_names_the_path() {
         err.to_string().contains("/nonexistent/locus/graph.txt"),
         "{err}"
     );
+}
+
+/// Loads `text` as a Matrix Market file; returns (line, reason, message).
+fn mtx_error(text: &str, opts: &LoadOptions) -> (u64, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(dir.path(), "graph.mtx", text.as_bytes());
+    let err = input::load(&path, None, opts).expect_err("must be rejected");
+    let message = err.to_string();
+    assert!(message.contains("graph.mtx:"), "{message}");
+    match err {
+        GraphError::MalformedMatrix { line, reason, .. } => (line, reason, message),
+        other => panic!("expected MalformedMatrix, got {other:?}"),
+    }
+}
+
+#[test]
+fn matrix_market_errors_name_the_line() {
+    let d = LoadOptions::default();
+    let head = "%%MatrixMarket matrix coordinate pattern general\n";
+    let cases: &[(&str, u64, &str)] = &[
+        ("0 1\n", 1, "not a '%%MatrixMarket matrix ...' banner"),
+        (
+            "%%MatrixMarket matrix array real general\n2 2\n",
+            1,
+            "'array' format",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate complex general\n",
+            1,
+            "'complex' entries",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate pattern hermitian\n",
+            1,
+            "'hermitian' matrices",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate pattern symmetric\n3 4 1\n",
+            2,
+            "must be square",
+        ),
+        (&format!("{head}% c\n3 3\n"), 3, "size line"),
+        (&format!("{head}3 3 x\n"), 2, "not an unsigned integer: 'x'"),
+        (
+            &format!("{head}3 3 2\n1 2\n0 1\n"),
+            4,
+            "row 0: Matrix Market ids start at 1",
+        ),
+        (
+            &format!("{head}3 3 2\n1 4\n"),
+            3,
+            "column 4 is past the 3 columns",
+        ),
+        (
+            &format!("{head}3 3 1\n1 2\n2 3\n"),
+            4,
+            "more entries than the 1 of the size line (line 2)",
+        ),
+        (
+            &format!("{head}3 3 3\n1 2\n2 3\n"),
+            4,
+            "promises 3 entries, the file has 2",
+        ),
+        (
+            &format!("{head}3 3 1\n1 2 5\n"),
+            3,
+            "expected a pattern entry",
+        ),
+        (
+            &format!("{head}3 3 1\n1 -2\n"),
+            3,
+            "not an unsigned integer: '-2'",
+        ),
+        (head, 1, "ends before its 'rows cols entries' size line"),
+    ];
+    for &(text, line, reason) in cases {
+        let (l, r, m) = mtx_error(text, &d);
+        assert_eq!(l, line, "{text:?}: {m}");
+        assert!(r.contains(reason), "{text:?}: {r}");
+    }
+    let drop = LoadOptions {
+        ignore_weights: true,
+        ..LoadOptions::default()
+    };
+    let (l, r, _) = mtx_error(
+        "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 2 heavy\n",
+        &drop,
+    );
+    assert_eq!((l, r.as_str()), (3, "not a weight (a number): 'heavy'"));
+    let small = LoadOptions {
+        vertex_count: Some(2),
+        ..LoadOptions::default()
+    };
+    let (l, r, _) = mtx_error(&format!("{head}3 3 1\n3 1\n"), &small);
+    assert_eq!(l, 3);
+    assert!(r.contains("not below the given vertex count 2"), "{r}");
 }

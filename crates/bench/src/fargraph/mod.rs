@@ -33,10 +33,9 @@ use std::path::{Path, PathBuf};
 use locus_analytics::algo::Algo;
 use locus_analytics::algo::Params;
 use locus_analytics::control::{self, Table};
-use locus_analytics::engine::Profile;
 use locus_analytics::grid::GridOptions;
 use locus_analytics::layout::layout_for;
-use locus_analytics::run::{run as run_analytics, Report as RunReport, RunConfig};
+use locus_analytics::run::{run as run_analytics, PlacementSource, Report as RunReport, RunConfig};
 use locus_analytics::store::Backend;
 use locus_analytics::{local_fabric, EngineConfig, GraphInput, Grid};
 use locus_graph::{Rmat, RmatConfig};
@@ -95,6 +94,10 @@ pub struct Settings {
     pub profile_table: Option<PathBuf>,
     /// `overall`: where the disk backend's block files go.
     pub disk_dir: PathBuf,
+    /// How disk and far runs place blocks: from degrees (the default, what a
+    /// real run knows) or a profiling run, timed and reported in each run's
+    /// `profile_s` and `wall_s` (`--profile-run`, for comparison).
+    pub placement: PlacementSource,
 }
 
 impl Settings {
@@ -111,6 +114,7 @@ impl Settings {
             threads: output::cores(),
             profile_table: None,
             disk_dir: std::env::temp_dir(),
+            placement: PlacementSource::Degrees,
         }
     }
 
@@ -125,6 +129,13 @@ impl Settings {
         }
         if !(1..=32).contains(&self.scale) {
             return Err(BenchError::setting("--scale", self.scale, "must be 1..=32"));
+        }
+        if self.placement == PlacementSource::SavedProfile {
+            return Err(BenchError::setting(
+                "placement",
+                self.placement.name(),
+                "the benchmark places by degrees or by a timed profiling run (--profile-run)",
+            ));
         }
         if self.threads == 0 {
             return Err(BenchError::setting("threads", 0, "must be positive"));
@@ -261,7 +272,7 @@ struct Bench<'g, 'r> {
     disk_dir: PathBuf,
     repeat: usize,
     runs: Vec<Sample>,
-    profiles: Vec<(Algo, Profile)>,
+    placement: PlacementSource,
     reporter: &'r Reporter,
 }
 
@@ -274,18 +285,6 @@ impl Bench<'_, '_> {
             .map_or(self.grid, |(_, g)| g)
     }
 
-    /// The Oracle's profile of `algo` (measured once, untimed for placement).
-    fn profile(&mut self, algo: Algo) -> Result<Profile> {
-        if let Some((_, p)) = self.profiles.iter().find(|(a, _)| *a == algo) {
-            return Ok(p.clone());
-        }
-        let cfg = self.config(algo, Backend::Local, 0.0);
-        let fabric = local_fabric()?;
-        let (_, _, p) = run_analytics(self.grid_for(algo), Some(&fabric), &cfg, None)?;
-        self.profiles.push((algo, p.clone()));
-        Ok(p)
-    }
-
     fn config(&self, algo: Algo, backend: Backend, ratio: f64) -> RunConfig {
         RunConfig {
             engine: EngineConfig {
@@ -293,6 +292,7 @@ impl Bench<'_, '_> {
                 buffering: true,
             },
             disk_dir: self.disk_dir.clone(),
+            placement: self.placement,
             ..RunConfig::new(algo, backend, ratio)
         }
     }
@@ -307,12 +307,11 @@ impl Bench<'_, '_> {
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); cfgs.len()];
         for round in 0..self.repeat {
             for (k, cfg) in cfgs.iter().enumerate() {
-                let profile = self.profile(cfg.algo)?;
                 let fabric = local_fabric()?;
                 let grid = self.grid_for(cfg.algo);
-                let (r, _, _) = run_analytics(grid, Some(&fabric), cfg, Some(&profile))?;
+                let (r, _, _) = run_analytics(grid, Some(&fabric), cfg, None)?;
                 self.reporter.note(format!(
-                    "  [{round}] {:<8} {:<6} ratio {:.2} threads {} chunk {:>8} buffering {:<5} {:>9.3} s  fetched {:>12} B  digest {}",
+                    "  [{round}] {:<8} {:<6} ratio {:.2} threads {} chunk {:>8} buffering {:<5} {:>9.3} s (wall {:.3} s, placement {})  fetched {:>12} B  digest {}",
                     cfg.algo.name(),
                     match (cfg.backend, cfg.readahead_pages, cfg.paged_vertices) {
                         (Backend::Paged, 0, false) => "paged-no-ra".to_string(),
@@ -325,6 +324,8 @@ impl Bench<'_, '_> {
                     cfg.chunk_bytes,
                     cfg.engine.buffering,
                     r.time_s,
+                    r.wall_s,
+                    r.placement_source.map_or("-", |p| p.name()),
                     r.bytes_fetched,
                     r.digest
                 ));
@@ -389,7 +390,7 @@ pub fn run(experiment: Experiment, settings: &Settings, r: &Reporter) -> Result<
         disk_dir: settings.disk_dir.clone(),
         repeat: settings.repeat,
         runs: Vec::new(),
-        profiles: Vec::new(),
+        placement: settings.placement,
         reporter: r,
     };
     let mut table = None;

@@ -162,11 +162,12 @@ pub fn visit<E>(
     match Format::resolve(format, path) {
         Format::Text => visit_text(file, path, len, opts, f),
         Format::Binary => visit_binary(file, path, len, opts, f),
+        Format::MatrixMarket => super::mtx::visit_mtx(file, path, len, opts, f),
     }
 }
 
 /// Reads into `buf`, retrying on `Interrupted`; 0 means end of input.
-fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(super) fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     loop {
         match reader.read(buf) {
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -176,7 +177,7 @@ fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Quotes at most `QUOTE_CHARS_MAX` characters of `bytes`, marking a cut with "...".
-fn quote(bytes: &[u8]) -> String {
+pub(super) fn quote(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let mut chars = text.chars();
     let mut out: String = chars.by_ref().take(QUOTE_CHARS_MAX).collect();
@@ -187,13 +188,13 @@ fn quote(bytes: &[u8]) -> String {
 }
 
 #[inline]
-fn is_blank(b: u8) -> bool {
+pub(super) fn is_blank(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)
 }
 
 /// Parses an all-digit token; `Err(())` if a byte is not a digit, `Ok(None)` on u64 overflow.
 #[inline]
-fn parse_id(token: &[u8]) -> Result<Option<u64>, ()> {
+pub(super) fn parse_id(token: &[u8]) -> Result<Option<u64>, ()> {
     let mut value = Some(0u64);
     for &b in token {
         if !b.is_ascii_digit() {
@@ -206,6 +207,26 @@ fn parse_id(token: &[u8]) -> Result<Option<u64>, ()> {
     Ok(value)
 }
 
+/// Why an edge's weight token `w` is refused, if it is: not a number, or a number
+/// while weights are not dropped on request.
+pub(super) fn weight_refused(w: &[u8], opts: &LoadOptions) -> Option<String> {
+    let number = std::str::from_utf8(w)
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .is_some_and(f64::is_finite);
+    if !number {
+        return Some(format!("not a weight (a number): '{}'", quote(w)));
+    }
+    (!opts.ignore_weights).then(|| {
+        format!(
+            "a weight column ('{}'): edge weights are not used yet; remove the column, \
+             or drop the weights on purpose with --ignore-weights (load option \
+             ignore_weights)",
+            quote(w)
+        )
+    })
+}
+
 /// What one text line holds.
 enum Line {
     Skip,
@@ -214,8 +235,8 @@ enum Line {
 }
 
 fn parse_line(line: &[u8], opts: &LoadOptions) -> Line {
-    // Token boundaries of the first two tokens, and how many tokens there are.
-    let mut tokens = [(0usize, 0usize); 2];
+    // Token boundaries of the first three tokens, and how many tokens there are.
+    let mut tokens = [(0usize, 0usize); 3];
     let mut count = 0usize;
     let mut i = 0;
     while i < line.len() {
@@ -230,7 +251,7 @@ fn parse_line(line: &[u8], opts: &LoadOptions) -> Line {
         if count == 0 && matches!(line[start], b'#' | b'%') {
             return Line::Skip;
         }
-        if count < 2 {
+        if count < 3 {
             tokens[count] = (start, i);
         }
         count += 1;
@@ -238,8 +259,19 @@ fn parse_line(line: &[u8], opts: &LoadOptions) -> Line {
     if count == 0 {
         return Line::Skip;
     }
-    if count != 2 {
+    if count < 2 {
         return Line::Bad(format!("expected two vertex ids, found {count}"));
+    }
+    if count > 3 {
+        return Line::Bad(format!(
+            "expected two vertex ids and at most a weight, found {count}"
+        ));
+    }
+    if count == 3 {
+        let w = &line[tokens[2].0..tokens[2].1];
+        if let Some(reason) = weight_refused(w, opts) {
+            return Line::Bad(reason);
+        }
     }
     let mut ids = [0 as VertexId; 2];
     for (k, role) in ["source", "destination"].into_iter().enumerate() {
@@ -612,6 +644,7 @@ mod tests {
         let opts = LoadOptions {
             max_vertex_id: 9,
             vertex_count: None,
+            ..LoadOptions::default()
         };
         let bytes = [record(1, 2), record(3, 10)].concat();
         let mut calls = 0;
