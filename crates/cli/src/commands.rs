@@ -72,6 +72,10 @@ pub struct LoadArgs {
     /// Keep edges directed (default: store both directions, drop duplicates and self loops).
     #[arg(long)]
     pub directed: bool,
+    /// Drop a weight column (a third text column, `.wel`, valued `.mtx`):
+    /// the store keeps no weights, and without this flag weighted input is refused.
+    #[arg(long)]
+    pub ignore_weights: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -112,8 +116,12 @@ pub fn read_graph(
     format: Option<Format>,
     max_vertex_id: Option<u32>,
     directed: bool,
+    ignore_weights: bool,
 ) -> Result<(u64, Adjacency), String> {
-    let mut opts = LoadOptions::default();
+    let mut opts = LoadOptions {
+        ignore_weights,
+        ..LoadOptions::default()
+    };
     if let Some(m) = max_vertex_id {
         opts.max_vertex_id = m;
     }
@@ -138,12 +146,19 @@ pub fn load(a: LoadArgs) -> crate::CliResult {
             a.format,
             a.max_vertex_id,
             a.directed,
+            a.ignore_weights,
             a.json,
         );
     }
     let c = a.cluster.resolve()?;
     let t0 = Instant::now();
-    let (input_edges, g) = read_graph(&a.file, a.format, a.max_vertex_id, a.directed)?;
+    let (input_edges, g) = read_graph(
+        &a.file,
+        a.format,
+        a.max_vertex_id,
+        a.directed,
+        a.ignore_weights,
+    )?;
     let parse_s = t0.elapsed().as_secs_f64();
     let machines = c.cluster.machines;
     let e = cluster::build(&g, machines, &c, &Reporter::terminal())?;
@@ -222,6 +237,9 @@ pub struct QueryArgs {
     /// Input format of --graph.
     #[arg(long)]
     pub format: Option<Format>,
+    /// Drop a weight column of --graph (weighted input is refused without it).
+    #[arg(long)]
+    pub ignore_weights: bool,
     /// Start vertex.
     #[arg(long)]
     pub vertex: u32,
@@ -278,7 +296,7 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
     let machines = c.cluster.machines;
     let e = match &a.graph {
         Some(f) => {
-            let g = read_graph(f, a.format, None, false)?.1;
+            let g = read_graph(f, a.format, None, false, a.ignore_weights)?.1;
             if g.neighbors(a.vertex).is_empty() {
                 return Err(format!("vertex {} has no edges in {}", a.vertex, f.display()).into());
             }

@@ -220,9 +220,13 @@ pub fn load(
     format: Option<Format>,
     max_vertex_id: Option<u32>,
     directed: bool,
+    ignore_weights: bool,
     json: bool,
 ) -> CliResult {
-    let mut opts = LoadOptions::default();
+    let mut opts = LoadOptions {
+        ignore_weights,
+        ..LoadOptions::default()
+    };
     if let Some(m) = max_vertex_id {
         opts.max_vertex_id = m;
     }

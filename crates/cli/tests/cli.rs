@@ -141,6 +141,28 @@ fn load_counts_a_small_text_graph_exactly() {
 }
 
 #[test]
+fn a_weighted_graph_is_refused_naming_the_line_unless_its_weights_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("w.txt");
+    std::fs::write(&file, "0 1 2.5\n1 2 0.5\n").unwrap();
+    fails_with(
+        &["load", file.to_str().unwrap()],
+        "w.txt:1: a weight column",
+    );
+    let o = locus(&[
+        "load",
+        file.to_str().unwrap(),
+        "--ignore-weights",
+        "--json",
+        "--machines",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["input_edges"], 2);
+}
+
+#[test]
 fn ids_anywhere_in_the_u32_range_load_in_memory_proportional_to_the_edges() {
     // Keys are hashed: an id near the top of the range must not make the
     // loader allocate by the largest id (this once asked for 34 GB).
