@@ -17,6 +17,15 @@
 //!   `EINTR` for an idle poll, every one was reset on resume, unanswered;
 //! - *after resume*: on new connections, one request each, until it exits.
 //!
+//! The fabric half: a peer's fabric node as server 0 would open one (the
+//! cluster's secret, epoch 1) READs server 1's key region before the pause
+//! (served), once more on that connection while it is stopped (waiting in its
+//! socket), and on new connections after SIGCONT until it exits. None may be
+//! served: refused by the listener ("serves no peer") or the connection
+//! closed or refused. Before the fabric held the lease's liveness
+//! (`TcpFabric::hold_lease`), the waiting READ was served on resume, before
+//! the fence thread ran.
+//!
 //! Every request must be refused: `NOT_READY` naming the fence or the lease,
 //! or the connection closed or refused (it exited). An answer with data, or
 //! any other error (the request ran), fails the test. At least one buffered
@@ -34,6 +43,8 @@ use common::Cluster;
 use locus_client::proto::{ErrorCode, Request};
 use locus_client::{ClientError, ClientFile, Conn};
 use locus_fabric::auth::{Listener, Secret};
+use locus_fabric::tcp::{TcpConfig, TcpFabric, TcpPort};
+use locus_fabric::{Fabric, Port, RegionId};
 
 /// How long the fenced server stays alive (refusing) before it exits.
 const FENCED_EXIT_DELAY_MS: &str = "5000";
@@ -160,6 +171,49 @@ fn fate(req: &Request, r: Result<impl std::fmt::Debug, ClientError>) -> Fate {
     }
 }
 
+/// What became of one fabric READ from the fake peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FabricFate {
+    /// Refused by the fenced listener ("it serves no peer").
+    Refused,
+    /// The connection was refused, reset or closed.
+    Closed,
+}
+
+/// A fabric node as a peer would open one: machine 0 at epoch 1 (what
+/// server 0 is), on the cluster's secret, expecting server 1 at epoch 1; and
+/// server 1's key region.
+fn fake_peer(cluster: &Cluster) -> (TcpFabric, RegionId) {
+    let file = locus_server::config::ClusterFile::load(&cluster.file()).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut peers: Vec<SocketAddr> = (0..file.machines() as u8)
+        .map(|m| file.server(m).unwrap().fabric)
+        .collect();
+    peers[0] = listener.local_addr().unwrap();
+    let mut config = TcpConfig::new(vec![0], peers);
+    config.secret = Some(file.secret().unwrap());
+    // Long, so only the server ends a wait for a READ it holds unread.
+    config.io_timeout_ms = 30_000;
+    let fabric = TcpFabric::from_listener(config, listener).unwrap();
+    fabric.set_own_epoch(1);
+    fabric.set_peer_epoch(1, 1).unwrap();
+    let region = fabric.lookup(1, locus_store::KEYS_REGION).unwrap().id;
+    (fabric, region)
+}
+
+/// One 8-byte READ of server 1's key region on `port`; panics if it is served.
+fn fabric_read(port: &mut TcpPort, region: RegionId) -> FabricFate {
+    let mut word = [0u8; 8];
+    match port.read(1, region, 0, &mut word) {
+        Ok(()) => panic!("the fenced server served a peer's one-sided READ"),
+        Err(e) if e.to_string().contains("serves no peer") => FabricFate::Refused,
+        Err(e) => {
+            eprintln!("fabric READ: closed: {e}");
+            FabricFate::Closed
+        }
+    }
+}
+
 fn connect(addr: SocketAddr, secret: Option<&Secret>) -> Result<Conn, ClientError> {
     Conn::connect(
         addr,
@@ -171,7 +225,7 @@ fn connect(addr: SocketAddr, secret: Option<&Secret>) -> Result<Conn, ClientErro
 }
 
 #[test]
-fn a_server_resumed_after_its_lease_expired_refuses_every_request_until_it_exits() {
+fn a_server_resumed_after_its_lease_expired_refuses_every_request_and_fabric_op_until_it_exits() {
     let cluster = Cluster::up_with_env(
         &["--no-coordinator"],
         &[("LOCUS_FENCED_EXIT_DELAY_MS", FENCED_EXIT_DELAY_MS)],
@@ -183,6 +237,13 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_until_it_exits
     let v = (0..).find(|&v| c.home(v) == 1).unwrap();
     c.put(v, &[9]).unwrap();
     assert_eq!(c.neighbors(v, 0).unwrap(), vec![9], "server 1 serves");
+
+    // A peer's fabric connection (a port's), and a READ it serves while live.
+    let (fabric, region) = fake_peer(&cluster);
+    let mut port = fabric.port(0).unwrap();
+    let mut word = [0u8; 8];
+    port.read(1, region, 0, &mut word)
+        .expect("server 1 serves a peer's READ before the pause");
 
     // Connections it accepted and said HELLO on, before the pause.
     let mut conns: Vec<Conn> = (0..BUFFERED)
@@ -220,10 +281,19 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_until_it_exits
             })
         })
         .collect();
+    // A fabric READ on the peer's open connection, also waiting in its socket.
+    // A fabric READ on the peer's open connection, also waiting in its socket.
+    let buffered_read = {
+        let writing = Arc::clone(&writing);
+        std::thread::spawn(move || {
+            writing.fetch_add(1, Ordering::AcqRel);
+            fabric_read(&mut port, region)
+        })
+    };
     wait_for(
         "the buffered requests are written",
         Duration::from_secs(10),
-        || writing.load(Ordering::Acquire) == BUFFERED,
+        || writing.load(Ordering::Acquire) == BUFFERED + 1,
     );
     // Loopback writes of a few bytes complete at once; one that comes later
     // is still a request sent after the resume, checked the same way.
@@ -234,6 +304,7 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_until_it_exits
     let resumed = Instant::now();
     // New connections, one request each, until it exits.
     let mut after: Vec<Fate> = Vec::new();
+    let mut after_reads: Vec<FabricFate> = Vec::new();
     let mut i = 0;
     while !exited(pid) {
         assert!(
@@ -244,9 +315,15 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_until_it_exits
         i += 1;
         let f = match connect(addr, secret) {
             Ok(mut conn) => fate(req, conn.call(req, DEADLINE)),
+            // It went away during the handshake: no request was sent.
+            Err(ClientError::Auth { reason, .. }) => {
+                eprintln!("connect: closed at the handshake: {reason}");
+                Fate::Closed
+            }
             Err(e) => fate(req, Err::<(), _>(e)),
         };
         after.push(f);
+        after_reads.push(fabric_read(&mut fabric.port(0).unwrap(), region));
         std::thread::sleep(Duration::from_millis(20));
     }
     let gone = resumed.elapsed();
@@ -254,6 +331,7 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_until_it_exits
         .into_iter()
         .map(|t| t.join().expect("a buffered request's thread"))
         .collect();
+    let buffered_read = buffered_read.join().expect("the buffered READ's thread");
 
     let count = |fs: &[Fate], f: Fate| fs.iter().filter(|&&x| x == f).count();
     println!(
@@ -268,6 +346,13 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_until_it_exits
         count(&after, Fate::RefusedLease),
         count(&after, Fate::RefusedFenced),
         count(&after, Fate::Closed),
+    );
+    let reads = |f: FabricFate| after_reads.iter().filter(|&&x| x == f).count();
+    println!(
+        "fabric: buffered READ {buffered_read:?}; after resume: {} READs, {} refused, {} closed",
+        after_reads.len(),
+        reads(FabricFate::Refused),
+        reads(FabricFate::Closed)
     );
     // Not vacuous: the server itself refused requests it had received.
     let refused = |fs: &[Fate]| fs.len() - count(fs, Fate::Closed);

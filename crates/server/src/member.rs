@@ -17,7 +17,10 @@
 //!    last acknowledged renewal, e.g. after SIGSTOP), the server is fenced:
 //!    it logs why, shuts its fabric down (peers' one-sided operations stop),
 //!    and refuses every client request from then on; `locus server` exits
-//!    with code 3. A restart re-registers at a newer epoch.
+//!    with code 3. A restart re-registers at a newer epoch. Before the fence
+//!    thread runs, both the client connections (`MemberState::refuses`) and
+//!    the fabric (`TcpFabric::hold_lease`, given the lease at registration)
+//!    already refuse by the lease's own clock.
 //!
 //! Without `[etcd]` none of this runs and every epoch stays 0.
 
@@ -96,6 +99,10 @@ pub(crate) fn register(
     let entry = file.server(id)?;
     let info = format!("fabric={} client={client}", entry.fabric);
     let reg = m.register_at(id, epoch, &info).map_err(etcd_err)?;
+    // The fabric serves and issues nothing once the lease is not surely
+    // held, by this process's own clock: after a pause past the TTL, a peer's
+    // operation waiting in its sockets is refused before the fence thread runs.
+    tcp.hold_lease(reg.lease().liveness())?;
     // Each peer's last registration is read *before* the live members: a
     // peer that registers in between is then among the members (or its
     // PeerUp follows on the watch), never marked down at the epoch it is
