@@ -18,13 +18,14 @@
 //! - *after resume*: on new connections, one request each, until it exits.
 //!
 //! The fabric half: a peer's fabric node as server 0 would open one (the
-//! cluster's secret, epoch 1) READs server 1's key region before the pause
-//! (served), once more on that connection while it is stopped (waiting in its
-//! socket), and on new connections after SIGCONT until it exits. None may be
-//! served: refused by the listener ("serves no peer") or the connection
-//! closed or refused. Before the fabric held the lease's liveness
-//! (`TcpFabric::hold_lease`), the waiting READ was served on resume, before
-//! the fence thread ran.
+//! cluster's secret, epoch 1) READs server 1's key region on a few
+//! connections before the pause (served), once more on each while it is
+//! stopped (waiting in its sockets), and on new connections after SIGCONT
+//! until it exits. None may be served: refused by the listener ("serves no
+//! peer") or the connection closed or refused. Before the fabric held the
+//! lease's liveness (`TcpFabric::hold_lease`), a waiting READ was served on
+//! resume, before the fence thread ran (most runs: it races that thread, so
+//! whether the test catches that is a matter of chance per run).
 //!
 //! Every request must be refused: `NOT_READY` naming the fence or the lease,
 //! or the connection closed or refused (it exited). An answer with data, or
@@ -50,6 +51,8 @@ use locus_fabric::{Fabric, Port, RegionId};
 const FENCED_EXIT_DELAY_MS: &str = "5000";
 /// Connections opened before the pause, one buffered request each.
 const BUFFERED: usize = 8;
+/// Fabric connections (one per port) opened before the pause, one waiting READ each.
+const BUFFERED_READS: usize = 4;
 /// The deadline of every request: long, so only the server ends a wait.
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -238,12 +241,17 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_and_fabric_op_
     c.put(v, &[9]).unwrap();
     assert_eq!(c.neighbors(v, 0).unwrap(), vec![9], "server 1 serves");
 
-    // A peer's fabric connection (a port's), and a READ it serves while live.
+    // A peer's fabric connections (a port's each), and a READ each serves while live.
     let (fabric, region) = fake_peer(&cluster);
-    let mut port = fabric.port(0).unwrap();
-    let mut word = [0u8; 8];
-    port.read(1, region, 0, &mut word)
-        .expect("server 1 serves a peer's READ before the pause");
+    let ports: Vec<TcpPort> = (0..BUFFERED_READS)
+        .map(|_| {
+            let mut port = fabric.port(0).unwrap();
+            let mut word = [0u8; 8];
+            port.read(1, region, 0, &mut word)
+                .expect("server 1 serves a peer's READ before the pause");
+            port
+        })
+        .collect();
 
     // Connections it accepted and said HELLO on, before the pause.
     let mut conns: Vec<Conn> = (0..BUFFERED)
@@ -281,19 +289,22 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_and_fabric_op_
             })
         })
         .collect();
-    // A fabric READ on the peer's open connection, also waiting in its socket.
-    // A fabric READ on the peer's open connection, also waiting in its socket.
-    let buffered_read = {
-        let writing = Arc::clone(&writing);
-        std::thread::spawn(move || {
-            writing.fetch_add(1, Ordering::AcqRel);
-            fabric_read(&mut port, region)
+    // A fabric READ on each of the peer's open connections, also waiting in
+    // its sockets.
+    let buffered_reads: Vec<_> = ports
+        .into_iter()
+        .map(|mut port| {
+            let writing = Arc::clone(&writing);
+            std::thread::spawn(move || {
+                writing.fetch_add(1, Ordering::AcqRel);
+                fabric_read(&mut port, region)
+            })
         })
-    };
+        .collect();
     wait_for(
         "the buffered requests are written",
         Duration::from_secs(10),
-        || writing.load(Ordering::Acquire) == BUFFERED + 1,
+        || writing.load(Ordering::Acquire) == BUFFERED + BUFFERED_READS,
     );
     // Loopback writes of a few bytes complete at once; one that comes later
     // is still a request sent after the resume, checked the same way.
@@ -331,7 +342,10 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_and_fabric_op_
         .into_iter()
         .map(|t| t.join().expect("a buffered request's thread"))
         .collect();
-    let buffered_read = buffered_read.join().expect("the buffered READ's thread");
+    let buffered_reads: Vec<FabricFate> = buffered_reads
+        .into_iter()
+        .map(|t| t.join().expect("a buffered READ's thread"))
+        .collect();
 
     let count = |fs: &[Fate], f: Fate| fs.iter().filter(|&&x| x == f).count();
     println!(
@@ -349,7 +363,7 @@ fn a_server_resumed_after_its_lease_expired_refuses_every_request_and_fabric_op_
     );
     let reads = |f: FabricFate| after_reads.iter().filter(|&&x| x == f).count();
     println!(
-        "fabric: buffered READ {buffered_read:?}; after resume: {} READs, {} refused, {} closed",
+        "fabric: buffered READs {buffered_reads:?}; after resume: {} READs, {} refused, {} closed",
         after_reads.len(),
         reads(FabricFate::Refused),
         reads(FabricFate::Closed)
