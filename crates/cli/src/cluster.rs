@@ -44,7 +44,34 @@ pub struct ServerArgs {
     pub lifetime_s: Option<u64>,
 }
 
+/// The variable that keeps a fenced `locus server` alive this many
+/// milliseconds (refusing every client request and fabric operation) before it
+/// exits with code 3. Unset: it exits as soon as it notices (within 100 ms),
+/// as always. For tests that send requests to a fenced server
+/// (`tests/fenced_server_refuses.rs`): without it that window is too short
+/// to hit on a loaded machine.
+pub const FENCED_EXIT_DELAY_ENV: &str = "LOCUS_FENCED_EXIT_DELAY_MS";
+/// The largest `LOCUS_FENCED_EXIT_DELAY_MS`.
+const FENCED_EXIT_DELAY_MS_MAX: u64 = 60_000;
+
+/// `LOCUS_FENCED_EXIT_DELAY_MS`, validated (0 when unset or empty).
+fn fenced_exit_delay() -> CliResult<Duration> {
+    let Some(v) = std::env::var_os(FENCED_EXIT_DELAY_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(Duration::ZERO);
+    };
+    let v = v.to_string_lossy();
+    match v.parse::<u64>() {
+        Ok(ms) if ms <= FENCED_EXIT_DELAY_MS_MAX => Ok(Duration::from_millis(ms)),
+        _ => Err(format!(
+            "{FENCED_EXIT_DELAY_ENV}={v:?} is not a number of milliseconds from 0 to \
+             {FENCED_EXIT_DELAY_MS_MAX}; unset it to exit as soon as fenced"
+        )
+        .into()),
+    }
+}
+
 pub fn server(a: ServerArgs) -> CliResult {
+    let fenced_exit_delay = fenced_exit_delay()?;
     let file = ClusterFile::load(&a.config)?;
     let s = Server::start(file, a.id)?;
     println!(
@@ -64,6 +91,15 @@ pub fn server(a: ServerArgs) -> CliResult {
             a.id,
             s.epoch()
         );
+        if !fenced_exit_delay.is_zero() {
+            // Its connection threads keep refusing (member.rs) meanwhile.
+            eprintln!(
+                "server {}: staying {} ms before exiting ({FENCED_EXIT_DELAY_ENV})",
+                a.id,
+                fenced_exit_delay.as_millis()
+            );
+            std::thread::sleep(fenced_exit_delay);
+        }
         // Its fabric is already shut down; exit as a crash would (the log
         // holds everything acknowledged), without waiting on any thread.
         std::process::exit(3);

@@ -109,6 +109,10 @@ enum Command {
     /// Serve machines' memory over TCP (a memory node of the TCP fabric).
     Serve(serve::ServeArgs),
     /// Run one machine of the store as a server process (see `locus cluster up`).
+    ///
+    /// Fenced out of the cluster (its etcd lease lost), it exits with code 3;
+    /// LOCUS_FENCED_EXIT_DELAY_MS (0 to 60000, for tests) keeps it alive that
+    /// long first, refusing every request.
     Server(cluster::ServerArgs),
     /// Run the coordinator (Pragh 4.4) as its own process: servers' monitors
     /// report to it; it approves migrations and replicas, recording each

@@ -33,8 +33,18 @@
 //! that stays clear until an epoch is set, a machine fenced or one crashes.
 //!
 //! A table entry is one `AtomicU64`: `epoch << 1 | down`.
+//!
+//! A TCP node whose membership lives under a lease also gives its table the
+//! lease's liveness ([`EpochTable::hold_lease`]): once that says the lease is
+//! not surely held (a TTL since the last acknowledged renewal was sent, by
+//! the node's own clock), the table fences itself at its next check of
+//! whether it serves (or of [`EpochTable::is_fenced`]). So a process resumed
+//! after a SIGSTOP past its lease serves no peer's operation that was waiting
+//! in its sockets, even before its fence thread has run. The check of an
+//! operation this node issues reads the fence flag alone (one load).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use crate::{check_machine, Fabric, FabricError, MachineId, Result};
 
@@ -94,6 +104,16 @@ pub struct EpochTable {
     own: AtomicU64,
     fenced: AtomicBool,
     peers: Vec<AtomicU64>,
+    lease: OnceLock<LeaseLiveness>,
+}
+
+/// Whether the membership lease is surely held ([`EpochTable::hold_lease`]).
+struct LeaseLiveness(Box<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for LeaseLiveness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LeaseLiveness")
+    }
 }
 
 impl EpochTable {
@@ -103,7 +123,18 @@ impl EpochTable {
             own: AtomicU64::new(0),
             fenced: AtomicBool::new(false),
             peers: (0..machines).map(|_| AtomicU64::new(0)).collect(),
+            lease: OnceLock::new(),
         }
+    }
+
+    /// From now on this incarnation counts as fenced as soon as `live` says
+    /// its membership lease is not surely held (see the module doc); set once
+    /// per table, at registration (a second call is refused). Fencing by the
+    /// lease is for good, as [`EpochTable::fence`] is.
+    pub fn hold_lease(&self, live: Box<dyn Fn() -> bool + Send + Sync>) -> Result<()> {
+        self.lease.set(LeaseLiveness(live)).map_err(|_| {
+            FabricError::Config("this incarnation's lease was already given to its fabric".into())
+        })
     }
 
     /// The own epoch (0 until set).
@@ -123,10 +154,20 @@ impl EpochTable {
         self.fenced.store(true, Ordering::Release);
     }
 
-    /// Whether this incarnation ended.
+    /// Whether this incarnation ended: fenced, or its lease is no longer
+    /// surely held (which fences it).
     #[inline]
     pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire)
+        if self.fenced.load(Ordering::Acquire) {
+            return true;
+        }
+        match self.lease.get() {
+            Some(l) if !(l.0)() => {
+                self.fence();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// What this table believes about machine `m`.
@@ -161,6 +202,8 @@ impl EpochTable {
     }
 
     /// Back to a new table's state: a restarted machine starts with no view.
+    /// (A lease, held only by a TCP node's table, is never reset: a TCP
+    /// node restarts as a new process.)
     pub(crate) fn reset(&self) {
         self.own.store(0, Ordering::Release);
         self.fenced.store(false, Ordering::Release);
@@ -173,7 +216,11 @@ impl EpochTable {
     /// is fenced (rule 1): it names the requester's epoch.
     #[inline]
     pub(crate) fn check_issuer(&self, target: MachineId) -> Result<()> {
-        if self.is_fenced() {
+        // The fence flag only, one load per operation: the lease's clock is
+        // read where peers are served (`serves`), which is what a resumed
+        // process must refuse first; its own client requests are refused by
+        // the server's per-request check of the same lease.
+        if self.fenced.load(Ordering::Acquire) {
             return Err(FabricError::PeerUnavailable {
                 machine: target,
                 reason: format!(
@@ -440,6 +487,24 @@ mod tests {
         );
         t.reset();
         assert!(!t.is_fenced() && t.own() == 0, "a restart is a new table");
+    }
+
+    #[test]
+    fn a_table_whose_lease_is_not_surely_held_is_fenced_for_good() {
+        let t = EpochTable::new(2);
+        t.set_own(3);
+        let live = std::sync::Arc::new(AtomicBool::new(true));
+        let l = std::sync::Arc::clone(&live);
+        t.hold_lease(Box::new(move || l.load(Ordering::Acquire)))
+            .unwrap();
+        assert!(t.hold_lease(Box::new(|| true)).is_err(), "set once");
+        assert!(!t.is_fenced() && t.serves().is_ok() && t.check_issuer(1).is_ok());
+        live.store(false, Ordering::Release);
+        assert!(t.is_fenced());
+        assert!(t.serves().unwrap_err().contains("epoch 3"));
+        assert!(t.check_issuer(1).is_err());
+        live.store(true, Ordering::Release);
+        assert!(t.is_fenced(), "a late renewal does not unfence");
     }
 
     #[test]

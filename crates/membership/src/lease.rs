@@ -26,6 +26,12 @@ impl State {
         self.base.elapsed().as_millis() as u64
     }
 
+    /// See [`Lease::is_live`].
+    fn is_live(&self) -> bool {
+        !self.lost.load(Ordering::Acquire)
+            && self.now_ms() < self.deadline_ms.load(Ordering::Acquire)
+    }
+
     fn lose(&self, who: &str, reason: String) {
         if !self.lost.swap(true, Ordering::AcqRel) {
             tracing::error!(who, %reason, "etcd lease lost: fenced out");
@@ -93,8 +99,16 @@ impl Lease {
     /// Whether the lease is surely still held: not reported lost, and the
     /// last acknowledged renewal was sent less than a TTL ago (invariant 3).
     pub fn is_live(&self) -> bool {
-        !self.state.lost.load(Ordering::Acquire)
-            && self.state.now_ms() < self.state.deadline_ms.load(Ordering::Acquire)
+        self.state.is_live()
+    }
+
+    /// [`Lease::is_live`] as a closure of its own, for a fabric to check per
+    /// operation (`TcpFabric::hold_lease`): by its own clock, so a process
+    /// resumed after a pause past the TTL is dead at once, before any thread
+    /// of it has noticed.
+    pub fn liveness(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let state = Arc::clone(&self.state);
+        move || state.is_live()
     }
 
     /// Receives one message, the reason, when the lease is lost.

@@ -263,17 +263,24 @@ impl Connection<'_> {
         self.session.worker(&self.s.node)
     }
 
-    /// Reads one frame into `rbuf`: `Ok(None)` if no byte came within `idle`.
+    /// Reads one frame into `rbuf`: `Ok(None)` if no byte came within `idle`
+    /// (or the wait was interrupted).
     fn read_frame(&mut self, idle: Duration) -> Result<Option<Header>, FrameFault> {
         let _ = self.stream.set_read_timeout(Some(idle));
         let mut h = [0u8; HEADER_BYTES];
         match self.stream.read(&mut h[..1]) {
             Ok(0) => return Err(FrameFault::Gone),
             Ok(_) => {}
+            // EINTR: a recv with SO_RCVTIMEO is not restarted after SIGSTOP
+            // and SIGCONT (signal(7)); taken for a broken connection, every
+            // idle client was reset on resume and the requests it had sent
+            // meanwhile went unanswered instead of refused or served.
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) =>
             {
                 return Ok(None)

@@ -20,7 +20,10 @@
 //!    last acknowledged renewal, e.g. after SIGSTOP), the server is fenced:
 //!    it logs why, shuts its fabric down (peers' one-sided operations stop),
 //!    and refuses every client request from then on; `locus server` exits
-//!    with code 3. A restart re-registers at a newer epoch.
+//!    with code 3. A restart re-registers at a newer epoch. Before the fence
+//!    thread runs, both the client connections (`MemberState::refuses`) and
+//!    the fabric (`TcpFabric::hold_lease`, given the lease at registration)
+//!    already refuse by the lease's own clock.
 //!
 //! Without `[etcd]` none of this runs and every epoch stays 0.
 
@@ -143,6 +146,13 @@ pub(crate) fn register(
     let info = format!("fabric={} client={client}", entry.fabric);
     let joined = locus_node::member::join(node, &Etcd(&m), epoch, &info)?;
     let (reg, watch, members) = (joined.registration, joined.watch, joined.live);
+    // The fabric serves nothing once the lease is not surely held, by this
+    // process's own clock: after a pause past the TTL, a peer's operation
+    // waiting in its sockets is refused before the fence thread runs.
+    node.store()
+        .fabric()
+        .inner()
+        .hold_lease(reg.lease().liveness())?;
     tracing::info!(
         server = id,
         epoch,

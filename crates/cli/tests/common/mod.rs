@@ -15,8 +15,14 @@ pub const SERVERS: usize = 3;
 pub const VERTICES: u32 = 600;
 
 pub fn locus(args: &[&str]) -> std::process::Output {
+    locus_with_env(args, &[])
+}
+
+/// `locus` with more environment variables (inherited by what it starts).
+pub fn locus_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_locus"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run locus")
 }
@@ -35,6 +41,12 @@ impl Cluster {
     /// As [`Cluster::up`], with more `cluster up` flags (a `--value-region-mb`
     /// among them replaces the default 32).
     pub fn up_with(extra: &[&str]) -> Cluster {
+        Cluster::up_with_env(extra, &[])
+    }
+
+    /// As [`Cluster::up_with`], with environment variables for `cluster up`
+    /// and the processes it starts.
+    pub fn up_with_env(extra: &[&str], env: &[(&str, &str)]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_str().unwrap();
         let mut args = vec![
@@ -51,7 +63,7 @@ impl Cluster {
             args.extend(["--value-region-mb", "32"]);
         }
         args.extend_from_slice(extra);
-        let o = locus(&args);
+        let o = locus_with_env(&args, env);
         assert!(
             o.status.success(),
             "cluster up: {}{}",

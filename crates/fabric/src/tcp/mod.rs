@@ -483,6 +483,13 @@ impl TcpFabric {
         self.inner.hosted.memory(machine)
     }
 
+    /// Fences this node as soon as `live` says its membership lease is not
+    /// surely held (checked per request served and per operation issued;
+    /// [`EpochTable::hold_lease`]). Once per node.
+    pub fn hold_lease(&self, live: impl Fn() -> bool + Send + Sync + 'static) -> Result<()> {
+        self.inner.epochs.hold_lease(Box::new(live))
+    }
+
     /// Stops serving now, as if the node had died: closes the listener and
     /// every accepted connection and joins the service threads. Idempotent;
     /// also done when the last clone is dropped.
