@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use locus_client::{Client, ClientConfig};
 use locus_fabric::auth::Secret;
-use locus_membership::{Etcd, EtcdSpec};
+use locus_membership::{Etcd, EtcdSpec, Membership};
 use locus_netlab::{Netlab, NetlabSpec};
 use locus_server::config::{
     ClusterFile, ClusterSection, CoordinatorEntry, DurabilitySection, EtcdSection, PolicySection,
@@ -46,6 +46,7 @@ const POLICY_INTERVAL_MS: u64 = 500;
 /// The running cluster; everything torn down on drop.
 pub struct LabCluster {
     sup: Supervisor,
+    membership: Membership,
     etcd: Etcd,
     lab: Netlab,
     file_path: PathBuf,
@@ -132,11 +133,21 @@ impl LabCluster {
             }),
         };
         file.validate()?;
+        let membership = file
+            .etcd
+            .as_ref()
+            .map(|e| Membership::connect(&e.config()))
+            .expect("the file has [etcd]")
+            .map_err(|e| BenchError::Child {
+                program: "etcd".into(),
+                reason: format!("cannot connect to the lab's etcd: {e}"),
+            })?;
         let file_path = dir.path().join("cluster.toml");
         file.write(&file_path)?;
         let sup = Supervisor::new(&s.exe, &file_path, dir.path(), Tie::Owned);
         let mut c = LabCluster {
             sup,
+            membership,
             etcd,
             lab,
             file_path,
@@ -222,6 +233,26 @@ impl LabCluster {
             .rev()
             .find(|p| &p.role == role)
             .map(|p| p.pid)
+    }
+
+    /// Server `id`'s epoch as etcd's membership holds it (`None`: not
+    /// registered, or etcd did not answer).
+    pub fn epoch(&self, id: u8) -> Option<u64> {
+        let (members, _) = self.membership.members().ok()?;
+        members.iter().find(|m| m.machine == id).map(|m| m.epoch)
+    }
+
+    /// Waits (at most `limit`) until server `id` registers an epoch above
+    /// `before`; returns it.
+    pub fn wait_epoch_above(&self, id: u8, before: u64, limit: Duration) -> Option<u64> {
+        let t0 = Instant::now();
+        loop {
+            match self.epoch(id) {
+                Some(e) if e > before => return Some(e),
+                _ if t0.elapsed() > limit => return None,
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
     }
 
     /// etcd's pid.

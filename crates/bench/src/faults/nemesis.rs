@@ -183,6 +183,8 @@ fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecor
         experiment: "faults",
         what: format!("the lab failed: {e}"),
     };
+    // The killed server's epoch, for the probe's second half.
+    let mut killed_epoch = None;
     let (target, probe_ok, probe) = match p.kind {
         Kind::PartitionOne => {
             c.lab().isolate(server).map_err(lab_err)?;
@@ -265,13 +267,15 @@ fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecor
         Kind::KillRestart => match c.pid(&Role::Server(server as u8)) {
             None => (format!("server {server}"), false, "no live process".into()),
             Some(pid) => {
+                let before = c.epoch(server as u8);
+                killed_epoch = before;
                 c.kill(pid);
                 let gone = !pid_alive(pid);
                 rest(t);
                 (
                     format!("server {server} (pid {pid})"),
                     gone,
-                    format!("pid {pid} gone after SIGKILL: {gone}"),
+                    format!("pid {pid} gone after SIGKILL: {gone}; epoch before {before:?}"),
                 )
             }
         },
@@ -304,15 +308,21 @@ fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecor
     let restarted = c.revive()?;
     let mut probe = probe;
     if p.kind == Kind::KillRestart {
-        // The second half of the probe: the restarted server answers.
+        // The second half of the probe: the restarted server answers and
+        // has registered a higher epoch than the killed one's.
         let up = c.wait_up(cluster::UP_WAIT).is_ok();
-        probe.push_str(&format!("; restarted server answers: {up}"));
+        let id = server as u8;
+        let killed = killed_epoch.unwrap_or(0);
+        let after = c.wait_epoch_above(id, killed, cluster::UP_WAIT);
+        probe.push_str(&format!(
+            "; restarted server answers: {up}; epoch after {after:?}"
+        ));
         return Ok(WindowRecord {
             kind: p.kind,
             target,
             start_ms,
             end_ms,
-            probe_ok: probe_ok && up,
+            probe_ok: probe_ok && up && after.is_some() && killed > 0,
             probe,
             restarted,
         });
