@@ -297,11 +297,50 @@ impl LabCluster {
         Ok(restarted)
     }
 
-    /// Waits until every server answers, at most `limit`; fails if a process exits.
+    /// Waits until every server answers PING, at most `limit`, restarting
+    /// any process that exits meanwhile (a server fenced by an earlier fault
+    /// answers NOT_READY until it exits).
     pub fn wait_up(&mut self, limit: Duration) -> Result<()> {
         let client = self.client(Duration::from_secs(2))?;
-        let ids: Vec<u8> = (0..self.servers as u8).collect();
-        Ok(self.sup.wait_servers(&client, &ids, limit)?)
+        let t0 = Instant::now();
+        loop {
+            self.revive()?;
+            let down: Vec<u8> = (0..self.servers as u8)
+                .filter(|&id| client.ping(id).is_err())
+                .collect();
+            if down.is_empty() {
+                return Ok(());
+            }
+            if t0.elapsed() > limit {
+                let role = Role::Server(down[0]);
+                return Err(self
+                    .sup
+                    .failed(
+                        &role,
+                        &format!(
+                            "servers {down:?} did not answer within {} s",
+                            limit.as_secs()
+                        ),
+                    )
+                    .into());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Whether server `id` answers PING within `limit`.
+    pub fn answers_within(&self, id: u8, limit: Duration) -> bool {
+        let Ok(client) = self.client(Duration::from_secs(2)) else {
+            return false;
+        };
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if client.ping(id).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
     }
 
     /// Fails if any process has exited, quoting its log.
@@ -320,15 +359,20 @@ pub fn connects(addr: SocketAddr, timeout: Duration) -> bool {
     TcpStream::connect_timeout(&addr, timeout).is_ok()
 }
 
-/// The shortest of `tries` connection times from the host to `addr`
-/// (`None` if none connected).
+/// The shortest of `tries` round trips of a TCP connect from the host to
+/// `addr`: accepted or refused (a reset crosses the link too, so the link is
+/// measured even while no process listens); `None` if none was answered.
 pub fn connect_ms_min(addr: SocketAddr, tries: usize, timeout: Duration) -> Option<f64> {
     (0..tries)
         .filter_map(|_| {
             let t = Instant::now();
-            TcpStream::connect_timeout(&addr, timeout)
-                .ok()
-                .map(|_| t.elapsed().as_secs_f64() * 1e3)
+            match TcpStream::connect_timeout(&addr, timeout) {
+                Ok(_) => Some(t.elapsed().as_secs_f64() * 1e3),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    Some(t.elapsed().as_secs_f64() * 1e3)
+                }
+                Err(_) => None,
+            }
         })
         .min_by(f64::total_cmp)
 }

@@ -165,7 +165,6 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
     for node in 0..s.servers + 2 {
         c.lab().clear_netem(node).map_err(lab_err)?;
     }
-    c.revive()?;
     c.wait_up(cluster::UP_WAIT)?;
     let finals = final_reads(&c, &rec, window.used())?;
     c.check()?;

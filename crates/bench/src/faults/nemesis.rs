@@ -1,7 +1,9 @@
 //! The nemesis: a seeded schedule of fault windows, each `FAULT_S` long and
 //! followed by `QUIET_S` of quiet, and a probe per window showing that the
 //! fault took effect. After each window every process that is gone (killed,
-//! or exited after it was fenced) is started again.
+//! or exited after it was fenced) is started again, and a window starts only
+//! once every server answers (so it may start later than planned: the
+//! sequence of faults replays exactly, their times only roughly).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -172,6 +174,10 @@ fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecor
     let s = c.servers();
     let server = p.server;
     let short = Duration::from_millis(500);
+    // Each fault starts on a whole cluster: a server fenced by the last
+    // window may still be on its way out (it is restarted here), so a
+    // window can start later than planned.
+    c.wait_up(cluster::UP_WAIT)?;
     let start_ms = rec.now_ns() / 1_000_000;
     let t = Instant::now();
     let rest = |t: Instant| {
@@ -310,8 +316,8 @@ fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecor
     if p.kind == Kind::KillRestart {
         // The second half of the probe: the restarted server answers and
         // has registered a higher epoch than the killed one's.
-        let up = c.wait_up(cluster::UP_WAIT).is_ok();
         let id = server as u8;
+        let up = c.answers_within(id, cluster::UP_WAIT);
         let killed = killed_epoch.unwrap_or(0);
         let after = c.wait_epoch_above(id, killed, cluster::UP_WAIT);
         probe.push_str(&format!(
