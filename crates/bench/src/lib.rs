@@ -23,6 +23,9 @@
 //! - [`durability`]: acknowledged updates per second and their latency with
 //!   the write-ahead log off, syncing every interval, and always
 //!   (`locus bench durability`).
+//! - [`faults`]: the fault lab (issue 61): servers, etcd and a coordinator
+//!   in network namespaces, clients under a seeded nemesis, every history
+//!   checked (`locus bench faults`).
 //! - [`foundation`]: fabric and store micro-figures, TCP round trips against
 //!   a `locus serve` process, two-hop throughput (`locus bench foundation`).
 //! - [`migrate_speed`]: split-migration speed by payload and threads (Pragh
@@ -43,6 +46,7 @@ pub mod demo;
 pub mod durability;
 mod error;
 pub mod fargraph;
+pub mod faults;
 pub mod foundation;
 pub mod host_probe;
 pub mod migrate_speed;

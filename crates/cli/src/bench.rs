@@ -42,6 +42,33 @@ pub enum Bench {
     /// Acknowledged updates per second and update latency with the
     /// write-ahead log off, `sync = interval` and `sync = always`.
     Durability(DurabilityArgs),
+    /// The fault lab (needs root): servers, etcd and a coordinator in
+    /// network namespaces, clients under a seeded nemesis (partitions,
+    /// pauses, kill -9, delay and loss), every history checked.
+    Faults(FaultsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FaultsArgs {
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for faults.json and faults-timeline.png.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Servers, 3 to 5.
+    #[arg(long, default_value_t = 3)]
+    pub servers: usize,
+    /// Client threads, each sticking to one server.
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    /// Seconds of operations under faults.
+    #[arg(long, default_value_t = 60)]
+    pub duration_s: u64,
+    /// Seed of the fault schedule and the operation mix (default: from the
+    /// clock, printed first).
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -133,6 +160,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::Client(c) => run_client(c),
         Bench::Sparql(s) => crate::bench_sparql::run(s),
         Bench::Durability(d) => run_durability(d),
+        Bench::Faults(f) => run_faults(f),
     }
 }
 
@@ -282,6 +310,55 @@ fn run_client(a: ClientArgs) -> CliResult {
         );
     }
     Ok(())
+}
+
+fn run_faults(a: FaultsArgs) -> CliResult {
+    use locus_bench::faults;
+    check_out(a.out.as_deref())?;
+    let seed = a.seed.unwrap_or_else(faults::random_seed);
+    let mut s = faults::Settings::new(std::env::current_exe()?, seed);
+    s.servers = a.servers;
+    s.clients = a.clients;
+    s.duration_s = a.duration_s;
+    let report = faults::run(&s, &Reporter::terminal())?;
+    if let Some(dir) = &a.out {
+        print_written(&report.write(dir)?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "seed {}: {} ops ({} succeeded, {} retries), {} acknowledged writes, {} lost, {} keys checked, {} violations, {} failed probes",
+            report.seed,
+            report.ops,
+            report.ops_succeeded,
+            report.retries,
+            report.checked.acknowledged_writes,
+            report.checked.lost_acknowledged_writes,
+            report.checked.keys_checked,
+            report.checked.violations,
+            report.probes_failed
+        );
+        for w in &report.windows {
+            println!(
+                "  {:>6}-{:<6} ms  {:<20} {:<40} availability {:>5.1}% of {:>5} ops  probe {}",
+                w.window.start_ms,
+                w.window.end_ms,
+                w.window.kind.name(),
+                w.window.target,
+                w.availability * 100.0,
+                w.ops,
+                if w.window.probe_ok { "ok" } else { "FAILED" }
+            );
+        }
+        for d in &report.checked.details {
+            println!("{d}");
+        }
+    }
+    match report.failure() {
+        Some(why) => Err(why.into()),
+        None => Ok(()),
+    }
 }
 
 fn run_durability(a: DurabilityArgs) -> CliResult {

@@ -182,6 +182,13 @@ impl Etcd {
     /// Starts etcd as `spec` says, its output appended to `log`, and waits
     /// (at most 30 s) until it is healthy.
     pub fn spawn(spec: EtcdSpec, log: &Path) -> Result<Etcd> {
+        let command = spec.command();
+        Etcd::spawn_command(spec, command, log)
+    }
+
+    /// As [`spawn`](Self::spawn), running `command` (`spec`'s command line
+    /// run some other way: the fault lab's `ip netns exec NS etcd ...`).
+    pub fn spawn_command(spec: EtcdSpec, mut command: Command, log: &Path) -> Result<Etcd> {
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -190,8 +197,7 @@ impl Etcd {
         let err = out
             .try_clone()
             .map_err(|e| MembershipError::Process(format!("{}: {e}", log.display())))?;
-        let child = spec
-            .command()
+        let child = command
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

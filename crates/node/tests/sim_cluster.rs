@@ -31,8 +31,6 @@
 
 #[path = "sim_cluster/coordinator.rs"]
 mod coordinator;
-#[path = "../../store/tests/common/history.rs"]
-mod history;
 #[path = "sim_cluster/membership.rs"]
 mod membership;
 #[path = "sim_cluster/nemesis.rs"]
@@ -42,7 +40,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use history::{check_all, Call, Event, Ret};
 use locus_client::proto::{ErrorCode, Reply, Request};
 use locus_coordinator::executor::Executor;
 use locus_coordinator::policy::{Event as PolicyEvent, PolicyConfig};
@@ -55,6 +52,7 @@ use locus_node::node::RunsOn;
 use locus_node::{LogParts, Node, NodeParts, Session};
 use locus_store::{home_of, Key, VertexId};
 use locus_wal::{Crash, MemStorage};
+use locus_workloads::history::{check_all, Call, Event, Ret};
 
 const MACHINES: usize = 3;
 const VERTICES: u32 = 6;

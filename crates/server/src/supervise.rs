@@ -106,6 +106,19 @@ impl Supervisor {
     /// `lifetime_s`; its output is appended to its log (a restarted
     /// process's log keeps what its predecessor said). Returns its pid.
     pub fn spawn(&mut self, role: Role, extra: &[String], lifetime_s: Option<u64>) -> Result<u32> {
+        self.spawn_with(role, extra, lifetime_s, |exe| Command::new(exe))
+    }
+
+    /// As [`spawn`](Self::spawn), the command made by `command` from the
+    /// executable (the fault lab's `ip netns exec NS EXE`, which execs `EXE`:
+    /// the pid is the process's own).
+    pub fn spawn_with(
+        &mut self,
+        role: Role,
+        extra: &[String],
+        lifetime_s: Option<u64>,
+        command: impl FnOnce(&Path) -> Command,
+    ) -> Result<u32> {
         let log = self.logs.join(role.log_name());
         let out = std::fs::OpenOptions::new()
             .create(true)
@@ -115,7 +128,7 @@ impl Supervisor {
         let err = out
             .try_clone()
             .map_err(|e| ServerError::io(format!("cannot open the log {}", log.display()), e))?;
-        let mut cmd = Command::new(&self.exe);
+        let mut cmd = command(&self.exe);
         match &role {
             Role::Server(id) => cmd.args(["server", "--id", &id.to_string()]),
             Role::Coordinator(_) => cmd.arg("coordinator"),
@@ -241,6 +254,21 @@ impl Supervisor {
                 log_tail(&log, LOG_TAIL_LINES)
             ),
         }
+    }
+
+    /// Kills (SIGKILL) and reaps the owned process `pid` and forgets it, so
+    /// [`check`](Self::check) does not count it as exited and its role can
+    /// be started again. False if no owned process has that pid.
+    pub fn kill(&mut self, pid: u32) -> bool {
+        let Some(i) = self.procs.iter().position(|p| p.pid == pid) else {
+            return false;
+        };
+        let mut p = self.procs.remove(i);
+        if let Some(c) = p.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        true
     }
 
     /// Kills and reaps every owned process (also done on drop); leaves

@@ -33,9 +33,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-#[path = "common/history.rs"]
-mod history;
-use history::{check_all, check_history, show_call, Call, Event, Ret, Verdict};
+use locus_workloads::history::{check_all, check_history, show_call, Call, Event, Ret, Verdict};
 
 use locus_fabric::sim::{Actor, Sim, SimConfig, SimFabric, SimRng};
 use locus_fabric::{Fabric, MachineId, Port};

@@ -1,15 +1,14 @@
 //! Per-vertex histories and their linearizability checker (Wing & Gong
 //! with memoisation, as in Lowe's and Porcupine's checkers), against a
-//! sequential model of one adjacency list. Shared by the store's simulation
-//! (`sim_linearizability.rs`) and the simulated cluster of nodes
-//! (`crates/node/tests/sim_cluster.rs`, which includes this file by path).
+//! sequential model of one adjacency list. The one checker of the store's
+//! simulation (`store/tests/sim_linearizability.rs`), the simulated cluster
+//! of nodes (`node/tests/sim_cluster.rs`) and the fault lab's runs over
+//! processes (`locus bench faults`).
 //!
 //! An operation whose outcome is unknown (its node crashed before it
 //! answered, or it failed after it may have taken effect) is recorded with
 //! [`Ret::Unknown`] and response `u64::MAX`: it may take effect at any
 //! point after its invocation, or never (linearized after everything).
-
-#![allow(dead_code)]
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -27,10 +26,14 @@ pub const HISTORY_OPS_MAX: usize = 128;
 pub enum Call {
     /// `neighbors(v, k)` (`get` for `usize::MAX`).
     Read {
+        /// How many neighbours were asked for.
         k: usize,
     },
+    /// `put(v, list)`: the list replaced.
     Put(Vec<VertexId>),
+    /// `insert_edge(v, u)`.
     Insert(VertexId),
+    /// `delete_edge(v, u)`.
     Delete(VertexId),
     /// `delete_vertex(v)`.
     Remove,
@@ -39,12 +42,15 @@ pub enum Call {
 /// What an operation returned.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Ret {
+    /// A read's neighbours.
     List(Vec<VertexId>),
     /// A read found no vertex (it was removed).
     Missing,
     /// What `delete_vertex` removed (`None`: no entry).
     Removed(Option<Vec<VertexId>>),
+    /// Whether an insert or delete changed the list.
     Bool(bool),
+    /// A put was done.
     Done,
     /// Not known: the operation may have taken effect, or not.
     Unknown,
@@ -53,16 +59,23 @@ pub enum Ret {
 /// One completed operation on one vertex.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
+    /// The vertex.
     pub vertex: VertexId,
     /// Client index, or `usize::MAX` for the reads after the run.
     pub client: usize,
+    /// The machine that served it.
     pub machine: MachineId,
+    /// What it asked.
     pub call: Call,
+    /// What it returned.
     pub ret: Ret,
     /// Global order of invocations and responses (exact real-time order).
     pub invoke: u64,
+    /// Its response's place in that order (`u64::MAX`: none, unknown).
     pub response: u64,
+    /// Time of the invocation (ns, the run's clock).
     pub invoke_ns: u64,
+    /// Time of the response (ns).
     pub response_ns: u64,
 }
 
@@ -102,14 +115,21 @@ pub fn apply(state: &mut State, call: &Call) -> Ret {
 // ---------------------------------------------------------------------------
 // Checker (Wing & Gong with memoisation, as in Lowe's and Porcupine's checkers)
 
+/// What the search found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// A linearization: indexes into the history, in order.
     Linearizable(Vec<usize>),
     /// None exists; the longest linearizable prefix the search found.
-    Violation { deepest: Vec<usize> },
+    Violation {
+        /// Indexes of the longest prefix.
+        deepest: Vec<usize>,
+    },
     /// The search visited more than `SEARCH_NODES_MAX` nodes.
-    TooLong { nodes: u64 },
+    TooLong {
+        /// Nodes visited.
+        nodes: u64,
+    },
 }
 
 struct Search<'a> {
@@ -194,6 +214,7 @@ pub fn check_history(initial: &[VertexId], ops: &[Event], nodes_max: u64) -> Ver
     }
 }
 
+/// A call as text.
 pub fn show_call(c: &Call) -> String {
     match c {
         Call::Read { k: usize::MAX } => "get".into(),
@@ -205,6 +226,7 @@ pub fn show_call(c: &Call) -> String {
     }
 }
 
+/// A return as text.
 pub fn show_ret(r: &Ret) -> String {
     match r {
         Ret::List(l) => format!("{l:?}"),

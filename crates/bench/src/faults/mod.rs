@@ -1,0 +1,293 @@
+//! `locus bench faults` (issue 61, requirements 2-4): a cluster of server
+//! processes with etcd and a coordinator in the fault lab, clients on the
+//! host, a seeded nemesis, and a check of every history. The run's states
+//! are in `docs/design.md` ("The fault lab"):
+//!
+//! ```text
+//! SETUP -> RUNNING (clients || nemesis) -> HEAL -> FINAL READS -> CHECK -> REPORT
+//! ```
+//!
+//! Modules: [`cluster`] the lab-backed cluster, [`clients`] the clients and
+//! their record, [`nemesis`] the schedule and probes, [`check`] the checks,
+//! [`report`] the report and its files.
+//!
+//! `LOCUS_FAULTS_DROP_ACKED=1` (for testing the harness only) drops one
+//! acknowledged insert from one final read: the run must then report a lost
+//! write and a violation.
+
+pub mod check;
+pub mod clients;
+pub mod cluster;
+pub mod nemesis;
+pub mod report;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use locus_client::proto::{ErrorCode, Reply, Request};
+use locus_workloads::history::{Call, Ret};
+use serde::Serialize;
+
+use self::check::FinalRead;
+use self::clients::{marker, target, Outcome, Recorder, Window};
+use self::cluster::LabCluster;
+pub use self::report::Report;
+use crate::{BenchError, Reporter, Result};
+
+/// The environment variable that makes the harness lose one acknowledged
+/// insert on purpose (to show the check catches it).
+pub const DROP_ACKED_ENV: &str = "LOCUS_FAULTS_DROP_ACKED";
+/// Request deadline of the clients: a paused or cut server costs this long.
+pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+/// Checked vertices operated on at once.
+pub const WINDOW_VERTICES: u32 = 8;
+
+/// Settings of `locus bench faults`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// Servers, 3 to 5.
+    pub servers: usize,
+    /// Client threads.
+    pub clients: usize,
+    /// Seconds of faults and operations.
+    pub duration_s: u64,
+    /// Seed of the schedule and the operation mix.
+    pub seed: u64,
+    /// The `locus` executable.
+    #[serde(skip)]
+    pub exe: PathBuf,
+}
+
+impl Settings {
+    /// 3 servers, 4 clients, 60 s, the given seed.
+    pub fn new(exe: PathBuf, seed: u64) -> Settings {
+        Settings {
+            servers: 3,
+            clients: 4,
+            duration_s: 60,
+            seed,
+            exe,
+        }
+    }
+
+    /// Rejects settings that cannot work, naming the flag.
+    pub fn validate(&self) -> Result<()> {
+        if !(3..=5).contains(&self.servers) {
+            return Err(BenchError::setting(
+                "--servers",
+                self.servers,
+                "must be 3..=5",
+            ));
+        }
+        if !(1..=64).contains(&self.clients) {
+            return Err(BenchError::setting(
+                "--clients",
+                self.clients,
+                "must be 1..=64",
+            ));
+        }
+        if !(10..=3600).contains(&self.duration_s) {
+            return Err(BenchError::setting(
+                "--duration-s",
+                self.duration_s,
+                "must be 10..=3600",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checked vertices loaded: enough for the run's operations.
+    fn pool(&self) -> u32 {
+        (self.duration_s as u32 * 50).clamp(512, 1 << 16)
+    }
+}
+
+/// A seed from the clock (when none is given).
+pub fn random_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(61, |d| d.as_nanos() as u64)
+}
+
+/// Runs `locus bench faults`.
+pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
+    s.validate()?;
+    r.note(format!(
+        "seed {} (replay the schedule with --seed {})",
+        s.seed, s.seed
+    ));
+    let plan = nemesis::schedule(s.seed, s.duration_s, s.servers);
+    let mut c = LabCluster::start(s, r)?;
+    load(&c, s)?;
+    r.note(format!(
+        "cluster up ({} servers, etcd, coordinator; logs in {}); {} fault windows over {} s",
+        s.servers,
+        c.dir().display(),
+        plan.len(),
+        s.duration_s
+    ));
+    let rec = Recorder::new();
+    let window = Window::new(WINDOW_VERTICES, s.pool());
+    let stop = AtomicBool::new(false);
+    let clients: Vec<_> = (0..s.clients)
+        .map(|_| c.client(CLIENT_DEADLINE))
+        .collect::<Result<_>>()?;
+    let note = |line: String| r.note(line);
+    let windows = std::thread::scope(|sc| {
+        for (i, client) in clients.iter().enumerate() {
+            let (window, rec, stop) = (&window, &rec, &stop);
+            let server = (i % s.servers) as u8;
+            sc.spawn(move || {
+                clients::run_client(i, s.clients, server, client, window, rec, s.seed, stop)
+            });
+        }
+        let plan_result = nemesis::run(&mut c, &plan, &rec, &note);
+        // The rest of the duration, quiet.
+        let end = Duration::from_secs(s.duration_s);
+        let now = Duration::from_nanos(rec.now_ns());
+        if plan_result.is_ok() {
+            if let Some(d) = end.checked_sub(now) {
+                std::thread::sleep(d);
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        plan_result
+    })?;
+    let ops_end_ms = rec.now_ns() / 1_000_000;
+    // HEAL: every cut and delay off, every process back.
+    r.note("heal: cuts and delays off, processes restarted, waiting for every server");
+    let lab_err = |e: locus_netlab::NetlabError| BenchError::Measurement {
+        experiment: "faults",
+        what: format!("the lab failed: {e}"),
+    };
+    c.lab().heal().map_err(lab_err)?;
+    for node in 0..s.servers + 2 {
+        c.lab().clear_netem(node).map_err(lab_err)?;
+    }
+    c.wait_up(cluster::UP_WAIT)?;
+    let finals = final_reads(&c, &rec, window.used())?;
+    c.check()?;
+    let migrations = migrations(&c);
+    drop(c);
+    let (ops, retries) = rec.finish();
+    let mut finals = finals;
+    if std::env::var_os(DROP_ACKED_ENV).is_some() {
+        drop_one_acked(&ops, &mut finals, r);
+    }
+    let checked = check::check(&ops, &finals, s.clients);
+    Ok(report::build(
+        s,
+        &ops,
+        retries,
+        windows,
+        checked,
+        migrations,
+        ops_end_ms,
+        window.exhausted.load(Ordering::SeqCst),
+    ))
+}
+
+/// Loads every checked vertex with its marker, and each marker with its target.
+fn load(c: &LabCluster, s: &Settings) -> Result<()> {
+    let client = c.client(Duration::from_secs(30))?;
+    let machines = client.machines() as u32;
+    let mut batches: Vec<Vec<(u32, Vec<u32>)>> = vec![Vec::new(); machines as usize];
+    for v in 0..s.pool() {
+        batches[(v % machines) as usize].push((v, vec![marker(v, s.clients)]));
+    }
+    for v in 0..s.clients as u32 {
+        let m = marker(v, s.clients);
+        batches[(m % machines) as usize].push((m, vec![target(v, s.clients)]));
+    }
+    for (home, batch) in batches.into_iter().enumerate() {
+        client.load_batch(home as u8, batch, Some(Duration::from_secs(60)))?;
+    }
+    Ok(())
+}
+
+/// Reads every vertex that was checked, after everything, at its home.
+fn final_reads(c: &LabCluster, rec: &Recorder, used: u32) -> Result<Vec<FinalRead>> {
+    let client = c.client(Duration::from_secs(10))?;
+    let mut out = Vec::with_capacity(used as usize);
+    for v in 0..used {
+        let mut tries = 0;
+        loop {
+            let (invoke, invoke_ns) = rec.tick();
+            let r = client.call(
+                client.home(v),
+                &Request::Neighbors { vertex: v, k: 0 },
+                None,
+            );
+            let (response, response_ns) = rec.tick();
+            let list = match r {
+                Ok(Reply::Neighbors(l)) => Ok(l),
+                Ok(other) => Err(format!("unexpected reply {other:?}")),
+                Err(e) if e.code() == Some(ErrorCode::UnknownVertex) => {
+                    Err("the vertex is missing".to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            // A server that was just restarted may still refuse; bounded retries.
+            if list.is_err() && tries < 20 {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(250));
+                continue;
+            }
+            out.push(FinalRead {
+                vertex: v,
+                list,
+                invoke,
+                response,
+                invoke_ns,
+                response_ns,
+            });
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Migrations the servers report (`migrations_in` of STATS, counted since
+/// each process started), summed; `None` if a server did not answer.
+fn migrations(c: &LabCluster) -> Option<u64> {
+    let client = c.client(Duration::from_secs(5)).ok()?;
+    (0..c.servers() as u8)
+        .map(|id| {
+            let st = client.stats(id).ok()?;
+            st["migrations_in"].as_u64()
+        })
+        .sum()
+}
+
+/// The harness's own fault (see [`DROP_ACKED_ENV`]): removes from a final
+/// read one acknowledged insert that no delete touched.
+fn drop_one_acked(ops: &[clients::Op], finals: &mut [FinalRead], r: &Reporter) {
+    for op in ops {
+        let (Call::Insert(u), Ret::Bool(true), Outcome::Ok) =
+            (&op.event.call, &op.event.ret, &op.outcome)
+        else {
+            continue;
+        };
+        let v = op.event.vertex;
+        let deleted = ops
+            .iter()
+            .any(|o| o.event.vertex == v && o.event.call == Call::Delete(*u));
+        if deleted {
+            continue;
+        }
+        if let Some(Ok(list)) = finals
+            .iter_mut()
+            .find(|f| f.vertex == v)
+            .map(|f| f.list.as_mut())
+        {
+            if let Some(i) = list.iter().position(|x| x == u) {
+                list.remove(i);
+                r.note(format!(
+                    "{DROP_ACKED_ENV}: dropped the acknowledged insert of {u} from vertex {v}'s final read"
+                ));
+                return;
+            }
+        }
+    }
+}

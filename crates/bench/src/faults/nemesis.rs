@@ -1,0 +1,386 @@
+//! The nemesis: a seeded schedule of fault windows, each `FAULT_S` long and
+//! followed by `QUIET_S` of quiet, and a probe per window showing that the
+//! fault took effect. After each window every process that is gone (killed,
+//! or exited after it was fenced) is started again, and a window starts only
+//! once every server answers (so it may start later than planned: the
+//! sequence of faults replays exactly, their times only roughly).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use locus_netlab::{Netem, Party};
+use locus_server::supervise::{pid_alive, Role};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+
+use super::clients::Recorder;
+use super::cluster::{self, LabCluster, CLIENT_PORT, CONTROL_PORT, ETCD_CLIENT_PORT};
+use crate::Result;
+
+/// A fault window's length.
+pub const FAULT_S: u64 = 3;
+/// Quiet after each window.
+pub const QUIET_S: u64 = 2;
+/// Quiet before the first window.
+pub const WARM_S: u64 = 2;
+/// Delay of the netem window on its link.
+pub const NETEM_DELAY_MS: u32 = 100;
+
+/// The fault kinds of issue 61.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// One server cut from every other node and the host.
+    PartitionOne,
+    /// Servers split in two halves (etcd and the coordinator with the second).
+    SplitHalves,
+    /// The coordinator's node cut off.
+    IsolateCoordinator,
+    /// etcd's node cut off.
+    IsolateEtcd,
+    /// A server SIGSTOPped, then SIGCONTed.
+    Pause,
+    /// A server killed -9, then restarted from its log.
+    KillRestart,
+    /// Delay, jitter and loss on one server's link.
+    Netem,
+}
+
+impl Kind {
+    /// Every kind; the first three come first in a schedule too short for all.
+    pub const ALL: [Kind; 7] = [
+        Kind::PartitionOne,
+        Kind::Pause,
+        Kind::KillRestart,
+        Kind::SplitHalves,
+        Kind::IsolateCoordinator,
+        Kind::IsolateEtcd,
+        Kind::Netem,
+    ];
+
+    /// Its name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::PartitionOne => "partition_one",
+            Kind::SplitHalves => "split_halves",
+            Kind::IsolateCoordinator => "isolate_coordinator",
+            Kind::IsolateEtcd => "isolate_etcd",
+            Kind::Pause => "pause",
+            Kind::KillRestart => "kill_restart",
+            Kind::Netem => "netem",
+        }
+    }
+}
+
+/// One planned window.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Planned {
+    /// Its fault.
+    pub kind: Kind,
+    /// The server it hits (unused by the kinds that hit etcd or the coordinator).
+    pub server: usize,
+    /// Start, ms after the clients started.
+    pub start_ms: u64,
+}
+
+/// The schedule for `duration_s` seconds: every kind once while they fit,
+/// seeded order, then seeded repeats.
+pub fn schedule(seed: u64, duration_s: u64, servers: usize) -> Vec<Planned> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let slots = duration_s.saturating_sub(WARM_S) / (FAULT_S + QUIET_S);
+    let mut kinds: Vec<Kind> = Kind::ALL.to_vec();
+    let first = (slots as usize).min(kinds.len());
+    kinds.truncate(first);
+    kinds.shuffle(&mut rng);
+    while (kinds.len() as u64) < slots {
+        kinds.push(Kind::ALL[rng.gen_range(0..Kind::ALL.len())]);
+    }
+    kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| Planned {
+            kind,
+            server: rng.gen_range(0..servers),
+            start_ms: (WARM_S + i as u64 * (FAULT_S + QUIET_S)) * 1000,
+        })
+        .collect()
+}
+
+/// What a window did.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowRecord {
+    /// The fault.
+    pub kind: Kind,
+    /// What it hit.
+    pub target: String,
+    /// When the fault was in place, ms on the clients' clock.
+    pub start_ms: u64,
+    /// When it was undone.
+    pub end_ms: u64,
+    /// Whether the probe showed the fault took effect.
+    pub probe_ok: bool,
+    /// What the probe saw.
+    pub probe: String,
+    /// Processes started again after the window.
+    pub restarted: Vec<String>,
+}
+
+/// Runs the schedule against `c`; returns each window's record.
+pub fn run(
+    c: &mut LabCluster,
+    plan: &[Planned],
+    rec: &Recorder,
+    note: &dyn Fn(String),
+) -> Result<Vec<WindowRecord>> {
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    for p in plan {
+        let at = Duration::from_millis(p.start_ms);
+        if let Some(wait) = at.checked_sub(t0.elapsed()) {
+            std::thread::sleep(wait);
+        }
+        let w = window(c, p, rec)?;
+        note(format!(
+            "{:>6} ms  {} on {}: probe {} ({}){}",
+            w.start_ms,
+            w.kind.name(),
+            w.target,
+            if w.probe_ok { "ok" } else { "FAILED" },
+            w.probe,
+            if w.restarted.is_empty() {
+                String::new()
+            } else {
+                format!("; restarted {}", w.restarted.join(", "))
+            }
+        ));
+        out.push(w);
+    }
+    Ok(out)
+}
+
+/// Faults injected, by kind.
+pub fn injected(windows: &[WindowRecord]) -> BTreeMap<&'static str, u64> {
+    let mut m = BTreeMap::new();
+    for w in windows {
+        *m.entry(w.kind.name()).or_insert(0) += 1;
+    }
+    m
+}
+
+fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecord> {
+    let fault = Duration::from_secs(FAULT_S);
+    let s = c.servers();
+    let server = p.server;
+    let short = Duration::from_millis(500);
+    // Each fault starts on a whole cluster: a server fenced by the last
+    // window may still be on its way out (it is restarted here), so a
+    // window can start later than planned.
+    c.wait_up(cluster::UP_WAIT)?;
+    let start_ms = rec.now_ns() / 1_000_000;
+    let t = Instant::now();
+    let rest = |t: Instant| {
+        if let Some(d) = fault.checked_sub(t.elapsed()) {
+            std::thread::sleep(d);
+        }
+    };
+    let lab_err = |e: locus_netlab::NetlabError| crate::BenchError::Measurement {
+        experiment: "faults",
+        what: format!("the lab failed: {e}"),
+    };
+    // The killed server's epoch, for the probe's second half.
+    let mut killed_epoch = None;
+    let (target, probe_ok, probe) = match p.kind {
+        Kind::PartitionOne => {
+            c.lab().isolate(server).map_err(lab_err)?;
+            let peer = (server + 1) % s;
+            let host = cluster::connects(c.addr(server, CLIENT_PORT), short);
+            let from_peer = cluster::connects_from(c.lab(), peer, c.addr(server, CLIENT_PORT));
+            rest(t);
+            c.lab().heal().map_err(lab_err)?;
+            (
+                format!("server {server}"),
+                !host && !from_peer,
+                format!("host connects: {host}; server {peer} connects: {from_peer}"),
+            )
+        }
+        Kind::SplitHalves => {
+            let half = s / 2;
+            let a: Vec<Party> = (0..half).map(Party::Node).collect();
+            let b: Vec<Party> = (half..s + 2).map(Party::Node).collect();
+            c.lab().partition(&a, &b).map_err(lab_err)?;
+            let across = cluster::connects_from(c.lab(), 0, c.addr(half, CLIENT_PORT));
+            let within = cluster::connects_from(c.lab(), s - 1, c.addr(half, CLIENT_PORT));
+            rest(t);
+            c.lab().heal().map_err(lab_err)?;
+            (
+                format!("servers 0..{half} | servers {half}..{s} + etcd + coordinator"),
+                !across && within,
+                format!(
+                    "server 0 -> server {half}: {across}; server {} -> server {half}: {within}",
+                    s - 1
+                ),
+            )
+        }
+        Kind::IsolateCoordinator => {
+            let node = c.coordinator_node();
+            c.lab().isolate(node).map_err(lab_err)?;
+            let host = cluster::connects(c.addr(node, CONTROL_PORT), short);
+            let from = cluster::connects_from(c.lab(), 0, c.addr(node, CONTROL_PORT));
+            rest(t);
+            c.lab().heal().map_err(lab_err)?;
+            (
+                "coordinator".into(),
+                !host && !from,
+                format!("host connects: {host}; server 0 connects: {from}"),
+            )
+        }
+        Kind::IsolateEtcd => {
+            let node = c.etcd_node();
+            c.lab().isolate(node).map_err(lab_err)?;
+            let host = cluster::connects(c.addr(node, ETCD_CLIENT_PORT), short);
+            let from = cluster::connects_from(c.lab(), 0, c.addr(node, ETCD_CLIENT_PORT));
+            rest(t);
+            c.lab().heal().map_err(lab_err)?;
+            (
+                "etcd".into(),
+                !host && !from,
+                format!("host connects: {host}; server 0 connects: {from}"),
+            )
+        }
+        Kind::Pause => match c.pid(&Role::Server(server as u8)) {
+            None => (format!("server {server}"), false, "no live process".into()),
+            Some(pid) => {
+                // SAFETY: kill(2) on a child of the supervisor.
+                unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+                std::thread::sleep(short);
+                let a = proc_stat(pid);
+                std::thread::sleep(Duration::from_secs(1));
+                let b = proc_stat(pid);
+                rest(t);
+                // SAFETY: as above.
+                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+                let ok = matches!((&a, &b), (Some((sa, ca)), Some((sb, cb)))
+                    if *sa == 'T' && *sb == 'T' && ca == cb);
+                (
+                    format!("server {server} (pid {pid})"),
+                    ok,
+                    format!("state and cpu ticks over 1 s: {a:?} -> {b:?}"),
+                )
+            }
+        },
+        Kind::KillRestart => match c.pid(&Role::Server(server as u8)) {
+            None => (format!("server {server}"), false, "no live process".into()),
+            Some(pid) => {
+                let before = c.epoch(server as u8);
+                killed_epoch = before;
+                c.kill(pid);
+                let gone = !pid_alive(pid);
+                rest(t);
+                (
+                    format!("server {server} (pid {pid})"),
+                    gone,
+                    format!("pid {pid} gone after SIGKILL: {gone}; epoch before {before:?}"),
+                )
+            }
+        },
+        Kind::Netem => {
+            let addr = c.addr(server, CLIENT_PORT);
+            let before = cluster::connect_ms_min(addr, 3, Duration::from_secs(2));
+            c.lab()
+                .netem(
+                    server,
+                    Netem {
+                        delay_ms: NETEM_DELAY_MS,
+                        jitter_ms: 10,
+                        loss_pct: 2.0,
+                        seed: p.start_ms ^ server as u64,
+                    },
+                )
+                .map_err(lab_err)?;
+            let during = cluster::connect_ms_min(addr, 3, Duration::from_secs(2));
+            rest(t);
+            c.lab().clear_netem(server).map_err(lab_err)?;
+            let ok = during.is_some_and(|d| d >= f64::from(NETEM_DELAY_MS - 10));
+            (
+                format!("server {server}"),
+                ok,
+                format!("connect ms (min of 3) before {before:?}, during {during:?}"),
+            )
+        }
+    };
+    let end_ms = rec.now_ns() / 1_000_000;
+    let restarted = c.revive()?;
+    let mut probe = probe;
+    if p.kind == Kind::KillRestart {
+        // The second half of the probe: the restarted server answers and
+        // has registered a higher epoch than the killed one's.
+        let id = server as u8;
+        let up = c.answers_within(id, cluster::UP_WAIT);
+        let killed = killed_epoch.unwrap_or(0);
+        let after = c.wait_epoch_above(id, killed, cluster::UP_WAIT);
+        probe.push_str(&format!(
+            "; restarted server answers: {up}; epoch after {after:?}"
+        ));
+        return Ok(WindowRecord {
+            kind: p.kind,
+            target,
+            start_ms,
+            end_ms,
+            probe_ok: probe_ok && up && after.is_some() && killed > 0,
+            probe,
+            restarted,
+        });
+    }
+    Ok(WindowRecord {
+        kind: p.kind,
+        target,
+        start_ms,
+        end_ms,
+        probe_ok,
+        probe,
+        restarted,
+    })
+}
+
+/// A process's state letter and its user plus system CPU ticks.
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = s.rsplit_once(')')?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields after the name: state is 3, utime 14, stime 15 (1-based in proc(5)).
+    let state = f.first()?.chars().next()?;
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some((state, utime + stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minute_has_every_kind_and_a_seed_replays_its_schedule() {
+        let a = schedule(7, 60, 3);
+        for k in Kind::ALL {
+            assert!(a.iter().any(|p| p.kind == k), "{k:?} missing from {a:?}");
+        }
+        let b = schedule(7, 60, 3);
+        let key = |s: &[Planned]| -> Vec<(Kind, usize, u64)> {
+            s.iter().map(|p| (p.kind, p.server, p.start_ms)).collect()
+        };
+        assert_eq!(key(&a), key(&b));
+        assert_ne!(key(&a), key(&schedule(8, 60, 3)));
+    }
+
+    #[test]
+    fn the_short_form_has_a_partition_a_pause_and_a_kill() {
+        let s = schedule(61, 20, 3);
+        assert_eq!(s.len(), 3);
+        for k in [Kind::PartitionOne, Kind::Pause, Kind::KillRestart] {
+            assert!(s.iter().any(|p| p.kind == k), "{k:?} missing from {s:?}");
+        }
+        assert!(s.iter().all(|p| p.start_ms + FAULT_S * 1000 <= 20_000));
+    }
+}
