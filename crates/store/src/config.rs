@@ -58,6 +58,27 @@ pub struct StoreConfig {
     /// refusal. While the budget stays full, a sweep per replication request
     /// would read the whole set each time.
     pub replica_sweep_interval_ms: u64,
+    /// A read that keeps finding its value invalidated for this long gives
+    /// up with `Contention` (a liveness guard: a migration whose target
+    /// died between invalidating the old copy and publishing the new one
+    /// never ends until Pragh 5 repairs it, F5); 0 means two reclaim leases.
+    /// A live migration takes microseconds, but on a loaded machine its
+    /// thread may wait out many time slices: tests with leases of a few
+    /// milliseconds and live migrators set it well above their lease.
+    pub read_stall_ms: u64,
+}
+
+impl StoreConfig {
+    /// How long a read may find its value invalidated before it gives up
+    /// ([`StoreConfig::read_stall_ms`], or two reclaim leases).
+    pub fn read_stall_ns(&self) -> u64 {
+        let ms = if self.read_stall_ms == 0 {
+            self.reclaim_lease_ms.saturating_mul(2)
+        } else {
+            self.read_stall_ms
+        };
+        ms.saturating_mul(1_000_000)
+    }
 }
 
 impl Default for StoreConfig {
@@ -73,6 +94,7 @@ impl Default for StoreConfig {
             cache_lease_ms: 60_000,
             reclaim_ring_entries: crate::reclaim::CAPACITY_DEFAULT,
             cache_lookups: true,
+            read_stall_ms: 0,
             cache_recent_hits: true,
             hot_accesses: 100,
             shards_per_machine: 0,

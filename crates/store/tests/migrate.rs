@@ -21,6 +21,9 @@ fn store(machines: usize) -> Store<F> {
             part_neighbors_max: 4,
             reclaim_lease_ms: 1,
             cache_lease_ms: 1,
+            // Live migrators on a loaded machine may wait out many time
+            // slices: a read gives up only after a minute, not two leases.
+            read_stall_ms: 60_000,
             ..StoreConfig::default()
         },
     )

@@ -25,6 +25,9 @@ fn config() -> StoreConfig {
         value_region_bytes: 32 << 20,
         part_neighbors_max: 4, // hot vertices span several parts
         reclaim_lease_ms: 50,
+        // Live migrators on a loaded machine may wait out many time slices:
+        // a read gives up only after a minute, not two (short) leases.
+        read_stall_ms: 60_000,
         cache_lease_ms: 50,
         ..StoreConfig::default()
     }

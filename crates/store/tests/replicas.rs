@@ -20,6 +20,9 @@ fn config() -> StoreConfig {
         value_region_bytes: 8 << 20,
         part_neighbors_max: 4,
         reclaim_lease_ms: 1,
+        // Live migrators on a loaded machine may wait out many time slices:
+        // a read gives up only after a minute, not two (short) leases.
+        read_stall_ms: 60_000,
         cache_lease_ms: 1,
         replica_bytes_max: 1 << 20,
         ..StoreConfig::default()

@@ -90,6 +90,8 @@ fn store_config() -> StoreConfig {
         // A full set sweeps before every refusal, as it did before sweeps
         // were rate-limited: more interleavings of sweeps with updates.
         replica_sweep_interval_ms: 0,
+        // The simulated clock: two reclaim leases, as the F5 guard is.
+        read_stall_ms: 0,
     }
 }
 

@@ -51,15 +51,12 @@ impl<F: Fabric> Worker<F> {
             // and publishing the new one (F5 in `recover.rs`) never ends: only
             // Pragh 5 at the home repairs it, and that needs the update lock
             // an updater spinning here may hold. So a value invalid for
-            // longer than two reclaim leases (a migration takes microseconds)
-            // is an error, on the fabric's clock, not only after many retries.
+            // longer than `read_stall_ms` (two reclaim leases unless set; a
+            // migration takes microseconds) is an error, on the fabric's
+            // clock, not only after many retries.
             let now = self.port.now_ns();
             let since = *first_retry_ns.get_or_insert(now);
-            let stall_ns = self
-                .shared
-                .config
-                .reclaim_lease_ms
-                .saturating_mul(2_000_000);
+            let stall_ns = self.shared.config.read_stall_ns();
             if retries >= READ_RETRIES_MAX || now.saturating_sub(since) > stall_ns {
                 return Err(StoreError::Contention {
                     key: key.0,
