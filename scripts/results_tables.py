@@ -763,6 +763,26 @@ def cluster():
     off, always = du["summary"].find(mode="off"), du["summary"].find(mode="always")
     rows.append(["Updates with the log, `sync = always` against none", "- (Pragh 5 leaves durability to the store)",
                  f"{ms(always['updates_per_s'], f0)} against {ms(off['updates_per_s'], f0)} updates/s", cd])
+    fa = load_opt("cluster/faults.json")
+    fam = load_opt("cluster/faults.meta.json")
+    faults = None
+    if fa is not None:
+        cf = command(fam, f"locus bench faults --duration-s {f0(fa['settings']['duration_s'].num())} --seed {fa['seed'].v}")
+        kinds = len(fa["faults_injected"].v)
+        windows = fa["windows"].list()
+        probes_ok = sum(1 for w in windows if w["probe_ok"].v)
+        rows.append(["Fault lab: one seeded schedule (partitions, pauses, kill -9, etcd and coordinator cut off, a slow link)",
+                     "- (not in the papers)",
+                     f"{f0(fa['lost_acknowledged_writes'].num())} of {f0(fa['acknowledged_writes'].num())} acknowledged writes lost, "
+                     f"{f0(fa['violations'].num())} violations in {f0(fa['keys_checked'].num())} checked histories; "
+                     f"{len(windows)} windows of {kinds} kinds, {probes_ok} probes positive",
+                     cf])
+        frow = []
+        for w in windows:
+            frow.append([w["kind"].str(), w["target"].str().replace("|", "\\|"), f"{w['start_ms'].num() / 1000:.1f}",
+                         f"{(w['end_ms'].num() - w['start_ms'].num()) / 1000:.1f}", f0(w["ops"].num()),
+                         pct(w["availability"].num()), "yes" if w["probe_ok"].v else "**no**"])
+        faults = table(["fault", "target", "start s", "held s", "operations", "answered", "probe positive"], frow)
     head = table(["figure", "paper's number", "Locus's number, median [min-max]", "command"], rows)
 
     crow = []
@@ -793,7 +813,10 @@ def cluster():
         drow.append([r["mode"].str(), ms(r["updates_per_s"], f0), ms(r["p50_us"], f0), ms(r["p99_us"], f0),
                      "-" if rpg["median"].num() == 0 else ms(rpg, f2)])
     dur = table(["durability", "acknowledged updates/s", "p50 us", "p99 us", "log records per group"], drow)
-    return {"cluster": head, "cluster-client": client, "cluster-schemes": schemes, "cluster-durability": dur}
+    out = {"cluster": head, "cluster-client": client, "cluster-schemes": schemes, "cluster-durability": dur}
+    if faults is not None:
+        out["cluster-faults"] = faults
+    return out
 
 
 # --------------------------------------------------------------------- SPARQL
