@@ -6,7 +6,6 @@ use std::time::Instant;
 use clap::Args;
 use locus_client::proto::{Reply, Request};
 use locus_graph::{input, Adjacency, CsrOptions, Format, Lists, LoadOptions, Rmat, RmatConfig};
-use locus_store::home_of;
 use serde::Serialize;
 
 use locus_node::embedded::{self as cluster, rmat_csr};
@@ -164,7 +163,7 @@ pub fn load(a: LoadArgs) -> crate::CliResult {
     let e = cluster::build(&g, machines, &c, &Reporter::terminal())?;
     let mut per = vec![0u64; machines];
     for i in 0..g.entries() {
-        per[home_of(g.vertex(i), machines) as usize] += 1;
+        per[e.stores.owner(g.vertex(i)) as usize] += 1;
     }
     let summary = LoadSummary {
         file: a.file.display().to_string(),
@@ -317,7 +316,7 @@ pub fn query(a: QueryArgs) -> crate::CliResult {
     };
     // The query `locus server` answers: a KHOP request to the vertex's
     // home node, through the same `Node::handle`.
-    let home = home_of(a.vertex, machines);
+    let home = e.stores.owner(a.vertex);
     let node = &e.nodes[home as usize];
     let mut session = node.session();
     let hops = u8::try_from(a.hops).expect("checked to be 1..=8");

@@ -239,7 +239,7 @@ pub fn load(
     } else {
         Direction::Undirected
     };
-    let mut batcher = Batcher::new(c.machines() as u16, direction, BatchLimits::default())?;
+    let mut batcher = Batcher::with_table(&*c.slot_table()?, direction, BatchLimits::default())?;
     let reporter = if json {
         Reporter::quiet()
     } else {

@@ -1,12 +1,19 @@
 //! [`Client`]: a blocking, thread-safe handle on a running cluster. It keeps
 //! a small pool of authenticated connections per server, routes requests
-//! about a vertex to its home (`vertex % machines`), gives every request a
-//! deadline, and names the server in every error.
+//! about a vertex to its home (the owner of its slot in the cluster's slot
+//! table, fetched with SLOTS and kept as a hint), gives every request a
+//! deadline, and names the server in every error. A server that does not
+//! home the vertex answers `WrongHome`; the client then fetches the table
+//! again and retries, at most [`ROUTE_RETRIES_MAX`] times per operation,
+//! counting each retry ([`Client::routing`]).
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+
+use locus_placement::slots::{SlotTable, SLOTS_DEFAULT};
 
 use locus_fabric::auth::{Listener, Secret};
 
@@ -65,11 +72,30 @@ pub struct Moved {
     pub bytes: u64,
 }
 
+/// Retries of one operation after `WrongHome` answers (each after fetching
+/// the slot table again); past them the operation fails with that answer.
+pub const ROUTE_RETRIES_MAX: u32 = 3;
+
+/// How the client has followed the cluster's slot table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Routing {
+    /// The epoch of the table held (0: none fetched yet).
+    pub table_epoch: u64,
+    /// Tables fetched with SLOTS.
+    pub table_fetches: u64,
+    /// Operations sent again after a `WrongHome` answer.
+    pub retries: u64,
+}
+
 /// A running cluster's client.
 pub struct Client {
     servers: Vec<SocketAddr>,
     pools: Vec<Mutex<Vec<Conn>>>,
     config: ClientConfig,
+    /// The slot table as last fetched: a hint the servers check.
+    table: RwLock<Option<Arc<SlotTable>>>,
+    table_fetches: AtomicU64,
+    retries: AtomicU64,
 }
 
 impl std::fmt::Debug for Client {
@@ -94,6 +120,9 @@ impl Client {
             pools: servers.iter().map(|_| Mutex::new(Vec::new())).collect(),
             servers,
             config,
+            table: RwLock::new(None),
+            table_fetches: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
         })
     }
 
@@ -117,9 +146,98 @@ impl Client {
         self.servers.get(id as usize).copied()
     }
 
-    /// The home machine of `v`.
+    /// The home machine of `v` by the slot table held, fetched on first
+    /// use; if no server answers SLOTS, by a new cluster's table (the
+    /// default slot count over the file's servers), which the servers
+    /// correct with `WrongHome` where it is wrong.
     pub fn home(&self, v: u32) -> u8 {
-        (v as usize % self.servers.len()) as u8
+        match self.slot_table() {
+            Ok(t) => t.owner_of(v),
+            Err(_) => (v % SLOTS_DEFAULT % self.servers.len() as u32) as u8,
+        }
+    }
+
+    /// The slot table held, fetched with SLOTS if none is.
+    pub fn slot_table(&self) -> Result<Arc<SlotTable>> {
+        if let Some(t) = self.table.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Ok(Arc::clone(t));
+        }
+        self.refresh_slot_table(0)
+    }
+
+    /// Fetches the slot table, asking server `first` and then the others
+    /// in turn until one answers; keeps it unless the table held is newer.
+    pub fn refresh_slot_table(&self, first: u8) -> Result<Arc<SlotTable>> {
+        let n = self.servers.len();
+        let mut last = None;
+        for i in 0..n {
+            let id = ((first as usize + i) % n) as u8;
+            let t = match self.call(id, &Request::Slots, None) {
+                Ok(Reply::Slots(raw)) => SlotTable::decode(&raw).map_err(|e| {
+                    ClientError::Protocol {
+                        server: self.server_ref(id),
+                        error: crate::proto::ProtoError::Malformed {
+                            op: "slots",
+                            what: e.to_string(),
+                        },
+                    }
+                })?,
+                Ok(r) => return Err(self.unexpected(id, r)),
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            if usize::from(t.machines()) < n {
+                return Err(ClientError::Unavailable {
+                    server: self.server_ref(id),
+                    reason: format!(
+                        "its slot table has owners below {}, but the cluster file lists {n} servers; the file is stale",
+                        t.machines()
+                    ),
+                });
+            }
+            self.table_fetches.fetch_add(1, Ordering::Relaxed);
+            let mut held = self.table.write().unwrap_or_else(|e| e.into_inner());
+            match held.as_ref() {
+                Some(h) if h.epoch() >= t.epoch() => {}
+                _ => *held = Some(Arc::new(t)),
+            }
+            return Ok(Arc::clone(held.as_ref().expect("set above")));
+        }
+        Err(last.expect("a cluster has at least one server"))
+    }
+
+    /// How the client has followed the slot table so far.
+    pub fn routing(&self) -> Routing {
+        Routing {
+            table_epoch: self
+                .table
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map_or(0, |t| t.epoch()),
+            table_fetches: self.table_fetches.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sends `req`, about vertex `v`, to `v`'s home; on `WrongHome` fetches
+    /// the table again (from the server that refused) and retries, at most
+    /// [`ROUTE_RETRIES_MAX`] times. Returns the server that answered.
+    fn routed(&self, v: u32, req: &Request) -> Result<(u8, Reply)> {
+        let mut retries = 0;
+        loop {
+            let id = self.home(v);
+            match self.call(id, req, None) {
+                Err(e) if e.code() == Some(ErrorCode::WrongHome) && retries < ROUTE_RETRIES_MAX => {
+                    retries += 1;
+                    self.retries.fetch_add(1, Ordering::Relaxed);
+                    self.refresh_slot_table(id)?;
+                }
+                r => return r.map(|r| (id, r)),
+            }
+        }
     }
 
     fn server_ref(&self, id: u8) -> ServerRef {
@@ -211,10 +329,9 @@ impl Client {
 
     /// Up to `k` neighbours of `v` (0: all), asked of its home.
     pub fn neighbors(&self, v: u32, k: u32) -> Result<Vec<u32>> {
-        let id = self.home(v);
-        match self.call(id, &Request::Neighbors { vertex: v, k }, None)? {
-            Reply::Neighbors(ids) => Ok(ids),
-            r => Err(self.unexpected(id, r)),
+        match self.routed(v, &Request::Neighbors { vertex: v, k })? {
+            (_, Reply::Neighbors(ids)) => Ok(ids),
+            (id, r) => Err(self.unexpected(id, r)),
         }
     }
 
@@ -227,40 +344,37 @@ impl Client {
                 crate::proto::IDS_MAX
             )));
         }
-        let id = self.home(v);
         let req = Request::Put {
             vertex: v,
             ids: ids.to_vec(),
         };
-        match self.call(id, &req, None)? {
-            Reply::Put => Ok(()),
-            r => Err(self.unexpected(id, r)),
+        match self.routed(v, &req)? {
+            (_, Reply::Put) => Ok(()),
+            (id, r) => Err(self.unexpected(id, r)),
         }
     }
 
     /// Adds the edge `v -> u`; true if the list changed.
     pub fn insert_edge(&self, v: u32, u: u32) -> Result<bool> {
-        let id = self.home(v);
         let req = Request::InsertEdge {
             vertex: v,
             neighbor: u,
         };
-        match self.call(id, &req, None)? {
-            Reply::Changed(c) => Ok(c),
-            r => Err(self.unexpected(id, r)),
+        match self.routed(v, &req)? {
+            (_, Reply::Changed(c)) => Ok(c),
+            (id, r) => Err(self.unexpected(id, r)),
         }
     }
 
     /// Removes the edge `v -> u`; true if the list changed.
     pub fn delete_edge(&self, v: u32, u: u32) -> Result<bool> {
-        let id = self.home(v);
         let req = Request::DeleteEdge {
             vertex: v,
             neighbor: u,
         };
-        match self.call(id, &req, None)? {
-            Reply::Changed(c) => Ok(c),
-            r => Err(self.unexpected(id, r)),
+        match self.routed(v, &req)? {
+            (_, Reply::Changed(c)) => Ok(c),
+            (id, r) => Err(self.unexpected(id, r)),
         }
     }
 
@@ -268,10 +382,9 @@ impl Client {
     /// list it had, or `None` if it had no entry. Edges of other vertices
     /// that point at `v` stay: see [`Client::delete_vertex_both`].
     pub fn delete_vertex(&self, v: u32) -> Result<Option<Vec<u32>>> {
-        let id = self.home(v);
-        match self.call(id, &Request::DeleteVertex { vertex: v }, None)? {
-            Reply::Removed(list) => Ok(list),
-            r => Err(self.unexpected(id, r)),
+        match self.routed(v, &Request::DeleteVertex { vertex: v })? {
+            (_, Reply::Removed(list)) => Ok(list),
+            (id, r) => Err(self.unexpected(id, r)),
         }
     }
 
@@ -305,27 +418,28 @@ impl Client {
                 "hops = {hops}, k = {k}: hops must be 1..={HOPS_MAX} and k 1..={K_MAX}"
             )));
         }
-        let id = self.home(v);
-        match self.call(id, &Request::Khop { vertex: v, hops, k }, None)? {
-            Reply::Khop(r) => Ok(r),
-            r => Err(self.unexpected(id, r)),
+        match self.routed(v, &Request::Khop { vertex: v, hops, k })? {
+            (_, Reply::Khop(r)) => Ok(r),
+            (id, r) => Err(self.unexpected(id, r)),
         }
     }
 
     /// Where `v`'s value is.
     pub fn locate(&self, v: u32) -> Result<Location> {
-        let id = self.home(v);
-        match self.call(id, &Request::Where { vertex: v }, None)? {
-            Reply::Where {
-                home,
-                holder,
-                found,
-            } => Ok(Location {
+        match self.routed(v, &Request::Where { vertex: v })? {
+            (
+                _,
+                Reply::Where {
+                    home,
+                    holder,
+                    found,
+                },
+            ) => Ok(Location {
                 home,
                 holder,
                 found,
             }),
-            r => Err(self.unexpected(id, r)),
+            (id, r) => Err(self.unexpected(id, r)),
         }
     }
 

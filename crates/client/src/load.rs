@@ -3,7 +3,8 @@
 //!
 //! A load reads its file twice. [`validate_file`] visits it once and stops at the first
 //! malformed line, so a bad file loads nothing. The second visit feeds each edge to a
-//! [`Batcher`], which keeps one buffer per home server (`home = vertex % machines`) and
+//! [`Batcher`], which keeps one buffer per home server (the owner of the vertex's slot in
+//! the cluster's slot table; `vertex % machines` for [`Batcher::new`]) and
 //! hands back a [`Batch`] as soon as a buffer is full; [`Batcher::finish`] hands back the
 //! rest.
 //!
@@ -273,6 +274,8 @@ pub struct BatcherStats {
 /// Memory is bounded by `machines` buffers of at most one batch each.
 pub struct Batcher {
     machines: u16,
+    /// Each slot's owner; a vertex's slot is `vertex % owners.len()`.
+    owners: Vec<u8>,
     direction: Direction,
     limits: BatchLimits,
     pending: Vec<Pending>,
@@ -280,16 +283,42 @@ pub struct Batcher {
 }
 
 impl Batcher {
-    /// A batcher for a cluster of `machines` servers (at least 1).
+    /// A batcher for a cluster of `machines` servers (at least 1) homing
+    /// `vertex` at `vertex % machines`.
     pub fn new(
         machines: u16,
         direction: Direction,
         limits: BatchLimits,
     ) -> Result<Batcher, LimitError> {
         check("machines", machines.into(), 1, u16::MAX.into())?;
+        Batcher::with_owners(
+            machines,
+            (0..machines).map(|m| m as u8).collect(),
+            direction,
+            limits,
+        )
+    }
+
+    /// A batcher for a cluster placing vertices by `table` (homes are the
+    /// slots' owners).
+    pub fn with_table(
+        table: &locus_placement::slots::SlotTable,
+        direction: Direction,
+        limits: BatchLimits,
+    ) -> Result<Batcher, LimitError> {
+        Batcher::with_owners(table.machines(), table.owners().to_vec(), direction, limits)
+    }
+
+    fn with_owners(
+        machines: u16,
+        owners: Vec<u8>,
+        direction: Direction,
+        limits: BatchLimits,
+    ) -> Result<Batcher, LimitError> {
         limits.validate()?;
         Ok(Batcher {
             machines,
+            owners,
             direction,
             limits,
             pending: (0..machines).map(|_| Pending::default()).collect(),
@@ -299,7 +328,7 @@ impl Batcher {
 
     /// The home server of `vertex`.
     pub fn home(&self, vertex: u32) -> u16 {
-        (vertex % u32::from(self.machines)) as u16
+        u16::from(self.owners[(vertex % self.owners.len() as u32) as usize])
     }
 
     /// Adds the edge found at `at` (positions never decrease: push in file order);

@@ -38,6 +38,9 @@ pub const LOAD_VERTICES_MAX: usize = 1 << 20;
 pub const ERROR_MESSAGE_MAX: usize = 4096;
 /// Bytes of a STATS reply's JSON.
 pub const STATS_JSON_MAX: usize = 1 << 20;
+/// Largest slot table in a SLOTS reply: the wire form's header and one byte
+/// per slot at the most slots a table may have.
+pub const SLOTS_TABLE_BYTES_MAX: usize = 20 + locus_placement::slots::SLOTS_MAX as usize;
 /// Bytes of a HELLO name (client or server).
 pub const NAME_MAX: usize = 256;
 /// Longest deadline a request may carry.
@@ -81,6 +84,8 @@ pub enum Op {
     Stats = 0x0B,
     /// Remove a vertex.
     DeleteVertex = 0x0C,
+    /// The slot table the server holds (issue 59).
+    Slots = 0x0D,
     /// Control: a server introduces itself.
     Register = 0x20,
     /// Control: periodic report.
@@ -101,7 +106,7 @@ pub enum Op {
 
 impl Op {
     /// Every op, client ops first (in code order), then the control link's.
-    pub const ALL: [Op; 20] = [
+    pub const ALL: [Op; 21] = [
         Op::Hello,
         Op::Ping,
         Op::Neighbors,
@@ -114,6 +119,7 @@ impl Op {
         Op::Where,
         Op::Stats,
         Op::DeleteVertex,
+        Op::Slots,
         Op::Register,
         Op::Report,
         Op::Hot,
@@ -140,6 +146,7 @@ impl Op {
             0x0A => Where,
             0x0B => Stats,
             0x0C => DeleteVertex,
+            0x0D => Slots,
             0x20 => Register,
             0x21 => Report,
             0x22 => Hot,
@@ -173,6 +180,7 @@ impl Op {
             Where => "where",
             Stats => "stats",
             DeleteVertex => "delete_vertex",
+            Slots => "slots",
             Register => "register",
             Report => "report",
             Hot => "hot",

@@ -78,7 +78,7 @@ const ALLOC_PER_BODY_BYTE: usize = 4;
 const ALLOC_SLACK_BYTES: usize = 512;
 
 /// Every op the protocol defines.
-const OPS: [Op; 20] = Op::ALL;
+const OPS: [Op; 21] = Op::ALL;
 
 /// Frame limit of the `read_frame` properties: small, so that length fields past it
 /// are common.
@@ -117,6 +117,7 @@ fn request() -> impl Strategy<Value = Request> {
         any::<u32>().prop_map(|vertex| Request::Where { vertex }),
         any::<u32>().prop_map(|vertex| Request::DeleteVertex { vertex }),
         Just(Request::Stats),
+        Just(Request::Slots),
     ]
 }
 
@@ -148,6 +149,7 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         Op::Where,
         Op::Stats,
         Op::DeleteVertex,
+        Op::Slots,
     ];
     prop_oneof![
         (
@@ -166,6 +168,12 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
                 }
             )),
         Just((Op::Ping, Reply::Pong)),
+        (1..=64u32, 1..=8u16, any::<u64>()).prop_map(|(slots, machines, epoch)| {
+            let t = locus_placement::slots::SlotTable::uniform(slots, machines).unwrap();
+            let t = locus_placement::slots::SlotTable::from_owners(epoch, machines, t.owners().to_vec())
+                .unwrap();
+            (Op::Slots, Reply::Slots(t.encode()))
+        }),
         ids().prop_map(|ids| (Op::Neighbors, Reply::Neighbors(ids))),
         Just((Op::Put, Reply::Put)),
         (op_of(&[Op::InsertEdge, Op::DeleteEdge]), any::<bool>())

@@ -551,7 +551,7 @@ fn monitor_loop<F: Fabric>(s: &Shared<F>) {
         .map(|m| {
             Monitor::new_at(
                 m,
-                machines,
+                Arc::clone(s.store.store(m).homes()),
                 s.config.policy.interval_ms,
                 s.config.policy.report_count_min,
                 start,

@@ -16,26 +16,28 @@
 //! the embedded driver's, which stands still while the driver is paused,
 //! see [`crate::clock`]).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use locus_fabric::MachineId;
 use locus_store::addr::Addr;
 use locus_store::cache::LocationCache;
-use locus_store::{home_of, Key};
+use locus_store::{Homes, Key};
 
 use crate::policy::{Access, Event};
 
-/// Where `word` (an address word of `key`) says the value is.
-pub fn holder_of(key: Key, word: u64, machines: usize) -> Option<MachineId> {
-    let home = home_of(key.vertex(), machines);
-    Addr::decode(word).map(|a| a.holder(home))
+/// Where `word` (an address word of `key`) says the value is, the key
+/// homed as `homes` places it.
+pub fn holder_of(key: Key, word: u64, homes: &Homes) -> Option<MachineId> {
+    Addr::decode(word).map(|a| a.holder(homes.owner(key.vertex())))
 }
 
 /// The monitor of one machine.
 #[derive(Debug)]
 pub struct Monitor {
     machine: MachineId,
-    machines: usize,
+    /// The store's slot table: the home a local address word means.
+    homes: Arc<Homes>,
     interval: Duration,
     report_count_min: u32,
     /// Where [`Monitor::poll`]'s wall clock starts.
@@ -45,17 +47,17 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// A monitor for `machine` of `machines`, reporting every `interval_ms`
-    /// the keys counted at least `report_count_min` times.
+    /// A monitor for `machine` of a store homing keys by `homes`, reporting
+    /// every `interval_ms` the keys counted at least `report_count_min` times.
     pub fn new(
         machine: MachineId,
-        machines: usize,
+        homes: Arc<Homes>,
         interval_ms: u64,
         report_count_min: u32,
     ) -> Monitor {
         Monitor {
             machine,
-            machines,
+            homes,
             interval: Duration::from_millis(interval_ms),
             report_count_min,
             origin: Instant::now(),
@@ -67,14 +69,14 @@ impl Monitor {
     /// its own clock, which reads `now` at this point.
     pub fn new_at(
         machine: MachineId,
-        machines: usize,
+        homes: Arc<Homes>,
         interval_ms: u64,
         report_count_min: u32,
         now: Duration,
     ) -> Monitor {
         Monitor {
             interval_start: now,
-            ..Monitor::new(machine, machines, interval_ms, report_count_min)
+            ..Monitor::new(machine, homes, interval_ms, report_count_min)
         }
     }
 
@@ -100,7 +102,7 @@ impl Monitor {
             let Some((word, count)) = cache.peek(key) else {
                 continue;
             };
-            let Some(holder) = holder_of(key, word, self.machines) else {
+            let Some(holder) = holder_of(key, word, &self.homes) else {
                 continue;
             };
             out.push(Event::Hot {
@@ -116,7 +118,7 @@ impl Monitor {
         // From the second interval on, the cache visits only the keys that
         // reached the count, not every entry (`locus_store::cache`, "Intervals").
         cache.take_counts_at_least(self.report_count_min, |key, word, count| {
-            if let Some(holder) = holder_of(key, word, self.machines) {
+            if let Some(holder) = holder_of(key, word, &self.homes) {
                 accesses.push(Access { key, holder, count });
             }
         });

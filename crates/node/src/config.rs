@@ -147,6 +147,12 @@ pub struct StoreSection {
     /// scheme takes a quarter of the value region, at most 256 MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replica_mb: Option<f64>,
+    /// Slots of the cluster (issue 59): a vertex's home is the owner of
+    /// slot `vertex % slots`. Fixed when the cluster is made; unset: 4,096.
+    /// A cluster whose log was written before slots existed reads it with
+    /// `slots` equal to its server count (Pragh's `vertex % machines`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
 }
 
 /// A server's key table and value region when the cluster file sets none.
@@ -168,6 +174,7 @@ impl Default for StoreSection {
             cache_lease_ms: None,
             hot_accesses: d.hot_accesses,
             replica_mb: None,
+            slots: None,
         }
     }
 }
@@ -208,6 +215,9 @@ impl StoreSection {
             .unwrap_or(self.reclaim_lease_ms.min(60_000));
         c.hot_accesses = self.hot_accesses;
         c.replica_bytes_max = self.replica_bytes();
+        if let Some(s) = self.slots {
+            c.slots = s;
+        }
         c
     }
 

@@ -17,7 +17,7 @@ use locus_fabric::counting::Counting;
 use locus_fabric::local::{LocalConfig, LocalFabric};
 use locus_fabric::MachineId;
 use locus_graph::{Csr, CsrOptions, Lists, Rmat, RmatConfig};
-use locus_store::{home_of, StoreConfig, Stores};
+use locus_store::{StoreConfig, Stores};
 use serde::Serialize;
 
 use crate::config::NodeConfig;
@@ -206,7 +206,6 @@ fn put_lists(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<()> {
-    let machines = store.machines();
     let n = lists.entries();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -219,7 +218,7 @@ fn put_lists(
                         let list = lists.list(i);
                         if !list.is_empty() {
                             let v = lists.vertex(i);
-                            workers[home_of(v, machines) as usize].put(v, list)?;
+                            workers[store.owner(v) as usize].put(v, list)?;
                         }
                         i += threads as u64;
                         since += 1;

@@ -68,6 +68,29 @@ impl SlotTable {
         })
     }
 
+    /// A table of the given owners at `epoch` (a table read back from a
+    /// live copy); every owner must be below `machines`.
+    pub fn from_owners(epoch: u64, machines: u16, owners: Vec<Machine>) -> Result<SlotTable> {
+        check_shape(owners.len() as u32, machines)?;
+        if let Some(i) = owners.iter().position(|&o| u16::from(o) >= machines) {
+            return Err(invalid(
+                "owner",
+                owners[i].to_string(),
+                format!("slot {i}'s owner below {machines} machines"),
+            ));
+        }
+        Ok(SlotTable {
+            epoch,
+            machines,
+            owners,
+        })
+    }
+
+    /// The owner of every slot, in slot order.
+    pub fn owners(&self) -> &[Machine] {
+        &self.owners
+    }
+
     /// The epoch: every change of an owner makes a new one.
     pub fn epoch(&self) -> u64 {
         self.epoch

@@ -187,11 +187,10 @@ fn link_loop(
     results_rx: &Receiver<Vec<(u64, u8, bool)>>,
 ) {
     let stats = &s.control;
-    let machines = s.file.machines();
     let poll = Duration::from_millis(s.file.policy.hot_poll_ms.max(1));
     let mut monitor = Monitor::new(
         s.id,
-        machines,
+        Arc::clone(s.store().homes()),
         s.file.policy.interval_ms,
         s.file.policy.report_count_min,
     );

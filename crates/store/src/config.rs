@@ -66,6 +66,12 @@ pub struct StoreConfig {
     /// thread may wait out many time slices: tests with leases of a few
     /// milliseconds and live migrators set it well above their lease.
     pub read_stall_ms: u64,
+    /// Slots of the cluster (issue 59): a vertex's home is the owner of
+    /// slot `vertex % slots` in the slot table ([`crate::homes`]). Fixed
+    /// when a cluster is made; a new store's table gives slot `s` to
+    /// machine `s % machines`. With `slots` equal to the machine count the
+    /// homes are Pragh's `vertex % machines` (clusters made before slots).
+    pub slots: u32,
 }
 
 impl StoreConfig {
@@ -95,6 +101,7 @@ impl Default for StoreConfig {
             reclaim_ring_entries: crate::reclaim::CAPACITY_DEFAULT,
             cache_lookups: true,
             read_stall_ms: 0,
+            slots: crate::homes::SLOTS_DEFAULT,
             cache_recent_hits: true,
             hot_accesses: 100,
             shards_per_machine: 0,
@@ -182,6 +189,13 @@ impl StoreConfig {
                 .check_against_reclaim(self.reclaim_lease_ms)?;
         }
         crate::reclaim::RingLayout::new(self.reclaim_ring_entries)?;
+        if self.slots == 0 || self.slots > crate::homes::SLOTS_MAX {
+            return bad(format!(
+                "slots = {} must be 1..={}",
+                self.slots,
+                crate::homes::SLOTS_MAX
+            ));
+        }
         if self.shards_per_machine > crate::shard::SHARDS_PER_MACHINE_MAX {
             return bad(format!(
                 "shards_per_machine = {} exceeds {} (Pragh uses 100)",

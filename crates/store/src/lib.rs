@@ -2,7 +2,8 @@
 //!
 //! Vertices are keys and adjacency lists are values, hash-partitioned over the
 //! machines of a [`locus_fabric::Fabric`]: a vertex's key lives in the key
-//! region of its home machine (`vertex % machines`), a fixed-size hash table
+//! region of its home machine (its slot's owner, [`homes`]; Pragh's
+//! `vertex % machines` when slots equal machines), a fixed-size hash table
 //! of buckets ([`table`]); each slot holds the key and a 64-bit address word
 //! ([`addr`]) pointing at the value, which lives in some machine's value
 //! region behind a header word holding its size. Readers fetch a whole bucket
@@ -28,6 +29,7 @@ pub mod cache;
 mod config;
 mod error;
 pub mod forward;
+pub mod homes;
 pub mod migrate;
 pub mod reclaim;
 pub mod recover;
@@ -45,6 +47,7 @@ pub use error::{Result, StoreError};
 pub use migrate::Migration;
 pub use store::{MachineUsage, Store, KEYS_REGION, VALUES_REGION};
 pub use stores::Stores;
+pub use homes::{Homes, SlotMove, SlotTable};
 pub use table::{home_of, Key};
 pub use worker::{
     HomeSummary, HopReads, Khop, KhopLimits, Replication, ServiceStats, Services, VertexMoved,

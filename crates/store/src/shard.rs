@@ -2,8 +2,9 @@
 //!
 //! Keys are hashed into `machines * shards_per_machine` shards (Pragh: 100
 //! per machine); shard `s` starts on machine `s % machines`, so with vertex
-//! `v` in shard `v % shards` the initial placement is exactly the hash
-//! placement of the other schemes (`v % machines`). Every machine keeps its
+//! `v` in shard `v % shards` the initial placement is `v % machines`, the
+//! other schemes' slot placement whenever the machine count divides the
+//! slot count (as Pragh's 8 machines divide 4096). Every machine keeps its
 //! own copy of the shard map and consults it on every access to find a key's
 //! machine. Migration moves whole shards, keys and values
 //! ([`crate::Store::move_shards`]); afterwards every copy of the map is

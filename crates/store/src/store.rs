@@ -18,7 +18,7 @@ use crate::config::{StoreConfig, VALUE_BASE_UNITS};
 use crate::reclaim::{Collector, RingLayout};
 use crate::replica::{ReplicaDirectory, ReplicaSet, DIRECTORY_ENTRIES_MAX};
 use crate::shard::ShardMap;
-use crate::table::{home_of, TableLayout, MAGIC};
+use crate::table::{TableLayout, MAGIC};
 use crate::track::AccessTracker;
 use crate::worker::{Mailroom, Worker};
 use crate::{Result, StoreError, VertexId};
@@ -50,6 +50,8 @@ pub(crate) struct Shared<F: Fabric> {
     pub(crate) caches: Vec<Option<LocationCache>>,
     /// Per machine, the on-demand table of tracked local accesses (Pragh 4.4).
     pub(crate) trackers: Vec<AccessTracker>,
+    /// The slot table: each vertex's home.
+    pub(crate) homes: Arc<crate::homes::Homes>,
     /// Shard-based placement, if configured.
     pub(crate) shard_map: Option<ShardMap>,
     /// Per hosted machine, the collector of its reclaim ring (opened on first use).
@@ -202,6 +204,10 @@ impl<F: Fabric> Store<F> {
                     .collect(),
                 caches,
                 trackers: (0..machines).map(|_| AccessTracker::default()).collect(),
+                homes: Arc::new(crate::homes::Homes::new(
+                    &crate::homes::SlotTable::uniform(config.slots, machines as u16)
+                        .map_err(|e| StoreError::Config(e.to_string()))?,
+                )),
                 shard_map: (config.shards_per_machine > 0)
                     .then(|| ShardMap::new(machines, config.shards_per_machine)),
                 collectors: allocs
@@ -336,12 +342,17 @@ impl<F: Fabric> Store<F> {
     }
 
     /// The machine whose key table holds `v`'s keys (and runs its queries):
-    /// `v % machines`, or its shard's machine under shard-based placement.
+    /// its slot's owner, or its shard's machine under shard-based placement.
     pub fn owner(&self, v: VertexId) -> MachineId {
         match &self.shared.shard_map {
-            None => home_of(v, self.shared.machines),
+            None => self.shared.homes.owner(v),
             Some(m) => m.owner(v, 0),
         }
+    }
+
+    /// The slot table this store places homes by.
+    pub fn homes(&self) -> &Arc<crate::homes::Homes> {
+        &self.shared.homes
     }
 
     /// The shard map, under shard-based placement.
@@ -417,7 +428,7 @@ impl<F: Fabric> Store<F> {
         let mut keys = vec![0u64; n];
         let max = self.shared.config.part_neighbors_max as u64;
         for (v, d) in degrees {
-            let m = home_of(v, n) as usize;
+            let m = self.owner(v) as usize;
             bytes[m] += self.value_bytes_for_degree(d);
             keys[m] += d.div_ceil(max).max(1);
         }

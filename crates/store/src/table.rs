@@ -122,10 +122,14 @@ impl TableLayout {
     }
 }
 
-/// The home machine of a vertex: vertex mod machines (Pragh Fig. 6, "key % machines").
+/// The home of a vertex under a new cluster's slot table (the default
+/// slot count, slot `s` at machine `s % machines`), for tests and tools that
+/// hold no table; the store places by its live table ([`crate::homes`]).
+/// Equal to Pragh's `key % machines` (Fig. 6) when `machines` divides the
+/// slot count.
 #[inline]
 pub fn home_of(vertex: u32, machines: usize) -> MachineId {
-    (vertex as u64 % machines as u64) as MachineId
+    (vertex % crate::homes::SLOTS_DEFAULT % machines as u32) as MachineId
 }
 
 /// A bucket's contents as read.
@@ -207,5 +211,7 @@ mod tests {
         assert_eq!(home_of(17, 8), 1);
         assert_eq!(home_of(17, 1), 0);
         assert_eq!(home_of(u32::MAX, 128), 127);
+        // 4096 + 1 is in slot 1, at machine 1 of 3 (4097 % 3 would say 2).
+        assert_eq!(home_of(4097, 3), 1);
     }
 }

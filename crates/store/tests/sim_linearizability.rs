@@ -92,6 +92,7 @@ fn store_config() -> StoreConfig {
         replica_sweep_interval_ms: 0,
         // The simulated clock: two reclaim leases, as the F5 guard is.
         read_stall_ms: 0,
+        slots: locus_store::homes::SLOTS_DEFAULT,
     }
 }
 

@@ -194,11 +194,11 @@ fn load(c: &LabCluster, s: &Settings) -> Result<()> {
     let machines = client.machines() as u32;
     let mut batches: Vec<Vec<(u32, Vec<u32>)>> = vec![Vec::new(); machines as usize];
     for v in 0..s.pool() {
-        batches[(v % machines) as usize].push((v, vec![marker(v, s.clients)]));
+        batches[client.home(v) as usize].push((v, vec![marker(v, s.clients)]));
     }
     for v in 0..s.clients as u32 {
         let m = marker(v, s.clients);
-        batches[(m % machines) as usize].push((m, vec![target(v, s.clients)]));
+        batches[client.home(m) as usize].push((m, vec![target(v, s.clients)]));
     }
     for (home, batch) in batches.into_iter().enumerate() {
         client.load_batch(home as u8, batch, Some(Duration::from_secs(60)))?;

@@ -71,6 +71,8 @@ pub enum Request {
     },
     /// Server statistics.
     Stats,
+    /// The slot table the server holds.
+    Slots,
 }
 
 impl Request {
@@ -89,6 +91,7 @@ impl Request {
             Request::Where { .. } => Op::Where,
             Request::DeleteVertex { .. } => Op::DeleteVertex,
             Request::Stats => Op::Stats,
+            Request::Slots => Op::Slots,
         }
     }
 
@@ -102,7 +105,7 @@ impl Request {
             Request::Hello { client } => {
                 e.str(client, NAME_MAX);
             }
-            Request::Ping | Request::Stats => {}
+            Request::Ping | Request::Stats | Request::Slots => {}
             Request::Neighbors { vertex, k } => {
                 e.u32(*vertex).u32(*k);
             }
@@ -155,6 +158,7 @@ impl Request {
             },
             Op::Ping => Request::Ping,
             Op::Stats => Request::Stats,
+            Op::Slots => Request::Slots,
             Op::Neighbors => Request::Neighbors {
                 vertex: d.u32("vertex")?,
                 k: d.u32("k")?,
@@ -293,6 +297,9 @@ pub enum Reply {
     },
     /// STATS JSON.
     Stats(String),
+    /// SLOTS: the slot table in its wire form (`locus_placement::slots`),
+    /// checked by the decoder.
+    Slots(Vec<u8>),
     /// An error reply.
     Error {
         /// Its code.
@@ -382,6 +389,10 @@ impl Reply {
             Reply::Stats(json) => {
                 e.u32(json.len() as u32);
                 e.0.extend_from_slice(json.as_bytes());
+            }
+            Reply::Slots(table) => {
+                e.u32(table.len() as u32);
+                e.0.extend_from_slice(table);
             }
             Reply::Error { code, message } => {
                 e.u16(code.code()).str(message, ERROR_MESSAGE_MAX);
@@ -482,6 +493,13 @@ impl Reply {
                     String::from_utf8(raw.to_vec())
                         .map_err(|_| d.malformed("json is not UTF-8"))?,
                 )
+            }
+            Op::Slots => {
+                let n = d.count("table", SLOTS_TABLE_BYTES_MAX, 1)?;
+                let raw = d.take(n, "table")?.to_vec();
+                locus_placement::slots::SlotTable::decode(&raw)
+                    .map_err(|e| d.malformed(format!("slot table: {e}")))?;
+                Reply::Slots(raw)
             }
             other => return Err(ProtoError::UnknownOp(other as u8)),
         };

@@ -67,7 +67,7 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use locus_fabric::{Fabric, MachineId};
-use locus_store::{home_of, Worker};
+use locus_store::Worker;
 use locus_wal::{Entry, Lsn, Wal, WalConfig};
 
 use crate::config::DurabilitySection;
@@ -220,9 +220,13 @@ impl Durability {
             segment_bytes_max: d.segment_mb << 20,
         };
         let mut lists: HashMap<u32, Vec<u32>> = HashMap::new();
+        let homes = std::sync::Arc::clone(w.homes());
         let mut take = |v: u32, ids: Option<Vec<u32>>| {
-            if home_of(v, machines) != id {
-                return Err(format!("vertex {v} is not homed on server {id}"));
+            if homes.owner(v) != id {
+                return Err(format!(
+                    "vertex {v} is not homed on server {id} by the slot table of {} slots (a log written before slots existed is read with [store] slots = the server count)",
+                    homes.slots()
+                ));
             }
             match ids {
                 Some(ids) => lists.insert(v, ids),

@@ -12,7 +12,7 @@ use locus_client::proto::{ErrorCode, KhopReply, Reply, Request, FRAME_BYTES_MAX}
 use locus_fabric::counting::{Counting, Locality};
 use locus_fabric::{Fabric, FabricError, Fencing, Port};
 use locus_store::addr::Addr;
-use locus_store::{home_of, HopReads, KhopLimits, StoreError};
+use locus_store::{HopReads, KhopLimits, StoreError};
 
 use locus_store::Worker;
 
@@ -104,6 +104,7 @@ impl<F: Fabric + Fencing> Node<F> {
                 "STATS is answered by the server process, not the node",
             )),
             Request::Ping => Ok(Reply::Pong),
+            Request::Slots => Ok(Reply::Slots(self.store.homes().table().encode())),
             // Reads are idempotent: one retry after a peer error, since the
             // first operation on a connection to a restarted peer fails and
             // the next one reconnects (Pragh 5 recovery, `recovery.rs`).
@@ -145,7 +146,7 @@ impl<F: Fabric + Fencing> Node<F> {
         let Some(d) = &self.durable else {
             return edit.apply(s.worker(self)?, v);
         };
-        let home = home_of(v, self.machines);
+        let home = self.store.owner(v);
         if home != self.me {
             return Ok(self.error(
                 ErrorCode::WrongHome,
@@ -284,19 +285,16 @@ impl<F: Fabric + Fencing> Node<F> {
         deadline_ns: u64,
     ) -> locus_store::Result<Reply> {
         let me = self.me;
-        let machines = self.machines;
         let entries: Vec<u32> = vertices.iter().map(|(v, _)| *v).collect();
         // Merge repeated vertices, keeping first-seen order.
         let mut order: Vec<u32> = Vec::new();
         let mut adds: HashMap<u32, Vec<u32>> = HashMap::new();
         for (v, ids) in vertices {
-            if home_of(v, machines) != me {
+            let home = self.store.owner(v);
+            if home != me {
                 return Ok(self.error(
                     ErrorCode::WrongHome,
-                    format!(
-                        "vertex {v} is homed on server {}, not here; send it there",
-                        home_of(v, machines)
-                    ),
+                    format!("vertex {v} is homed on server {home}, not here; send it there"),
                 ));
             }
             adds.entry(v)
@@ -443,7 +441,7 @@ impl<F: Fabric + Fencing> Node<F> {
     }
 
     fn locate(&self, s: &mut Session<F>, v: u32) -> locus_store::Result<Reply> {
-        let home = home_of(v, self.machines);
+        let home = self.store.owner(v);
         let word = s.worker(self)?.address_word(v)?;
         Ok(match Addr::decode(word) {
             Some(a) => Reply::Where {

@@ -62,7 +62,7 @@ use std::time::Instant;
 use locus_fabric::counting::Counting;
 use locus_fabric::{Fabric, MachineId};
 use locus_store::scan::{ScanReport, Scanner};
-use locus_store::{home_of, Key, Worker};
+use locus_store::{Key, Worker};
 use serde::Serialize;
 
 use super::Node;
@@ -192,7 +192,6 @@ impl<F: Fabric> Node<F> {
         self.check_peer(peer)?;
         let t0 = Instant::now();
         let me = self.me;
-        let machines = self.machines;
         let mut w = self.store.worker(me)?;
         let f = w.forget_peer(peer)?;
         let found = w.keys_held_by(peer)?;
@@ -202,7 +201,7 @@ impl<F: Fabric> Node<F> {
         let recorded_here: BTreeSet<u32> = recorded
             .iter()
             .map(|k| k.vertex())
-            .filter(|&v| home_of(v, machines) == me)
+            .filter(|&v| self.store.owner(v) == me)
             .collect();
         let not_recorded: Vec<u32> = found_vertices
             .iter()

@@ -87,8 +87,13 @@ pub(crate) fn coordinator(f: &SimFabric, s: &Shared, clients: usize) {
     let mut c = Coordinator::new(cfg).expect("policy");
     let mut port = f.port(0).expect("a port");
     let start = Duration::from_nanos(f.now_ns());
+    // Every node's store places homes by a new cluster's table.
+    let homes = std::sync::Arc::new(locus_store::Homes::new(
+        &locus_store::SlotTable::uniform(locus_store::homes::SLOTS_DEFAULT, MACHINES as u16)
+            .expect("a valid shape"),
+    ));
     let mut monitors: Vec<Monitor> = (0..MACHINES as MachineId)
-        .map(|m| Monitor::new_at(m, MACHINES, interval_ms, count_min, start))
+        .map(|m| Monitor::new_at(m, std::sync::Arc::clone(&homes), interval_ms, count_min, start))
         .collect();
     let mut jobs = SimJobs {
         s,

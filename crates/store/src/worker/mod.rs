@@ -39,7 +39,7 @@ use crate::alloc::ValueAllocator;
 use crate::block::Unpublished;
 use crate::cache::LocationCache;
 use crate::store::{Shared, KEYS_REGION, VALUES_REGION};
-use crate::table::{home_of, Key, BUCKET_BYTES};
+use crate::table::{Key, BUCKET_BYTES};
 use crate::track::TrackerView;
 use crate::{Result, VertexId};
 
@@ -202,6 +202,11 @@ impl<F: Fabric> Worker<F> {
         &self.port
     }
 
+    /// The store's slot table.
+    pub fn homes(&self) -> &Arc<crate::homes::Homes> {
+        &self.shared.homes
+    }
+
     /// Machines in the cluster.
     pub fn machine_count(&self) -> usize {
         self.shared.machines
@@ -241,10 +246,18 @@ impl<F: Fabric> Worker<F> {
         self.vertex_home(key.vertex())
     }
 
+    /// `v`'s home as this worker sees it: its slot's owner in the store's
+    /// table, or under shard-based placement its shard's machine in this
+    /// machine's copy of the map.
+    #[inline]
+    pub fn home_of(&self, v: VertexId) -> MachineId {
+        self.vertex_home(v)
+    }
+
     #[inline]
     fn vertex_home(&self, v: VertexId) -> MachineId {
         match &self.shared.shard_map {
-            None => home_of(v, self.shared.machines),
+            None => self.shared.homes.owner(v),
             Some(m) => m.owner(v, self.machine),
         }
     }

@@ -10,7 +10,7 @@ use crate::addr::{lost_word, Addr, Header};
 use crate::adjacency::{self, PartView, MORE};
 use crate::forward::PartOp;
 use crate::recover::{Forgotten, Interrupted};
-use crate::table::{home_of, Key};
+use crate::table::Key;
 use crate::{Result, StoreError, VertexId};
 
 /// CAS attempts a republish makes on one key before it reports contention.
@@ -23,9 +23,8 @@ impl<F: Fabric> Worker<F> {
     pub fn forget_peer(&mut self, dead: MachineId) -> Result<Forgotten> {
         let me = self.machine;
         let shared = Arc::clone(&self.shared);
-        let machines = shared.machines;
         let mut f = Forgotten::default();
-        let homed_on_dead = |k: Key| home_of(k.vertex(), machines) == dead;
+        let homed_on_dead = |k: Key| shared.homes.owner(k.vertex()) == dead;
         if let Some(set) = shared.replica_sets[me as usize].as_ref() {
             let size = |w: u64| Addr::decode(w).map_or(0, |a| a.size_units() * 8);
             let gone = set.take_where(homed_on_dead, size);
@@ -43,7 +42,7 @@ impl<F: Fabric> Worker<F> {
         }
         if let Some(c) = shared.caches[me as usize].as_ref() {
             f.cache_entries = c.remove_where(|k, w| {
-                let home = home_of(k.vertex(), machines);
+                let home = shared.homes.owner(k.vertex());
                 home == dead || Addr::decode(w).is_some_and(|a| a.holder(home) == dead)
             }) as u64;
         }

@@ -327,6 +327,7 @@ pub fn store_section(c: &StoreConfig) -> StoreSection {
         cache_lease_ms: Some(c.cache_lease_ms),
         hot_accesses: c.hot_accesses,
         replica_mb: Some(c.replica_bytes_max as f64 / (1u64 << 20) as f64),
+        slots: Some(c.slots),
     }
 }
 
