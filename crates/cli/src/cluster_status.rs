@@ -46,6 +46,9 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
         },
     )?;
     let pids = read_pids(&a.dir).unwrap_or_default();
+    // Slots per server by the table a live server holds (None: none answered).
+    let table = client.slot_table().ok();
+    let slots_of = |id: u8| table.as_ref().map(|t| t.counts()[id as usize]);
     let mut rows = Vec::new();
     for id in 0..client.machines() as u8 {
         let pid = pids
@@ -54,8 +57,8 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
             .map(|s| s.pid);
         let addr = client.address(id).map(|a| a.to_string());
         rows.push(match client.stats(id) {
-            Ok(st) => serde_json::json!({"id": id, "up": true, "address": addr, "pid": st["pid"], "stats": st}),
-            Err(e) => serde_json::json!({"id": id, "up": false, "address": addr, "pid": pid, "error": e.to_string()}),
+            Ok(st) => serde_json::json!({"id": id, "up": true, "address": addr, "pid": st["pid"], "slots": slots_of(id), "stats": st}),
+            Err(e) => serde_json::json!({"id": id, "up": false, "address": addr, "pid": pid, "slots": slots_of(id), "error": e.to_string()}),
         });
     }
     let file = ClusterFile::load(&path).ok();
@@ -105,8 +108,11 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
             "reports": get("locus_coordinator_reports_total"),
         })
     });
+    let slot_table = table
+        .as_ref()
+        .map(|t| serde_json::json!({"epoch": t.epoch(), "slots": t.slots()}));
     if a.json {
-        let v = serde_json::json!({"servers": rows, "coordinator": coordinator, "etcd": etcd});
+        let v = serde_json::json!({"servers": rows, "coordinator": coordinator, "etcd": etcd, "slot_table": slot_table});
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -161,12 +167,22 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
             );
         }
     }
+    match &table {
+        Some(t) => println!(
+            "slot table: epoch {}, {} slots (a vertex's home is the owner of slot vertex % {})",
+            t.epoch(),
+            t.slots(),
+            t.slots()
+        ),
+        None => println!("slot table: no server answered SLOTS"),
+    }
     println!(
-        "{:>3} {:>5} {:>21} {:>8} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6} {:>6} {:>6} {:>7}",
+        "{:>3} {:>5} {:>21} {:>8} {:>5} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6} {:>6} {:>6} {:>7}",
         "id",
         "state",
         "address",
         "pid",
+        "slots",
         "vertices",
         "keys",
         "here",
@@ -182,11 +198,12 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
         if r["up"].as_bool() == Some(true) {
             let n = |v: &serde_json::Value| v.to_string();
             println!(
-                "{:>3} {:>5} {:>21} {:>8} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6.1} {:>6} {:>6} {:>7}",
+                "{:>3} {:>5} {:>21} {:>8} {:>5} {:>9} {:>9} {:>7} {:>7} {:>11} {:>6.1} {:>6} {:>6} {:>7}",
                 n(&r["id"]),
                 "up",
                 r["address"].as_str().unwrap_or(""),
                 n(&st["pid"]),
+                n(&r["slots"]),
                 n(&st["vertices"]),
                 n(&st["keys"]),
                 n(&st["values_here"]),
@@ -199,7 +216,7 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
             );
         } else {
             println!(
-                "{:>3} {:>5} {:>21} {:>8}  {}",
+                "{:>3} {:>5} {:>21} {:>8} {:>5}  {}",
                 r["id"].to_string(),
                 "DOWN",
                 r["address"].as_str().unwrap_or(""),
@@ -207,6 +224,7 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
                     .as_u64()
                     .map(|p| p.to_string())
                     .unwrap_or("-".into()),
+                r["slots"].to_string(),
                 r["error"].as_str().unwrap_or("")
             );
         }

@@ -36,9 +36,11 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-/// The batches `locus load` sends for `path`, in order (its defaults).
-fn batches(path: &std::path::Path, machines: u16) -> Vec<Vec<(u32, Vec<u32>)>> {
-    let mut b = Batcher::new(machines, Direction::Undirected, BatchLimits::default()).unwrap();
+/// The batches `locus load` sends for `path`, in order (its defaults), homes
+/// by the cluster's slot table as `c` fetches it.
+fn batches(path: &std::path::Path, c: &Client) -> Vec<Vec<(u32, Vec<u32>)>> {
+    let table = c.slot_table().unwrap();
+    let mut b = Batcher::with_table(&table, Direction::Undirected, BatchLimits::default()).unwrap();
     let mut out = Vec::new();
     input::visit(path, None, &LoadOptions::default(), |edge, at| {
         out.extend(b.push(edge, at).into_iter().map(|x| x.vertices));
@@ -91,13 +93,13 @@ fn d_kill_9_during_a_bulk_load_loses_no_acknowledged_batch() {
             writeln!(f, "{a} {b}").unwrap();
         }
     }
-    let all = batches(&graph, 3);
+    let c = cluster.client();
+    let all = batches(&graph, &c);
     assert!(
         all.len() >= 9,
         "{} batches: too few to die in between",
         all.len()
     );
-    let c = cluster.client();
     let loader = Command::new(env!("CARGO_BIN_EXE_locus"))
         .args(["load", "--cluster"])
         .arg(cluster.file())

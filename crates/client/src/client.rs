@@ -159,7 +159,12 @@ impl Client {
 
     /// The slot table held, fetched with SLOTS if none is.
     pub fn slot_table(&self) -> Result<Arc<SlotTable>> {
-        if let Some(t) = self.table.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(t) = self
+            .table
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             return Ok(Arc::clone(t));
         }
         self.refresh_slot_table(0)
@@ -173,15 +178,15 @@ impl Client {
         for i in 0..n {
             let id = ((first as usize + i) % n) as u8;
             let t = match self.call(id, &Request::Slots, None) {
-                Ok(Reply::Slots(raw)) => SlotTable::decode(&raw).map_err(|e| {
-                    ClientError::Protocol {
+                Ok(Reply::Slots(raw)) => {
+                    SlotTable::decode(&raw).map_err(|e| ClientError::Protocol {
                         server: self.server_ref(id),
                         error: crate::proto::ProtoError::Malformed {
                             op: "slots",
                             what: e.to_string(),
                         },
-                    }
-                })?,
+                    })?
+                }
                 Ok(r) => return Err(self.unexpected(id, r)),
                 Err(e) => {
                     last = Some(e);

@@ -18,7 +18,7 @@ mod file;
 pub mod load;
 pub mod proto;
 
-pub use client::{Client, ClientConfig, Location, Moved};
+pub use client::{Client, ClientConfig, Location, Moved, Routing, ROUTE_RETRIES_MAX};
 pub use conn::{Conn, ServerHello};
 pub use error::{ClientError, Result, ServerRef};
 pub use file::ClientFile;

@@ -170,8 +170,12 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         Just((Op::Ping, Reply::Pong)),
         (1..=64u32, 1..=8u16, any::<u64>()).prop_map(|(slots, machines, epoch)| {
             let t = locus_placement::slots::SlotTable::uniform(slots, machines).unwrap();
-            let t = locus_placement::slots::SlotTable::from_owners(epoch, machines, t.owners().to_vec())
-                .unwrap();
+            let t = locus_placement::slots::SlotTable::from_owners(
+                epoch,
+                machines,
+                t.owners().to_vec(),
+            )
+            .unwrap();
             (Op::Slots, Reply::Slots(t.encode()))
         }),
         ids().prop_map(|ids| (Op::Neighbors, Reply::Neighbors(ids))),

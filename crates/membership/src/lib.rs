@@ -15,6 +15,7 @@
 //!  P/coordinator       etcd's election (campaign / leader); the leader's value is its
 //!                      control address, its term the leader key's create revision
 //!  P/record/<key>      latest migration target of store key <key> (20 decimal digits)
+//!  P/slots             the slot table's wire form (issue 59), put by the first server
 //! ```
 //!
 //! # A member's states
@@ -68,6 +69,7 @@ mod error;
 mod etcd;
 mod lease;
 mod record;
+mod slots;
 mod watch;
 
 pub use client::{EtcdConfig, Member, Membership};

@@ -132,6 +132,44 @@ pub(crate) fn begin(
     Ok(Some((m, epoch)))
 }
 
+/// Step 1b (before recovery, which places keys by the table): adopts the
+/// cluster's slot table from etcd, putting the one this file makes if etcd
+/// holds none. A table of another shape (slots, machines) stops the start:
+/// the file and the cluster disagree, and placing keys by either would
+/// lose the other's.
+pub(crate) fn adopt_slots<F: locus_fabric::Fabric>(
+    m: &Membership,
+    store: &locus_store::Store<F>,
+) -> Result<()> {
+    let mine = store.homes().table();
+    let raw = m.slots_create(&mine.encode()).map_err(etcd_err)?;
+    let prefix = &m.config().prefix;
+    let held = locus_store::SlotTable::decode(&raw).map_err(|e| {
+        ServerError::Membership(format!(
+            "the slot table at {prefix}/slots is malformed: {e}"
+        ))
+    })?;
+    if (held.slots(), held.machines()) != (mine.slots(), mine.machines()) {
+        return Err(ServerError::Membership(format!(
+            "the cluster's slot table ({prefix}/slots in etcd) has {} slots over {} machines, but this cluster file makes {} slots over {}: set [store] slots and the server list as the cluster was made",
+            held.slots(),
+            held.machines(),
+            mine.slots(),
+            mine.machines()
+        )));
+    }
+    store
+        .homes()
+        .install(&held)
+        .map_err(|e| ServerError::Membership(e.to_string()))?;
+    tracing::info!(
+        epoch = held.epoch(),
+        slots = held.slots(),
+        "slot table from etcd"
+    );
+    Ok(())
+}
+
 /// Step 2: registers (after recovery) and learns the peers' epochs
 /// (`locus_node::member::join`, as the simulated cluster does it).
 pub(crate) fn register(

@@ -12,7 +12,9 @@
 //!    a corrupt log stops the start naming the file and offset; the
 //!    checkpointer thread starts with the others;
 //!    with `[etcd]` (`member.rs`), the epoch of this incarnation is taken
-//!    from etcd right after the fabric is built (step 1), and the server
+//!    from etcd right after the fabric is built (step 1), the slot table
+//!    is read from etcd (or put there by the first server) before the
+//!    regions are awaited, and the server
 //!    registers under its lease only now, after recovery, and reads its
 //!    peers' epochs; the membership watch and fence threads start with the
 //!    others;
@@ -122,6 +124,9 @@ impl Server {
             label: format!("server {id}"),
             counters: None,
         })?;
+        if let Some((m, _)) = &begun {
+            crate::member::adopt_slots(m, created.store())?;
+        }
         wait_for_peers(created.store(), &file, id)?;
         let services = created.store().spawn_services()?;
         let mut node = {

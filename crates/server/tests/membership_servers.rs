@@ -223,3 +223,59 @@ fn bad_etcd_settings_name_their_key_and_a_dead_etcd_stops_the_start() {
         .to_string();
     assert!(e.contains("membership") && e.contains(&dead), "{e}");
 }
+
+#[test]
+fn the_slot_table_lives_in_etcd_and_a_file_of_another_shape_is_refused() {
+    let etcd = Etcd::start_temp().unwrap();
+    let mut file = cluster_file(&etcd, 2);
+    file.etcd.as_mut().unwrap().prefix = "/slots-test".into();
+    file.store.slots = Some(64);
+    let servers: Vec<Server> = {
+        let hs: Vec<_> = (0..2u8)
+            .map(|id| {
+                let f = file.clone();
+                std::thread::spawn(move || Server::start(f, id).unwrap())
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    };
+    // The first server put the table its file makes; both hold it.
+    let m = locus_membership::Membership::connect(&file.etcd.as_ref().unwrap().config()).unwrap();
+    let raw = m.slots_load().unwrap().expect("a table in etcd");
+    let t = locus_store::SlotTable::decode(&raw).unwrap();
+    assert_eq!((t.slots(), t.epoch(), t.counts()), (64, 1, vec![32, 32]));
+    for s in &servers {
+        assert_eq!(s.store().homes().table(), t);
+    }
+    // A restart reads the table from etcd, not from its file: a newer table
+    // put there (slot 0 handed to server 1) is what the restarted server
+    // places keys by.
+    let next = t
+        .after(&[locus_store::SlotMove {
+            slot: 0,
+            from: 0,
+            to: 1,
+        }])
+        .unwrap();
+    let mut servers = servers;
+    servers.pop().unwrap().stop();
+    let put = |bytes: Vec<u8>| {
+        // Overwrite through a transaction-free put: the test plays the
+        // coordinator that will own table changes.
+        m.slots_replace_for_tests(&bytes).unwrap()
+    };
+    put(next.encode());
+    let restarted = Server::start(file.clone(), 1).unwrap();
+    assert_eq!(restarted.store().homes().table(), next);
+    restarted.stop();
+    // A file making another slot count is refused, naming both shapes.
+    servers.pop().unwrap().stop();
+    let mut other = file.clone();
+    other.store.slots = Some(128);
+    let e = Server::start(other, 0).err().expect("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("64 slots") && msg.contains("128 slots") && msg.contains("[store] slots"),
+        "{msg}"
+    );
+}

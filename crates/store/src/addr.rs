@@ -213,6 +213,36 @@ pub fn lost_on(word: u64) -> Option<MachineId> {
     (word == lost_word(machine)).then_some(machine)
 }
 
+/// The address word a key's old home keeps once a slot move handed the key
+/// to machine `to` (issue 59, `crate::handoff`): remote type, `to`, size 0,
+/// every offset bit but the lowest set. Like a [`lost_word`], no reader can
+/// follow it ([`Addr::decode`] gives `None`); [`moved_to`] recognises it.
+pub fn moved_word(to: MachineId) -> u64 {
+    debug_assert!(to as u64 <= MACHINE_ID_MAX);
+    TYPE_BIT | ((to as u64) << (OFFSET_BITS + REMOTE_SIZE_BITS)) | (OFFSET_MASK - 1)
+}
+
+/// The machine a key was handed to, if `word` is a [`moved_word`].
+pub fn moved_to(word: u64) -> Option<MachineId> {
+    let machine = ((word >> (OFFSET_BITS + REMOTE_SIZE_BITS)) & MACHINE_ID_MAX) as MachineId;
+    (word == moved_word(machine)).then_some(machine)
+}
+
+/// The address word a key's new home keeps while the key is still its old
+/// home `from`'s (`crate::handoff`, between taking its copy and the CAS on
+/// the old home's word): remote type, `from`, size 0, offset all ones but
+/// the lowest two bits.
+pub fn pending_word(from: MachineId) -> u64 {
+    debug_assert!(from as u64 <= MACHINE_ID_MAX);
+    TYPE_BIT | ((from as u64) << (OFFSET_BITS + REMOTE_SIZE_BITS)) | (OFFSET_MASK - 3)
+}
+
+/// The old home that still owns the key, if `word` is a [`pending_word`].
+pub fn pending_from(word: u64) -> Option<MachineId> {
+    let machine = ((word >> (OFFSET_BITS + REMOTE_SIZE_BITS)) & MACHINE_ID_MAX) as MachineId;
+    (word == pending_word(machine)).then_some(machine)
+}
+
 fn check(what: &str, value: u64, max: u64) -> Result<()> {
     if value > max {
         Err(StoreError::Limit(format!(
@@ -353,6 +383,24 @@ mod tests {
         }
         assert_eq!(lost_on(0), None);
         assert_eq!(lost_on(all.encode()), None);
+    }
+
+    #[test]
+    fn moved_and_pending_words_are_their_own_and_name_no_block() {
+        let all = Addr::remote(127, REMOTE_SIZE_UNITS_MAX, OFFSET_UNITS_MAX).unwrap();
+        for m in [0, 1, 127] {
+            let (moved, pending, lost) = (moved_word(m), pending_word(m), lost_word(m));
+            assert_eq!(Addr::decode(moved), None);
+            assert_eq!(Addr::decode(pending), None);
+            assert_eq!((moved_to(moved), pending_from(pending)), (Some(m), Some(m)));
+            // No form is mistaken for another.
+            assert_eq!((moved_to(pending), moved_to(lost)), (None, None));
+            assert_eq!((pending_from(moved), pending_from(lost)), (None, None));
+            assert_eq!((lost_on(moved), lost_on(pending)), (None, None));
+        }
+        for w in [0, all.encode(), Addr::local(3, 9).unwrap().encode()] {
+            assert_eq!((moved_to(w), pending_from(w)), (None, None));
+        }
     }
 
     #[test]

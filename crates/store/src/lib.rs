@@ -29,6 +29,7 @@ pub mod cache;
 mod config;
 mod error;
 pub mod forward;
+pub mod handoff;
 pub mod homes;
 pub mod migrate;
 pub mod reclaim;
@@ -44,10 +45,10 @@ mod worker;
 
 pub use config::{StoreConfig, FORWARD_TIMEOUT_MS};
 pub use error::{Result, StoreError};
+pub use homes::{Homes, SlotMove, SlotTable};
 pub use migrate::Migration;
 pub use store::{MachineUsage, Store, KEYS_REGION, VALUES_REGION};
 pub use stores::Stores;
-pub use homes::{Homes, SlotMove, SlotTable};
 pub use table::{home_of, Key};
 pub use worker::{
     HomeSummary, HopReads, Khop, KhopLimits, Replication, ServiceStats, Services, VertexMoved,

@@ -93,7 +93,15 @@ pub(crate) fn coordinator(f: &SimFabric, s: &Shared, clients: usize) {
             .expect("a valid shape"),
     ));
     let mut monitors: Vec<Monitor> = (0..MACHINES as MachineId)
-        .map(|m| Monitor::new_at(m, std::sync::Arc::clone(&homes), interval_ms, count_min, start))
+        .map(|m| {
+            Monitor::new_at(
+                m,
+                std::sync::Arc::clone(&homes),
+                interval_ms,
+                count_min,
+                start,
+            )
+        })
         .collect();
     let mut jobs = SimJobs {
         s,
