@@ -190,6 +190,28 @@ pub enum StoreError {
         /// The machine that died holding it.
         machine: MachineId,
     },
+    /// The key was handed to another machine by a slot move (issue 59): its
+    /// old home keeps only a marker. The caller asks the new home.
+    #[error("key {key:#x} (vertex {vertex}) was handed to machine {to} by a slot move; fetch the slot table and ask machine {to}")]
+    Moved {
+        /// The key.
+        key: u64,
+        /// Its vertex.
+        vertex: u32,
+        /// Its new home.
+        to: MachineId,
+    },
+    /// The key's new home holds a copy that is not its own yet: the old
+    /// home still answers for it (its handoff is in flight, issue 59).
+    #[error("key {key:#x} (vertex {vertex}) is still machine {owner}'s: its handoff to this machine is in flight; ask machine {owner}")]
+    NotOwnedYet {
+        /// The key.
+        key: u64,
+        /// Its vertex.
+        vertex: u32,
+        /// The machine that still owns it.
+        owner: MachineId,
+    },
     /// A configuration that cannot work (the message names the setting).
     #[error("invalid store configuration: {0}")]
     Config(String),

@@ -26,8 +26,10 @@
 //!  kind 1 = request, 2 = reply
 //!  request body:  key u64 (part ops) or vertex u32 (vertex ops), then the op's arguments;
 //!                 op 21 (replica registration): key u64, seen word u64, offset_units u64
-//!  reply body:    outcome u8 (1 part, 2 vertex, 3 replica, 4 failed), then outcome fields;
-//!                 failed: UTF-8 text of at most FAILED_TEXT_BYTES_MAX bytes
+//!  reply body:    outcome u8 (1 part, 2 vertex, 3 replica, 4 failed, 5 removed,
+//!                 6 handed, 7 not owned yet), then outcome fields;
+//!                 failed: UTF-8 text of at most FAILED_TEXT_BYTES_MAX bytes;
+//!                 handed / not owned yet: machine u8, key u64 (a slot move's markers, issue 59)
 //! ```
 //!
 //! A machine answers every request it can read the header of, even when the
@@ -151,6 +153,22 @@ pub enum Reply {
     Removed(Option<Vec<VertexId>>),
     /// The request failed where it ran (or could not be read there): why.
     Failed(String),
+    /// The key was handed to machine `to` by a slot move (its old home
+    /// keeps a marker): the sender asks `to`.
+    Handed {
+        /// The key.
+        key: u64,
+        /// Its new home.
+        to: MachineId,
+    },
+    /// The key is still machine `owner`'s: its handoff to the machine that
+    /// answered is in flight.
+    NotOwnedYet {
+        /// The key.
+        key: u64,
+        /// Its owner.
+        owner: MachineId,
+    },
 }
 
 impl Reply {
@@ -162,6 +180,8 @@ impl Reply {
             Reply::Vertex(_) => "vertex",
             Reply::Removed(_) => "removed",
             Reply::Failed(_) => "failed",
+            Reply::Handed { .. } => "handed",
+            Reply::NotOwnedYet { .. } => "not owned yet",
         }
     }
 }
@@ -319,6 +339,14 @@ pub fn encode_reply(from: MachineId, id: u64, reply: &Reply, out: &mut Vec<u8>) 
                 }
             }
         }
+        Reply::Handed { key, to } => {
+            out.extend_from_slice(&[6, *to]);
+            out.extend_from_slice(&key.to_le_bytes());
+        }
+        Reply::NotOwnedYet { key, owner } => {
+            out.extend_from_slice(&[7, *owner]);
+            out.extend_from_slice(&key.to_le_bytes());
+        }
         Reply::Failed(e) => {
             let mut end = e.len().min(FAILED_TEXT_BYTES_MAX);
             while !e.is_char_boundary(end) {
@@ -469,6 +497,17 @@ fn decode_body(bytes: &[u8]) -> Decoded<Envelope> {
                     }
                     Reply::Failed(String::from_utf8_lossy(text).into_owned())
                 }
+                6 => {
+                    let to = r.u8()?;
+                    Reply::Handed { to, key: r.u64()? }
+                }
+                7 => {
+                    let owner = r.u8()?;
+                    Reply::NotOwnedYet {
+                        owner,
+                        key: r.u64()?,
+                    }
+                }
                 other => return Err(format!("unknown reply kind {other}")),
             };
             Ok(Envelope::Reply { id, reply })
@@ -557,6 +596,11 @@ mod tests {
             Reply::Part(PartReply::HasMore),
             Reply::Part(PartReply::Absent),
             Reply::Part(PartReply::Moved(127)),
+            Reply::Handed {
+                key: u64::MAX,
+                to: 127,
+            },
+            Reply::NotOwnedYet { key: 9, owner: 0 },
             Reply::Vertex(true),
             Reply::Vertex(false),
             Reply::Replica(true),

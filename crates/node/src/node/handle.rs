@@ -52,6 +52,8 @@ pub fn code_of(e: &StoreError) -> ErrorCode {
         StoreError::Fabric(FabricError::PeerUnavailable { .. })
         | StoreError::ServiceStopped { .. } => ErrorCode::PeerUnavailable,
         StoreError::Overloaded { .. } => ErrorCode::Busy,
+        // The client fetches the slot table again and asks the owner.
+        StoreError::Moved { .. } | StoreError::NotOwnedYet { .. } => ErrorCode::WrongHome,
         StoreError::Forwarded { reason, .. } if reason.contains("full") => ErrorCode::Full,
         _ => ErrorCode::Internal,
     }

@@ -289,7 +289,7 @@ impl<F: Fabric> Worker<F> {
 
     /// The fabric request for a job's access, with id `id`.
     #[inline]
-    fn work_request(&mut self, id: u64, access: Access) -> WorkRequest {
+    pub(super) fn work_request(&mut self, id: u64, access: Access) -> WorkRequest {
         let me = self.machine;
         match access {
             Access::ReadBucket { home, offset } => {

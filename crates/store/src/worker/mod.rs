@@ -10,6 +10,7 @@
 //! | `update.rs` | PUT as read-modify-write, vertex and part ops (check-and-forward's local side) |
 //! | `service.rs` | forwarding, the inbox pump, the service loop and its threads |
 //! | `migrate.rs` | the driver of [`crate::migrate::MigrateJob`]s: `migrate`, `migrate_batch` |
+//! | `handoff.rs` | the driver of a [`crate::handoff::HandoffJob`]: `take_over` (issue 59) |
 //! | `gc.rs` | reclaim-ring appends and garbage collection |
 //! | `replicas.rs` | read-only replicas: make, list at the home, invalidate, sweep |
 //! | `shard.rs` | the shard-based baseline's stop-the-world shard moves |
@@ -17,6 +18,7 @@
 //! | `recover.rs` | a survivor's side of a peer's failure (Pragh 5; protocol in [`crate::recover`]) |
 
 mod gc;
+mod handoff;
 mod khop;
 mod migrate;
 mod read;

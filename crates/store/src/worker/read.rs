@@ -203,8 +203,11 @@ impl<F: Fabric> Worker<F> {
 
     /// Caches a key's address word, for keys homed elsewhere, stamped `now`
     /// (a time before the READ or CAS that made the address current).
+    /// Only words that name a value: a marker (lost, moved, pending) is
+    /// read afresh each time, since a pending word changes within a
+    /// handoff and a lost one when recovery republishes the value.
     pub(super) fn remember_at(&mut self, key: Key, addr_word: u64, addr_offset: u64, now: u64) {
-        if self.home(key) != self.machine {
+        if self.home(key) != self.machine && Addr::decode(addr_word).is_some() {
             if let Some(c) = self.cache() {
                 c.insert_at(key, addr_word, addr_offset, now);
             }
@@ -251,15 +254,33 @@ impl<F: Fabric> Worker<F> {
     }
 }
 
-/// `Err(ValueLost)` if `word` marks `key`'s value lost ([`crate::addr::lost_word`]).
+/// For a word that names no value: `Ok` if it is the null word (no value
+/// yet), else the error its marker means: `ValueLost` ([`crate::addr::lost_word`]),
+/// `Moved` ([`crate::addr::moved_word`]) or `NotOwnedYet`
+/// ([`crate::addr::pending_word`]). A marker is never read as "absent".
 #[inline]
 pub(super) fn lost(key: Key, word: u64) -> Result<()> {
-    match crate::addr::lost_on(word) {
-        None => Ok(()),
-        Some(machine) => Err(StoreError::ValueLost {
-            key: key.0,
-            vertex: key.vertex(),
+    use crate::addr::{lost_on, moved_to, pending_from};
+    let (k, vertex) = (key.0, key.vertex());
+    if word == 0 {
+        Ok(())
+    } else if let Some(machine) = lost_on(word) {
+        Err(StoreError::ValueLost {
+            key: k,
+            vertex,
             machine,
-        }),
+        })
+    } else if let Some(to) = moved_to(word) {
+        Err(StoreError::Moved { key: k, vertex, to })
+    } else if let Some(owner) = pending_from(word) {
+        Err(StoreError::NotOwnedYet {
+            key: k,
+            vertex,
+            owner,
+        })
+    } else {
+        // Any other size-0 word is none the store writes: read as "no
+        // value", as before markers existed.
+        Ok(())
     }
 }

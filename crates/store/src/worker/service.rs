@@ -399,7 +399,12 @@ impl<F: Fabric> Worker<F> {
     ) {
         let reply = outcome.unwrap_or_else(|e| {
             mail.counts.failed.fetch_add(1, Ordering::Relaxed);
-            Reply::Failed(e.to_string())
+            match e {
+                // Typed, so the sender learns whom to ask (issue 59).
+                StoreError::Moved { key, to, .. } => Reply::Handed { key, to },
+                StoreError::NotOwnedYet { key, owner, .. } => Reply::NotOwnedYet { key, owner },
+                e => Reply::Failed(e.to_string()),
+            }
         });
         self.answer(mail, to, id, reply);
     }
@@ -649,6 +654,16 @@ fn failed_is_error(r: Result<Reply>, target: MachineId) -> Result<Reply> {
         Reply::Failed(reason) => Err(StoreError::Forwarded {
             machine: target,
             reason,
+        }),
+        Reply::Handed { key, to } => Err(StoreError::Moved {
+            key,
+            vertex: crate::Key(key).vertex(),
+            to,
+        }),
+        Reply::NotOwnedYet { key, owner } => Err(StoreError::NotOwnedYet {
+            key,
+            vertex: crate::Key(key).vertex(),
+            owner,
         }),
         reply => Ok(reply),
     }

@@ -1,0 +1,160 @@
+//! The driver of a key's handoff from its old home to this machine (issue
+//! 59): carries out the steps of a [`HandoffJob`] (`crate::handoff`, which
+//! holds the protocol and its invariants H1-H3) on this worker's port, one
+//! operation at a time.
+
+use std::sync::Arc;
+
+use locus_fabric::{Fabric, MachineId, Output, Port};
+
+use super::{Worker, READ_RETRIES_MAX};
+use crate::addr::{moved_to, pending_from, pending_word, Addr};
+use crate::block::Unpublished;
+use crate::handoff::{HandoffJob, Outcome, Step};
+use crate::migrate::Access;
+use crate::table::Key;
+use crate::{Result, StoreError};
+
+impl<F: Fabric> Worker<F> {
+    /// Takes `key` over from its old home `from`: afterwards `from`'s word
+    /// says MOVED(here) and this machine's table answers for the key (see
+    /// [`crate::handoff`] for the steps and why they come in that order).
+    /// `log(key, payload)` must make the copy's payload (the value without
+    /// its header) durable here before it returns `Ok`; it is called before
+    /// the CAS that hands the key over (H2), and again on each attempt.
+    /// Idempotent: a key already handed here ends `AlreadyHanded`.
+    ///
+    /// The caller makes sure no other machine hands the same key at once,
+    /// and that `from` refuses to create keys of the moving slot (E5).
+    pub fn take_over(
+        &mut self,
+        key: Key,
+        from: MachineId,
+        log: &mut dyn FnMut(Key, &[u8]) -> Result<()>,
+    ) -> Result<Outcome> {
+        let shared = Arc::clone(&self.shared);
+        let alloc = shared.alloc(self.machine)?;
+        let lease_ns = shared.config.reclaim_lease_ms * 1_000_000;
+        let mut job = HandoffJob::new(key, self.machine, from, shared.layout, lease_ns);
+        let mut block: Option<Unpublished<'_>> = None;
+        let mut step = job.start(self.port.now_ns());
+        loop {
+            step = match step {
+                Step::Post(Access::ReadOwnHeader { offset_units }) => {
+                    let vr = self.values_region(self.machine);
+                    let word = self.port.read_word(self.machine, vr, offset_units * 8)?;
+                    let out = Output::Data(word.to_le_bytes().to_vec());
+                    job.on_completion(out, self.port.now_ns())?
+                }
+                Step::Post(access) => {
+                    if matches!(access, Access::Publish { home, .. } if home == from) {
+                        if let Some(b) = block.as_mut() {
+                            // From here the CAS may be applied: never free it.
+                            b.publishing();
+                        }
+                    }
+                    let wr = self.work_request(0, access);
+                    let out = self.port.execute(wr)?;
+                    job.on_completion(out, self.port.now_ns())?
+                }
+                Step::Alloc { size_units } => {
+                    let b = Unpublished::alloc(alloc, size_units, self.port.now_ns())?;
+                    let offset = b.offset_units();
+                    block = Some(b);
+                    job.on_allocated(offset)?
+                }
+                Step::Pend { pending } => {
+                    let offset = self.pend(key, from, pending)?;
+                    job.on_pended(offset)
+                }
+                Step::Log { word } => {
+                    let payload = self.read_payload(word)?;
+                    log(key, &payload)?;
+                    job.on_logged(self.port.now_ns())
+                }
+                Step::Restart(_) => {
+                    if let Some(b) = block.take() {
+                        b.refused();
+                    }
+                    if job.restarts() >= READ_RETRIES_MAX {
+                        return Err(StoreError::Contention {
+                            key: key.0,
+                            retries: job.restarts(),
+                        });
+                    }
+                    job.start(self.port.now_ns())
+                }
+                Step::Done(outcome) => {
+                    if let Outcome::Handed(h) = outcome {
+                        if let Some(b) = block.take() {
+                            b.published();
+                        }
+                        if let Some(entry) = h.old_entry {
+                            self.reclaim_queue.push((from, entry));
+                            self.flush_reclaims()?;
+                        }
+                    }
+                    // Whatever this machine cached of the key named A's word.
+                    if let Some(c) = shared.caches[self.machine as usize].as_ref() {
+                        c.remove(key);
+                        self.recent.forget(c, key);
+                    }
+                    return Ok(outcome);
+                }
+            };
+        }
+    }
+
+    /// Puts `key` into this machine's table with `pending` (H1), keeping a
+    /// pending entry of an earlier attempt; returns the byte offset of its
+    /// address word.
+    fn pend(&mut self, key: Key, from: MachineId, pending: u64) -> Result<u64> {
+        let me = self.machine;
+        let kr = self.keys_region(me);
+        loop {
+            let slot = self.find_or_claim_at(key, me)?;
+            let w = slot.addr_word;
+            if pending_from(w) == Some(from) {
+                return Ok(slot.addr_offset);
+            }
+            // Empty, or a marker this machine left when it handed the key
+            // away earlier: the key comes back.
+            if w != 0 && moved_to(w).is_none() {
+                return Err(StoreError::Config(format!(
+                    "key {:#x} (vertex {}) has a live entry here ({w:#x}) while machine {from} still owns it: a second owner would answer for it",
+                    key.0,
+                    key.vertex()
+                )));
+            }
+            if self.port.cas(me, kr, slot.addr_offset, w, pending)? == w {
+                debug_assert_eq!(pending, pending_word(from));
+                return Ok(slot.addr_offset);
+            }
+        }
+    }
+
+    /// The payload (without its header) of the value `word` names, as this
+    /// machine names it: its own block, or another machine's.
+    fn read_payload(&mut self, word: u64) -> Result<Vec<u8>> {
+        let Some(a) = Addr::decode(word) else {
+            return Ok(Vec::new());
+        };
+        let holder = a.holder(self.machine);
+        let vr = self.values_region(holder);
+        let mut bytes = vec![0u8; a.size_units() as usize * 8];
+        self.port
+            .read(holder, vr, a.offset_units() * 8, &mut bytes)?;
+        let header = crate::addr::Header::decode(u64::from_le_bytes(
+            bytes[..8].try_into().expect("a value has a header"),
+        ));
+        if !header.matches(a) {
+            // The copy is the job's own and unpublished, or C's value, which
+            // changed meanwhile: the CAS on A's word will fail and the job
+            // start over; log nothing of it.
+            return Err(StoreError::Contention { key: 0, retries: 0 });
+        }
+        bytes.truncate(8 + header.payload_bytes as usize);
+        bytes.drain(..8);
+        Ok(bytes)
+    }
+}
