@@ -4,8 +4,9 @@ Pure Python, standard library only. See ``Client`` for the API and
 docs/protocol.md in the Locus repository for the wire protocol.
 """
 
-from .client import CLIENT_NAME, Client, KhopResult, Location
+from .client import CLIENT_NAME, ROUTE_RETRIES_MAX, Client, KhopResult, Location, Routing
 from .errors import AuthError, ConfigError, LocusError, LocusTimeout, LocusUnavailable, ProtocolError
+from .slots import SlotTable
 
 __version__ = "0.1.0"
 
@@ -20,5 +21,8 @@ __all__ = [
     "LocusTimeout",
     "LocusUnavailable",
     "ProtocolError",
+    "ROUTE_RETRIES_MAX",
+    "Routing",
+    "SlotTable",
     "__version__",
 ]

@@ -5,9 +5,17 @@ for reuse in a small per-server pool (``idle_max`` idle connections each).
 A connection is opened lazily, runs the handshake (auth.py), sends HELLO
 first and learns the cluster size and its frame limit from the reply.
 
-Routing: requests about vertex ``v`` go to its home ``v % machines``, as the
-servers route updates themselves (one hop saved); ``migrate(v, to)`` goes to
-``to``, which runs the migration as the target (Pragh 4.1).
+Routing: requests about vertex ``v`` go to its home, the owner of its slot
+``v % slots`` in the cluster's slot table (slots.py), as the servers route
+updates themselves (one hop saved); ``migrate(v, to)`` goes to ``to``, which
+runs the migration as the target (Pragh 4.1). The table is fetched with
+SLOTS on first use (asking the servers in turn until one answers) and kept
+as a hint: a server that does not home the vertex answers WRONG_HOME, and
+the client fetches the table again from that server and retries, at most
+``ROUTE_RETRIES_MAX`` times per operation (never endlessly: the last refusal
+is raised). ``routing()`` counts fetches and retries. If no server answers
+SLOTS, homes are a new cluster's (``v % SLOTS_DEFAULT % servers``), which the
+servers correct with WRONG_HOME where wrong.
 
 Deadlines: every request carries ``deadline_ms`` (the call's ``timeout`` or
 the client's); the client waits for the reply at most that plus one second
@@ -46,8 +54,9 @@ from .protocol import (
     encode_request,
     unpack_header,
 )
+from .slots import SLOTS_DEFAULT, SlotTable
 
-__all__ = ["Client", "KhopResult", "Location", "CLIENT_NAME"]
+__all__ = ["Client", "KhopResult", "Location", "Routing", "CLIENT_NAME", "ROUTE_RETRIES_MAX"]
 
 CLIENT_NAME = "locus-python/0.1.0"
 #: Seconds the client waits past a request's deadline for the server's answer
@@ -55,6 +64,10 @@ CLIENT_NAME = "locus-python/0.1.0"
 GRACE_S = 1.0
 #: Idle connections kept per server.
 IDLE_MAX_DEFAULT = 4
+#: Retries of one operation after WRONG_HOME answers (each after fetching the
+#: slot table again); past them the operation fails with that answer. As the
+#: Rust client's ``ROUTE_RETRIES_MAX``.
+ROUTE_RETRIES_MAX = 3
 #: Error codes after which the server closes the connection (docs/protocol.md,
 #: Errors). TOO_LARGE and MALFORMED close it only when the header was at fault,
 #: which the client cannot tell, so it drops the connection on those too.
@@ -63,7 +76,7 @@ _CLOSING_CODES = frozenset(
 )
 #: Requests safe to resend on a fresh connection when a pooled one turns out
 #: to have been closed by the server before it answered.
-_IDEMPOTENT = frozenset({Op.PING, Op.NEIGHBORS, Op.KHOP, Op.WHERE, Op.STATS, Op.PUT})
+_IDEMPOTENT = frozenset({Op.PING, Op.NEIGHBORS, Op.KHOP, Op.WHERE, Op.STATS, Op.PUT, Op.SLOTS})
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,17 @@ class Location(NamedTuple):
     home: int
     holder: int
     found: bool
+
+
+class Routing(NamedTuple):
+    """How the client has followed the cluster's slot table (as the Rust ``Routing``)."""
+
+    #: The epoch of the table held (0: none fetched yet).
+    table_epoch: int
+    #: Tables fetched with SLOTS.
+    table_fetches: int
+    #: Operations sent again after a WRONG_HOME answer.
+    retries: int
 
 
 class _Stale(Exception):
@@ -200,6 +224,10 @@ class Client:
         self._idle: list[list[_Conn]] = [[] for _ in self._addresses]
         self._frame_limits: list[int] = [FRAME_BYTES_MAX] * len(self._addresses)
         self._machines: int | None = None
+        # The slot table as last fetched: a hint the servers check.
+        self._table: SlotTable | None = None
+        self._table_fetches = 0
+        self._retries = 0
         self._closed = False
 
     @classmethod
@@ -236,9 +264,67 @@ class Client:
         """Machines in the cluster, from the first HELLO (connects if needed)."""
         return self._ensure_machines(None)
 
-    def home(self, v: int) -> int:
-        """The home server of vertex ``v``."""
-        return _vertex(v) % self._ensure_machines(None)
+    def home(self, v: int, timeout: float | None = None) -> int:
+        """The home server of vertex ``v``: its slot's owner in the slot table
+        held, fetched on first use. If no server answers SLOTS, a new
+        cluster's home (``v % SLOTS_DEFAULT % servers``), which the servers
+        correct with WRONG_HOME where it is wrong."""
+        v = _vertex(v)
+        try:
+            return self.slot_table(timeout).owner_of(v)
+        except (LocusUnavailable, LocusError):
+            return v % SLOTS_DEFAULT % len(self._addresses)
+
+    def slot_table(self, timeout: float | None = None) -> SlotTable:
+        """The slot table held, fetched with SLOTS if none is."""
+        with self._lock:
+            table = self._table
+        return table if table is not None else self.refresh_slot_table(0, timeout)
+
+    def refresh_slot_table(self, first: int = 0, timeout: float | None = None) -> SlotTable:
+        """Fetches the slot table, asking server ``first`` and then the others
+        in turn until one answers; keeps it unless the table held is newer.
+
+        Raises the last server's ``LocusUnavailable`` or ``LocusError`` if
+        none answers, ``ProtocolError`` for a malformed table (naming the
+        server and the byte) and ``ConfigError`` for a table that does not fit
+        the servers listed."""
+        self._ensure_machines(timeout)  # HELLO first: the servers must be the file's
+        n = len(self._addresses)
+        last: LocusUnavailable | LocusError | None = None
+        for i in range(n):
+            s = (first + i) % n
+            try:
+                fields = self._call(s, Op.SLOTS, {}, timeout)
+            except (LocusUnavailable, LocusError) as e:
+                last = e
+                continue
+            table = SlotTable.from_fields(fields)  # checked by the decoder already
+            where = f"server {s} ({self._addresses[s]})"
+            if table.machines < n:
+                raise ConfigError(
+                    f"{where}: its slot table (epoch {table.epoch}) has owners below {table.machines}, but "
+                    f"{self._source} lists {n} servers; the file is stale"
+                )
+            beyond = max(table.owners)
+            if beyond >= n:
+                raise ConfigError(
+                    f"{where}: its slot table (epoch {table.epoch}) homes vertices on server {beyond}, but "
+                    f"{self._source} lists {n} servers (0..{n - 1}); the file is stale"
+                )
+            with self._lock:
+                self._table_fetches += 1
+                if self._table is None or self._table.epoch < table.epoch:
+                    self._table = table
+                return self._table
+        assert last is not None, "a cluster has at least one server"
+        raise last
+
+    def routing(self) -> Routing:
+        """How the client has followed the slot table so far."""
+        with self._lock:
+            epoch = self._table.epoch if self._table is not None else 0
+            return Routing(epoch, self._table_fetches, self._retries)
 
     # ------------------------------------------------------------ requests
 
@@ -246,29 +332,29 @@ class Client:
         """Up to ``k`` neighbours of ``v`` in stored order (0: all)."""
         v = _vertex(v)
         k = _vertex(k, "k")
-        return self._call(self.home(v), Op.NEIGHBORS, {"vertex": v, "k": k}, timeout)["ids"]
+        return self._routed(v, Op.NEIGHBORS, {"vertex": v, "k": k}, timeout)["ids"]
 
     def put(self, v: int, ids: Sequence[int], timeout: float | None = None) -> None:
         """Replaces ``v``'s adjacency list."""
         v = _vertex(v)
-        self._call(self.home(v), Op.PUT, {"vertex": v, "ids": ids}, timeout)
+        self._routed(v, Op.PUT, {"vertex": v, "ids": ids}, timeout)
 
     def insert_edge(self, v: int, u: int, timeout: float | None = None) -> bool:
         """Adds the directed edge ``v -> u``; whether the list changed."""
         v, u = _vertex(v), _vertex(u, "neighbor")
-        return self._call(self.home(v), Op.INSERT_EDGE, {"vertex": v, "neighbor": u}, timeout)["changed"]
+        return self._routed(v, Op.INSERT_EDGE, {"vertex": v, "neighbor": u}, timeout)["changed"]
 
     def delete_edge(self, v: int, u: int, timeout: float | None = None) -> bool:
         """Removes the directed edge ``v -> u``; whether the list changed."""
         v, u = _vertex(v), _vertex(u, "neighbor")
-        return self._call(self.home(v), Op.DELETE_EDGE, {"vertex": v, "neighbor": u}, timeout)["changed"]
+        return self._routed(v, Op.DELETE_EDGE, {"vertex": v, "neighbor": u}, timeout)["changed"]
 
     def delete_vertex(self, v: int, timeout: float | None = None) -> list[int] | None:
         """Removes vertex ``v`` (its whole list); the list it had, or None if it
         had no entry. Edges of other vertices pointing at ``v`` stay (see
         ``delete_vertex_both``)."""
         v = _vertex(v)
-        r = self._call(self.home(v), Op.DELETE_VERTEX, {"vertex": v}, timeout)
+        r = self._routed(v, Op.DELETE_VERTEX, {"vertex": v}, timeout)
         return r["ids"] if r["found"] else None
 
     def delete_vertex_both(self, v: int, timeout: float | None = None) -> tuple[list[int] | None, int]:
@@ -297,13 +383,13 @@ class Client:
             raise ValueError(f"hops = {hops}, must be 1..={HOPS_MAX}")
         if not 1 <= operator.index(k) <= K_MAX:
             raise ValueError(f"k = {k}, must be 1..={K_MAX}")
-        r = self._call(self.home(v), Op.KHOP, {"vertex": v, "hops": hops, "k": k}, timeout)
+        r = self._routed(v, Op.KHOP, {"vertex": v, "hops": hops, "k": k}, timeout)
         return KhopResult(**r)
 
     def where(self, v: int, timeout: float | None = None) -> Location:
         """(home, holder, found) of ``v``'s part 0."""
         v = _vertex(v)
-        r = self._call(self.home(v), Op.WHERE, {"vertex": v}, timeout)
+        r = self._routed(v, Op.WHERE, {"vertex": v}, timeout)
         return Location(r["home"], r["holder"], r["found"])
 
     def migrate(self, v: int, to: int, timeout: float | None = None) -> dict[str, int]:
@@ -351,7 +437,8 @@ class Client:
 
         The whole input is checked first: a malformed line raises ``ValueError``
         naming it and nothing is sent. Edges are grouped by the home of their
-        source (undirected: both directions, self loops dropped) and sent as
+        source in the slot table (undirected: both directions, self loops
+        dropped) and sent as
         LOAD batches of at most ``batch_edges`` neighbour ids. ``progress(sent,
         total)`` is called after each batch with neighbour ids sent so far.
 
@@ -359,13 +446,16 @@ class Client:
         changed, "batches": LOAD requests sent, "edges_sent": neighbour ids sent}.
         A batch is applied whole or not at all, but an error part-way leaves
         the earlier batches applied; loading the same file again is harmless
-        (LOAD skips neighbours a vertex already has).
+        (LOAD skips neighbours a vertex already has). A batch refused with
+        WRONG_HOME (the table changed during the load) is not retried, as in
+        the Rust loader: the error is raised; ``refresh_slot_table()`` and
+        loading again finish the load.
         """
         if isinstance(batch_edges, bool) or not isinstance(batch_edges, int) or batch_edges < 1:
             raise ValueError(f"batch_edges = {batch_edges!r}, must be an int >= 1")
         edges = read_edges(path_or_iterable)
-        machines = self._ensure_machines(timeout)
-        homes, total = adjacency(edges, undirected, machines)
+        self._ensure_machines(timeout)
+        homes, total = adjacency(edges, undirected, self._load_table(timeout))
         del edges
         sent = edges_added = n_batches = 0
         changed: set[int] = set()
@@ -384,6 +474,14 @@ class Client:
                     progress(sent, total)
         return {"edges": edges_added, "vertices": len(changed), "batches": n_batches, "edges_sent": sent}
 
+    def _load_table(self, timeout: float | None) -> SlotTable:
+        """The table a load batches by: the slot table, or (no server answers
+        SLOTS) a new cluster's homes, as ``home`` falls back to."""
+        try:
+            return self.slot_table(timeout)
+        except (LocusUnavailable, LocusError):
+            return SlotTable.uniform(SLOTS_DEFAULT, len(self._addresses), epoch=0)
+
     # ------------------------------------------------------------ machinery
 
     @staticmethod
@@ -399,6 +497,31 @@ class Client:
         t = self._timeout if timeout is None else self._check_timeout(timeout)
         deadline_ms = min(max(math.ceil(t * 1000), 1), DEADLINE_MS_MAX)
         return t, deadline_ms, time.monotonic() + t + GRACE_S
+
+    def _routed(self, v: int, op: Op, fields: Mapping[str, Any], timeout: float | None) -> Any:
+        """Sends a request about vertex ``v`` to its home; on WRONG_HOME fetches
+        the table again (from the server that refused) and retries, at most
+        ROUTE_RETRIES_MAX times, then raises the last refusal."""
+        retries = 0
+        while True:
+            server = self.home(v, timeout)
+            try:
+                return self._call(server, op, fields, timeout)
+            except LocusError as e:
+                if e.code != ErrorCode.WRONG_HOME:
+                    raise
+                if retries >= ROUTE_RETRIES_MAX:
+                    epoch = self.routing().table_epoch
+                    raise LocusError(
+                        e.code, e.code_name,
+                        f"{e.message} (refused again after {retries} retries, each after fetching the slot "
+                        f"table again; table epoch {epoch})",
+                        e.server,
+                    ) from None
+                retries += 1
+                with self._lock:
+                    self._retries += 1
+            self.refresh_slot_table(server, timeout)
 
     def _call(self, server: int, op: Op, fields: Mapping[str, Any], timeout: float | None) -> Any:
         t, deadline_ms, end = self._budget(timeout)

@@ -6,9 +6,10 @@ Anything else is an error naming the file, the 1-based line number and the
 text. A whole input is read and checked before anything is sent, so a
 malformed file loads nothing.
 
-Then edges are grouped into per-vertex neighbour lists in arrival order,
-which is the order a server stores them in (LOAD merges in order, skipping
-neighbours it already has).
+Then edges are grouped by home (the owner of each vertex's slot in the
+slot table) into per-vertex neighbour lists in arrival order, which is the
+order a server stores them in (LOAD merges in order, skipping neighbours it
+already has).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from array import array
 from typing import Any, Iterator, NamedTuple
 
 from .protocol import HEADER_BYTES, IDS_MAX, LOAD_VERTICES_MAX, U32_MAX
+from .slots import SlotTable
 
 #: Largest vertex id in an edge file; u32::MAX is reserved (VERTEX_ID_MAX in crates/graph).
 VERTEX_ID_MAX = U32_MAX - 1
@@ -119,24 +121,29 @@ def _check_pair(item: tuple | list) -> tuple[int, int] | str:
     return item[0], item[1]
 
 
-def adjacency(edges: EdgeList, undirected: bool, machines: int) -> tuple[list[dict[int, list[int]]], int]:
-    """Per home server (``v % machines``), each vertex's neighbours in arrival
-    order, and the number of neighbour ids in all. Undirected: both directions,
-    self loops dropped (as `locus load`). Directed: edges as given, and every
-    destination gets an (empty) entry too, so that every vertex of the file
-    exists on the cluster."""
+def adjacency(edges: EdgeList, undirected: bool, table: SlotTable | int) -> tuple[list[dict[int, list[int]]], int]:
+    """Per home server, each vertex's neighbours in arrival order, and the
+    number of neighbour ids in all. Homes are the owners of the vertices'
+    slots in ``table`` (a ``SlotTable``; an int ``machines`` homes ``v`` at
+    ``v % machines``). Undirected: both directions, self loops dropped (as
+    `locus load`). Directed: edges as given, and every destination gets an
+    (empty) entry too, so that every vertex of the file exists on the cluster."""
+    if isinstance(table, SlotTable):
+        owners, slots, machines = table.owners, table.slots, table.machines
+    else:
+        owners, slots, machines = tuple(range(table)), table, table
     homes: list[dict[int, list[int]]] = [{} for _ in range(machines)]
     total = 0
     for u, v in zip(edges.src, edges.dst):
         if undirected:
             if u == v:
                 continue
-            homes[u % machines].setdefault(u, []).append(v)
-            homes[v % machines].setdefault(v, []).append(u)
+            homes[owners[u % slots]].setdefault(u, []).append(v)
+            homes[owners[v % slots]].setdefault(v, []).append(u)
             total += 2
         else:
-            homes[u % machines].setdefault(u, []).append(v)
-            homes[v % machines].setdefault(v, [])
+            homes[owners[u % slots]].setdefault(u, []).append(v)
+            homes[owners[v % slots]].setdefault(v, [])
             total += 1
     return homes, total
 

@@ -29,6 +29,7 @@ from enum import IntEnum
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .errors import ProtocolError
+from .slots import TABLE_BYTES_MAX, SlotTable
 
 MAGIC = b"LK"
 VERSION = 1
@@ -70,6 +71,7 @@ class Op(IntEnum):
     WHERE = 0x0A
     STATS = 0x0B
     DELETE_VERTEX = 0x0C
+    SLOTS = 0x0D
     REGISTER = 0x20
     REPORT = 0x21
     HOT = 0x22
@@ -238,7 +240,7 @@ def _deadline(deadline_ms: int) -> bytes:
 def _request_body(op: Op, f: Mapping[str, Any]) -> bytes:
     if op is Op.HELLO:
         return _str(f["client"], NAME_MAX)
-    if op in (Op.PING, Op.STATS):
+    if op in (Op.PING, Op.STATS, Op.SLOTS):
         return b""
     if op is Op.NEIGHBORS:
         return _pack("II", f["vertex"], f["k"], what="vertex, k")
@@ -316,6 +318,10 @@ def encode_delete_vertex(id: int, deadline_ms: int, vertex: int) -> bytes:
     return encode_request(Op.DELETE_VERTEX, id, deadline_ms, {"vertex": vertex})
 
 
+def encode_slots(id: int, deadline_ms: int) -> bytes:
+    return encode_request(Op.SLOTS, id, deadline_ms)
+
+
 def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None) -> bytes:
     """The successful reply to a request of ``op`` (what a server sends)."""
     o = op_from_name(op) if isinstance(op, str) else Op(op)
@@ -325,6 +331,10 @@ def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None
         body += _str(f["server"], NAME_MAX)
     elif o in (Op.PING, Op.PUT):
         body = b""
+    elif o is Op.SLOTS:
+        # Fields as decode_reply gives them; the table checks them.
+        table = SlotTable.from_fields(f).encode()
+        body = struct.pack("<I", len(table)) + table
     elif o is Op.NEIGHBORS:
         body = _ids(f["ids"], "ids", FRAME_BYTES_MAX // 4)
     elif o in (Op.INSERT_EDGE, Op.DELETE_EDGE):
@@ -524,7 +534,7 @@ def decode_request(op_byte: int, body: bytes) -> tuple[int, dict[str, Any]]:
     f: dict[str, Any]
     if op is Op.HELLO:
         f = {"client": d.str("client", NAME_MAX)}
-    elif op in (Op.PING, Op.STATS):
+    elif op in (Op.PING, Op.STATS, Op.SLOTS):
         f = {}
     elif op is Op.NEIGHBORS:
         f = {"vertex": d.u32("vertex"), "k": d.u32("k")}
@@ -602,6 +612,12 @@ def decode_reply(op: int | str, op_byte: int, body: bytes) -> dict[str, Any] | E
         f = {"found": d.flag("found"), "ids": d.ids("ids", FRAME_BYTES_MAX // 4)}
         if not f["found"] and f["ids"]:
             raise d.malformed("ids of a vertex that was not found")
+    elif req is Op.SLOTS:
+        n = d.count("table", TABLE_BYTES_MAX, 1)
+        try:
+            f = SlotTable.decode(d.take(n, "table")).fields()
+        except ProtocolError as e:
+            raise d.malformed(str(e)) from None
     else:  # STATS
         n = d.count("json", STATS_JSON_MAX, 1)
         raw = d.take(n, "json")

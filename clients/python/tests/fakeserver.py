@@ -4,6 +4,14 @@ framing of docs/protocol.md. Each fake server is a listener on 127.0.0.1
 port 0 with a thread per connection; the servers of one cluster share one
 store (so a misrouted request is caught by the request log, not by a
 missing entry) and one log of (server, op, fields).
+
+Homes follow a slot table (``FakeCluster.table``, a new cluster's 4096 slots
+by default), which SLOTS serves. ``check_homes`` makes the servers refuse
+requests about vertices they do not home with WRONG_HOME, as a real server
+with durability does; a server's own ``table`` (what it serves and checks)
+may differ from the cluster's, as a server's may mid-move; ``refuse_all``
+refuses every vertex request; ``slots_body`` / ``slots_error`` make SLOTS
+answer raw bytes or an error.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import time
 
 from locus_client import auth
 from locus_client import protocol as p
+from locus_client.slots import SLOTS_DEFAULT, SlotTable
 
 SECRET = "fake secret é"
 
@@ -63,6 +72,10 @@ class FakeServer:
         self.hello_server_id = server_id  # what HELLO claims
         self.frame_bytes_max = cluster.frame_bytes_max
         self.max_frame_seen = 0
+        self.own_table: SlotTable | None = None  # None: the cluster's
+        self.refuse_all = False  # WRONG_HOME to every vertex request
+        self.slots_body: bytes | None = None  # SLOTS answers this body as is
+        self.slots_error: int | None = None  # SLOTS answers this error code
         self.conns: list[socket.socket] = []
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
@@ -137,11 +150,31 @@ class FakeServer:
     def _msg(self, text: str) -> str:
         return f"server {self.id} ({self.address}): {text}"
 
+    @property
+    def table(self) -> SlotTable:
+        """The table this server serves and checks."""
+        return self.own_table if self.own_table is not None else self.cluster.table
+
     def _answer(self, op: p.Op, id: int, f: dict) -> bytes:
         c = self.cluster
         m = c.machines
         err = lambda code, text: p.encode_error(id, code, self._msg(text))  # noqa: E731
         with c.lock:
+            home = self.table.owner_of
+            if "vertex" in f and op != p.Op.MIGRATE:
+                v = f["vertex"]
+                if self.refuse_all:
+                    c.wrong_homes += 1
+                    return err(p.ErrorCode.WRONG_HOME, f"vertex {v} is not homed here (refusing every vertex)")
+                if c.check_homes and home(v) != self.id:
+                    c.wrong_homes += 1
+                    return err(p.ErrorCode.WRONG_HOME, f"vertex {v} is homed on server {home(v)}, not here")
+            if op == p.Op.SLOTS:
+                if self.slots_error is not None:
+                    return err(self.slots_error, "SLOTS refused")
+                if self.slots_body is not None:
+                    return p.pack_header(p.Op.SLOTS | p.REPLY_BIT, len(self.slots_body), id) + self.slots_body
+                return p.encode_reply(op, id, self.table.fields())
             if op == p.Op.HELLO:
                 return p.encode_reply(op, id, {
                     "server_id": self.hello_server_id, "machines": c.hello_machines or m,
@@ -175,8 +208,9 @@ class FakeServer:
                 })
             if op == p.Op.LOAD:
                 for v, _ in f["vertices"]:
-                    if v % m != self.id:
-                        return err(p.ErrorCode.WRONG_HOME, f"vertex {v} is homed on server {v % m}")
+                    if home(v) != self.id:
+                        c.wrong_homes += 1
+                        return err(p.ErrorCode.WRONG_HOME, f"vertex {v} is homed on server {home(v)}")
                 added = 0
                 touched: set[int] = set()
                 for v, ids in f["vertices"]:
@@ -198,17 +232,17 @@ class FakeServer:
                 v = f["vertex"]
                 if v not in c.store:
                     return err(p.ErrorCode.UNKNOWN_VERTEX, f"vertex {v} has no entry")
-                frm = c.holders.get(v, v % m)
+                frm = c.holders.get(v, home(v))
                 c.holders[v] = self.id
                 moved = frm != self.id
                 return p.encode_reply(op, id, {"from": frm, "to": self.id, "parts": int(moved),
                                                "bytes": 8 + 4 * len(c.store[v]) if moved else 0})
             if op == p.Op.WHERE:
                 v = f["vertex"]
-                return p.encode_reply(op, id, {"home": v % m, "holder": c.holders.get(v, v % m),
+                return p.encode_reply(op, id, {"home": home(v), "holder": c.holders.get(v, home(v)),
                                                "found": v in c.store})
             if op == p.Op.STATS:
-                keys = sum(1 for v in c.store if v % m == self.id)
+                keys = sum(1 for v in c.store if home(v) == self.id)
                 return p.encode_reply(op, id, {"json": json.dumps(
                     {"server": self.id, "machines": m, "address": self.address, "keys": keys})})
         raise AssertionError(op)
@@ -222,6 +256,9 @@ class FakeCluster:
         self.secret = secret
         self.frame_bytes_max = frame_bytes_max
         self.hello_machines: int | None = None  # a lying HELLO, for mismatch tests
+        self.table = SlotTable.uniform(SLOTS_DEFAULT, machines)
+        self.check_homes = False  # refuse vertices not homed here (WRONG_HOME)
+        self.wrong_homes = 0  # WRONG_HOME answers sent
         self.lock = threading.Lock()
         self.store: dict[int, list[int]] = {}
         self.holders: dict[int, int] = {}

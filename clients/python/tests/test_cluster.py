@@ -137,12 +137,26 @@ def test_unknown_vertex(client, loaded):
     with pytest.raises(LocusError) as e:
         client.neighbors(unknown)
     assert e.value.code_name == "UNKNOWN_VERTEX" and e.value.code == 4
-    assert e.value.server == unknown % client.machines
+    home = client.slot_table().owner_of(unknown)  # the slot's owner, not unknown % machines
+    assert e.value.server == home
     with pytest.raises(LocusError) as e:
         client.khop(unknown, 2, 10)
     assert e.value.code_name == "UNKNOWN_VERTEX"
-    home, _, found = client.where(unknown)
-    assert (home, found) == (unknown % client.machines, False)
+    where_home, _, found = client.where(unknown)
+    assert (where_home, found) == (home, False)
+
+
+def test_the_cluster_serves_the_slot_table_the_client_routes_by(client, loaded):
+    t = client.refresh_slot_table()
+    assert t.epoch >= 1 and t.machines >= client.machines
+    assert set(t.owners) <= set(range(client.machines))
+    adj, _, _ = loaded
+    for v in list(adj)[:10]:
+        assert client.where(v).home == t.owner_of(v), v  # the server's home is the table's
+    r = client.routing()
+    assert r.table_epoch == t.epoch and r.table_fetches >= 2
+    # Loading and reading a stable cluster never needed a retry.
+    assert r.retries == 0
 
 
 def test_insert_and_delete_edge(client, loaded):
@@ -207,7 +221,7 @@ def test_migrate_moves_the_value_and_keeps_the_neighbours(client, loaded):
         pytest.skip("migration needs at least two servers")
     v = max(adj, key=lambda x: len(adj[x]))  # a hub: several parts' worth is not needed, a value is
     home, holder, found = client.where(v)
-    assert (home, found) == (v % m, True)
+    assert (home, found) == (client.slot_table().owner_of(v), True)
     to = (holder + 1) % m
     r = client.migrate(v, to)
     assert (r["from"], r["to"]) == (holder, to), r

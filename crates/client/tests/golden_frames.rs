@@ -8,6 +8,7 @@
 use locus_client::proto::{
     AccessEntry, Control, ErrorCode, JobKind, KhopReply, Op, Reply, Request, HEADER_BYTES,
 };
+use locus_placement::slots::SlotTable;
 use serde_json::{json, Value};
 
 fn hex(b: &[u8]) -> String {
@@ -47,6 +48,9 @@ fn frames() -> Value {
         distinct: vec![3, 9, 4_000_000_000],
     };
     let error_message = "server 1 (127.0.0.1:7411): vertex 5 has no entry";
+    // Not a uniform table, and an epoch past u32 so the u64 is checked whole.
+    let slots_owners = vec![0u8, 1, 2, 2, 1, 0];
+    let slots = SlotTable::from_owners(1 << 32 | 7, 3, slots_owners.clone()).unwrap();
     Value::Array(vec![
         request(
             "hello",
@@ -137,6 +141,7 @@ fn frames() -> Value {
             Request::DeleteVertex { vertex: 42 },
             json!({"vertex": 42}),
         ),
+        request("slots", 14, 1000, Request::Slots, json!({})),
         reply(
             "hello_reply",
             Op::Hello,
@@ -236,6 +241,13 @@ fn frames() -> Value {
             10,
             Reply::Stats("{\"server\":1}".into()),
             json!({"json": "{\"server\":1}"}),
+        ),
+        reply(
+            "slots_reply",
+            Op::Slots,
+            14,
+            Reply::Slots(slots.encode()),
+            json!({"epoch": 1u64 << 32 | 7, "machines": 3, "slots": 6, "owners": slots_owners}),
         ),
         reply(
             "error_reply",

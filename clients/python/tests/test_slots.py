@@ -1,0 +1,249 @@
+"""Routing by the slot table (issue 59): the SLOTS op and the LSLT wire form,
+homes that are slot owners (not ``v % machines``), WRONG_HOME answers that
+make the client fetch the table again and retry a bounded number of times,
+and tables the client must refuse."""
+
+from __future__ import annotations
+
+import struct
+import threading
+
+import pytest
+
+from fakeserver import SECRET, FakeCluster
+from locus_client import ROUTE_RETRIES_MAX, Client, ConfigError, LocusError, ProtocolError, SlotTable
+from locus_client import protocol as p
+from locus_client.slots import SLOTS_DEFAULT, TABLE_BYTES_MAX
+
+VERTEX_OPS = ("put", "neighbors", "insert_edge", "delete_edge", "khop", "where", "delete_vertex")
+
+
+@pytest.fixture
+def cluster():
+    with FakeCluster(machines=3) as c:
+        yield c
+
+
+@pytest.fixture
+def client(cluster):
+    with Client(cluster.addresses, SECRET, timeout=5) as c:
+        yield c
+
+
+def exercise(client: Client, v: int) -> None:
+    """One request of every routed op about ``v``."""
+    client.put(v, [v + 1])
+    assert client.neighbors(v) == [v + 1]
+    assert client.insert_edge(v, 1 << 31) is True
+    assert client.delete_edge(v, 1 << 31) is True
+    client.khop(v, 1, 1)
+    client.where(v)
+    assert client.delete_vertex(v) == [v + 1]
+
+
+def routed_to(cluster: FakeCluster) -> dict[tuple[str, int], list[int]]:
+    """(op, vertex) -> servers it was sent to, in order."""
+    out: dict[tuple[str, int], list[int]] = {}
+    for op in VERTEX_OPS:
+        for server, f in cluster.ops(op):
+            out.setdefault((op, f["vertex"]), []).append(server)
+    return out
+
+
+def run_bounded(fn, seconds: float = 20.0):
+    """Runs ``fn`` in a thread and fails (instead of hanging) if it does not
+    end within ``seconds``: an unbounded retry loop is a failure here."""
+    box: dict[str, object] = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"the call did not end within {seconds} s: endless retrying?"
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box.get("value")
+
+
+# ---------------------------------------------------------------- the table
+
+
+def test_a_new_clusters_table_is_not_v_mod_machines():
+    t = SlotTable.uniform(SLOTS_DEFAULT, 3)
+    assert (t.epoch, t.machines, t.slots) == (1, 3, 4096)
+    assert t.owner_of(4097) == 1 and 4097 % 3 == 2
+    assert t.owner_of(4095) == 0 and t.owner_of(4096) == 0
+    assert SlotTable.decode(t.encode()) == t
+    raw = t.encode()
+    assert raw[:4] == b"LSLT" and len(raw) == 20 + 4096
+    moved = t.with_owners({1: 2})
+    assert (moved.epoch, moved.owner_of(4097), moved.owner_of(1)) == (2, 2, 2)
+
+
+def table_bytes(magic=b"LSLT", version=1, machines=3, epoch=9, slots=4, owners=b"\x00\x01\x02\x00") -> bytes:
+    return struct.pack("<4sHHQI", magic, version, machines, epoch, slots) + owners
+
+
+@pytest.mark.parametrize(
+    "raw,byte,why",
+    [
+        (table_bytes()[:19], 19, "19 bytes, shorter than the 20-byte header"),
+        (table_bytes(magic=b"LSLX"), 0, "magic b'LSLX', not \"LSLT\""),
+        (table_bytes(version=2), 4, "version 2, this client reads 1"),
+        (table_bytes(machines=0), 6, "machines = 0: expected 1..=128"),
+        (table_bytes(machines=129), 6, "machines = 129: expected 1..=128"),
+        (table_bytes(slots=0, owners=b""), 6, "slots = 0: expected 1..=65536"),
+        (table_bytes(slots=65537, owners=b""), 6, "slots = 65537: expected 1..=65536"),
+        (table_bytes(slots=5), 20, "4 owner bytes for 5 slots"),
+        (table_bytes(owners=b"\x00\x01\x02\x00\x00"), 20, "5 owner bytes for 4 slots"),
+        (table_bytes(owners=b"\x00\x01\x00\x03"), 23, "slot 3's owner 3 is not below 3 machines"),
+    ],
+)
+def test_a_malformed_table_is_refused_naming_the_byte(raw, byte, why):
+    body = struct.pack("<I", len(raw)) + raw
+    with pytest.raises(ProtocolError) as e:
+        p.decode_reply(p.Op.SLOTS, p.Op.SLOTS | p.REPLY_BIT, body)
+    assert str(e.value) == f"malformed slots body: slot table, byte {byte}: {why}"
+    assert e.value.code == p.ErrorCode.MALFORMED
+
+
+def test_a_table_past_the_limit_is_too_large():
+    body = struct.pack("<I", TABLE_BYTES_MAX + 1) + bytes(TABLE_BYTES_MAX + 1)
+    with pytest.raises(ProtocolError, match="past the limit of 65556") as e:
+        p.decode_reply(p.Op.SLOTS, p.Op.SLOTS | p.REPLY_BIT, body)
+    assert e.value.code == p.ErrorCode.TOO_LARGE
+    # The largest table fits.
+    big = SlotTable.uniform(1 << 16, 128)
+    frame = p.encode_reply(p.Op.SLOTS, 1, big.fields())
+    h, body = p.split_frame(frame)
+    assert SlotTable.from_fields(p.decode_reply(p.Op.SLOTS, h.op, body)) == big
+
+
+# ---------------------------------------------------------------- routing
+
+
+def test_routing_follows_the_table_not_v_mod_machines(cluster, client):
+    cluster.check_homes = True  # a misrouted request would be refused
+    vertices = [0, 1, 2, 4095, 4096, 4097, 4098, 8191, 12289]
+    for v in vertices:
+        exercise(client, v)
+    sent = routed_to(cluster)
+    for v in vertices:
+        for op in VERTEX_OPS:
+            assert sent[(op, v)] == [v % 4096 % 3], (op, v)
+    assert sent[("put", 4097)] == [1]  # 4097 % 3 would be 2
+    assert client.home(4097) == 1
+    assert cluster.wrong_homes == 0
+    assert client.routing() == (1, 1, 0)  # one fetch, no retries
+    assert [s for s, _ in cluster.ops("slots")] == [0]
+
+
+def test_routing_follows_a_non_uniform_table(cluster, client):
+    owners = [2, 2, 0, 1, 0, 1, 2, 0]
+    cluster.table = SlotTable(5, 3, owners)
+    cluster.check_homes = True
+    for v in range(20):
+        exercise(client, v)
+    sent = routed_to(cluster)
+    for v in range(20):
+        assert {s for op in VERTEX_OPS for s in sent[(op, v)]} == {owners[v % 8]}, v
+    assert client.routing() == (5, 1, 0)
+    r = client.load_edges([(u, (u * 5 + 1) % 30) for u in range(30)], batch_edges=4)
+    loads = cluster.ops("load")
+    assert r["batches"] == len(loads) > 0
+    for server, f in loads:
+        assert all(owners[v % 8] == server for v, _ in f["vertices"]), (server, f)
+    assert cluster.wrong_homes == 0
+
+
+def test_wrong_home_makes_the_client_refetch_and_retry(cluster, client):
+    cluster.check_homes = True
+    client.put(4097, [1, 2])  # fetches the table at epoch 1: 4097 on server 1
+    assert client.routing() == (1, 1, 0)
+    cluster.table = cluster.table.with_owners({1: 2})  # slot 1 moves to server 2, epoch 2
+    assert client.neighbors(4097) == [1, 2]
+    assert routed_to(cluster)[("neighbors", 4097)] == [1, 2]  # refused by 1, answered by 2
+    assert [s for s, _ in cluster.ops("slots")] == [0, 1]  # refetched from the server that refused
+    assert client.routing() == (2, 2, 1)
+    # The new table holds: the next request goes straight to server 2.
+    assert client.insert_edge(4097, 3) is True
+    assert routed_to(cluster)[("insert_edge", 4097)] == [2]
+    assert client.routing() == (2, 2, 1)
+    assert cluster.wrong_homes == 1
+
+
+def test_a_stale_server_table_is_corrected_and_an_older_epoch_never_replaces_a_newer(cluster, client):
+    cluster.check_homes = True
+    cluster.table = SlotTable.uniform(SLOTS_DEFAULT, 3, epoch=2).with_owners({1: 2})  # epoch 3
+    cluster.servers[0].own_table = SlotTable.uniform(SLOTS_DEFAULT, 3)  # server 0 lags at epoch 1
+    client.put(4097, [5])
+    assert routed_to(cluster)[("put", 4097)] == [1, 2]
+    assert client.routing() == (3, 2, 1)
+    assert client.refresh_slot_table(0).epoch == 3  # server 0's epoch 1 is fetched, not kept
+    assert client.routing() == (3, 3, 1)
+    assert client.home(4097) == 2
+
+
+def test_a_server_that_keeps_refusing_fails_after_three_retries(cluster, client):
+    assert ROUTE_RETRIES_MAX == 3
+    client.put(4097, [1])
+    cluster.servers[1].refuse_all = True
+    with pytest.raises(LocusError) as e:
+        run_bounded(lambda: client.neighbors(4097))
+    err = e.value
+    assert (err.code_name, err.server) == ("WRONG_HOME", 1)
+    assert "refused again after 3 retries" in err.message and "table epoch 1" in err.message
+    assert routed_to(cluster)[("neighbors", 4097)] == [1] * 4  # the first try and 3 retries
+    assert client.routing() == (1, 4, 3)  # a fetch before each retry
+    # Counted per operation: the next one gets its own 3 retries.
+    with pytest.raises(LocusError, match="WRONG_HOME"):
+        run_bounded(lambda: client.put(4097, [2]))
+    assert client.routing().retries == 6
+    cluster.servers[1].refuse_all = False
+    assert client.neighbors(4097) == [1]
+
+
+def test_other_errors_are_not_retried(cluster, client):
+    with pytest.raises(LocusError, match="UNKNOWN_VERTEX"):
+        client.neighbors(4097)
+    assert routed_to(cluster)[("neighbors", 4097)] == [1]
+    assert client.routing() == (1, 1, 0)
+
+
+def test_a_malformed_table_from_a_server_is_a_protocol_error(cluster, client):
+    bad = table_bytes(owners=b"\x00\x01\x00\x03")
+    cluster.servers[0].slots_body = struct.pack("<I", len(bad)) + bad
+    with pytest.raises(ProtocolError) as e:
+        client.neighbors(1)
+    assert str(e.value) == (
+        f"server 0 ({cluster.addresses[0]}): malformed slots body: slot table, byte 23: "
+        "slot 3's owner 3 is not below 3 machines; connection closed"
+    )
+    assert cluster.ops("neighbors") == []  # nothing was sent by a guessed route
+    assert client.routing() == (0, 0, 0)
+
+
+def test_without_slots_answers_the_client_falls_back_to_a_new_clusters_homes(cluster, client):
+    for s in cluster.servers:
+        s.slots_error = p.ErrorCode.UNKNOWN_OP  # an older server
+    cluster.check_homes = True
+    client.put(4097, [3])
+    assert routed_to(cluster)[("put", 4097)] == [1]
+    assert [s for s, _ in cluster.ops("slots")] == [0, 1, 2]  # each asked in turn
+    assert client.routing() == (0, 0, 0)
+    r = client.load_edges([(4097, 5), (8194, 4)])
+    assert r["edges"] == 4 and cluster.wrong_homes == 0
+
+
+def test_a_table_that_does_not_fit_the_cluster_file_is_refused(cluster, client):
+    cluster.table = SlotTable(4, 2, [0, 1, 0, 1])
+    with pytest.raises(ConfigError, match=r"has owners below 2, but addresses lists 3 servers; the file is stale"):
+        client.neighbors(1)
+    cluster.table = SlotTable(4, 4, [0, 1, 3, 1])
+    with pytest.raises(ConfigError, match=r"homes vertices on server 3, but addresses lists 3 servers \(0\.\.2\)"):
+        client.neighbors(1)
