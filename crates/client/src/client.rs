@@ -151,10 +151,23 @@ impl Client {
     /// default slot count over the file's servers), which the servers
     /// correct with `WrongHome` where it is wrong.
     pub fn home(&self, v: u32) -> u8 {
+        self.home_or_protocol_error(v)
+            .unwrap_or_else(|_| self.fallback_home(v))
+    }
+
+    /// [`Client::home`], except that a server answering SLOTS with a
+    /// malformed table is an error, not a reason to fall back.
+    fn home_or_protocol_error(&self, v: u32) -> Result<u8> {
         match self.slot_table() {
-            Ok(t) => t.owner_of(v),
-            Err(_) => (v % SLOTS_DEFAULT % self.servers.len() as u32) as u8,
+            Ok(t) => Ok(t.owner_of(v)),
+            Err(e @ ClientError::Protocol { .. }) => Err(e),
+            Err(_) => Ok(self.fallback_home(v)),
         }
+    }
+
+    /// A new cluster's home of `v`: the default slot count over the file's servers.
+    fn fallback_home(&self, v: u32) -> u8 {
+        (v % SLOTS_DEFAULT % self.servers.len() as u32) as u8
     }
 
     /// The slot table held, fetched with SLOTS if none is.
@@ -174,7 +187,10 @@ impl Client {
     /// in turn until one answers; keeps it unless the table held is newer.
     pub fn refresh_slot_table(&self, first: u8) -> Result<Arc<SlotTable>> {
         let n = self.servers.len();
+        // A malformed table from any server wins over unreachable ones: it
+        // is the error to report.
         let mut last = None;
+        let mut malformed = None;
         for i in 0..n {
             let id = ((first as usize + i) % n) as u8;
             let t = match self.call(id, &Request::Slots, None) {
@@ -188,6 +204,10 @@ impl Client {
                     })?
                 }
                 Ok(r) => return Err(self.unexpected(id, r)),
+                Err(e @ ClientError::Protocol { .. }) => {
+                    malformed = Some(e);
+                    continue;
+                }
                 Err(e) => {
                     last = Some(e);
                     continue;
@@ -210,7 +230,9 @@ impl Client {
             }
             return Ok(Arc::clone(held.as_ref().expect("set above")));
         }
-        Err(last.expect("a cluster has at least one server"))
+        Err(malformed
+            .or(last)
+            .expect("a cluster has at least one server"))
     }
 
     /// How the client has followed the slot table so far.
@@ -233,7 +255,7 @@ impl Client {
     fn routed(&self, v: u32, req: &Request) -> Result<(u8, Reply)> {
         let mut retries = 0;
         loop {
-            let id = self.home(v);
+            let id = self.home_or_protocol_error(v)?;
             match self.call(id, req, None) {
                 Err(e) if e.code() == Some(ErrorCode::WrongHome) && retries < ROUTE_RETRIES_MAX => {
                     retries += 1;
