@@ -157,3 +157,28 @@ fn a_shard_move_updates_the_map_of_every_node() {
         }
     }
 }
+
+#[test]
+fn a_slot_table_installed_in_the_cluster_reaches_every_node() {
+    let (e, _) = loaded(|_| {});
+    let t = e.stores.distinct()[0].homes().table();
+    let moves = [locus_store::SlotMove {
+        slot: 5,
+        from: t.owners()[5],
+        to: (t.owners()[5] + 1) % MACHINES as u8,
+    }];
+    let next = t.after(&moves).unwrap();
+    assert!(e.stores.install_slot_table(&next).unwrap());
+    assert!(!e.stores.install_slot_table(&next).unwrap(), "not newer");
+    for (m, node) in e.nodes.iter().enumerate() {
+        assert_eq!(node.store().homes().table(), next, "node {m}'s table");
+        assert_eq!(node.store().owner(5), moves[0].to, "node {m}");
+    }
+    // SLOTS at any node answers the new table.
+    for m in 0..MACHINES {
+        let Reply::Slots(raw) = ask(&e, m, Request::Slots) else {
+            panic!("node {m} did not answer SLOTS")
+        };
+        assert_eq!(locus_store::SlotTable::decode(&raw).unwrap(), next);
+    }
+}

@@ -74,6 +74,16 @@ impl<F: Fabric> Stores<F> {
         })
     }
 
+    /// Installs `table` in every store (each node places homes by its own
+    /// copy); true if it was newer than the tables held.
+    pub fn install_slot_table(&self, table: &crate::SlotTable) -> Result<bool> {
+        let mut newer = false;
+        for s in self.distinct.iter() {
+            newer |= s.homes().install(table)?;
+        }
+        Ok(newer)
+    }
+
     /// The store hosting `machine`.
     pub fn store(&self, machine: MachineId) -> &Store<F> {
         &self.distinct[self.of[machine as usize]]
