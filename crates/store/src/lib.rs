@@ -37,6 +37,7 @@ pub mod recover;
 pub mod replica;
 pub mod scan;
 pub mod shard;
+pub mod slotmove;
 mod store;
 mod stores;
 pub mod table;

@@ -52,6 +52,8 @@ pub(crate) struct Shared<F: Fabric> {
     pub(crate) trackers: Vec<AccessTracker>,
     /// The slot table: each vertex's home.
     pub(crate) homes: Arc<crate::homes::Homes>,
+    /// Per hosted machine, the creation guards of its slots (slot moves).
+    pub(crate) guards: Vec<Option<crate::slotmove::Guards>>,
     /// Shard-based placement, if configured.
     pub(crate) shard_map: Option<ShardMap>,
     /// Per hosted machine, the collector of its reclaim ring (opened on first use).
@@ -208,6 +210,13 @@ impl<F: Fabric> Store<F> {
                     &crate::homes::SlotTable::uniform(config.slots, machines as u16)
                         .map_err(|e| StoreError::Config(e.to_string()))?,
                 )),
+                guards: allocs
+                    .iter()
+                    .map(|a| {
+                        a.as_ref()
+                            .map(|_| crate::slotmove::Guards::new(config.slots))
+                    })
+                    .collect(),
                 shard_map: (config.shards_per_machine > 0)
                     .then(|| ShardMap::new(machines, config.shards_per_machine)),
                 collectors: allocs
@@ -353,6 +362,15 @@ impl<F: Fabric> Store<F> {
     /// The slot table this store places homes by.
     pub fn homes(&self) -> &Arc<crate::homes::Homes> {
         &self.shared.homes
+    }
+
+    /// `machine`'s slot guards, if it is hosted here.
+    pub(crate) fn guards(&self, machine: MachineId) -> Result<&crate::slotmove::Guards> {
+        self.shared
+            .guards
+            .get(machine as usize)
+            .and_then(|g| g.as_ref())
+            .ok_or(StoreError::NotHosted { machine })
     }
 
     /// The shard map, under shard-based placement.

@@ -392,7 +392,7 @@ impl<F: locus_fabric::Fabric> Worker<F> {
             let now = self.lookup_now_ns();
             let replicas = self.shared.config.replica_bytes_max > 0;
             // An entry cached without its position is a miss, as in `locate`.
-            let hit = self.cached_lookup(key, now, replicas);
+            let hit = self.cached_lookup(key, home, now, replicas);
             if let Some((word, position)) = hit.filter(|h| h.1 != u64::MAX) {
                 let slot = Slot {
                     home,
@@ -476,8 +476,9 @@ impl<F: locus_fabric::Fabric> Worker<F> {
         // Counted while the READ is in flight, as a GET counts.
         if self.records(&slot, addr) {
             let now = self.lookup_now_ns();
-            if let Some(c) = self.cache() {
-                c.record(key, slot.addr_word, now);
+            if let (Some(c), Some(w)) = (self.cache(), super::cache_form(slot.home, slot.addr_word))
+            {
+                c.record(key, w, now);
             }
         }
         s.reads[i] = Read::Value(slot, addr);
@@ -527,7 +528,7 @@ impl<F: locus_fabric::Fabric> Worker<F> {
             replica: false,
         };
         if aw != 0 {
-            self.remember_at(key, aw, slot.addr_offset, now);
+            self.remember_at(key, home, aw, slot.addr_offset, now);
         }
         self.issue_value(i, slot, s)
     }

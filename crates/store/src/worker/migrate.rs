@@ -236,8 +236,11 @@ impl<F: Fabric> Worker<F> {
                     }
                     let key = f.job.key();
                     // The word read is stale (or about to be): drop it if cached.
-                    if let Some(c) = self.cache() {
-                        c.remove_if(key, f.job.seen_word());
+                    if let (Some(c), Some(w)) = (
+                        self.cache(),
+                        super::cache_form(self.home(key), f.job.seen_word()),
+                    ) {
+                        c.remove_if(key, w);
                     }
                     if f.job.restarts() >= READ_RETRIES_MAX {
                         return Err(StoreError::Contention {
@@ -281,7 +284,7 @@ impl<F: Fabric> Worker<F> {
         }
         let (word, position, stamped_ns) = self.cache()?.get_stamped(key, now_ns)?;
         (position != u64::MAX).then_some(Cached {
-            word,
+            word: super::table_form(self.home(key), word),
             position,
             stamped_ns,
         })

@@ -294,6 +294,8 @@ impl<F: Fabric> Worker<F> {
         let buf = &mut self.value[..bytes];
         match (record, self.shared.caches[self.machine as usize].as_ref()) {
             (Some((key, word, now)), Some(cache)) => {
+                // Kept absolute, as every cached word (`cache_form`).
+                let word = cache_form(home, word).unwrap_or(word);
                 self.port
                     .read_overlapped(holder, vr, offset, buf, &mut || {
                         cache.record(key, word, now)
@@ -420,5 +422,67 @@ impl<F: Fabric> Drop for Worker<F> {
         use std::sync::atomic::Ordering::Relaxed;
         self.shared.gets[0].fetch_add(self.stats.values_read, Relaxed);
         self.shared.gets[1].fetch_add(self.stats.values_read_remote, Relaxed);
+    }
+}
+
+/// An address word as the location cache keeps it: absolute, a value at
+/// the key's home named `Remote(home)`, so that it keeps its meaning when a
+/// slot move changes the key's home (a `Local` word means "in the home's
+/// region"). `None` for a value too large for a remote word (not cached).
+#[inline]
+pub(crate) fn cache_form(home: MachineId, word: u64) -> Option<u64> {
+    match Addr::decode(word)? {
+        Addr::Local {
+            size_units,
+            offset_units,
+        } => Addr::remote(home, size_units, offset_units)
+            .ok()
+            .map(Addr::encode),
+        Addr::Remote { .. } => Some(word),
+    }
+}
+
+/// A cached word as `home`'s table holds it (the inverse of [`cache_form`]),
+/// so a CAS at the home can expect it.
+#[inline]
+pub(crate) fn table_form(home: MachineId, word: u64) -> u64 {
+    match Addr::decode(word) {
+        Some(Addr::Remote {
+            machine,
+            size_units,
+            offset_units,
+        }) if machine == home => Addr::local(size_units, offset_units).map_or(word, Addr::encode),
+        _ => word,
+    }
+}
+
+#[cfg(test)]
+mod cache_form_tests {
+    use super::{cache_form, table_form};
+    use crate::addr::{moved_word, Addr, LOCAL_SIZE_UNITS_MAX};
+
+    #[test]
+    fn a_cached_word_names_its_machine_whatever_the_home() {
+        let at_home = Addr::local(3, 40).unwrap().encode();
+        let abs = cache_form(2, at_home).unwrap();
+        assert_eq!(
+            Addr::decode(abs).unwrap().holder(7),
+            2,
+            "still machine 2 once homed at 7"
+        );
+        assert_eq!(table_form(2, abs), at_home, "back to the home's form");
+        assert_eq!(
+            table_form(7, abs),
+            abs,
+            "another home names machine 2 remotely"
+        );
+        let away = Addr::remote(5, 3, 40).unwrap().encode();
+        assert_eq!(cache_form(2, away), Some(away));
+        assert_eq!(table_form(5, away), Addr::local(3, 40).unwrap().encode());
+        // Too large to name remotely, or no value: not cached.
+        let huge = Addr::local(LOCAL_SIZE_UNITS_MAX, 0).unwrap().encode();
+        assert_eq!(cache_form(2, huge), None);
+        assert_eq!(cache_form(2, moved_word(1)), None);
+        assert_eq!(cache_form(2, 0), None);
     }
 }

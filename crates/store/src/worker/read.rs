@@ -2,7 +2,7 @@
 //! read-only replicas, and `neighbors` over the parts of a decomposed vertex
 //! (the k-hop query built on them is `khop.rs`).
 
-use locus_fabric::{Fabric, Port};
+use locus_fabric::{Fabric, MachineId, Port};
 
 use super::{Slot, Worker, READ_RETRIES_MAX};
 use crate::addr::Addr;
@@ -74,7 +74,9 @@ impl<F: Fabric> Worker<F> {
             self.drop_replica(key, slot.addr_word, addr);
         } else if slot.cached {
             if let Some(c) = self.shared.caches[self.machine as usize].as_ref() {
-                c.remove_if(key, slot.addr_word);
+                if let Some(w) = super::cache_form(slot.home, slot.addr_word) {
+                    c.remove_if(key, w);
+                }
                 self.recent.forget(c, key);
             }
         }
@@ -117,8 +119,11 @@ impl<F: Fabric> Worker<F> {
     /// LOOKUP with the location cache (Pragh Fig. 8 lines 19-27): a key homed
     /// here is read from the local table; another machine's key is taken from
     /// the cache if its entry is younger than the cache lease, else read
-    /// remotely and cached with the position of its address word (keys never
-    /// move), so a CAS needs no lookup READ either (Pragh 5, first optimization).
+    /// remotely and cached with the position of its address word, so a CAS
+    /// needs no lookup READ either (Pragh 5, first optimization). After a
+    /// slot move the position is the old home's: a CAS there expects this
+    /// key's word, which no other key holds, so it fails and the next lookup
+    /// reads the new home's bucket.
     pub(super) fn locate(&mut self, key: Key, replica_ok: bool) -> Result<Option<Slot>> {
         let home = self.home(key);
         let replicas = replica_ok && self.shared.config.replica_bytes_max > 0;
@@ -129,7 +134,7 @@ impl<F: Fabric> Worker<F> {
                 if let Some(s) = &slot {
                     if Addr::decode(s.addr_word).is_some_and(|a| a.holder(home) != self.machine) {
                         let now = self.lookup_now_ns();
-                        let hit = self.cached_lookup(key, now, true);
+                        let hit = self.cached_lookup(key, home, now, true);
                         if let Some((word, REPLICA_POSITION)) = hit {
                             self.stats.replica_reads += 1;
                             return Ok(Some(Slot {
@@ -145,7 +150,7 @@ impl<F: Fabric> Worker<F> {
             return Ok(slot);
         }
         let now = self.lookup_now_ns();
-        let hit = self.cached_lookup(key, now, replicas);
+        let hit = self.cached_lookup(key, home, now, replicas);
         if let Some((addr_word, addr_offset)) = hit.filter(|h| h.1 != u64::MAX) {
             let replica = addr_offset == REPLICA_POSITION;
             if replica {
@@ -165,14 +170,27 @@ impl<F: Fabric> Worker<F> {
 
     /// A location-cache lookup, first in this worker's recent hits
     /// (`recent.rs`, no lock), then in the shared cache; `replicas` as in
-    /// [`crate::cache::LocationCache::get_for_read`].
+    /// [`crate::cache::LocationCache::get_for_read`]. The word comes back
+    /// as `home`'s table would hold it ([`super::table_form`]).
     #[inline]
     pub(super) fn cached_lookup(
         &mut self,
         key: Key,
+        home: MachineId,
         now: u64,
         replicas: bool,
     ) -> Option<(u64, u64)> {
+        // A replica's word is kept as made (`Remote(here)`): it is never
+        // CASed, and the replica set knows it in that form.
+        self.cached_lookup_absolute(key, now, replicas)
+            .map(|(w, p)| match p {
+                REPLICA_POSITION => (w, p),
+                _ => (super::table_form(home, w), p),
+            })
+    }
+
+    #[inline]
+    fn cached_lookup_absolute(&mut self, key: Key, now: u64, replicas: bool) -> Option<(u64, u64)> {
         let c = self.shared.caches[self.machine as usize].as_ref()?;
         if !self.shared.config.cache_recent_hits {
             return c.get_epoch(key, now, replicas).map(|h| (h.0, h.1));
@@ -195,7 +213,7 @@ impl<F: Fabric> Worker<F> {
         let slot = self.lookup(key)?;
         if let Some(s) = &slot {
             if s.addr_word != 0 {
-                self.remember_at(key, s.addr_word, s.addr_offset, now);
+                self.remember_at(key, s.home, s.addr_word, s.addr_offset, now);
             }
         }
         Ok(slot)
@@ -206,10 +224,19 @@ impl<F: Fabric> Worker<F> {
     /// Only words that name a value: a marker (lost, moved, pending) is
     /// read afresh each time, since a pending word changes within a
     /// handoff and a lost one when recovery republishes the value.
-    pub(super) fn remember_at(&mut self, key: Key, addr_word: u64, addr_offset: u64, now: u64) {
-        if self.home(key) != self.machine && Addr::decode(addr_word).is_some() {
-            if let Some(c) = self.cache() {
-                c.insert_at(key, addr_word, addr_offset, now);
+    /// `addr_word` is as `home`'s table held it; the cache keeps it
+    /// absolute ([`super::cache_form`]).
+    pub(super) fn remember_at(
+        &mut self,
+        key: Key,
+        home: MachineId,
+        addr_word: u64,
+        addr_offset: u64,
+        now: u64,
+    ) {
+        if home != self.machine {
+            if let (Some(c), Some(w)) = (self.cache(), super::cache_form(home, addr_word)) {
+                c.insert_at(key, w, addr_offset, now);
             }
         }
     }

@@ -141,6 +141,15 @@ impl<F: Fabric> Worker<F> {
         Ok(out)
     }
 
+    /// Every (key, address word) of this machine's table whose vertex is in
+    /// `slot` (one scan of the table).
+    pub fn keys_in_slot(&mut self, slot: u32) -> Result<Vec<(Key, u64)>> {
+        let homes = std::sync::Arc::clone(&self.shared.homes);
+        let mut keys = self.scan_table(self.machine)?;
+        keys.retain(|(k, _)| homes.slot_of(k.vertex()) == slot);
+        Ok(keys)
+    }
+
     /// What this machine's key table holds: keys (parts), vertices, and
     /// whether each key's value is held here or away (migrated). One scan of
     /// the table with large local READs; for status reports, not hot paths.

@@ -29,7 +29,11 @@ impl<F: Fabric> Worker<F> {
         key: Key,
         mut decide: impl FnMut(Option<PartView<'_>>, &mut Vec<u8>) -> Change,
     ) -> Result<bool> {
+        let shared = Arc::clone(&self.shared);
         loop {
+            // Held from before the claim until the value is published: a
+            // slot move waits for it, and refuses creations after (E5).
+            let mut _creating = None;
             let (slot, old) = match self.read_value(key)? {
                 Some((slot, addr)) => (slot, Some(addr)),
                 None => {
@@ -42,6 +46,20 @@ impl<F: Fabric> Worker<F> {
                             holder: home,
                             this: self.machine,
                         });
+                    }
+                    if let Some(g) = shared.guards[self.machine as usize].as_ref() {
+                        _creating = Some(g.enter(shared.homes.slot_of(key.vertex()), key)?);
+                        // A move may have ended between the check above and
+                        // the guard: its new table (installed before the
+                        // guard was lifted) is visible now.
+                        let home = self.home(key);
+                        if home != self.machine {
+                            return Err(StoreError::NotHolder {
+                                vertex: key.vertex(),
+                                holder: home,
+                                this: self.machine,
+                            });
+                        }
                     }
                     (self.find_or_claim(key)?, None)
                 }
@@ -122,7 +140,9 @@ impl<F: Fabric> Worker<F> {
             // migration reclaims it.
             if slot.cached {
                 if let Some(c) = self.shared.caches[self.machine as usize].as_ref() {
-                    c.remove_if(key, slot.addr_word);
+                    if let Some(w) = super::cache_form(slot.home, slot.addr_word) {
+                        c.remove_if(key, w);
+                    }
                     self.recent.forget(c, key);
                 }
             }
@@ -152,7 +172,9 @@ impl<F: Fabric> Worker<F> {
         if prev != slot.addr_word {
             if slot.cached {
                 if let Some(c) = self.shared.caches[me as usize].as_ref() {
-                    c.remove_if(key, slot.addr_word);
+                    if let Some(w) = super::cache_form(slot.home, slot.addr_word) {
+                        c.remove_if(key, w);
+                    }
                     self.recent.forget(c, key);
                 }
             }
