@@ -20,6 +20,8 @@ const SLOTS: u32 = 16;
 /// by the writers while slots move.
 const LOADED: u32 = 150;
 const VERTICES: u32 = 200;
+/// Vertices the creator makes per slot move at most (the key tables' room).
+const CREATED_PER_MOVE: u32 = 12;
 /// Attempts of one operation that keeps meeting a move (each after a yield).
 const ATTEMPTS_MAX: u32 = 100_000;
 
@@ -98,6 +100,38 @@ fn slots_move_under_reads_updates_and_creations_and_nothing_acknowledged_is_lost
             }
         }));
     }
+    // A creator makes new vertices in the slot being moved, the racing
+    // case of E5: a key created at A after A's keys were listed.
+    // u64::MAX: no move yet. Each move stores a slot other than the last.
+    let moving = Arc::new(AtomicU64::new(u64::MAX));
+    let created = Arc::new(AtomicU64::new(0));
+    {
+        let (s, stop, acked) = (s.clone(), Arc::clone(&stop), Arc::clone(&acked));
+        let (moving, created) = (Arc::clone(&moving), Arc::clone(&created));
+        threads.push(std::thread::spawn(move || {
+            let mut w = s.worker(2).unwrap();
+            let mut k = VERTICES / SLOTS + 1;
+            // At most CREATED_PER_MOVE keys per slot move, so the key
+            // tables keep room: then wait for the next move.
+            let (mut slot, mut made) = (u64::MAX, 0);
+            while !stop.load(Ordering::Relaxed) {
+                let now = moving.load(Ordering::Acquire);
+                if now != slot {
+                    (slot, made) = (now, 0);
+                }
+                if slot == u64::MAX || made == CREATED_PER_MOVE {
+                    std::thread::yield_now();
+                    continue;
+                }
+                let v = slot as u32 + SLOTS * k;
+                k += 1;
+                made += 1;
+                retry(&format!("create {v}"), || w.insert_edge(v, v));
+                acked.lock().unwrap().push((v, v));
+                created.fetch_add(1, Ordering::Release);
+            }
+        }));
+    }
     {
         let (s, stop, reads) = (s.clone(), Arc::clone(&stop), Arc::clone(&reads));
         threads.push(std::thread::spawn(move || {
@@ -112,12 +146,18 @@ fn slots_move_under_reads_updates_and_creations_and_nothing_acknowledged_is_lost
             }
         }));
     }
-    // Two rounds: every slot to the next machine, and on again.
+    // Four rounds: every slot to the next machine, and on again.
     let mut moved = 0;
-    for round in 0..2 {
+    for round in 0..4 {
         for slot in 0..SLOTS {
             let owner = s.owner(slot);
             let to = ((owner as usize + 1) % MACHINES) as u8;
+            moving.store(u64::from(slot), Ordering::Release);
+            // Let the creator make a few keys of this slot first.
+            let c0 = created.load(Ordering::Acquire);
+            while created.load(Ordering::Acquire) < c0 + 3 {
+                std::thread::yield_now();
+            }
             let r = s.move_slot(slot, to, &mut |_, _| Ok(())).unwrap();
             moved += r.keys;
             assert_eq!(s.owner(slot), to, "round {round}, slot {slot}");
@@ -128,7 +168,7 @@ fn slots_move_under_reads_updates_and_creations_and_nothing_acknowledged_is_lost
     for t in threads {
         t.join().unwrap();
     }
-    assert!(moved >= 2 * u64::from(LOADED), "keys handed over: {moved}");
+    assert!(moved >= 4 * u64::from(LOADED), "keys handed over: {moved}");
     assert!(reads.load(Ordering::Relaxed) > 0);
     let acked = acked.lock().unwrap().clone();
     assert!(!acked.is_empty());
