@@ -68,6 +68,13 @@ fn paths() {
     // Both ends unbound.
     let q = format!("{P}SELECT ?s WHERE {{ ?s ex:next/ex:label \"D\" }}");
     assert_eq!(rows(DATA, &q), want(&["s=<http://ex/c>"]));
+    // A sequence inside an alternative stays a path (a bare one becomes a
+    // BGP), read backwards from the object.
+    let q = format!("{P}SELECT ?s WHERE {{ ?s (ex:next/ex:label)|ex:label \"D\" }}");
+    assert_eq!(
+        rows(DATA, &q),
+        want(&["s=<http://ex/c>", "s=<http://ex/d>"])
+    );
     let q = format!("{P}SELECT ?s WHERE {{ ?s ex:next+ ?s }}");
     assert_eq!(
         rows(DATA, &q),
