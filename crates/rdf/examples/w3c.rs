@@ -43,6 +43,51 @@ const SPARQL11: &[&str] = &[
     "service",
 ];
 
+/// Tests of SPARQL 1.0 (DAWG) whose expected answer contradicts SPARQL 1.1
+/// and RDF 1.1, which Locus implements: (folder, test, why).
+const KNOWN: &[(&str, &str, &str)] = &[
+    (
+        "basic",
+        "term-6",
+        "SPARQL 1.0 grammar: `456.` read as a decimal (1.1 reads the integer 456 and a dot)",
+    ),
+    (
+        "basic",
+        "term-7",
+        "SPARQL 1.0 grammar: `456.` read as a decimal (1.1 reads the integer 456 and a dot)",
+    ),
+    (
+        "distinct",
+        "distinct-2",
+        "RDF 1.0: \"abc\" and \"abc\"^^xsd:string distinct (RDF 1.1 makes them one term)",
+    ),
+    (
+        "distinct",
+        "distinct-9",
+        "RDF 1.0: \"abc\" and \"abc\"^^xsd:string distinct (RDF 1.1 makes them one term)",
+    ),
+    (
+        "expr-builtin",
+        "dawg-datatype-2",
+        "RDF 1.0: DATATYPE of a tagged literal an error (RDF 1.1: rdf:langString)",
+    ),
+    (
+        "functions",
+        "strdt03",
+        "RDF 1.0: \"abc\"^^xsd:string not a simple literal, so STRDT refuses it (RDF 1.1 makes them one term)",
+    ),
+    (
+        "functions",
+        "strlang03",
+        "RDF 1.0: \"abc\"^^xsd:string not a simple literal, so STRLANG refuses it (RDF 1.1 makes them one term)",
+    ),
+    (
+        "optional-filter",
+        "dawg-optional-filter-005-simplified",
+        "SPARQL 1.0 group simplification (1.1's scoping is the -not-simplified test, which runs)",
+    ),
+];
+
 enum Outcome {
     Pass,
     Fail(String),
@@ -96,6 +141,20 @@ impl Graph {
     fn one(&self, s: &Term, p: &str) -> Option<&Term> {
         self.all(s, p).into_iter().next()
     }
+}
+
+/// The members of the RDF list starting at `head`.
+fn list<'g>(g: &'g Graph, head: &'g Term) -> Vec<&'g Term> {
+    let mut out = Vec::new();
+    let mut at = head;
+    while let Some(first) = g.one(at, &format!("{RDF}first")) {
+        out.push(first);
+        match g.one(at, &format!("{RDF}rest")) {
+            Some(rest) => at = rest,
+            None => break,
+        }
+    }
+    out
 }
 
 fn file_of(t: &Term) -> Option<PathBuf> {
@@ -202,6 +261,11 @@ fn rdf_results(triples: Vec<Triple>) -> Expected {
         .collect();
     let mut rows = Vec::new();
     for sol in g.all(&set, &format!("{RS}solution")) {
+        // rs:index gives the order of an ordered result set.
+        let index = match g.one(sol, &format!("{RS}index")) {
+            Some(Term::Literal(l)) => l.value().parse::<i64>().unwrap_or(0),
+            _ => 0,
+        };
         let mut row = vec![None; vars.len()];
         for b in g.all(sol, &format!("{RS}binding")) {
             if let (Some(Term::Literal(v)), Some(val)) = (
@@ -213,9 +277,10 @@ fn rdf_results(triples: Vec<Triple>) -> Expected {
                 }
             }
         }
-        rows.push(row);
+        rows.push((index, row));
     }
-    Expected::Rows(vars, rows)
+    rows.sort_by_key(|(i, _)| *i);
+    Expected::Rows(vars, rows.into_iter().map(|(_, r)| r).collect())
 }
 
 /// Whether `a` and `b` are equal up to a renaming of blank nodes (rows in order if `ordered`).
@@ -260,7 +325,26 @@ fn cell_eq(
                 }
             }
         }
+        (Some(Term::Literal(p)), Some(Term::Literal(q))) if p != q => same_number(p, q),
         (Some(p), Some(q)) => p == q,
+        _ => false,
+    }
+}
+
+/// Numbers of one datatype compare by value: the suite writes canonical
+/// forms of XSD 1.0 ("2.0", "2.0E-1"), Locus those of XSD 1.1 ("2", "0.2").
+fn same_number(p: &oxrdf::Literal, q: &oxrdf::Literal) -> bool {
+    let xsd = "http://www.w3.org/2001/XMLSchema#";
+    if p.datatype() != q.datatype() {
+        return false;
+    }
+    match p.datatype().as_str().strip_prefix(xsd) {
+        Some("integer" | "decimal" | "float" | "double") => {
+            match (p.value().parse::<f64>(), q.value().parse::<f64>()) {
+                (Ok(a), Ok(b)) => a == b || (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
+                _ => false,
+            }
+        }
         _ => false,
     }
 }
@@ -338,6 +422,22 @@ fn triples_rows(g: &[Triple]) -> Vec<Vec<Option<Term>>> {
     v
 }
 
+/// The first rows, for a failure's message.
+fn show(rows: &[Vec<Option<Term>>]) -> String {
+    let cells: Vec<String> = rows
+        .iter()
+        .take(40)
+        .map(|r| {
+            let c: Vec<String> = r
+                .iter()
+                .map(|t| t.as_ref().map_or("-".into(), |t| t.to_string()))
+                .collect();
+            format!("[{}]", c.join(" "))
+        })
+        .collect();
+    cells.join(" ")
+}
+
 fn run_test(g: &Graph, test: &Term) -> Outcome {
     let Some(action) = g.one(test, &format!("{MF}action")) else {
         return Outcome::Skip("no action".into());
@@ -409,8 +509,18 @@ fn run_test(g: &Graph, test: &Term) -> Outcome {
                 });
             if !extra && same_rows(&rows, &got, ordered) {
                 Outcome::Pass
+            } else if !extra && ordered && same_rows(&rows, &got, false) {
+                Outcome::Fail(
+                    "the same rows in another order (ties, or literals of no common order)".into(),
+                )
             } else {
-                Outcome::Fail(format!("{} rows expected, {} got", rows.len(), got.len()))
+                Outcome::Fail(format!(
+                    "{} rows expected, {} got\n    expected {}\n    got      {}",
+                    rows.len(),
+                    got.len(),
+                    show(&rows),
+                    show(&got)
+                ))
             }
         }
         (Expected::Graph(w), Answer::Graph(gr)) => {
@@ -477,9 +587,12 @@ fn main() {
                 continue;
             }
         };
+        // The tests of the manifest's mf:entries list (others were withdrawn).
         let mut tests: Vec<&Term> = g
             .by_subject
             .keys()
+            .filter_map(|s| g.one(s, &format!("{MF}entries")))
+            .flat_map(|head| list(&g, head))
             .filter(|s| g.all(s, &format!("{RDF}type")).iter().any(|t| matches!(t, Term::NamedNode(n) if n.as_str() == format!("{MF}QueryEvaluationTest") || n.as_str() == format!("{MF}CSVResultFormatTest"))))
             .collect();
         tests.sort_by_key(|t| t.to_string());
@@ -492,7 +605,12 @@ fn main() {
                 .unwrap_or_default()
                 .trim_end_matches('>')
                 .to_string();
-            let outcome = if name.ends_with("/entailment") {
+            let known = KNOWN
+                .iter()
+                .find(|(f, t, _)| name.ends_with(f) && short == *t);
+            let outcome = if let Some((_, _, why)) = known {
+                Outcome::Skip((*why).to_string())
+            } else if name.ends_with("/entailment") {
                 Outcome::Skip("entailment regimes (the issue allows skipping)".into())
             } else if name.ends_with("/service") {
                 Outcome::Skip("SERVICE (federation; the issue allows skipping)".into())

@@ -158,3 +158,26 @@ fn unsupported_functions_are_named() {
     );
     assert!(e.to_string().contains("gYear"), "{e}");
 }
+
+#[test]
+fn bnode_of_a_string_is_one_node_per_solution() {
+    // Two BINDs of one solution share BNODE("x")'s node; solutions do not.
+    let q = format!(
+        "{P}SELECT ?a ?b WHERE {{ ?x ex:s ?s BIND(BNODE(\"k\") AS ?a) BIND(BNODE(\"k\") AS ?b) }}"
+    );
+    let got = common::rows_once(DATA, &q);
+    assert_eq!(got.len(), 4);
+    let mut nodes = Vec::new();
+    for r in &got {
+        let (a, b) = r.split_once(' ').unwrap();
+        assert_eq!(
+            a.trim_start_matches("a="),
+            b.trim_start_matches("b="),
+            "{r}"
+        );
+        nodes.push(a.to_string());
+    }
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 4, "{got:?}");
+}

@@ -291,6 +291,31 @@ pub(crate) fn has_exists(e: &Expression) -> bool {
     }
 }
 
+/// Whether `e` calls BNODE with an argument (one node per string per solution).
+pub(crate) fn calls_bnode(e: &Expression) -> bool {
+    use Expression as E;
+    match e {
+        E::FunctionCall(Function::BNode, args) if !args.is_empty() => true,
+        E::NamedNode(_) | E::Literal(_) | E::Variable(_) | E::Bound(_) | E::Exists(_) => false,
+        E::Or(a, b)
+        | E::And(a, b)
+        | E::Equal(a, b)
+        | E::SameTerm(a, b)
+        | E::Greater(a, b)
+        | E::GreaterOrEqual(a, b)
+        | E::Less(a, b)
+        | E::LessOrEqual(a, b)
+        | E::Add(a, b)
+        | E::Subtract(a, b)
+        | E::Multiply(a, b)
+        | E::Divide(a, b) => calls_bnode(a) || calls_bnode(b),
+        E::UnaryPlus(a) | E::UnaryMinus(a) | E::Not(a) => calls_bnode(a),
+        E::In(a, l) => calls_bnode(a) || l.iter().any(calls_bnode),
+        E::If(a, b, c) => calls_bnode(a) || calls_bnode(b) || calls_bnode(c),
+        E::Coalesce(l) | E::FunctionCall(_, l) => l.iter().any(calls_bnode),
+    }
+}
+
 /// Variables `e` reads (outside EXISTS patterns).
 pub(crate) fn vars<'a>(e: &'a Expression, out: &mut Vec<&'a str>) {
     use Expression as E;

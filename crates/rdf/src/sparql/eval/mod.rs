@@ -98,6 +98,9 @@ pub(crate) struct Evaluator<'a, S: Source> {
     pub(crate) trace: Trace,
     /// A failure inside an expression (EXISTS), reported after it.
     error: Option<RdfError>,
+    /// Slots BIND has bound, and BNODE(str)'s nodes per solution without them.
+    extend_slots: HashSet<usize>,
+    bnode_scopes: HashMap<Row, HashMap<String, oxrdf::BlankNode>>,
 }
 
 /// The environment of an expression over one row.
@@ -323,6 +326,8 @@ impl<'a, S: Source> Evaluator<'a, S> {
             ctx: Ctx::new(0x5eed, base),
             trace: Trace::default(),
             error: None,
+            extend_slots: HashSet::new(),
+            bnode_scopes: HashMap::new(),
         }
     }
 
@@ -359,6 +364,25 @@ impl<'a, S: Source> Evaluator<'a, S> {
             Some(err) => Err(err),
             None => Ok(v),
         }
+    }
+
+    /// `e` on `row` with BNODE(str)'s nodes of that solution: the row
+    /// without what BINDs added names it, so two BINDs of one solution
+    /// share nodes and two solutions do not.
+    fn value_in_bnode_scope(&mut self, e: &Expression, row: &Row) -> Result<Option<Term>> {
+        let mut key = row.clone();
+        for &k in &self.extend_slots {
+            if let Some(x) = key.get_mut(k) {
+                *x = None;
+            }
+        }
+        let key = trim(&key).to_vec();
+        let scope = self.bnode_scopes.remove(&key).unwrap_or_default();
+        let before = std::mem::replace(&mut self.ctx.bnodes, scope);
+        let v = self.value(e, row);
+        let scope = std::mem::replace(&mut self.ctx.bnodes, before);
+        self.bnode_scopes.insert(key, scope);
+        v
     }
 
     /// The solutions of `p` under `seed` (each extends `seed`).
@@ -479,10 +503,16 @@ impl<'a, S: Source> Evaluator<'a, S> {
             } => {
                 let rows = self.eval(inner, seed)?;
                 let k = self.slot(variable.as_str());
+                self.extend_slots.insert(k);
+                let scoped = expr::calls_bnode(expression);
                 let mut out = Vec::with_capacity(rows.len());
                 for mut r in rows {
-                    self.ctx.bnodes.clear();
-                    if let Some(t) = self.value(expression, &r)? {
+                    let v = if scoped {
+                        self.value_in_bnode_scope(expression, &r)?
+                    } else {
+                        self.value(expression, &r)?
+                    };
+                    if let Some(t) = v {
                         let id = self.terms.id(&t);
                         // A seeded variable keeps the row only if the values agree.
                         if !path::bind(&mut r, End::Slot(k), id) {
