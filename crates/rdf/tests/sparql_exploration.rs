@@ -188,3 +188,27 @@ fn w3c_json_and_unsupported_features() {
         "{e4}"
     );
 }
+
+#[test]
+fn an_empty_store_answers_with_no_rows() {
+    // No predicate has statistics: the planner must not index them.
+    let mut d = Dataset::new();
+    d.finish();
+    let f = LocalFabric::new(LocalConfig {
+        machines: 2,
+        latency_ns: 0,
+        bandwidth_bytes_per_s: 0,
+        pin_memory: false,
+        ..LocalConfig::default()
+    })
+    .unwrap();
+    let rdf = RdfStore::load(f, d, |_| {}, &()).unwrap();
+    let mut e = Engine::new(&rdf).unwrap();
+    for q in [
+        "SELECT * WHERE { ?s <http://ex/p> ?o }",
+        "SELECT * WHERE { <http://ex/a> <http://ex/p> ?o OPTIONAL { ?o ?p ?z } }",
+    ] {
+        let (s, _) = e.query(q).unwrap();
+        assert!(s.rows.is_empty(), "{q}");
+    }
+}

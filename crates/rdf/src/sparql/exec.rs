@@ -126,6 +126,15 @@ pub(crate) fn plan(q: &Query, rdf: &Catalog) -> Plan {
             filters: Vec::new(),
         });
     }
+    if empty {
+        // No rows; and an absent predicate has no statistics to index (an empty store has none).
+        return Plan {
+            steps: Vec::new(),
+            start: None,
+            late_filters: Vec::new(),
+            empty,
+        };
+    }
     let per = |n: u64, d: u64| n as f64 / d.max(1) as f64;
     let mut bound = vec![false; q.vars.len()];
     let known = |n: Node, bound: &[bool]| match n {

@@ -2,8 +2,9 @@
 //! the group variables' ids; each aggregate folds its group's values.
 //! COUNT skips errors and unbound values; SUM and AVG are an error (the
 //! variable stays unbound) if any value is not a number; MIN and MAX use
-//! ORDER BY's order over the values they get; with no GROUP BY, an empty
-//! input is one group (so COUNT(*) is 0).
+//! ORDER BY's order over the values they get; an empty input is one group
+//! with its keys unbound (so COUNT(*) is 0), GROUP BY or not, as the W3C
+//! test `agg-empty-group` has it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -48,7 +49,7 @@ impl<S: Source> Evaluator<'_, S> {
             });
             g.push(r);
         }
-        if by.is_empty() && order.is_empty() {
+        if order.is_empty() {
             order.push(Vec::new());
             groups.insert(Vec::new(), Vec::new());
         }
