@@ -12,6 +12,7 @@ ex:a ex:n 9007199254740993 ; ex:t "2020-01-01T10:00:00+02:00"^^xsd:dateTime ; ex
 ex:b ex:n 9007199254740992 ; ex:t "2020-01-01T09:00:00Z"^^xsd:dateTime ; ex:d "2019-12-31"^^xsd:date ; ex:s "hello" .
 ex:c ex:n 1.5 ; ex:t "2020-01-01T08:30:00-01:00"^^xsd:dateTime ; ex:d "2020-01-01Z"^^xsd:date ; ex:s "héllo wörld" .
 ex:e ex:n "2.5E0"^^xsd:double ; ex:s "abc"^^xsd:string .
+ex:f ex:big 123456789012345678901234567891 . ex:g ex:big 123456789012345678901234567890 .
 "#;
 
 const P: &str = "PREFIX ex: <http://ex/> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> ";
@@ -29,6 +30,19 @@ fn integers_past_2_pow_53_are_exact() {
     assert_eq!(
         who("?x ex:n ?v FILTER(?v > 9007199254740992)"),
         want(&["x=<http://ex/a>"])
+    );
+    // Past i64 and xsd:decimal's 128 bits, still exact.
+    assert_eq!(
+        who("?x ex:big ?v FILTER(?v > 123456789012345678901234567890)"),
+        want(&["x=<http://ex/f>"])
+    );
+    assert_eq!(
+        who("?x ex:big ?v FILTER(?v = +0123456789012345678901234567890 && isNumeric(?v))"),
+        want(&["x=<http://ex/g>"])
+    );
+    assert_eq!(
+        who("?x ex:big ?v FILTER(-?v < -123456789012345678901234567890)"),
+        want(&["x=<http://ex/f>"])
     );
     // Promotion: integer vs decimal vs double.
     assert_eq!(

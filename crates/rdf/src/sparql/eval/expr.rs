@@ -123,17 +123,23 @@ pub(crate) fn eval(e: &Expression, env: &mut dyn Env) -> Option<Term> {
         E::Divide(a, b) => arith(a, b, env, Op::Div),
         E::UnaryPlus(a) => {
             let t = eval(a, env)?;
-            value::num(&t).map(|_| t)
+            value::is_number(&t).then_some(t)
         }
-        E::UnaryMinus(a) => Some(
-            match value::num(&eval(a, env)?)? {
-                Num::Int(i) => Num::Int(i.checked_neg()?),
-                Num::Dec(d) => Num::Dec(d.checked_neg()?),
-                Num::Float(f) => Num::Float(-f),
-                Num::Double(d) => Num::Double(-d),
+        E::UnaryMinus(a) => {
+            let t = eval(a, env)?;
+            if let Some(neg) = value::negate_big(&t) {
+                return Some(neg);
             }
-            .term(),
-        ),
+            Some(
+                match value::num(&t)? {
+                    Num::Int(i) => Num::Int(i.checked_neg()?),
+                    Num::Dec(d) => Num::Dec(d.checked_neg()?),
+                    Num::Float(f) => Num::Float(-f),
+                    Num::Double(d) => Num::Double(-d),
+                }
+                .term(),
+            )
+        }
         E::Exists(p) => env.exists(p).map(boolean),
         E::Bound(v) => Some(boolean(env.var(v.as_str()).is_some())),
         E::If(c, a, b) => {

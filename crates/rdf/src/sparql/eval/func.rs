@@ -357,7 +357,7 @@ pub(crate) fn apply(f: &Function, a: &[Term], ctx: &mut Ctx) -> Option<Term> {
         Function::IsIri => Some(boolean(matches!(one()?, Term::NamedNode(_)))),
         Function::IsBlank => Some(boolean(matches!(one()?, Term::BlankNode(_)))),
         Function::IsLiteral => Some(boolean(matches!(one()?, Term::Literal(_)))),
-        Function::IsNumeric => Some(boolean(value::num(one()?).is_some())),
+        Function::IsNumeric => Some(boolean(value::is_number(one()?))),
         Function::Regex => {
             let (s, _) = string(arg(0)?)?;
             let re = regex(ctx, plain(arg(1)?)?, flags(arg(2))?)?;

@@ -40,6 +40,9 @@ pub(crate) enum Lit<'a> {
     Duration(Duration),
     YearMonth(YearMonthDuration),
     DayTime(DayTimeDuration),
+    /// An integer past `xsd:decimal`'s range: negative?, digits without
+    /// leading zeros. It compares exactly; arithmetic on it overflows (an error).
+    BigInt(bool, &'a str),
     /// A datatype without operators here, or an ill-typed lexical form.
     Other,
 }
@@ -80,6 +83,78 @@ fn parse_integer(v: &str) -> Option<Num> {
     Decimal::from_str(v).ok().map(Num::Dec)
 }
 
+/// An integer's sign and digits when it is all digits (past every fixed width).
+fn big_int(v: &str) -> Option<Lit<'_>> {
+    let (neg, digits) = match v.as_bytes().first()? {
+        b'-' => (true, &v[1..]),
+        b'+' => (false, &v[1..]),
+        _ => (false, v),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Lit::BigInt(neg, digits.trim_start_matches('0')))
+}
+
+/// Orders two big integers exactly: sign, then length, then digits.
+fn big_cmp((n1, d1): (bool, &str), (n2, d2): (bool, &str)) -> Ordering {
+    match (n1, n2) {
+        (false, true) => Ordering::Greater,
+        (true, false) => Ordering::Less,
+        _ => {
+            let o = d1.len().cmp(&d2.len()).then_with(|| d1.cmp(d2));
+            if n1 {
+                o.reverse()
+            } else {
+                o
+            }
+        }
+    }
+}
+
+/// A big integer against a number: it lies past every integer and decimal;
+/// floats and doubles compare by value.
+fn big_vs_num(neg: bool, digits: &str, n: Num) -> Option<Ordering> {
+    let past = if neg {
+        Ordering::Less
+    } else {
+        Ordering::Greater
+    };
+    let f = |x: f64| {
+        let big: f64 = digits.parse::<f64>().ok()? * if neg { -1.0 } else { 1.0 };
+        big.partial_cmp(&x)
+    };
+    match n {
+        Num::Int(_) | Num::Dec(_) => Some(past),
+        Num::Float(x) => f(f64::from(x)),
+        Num::Double(x) => f(f64::from(x)),
+    }
+}
+
+/// `-t` for a big integer `t` (exact, as text).
+pub(crate) fn negate_big(t: &Term) -> Option<Term> {
+    let Term::Literal(l) = t else { return None };
+    match lit(l) {
+        Lit::BigInt(neg, digits) => {
+            let v = if neg {
+                digits.to_string()
+            } else {
+                format!("-{digits}")
+            };
+            Some(Literal::new_typed_literal(v, xsd::INTEGER).into())
+        }
+        _ => None,
+    }
+}
+
+/// Whether `t` is a number (a valid numeric literal, big integers included).
+pub(crate) fn is_number(t: &Term) -> bool {
+    match t {
+        Term::Literal(l) => matches!(lit(l), Lit::Num(_) | Lit::BigInt(..)),
+        _ => false,
+    }
+}
+
 /// The typed view of `l`.
 pub(crate) fn lit(l: &Literal) -> Lit<'_> {
     if let Some(lang) = l.language() {
@@ -105,7 +180,7 @@ pub(crate) fn lit(l: &Literal) -> Lit<'_> {
         "duration" => Duration::from_str(v).ok().map(Lit::Duration),
         "yearMonthDuration" => YearMonthDuration::from_str(v).ok().map(Lit::YearMonth),
         "dayTimeDuration" => DayTimeDuration::from_str(v).ok().map(Lit::DayTime),
-        t if is_integer_type(t) => parse_integer(v).map(Lit::Num),
+        t if is_integer_type(t) => parse_integer(v).map(Lit::Num).or_else(|| big_int(v)),
         _ => None,
     };
     r.unwrap_or(Lit::Other)
@@ -193,6 +268,9 @@ fn known(l: Lit<'_>) -> bool {
 fn lit_cmp(a: Lit<'_>, b: Lit<'_>) -> Option<Ordering> {
     match (a, b) {
         (Lit::Num(x), Lit::Num(y)) => Num::cmp(x, y),
+        (Lit::BigInt(a, x), Lit::BigInt(b, y)) => Some(big_cmp((a, x), (b, y))),
+        (Lit::BigInt(a, x), Lit::Num(n)) => big_vs_num(a, x, n),
+        (Lit::Num(n), Lit::BigInt(a, x)) => big_vs_num(a, x, n).map(Ordering::reverse),
         (Lit::Str(x), Lit::Str(y)) => Some(x.cmp(y)),
         (Lit::Bool(x), Lit::Bool(y)) => Some(x.cmp(&y)),
         // A value without a zone takes the implicit zone, UTC (XPath F&O
@@ -251,7 +329,7 @@ pub(crate) fn equal(a: &Term, b: &Term) -> Option<bool> {
 fn same_family(a: Lit<'_>, b: Lit<'_>) -> bool {
     matches!(
         (a, b),
-        (Lit::Num(_), Lit::Num(_))
+        (Lit::Num(_) | Lit::BigInt(..), Lit::Num(_) | Lit::BigInt(..))
             | (Lit::DateTime(_), Lit::DateTime(_))
             | (Lit::Date(_), Lit::Date(_))
             | (Lit::Time(_), Lit::Time(_))
@@ -272,6 +350,8 @@ pub(crate) fn ebv(t: &Term) -> Option<bool> {
     match lit(l) {
         Lit::Bool(b) => Some(b),
         Lit::Num(n) => Some(!n.is_zero_or_nan()),
+        // Past every fixed width, so not zero.
+        Lit::BigInt(..) => Some(true),
         Lit::Str(s) => Some(!s.is_empty()),
         Lit::Other => match xsd_local(l.datatype()) {
             // An ill-typed boolean or number is false.
@@ -349,6 +429,25 @@ mod tests {
         let big = typed("100000000000000000001", xsd::INTEGER);
         let big1 = typed("100000000000000000000", xsd::INTEGER);
         assert_eq!(compare(&big1, &big), Some(Ordering::Less));
+        // Past xsd:decimal's 128 bits, still exact.
+        let huge = typed("123456789012345678901234567891", xsd::INTEGER);
+        let huge0 = typed("+0123456789012345678901234567890", xsd::INTEGER);
+        assert_eq!(compare(&huge0, &huge), Some(Ordering::Less));
+        assert_eq!(equal(&huge, &huge0), Some(false));
+        assert_eq!(
+            equal(
+                &huge0,
+                &typed("123456789012345678901234567890", xsd::INTEGER)
+            ),
+            Some(true)
+        );
+        let neg = typed("-123456789012345678901234567891", xsd::INTEGER);
+        assert_eq!(compare(&neg, &a), Some(Ordering::Less));
+        assert_eq!(compare(&huge, &big), Some(Ordering::Greater));
+        assert_eq!(
+            compare(&huge, &typed("1e40", xsd::DOUBLE)),
+            Some(Ordering::Less)
+        );
     }
 
     #[test]
