@@ -1,6 +1,8 @@
 //! `locus sparql`: load N-Triples into an embedded cluster, or open a
 //! running cluster's RDF data (`--cluster`), and answer SPARQL queries by
-//! graph exploration (`locus_rdf::sparql`).
+//! graph exploration inside an algebra evaluator (`locus_rdf::sparql`):
+//! SELECT as a table or W3C JSON, ASK as true/false, CONSTRUCT and
+//! DESCRIBE as N-Triples.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -8,7 +10,7 @@ use std::time::Instant;
 use clap::Args;
 use locus_fabric::counting::Locality;
 use locus_node::progress::Reporter;
-use locus_rdf::sparql::{results, Engine, Solutions, Trace};
+use locus_rdf::sparql::{results, Answer, Engine, Trace};
 
 use crate::{CliResult, ClusterFlags};
 
@@ -74,7 +76,7 @@ pub fn run(a: SparqlArgs) -> CliResult {
     answer_each(&a, &texts, "machine", |text| {
         let before = l.fabric.counters().total();
         let t0 = Instant::now();
-        let (solutions, trace) = engine.query(text)?;
+        let (solutions, trace) = engine.answer(text)?;
         let query_s = t0.elapsed().as_secs_f64();
         let cost = l.fabric.counters().total().minus(&before);
         let line = format!(
@@ -97,19 +99,33 @@ fn answer_each(
     a: &SparqlArgs,
     texts: &[String],
     place: &str,
-    mut query: impl FnMut(&str) -> locus_rdf::Result<(Solutions, Trace, String)>,
+    mut query: impl FnMut(&str) -> locus_rdf::Result<(Answer, Trace, String)>,
 ) -> CliResult {
     let mut docs = Vec::new();
     for (n, text) in texts.iter().enumerate() {
-        let (solutions, trace, cost) =
+        let (answer, trace, cost) =
             query(text).map_err(|e| format!("--query {}: {e}", a.query[n]))?;
         if a.json {
-            docs.push(results::to_json(&solutions));
+            match &answer {
+                Answer::Solutions(s) => docs.push(results::to_json(s)),
+                Answer::Boolean(b) => docs.push(results::boolean_json(*b)),
+                Answer::Graph(_) => {
+                    return Err(format!(
+                        "--query {}: CONSTRUCT and DESCRIBE answer with a graph, which has no SPARQL JSON results form; run without --json to print N-Triples",
+                        a.query[n]
+                    )
+                    .into())
+                }
+            }
         } else {
             if texts.len() > 1 {
                 println!("# {}", a.query[n]);
             }
-            print!("{}", results::to_table(&solutions));
+            match &answer {
+                Answer::Solutions(s) => print!("{}", results::to_table(s)),
+                Answer::Boolean(b) => println!("{b}"),
+                Answer::Graph(g) => print!("{}", results::to_ntriples(g)),
+            }
         }
         if a.explain {
             let start = match trace.start {
@@ -144,7 +160,7 @@ fn run_cluster(a: &SparqlArgs, cluster_file: &std::path::Path, texts: &[String])
     let mut engine = Engine::with_sources(&catalog, sources)?;
     answer_each(a, texts, "server", |text| {
         let t0 = Instant::now();
-        let (solutions, trace) = engine.query(text)?;
+        let (solutions, trace) = engine.answer(text)?;
         let line = format!(
             "{} reads, each a NEIGHBORS request to the server it runs on; {:.3} ms",
             trace.reads,

@@ -88,10 +88,29 @@ fn generate_load_and_query_lubm() {
         "--data",
         nt,
         "--query",
-        "SELECT ?s WHERE { ?s ?p ?o }",
+        "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("unsupported SPARQL feature: variable predicates"));
+    assert!(text(&o.stderr).contains("unsupported SPARQL feature: GRAPH"));
+    // ASK prints true or false; CONSTRUCT prints N-Triples.
+    let u = "<http://www.University0.edu>";
+    let name = "<http://swat.cse.lehigh.edu/onto/univ-bench.owl#name>";
+    let o = locus(&[
+        "sparql",
+        "--data",
+        nt,
+        "--query",
+        &format!("ASK {{ {u} {name} ?n }}"),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "true\n");
+    let q = format!("CONSTRUCT {{ {u} <http://ex/named> ?n }} WHERE {{ {u} {name} ?n }}");
+    let o = locus(&["sparql", "--data", nt, "--query", &q]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout),
+        format!("{u} <http://ex/named> \"University0\" .\n")
+    );
     let o = locus(&["sparql", "--data", nt, "--query", "SELECT WHERE {"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -109,6 +109,19 @@ fn lubm_on_a_cluster_answers_as_the_embedded_store_does_while_values_migrate() {
         let got = query(&["sparql", "--cluster", cluster, "--query", &q(n), "--json"]);
         assert_eq!(got, embedded[n as usize - 1], "Q{n} on the cluster");
     }
+    // The algebra around exploration reads through the same sources:
+    // OPTIONAL and GROUP BY, a property path, a variable predicate.
+    let ub = "PREFIX ub: <http://swat.cse.lehigh.edu/onto/univ-bench.owl#> ";
+    for text in [
+        format!("{ub}SELECT ?d (COUNT(?s) AS ?n) WHERE {{ ?s ub:memberOf ?d OPTIONAL {{ ?s ub:emailAddress ?e }} }} GROUP BY ?d"),
+        format!("{ub}SELECT ?x WHERE {{ ?x ub:subOrganizationOf+ <http://www.University0.edu> }}"),
+        format!("{ub}SELECT ?p ?o WHERE {{ <http://www.Department0.University0.edu> ?p ?o }}"),
+    ] {
+        let want = query(&["sparql", "--data", nt, "--machines", "3", "--query", &text, "--json"]);
+        assert!(!want.is_empty(), "{text}");
+        let got = query(&["sparql", "--cluster", cluster, "--query", &text, "--json"]);
+        assert_eq!(got, want, "{text} on the cluster");
+    }
 
     // Light queries, again and again, from their start servers: the
     // coordinator moves the values they read remotely to those servers. (Q4

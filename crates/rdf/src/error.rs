@@ -55,7 +55,7 @@ pub enum RdfError {
     #[error("SPARQL syntax: {0}")]
     QuerySyntax(String),
     /// The query uses a feature this engine does not implement.
-    #[error("unsupported SPARQL feature: {0} (supported: SELECT over basic graph patterns with constant predicates, FILTER with comparisons, &&, ||, !, BOUND, DISTINCT, LIMIT, OFFSET and projection)")]
+    #[error("unsupported SPARQL feature: {0}")]
     Unsupported(String),
     /// A prepared query (a benchmark's template) cannot be run by swapping its start constant.
     #[error("query template: {0}")]
@@ -69,6 +69,14 @@ pub enum RdfError {
         step: usize,
         /// The triple pattern of that step.
         pattern: String,
+    },
+    /// An operator around exploration would keep more solutions than the limit.
+    #[error("{operator} made more than {rows_max} solutions; add a constant or a LIMIT, or raise rows_max")]
+    TooManySolutions {
+        /// The bound.
+        rows_max: usize,
+        /// The operator (a join, OPTIONAL, a property path...).
+        operator: String,
     },
     /// A list could not be read from where the data lives (a cluster's server).
     #[error("reading key {key}: {message}")]

@@ -21,10 +21,11 @@
 //!   key's list of a dataset, built once for any store.
 //! - [`store`]: [`RdfStore`], a dataset loaded into an embedded store in that layout.
 //! - [`lubm`]: the LUBM generator (UBA's univ-bench data), seeded.
-//! - [`sparql`]: SPARQL parsed by `spargebra`; basic graph patterns with
-//!   FILTER, DISTINCT, LIMIT/OFFSET and projection, executed by graph
-//!   exploration from a constant or an index vertex on the machine that
-//!   homes it; anything else is an error naming the feature.
+//! - [`sparql`]: SPARQL 1.1 queries parsed by `spargebra`; basic graph
+//!   patterns executed by graph exploration from a constant or an index
+//!   vertex on the machine that homes it, the algebra around them (OPTIONAL,
+//!   UNION, MINUS, EXISTS, aggregates, paths, the query forms) by an
+//!   evaluator over rows of term ids; anything else is an error naming it.
 
 #![warn(missing_docs)]
 

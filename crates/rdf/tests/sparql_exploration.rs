@@ -1,6 +1,6 @@
 //! SPARQL by graph exploration on a small graph: joins, both kinds of start
 //! (constant and index, forked), FILTER, DISTINCT, LIMIT/OFFSET, constants
-//! absent from the data, and unsupported features named. Each answer is the
+//! absent from the data, and unsupported features (GRAPH) named. Each answer is the
 //! same on 1, 3 and 8 machines.
 
 use locus_fabric::local::{LocalConfig, LocalFabric};
@@ -170,8 +170,11 @@ fn w3c_json_and_unsupported_features() {
             {"n": {"type": "literal", "value": "Bob", "xml:lang": "en"}}]}})
     );
     assert!(results::to_table(&s).ends_with("(1 row)\n"));
-    let e2 = e.query("SELECT ?s WHERE { ?s ?p ?o }").unwrap_err();
+    let e2 = e
+        .query("SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }")
+        .unwrap_err();
     assert!(matches!(e2, RdfError::Unsupported(_)), "{e2}");
+    assert!(e2.to_string().contains("GRAPH"), "{e2}");
     let e3 = e
         .query("SELECT ?s WHERE { ?s <http://ex/knows> ?o ")
         .unwrap_err();
@@ -184,4 +187,28 @@ fn w3c_json_and_unsupported_features() {
         e4.to_string().contains("more than 2 intermediate rows"),
         "{e4}"
     );
+}
+
+#[test]
+fn an_empty_store_answers_with_no_rows() {
+    // No predicate has statistics: the planner must not index them.
+    let mut d = Dataset::new();
+    d.finish();
+    let f = LocalFabric::new(LocalConfig {
+        machines: 2,
+        latency_ns: 0,
+        bandwidth_bytes_per_s: 0,
+        pin_memory: false,
+        ..LocalConfig::default()
+    })
+    .unwrap();
+    let rdf = RdfStore::load(f, d, |_| {}, &()).unwrap();
+    let mut e = Engine::new(&rdf).unwrap();
+    for q in [
+        "SELECT * WHERE { ?s <http://ex/p> ?o }",
+        "SELECT * WHERE { <http://ex/a> <http://ex/p> ?o OPTIONAL { ?o ?p ?z } }",
+    ] {
+        let (s, _) = e.query(q).unwrap();
+        assert!(s.rows.is_empty(), "{q}");
+    }
 }

@@ -18,7 +18,7 @@
 use locus_store::VertexId;
 use oxrdf::Term;
 
-use super::filter;
+use super::eval::expr::{self, Ctx, VarEnv};
 use super::query::{End, Query};
 use super::Source;
 use crate::catalog::Catalog;
@@ -126,6 +126,15 @@ pub(crate) fn plan(q: &Query, rdf: &Catalog) -> Plan {
             filters: Vec::new(),
         });
     }
+    if empty {
+        // No rows; and an absent predicate has no statistics to index (an empty store has none).
+        return Plan {
+            steps: Vec::new(),
+            start: None,
+            late_filters: Vec::new(),
+            empty,
+        };
+    }
     let per = |n: u64, d: u64| n as f64 / d.max(1) as f64;
     let mut bound = vec![false; q.vars.len()];
     let known = |n: Node, bound: &[bool]| match n {
@@ -180,9 +189,7 @@ pub(crate) fn plan(q: &Query, rdf: &Catalog) -> Plan {
             }
         }
         for (f, e) in q.filters.iter().enumerate() {
-            let mut vs = Vec::new();
-            e.vars(&mut vs);
-            if when[f].is_none() && vs.iter().all(|&v| seen[v]) {
+            if when[f].is_none() && e.vars.iter().all(|&v| seen[v]) {
                 when[f] = Some(k);
             }
         }
@@ -387,18 +394,20 @@ impl<S: Source> Run<'_, S> {
             rows: 0,
             data: Vec::with_capacity(t.data.len()),
         };
+        let mut ctx = Ctx::new(0x5eed, None);
         for r in 0..t.rows {
             let row = t.row(r);
-            let lookup = |v: usize| {
-                t.col_of
-                    .get(v)
-                    .copied()
-                    .flatten()
-                    .and_then(|c| dict.term(row[c]))
+            let lookup = |name: &str| {
+                let v = self.q.vars.iter().position(|v| v == name)?;
+                t.col_of[v].and_then(|c| dict.term(row[c]).cloned())
+            };
+            let mut env = VarEnv {
+                lookup,
+                ctx: &mut ctx,
             };
             if fs
                 .iter()
-                .all(|&f| filter::holds(&self.q.filters[f], &lookup))
+                .all(|&f| expr::holds(&self.q.filters[f].expr, &mut env))
             {
                 out.rows += 1;
                 out.data.extend_from_slice(row);

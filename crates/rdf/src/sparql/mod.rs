@@ -1,15 +1,20 @@
-//! SPARQL by graph exploration (Wukong OSDI'16, 5; Pragh 6.5).
+//! SPARQL by graph exploration (Wukong OSDI'16, 5; Pragh 6.5) inside an
+//! algebra evaluator (SPARQL 1.1, 18).
 //!
-//! [`Engine::query`] parses the text with `spargebra` ([`query`] keeps the
-//! supported subset and names anything else), plans and explores
-//! ([`exec`]), then applies DISTINCT, OFFSET and LIMIT and decodes the ids.
-//! [`results`] writes the answer as a table or as W3C SPARQL 1.1 Query
-//! Results JSON.
+//! [`Engine::answer`] parses the text with `spargebra`. A SELECT over one
+//! basic graph pattern with FILTERs, projection, DISTINCT and LIMIT/OFFSET
+//! takes the fast path: [`query`] keeps that shape, [`exec`] plans and
+//! explores, and the ids are decoded. Everything else goes to [`eval`],
+//! which runs each basic graph pattern by the same exploration and the
+//! operators around it over solution sequences. [`results`] writes the
+//! answer as a table or as W3C SPARQL 1.1 Query Results JSON.
 
+mod eval;
 pub mod exec;
-mod filter;
 mod query;
 pub mod results;
+
+pub use eval::Answer;
 
 use std::collections::HashSet;
 
@@ -84,9 +89,42 @@ impl<'a, S: Source> Engine<'a, S> {
         })
     }
 
-    /// Answers the SPARQL `text`.
+    /// Answers the SPARQL `text` (any query form).
+    pub fn answer(&mut self, text: &str) -> Result<(Answer, Trace)> {
+        let parsed = spargebra::SparqlParser::new()
+            .parse_query(text)
+            .map_err(|e| RdfError::QuerySyntax(e.to_string()))?;
+        if let spargebra::Query::Select {
+            dataset: None,
+            pattern,
+            ..
+        } = &parsed
+        {
+            // The fast path pays nothing for the evaluator.
+            match query::Query::from_pattern(pattern.clone()) {
+                Ok(q) => {
+                    let (s, t) = self.explore(q)?;
+                    return Ok((Answer::Solutions(s), t));
+                }
+                Err(RdfError::Unsupported(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        eval::answer(self.rdf, &mut self.workers, self.rows_max, parsed)
+    }
+
+    /// Answers the SPARQL SELECT `text`.
     pub fn query(&mut self, text: &str) -> Result<(Solutions, Trace)> {
-        let q = query::Query::parse(text)?;
+        match self.answer(text)? {
+            (Answer::Solutions(s), t) => Ok((s, t)),
+            _ => Err(RdfError::Unsupported(
+                "ASK, CONSTRUCT and DESCRIBE through Engine::query (use Engine::answer)".into(),
+            )),
+        }
+    }
+
+    /// A query of the fast path's shape, by exploration alone.
+    fn explore(&mut self, q: query::Query) -> Result<(Solutions, Trace)> {
         let plan = exec::plan(&q, self.rdf);
         let (mut rows, trace) =
             exec::execute(self.rdf, &q, &plan, &mut self.workers, self.rows_max)?;

@@ -5,7 +5,7 @@
 //! `Reduced`, `Project`, then `Filter`s over a basic graph pattern (or a
 //! `Join` of basic graph patterns, which is one bigger pattern).
 
-use oxrdf::{Literal, Term};
+use oxrdf::Term;
 use spargebra::algebra::{Expression, GraphPattern};
 use spargebra::term::{NamedNodePattern, TermPattern, TriplePattern};
 
@@ -30,46 +30,21 @@ pub(crate) struct Pattern {
     pub text: String,
 }
 
-/// A FILTER expression of the supported kind.
+/// A FILTER run inside exploration: its expression and the variables it reads.
 #[derive(Debug, Clone)]
-pub(crate) enum Expr {
-    Var(usize),
-    Term(Term),
-    And(Box<Expr>, Box<Expr>),
-    Or(Box<Expr>, Box<Expr>),
-    Not(Box<Expr>),
-    Cmp(Cmp, Box<Expr>, Box<Expr>),
-    SameTerm(Box<Expr>, Box<Expr>),
-    Bound(usize),
-    In(Box<Expr>, Vec<Expr>),
+pub(crate) struct Filter {
+    pub expr: Expression,
+    pub vars: Vec<usize>,
 }
 
-/// A comparison operator (`!=` is `Not(Eq)` in the algebra).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cmp {
-    Eq,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl Expr {
-    /// Variables the expression reads.
-    pub fn vars(&self, out: &mut Vec<usize>) {
-        match self {
-            Expr::Var(v) | Expr::Bound(v) => out.push(*v),
-            Expr::Term(_) => {}
-            Expr::And(a, b) | Expr::Or(a, b) | Expr::Cmp(_, a, b) | Expr::SameTerm(a, b) => {
-                a.vars(out);
-                b.vars(out);
-            }
-            Expr::Not(a) => a.vars(out),
-            Expr::In(a, list) => {
-                a.vars(out);
-                list.iter().for_each(|e| e.vars(out));
-            }
-        }
+impl Filter {
+    /// `expr` with its variables given indexes in `q`.
+    pub fn new(q: &mut Query, expr: Expression) -> Filter {
+        let mut names = Vec::new();
+        super::eval::expr::vars(&expr, &mut names);
+        let names: Vec<String> = names.into_iter().map(str::to_string).collect();
+        let vars = names.into_iter().map(|n| q.var(n)).collect();
+        Filter { expr, vars }
     }
 }
 
@@ -79,7 +54,7 @@ pub(crate) struct Query {
     /// Every variable by index (blank nodes as `_:name`).
     pub vars: Vec<String>,
     pub patterns: Vec<Pattern>,
-    pub filters: Vec<Expr>,
+    pub filters: Vec<Filter>,
     /// Projected variables, in order.
     pub projection: Vec<usize>,
     pub distinct: bool,
@@ -88,7 +63,7 @@ pub(crate) struct Query {
 }
 
 impl Query {
-    fn var(&mut self, name: String) -> usize {
+    pub(crate) fn var(&mut self, name: String) -> usize {
         if let Some(i) = self.vars.iter().position(|v| *v == name) {
             return i;
         }
@@ -101,19 +76,22 @@ impl Query {
         let q = spargebra::SparqlParser::new()
             .parse_query(text)
             .map_err(|e| RdfError::QuerySyntax(e.to_string()))?;
-        let pattern = match q {
+        match q {
             spargebra::Query::Select {
-                dataset, pattern, ..
-            } => {
-                if dataset.is_some() {
-                    return Err(unsupported("FROM and FROM NAMED (datasets)"));
-                }
-                pattern
-            }
-            spargebra::Query::Construct { .. } => return Err(unsupported("CONSTRUCT queries")),
-            spargebra::Query::Describe { .. } => return Err(unsupported("DESCRIBE queries")),
-            spargebra::Query::Ask { .. } => return Err(unsupported("ASK queries")),
-        };
+                dataset: None,
+                pattern,
+                ..
+            } => Query::from_pattern(pattern),
+            spargebra::Query::Select { .. } => Err(unsupported("FROM and FROM NAMED (datasets)")),
+            spargebra::Query::Construct { .. } => Err(unsupported("CONSTRUCT queries")),
+            spargebra::Query::Describe { .. } => Err(unsupported("DESCRIBE queries")),
+            spargebra::Query::Ask { .. } => Err(unsupported("ASK queries")),
+        }
+    }
+
+    /// The supported subset of a SELECT's algebra (the exploration's fast
+    /// path); `Unsupported` sends the query to the evaluator.
+    pub fn from_pattern(pattern: GraphPattern) -> Result<Query> {
         let mut q = Query::default();
         let mut p = pattern;
         if let GraphPattern::Slice {
@@ -168,8 +146,14 @@ impl Query {
                 Ok(())
             }
             GraphPattern::Filter { expr, inner } if top => {
-                let e = self.expr(expr)?;
-                self.filters.push(e);
+                if super::eval::expr::has_exists(&expr) {
+                    return Err(unsupported("EXISTS and NOT EXISTS"));
+                }
+                if let Some(f) = super::eval::expr::unsupported(&expr) {
+                    return Err(unsupported(&f));
+                }
+                let f = Filter::new(self, expr);
+                self.filters.push(f);
                 self.where_clause(*inner, true)
             }
             GraphPattern::Filter { .. } => Err(unsupported("FILTER inside a nested group")),
@@ -228,65 +212,10 @@ impl Query {
             text,
         })
     }
-
-    fn expr(&mut self, e: Expression) -> Result<Expr> {
-        let b = |q: &mut Query, e: Expression| q.expr(e).map(Box::new);
-        Ok(match e {
-            Expression::NamedNode(n) => Expr::Term(Term::NamedNode(n)),
-            Expression::Literal(l) => Expr::Term(Term::Literal(l)),
-            Expression::Variable(v) => Expr::Var(self.var(v.as_str().to_string())),
-            Expression::And(x, y) => Expr::And(b(self, *x)?, b(self, *y)?),
-            Expression::Or(x, y) => Expr::Or(b(self, *x)?, b(self, *y)?),
-            Expression::Not(x) => Expr::Not(b(self, *x)?),
-            Expression::Equal(x, y) => Expr::Cmp(Cmp::Eq, b(self, *x)?, b(self, *y)?),
-            Expression::Less(x, y) => Expr::Cmp(Cmp::Lt, b(self, *x)?, b(self, *y)?),
-            Expression::LessOrEqual(x, y) => Expr::Cmp(Cmp::Le, b(self, *x)?, b(self, *y)?),
-            Expression::Greater(x, y) => Expr::Cmp(Cmp::Gt, b(self, *x)?, b(self, *y)?),
-            Expression::GreaterOrEqual(x, y) => Expr::Cmp(Cmp::Ge, b(self, *x)?, b(self, *y)?),
-            Expression::SameTerm(x, y) => Expr::SameTerm(b(self, *x)?, b(self, *y)?),
-            Expression::Bound(v) => Expr::Bound(self.var(v.as_str().to_string())),
-            Expression::In(x, list) => Expr::In(
-                b(self, *x)?,
-                list.into_iter()
-                    .map(|e| self.expr(e))
-                    .collect::<Result<_>>()?,
-            ),
-            Expression::FunctionCall(f, _) => {
-                return Err(unsupported(&format!("the function {f} in FILTER")))
-            }
-            Expression::Add(..)
-            | Expression::Subtract(..)
-            | Expression::Multiply(..)
-            | Expression::Divide(..)
-            | Expression::UnaryPlus(..)
-            | Expression::UnaryMinus(..) => return Err(unsupported("arithmetic in FILTER")),
-            Expression::Exists(_) => return Err(unsupported("EXISTS and NOT EXISTS")),
-            Expression::If(..) => return Err(unsupported("IF in FILTER")),
-            Expression::Coalesce(_) => return Err(unsupported("COALESCE in FILTER")),
-            #[allow(unreachable_patterns)]
-            _ => return Err(unsupported("this FILTER expression")),
-        })
-    }
 }
 
 fn unsupported(what: &str) -> RdfError {
     RdfError::Unsupported(what.to_string())
-}
-
-/// A literal's numeric value, if its datatype is one of XSD's numeric types.
-pub(crate) fn numeric(l: &Literal) -> Option<f64> {
-    let dt = l
-        .datatype()
-        .as_str()
-        .strip_prefix("http://www.w3.org/2001/XMLSchema#")?;
-    match dt {
-        "integer" | "decimal" | "double" | "float" | "int" | "long" | "short" | "byte"
-        | "nonNegativeInteger" | "positiveInteger" | "negativeInteger" | "nonPositiveInteger"
-        | "unsignedInt" | "unsignedLong" | "unsignedShort" | "unsignedByte" => {
-            l.value().trim().parse::<f64>().ok()
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -335,14 +264,14 @@ mod tests {
                 "aggregates",
             ),
             (
-                "SELECT ?s WHERE { ?s <http://ex/p> ?o FILTER(REGEX(?o, \"x\")) }",
-                "function",
+                "SELECT ?s WHERE { ?s <http://ex/p> ?o FILTER(<http://ex/f>(?o)) }",
+                "the function <http://ex/f>",
+            ),
+            (
+                "SELECT ?s WHERE { ?s <http://ex/p> ?o FILTER NOT EXISTS { ?o <http://ex/q> ?s } }",
+                "EXISTS",
             ),
             ("ASK { ?s <http://ex/p> ?o }", "ASK"),
-            (
-                "SELECT ?s WHERE { ?s <http://ex/p> ?o FILTER(?o + 1 > 2) }",
-                "arithmetic",
-            ),
         ];
         for (text, feature) in cases {
             let e = Query::parse(text).unwrap_err().to_string();
@@ -351,6 +280,11 @@ mod tests {
                 "{text}: {e}"
             );
         }
+        // Functions and arithmetic run inside exploration.
+        Query::parse(
+            "SELECT ?s WHERE { ?s <http://ex/p> ?o FILTER(REGEX(?o, \"x\") && ?o + 1 > 2) }",
+        )
+        .unwrap();
         let e = Query::parse("SELEC ?s WHERE").unwrap_err().to_string();
         assert!(e.starts_with("SPARQL syntax"), "{e}");
     }

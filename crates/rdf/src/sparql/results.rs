@@ -1,4 +1,5 @@
-//! Writing [`Solutions`]: W3C SPARQL 1.1 Query Results JSON, and a plain table.
+//! Writing answers: [`Solutions`] as W3C SPARQL 1.1 Query Results JSON or a
+//! plain table, ASK's boolean as JSON, graphs as N-Triples.
 
 use oxrdf::vocab::xsd;
 use oxrdf::Term;
@@ -41,6 +42,16 @@ pub fn to_json(s: &Solutions) -> Value {
         })
         .collect();
     json!({"head": {"vars": s.vars}, "results": {"bindings": bindings}})
+}
+
+/// An ASK answer in the W3C JSON format (3.3).
+pub fn boolean_json(b: bool) -> Value {
+    json!({"head": {}, "boolean": b})
+}
+
+/// Triples as N-Triples, one a line.
+pub fn to_ntriples(g: &[oxrdf::Triple]) -> String {
+    g.iter().map(|t| format!("{t} .\n")).collect()
 }
 
 /// The answer as an aligned text table of N-Triples terms, with a row count.

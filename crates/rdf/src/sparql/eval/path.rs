@@ -1,0 +1,302 @@
+//! Reads over Wukong's keys for what exploration does not cover: variable
+//! predicates and property paths (SPARQL 1.1, 9).
+//!
+//! The layout keys a list by `(term, predicate, direction)` and keeps no
+//! list of a term's predicates, so a variable predicate costs one read per
+//! predicate of the data from a known end, and a pattern with no known end
+//! (`?s ?p ?o`) reads every predicate's index vertices (subjects homed on
+//! each machine) and then each subject's lists. Paths step along the same
+//! lists; `*` and `+` are a breadth-first search with a visited set.
+
+use std::collections::HashSet;
+
+use oxrdf::{NamedNode, Term};
+use spargebra::algebra::PropertyPathExpression as Ppe;
+
+use super::{Evaluator, Row};
+use crate::dict::PtKind;
+use crate::layout::{IN, OUT};
+use crate::sparql::Source;
+use crate::Result;
+
+impl<S: Source> Evaluator<'_, S> {
+    fn read(
+        &mut self,
+        machine: usize,
+        key: locus_store::VertexId,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        self.trace.reads += 1;
+        self.workers[machine].list(key, out)
+    }
+
+    /// Whether `id` is a term of the stored data (not one a query made).
+    fn stored(&self, id: u32) -> bool {
+        (id as usize) < self.rdf.dict().len()
+    }
+
+    /// Objects of `s` along predicate pt `pt`.
+    pub(super) fn objects(&mut self, s: u32, pt: u32) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        if self.stored(s) {
+            let l = *self.rdf.layout();
+            self.read(l.home(s), l.normal(s, pt, OUT), &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Subjects of `o` along predicate pt `pt` (for `rdf:type`, the class's type index).
+    pub(super) fn subjects(&mut self, o: u32, pt: u32) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        if !self.stored(o) {
+            return Ok(out);
+        }
+        let l = *self.rdf.layout();
+        if Some(pt) == self.rdf.type_pt() {
+            if let Some(c) = self.rdf.dict().type_pt(o) {
+                for m in 0..l.machines() {
+                    self.read(m, l.index(m, c, OUT), &mut out)?;
+                }
+                out.sort_unstable();
+            }
+        } else {
+            self.read(l.home(o), l.normal(o, pt, IN), &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Every subject (`dir` OUT) or object (IN) of predicate pt `pt`, from its index vertices.
+    pub(super) fn index_all(&mut self, pt: u32, dir: u32) -> Result<Vec<u32>> {
+        let l = *self.rdf.layout();
+        let mut out = Vec::new();
+        for m in 0..l.machines() {
+            self.read(m, l.index(m, pt, dir), &mut out)?;
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The data's predicates: (pt, term id).
+    pub(super) fn predicates(&self) -> Vec<(u32, u32)> {
+        let d = self.rdf.dict();
+        (0..d.pts())
+            .filter_map(|pt| match d.pt(pt) {
+                Some((PtKind::Predicate, id)) => Some((pt, id)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every term in a subject or object position.
+    pub(super) fn nodes(&mut self) -> Result<Vec<u32>> {
+        let mut all = Vec::new();
+        for (pt, _) in self.predicates() {
+            all.extend(self.index_all(pt, OUT)?);
+            all.extend(self.index_all(pt, IN)?);
+        }
+        all.sort_unstable();
+        all.dedup();
+        Ok(all)
+    }
+
+    fn pt_of(&self, p: &NamedNode) -> Option<u32> {
+        let d = self.rdf.dict();
+        d.id(&Term::NamedNode(p.clone()))
+            .and_then(|id| d.predicate_pt(id))
+    }
+
+    /// Nodes one `p` step from `n` (forward: `n` is the subject), with
+    /// duplicates where SPARQL counts them (sequences, alternatives).
+    pub(super) fn step(&mut self, p: &Ppe, n: u32, forward: bool) -> Result<Vec<u32>> {
+        Ok(match p {
+            Ppe::NamedNode(iri) => match self.pt_of(iri) {
+                Some(pt) if forward => self.objects(n, pt)?,
+                Some(pt) => self.subjects(n, pt)?,
+                None => Vec::new(),
+            },
+            Ppe::Reverse(q) => self.step(q, n, !forward)?,
+            Ppe::Sequence(a, b) => {
+                let (first, second) = if forward { (a, b) } else { (b, a) };
+                let mut out = Vec::new();
+                for x in self.step(first, n, forward)? {
+                    out.extend(self.step(second, x, forward)?);
+                }
+                out
+            }
+            Ppe::Alternative(a, b) => {
+                let mut out = self.step(a, n, forward)?;
+                out.extend(self.step(b, n, forward)?);
+                out
+            }
+            Ppe::ZeroOrOne(q) => {
+                let mut out = vec![n];
+                out.extend(self.step(q, n, forward)?);
+                out.sort_unstable();
+                out.dedup();
+                out
+            }
+            Ppe::ZeroOrMore(q) => self.closure(q, n, forward, true)?,
+            Ppe::OneOrMore(q) => self.closure(q, n, forward, false)?,
+            Ppe::NegatedPropertySet(not) => {
+                let skip: HashSet<u32> = not.iter().filter_map(|i| self.pt_of(i)).collect();
+                let mut out = Vec::new();
+                for (pt, _) in self.predicates() {
+                    if !skip.contains(&pt) {
+                        out.extend(if forward {
+                            self.objects(n, pt)?
+                        } else {
+                            self.subjects(n, pt)?
+                        });
+                    }
+                }
+                out
+            }
+        })
+    }
+
+    /// Nodes reachable from `n` by one or more `q` steps (and `n` itself if `zero`).
+    fn closure(&mut self, q: &Ppe, n: u32, forward: bool, zero: bool) -> Result<Vec<u32>> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        if zero {
+            seen.insert(n);
+            out.push(n);
+        }
+        let mut frontier = vec![n];
+        while let Some(x) = frontier.pop() {
+            for y in self.step(q, x, forward)? {
+                if seen.insert(y) {
+                    out.push(y);
+                    frontier.push(y);
+                }
+            }
+            self.check_rows(out.len(), "a property path")?;
+        }
+        Ok(out)
+    }
+
+    /// `(s, o)` pairs of path `p` with the ends given or not.
+    pub(super) fn path_pairs(
+        &mut self,
+        p: &Ppe,
+        s: Option<u32>,
+        o: Option<u32>,
+    ) -> Result<Vec<(u32, u32)>> {
+        let mut out = Vec::new();
+        match (s, o) {
+            (Some(s), _) => {
+                for x in self.step(p, s, true)? {
+                    if o.is_none_or(|o| o == x) {
+                        out.push((s, x));
+                    }
+                }
+            }
+            (None, Some(o)) => {
+                for x in self.step(p, o, false)? {
+                    out.push((x, o));
+                }
+            }
+            (None, None) => {
+                let starts = match p {
+                    Ppe::NamedNode(iri) => match self.pt_of(iri) {
+                        Some(pt) => self.index_all(pt, OUT)?,
+                        None => Vec::new(),
+                    },
+                    _ => self.nodes()?,
+                };
+                for s in starts {
+                    for x in self.step(p, s, true)? {
+                        out.push((s, x));
+                    }
+                    self.check_rows(out.len(), "a property path")?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rows of `row` extended by the triple pattern `(s, ?p, o)` with a
+    /// variable predicate: one read per predicate from a known end.
+    pub(super) fn var_predicate(
+        &mut self,
+        row: &Row,
+        s: End,
+        p: usize,
+        o: End,
+        out: &mut Vec<Row>,
+    ) -> Result<()> {
+        let get = |e: End| match e {
+            End::Id(id) => Some(id),
+            End::Slot(k) => row.get(k).copied().flatten(),
+            End::Absent => None,
+        };
+        if matches!(s, End::Absent) || matches!(o, End::Absent) {
+            return Ok(());
+        }
+        let (sv, ov) = (get(s), get(o));
+        let pv = row.get(p).copied().flatten();
+        let type_pt = self.rdf.type_pt();
+        for (pt, pid) in self.predicates() {
+            if pv.is_some_and(|v| v != pid) {
+                continue;
+            }
+            let pairs: Vec<(u32, u32)> = match (sv, ov) {
+                (Some(s), _) => self.objects(s, pt)?.into_iter().map(|x| (s, x)).collect(),
+                (None, Some(o)) => self.subjects(o, pt)?.into_iter().map(|x| (x, o)).collect(),
+                (None, None) => {
+                    let mut v = Vec::new();
+                    for s in self.index_all(pt, OUT)? {
+                        v.extend(self.objects(s, pt)?.into_iter().map(|x| (s, x)));
+                    }
+                    v
+                }
+            };
+            let _ = type_pt;
+            for (x, y) in pairs {
+                if ov.is_some_and(|o| o != y) {
+                    continue;
+                }
+                let mut r = row.clone();
+                let ok =
+                    bind(&mut r, s, x) && bind(&mut r, End::Slot(p), pid) && bind(&mut r, o, y);
+                if ok {
+                    out.push(r);
+                }
+            }
+            self.check_rows(out.len(), "a variable predicate")?;
+        }
+        Ok(())
+    }
+}
+
+/// An end of a pattern the evaluator matches itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum End {
+    /// A constant of the data (or one the query made).
+    Id(u32),
+    /// A variable's slot.
+    Slot(usize),
+    /// A constant absent from the data: nothing matches.
+    Absent,
+}
+
+/// Binds `e` to `id` in `r`; false if it holds another value.
+pub(super) fn bind(r: &mut Row, e: End, id: u32) -> bool {
+    match e {
+        End::Id(x) => x == id,
+        End::Absent => false,
+        End::Slot(k) => {
+            if r.len() <= k {
+                r.resize(k + 1, None);
+            }
+            match r[k] {
+                Some(x) => x == id,
+                None => {
+                    r[k] = Some(id);
+                    true
+                }
+            }
+        }
+    }
+}
