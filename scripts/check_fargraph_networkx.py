@@ -1,4 +1,5 @@
-"""`locus analytics run --output` against networkx (issue 12, requirement 5).
+"""`locus analytics run --output` against networkx (issue 12, requirement 5;
+issue 63 for SSSP).
 
 For each graph, runs Locus's BFS (from vertex 0 and from the hub), WCC and
 PageRank on the far backend with two threads, reads the per-vertex results
@@ -8,7 +9,13 @@ with the smallest id of `weakly_connected_components` (exact), PageRank
 with `pagerank` (damping 0.85, uniform dangling mass; Locus runs 100
 iterations, networkx converges to tol 1e-13; relative difference at most
 1e-6). Graphs are MultiDiGraphs, so duplicate edges count twice in
-PageRank as they do in Locus. Exits non-zero on the first difference.
+PageRank as they do in Locus. SSSP (from 0 and the hub, delta 1 and 16)
+is compared exactly with `single_source_dijkstra_path_length` on the
+edges' integer weights (a third column; 1 where the file has none, as
+Locus gives), on a DiGraph keeping the lightest of parallel edges, both
+as given and with `--symmetrize` (an undirected Graph, lightest weight
+per pair). A weighted file runs the other algorithms with
+`--ignore-weights`. Exits non-zero on the first difference.
 
 Usage: check_fargraph_networkx.py LOCUS_BINARY GRAPH[:VERTEX_COUNT] ...
 """
@@ -24,16 +31,50 @@ import networkx as nx
 def load(path, vertex_count):
     g = nx.MultiDiGraph()
     edges = []
+    weights = []
     for line in Path(path).read_text().splitlines():
         t = line.strip()
         if not t or t[0] in "#%":
             continue
-        s, d = map(int, t.split())
-        edges.append((s, d))
+        f = list(map(int, t.split()))
+        edges.append((f[0], f[1]))
+        weights.append(f[2] if len(f) > 2 else None)
     n = vertex_count or (max(max(e) for e in edges) + 1)
     g.add_nodes_from(range(n))
     g.add_edges_from(edges)
-    return g, n
+    weighted = any(w is not None for w in weights)
+    wedges = [(s, d, 1 if w is None else w) for (s, d), w in zip(edges, weights)]
+    return g, n, wedges, weighted
+
+
+def lightest(n, wedges, undirected):
+    """A (Di)Graph on 0..n keeping the lightest weight of parallel edges."""
+    g = nx.Graph() if undirected else nx.DiGraph()
+    g.add_nodes_from(range(n))
+    for s, d, w in wedges:
+        if undirected and s == d:
+            continue
+        if not g.has_edge(s, d) or g[s][d]["weight"] > w:
+            g.add_edge(s, d, weight=w)
+    return g
+
+
+def check_sssp(binary, path, vc, name, n, wedges, roots, out):
+    """SSSP distances equal networkx's Dijkstra, directed and symmetrized."""
+    for undirected in (False, True):
+        g = lightest(n, wedges, undirected)
+        how = "symmetrized" if undirected else "directed"
+        for root in roots:
+            want = nx.single_source_dijkstra_path_length(g, root, weight="weight")
+            for delta in ("1", "16"):
+                extra = ["--root", str(root), "--delta", delta]
+                if undirected:
+                    extra.append("--symmetrize")
+                got = locus(binary, path, vc, "sssp", out, extra)
+                for v in range(n):
+                    if got[v] != want.get(v, -1):
+                        fail(name, f"SSSP distance from {root} (delta {delta}, {how})", v,
+                             got[v], want.get(v, -1))
 
 
 def locus(binary, graph, vertex_count, algo, out, extra=()):
@@ -67,21 +108,22 @@ def main():
             path, _, vc = arg.partition(":")
             vc = int(vc) if vc else None
             name = Path(path).name
-            g, n = load(path, vc)
+            g, n, wedges, weighted = load(path, vc)
+            drop = ["--ignore-weights"] if weighted else []
             hub = max(range(n), key=lambda v: (g.out_degree(v), -v))
             for root in sorted({0, hub}):
-                got = locus(binary, path, vc, "bfs", out, ["--root", str(root)])
+                got = locus(binary, path, vc, "bfs", out, ["--root", str(root), *drop])
                 want = nx.single_source_shortest_path_length(g, root)
                 for v in range(n):
                     if got[v] != want.get(v, -1):
                         fail(name, f"BFS depth from {root}", v, got[v], want.get(v, -1))
-            got = locus(binary, path, vc, "wcc", out)
+            got = locus(binary, path, vc, "wcc", out, drop)
             for comp in nx.weakly_connected_components(g):
                 label = min(comp)
                 for v in comp:
                     if got[v] != label:
                         fail(name, "WCC label", v, got[v], label)
-            got = locus(binary, path, vc, "pagerank", out, ["--iterations", "100", "--precision", "f64"])
+            got = locus(binary, path, vc, "pagerank", out, ["--iterations", "100", "--precision", "f64", *drop])
             want = nx.pagerank(g, alpha=0.85, max_iter=1000, tol=1e-13)
             worst = 0.0
             for v in range(n):
@@ -89,9 +131,12 @@ def main():
                 worst = max(worst, rel)
                 if rel > 1e-6:
                     fail(name, "PageRank", v, got[v], want[v])
-            print(f"{name}: {n} vertices, {g.number_of_edges()} edges: BFS from "
+            check_sssp(binary, path, vc, name, n, wedges, sorted({0, hub}), out)
+            print(f"{name}: {n} vertices, {g.number_of_edges()} edges"
+                  f"{' (weighted)' if weighted else ''}: BFS from "
                   f"{sorted({0, hub})}, WCC ({nx.number_weakly_connected_components(g)} "
-                  f"components) equal; PageRank within {worst:.1e} relative")
+                  f"components), SSSP from {sorted({0, hub})} directed and symmetrized "
+                  f"equal; PageRank within {worst:.1e} relative")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ use crate::error::{config_err, Result};
 use crate::grid::Order;
 use crate::vertex::{self, VertexValue, VertexVec};
 
+mod sssp;
+pub use sssp::{sssp, SSSP_DELTA_DEFAULT};
+
 /// Depth and radius of a vertex no search reached.
 pub const UNREACHED: u32 = u32::MAX;
 /// PageRank iterations (Fargraph+ 9.3: "We run 20 iterations for PageRank").
@@ -44,11 +47,21 @@ pub enum Algo {
     PageRank,
     /// Radii estimation: multi-source BFS from up to 64 sampled vertices.
     Radii,
+    /// Single-source shortest paths by delta-stepping (GAPBS's SSSP) on
+    /// the edges' weights (1 where the input has none).
+    Sssp,
 }
 
 impl Algo {
-    /// Every algorithm.
+    /// Fargraph+'s four (Table 3), the ones every backend test sweeps.
     pub const ALL: [Algo; 4] = [Algo::Bfs, Algo::Wcc, Algo::PageRank, Algo::Radii];
+    /// The kernels added for issue 63 beside them (GAP's).
+    pub const GAP_EXTRA: [Algo; 1] = [Algo::Sssp];
+
+    /// Whether it reads edge weights (a weighted grid when the input has them).
+    pub fn uses_weights(self) -> bool {
+        self == Algo::Sssp
+    }
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -57,6 +70,7 @@ impl Algo {
             Algo::Wcc => "wcc",
             Algo::PageRank => "pagerank",
             Algo::Radii => "radii",
+            Algo::Sssp => "sssp",
         }
     }
 
@@ -67,9 +81,10 @@ impl Algo {
             "wcc" | "cc" => Ok(Algo::Wcc),
             "pagerank" | "pr" => Ok(Algo::PageRank),
             "radii" => Ok(Algo::Radii),
+            "sssp" => Ok(Algo::Sssp),
             _ => Err(config_err(
                 "algo",
-                format!("'{s}' is not one of bfs, wcc, pagerank, radii"),
+                format!("'{s}' is not one of bfs, sssp, pagerank, cc (wcc), radii"),
             )),
         }
     }
@@ -88,16 +103,17 @@ impl Algo {
             Algo::Wcc => WCC_SEGMENTS,
             Algo::PageRank => PAGERANK_SEGMENTS,
             Algo::Radii => RADII_SEGMENTS,
+            Algo::Sssp => SSSP_SEGMENTS,
         }
     }
 
     /// Bytes per vertex of the values a column pass owns (the window the
     /// automatic partition count sizes to [`Algo::window_cache`]): BFS depth
-    /// and parent, WCC's label, PageRank's sum, Radii's mask.
+    /// and parent, WCC's label, PageRank's sum, Radii's mask, SSSP's distance.
     pub fn window_bytes(self, precision: Precision) -> u64 {
         match self {
             Algo::Bfs | Algo::Radii => 8,
-            Algo::Wcc => 4,
+            Algo::Wcc | Algo::Sssp => 4,
             Algo::PageRank => precision.bytes(),
         }
     }
@@ -112,11 +128,12 @@ impl Algo {
     }
 
     /// Source ids per stripe of the grid it runs best on: BFS and Radii
-    /// stream with an active set and skip inactive stripes; WCC and PageRank
-    /// stream every edge and keep one stripe per block.
+    /// stream with an active set and skip inactive stripes (so does SSSP,
+    /// one bin at a time); WCC and PageRank stream every edge and keep one
+    /// stripe per block.
     pub fn stripe_ids(self) -> u64 {
         match self {
-            Algo::Bfs | Algo::Radii => crate::grid::STRIPE_IDS_SPARSE,
+            Algo::Bfs | Algo::Radii | Algo::Sssp => crate::grid::STRIPE_IDS_SPARSE,
             Algo::Wcc | Algo::PageRank => crate::grid::NO_STRIPES,
         }
     }
@@ -186,6 +203,11 @@ const PAGERANK_SEGMENTS: &[VertexSegment] = &[
     seg("contrib", 8, (1, 0), (0, 1)),
     seg("sum", 8, (1, 1), (1, 1)),
     seg("out-degree", 4, (0, 0), (1, 0)),
+];
+const SSSP_SEGMENTS: &[VertexSegment] = &[
+    seg("distance", 4, (1, 1), (2, 0)),
+    seg("done", 4, (1, 0), (2, 1)),
+    seg("frontier", 1, (1, 0), (0, 1)),
 ];
 const RADII_SEGMENTS: &[VertexSegment] = &[
     seg("visited", 8, (1, 0), (1, 1)),
@@ -293,7 +315,8 @@ pub fn pagerank_f32_tolerance(max_in_degree: u64) -> f64 {
 /// Per-algorithm settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
-    /// BFS root (None: the vertex with the largest out-degree, lowest id on ties).
+    /// BFS and SSSP root (None: the vertex with the largest out-degree,
+    /// lowest id on ties).
     pub root: Option<u32>,
     /// PageRank iterations.
     pub iterations: u32,
@@ -301,6 +324,8 @@ pub struct Params {
     pub seed: u64,
     /// PageRank's value type.
     pub precision: Precision,
+    /// SSSP's bin width (delta-stepping).
+    pub delta: u32,
 }
 
 impl Default for Params {
@@ -310,6 +335,7 @@ impl Default for Params {
             iterations: PAGERANK_ITERATIONS_DEFAULT,
             seed: RADII_SEED_DEFAULT,
             precision: Precision::F32,
+            delta: SSSP_DELTA_DEFAULT,
         }
     }
 }
@@ -344,6 +370,13 @@ pub enum Output {
         /// Radius estimate per vertex.
         radius: Vec<u32>,
     },
+    /// SSSP: the weight of a lightest path from the root ([`UNREACHED`] if none).
+    Sssp {
+        /// The root.
+        root: u32,
+        /// Distance per vertex.
+        dist: Vec<u32>,
+    },
 }
 
 impl Output {
@@ -357,6 +390,7 @@ impl Output {
             Output::Wcc { label } => label.iter().for_each(|l| h.write(&l.to_le_bytes())),
             Output::PageRank { rank } => rank.iter().for_each(|r| h.write(&r.to_le_bytes())),
             Output::Radii { radius, .. } => radius.iter().for_each(|r| h.write(&r.to_le_bytes())),
+            Output::Sssp { dist, .. } => dist.iter().for_each(|d| h.write(&d.to_le_bytes())),
         }
         h.0
     }
@@ -395,6 +429,11 @@ impl Output {
                     .max()
                     .unwrap_or(&0);
                 format!("{} samples: estimated radius {max}", samples.len())
+            }
+            Output::Sssp { root, dist } => {
+                let reached = dist.iter().filter(|&&d| d != UNREACHED).count();
+                let max = dist.iter().filter(|&&d| d != UNREACHED).max().unwrap_or(&0);
+                format!("root {root}: {reached} vertices reached, farthest at distance {max}")
             }
         }
     }
@@ -469,17 +508,19 @@ pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params)
     let paged_degree =
         (mem.is_some() && algo == Algo::PageRank).then(|| VertexVec::from_slice(out_degree));
     let out_degree: &[u32] = paged_degree.as_deref().unwrap_or(out_degree);
-    match algo {
-        Algo::Bfs => {
-            let root = params.root.unwrap_or_else(|| default_root(out_degree));
-            if u64::from(root) >= v {
-                return Err(config_err(
-                    "root",
-                    format!("vertex {root} is not below the vertex count {v}"),
-                ));
-            }
-            bfs(engine, root)
+    let root = || {
+        let root = params.root.unwrap_or_else(|| default_root(out_degree));
+        if u64::from(root) >= v {
+            return Err(config_err(
+                "root",
+                format!("vertex {root} is not below the vertex count {v}"),
+            ));
         }
+        Ok(root)
+    };
+    match algo {
+        Algo::Bfs => bfs(engine, root()?),
+        Algo::Sssp => sssp(engine, root()?, params.delta),
         Algo::Wcc => wcc(engine),
         Algo::PageRank => match params.precision {
             Precision::F32 => pagerank::<f32>(engine, out_degree, params.iterations),

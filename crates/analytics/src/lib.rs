@@ -50,6 +50,7 @@ pub mod server;
 pub mod store;
 #[allow(unsafe_code)] // arrays placed in the vertex pager's mapping (see its doc)
 pub mod vertex;
+pub mod weighted;
 pub mod window;
 
 pub use algo::{Algo, Output, Params, Precision};

@@ -44,13 +44,14 @@ pub const DEFAULT_LIMIT_WITHOUT_MEMINFO_BYTES: u64 = 8 << 30;
 /// (depth, parent) pairs plus their unzipped copy at the end and two
 /// bitmaps; WCC label and next label and two bitmaps; PageRank rank,
 /// contribution and sum in f64; Radii two 64-bit visited masks, the
-/// radius and two bitmaps.
+/// radius and two bitmaps; SSSP distance, done and a bitmap.
 pub fn vertex_peak_bytes(algo: Algo) -> u64 {
     match algo {
         Algo::Bfs => 17,
         Algo::Wcc => 9,
         Algo::PageRank => 24,
         Algo::Radii => 21,
+        Algo::Sssp => 9,
     }
 }
 

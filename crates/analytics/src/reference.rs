@@ -99,3 +99,32 @@ pub fn radii(vertices: usize, edges: &[Edge], seed: u64) -> Vec<u32> {
     }
     radius
 }
+
+/// Weight of a lightest path from `root` to every vertex (`weights[k]` is
+/// `edges[k]`'s), by Dijkstra with a binary heap.
+pub fn sssp(vertices: usize, edges: &[Edge], weights: &[u32], root: u32) -> Vec<u32> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut adj: Vec<Vec<(u32, u32)>> = vec![Vec::new(); vertices];
+    for (&(s, d), &w) in edges.iter().zip(weights) {
+        adj[s as usize].push((d, w));
+    }
+    let mut dist = vec![u64::MAX; vertices];
+    dist[root as usize] = 0;
+    let mut heap = BinaryHeap::from([Reverse((0u64, root))]);
+    while let Some(Reverse((d, u))) = heap.pop() {
+        if d > dist[u as usize] {
+            continue;
+        }
+        for &(x, w) in &adj[u as usize] {
+            let nd = d + u64::from(w);
+            if nd < dist[x as usize] {
+                dist[x as usize] = nd;
+                heap.push(Reverse((nd, x)));
+            }
+        }
+    }
+    dist.into_iter()
+        .map(|d| if d == u64::MAX { UNREACHED } else { d as u32 })
+        .collect()
+}

@@ -78,6 +78,7 @@ fn algo_code(a: Algo) -> u8 {
         Algo::Wcc => 1,
         Algo::PageRank => 2,
         Algo::Radii => 3,
+        Algo::Sssp => 4,
     }
 }
 
@@ -87,6 +88,7 @@ fn output_algo(out: &Output) -> Algo {
         Output::Wcc { .. } => Algo::Wcc,
         Output::PageRank { .. } => Algo::PageRank,
         Output::Radii { .. } => Algo::Radii,
+        Output::Sssp { .. } => Algo::Sssp,
     }
 }
 
@@ -112,6 +114,7 @@ fn values(out: &Output, ids: Option<&IdMap>) -> Values {
         Output::Bfs { depth, .. } => u32s(depth, false),
         Output::Wcc { label } => u32s(label, true),
         Output::Radii { radius, .. } => u32s(radius, false),
+        Output::Sssp { dist, .. } => u32s(dist, false),
         Output::PageRank { rank } => {
             Values::F64(rank.iter().enumerate().map(|(v, &r)| (id(v), r)).collect())
         }
@@ -138,6 +141,7 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                     Algo::Wcc => "WCC label (smallest vertex id of the component)",
                     Algo::PageRank => "PageRank score",
                     Algo::Radii => "Radii estimate (-1: no sample reaches it)",
+                    Algo::Sssp => "SSSP distance (-1: not reached)",
                 };
                 writeln!(w, "# locus analytics {}: vertex {what}", algo.name())?;
                 if ids.is_some() {
@@ -328,6 +332,10 @@ mod tests {
             Output::Radii {
                 samples: vec![0],
                 radius: vec![0, 1, UNREACHED],
+            },
+            Output::Sssp {
+                root: 0,
+                dist: vec![0, UNREACHED - 1, UNREACHED],
             },
         ];
         for out in &outs {

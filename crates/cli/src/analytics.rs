@@ -44,8 +44,14 @@ pub struct AnalyticsArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum AnalyticsCommand {
-    /// Run BFS, WCC, PageRank or Radii on one backend and print time,
-    /// iterations, bytes fetched and a digest of the result.
+    /// Run BFS, SSSP, PageRank, CC (WCC) or Radii on one backend and print
+    /// time, iterations, bytes fetched and a digest of the result.
+    ///
+    /// SSSP reads edge weights (a third text or `.wel` column, a valued
+    /// .mtx's values: non-negative integers) into the grid's blocks beside
+    /// the edges, which doubles the bytes every pass fetches from far
+    /// memory or disk; input without weights, or with --ignore-weights,
+    /// gives every edge weight 1, and the output says which.
     Run(Box<RunArgs>),
     /// Preprocess a graph into a grid on disk once (`DIR/grid.bin`, format
     /// in `locus_analytics::prepared`); `analytics run --prepared DIR` reuses it.
@@ -59,7 +65,7 @@ pub enum AnalyticsCommand {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// bfs, wcc, pagerank or radii.
+    /// bfs, sssp, pagerank, cc (or wcc) or radii.
     #[arg(long)]
     pub algo: String,
     /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
@@ -73,7 +79,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub format: Option<String>,
     /// Drop edge weights (a third text column, a real or integer .mtx's
-    /// values) instead of refusing the file: no algorithm here uses them yet.
+    /// values): the algorithms but SSSP refuse a weighted file without it;
+    /// SSSP then gives every edge weight 1 (and says so).
     #[arg(long)]
     pub ignore_weights: bool,
     /// Take every edge in both directions (duplicates removed).
@@ -142,9 +149,12 @@ pub struct RunArgs {
     /// in `locus_analytics::algo::pagerank_f32_tolerance` of f64) or f64.
     #[arg(long, default_value = "f32")]
     pub precision: String,
-    /// BFS root (default: the vertex with the most out-edges).
+    /// BFS and SSSP root (default: the vertex with the most out-edges).
     #[arg(long)]
     pub root: Option<u32>,
+    /// SSSP: the delta-stepping bin width (GAPBS's default, 1).
+    #[arg(long, default_value_t = algo::SSSP_DELTA_DEFAULT)]
+    pub delta: u32,
     /// Radii sample seed.
     #[arg(long, default_value_t = RADII_SEED_DEFAULT)]
     pub radii_seed: u64,
@@ -183,8 +193,8 @@ pub struct RunArgs {
     /// sparse or huge ids cost nothing; results keep the input's ids.
     #[arg(long)]
     pub compact_ids: bool,
-    /// Write every vertex's result (BFS depth, WCC label, PageRank score,
-    /// Radii estimate) to FILE.
+    /// Write every vertex's result (BFS depth, SSSP distance, WCC label,
+    /// PageRank score, Radii estimate) to FILE.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// text (`vertex value` lines) or binary (see `locus_analytics::results`).
@@ -381,7 +391,7 @@ fn run_one(a: RunArgs) -> CliResult {
         symmetrize: a.symmetrize && !a.directed,
     };
     let t = std::time::Instant::now();
-    let (grid, ids) = match &a.prepared {
+    let (grid, ids, weights) = match &a.prepared {
         Some(dir) => {
             // The estimate from the header, before the payload is read.
             let h = prepared::read_header(dir)?;
@@ -392,10 +402,12 @@ fn run_one(a: RunArgs) -> CliResult {
                 "raise --memory-max",
             )?;
             let (grid, ids, _) = prepared::read(dir)?;
-            (grid, ids)
+            (grid, ids, None)
         }
         None => {
-            let Loaded { grid, ids, .. } = load_grid(
+            let Loaded {
+                grid, ids, weights, ..
+            } = load_grid(
                 a.graph.as_deref(),
                 a.format.as_deref(),
                 a.vertex_count,
@@ -405,7 +417,7 @@ fn run_one(a: RunArgs) -> CliResult {
                 algo,
                 limits,
             )?;
-            (grid, ids)
+            (grid, ids, Some(weights))
         }
     };
     let load_s = t.elapsed().as_secs_f64();
@@ -428,6 +440,7 @@ fn run_one(a: RunArgs) -> CliResult {
             iterations: a.iterations,
             seed: a.radii_seed,
             precision,
+            delta: a.delta,
         },
         engine: EngineConfig {
             threads,
@@ -487,6 +500,9 @@ fn run_one(a: RunArgs) -> CliResult {
         report.edges_as = EdgeMode::of(&limits);
         report.weights_dropped = a.ignore_weights;
     }
+    if let Some(w) = weights.filter(|_| algo.uses_weights()) {
+        report.weights = w;
+    }
     if let Some(path) = &a.save_profile {
         SavedProfile::new(&grid, algo, &cfg.params, run_profile).save(path)?;
         eprintln!(
@@ -538,6 +554,9 @@ fn run_one(a: RunArgs) -> CliResult {
             ""
         }
     );
+    if algo.uses_weights() {
+        println!("weights         {}", report.weights.describe());
+    }
     print_report(&report);
     Ok(())
 }

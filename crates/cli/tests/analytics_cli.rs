@@ -239,7 +239,7 @@ fn bad_input_and_settings_are_clear_errors() {
     assert!(text(&o.stderr).contains("bad.txt:2"), "{}", text(&o.stderr));
     let g = karate();
     for (flag, value, says) in [
-        ("--algo", "sssp", "not one of"),
+        ("--algo", "apsp", "not one of"),
         ("--backend", "swap", "not one of"),
         ("--far-ratio", "1.5", "far_ratio"),
         ("--chunk", "12", "chunk_bytes"),

@@ -108,6 +108,11 @@ pub fn check(g: &Graph, out: &Output, params: &Params) {
                 }
             }
         }
+        Output::Sssp { root, dist } => {
+            // These graphs are unweighted: every edge weighs 1.
+            let want = reference::sssp(n, &g.edges, &vec![1; g.edges.len()], *root);
+            assert_eq!(dist, &want, "{}: SSSP from {root}", g.name);
+        }
         Output::Wcc { label } => {
             assert_eq!(label, &reference::wcc(n, &g.edges), "{}: WCC", g.name);
         }
