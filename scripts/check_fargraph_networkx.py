@@ -15,7 +15,9 @@ edges' integer weights (a third column; 1 where the file has none, as
 Locus gives), on a DiGraph keeping the lightest of parallel edges, both
 as given and with `--symmetrize` (an undirected Graph, lightest weight
 per pair). A weighted file runs the other algorithms with
-`--ignore-weights`. Exits non-zero on the first difference.
+`--ignore-weights`. TC's per-vertex counts and total equal
+`triangles` on the undirected simple graph (exact). Exits non-zero on
+the first difference.
 
 Usage: check_fargraph_networkx.py LOCUS_BINARY GRAPH[:VERTEX_COUNT] ...
 """
@@ -70,7 +72,7 @@ def check_sssp(binary, path, vc, name, n, wedges, roots, out):
                 extra = ["--root", str(root), "--delta", delta]
                 if undirected:
                     extra.append("--symmetrize")
-                got = locus(binary, path, vc, "sssp", out, extra)
+                got, _ = locus(binary, path, vc, "sssp", out, extra)
                 for v in range(n):
                     if got[v] != want.get(v, -1):
                         fail(name, f"SSSP distance from {root} (delta {delta}, {how})", v,
@@ -91,7 +93,7 @@ def locus(binary, graph, vertex_count, algo, out, extra=()):
             continue
         v, x = line.split()
         rows[int(v)] = float(x) if algo == "pagerank" else int(x)
-    return rows
+    return rows, p.stdout
 
 
 def fail(name, what, v, got, want):
@@ -112,18 +114,18 @@ def main():
             drop = ["--ignore-weights"] if weighted else []
             hub = max(range(n), key=lambda v: (g.out_degree(v), -v))
             for root in sorted({0, hub}):
-                got = locus(binary, path, vc, "bfs", out, ["--root", str(root), *drop])
+                got, _ = locus(binary, path, vc, "bfs", out, ["--root", str(root), *drop])
                 want = nx.single_source_shortest_path_length(g, root)
                 for v in range(n):
                     if got[v] != want.get(v, -1):
                         fail(name, f"BFS depth from {root}", v, got[v], want.get(v, -1))
-            got = locus(binary, path, vc, "wcc", out, drop)
+            got, _ = locus(binary, path, vc, "wcc", out, drop)
             for comp in nx.weakly_connected_components(g):
                 label = min(comp)
                 for v in comp:
                     if got[v] != label:
                         fail(name, "WCC label", v, got[v], label)
-            got = locus(binary, path, vc, "pagerank", out, ["--iterations", "100", "--precision", "f64", *drop])
+            got, _ = locus(binary, path, vc, "pagerank", out, ["--iterations", "100", "--precision", "f64", *drop])
             want = nx.pagerank(g, alpha=0.85, max_iter=1000, tol=1e-13)
             worst = 0.0
             for v in range(n):
@@ -132,11 +134,21 @@ def main():
                 if rel > 1e-6:
                     fail(name, "PageRank", v, got[v], want[v])
             check_sssp(binary, path, vc, name, n, wedges, sorted({0, hub}), out)
+            simple = nx.Graph(g)
+            simple.remove_edges_from(nx.selfloop_edges(simple))
+            want = nx.triangles(simple)
+            got, stdout = locus(binary, path, vc, "tc", out, drop)
+            for v in range(n):
+                if got[v] != want[v]:
+                    fail(name, "triangles", v, got[v], want[v])
+            total = sum(want.values()) // 3
+            if f"result          {total} triangles" not in stdout:
+                sys.exit(f"{name}: the summary does not say {total} triangles:\n{stdout}")
             print(f"{name}: {n} vertices, {g.number_of_edges()} edges"
                   f"{' (weighted)' if weighted else ''}: BFS from "
                   f"{sorted({0, hub})}, WCC ({nx.number_weakly_connected_components(g)} "
-                  f"components), SSSP from {sorted({0, hub})} directed and symmetrized "
-                  f"equal; PageRank within {worst:.1e} relative")
+                  f"components), SSSP from {sorted({0, hub})} directed and symmetrized, "
+                  f"TC ({total} triangles) equal; PageRank within {worst:.1e} relative")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,12 @@ use crate::bitmap::Bitmap;
 use crate::engine::Engine;
 use crate::error::{config_err, Result};
 use crate::grid::Order;
-use crate::vertex::{self, VertexValue, VertexVec};
+use crate::vertex::{self, VertexVec};
 
+mod pagerank;
 mod sssp;
+pub mod tc;
+use pagerank::pagerank;
 pub use sssp::{sssp, SSSP_DELTA_DEFAULT};
 
 /// Depth and radius of a vertex no search reached.
@@ -50,13 +53,16 @@ pub enum Algo {
     /// Single-source shortest paths by delta-stepping (GAPBS's SSSP) on
     /// the edges' weights (1 where the input has none).
     Sssp,
+    /// Triangle counting (GAPBS's TC) on the undirected simple graph, on a
+    /// CSR built from one pass over the store ([`tc`]).
+    Tc,
 }
 
 impl Algo {
     /// Fargraph+'s four (Table 3), the ones every backend test sweeps.
     pub const ALL: [Algo; 4] = [Algo::Bfs, Algo::Wcc, Algo::PageRank, Algo::Radii];
     /// The kernels added for issue 63 beside them (GAP's).
-    pub const GAP_EXTRA: [Algo; 1] = [Algo::Sssp];
+    pub const GAP_EXTRA: [Algo; 2] = [Algo::Sssp, Algo::Tc];
 
     /// Whether it reads edge weights (a weighted grid when the input has them).
     pub fn uses_weights(self) -> bool {
@@ -71,6 +77,7 @@ impl Algo {
             Algo::PageRank => "pagerank",
             Algo::Radii => "radii",
             Algo::Sssp => "sssp",
+            Algo::Tc => "tc",
         }
     }
 
@@ -82,9 +89,10 @@ impl Algo {
             "pagerank" | "pr" => Ok(Algo::PageRank),
             "radii" => Ok(Algo::Radii),
             "sssp" => Ok(Algo::Sssp),
+            "tc" => Ok(Algo::Tc),
             _ => Err(config_err(
                 "algo",
-                format!("'{s}' is not one of bfs, sssp, pagerank, cc (wcc), radii"),
+                format!("'{s}' is not one of bfs, sssp, pagerank, cc (wcc), tc, radii"),
             )),
         }
     }
@@ -104,6 +112,7 @@ impl Algo {
             Algo::PageRank => PAGERANK_SEGMENTS,
             Algo::Radii => RADII_SEGMENTS,
             Algo::Sssp => SSSP_SEGMENTS,
+            Algo::Tc => TC_SEGMENTS,
         }
     }
 
@@ -113,7 +122,7 @@ impl Algo {
     pub fn window_bytes(self, precision: Precision) -> u64 {
         match self {
             Algo::Bfs | Algo::Radii => 8,
-            Algo::Wcc | Algo::Sssp => 4,
+            Algo::Wcc | Algo::Sssp | Algo::Tc => 4,
             Algo::PageRank => precision.bytes(),
         }
     }
@@ -134,7 +143,7 @@ impl Algo {
     pub fn stripe_ids(self) -> u64 {
         match self {
             Algo::Bfs | Algo::Radii | Algo::Sssp => crate::grid::STRIPE_IDS_SPARSE,
-            Algo::Wcc | Algo::PageRank => crate::grid::NO_STRIPES,
+            Algo::Wcc | Algo::PageRank | Algo::Tc => crate::grid::NO_STRIPES,
         }
     }
 
@@ -208,6 +217,11 @@ const SSSP_SEGMENTS: &[VertexSegment] = &[
     seg("distance", 4, (1, 1), (2, 0)),
     seg("done", 4, (1, 0), (2, 1)),
     seg("frontier", 1, (1, 0), (0, 1)),
+];
+// The in-neighbour lists the one pass fills (the CSR is per edge, not here).
+const TC_SEGMENTS: &[VertexSegment] = &[
+    seg("in-neighbours", 24, (0, 1), (1, 0)),
+    seg("count", 8, (0, 0), (0, 1)),
 ];
 const RADII_SEGMENTS: &[VertexSegment] = &[
     seg("visited", 8, (1, 0), (1, 1)),
@@ -377,6 +391,13 @@ pub enum Output {
         /// Distance per vertex.
         dist: Vec<u32>,
     },
+    /// TC: triangles through each vertex of the undirected simple graph.
+    Tc {
+        /// Triangles per vertex.
+        count: Vec<u64>,
+        /// Triangles in all (the counts sum to three times this).
+        total: u64,
+    },
 }
 
 impl Output {
@@ -391,6 +412,7 @@ impl Output {
             Output::PageRank { rank } => rank.iter().for_each(|r| h.write(&r.to_le_bytes())),
             Output::Radii { radius, .. } => radius.iter().for_each(|r| h.write(&r.to_le_bytes())),
             Output::Sssp { dist, .. } => dist.iter().for_each(|d| h.write(&d.to_le_bytes())),
+            Output::Tc { count, .. } => count.iter().for_each(|c| h.write(&c.to_le_bytes())),
         }
         h.0
     }
@@ -434,6 +456,10 @@ impl Output {
                 let reached = dist.iter().filter(|&&d| d != UNREACHED).count();
                 let max = dist.iter().filter(|&&d| d != UNREACHED).max().unwrap_or(&0);
                 format!("root {root}: {reached} vertices reached, farthest at distance {max}")
+            }
+            Output::Tc { count, total } => {
+                let most = count.iter().max().unwrap_or(&0);
+                format!("{total} triangles (the undirected simple graph); at most {most} through one vertex")
             }
         }
     }
@@ -521,6 +547,7 @@ pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params)
     match algo {
         Algo::Bfs => bfs(engine, root()?),
         Algo::Sssp => sssp(engine, root()?, params.delta),
+        Algo::Tc => tc::tc(engine),
         Algo::Wcc => wcc(engine),
         Algo::PageRank => match params.precision {
             Precision::F32 => pagerank::<f32>(engine, out_degree, params.iterations),
@@ -627,145 +654,6 @@ fn wcc(engine: &Engine<'_>) -> Result<Run> {
         output: Output::Wcc {
             label: prev.to_vec(),
         },
-        iterations,
-    })
-}
-
-/// A PageRank value type: f64 (the reference's) or f32.
-trait Rank: Copy + Send + Sync + Default + VertexValue {
-    fn from_f64(x: f64) -> Self;
-    fn to_f64(self) -> f64;
-    fn add(self, o: Self) -> Self;
-    fn mul(self, o: Self) -> Self;
-    fn div(self, o: Self) -> Self;
-}
-
-impl Rank for f64 {
-    #[inline(always)]
-    fn from_f64(x: f64) -> f64 {
-        x
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn add(self, o: f64) -> f64 {
-        self + o
-    }
-    #[inline(always)]
-    fn mul(self, o: f64) -> f64 {
-        self * o
-    }
-    #[inline(always)]
-    fn div(self, o: f64) -> f64 {
-        self / o
-    }
-}
-
-impl Rank for f32 {
-    #[inline(always)]
-    fn from_f64(x: f64) -> f32 {
-        x as f32
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    #[inline(always)]
-    fn add(self, o: f32) -> f32 {
-        self + o
-    }
-    #[inline(always)]
-    fn mul(self, o: f32) -> f32 {
-        self * o
-    }
-    #[inline(always)]
-    fn div(self, o: f32) -> f32 {
-        self / o
-    }
-}
-
-/// Two sums folded at once by a vertex pass: the dangling mass and the
-/// total of the ranks, both in f64.
-#[derive(Clone, Copy, Default)]
-struct Sums {
-    dangling: f64,
-    total: f64,
-}
-
-impl std::ops::Add for Sums {
-    type Output = Sums;
-    fn add(self, o: Sums) -> Sums {
-        Sums {
-            dangling: self.dangling + o.dangling,
-            total: self.total + o.total,
-        }
-    }
-}
-
-/// PageRank with values of type `T` (issue 12, requirement 2): one column
-/// pass per iteration summing each destination's in-edges in a register
-/// ([`Engine::fold_edges`]), and one fused vertex pass that turns the sums
-/// into ranks, clears them, and computes the next iteration's contributions,
-/// dangling mass and the ranks' total together. In f64 every operation and
-/// its order are those of the plain form (contributions; edge sums; ranks;
-/// total; normalise), so the result is bit-for-bit the same.
-fn pagerank<T: Rank>(engine: &Engine<'_>, out_degree: &[u32], iterations: u32) -> Result<Run> {
-    if iterations == 0 || iterations > ITERATIONS_MAX {
-        return Err(config_err(
-            "iterations",
-            format!("{iterations} is not between 1 and {ITERATIONS_MAX}"),
-        ));
-    }
-    let n = engine.vertex_count() as usize;
-    let vf = n as f64;
-    let d = PAGERANK_DAMPING;
-    let dt = T::from_f64(d);
-    let mut rank = VertexVec::filled(T::from_f64(1.0 / vf), n);
-    let mut contrib = VertexVec::filled(T::default(), n);
-    let mut sum = VertexVec::filled(T::default(), n);
-    // Each vertex hands rank/out-degree to its out-neighbours; a vertex
-    // without out-edges hands its rank to everyone (the dangling mass).
-    let contribute = |x: u32, r: T, c: &mut T| -> f64 {
-        let deg = out_degree[x as usize];
-        if deg == 0 {
-            *c = T::default();
-            r.to_f64()
-        } else {
-            *c = r.div(T::from_f64(f64::from(deg)));
-            0.0
-        }
-    };
-    let r = &rank;
-    let mut dangling: f64 =
-        engine.stream_vertices(&mut contrib, |x, c| contribute(x, r[x as usize], c));
-    let mut total = 0.0f64;
-    for _ in 0..iterations {
-        let c = &contrib;
-        engine.fold_edges(&mut sum, |s| c[s as usize], T::add)?;
-        let base = T::from_f64((1.0 - d) / vf + d * dangling / vf);
-        let sums: Sums =
-            engine.stream_vertices3(&mut rank, &mut sum, &mut contrib, |x, r, s, c| {
-                *r = base.add(dt.mul(*s));
-                *s = T::default();
-                Sums {
-                    dangling: contribute(x, *r, c),
-                    total: r.to_f64(),
-                }
-            });
-        dangling = sums.dangling;
-        total = sums.total;
-    }
-    // Normalised: the scores sum to 1 (they do up to rounding; make it exact-ish).
-    let mut out: Vec<f64> = vec![0.0; n];
-    let r = &rank;
-    engine.stream_vertices(&mut out, |x, o| {
-        *o = r[x as usize].to_f64() / total;
-        0.0f64
-    });
-    Ok(Run {
-        output: Output::PageRank { rank: out },
         iterations,
     })
 }

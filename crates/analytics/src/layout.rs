@@ -265,7 +265,7 @@ pub enum LayoutChoice {
 /// The layout `algo` asks for by default (module doc: measured).
 pub fn layout_for(algo: Algo) -> LayoutChoice {
     match algo {
-        Algo::PageRank | Algo::Wcc => LayoutChoice::Auto,
+        Algo::PageRank | Algo::Wcc | Algo::Tc => LayoutChoice::Auto,
         Algo::Bfs | Algo::Radii | Algo::Sssp => LayoutChoice::Compact,
     }
 }

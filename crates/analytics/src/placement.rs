@@ -168,7 +168,7 @@ pub fn degree_profile(algo: Algo, params: &Params, table: &BlockTable) -> Profil
     let p = shape.partitions as usize;
     let passes: u64 = match algo {
         Algo::PageRank => u64::from(params.iterations.max(1)),
-        Algo::Wcc | Algo::Bfs | Algo::Radii | Algo::Sssp => 1,
+        Algo::Wcc | Algo::Bfs | Algo::Radii | Algo::Sssp | Algo::Tc => 1,
     };
     // Bytes of edges into each partition (blocks (i, j) with j the destination).
     let mut into = vec![0u64; p];

@@ -128,3 +128,29 @@ pub fn sssp(vertices: usize, edges: &[Edge], weights: &[u32], root: u32) -> Vec<
         .map(|d| if d == u64::MAX { UNREACHED } else { d as u32 })
         .collect()
 }
+
+/// Triangles through each vertex of the undirected simple graph of `edges`
+/// (both directions, no self loops, no duplicates): for every vertex, the
+/// pairs of its neighbours that are adjacent.
+pub fn triangles(vertices: usize, edges: &[Edge]) -> Vec<u64> {
+    use std::collections::BTreeSet;
+    let mut adj: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); vertices];
+    for &(s, d) in edges {
+        if s != d {
+            adj[s as usize].insert(d);
+            adj[d as usize].insert(s);
+        }
+    }
+    (0..vertices)
+        .map(|v| {
+            let n: Vec<u32> = adj[v].iter().copied().collect();
+            let mut c = 0u64;
+            for (i, &a) in n.iter().enumerate() {
+                for &b in &n[i + 1..] {
+                    c += u64::from(adj[a as usize].contains(&b));
+                }
+            }
+            c
+        })
+        .collect()
+}

@@ -1,5 +1,6 @@
 //! Per-vertex results a user can keep (issue 12, requirement 5): BFS depth,
-//! WCC label, PageRank score or Radii estimate of every vertex, written as
+//! SSSP distance, WCC label, PageRank score, Radii estimate or TC count of
+//! every vertex, written as
 //! text or binary, with the input's ids when they were compacted
 //! ([`crate::input::IdMap`]).
 //!
@@ -13,11 +14,11 @@
 //! ```text
 //!  offset  0: magic "LOCUSRES" (8 bytes)
 //!          8: version u16 = 1
-//!         10: algorithm u8 (0 bfs, 1 wcc, 2 pagerank, 3 radii)
-//!         11: value kind u8 (0: u32, 1: f64)
+//!         10: algorithm u8 (0 bfs, 1 wcc, 2 pagerank, 3 radii, 4 sssp, 5 tc)
+//!         11: value kind u8 (0: u32, 1: f64, 2: u64)
 //!         12: reserved u32 = 0
 //!         16: record count u64
-//!         24: records: | vertex u32 | value u32 or f64 |  (8 or 12 bytes, packed)
+//!         24: records: | vertex u32 | value u32, f64 or u64 |  (8 or 12 bytes, packed)
 //! ```
 //!
 //! Unreached vertices are `u32::MAX` in binary. Numpy reads the records as
@@ -70,6 +71,8 @@ pub enum Values {
     U32(Vec<(u32, u32)>),
     /// PageRank scores.
     F64(Vec<(u32, f64)>),
+    /// TC counts.
+    U64(Vec<(u32, u64)>),
 }
 
 fn algo_code(a: Algo) -> u8 {
@@ -79,6 +82,7 @@ fn algo_code(a: Algo) -> u8 {
         Algo::PageRank => 2,
         Algo::Radii => 3,
         Algo::Sssp => 4,
+        Algo::Tc => 5,
     }
 }
 
@@ -89,6 +93,7 @@ fn output_algo(out: &Output) -> Algo {
         Output::PageRank { .. } => Algo::PageRank,
         Output::Radii { .. } => Algo::Radii,
         Output::Sssp { .. } => Algo::Sssp,
+        Output::Tc { .. } => Algo::Tc,
     }
 }
 
@@ -115,6 +120,9 @@ fn values(out: &Output, ids: Option<&IdMap>) -> Values {
         Output::Wcc { label } => u32s(label, true),
         Output::Radii { radius, .. } => u32s(radius, false),
         Output::Sssp { dist, .. } => u32s(dist, false),
+        Output::Tc { count, .. } => {
+            Values::U64(count.iter().enumerate().map(|(v, &c)| (id(v), c)).collect())
+        }
         Output::PageRank { rank } => {
             Values::F64(rank.iter().enumerate().map(|(v, &r)| (id(v), r)).collect())
         }
@@ -132,6 +140,7 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
     let n = match &vals {
         Values::U32(v) => v.len(),
         Values::F64(v) => v.len(),
+        Values::U64(v) => v.len(),
     } as u64;
     let res: std::io::Result<()> = (|| {
         match format {
@@ -142,6 +151,7 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                     Algo::PageRank => "PageRank score",
                     Algo::Radii => "Radii estimate (-1: no sample reaches it)",
                     Algo::Sssp => "SSSP distance (-1: not reached)",
+                    Algo::Tc => "TC triangles through it (undirected simple graph)",
                 };
                 writeln!(w, "# locus analytics {}: vertex {what}", algo.name())?;
                 if ids.is_some() {
@@ -162,12 +172,22 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                             writeln!(w, "{v} {x:?}")?;
                         }
                     }
+                    Values::U64(rows) => {
+                        for &(v, x) in rows {
+                            writeln!(w, "{v} {x}")?;
+                        }
+                    }
                 }
             }
             ResultFormat::Binary => {
                 w.write_all(MAGIC)?;
                 w.write_all(&VERSION.to_le_bytes())?;
-                w.write_all(&[algo_code(algo), matches!(vals, Values::F64(_)) as u8])?;
+                let kind = match vals {
+                    Values::U32(_) => 0u8,
+                    Values::F64(_) => 1,
+                    Values::U64(_) => 2,
+                };
+                w.write_all(&[algo_code(algo), kind])?;
                 w.write_all(&0u32.to_le_bytes())?;
                 w.write_all(&n.to_le_bytes())?;
                 match &vals {
@@ -178,6 +198,12 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                         }
                     }
                     Values::F64(rows) => {
+                        for &(v, x) in rows {
+                            w.write_all(&v.to_le_bytes())?;
+                            w.write_all(&x.to_le_bytes())?;
+                        }
+                    }
+                    Values::U64(rows) => {
                         for &(v, x) in rows {
                             w.write_all(&v.to_le_bytes())?;
                             w.write_all(&x.to_le_bytes())?;
@@ -244,13 +270,12 @@ fn read_binary(path: &Path, head: &[u8; HEADER_BYTES], mut f: File, algo: Algo) 
             format!("algorithm code {} is not {}'s", head[10], algo.name()),
         ));
     }
-    let is_f64 = match head[11] {
-        0 => false,
-        1 => true,
-        k => return Err(bad(path, format!("value kind {k} at byte offset 11"))),
-    };
+    let kind = head[11];
+    if kind > 2 {
+        return Err(bad(path, format!("value kind {kind} at byte offset 11")));
+    }
     let n = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
-    let rec = if is_f64 { 12 } else { 8 };
+    let rec = if kind == 0 { 8 } else { 12 };
     let mut body = Vec::new();
     f.read_to_end(&mut body).map_err(io_err("read", path))?;
     if body.len() as u64 != n.saturating_mul(rec) {
@@ -263,7 +288,18 @@ fn read_binary(path: &Path, head: &[u8; HEADER_BYTES], mut f: File, algo: Algo) 
         ));
     }
     let u = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
-    Ok(if is_f64 {
+    Ok(if kind == 2 {
+        Values::U64(
+            body.chunks_exact(12)
+                .map(|r| {
+                    (
+                        u(r),
+                        u64::from_le_bytes(r[4..].try_into().expect("8 bytes")),
+                    )
+                })
+                .collect(),
+        )
+    } else if kind == 1 {
         Values::F64(
             body.chunks_exact(12)
                 .map(|r| {
@@ -282,6 +318,7 @@ fn read_binary(path: &Path, head: &[u8; HEADER_BYTES], mut f: File, algo: Algo) 
 fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
     let mut u = Vec::new();
     let mut x = Vec::new();
+    let mut c = Vec::new();
     for (k, line) in BufReader::new(f).lines().enumerate() {
         let line = line.map_err(io_err("read", path))?;
         let t = line.trim();
@@ -296,6 +333,8 @@ fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
         let v: u32 = v.parse().map_err(|_| at("vertex is not a u32"))?;
         if algo == Algo::PageRank {
             x.push((v, val.parse().map_err(|_| at("value is not a number"))?));
+        } else if algo == Algo::Tc {
+            c.push((v, val.parse().map_err(|_| at("value is not a u64"))?));
         } else if val == "-1" {
             u.push((v, UNREACHED));
         } else {
@@ -304,6 +343,8 @@ fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
     }
     Ok(if algo == Algo::PageRank {
         Values::F64(x)
+    } else if algo == Algo::Tc {
+        Values::U64(c)
     } else {
         Values::U32(u)
     })
@@ -336,6 +377,10 @@ mod tests {
             Output::Sssp {
                 root: 0,
                 dist: vec![0, UNREACHED - 1, UNREACHED],
+            },
+            Output::Tc {
+                count: vec![1, 1 << 40, 1],
+                total: 1,
             },
         ];
         for out in &outs {

@@ -44,8 +44,12 @@ pub struct AnalyticsArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum AnalyticsCommand {
-    /// Run BFS, SSSP, PageRank, CC (WCC) or Radii on one backend and print
-    /// time, iterations, bytes fetched and a digest of the result.
+    /// Run BFS, SSSP, PageRank, CC (WCC), TC or Radii on one backend and
+    /// print time, iterations, bytes fetched and a digest of the result.
+    ///
+    /// TC streams the edge blocks once from the backend, then counts on a
+    /// CSR of the undirected simple graph in local memory (about 12 bytes
+    /// per edge that --far-ratio does not move far).
     ///
     /// SSSP reads edge weights (a third text or `.wel` column, a valued
     /// .mtx's values: non-negative integers) into the grid's blocks beside
@@ -65,7 +69,7 @@ pub enum AnalyticsCommand {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// bfs, sssp, pagerank, cc (or wcc) or radii.
+    /// bfs, sssp, pagerank, cc (or wcc), tc or radii.
     #[arg(long)]
     pub algo: String,
     /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
@@ -194,7 +198,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub compact_ids: bool,
     /// Write every vertex's result (BFS depth, SSSP distance, WCC label,
-    /// PageRank score, Radii estimate) to FILE.
+    /// PageRank score, Radii estimate, TC triangles through it) to FILE.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// text (`vertex value` lines) or binary (see `locus_analytics::results`).

@@ -113,6 +113,11 @@ pub fn check(g: &Graph, out: &Output, params: &Params) {
             let want = reference::sssp(n, &g.edges, &vec![1; g.edges.len()], *root);
             assert_eq!(dist, &want, "{}: SSSP from {root}", g.name);
         }
+        Output::Tc { count, total } => {
+            let want = reference::triangles(n, &g.edges);
+            assert_eq!(count, &want, "{}: triangles per vertex", g.name);
+            assert_eq!(*total * 3, want.iter().sum::<u64>(), "{}: total", g.name);
+        }
         Output::Wcc { label } => {
             assert_eq!(label, &reference::wcc(n, &g.edges), "{}: WCC", g.name);
         }
