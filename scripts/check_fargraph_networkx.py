@@ -16,8 +16,14 @@ Locus gives), on a DiGraph keeping the lightest of parallel edges, both
 as given and with `--symmetrize` (an undirected Graph, lightest weight
 per pair). A weighted file runs the other algorithms with
 `--ignore-weights`. TC's per-vertex counts and total equal
-`triangles` on the undirected simple graph (exact). Exits non-zero on
-the first difference.
+`triangles` on the undirected simple graph (exact). BC from all sources
+and from the list [0, hub] is compared with `betweenness_centrality` and
+`betweenness_centrality_subset` (normalized=False, on a DiGraph) within
+1e-9 relative (1e-9 absolute below 1): Locus sums the same quotients in
+another order. networkx's DiGraph drops duplicate edges, which Locus
+counts as more paths, so BC runs as given only on files without
+duplicates, and always with --symmetrize (duplicates removed). Exits
+non-zero on the first difference.
 
 Usage: check_fargraph_networkx.py LOCUS_BINARY GRAPH[:VERTEX_COUNT] ...
 """
@@ -61,6 +67,39 @@ def lightest(n, wedges, undirected):
     return g
 
 
+def check_bc(binary, path, vc, name, n, wedges, hub, out):
+    """BC scores equal networkx's to 1e-9 relative; returns the worst."""
+    pairs = [(s, d) for s, d, _ in wedges]
+    modes = [True] if len(set(pairs)) != len(pairs) else [False, True]
+    worst = 0.0
+    for undirected in modes:
+        g = nx.DiGraph()
+        g.add_nodes_from(range(n))
+        for s, d in pairs:
+            if not (undirected and s == d):
+                g.add_edge(s, d)
+                if undirected:
+                    g.add_edge(d, s)
+        how = "symmetrized" if undirected else "directed"
+        sym = ["--symmetrize"] if undirected else []
+        for sources in ("all", f"0,{hub}" if hub != 0 else "0"):
+            if sources == "all":
+                want = nx.betweenness_centrality(g, normalized=False)
+            else:
+                srcs = [int(x) for x in sources.split(",")]
+                want = nx.betweenness_centrality_subset(g, srcs, list(g.nodes), normalized=False)
+            # A bare number is a count to sample; one vertex is --root V.
+            pick = ["--sources", sources] if "," in sources or sources == "all" \
+                else ["--root", sources]
+            got, _ = locus(binary, path, vc, "bc", out, [*pick, *sym, "--ignore-weights"])
+            for v in range(n):
+                err = abs(got[v] - want[v])
+                worst = max(worst, err / max(1.0, abs(want[v])))
+                if err > 1e-9 * max(1.0, abs(want[v])):
+                    fail(name, f"BC score from {sources} ({how})", v, got[v], want[v])
+    return worst
+
+
 def check_sssp(binary, path, vc, name, n, wedges, roots, out):
     """SSSP distances equal networkx's Dijkstra, directed and symmetrized."""
     for undirected in (False, True):
@@ -92,7 +131,7 @@ def locus(binary, graph, vertex_count, algo, out, extra=()):
         if line.startswith("#"):
             continue
         v, x = line.split()
-        rows[int(v)] = float(x) if algo == "pagerank" else int(x)
+        rows[int(v)] = float(x) if algo in ("pagerank", "bc") else int(x)
     return rows, p.stdout
 
 
@@ -142,13 +181,15 @@ def main():
                 if got[v] != want[v]:
                     fail(name, "triangles", v, got[v], want[v])
             total = sum(want.values()) // 3
+            bc_worst = check_bc(binary, path, vc, name, n, wedges, hub, out)
             if f"result          {total} triangles" not in stdout:
                 sys.exit(f"{name}: the summary does not say {total} triangles:\n{stdout}")
             print(f"{name}: {n} vertices, {g.number_of_edges()} edges"
                   f"{' (weighted)' if weighted else ''}: BFS from "
                   f"{sorted({0, hub})}, WCC ({nx.number_weakly_connected_components(g)} "
                   f"components), SSSP from {sorted({0, hub})} directed and symmetrized, "
-                  f"TC ({total} triangles) equal; PageRank within {worst:.1e} relative")
+                  f"TC ({total} triangles) equal; PageRank within {worst:.1e}, "
+                  f"BC within {bc_worst:.1e} relative")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ use crate::error::{config_err, Result};
 use crate::grid::Order;
 use crate::vertex::{self, VertexVec};
 
+pub mod bc;
 mod pagerank;
 mod sssp;
 pub mod tc;
@@ -56,13 +57,15 @@ pub enum Algo {
     /// Triangle counting (GAPBS's TC) on the undirected simple graph, on a
     /// CSR built from one pass over the store ([`tc`]).
     Tc,
+    /// Betweenness centrality by Brandes from `--sources` ([`bc`]).
+    Bc,
 }
 
 impl Algo {
     /// Fargraph+'s four (Table 3), the ones every backend test sweeps.
     pub const ALL: [Algo; 4] = [Algo::Bfs, Algo::Wcc, Algo::PageRank, Algo::Radii];
     /// The kernels added for issue 63 beside them (GAP's).
-    pub const GAP_EXTRA: [Algo; 2] = [Algo::Sssp, Algo::Tc];
+    pub const GAP_EXTRA: [Algo; 3] = [Algo::Sssp, Algo::Tc, Algo::Bc];
 
     /// Whether it reads edge weights (a weighted grid when the input has them).
     pub fn uses_weights(self) -> bool {
@@ -78,6 +81,7 @@ impl Algo {
             Algo::Radii => "radii",
             Algo::Sssp => "sssp",
             Algo::Tc => "tc",
+            Algo::Bc => "bc",
         }
     }
 
@@ -90,17 +94,22 @@ impl Algo {
             "radii" => Ok(Algo::Radii),
             "sssp" => Ok(Algo::Sssp),
             "tc" => Ok(Algo::Tc),
+            "bc" => Ok(Algo::Bc),
             _ => Err(config_err(
                 "algo",
-                format!("'{s}' is not one of bfs, sssp, pagerank, cc (wcc), tc, radii"),
+                format!("'{s}' is not one of bfs, sssp, pagerank, cc (wcc), bc, tc, radii"),
             )),
         }
     }
 
     /// The grid orders it streams: the column order for all (WCC applies
-    /// each edge both ways in that one order).
+    /// each edge both ways in that one order) but BC, whose backward passes
+    /// own the source and stream the row order too.
     pub fn orders(self) -> &'static [Order] {
-        &[Order::Column]
+        match self {
+            Algo::Bc => &[Order::Column, Order::Row],
+            _ => &[Order::Column],
+        }
     }
 
     /// Its vertex arrays and how it touches them (Fargraph+ Fig. 8-9's
@@ -113,6 +122,7 @@ impl Algo {
             Algo::Radii => RADII_SEGMENTS,
             Algo::Sssp => SSSP_SEGMENTS,
             Algo::Tc => TC_SEGMENTS,
+            Algo::Bc => BC_SEGMENTS,
         }
     }
 
@@ -121,7 +131,7 @@ impl Algo {
     /// and parent, WCC's label, PageRank's sum, Radii's mask, SSSP's distance.
     pub fn window_bytes(self, precision: Precision) -> u64 {
         match self {
-            Algo::Bfs | Algo::Radii => 8,
+            Algo::Bfs | Algo::Radii | Algo::Bc => 8,
             Algo::Wcc | Algo::Sssp | Algo::Tc => 4,
             Algo::PageRank => precision.bytes(),
         }
@@ -142,7 +152,7 @@ impl Algo {
     /// stripe per block.
     pub fn stripe_ids(self) -> u64 {
         match self {
-            Algo::Bfs | Algo::Radii | Algo::Sssp => crate::grid::STRIPE_IDS_SPARSE,
+            Algo::Bfs | Algo::Radii | Algo::Sssp | Algo::Bc => crate::grid::STRIPE_IDS_SPARSE,
             Algo::Wcc | Algo::PageRank | Algo::Tc => crate::grid::NO_STRIPES,
         }
     }
@@ -222,6 +232,14 @@ const SSSP_SEGMENTS: &[VertexSegment] = &[
 const TC_SEGMENTS: &[VertexSegment] = &[
     seg("in-neighbours", 24, (0, 1), (1, 0)),
     seg("count", 8, (0, 0), (0, 1)),
+];
+const BC_SEGMENTS: &[VertexSegment] = &[
+    seg("depth+paths", 16, (1, 1), (2, 0)),
+    seg("paths-read", 8, (1, 0), (0, 1)),
+    seg("coefficient", 8, (1, 0), (0, 1)),
+    seg("sum", 8, (1, 1), (1, 1)),
+    seg("score", 8, (0, 0), (0, 1)),
+    seg("levels", 1, (1, 0), (1, 1)),
 ];
 const RADII_SEGMENTS: &[VertexSegment] = &[
     seg("visited", 8, (1, 0), (1, 1)),
@@ -327,7 +345,7 @@ pub fn pagerank_f32_tolerance(max_in_degree: u64) -> f64 {
 }
 
 /// Per-algorithm settings.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Params {
     /// BFS and SSSP root (None: the vertex with the largest out-degree,
     /// lowest id on ties).
@@ -340,6 +358,10 @@ pub struct Params {
     pub precision: Precision,
     /// SSSP's bin width (delta-stepping).
     pub delta: u32,
+    /// BC's sources.
+    pub sources: bc::Sources,
+    /// BC's sample seed (with a count of sources).
+    pub sources_seed: u64,
 }
 
 impl Default for Params {
@@ -350,6 +372,8 @@ impl Default for Params {
             seed: RADII_SEED_DEFAULT,
             precision: Precision::F32,
             delta: SSSP_DELTA_DEFAULT,
+            sources: bc::Sources::Root,
+            sources_seed: bc::BC_SEED_DEFAULT,
         }
     }
 }
@@ -398,6 +422,13 @@ pub enum Output {
         /// Triangles in all (the counts sum to three times this).
         total: u64,
     },
+    /// BC: Brandes's dependencies summed over the sources.
+    Bc {
+        /// The sources, in the order run.
+        sources: Vec<u32>,
+        /// Score per vertex.
+        score: Vec<f64>,
+    },
 }
 
 impl Output {
@@ -413,6 +444,7 @@ impl Output {
             Output::Radii { radius, .. } => radius.iter().for_each(|r| h.write(&r.to_le_bytes())),
             Output::Sssp { dist, .. } => dist.iter().for_each(|d| h.write(&d.to_le_bytes())),
             Output::Tc { count, .. } => count.iter().for_each(|c| h.write(&c.to_le_bytes())),
+            Output::Bc { score, .. } => score.iter().for_each(|c| h.write(&c.to_le_bytes())),
         }
         h.0
     }
@@ -456,6 +488,17 @@ impl Output {
                 let reached = dist.iter().filter(|&&d| d != UNREACHED).count();
                 let max = dist.iter().filter(|&&d| d != UNREACHED).max().unwrap_or(&0);
                 format!("root {root}: {reached} vertices reached, farthest at distance {max}")
+            }
+            Output::Bc { sources, score } => {
+                let (v, r) =
+                    score
+                        .iter()
+                        .enumerate()
+                        .fold((0, f64::MIN), |b, (v, &r)| if r > b.1 { (v, r) } else { b });
+                format!(
+                    "{} sources: top vertex {v} with score {r:.6e}",
+                    sources.len()
+                )
             }
             Output::Tc { count, total } => {
                 let most = count.iter().max().unwrap_or(&0);
@@ -548,6 +591,15 @@ pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params)
         Algo::Bfs => bfs(engine, root()?),
         Algo::Sssp => sssp(engine, root()?, params.delta),
         Algo::Tc => tc::tc(engine),
+        Algo::Bc => {
+            let sources = match &params.sources {
+                bc::Sources::Root => vec![root()?],
+                bc::Sources::All => (0..v as u32).collect(),
+                bc::Sources::Sample(k) => bc::sample_sources(out_degree, *k, params.sources_seed),
+                bc::Sources::List(l) => l.clone(),
+            };
+            bc::bc(engine, &sources)
+        }
         Algo::Wcc => wcc(engine),
         Algo::PageRank => match params.precision {
             Precision::F32 => pagerank::<f32>(engine, out_degree, params.iterations),

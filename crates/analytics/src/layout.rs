@@ -266,7 +266,7 @@ pub enum LayoutChoice {
 pub fn layout_for(algo: Algo) -> LayoutChoice {
     match algo {
         Algo::PageRank | Algo::Wcc | Algo::Tc => LayoutChoice::Auto,
-        Algo::Bfs | Algo::Radii | Algo::Sssp => LayoutChoice::Compact,
+        Algo::Bfs | Algo::Radii | Algo::Sssp | Algo::Bc => LayoutChoice::Compact,
     }
 }
 

@@ -45,7 +45,9 @@ pub const DEFAULT_LIMIT_WITHOUT_MEMINFO_BYTES: u64 = 8 << 30;
 /// bitmaps; WCC label and next label and two bitmaps; PageRank rank,
 /// contribution and sum in f64; Radii two 64-bit visited masks, the
 /// radius and two bitmaps; SSSP distance, done and a bitmap; TC an
-/// in-neighbour list's header, a CSR offset and a count.
+/// in-neighbour list's header, a CSR offset and a count; BC depth and
+/// paths, the paths read, coefficient, sum, score and a bitmap per level
+/// (two counted here).
 pub fn vertex_peak_bytes(algo: Algo) -> u64 {
     match algo {
         Algo::Bfs => 17,
@@ -54,6 +56,7 @@ pub fn vertex_peak_bytes(algo: Algo) -> u64 {
         Algo::Radii => 21,
         Algo::Sssp => 9,
         Algo::Tc => 40,
+        Algo::Bc => 50,
     }
 }
 

@@ -14,7 +14,7 @@
 //! ```text
 //!  offset  0: magic "LOCUSRES" (8 bytes)
 //!          8: version u16 = 1
-//!         10: algorithm u8 (0 bfs, 1 wcc, 2 pagerank, 3 radii, 4 sssp, 5 tc)
+//!         10: algorithm u8 (0 bfs, 1 wcc, 2 pagerank, 3 radii, 4 sssp, 5 tc, 6 bc)
 //!         11: value kind u8 (0: u32, 1: f64, 2: u64)
 //!         12: reserved u32 = 0
 //!         16: record count u64
@@ -83,6 +83,7 @@ fn algo_code(a: Algo) -> u8 {
         Algo::Radii => 3,
         Algo::Sssp => 4,
         Algo::Tc => 5,
+        Algo::Bc => 6,
     }
 }
 
@@ -94,6 +95,7 @@ fn output_algo(out: &Output) -> Algo {
         Output::Radii { .. } => Algo::Radii,
         Output::Sssp { .. } => Algo::Sssp,
         Output::Tc { .. } => Algo::Tc,
+        Output::Bc { .. } => Algo::Bc,
     }
 }
 
@@ -120,6 +122,9 @@ fn values(out: &Output, ids: Option<&IdMap>) -> Values {
         Output::Wcc { label } => u32s(label, true),
         Output::Radii { radius, .. } => u32s(radius, false),
         Output::Sssp { dist, .. } => u32s(dist, false),
+        Output::Bc { score, .. } => {
+            Values::F64(score.iter().enumerate().map(|(v, &r)| (id(v), r)).collect())
+        }
         Output::Tc { count, .. } => {
             Values::U64(count.iter().enumerate().map(|(v, &c)| (id(v), c)).collect())
         }
@@ -152,6 +157,7 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                     Algo::Radii => "Radii estimate (-1: no sample reaches it)",
                     Algo::Sssp => "SSSP distance (-1: not reached)",
                     Algo::Tc => "TC triangles through it (undirected simple graph)",
+                    Algo::Bc => "BC score (Brandes's sum over the sources)",
                 };
                 writeln!(w, "# locus analytics {}: vertex {what}", algo.name())?;
                 if ids.is_some() {
@@ -331,7 +337,7 @@ fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
             return Err(at("expected 'vertex value'"));
         };
         let v: u32 = v.parse().map_err(|_| at("vertex is not a u32"))?;
-        if algo == Algo::PageRank {
+        if matches!(algo, Algo::PageRank | Algo::Bc) {
             x.push((v, val.parse().map_err(|_| at("value is not a number"))?));
         } else if algo == Algo::Tc {
             c.push((v, val.parse().map_err(|_| at("value is not a u64"))?));
@@ -341,7 +347,7 @@ fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
             u.push((v, val.parse().map_err(|_| at("value is not a u32 or -1"))?));
         }
     }
-    Ok(if algo == Algo::PageRank {
+    Ok(if matches!(algo, Algo::PageRank | Algo::Bc) {
         Values::F64(x)
     } else if algo == Algo::Tc {
         Values::U64(c)

@@ -256,13 +256,13 @@ impl SavedProfile {
         let same_root = match algo {
             Algo::Bfs | Algo::Sssp => self.origin.root == now.root,
             Algo::Radii => self.origin.radii_seed == now.radii_seed,
-            Algo::Wcc | Algo::PageRank | Algo::Tc => true,
+            Algo::Wcc | Algo::PageRank | Algo::Tc | Algo::Bc => true,
         };
         if same_root && !same_root_ok {
             let what = match algo {
                 Algo::Bfs | Algo::Sssp => "the root of this run",
                 Algo::Radii => "the seed of this run",
-                Algo::Wcc | Algo::PageRank | Algo::Tc => {
+                Algo::Wcc | Algo::PageRank | Algo::Tc | Algo::Bc => {
                     "the same run as this one (it has no root)"
                 }
             };

@@ -6,6 +6,7 @@
 mod common;
 
 use common::{check, small_graphs};
+use locus_analytics::algo::bc::Sources;
 use locus_analytics::algo::Algo;
 use locus_analytics::run::{run, RunConfig};
 use locus_analytics::store::Backend;
@@ -24,6 +25,9 @@ fn every_backend_ratio_and_thread_count() {
                     let mut cfg = RunConfig::new(algo, backend, ratio);
                     cfg.engine.threads = threads;
                     cfg.disk_dir = dir.path().to_path_buf();
+                    if algo == Algo::Bc {
+                        cfg.params.sources = Sources::All;
+                    }
                     let (report, result, _) = run(&g.grid, Some(&fabric), &cfg, None).unwrap();
                     check(&g, &result.output, &cfg.params);
                     if backend == Backend::Far && ratio == 1.0 {
@@ -42,5 +46,29 @@ fn every_backend_ratio_and_thread_count() {
                 g.name
             );
         }
+    }
+}
+
+#[test]
+fn bc_from_a_sample_a_list_and_the_root() {
+    let g = common::rmat(9, 3, Some(6));
+    for sources in [
+        Sources::Sample(5),
+        Sources::List(vec![1, 1, 7]),
+        Sources::Root,
+    ] {
+        let mut digests = Vec::new();
+        for backend in Backend::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let fabric = LocalFabric::new(LocalConfig::with_machines(2).without_model()).unwrap();
+            let mut cfg = RunConfig::new(Algo::Bc, backend, 0.8);
+            cfg.engine.threads = 2;
+            cfg.disk_dir = dir.path().to_path_buf();
+            cfg.params.sources = sources.clone();
+            let (report, result, _) = run(&g.grid, Some(&fabric), &cfg, None).unwrap();
+            check(&g, &result.output, &cfg.params);
+            digests.push(report.digest);
+        }
+        assert!(digests.windows(2).all(|w| w[0] == w[1]), "{sources:?}");
     }
 }

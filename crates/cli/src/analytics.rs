@@ -44,8 +44,11 @@ pub struct AnalyticsArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum AnalyticsCommand {
-    /// Run BFS, SSSP, PageRank, CC (WCC), TC or Radii on one backend and
-    /// print time, iterations, bytes fetched and a digest of the result.
+    /// Run BFS, SSSP, PageRank, CC (WCC), BC, TC or Radii on one backend
+    /// and print time, iterations, bytes fetched and a digest of the result.
+    ///
+    /// BC streams both block orders (forward levels by column, backward
+    /// levels by row), so its grid holds twice the bytes of the others'.
     ///
     /// TC streams the edge blocks once from the backend, then counts on a
     /// CSR of the undirected simple graph in local memory (about 12 bytes
@@ -69,7 +72,7 @@ pub enum AnalyticsCommand {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// bfs, sssp, pagerank, cc (or wcc), tc or radii.
+    /// bfs, sssp, pagerank, cc (or wcc), bc, tc or radii.
     #[arg(long)]
     pub algo: String,
     /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
@@ -159,6 +162,14 @@ pub struct RunArgs {
     /// SSSP: the delta-stepping bin width (GAPBS's default, 1).
     #[arg(long, default_value_t = algo::SSSP_DELTA_DEFAULT)]
     pub delta: u32,
+    /// BC: `all`, a count N (sampled as GAPBS does: uniformly among vertices
+    /// with an out-edge, repeats allowed, from --sources-seed), or vertices
+    /// V,V,... (default: --root, else the vertex with the most out-edges).
+    #[arg(long)]
+    pub sources: Option<String>,
+    /// BC: the seed of a sampled --sources N (GAPBS's kRandSeed by default).
+    #[arg(long, default_value_t = algo::bc::BC_SEED_DEFAULT)]
+    pub sources_seed: u64,
     /// Radii sample seed.
     #[arg(long, default_value_t = RADII_SEED_DEFAULT)]
     pub radii_seed: u64,
@@ -198,7 +209,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub compact_ids: bool,
     /// Write every vertex's result (BFS depth, SSSP distance, WCC label,
-    /// PageRank score, Radii estimate, TC triangles through it) to FILE.
+    /// PageRank score, BC score, Radii estimate, TC triangles through it)
+    /// to FILE.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// text (`vertex value` lines) or binary (see `locus_analytics::results`).
@@ -445,6 +457,22 @@ fn run_one(a: RunArgs) -> CliResult {
             seed: a.radii_seed,
             precision,
             delta: a.delta,
+            sources: match a.sources.as_deref() {
+                None => algo::bc::Sources::Root,
+                Some(s) => match algo::bc::Sources::parse(s)? {
+                    algo::bc::Sources::List(l) => algo::bc::Sources::List(
+                        l.into_iter()
+                            .map(|v| {
+                                run_root(Some(v), ids.as_ref())
+                                    .map(|r| r.expect("a vertex was given"))
+                                    .map_err(|e| format!("--sources: {e}"))
+                            })
+                            .collect::<Result<Vec<u32>, String>>()?,
+                    ),
+                    other => other,
+                },
+            },
+            sources_seed: a.sources_seed,
         },
         engine: EngineConfig {
             threads,

@@ -73,3 +73,58 @@ fn counts_on_every_backend_with_the_total_in_the_summary() {
     assert_eq!(b.len(), 24 + 5 * 12);
     assert_eq!(u64::from_le_bytes(b[28..36].try_into().unwrap()), 3);
 }
+
+#[test]
+fn bc_sources_all_a_list_and_a_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    // A path 0 -> 1 -> 2 -> 3: from all sources 1 lies on 0->2, 0->3 and
+    // 2 on 0->3, 1->3: scores 0 2 2 0; from source 0, 2 and 1, and a
+    // source listed twice counts twice.
+    let g = dir.path().join("path.txt");
+    std::fs::write(&g, "0 1\n1 2\n2 3\n").unwrap();
+    let out = dir.path().join("b.txt");
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "analytics",
+            "run",
+            "--algo",
+            "bc",
+            "--graph",
+            g.to_str().unwrap(),
+            "--backend",
+            "far",
+            "--output",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        let o = locus(&a);
+        assert!(o.status.success(), "{extra:?}: {}", text(&o.stderr));
+        let rows: Vec<String> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect();
+        (text(&o.stdout), rows)
+    };
+    let (so, rows) = run(&["--sources", "all"]);
+    assert!(so.contains("4 sources"), "{so}");
+    assert_eq!(rows, ["0 0.0", "1 2.0", "2 2.0", "3 0.0"]);
+    let (_, rows) = run(&["--sources", "0,0"]);
+    assert_eq!(rows, ["0 0.0", "1 4.0", "2 2.0", "3 0.0"]);
+    let (_, rows) = run(&["--root", "1"]);
+    assert_eq!(rows, ["0 0.0", "1 0.0", "2 1.0", "3 0.0"]);
+    let (so, _) = run(&["--sources", "3"]);
+    assert!(so.contains("3 sources"), "{so}");
+    let o = locus(&[
+        "analytics",
+        "run",
+        "--algo",
+        "bc",
+        "--graph",
+        g.to_str().unwrap(),
+        "--sources",
+        "1,x",
+    ]);
+    assert!(!o.status.success() && text(&o.stderr).contains("sources"));
+}
