@@ -48,6 +48,7 @@ pub mod run;
 pub mod saved;
 pub mod server;
 pub mod store;
+pub mod verify;
 #[allow(unsafe_code)] // arrays placed in the vertex pager's mapping (see its doc)
 pub mod vertex;
 pub mod weighted;

@@ -197,6 +197,12 @@ pub struct RunArgs {
     /// seed) for a later run's `--profile`.
     #[arg(long, value_name = "FILE")]
     pub save_profile: Option<PathBuf>,
+    /// Check the result after the run with GAPBS's verification logic
+    /// (`locus_analytics::verify`: a serial BFS, Dijkstra, Brandes,
+    /// set intersections, component search or PageRank on the graph the
+    /// run saw); a difference exits non-zero naming the vertices.
+    #[arg(long)]
+    pub verify: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -546,6 +552,17 @@ fn run_one(a: RunArgs) -> CliResult {
         let n = results::write(path, output_format, &result.output, ids.as_ref())?;
         eprintln!("wrote {n} vertices' results to {}", path.display());
     }
+    let verified = if a.verify {
+        let t = std::time::Instant::now();
+        let what = locus_analytics::verify::verify(&grid, &result.output, &cfg.params)?;
+        Some(format!(
+            "{what} ({:.2} s; vertex ids are the run's{})",
+            t.elapsed().as_secs_f64(),
+            if ids.is_some() { ", compacted" } else { "" }
+        ))
+    } else {
+        None
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -590,6 +607,9 @@ fn run_one(a: RunArgs) -> CliResult {
         println!("weights         {}", report.weights.describe());
     }
     print_report(&report);
+    if let Some(v) = verified {
+        println!("verify          {v}");
+    }
     Ok(())
 }
 
