@@ -4,7 +4,8 @@ issue 63 for SSSP).
 For each graph, runs Locus's BFS (from vertex 0 and from the hub), WCC and
 PageRank on the far backend with two threads, reads the per-vertex results
 it writes, and compares them with networkx on the same directed edges:
-BFS depths with `single_source_shortest_path_length` (exact), WCC labels
+BFS depths with `single_source_shortest_path_length` (exact; each parent,
+the third column, one level up along an edge), WCC labels
 with the smallest id of `weakly_connected_components` (exact), PageRank
 with `pagerank` (damping 0.85, uniform dangling mass; Locus runs 100
 iterations, networkx converges to tol 1e-13; relative difference at most
@@ -127,12 +128,20 @@ def locus(binary, graph, vertex_count, algo, out, extra=()):
     if p.returncode != 0:
         sys.exit(f"{' '.join(map(str, cmd))} failed:\n{p.stderr}")
     rows = {}
+    parents.clear()
     for line in Path(out).read_text().splitlines():
         if line.startswith("#"):
             continue
-        v, x = line.split()
-        rows[int(v)] = float(x) if algo in ("pagerank", "bc") else int(x)
+        t = line.split()
+        v, x = int(t[0]), t[1]
+        rows[v] = float(x) if algo in ("pagerank", "bc") else int(x)
+        if algo == "bfs":
+            parents[v] = int(t[2])
     return rows, p.stdout
+
+
+# BFS's third column of the last bfs run: the parent (-1: not reached).
+parents = {}
 
 
 def fail(name, what, v, got, want):
@@ -158,6 +167,12 @@ def main():
                 for v in range(n):
                     if got[v] != want.get(v, -1):
                         fail(name, f"BFS depth from {root}", v, got[v], want.get(v, -1))
+                    p = parents[v]
+                    ok = (p == -1) if got[v] == -1 else (p == root) if v == root else (
+                        g.has_edge(p, v) and got[p] == got[v] - 1)
+                    if not ok:
+                        fail(name, f"BFS parent from {root} (one level up, along an edge)", v,
+                             p, "a valid parent")
             got, _ = locus(binary, path, vc, "wcc", out, drop)
             for comp in nx.weakly_connected_components(g):
                 label = min(comp)
@@ -185,7 +200,7 @@ def main():
             if f"result          {total} triangles" not in stdout:
                 sys.exit(f"{name}: the summary does not say {total} triangles:\n{stdout}")
             print(f"{name}: {n} vertices, {g.number_of_edges()} edges"
-                  f"{' (weighted)' if weighted else ''}: BFS from "
+                  f"{' (weighted)' if weighted else ''}: BFS depths and parents from "
                   f"{sorted({0, hub})}, WCC ({nx.number_weakly_connected_components(g)} "
                   f"components), SSSP from {sorted({0, hub})} directed and symmetrized, "
                   f"TC ({total} triangles) equal; PageRank within {worst:.1e}, "

@@ -5,7 +5,8 @@
 //! ([`crate::input::IdMap`]).
 //!
 //! Text: `#` comment lines, then one `vertex value` line per vertex in
-//! increasing id order. PageRank scores are printed in Rust's shortest
+//! increasing id order (BFS: `vertex depth parent`, the parent in the
+//! input's ids, `-1` for both when not reached). PageRank scores are printed in Rust's shortest
 //! form that reads back to the same f64; a vertex BFS or Radii did not
 //! reach has the value `-1`.
 //!
@@ -15,10 +16,12 @@
 //!  offset  0: magic "LOCUSRES" (8 bytes)
 //!          8: version u16 = 1
 //!         10: algorithm u8 (0 bfs, 1 wcc, 2 pagerank, 3 radii, 4 sssp, 5 tc, 6 bc)
-//!         11: value kind u8 (0: u32, 1: f64, 2: u64)
+//!         11: value kind u8 (0: u32, 1: f64, 2: u64, 3: u32 pair)
 //!         12: reserved u32 = 0
 //!         16: record count u64
-//!         24: records: | vertex u32 | value u32, f64 or u64 |  (8 or 12 bytes, packed)
+//!         24: records: | vertex u32 | value u32, f64, u64 or two u32 |  (8 or 12 bytes, packed)
+//!
+//! BFS writes kind 3, `| vertex | depth | parent |`.
 //! ```
 //!
 //! Unreached vertices are `u32::MAX` in binary. Numpy reads the records as
@@ -73,6 +76,8 @@ pub enum Values {
     F64(Vec<(u32, f64)>),
     /// TC counts.
     U64(Vec<(u32, u64)>),
+    /// BFS: depth and parent ([`UNREACHED`] for both if not reached).
+    U32Pair(Vec<(u32, u32, u32)>),
 }
 
 fn algo_code(a: Algo) -> u8 {
@@ -118,7 +123,17 @@ fn values(out: &Output, ids: Option<&IdMap>) -> Values {
         )
     };
     match out {
-        Output::Bfs { depth, .. } => u32s(depth, false),
+        Output::Bfs { depth, parent, .. } => Values::U32Pair(
+            depth
+                .iter()
+                .zip(parent)
+                .enumerate()
+                .map(|(v, (&d, &p))| {
+                    let p = if p == UNREACHED { p } else { id(p as usize) };
+                    (id(v), d, p)
+                })
+                .collect(),
+        ),
         Output::Wcc { label } => u32s(label, true),
         Output::Radii { radius, .. } => u32s(radius, false),
         Output::Sssp { dist, .. } => u32s(dist, false),
@@ -146,12 +161,13 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
         Values::U32(v) => v.len(),
         Values::F64(v) => v.len(),
         Values::U64(v) => v.len(),
+        Values::U32Pair(v) => v.len(),
     } as u64;
     let res: std::io::Result<()> = (|| {
         match format {
             ResultFormat::Text => {
                 let what = match algo {
-                    Algo::Bfs => "BFS depth (-1: not reached)",
+                    Algo::Bfs => "BFS depth parent (-1 -1: not reached)",
                     Algo::Wcc => "WCC label (smallest vertex id of the component)",
                     Algo::PageRank => "PageRank score",
                     Algo::Radii => "Radii estimate (-1: no sample reaches it)",
@@ -183,6 +199,15 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                             writeln!(w, "{v} {x}")?;
                         }
                     }
+                    Values::U32Pair(rows) => {
+                        for &(v, d, p) in rows {
+                            if d == UNREACHED {
+                                writeln!(w, "{v} -1 -1")?;
+                            } else {
+                                writeln!(w, "{v} {d} {p}")?;
+                            }
+                        }
+                    }
                 }
             }
             ResultFormat::Binary => {
@@ -192,6 +217,7 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                     Values::U32(_) => 0u8,
                     Values::F64(_) => 1,
                     Values::U64(_) => 2,
+                    Values::U32Pair(_) => 3,
                 };
                 w.write_all(&[algo_code(algo), kind])?;
                 w.write_all(&0u32.to_le_bytes())?;
@@ -213,6 +239,13 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                         for &(v, x) in rows {
                             w.write_all(&v.to_le_bytes())?;
                             w.write_all(&x.to_le_bytes())?;
+                        }
+                    }
+                    Values::U32Pair(rows) => {
+                        for &(v, d, p) in rows {
+                            w.write_all(&v.to_le_bytes())?;
+                            w.write_all(&d.to_le_bytes())?;
+                            w.write_all(&p.to_le_bytes())?;
                         }
                     }
                 }
@@ -277,7 +310,7 @@ fn read_binary(path: &Path, head: &[u8; HEADER_BYTES], mut f: File, algo: Algo) 
         ));
     }
     let kind = head[11];
-    if kind > 2 {
+    if kind > 3 {
         return Err(bad(path, format!("value kind {kind} at byte offset 11")));
     }
     let n = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
@@ -294,7 +327,13 @@ fn read_binary(path: &Path, head: &[u8; HEADER_BYTES], mut f: File, algo: Algo) 
         ));
     }
     let u = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
-    Ok(if kind == 2 {
+    Ok(if kind == 3 {
+        Values::U32Pair(
+            body.chunks_exact(12)
+                .map(|r| (u(r), u(&r[4..]), u(&r[8..])))
+                .collect(),
+        )
+    } else if kind == 2 {
         Values::U64(
             body.chunks_exact(12)
                 .map(|r| {
@@ -325,6 +364,7 @@ fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
     let mut u = Vec::new();
     let mut x = Vec::new();
     let mut c = Vec::new();
+    let mut b = Vec::new();
     for (k, line) in BufReader::new(f).lines().enumerate() {
         let line = line.map_err(io_err("read", path))?;
         let t = line.trim();
@@ -333,6 +373,22 @@ fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
         }
         let at = |why: &str| bad(path, format!("line {}: {why}: '{t}'", k + 1));
         let mut it = t.split_whitespace();
+        let u32_or_minus_one = |x: &str| -> Result<u32> {
+            if x == "-1" {
+                Ok(UNREACHED)
+            } else {
+                x.parse().map_err(|_| at("value is not a u32 or -1"))
+            }
+        };
+        if algo == Algo::Bfs {
+            let (Some(v), Some(d), Some(p), None) = (it.next(), it.next(), it.next(), it.next())
+            else {
+                return Err(at("expected 'vertex depth parent'"));
+            };
+            let v: u32 = v.parse().map_err(|_| at("vertex is not a u32"))?;
+            b.push((v, u32_or_minus_one(d)?, u32_or_minus_one(p)?));
+            continue;
+        }
         let (Some(v), Some(val), None) = (it.next(), it.next(), it.next()) else {
             return Err(at("expected 'vertex value'"));
         };
@@ -351,6 +407,8 @@ fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
         Values::F64(x)
     } else if algo == Algo::Tc {
         Values::U64(c)
+    } else if algo == Algo::Bfs {
+        Values::U32Pair(b)
     } else {
         Values::U32(u)
     })
@@ -410,8 +468,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.txt");
         std::fs::write(&p, "# c\n0 1\n1 x\n").unwrap();
-        let e = read(&p, Algo::Bfs).unwrap_err().to_string();
+        let e = read(&p, Algo::Wcc).unwrap_err().to_string();
         assert!(e.contains("line 3"), "{e}");
+        std::fs::write(&p, "# c\n0 0 0\n1 1\n").unwrap();
+        let e = read(&p, Algo::Bfs).unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("depth parent"), "{e}");
         let b = dir.path().join("r.bin");
         let mut bytes = MAGIC.to_vec();
         bytes.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);

@@ -214,7 +214,7 @@ pub struct RunArgs {
     /// sparse or huge ids cost nothing; results keep the input's ids.
     #[arg(long)]
     pub compact_ids: bool,
-    /// Write every vertex's result (BFS depth, SSSP distance, WCC label,
+    /// Write every vertex's result (BFS depth and parent, SSSP distance, WCC label,
     /// PageRank score, BC score, Radii estimate, TC triangles through it)
     /// to FILE.
     #[arg(long, value_name = "FILE")]

@@ -345,7 +345,11 @@ fn a_huge_id_is_refused_unless_ids_are_compacted() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let body = std::fs::read_to_string(&out).unwrap();
-    assert!(body.ends_with("0 -1\n4294967293 0\n"), "{body}");
+    // BFS lines carry the parent, in the input's ids too.
+    assert!(
+        body.ends_with("0 -1 -1\n4294967293 0 4294967293\n"),
+        "{body}"
+    );
     let o = locus(&[
         "analytics",
         "run",
