@@ -350,8 +350,11 @@ pub struct Params {
     /// BFS and SSSP root (None: the vertex with the largest out-degree,
     /// lowest id on ties).
     pub root: Option<u32>,
-    /// PageRank iterations.
+    /// PageRank iterations (the most, with a tolerance).
     pub iterations: u32,
+    /// PageRank: stop once an iteration moves the ranks by less than this
+    /// in L1 (GAPBS's rule; None: run every iteration).
+    pub tolerance: Option<f64>,
     /// Radii sample seed.
     pub seed: u64,
     /// PageRank's value type.
@@ -369,6 +372,7 @@ impl Default for Params {
         Params {
             root: None,
             iterations: PAGERANK_ITERATIONS_DEFAULT,
+            tolerance: None,
             seed: RADII_SEED_DEFAULT,
             precision: Precision::F32,
             delta: SSSP_DELTA_DEFAULT,
@@ -602,8 +606,12 @@ pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params)
         }
         Algo::Wcc => wcc(engine),
         Algo::PageRank => match params.precision {
-            Precision::F32 => pagerank::<f32>(engine, out_degree, params.iterations),
-            Precision::F64 => pagerank::<f64>(engine, out_degree, params.iterations),
+            Precision::F32 => {
+                pagerank::<f32>(engine, out_degree, params.iterations, params.tolerance)
+            }
+            Precision::F64 => {
+                pagerank::<f64>(engine, out_degree, params.iterations, params.tolerance)
+            }
         },
         Algo::Radii => radii(engine, params.seed),
     }

@@ -72,3 +72,49 @@ fn bc_from_a_sample_a_list_and_the_root() {
         assert!(digests.windows(2).all(|w| w[0] == w[1]), "{sources:?}");
     }
 }
+
+#[test]
+fn pagerank_stops_at_a_tolerance_with_the_fixed_runs_bits() {
+    let g = common::shipped("lesmis.txt", None, Some(4));
+    let mut seen = Vec::new();
+    for backend in Backend::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let fabric = LocalFabric::new(LocalConfig::with_machines(2).without_model()).unwrap();
+        let mut cfg = RunConfig::new(Algo::PageRank, backend, 0.8);
+        cfg.engine.threads = 2;
+        cfg.disk_dir = dir.path().to_path_buf();
+        cfg.params.precision = locus_analytics::Precision::F64;
+        cfg.params.iterations = 100;
+        cfg.params.tolerance = Some(1e-6);
+        let (_, result, _) = run(&g.grid, Some(&fabric), &cfg, None).unwrap();
+        let it = result.iterations;
+        assert!(it > 1 && it < 100, "{backend:?}: {it} iterations");
+        // The same bits as a fixed run of that many iterations, and the
+        // reference's scores to 1e-9 relative.
+        let locus_analytics::algo::Output::PageRank { rank } = &result.output else {
+            panic!()
+        };
+        let mut fixed_cfg = cfg.clone();
+        fixed_cfg.params.tolerance = None;
+        fixed_cfg.params.iterations = it;
+        let fabric = LocalFabric::new(LocalConfig::with_machines(2).without_model()).unwrap();
+        let (_, fixed, _) = run(&g.grid, Some(&fabric), &fixed_cfg, None).unwrap();
+        assert_eq!(&fixed.output, &result.output, "{backend:?}");
+        let want = locus_analytics::reference::pagerank(g.vertices, &g.edges, it);
+        let want_before = locus_analytics::reference::pagerank(g.vertices, &g.edges, it - 1);
+        for (a, b) in rank.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-12 + 1e-9 * b, "{backend:?}: {a} vs {b}");
+        }
+        // It stopped at the first iteration under the tolerance: the last
+        // step moved the scores by less than it, the one before by more
+        // (the run compares its unnormalised ranks, which sum to 1 within
+        // 1e-12; the margins here are far wider).
+        let step =
+            |x: &[f64], y: &[f64]| -> f64 { x.iter().zip(y).map(|(a, b)| (a - b).abs()).sum() };
+        assert!(step(&want, &want_before) < 1e-6 + 1e-12, "{backend:?}");
+        let before2 = locus_analytics::reference::pagerank(g.vertices, &g.edges, it - 2);
+        assert!(step(&want_before, &before2) > 1e-6 - 1e-12, "{backend:?}");
+        seen.push(it);
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+}

@@ -149,9 +149,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub edge_layout: Option<String>,
 
-    /// PageRank iterations.
+    /// PageRank iterations (with --tolerance, the most).
     #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
     pub iterations: u32,
+    /// PageRank: stop after the first iteration that moves the ranks by
+    /// less than this in L1, as GAPBS does (its default is 1e-4).
+    #[arg(long)]
+    pub tolerance: Option<f64>,
     /// PageRank's value type: f32 (half the vertex bytes, within the bound
     /// in `locus_analytics::algo::pagerank_f32_tolerance` of f64) or f64.
     #[arg(long, default_value = "f32")]
@@ -460,6 +464,7 @@ fn run_one(a: RunArgs) -> CliResult {
         params: Params {
             root,
             iterations: a.iterations,
+            tolerance: a.tolerance,
             seed: a.radii_seed,
             precision,
             delta: a.delta,

@@ -61,12 +61,13 @@ impl Rank for f32 {
     }
 }
 
-/// Two sums folded at once by a vertex pass: the dangling mass and the
-/// total of the ranks, both in f64.
+/// Three sums folded at once by a vertex pass: the dangling mass, the
+/// total of the ranks, and their L1 change from the last iteration, in f64.
 #[derive(Clone, Copy, Default)]
 struct Sums {
     dangling: f64,
     total: f64,
+    change: f64,
 }
 
 impl std::ops::Add for Sums {
@@ -75,6 +76,7 @@ impl std::ops::Add for Sums {
         Sums {
             dangling: self.dangling + o.dangling,
             total: self.total + o.total,
+            change: self.change + o.change,
         }
     }
 }
@@ -86,11 +88,23 @@ impl std::ops::Add for Sums {
 /// dangling mass and the ranks' total together. In f64 every operation and
 /// its order are those of the plain form (contributions; edge sums; ranks;
 /// total; normalise), so the result is bit-for-bit the same.
+///
+/// With a `tolerance` it stops, as GAPBS's PageRank does, after the first
+/// iteration whose ranks moved by less than it in the L1 norm (the sum of
+/// `|new - old|` over the vertices), or after `iterations` at most; the
+/// run reports how many it did.
 pub(super) fn pagerank<T: Rank>(
     engine: &Engine<'_>,
     out_degree: &[u32],
     iterations: u32,
+    tolerance: Option<f64>,
 ) -> Result<Run> {
+    if let Some(t) = tolerance.filter(|t| !(t.is_finite() && *t > 0.0)) {
+        return Err(config_err(
+            "tolerance",
+            format!("{t} is not a positive number"),
+        ));
+    }
     if iterations == 0 || iterations > ITERATIONS_MAX {
         return Err(config_err(
             "iterations",
@@ -120,21 +134,28 @@ pub(super) fn pagerank<T: Rank>(
     let mut dangling: f64 =
         engine.stream_vertices(&mut contrib, |x, c| contribute(x, r[x as usize], c));
     let mut total = 0.0f64;
-    for _ in 0..iterations {
+    let mut done = 0u32;
+    while done < iterations {
         let c = &contrib;
         engine.fold_edges(&mut sum, |s| c[s as usize], T::add)?;
         let base = T::from_f64((1.0 - d) / vf + d * dangling / vf);
         let sums: Sums =
             engine.stream_vertices3(&mut rank, &mut sum, &mut contrib, |x, r, s, c| {
+                let old = *r;
                 *r = base.add(dt.mul(*s));
                 *s = T::default();
                 Sums {
                     dangling: contribute(x, *r, c),
                     total: r.to_f64(),
+                    change: (r.to_f64() - old.to_f64()).abs(),
                 }
             });
         dangling = sums.dangling;
         total = sums.total;
+        done += 1;
+        if tolerance.is_some_and(|t| sums.change < t) {
+            break;
+        }
     }
     // Normalised: the scores sum to 1 (they do up to rounding; make it exact-ish).
     let mut out: Vec<f64> = vec![0.0; n];
@@ -145,6 +166,6 @@ pub(super) fn pagerank<T: Rank>(
     });
     Ok(Run {
         output: Output::PageRank { rank: out },
-        iterations,
+        iterations: done,
     })
 }
