@@ -229,6 +229,21 @@ mod tests {
     }
 
     #[test]
+    fn gzip_files_are_read_through() {
+        use std::io::Write;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("g.wel.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"0 1 3\n1 2 4\n").unwrap();
+        std::fs::write(&p, gz.finish().unwrap()).unwrap();
+        let l = load(&p, None, &LoadOptions::default()).unwrap();
+        assert_eq!(
+            (l.edges, l.weights),
+            (vec![(0, 1), (1, 2)], Some(vec![3, 4]))
+        );
+    }
+
+    #[test]
     fn mtx_values_weigh_both_edges_of_a_symmetric_entry() {
         let d = tempfile::tempdir().unwrap();
         let p = file(
