@@ -163,7 +163,9 @@ pub struct RunArgs {
     /// BFS and SSSP root (default: the vertex with the most out-edges).
     #[arg(long)]
     pub root: Option<u32>,
-    /// SSSP: the delta-stepping bin width (GAPBS's default, 1).
+    /// SSSP: the delta-stepping bin width (GAPBS's default, 1). Each bin
+    /// costs at least one pass over its vertices' blocks, so with weights
+    /// up to 255 a delta of tens makes many-fold fewer passes.
     #[arg(long, default_value_t = algo::SSSP_DELTA_DEFAULT)]
     pub delta: u32,
     /// BC: `all`, a count N (sampled as GAPBS does: uniformly among vertices
