@@ -17,7 +17,14 @@ use crate::bitmap::Bitmap;
 use crate::engine::Engine;
 use crate::error::{config_err, Result};
 use crate::grid::Order;
-use crate::vertex::{self, VertexValue, VertexVec};
+use crate::vertex::{self, VertexVec};
+
+pub mod bc;
+mod pagerank;
+mod sssp;
+pub mod tc;
+use pagerank::pagerank;
+pub use sssp::{sssp, SSSP_DELTA_DEFAULT};
 
 /// Depth and radius of a vertex no search reached.
 pub const UNREACHED: u32 = u32::MAX;
@@ -44,11 +51,26 @@ pub enum Algo {
     PageRank,
     /// Radii estimation: multi-source BFS from up to 64 sampled vertices.
     Radii,
+    /// Single-source shortest paths by delta-stepping (GAPBS's SSSP) on
+    /// the edges' weights (1 where the input has none).
+    Sssp,
+    /// Triangle counting (GAPBS's TC) on the undirected simple graph, on a
+    /// CSR built from one pass over the store ([`tc`]).
+    Tc,
+    /// Betweenness centrality by Brandes from `--sources` ([`bc`]).
+    Bc,
 }
 
 impl Algo {
-    /// Every algorithm.
+    /// Fargraph+'s four (Table 3), the ones every backend test sweeps.
     pub const ALL: [Algo; 4] = [Algo::Bfs, Algo::Wcc, Algo::PageRank, Algo::Radii];
+    /// The kernels added for issue 63 beside them (GAP's).
+    pub const GAP_EXTRA: [Algo; 3] = [Algo::Sssp, Algo::Tc, Algo::Bc];
+
+    /// Whether it reads edge weights (a weighted grid when the input has them).
+    pub fn uses_weights(self) -> bool {
+        self == Algo::Sssp
+    }
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -57,6 +79,9 @@ impl Algo {
             Algo::Wcc => "wcc",
             Algo::PageRank => "pagerank",
             Algo::Radii => "radii",
+            Algo::Sssp => "sssp",
+            Algo::Tc => "tc",
+            Algo::Bc => "bc",
         }
     }
 
@@ -67,17 +92,24 @@ impl Algo {
             "wcc" | "cc" => Ok(Algo::Wcc),
             "pagerank" | "pr" => Ok(Algo::PageRank),
             "radii" => Ok(Algo::Radii),
+            "sssp" => Ok(Algo::Sssp),
+            "tc" => Ok(Algo::Tc),
+            "bc" => Ok(Algo::Bc),
             _ => Err(config_err(
                 "algo",
-                format!("'{s}' is not one of bfs, wcc, pagerank, radii"),
+                format!("'{s}' is not one of bfs, sssp, pagerank, cc (wcc), bc, tc, radii"),
             )),
         }
     }
 
     /// The grid orders it streams: the column order for all (WCC applies
-    /// each edge both ways in that one order).
+    /// each edge both ways in that one order) but BC, whose backward passes
+    /// own the source and stream the row order too.
     pub fn orders(self) -> &'static [Order] {
-        &[Order::Column]
+        match self {
+            Algo::Bc => &[Order::Column, Order::Row],
+            _ => &[Order::Column],
+        }
     }
 
     /// Its vertex arrays and how it touches them (Fargraph+ Fig. 8-9's
@@ -88,16 +120,19 @@ impl Algo {
             Algo::Wcc => WCC_SEGMENTS,
             Algo::PageRank => PAGERANK_SEGMENTS,
             Algo::Radii => RADII_SEGMENTS,
+            Algo::Sssp => SSSP_SEGMENTS,
+            Algo::Tc => TC_SEGMENTS,
+            Algo::Bc => BC_SEGMENTS,
         }
     }
 
     /// Bytes per vertex of the values a column pass owns (the window the
     /// automatic partition count sizes to [`Algo::window_cache`]): BFS depth
-    /// and parent, WCC's label, PageRank's sum, Radii's mask.
+    /// and parent, WCC's label, PageRank's sum, Radii's mask, SSSP's distance.
     pub fn window_bytes(self, precision: Precision) -> u64 {
         match self {
-            Algo::Bfs | Algo::Radii => 8,
-            Algo::Wcc => 4,
+            Algo::Bfs | Algo::Radii | Algo::Bc => 8,
+            Algo::Wcc | Algo::Sssp | Algo::Tc => 4,
             Algo::PageRank => precision.bytes(),
         }
     }
@@ -112,12 +147,13 @@ impl Algo {
     }
 
     /// Source ids per stripe of the grid it runs best on: BFS and Radii
-    /// stream with an active set and skip inactive stripes; WCC and PageRank
-    /// stream every edge and keep one stripe per block.
+    /// stream with an active set and skip inactive stripes (so does SSSP,
+    /// one bin at a time); WCC and PageRank stream every edge and keep one
+    /// stripe per block.
     pub fn stripe_ids(self) -> u64 {
         match self {
-            Algo::Bfs | Algo::Radii => crate::grid::STRIPE_IDS_SPARSE,
-            Algo::Wcc | Algo::PageRank => crate::grid::NO_STRIPES,
+            Algo::Bfs | Algo::Radii | Algo::Sssp | Algo::Bc => crate::grid::STRIPE_IDS_SPARSE,
+            Algo::Wcc | Algo::PageRank | Algo::Tc => crate::grid::NO_STRIPES,
         }
     }
 
@@ -186,6 +222,24 @@ const PAGERANK_SEGMENTS: &[VertexSegment] = &[
     seg("contrib", 8, (1, 0), (0, 1)),
     seg("sum", 8, (1, 1), (1, 1)),
     seg("out-degree", 4, (0, 0), (1, 0)),
+];
+const SSSP_SEGMENTS: &[VertexSegment] = &[
+    seg("distance", 4, (1, 1), (2, 0)),
+    seg("done", 4, (1, 0), (2, 1)),
+    seg("frontier", 1, (1, 0), (0, 1)),
+];
+// The in-neighbour lists the one pass fills (the CSR is per edge, not here).
+const TC_SEGMENTS: &[VertexSegment] = &[
+    seg("in-neighbours", 24, (0, 1), (1, 0)),
+    seg("count", 8, (0, 0), (0, 1)),
+];
+const BC_SEGMENTS: &[VertexSegment] = &[
+    seg("depth+paths", 16, (1, 1), (2, 0)),
+    seg("paths-read", 8, (1, 0), (0, 1)),
+    seg("coefficient", 8, (1, 0), (0, 1)),
+    seg("sum", 8, (1, 1), (1, 1)),
+    seg("score", 8, (0, 0), (0, 1)),
+    seg("levels", 1, (1, 0), (1, 1)),
 ];
 const RADII_SEGMENTS: &[VertexSegment] = &[
     seg("visited", 8, (1, 0), (1, 1)),
@@ -291,16 +345,26 @@ pub fn pagerank_f32_tolerance(max_in_degree: u64) -> f64 {
 }
 
 /// Per-algorithm settings.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Params {
-    /// BFS root (None: the vertex with the largest out-degree, lowest id on ties).
+    /// BFS and SSSP root (None: the vertex with the largest out-degree,
+    /// lowest id on ties).
     pub root: Option<u32>,
-    /// PageRank iterations.
+    /// PageRank iterations (the most, with a tolerance).
     pub iterations: u32,
+    /// PageRank: stop once an iteration moves the ranks by less than this
+    /// in L1 (GAPBS's rule; None: run every iteration).
+    pub tolerance: Option<f64>,
     /// Radii sample seed.
     pub seed: u64,
     /// PageRank's value type.
     pub precision: Precision,
+    /// SSSP's bin width (delta-stepping).
+    pub delta: u32,
+    /// BC's sources.
+    pub sources: bc::Sources,
+    /// BC's sample seed (with a count of sources).
+    pub sources_seed: u64,
 }
 
 impl Default for Params {
@@ -308,8 +372,12 @@ impl Default for Params {
         Params {
             root: None,
             iterations: PAGERANK_ITERATIONS_DEFAULT,
+            tolerance: None,
             seed: RADII_SEED_DEFAULT,
             precision: Precision::F32,
+            delta: SSSP_DELTA_DEFAULT,
+            sources: bc::Sources::Root,
+            sources_seed: bc::BC_SEED_DEFAULT,
         }
     }
 }
@@ -344,6 +412,27 @@ pub enum Output {
         /// Radius estimate per vertex.
         radius: Vec<u32>,
     },
+    /// SSSP: the weight of a lightest path from the root ([`UNREACHED`] if none).
+    Sssp {
+        /// The root.
+        root: u32,
+        /// Distance per vertex.
+        dist: Vec<u32>,
+    },
+    /// TC: triangles through each vertex of the undirected simple graph.
+    Tc {
+        /// Triangles per vertex.
+        count: Vec<u64>,
+        /// Triangles in all (the counts sum to three times this).
+        total: u64,
+    },
+    /// BC: Brandes's dependencies summed over the sources.
+    Bc {
+        /// The sources, in the order run.
+        sources: Vec<u32>,
+        /// Score per vertex.
+        score: Vec<f64>,
+    },
 }
 
 impl Output {
@@ -357,6 +446,9 @@ impl Output {
             Output::Wcc { label } => label.iter().for_each(|l| h.write(&l.to_le_bytes())),
             Output::PageRank { rank } => rank.iter().for_each(|r| h.write(&r.to_le_bytes())),
             Output::Radii { radius, .. } => radius.iter().for_each(|r| h.write(&r.to_le_bytes())),
+            Output::Sssp { dist, .. } => dist.iter().for_each(|d| h.write(&d.to_le_bytes())),
+            Output::Tc { count, .. } => count.iter().for_each(|c| h.write(&c.to_le_bytes())),
+            Output::Bc { score, .. } => score.iter().for_each(|c| h.write(&c.to_le_bytes())),
         }
         h.0
     }
@@ -395,6 +487,26 @@ impl Output {
                     .max()
                     .unwrap_or(&0);
                 format!("{} samples: estimated radius {max}", samples.len())
+            }
+            Output::Sssp { root, dist } => {
+                let reached = dist.iter().filter(|&&d| d != UNREACHED).count();
+                let max = dist.iter().filter(|&&d| d != UNREACHED).max().unwrap_or(&0);
+                format!("root {root}: {reached} vertices reached, farthest at distance {max}")
+            }
+            Output::Bc { sources, score } => {
+                let (v, r) =
+                    score
+                        .iter()
+                        .enumerate()
+                        .fold((0, f64::MIN), |b, (v, &r)| if r > b.1 { (v, r) } else { b });
+                format!(
+                    "{} sources: top vertex {v} with score {r:.6e}",
+                    sources.len()
+                )
+            }
+            Output::Tc { count, total } => {
+                let most = count.iter().max().unwrap_or(&0);
+                format!("{total} triangles (the undirected simple graph); at most {most} through one vertex")
             }
         }
     }
@@ -469,21 +581,37 @@ pub fn run(engine: &Engine<'_>, algo: Algo, out_degree: &[u32], params: &Params)
     let paged_degree =
         (mem.is_some() && algo == Algo::PageRank).then(|| VertexVec::from_slice(out_degree));
     let out_degree: &[u32] = paged_degree.as_deref().unwrap_or(out_degree);
+    let root = || {
+        let root = params.root.unwrap_or_else(|| default_root(out_degree));
+        if u64::from(root) >= v {
+            return Err(config_err(
+                "root",
+                format!("vertex {root} is not below the vertex count {v}"),
+            ));
+        }
+        Ok(root)
+    };
     match algo {
-        Algo::Bfs => {
-            let root = params.root.unwrap_or_else(|| default_root(out_degree));
-            if u64::from(root) >= v {
-                return Err(config_err(
-                    "root",
-                    format!("vertex {root} is not below the vertex count {v}"),
-                ));
-            }
-            bfs(engine, root)
+        Algo::Bfs => bfs(engine, root()?),
+        Algo::Sssp => sssp(engine, root()?, params.delta),
+        Algo::Tc => tc::tc(engine),
+        Algo::Bc => {
+            let sources = match &params.sources {
+                bc::Sources::Root => vec![root()?],
+                bc::Sources::All => (0..v as u32).collect(),
+                bc::Sources::Sample(k) => bc::sample_sources(out_degree, *k, params.sources_seed),
+                bc::Sources::List(l) => l.clone(),
+            };
+            bc::bc(engine, &sources)
         }
         Algo::Wcc => wcc(engine),
         Algo::PageRank => match params.precision {
-            Precision::F32 => pagerank::<f32>(engine, out_degree, params.iterations),
-            Precision::F64 => pagerank::<f64>(engine, out_degree, params.iterations),
+            Precision::F32 => {
+                pagerank::<f32>(engine, out_degree, params.iterations, params.tolerance)
+            }
+            Precision::F64 => {
+                pagerank::<f64>(engine, out_degree, params.iterations, params.tolerance)
+            }
         },
         Algo::Radii => radii(engine, params.seed),
     }
@@ -586,145 +714,6 @@ fn wcc(engine: &Engine<'_>) -> Result<Run> {
         output: Output::Wcc {
             label: prev.to_vec(),
         },
-        iterations,
-    })
-}
-
-/// A PageRank value type: f64 (the reference's) or f32.
-trait Rank: Copy + Send + Sync + Default + VertexValue {
-    fn from_f64(x: f64) -> Self;
-    fn to_f64(self) -> f64;
-    fn add(self, o: Self) -> Self;
-    fn mul(self, o: Self) -> Self;
-    fn div(self, o: Self) -> Self;
-}
-
-impl Rank for f64 {
-    #[inline(always)]
-    fn from_f64(x: f64) -> f64 {
-        x
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn add(self, o: f64) -> f64 {
-        self + o
-    }
-    #[inline(always)]
-    fn mul(self, o: f64) -> f64 {
-        self * o
-    }
-    #[inline(always)]
-    fn div(self, o: f64) -> f64 {
-        self / o
-    }
-}
-
-impl Rank for f32 {
-    #[inline(always)]
-    fn from_f64(x: f64) -> f32 {
-        x as f32
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    #[inline(always)]
-    fn add(self, o: f32) -> f32 {
-        self + o
-    }
-    #[inline(always)]
-    fn mul(self, o: f32) -> f32 {
-        self * o
-    }
-    #[inline(always)]
-    fn div(self, o: f32) -> f32 {
-        self / o
-    }
-}
-
-/// Two sums folded at once by a vertex pass: the dangling mass and the
-/// total of the ranks, both in f64.
-#[derive(Clone, Copy, Default)]
-struct Sums {
-    dangling: f64,
-    total: f64,
-}
-
-impl std::ops::Add for Sums {
-    type Output = Sums;
-    fn add(self, o: Sums) -> Sums {
-        Sums {
-            dangling: self.dangling + o.dangling,
-            total: self.total + o.total,
-        }
-    }
-}
-
-/// PageRank with values of type `T` (issue 12, requirement 2): one column
-/// pass per iteration summing each destination's in-edges in a register
-/// ([`Engine::fold_edges`]), and one fused vertex pass that turns the sums
-/// into ranks, clears them, and computes the next iteration's contributions,
-/// dangling mass and the ranks' total together. In f64 every operation and
-/// its order are those of the plain form (contributions; edge sums; ranks;
-/// total; normalise), so the result is bit-for-bit the same.
-fn pagerank<T: Rank>(engine: &Engine<'_>, out_degree: &[u32], iterations: u32) -> Result<Run> {
-    if iterations == 0 || iterations > ITERATIONS_MAX {
-        return Err(config_err(
-            "iterations",
-            format!("{iterations} is not between 1 and {ITERATIONS_MAX}"),
-        ));
-    }
-    let n = engine.vertex_count() as usize;
-    let vf = n as f64;
-    let d = PAGERANK_DAMPING;
-    let dt = T::from_f64(d);
-    let mut rank = VertexVec::filled(T::from_f64(1.0 / vf), n);
-    let mut contrib = VertexVec::filled(T::default(), n);
-    let mut sum = VertexVec::filled(T::default(), n);
-    // Each vertex hands rank/out-degree to its out-neighbours; a vertex
-    // without out-edges hands its rank to everyone (the dangling mass).
-    let contribute = |x: u32, r: T, c: &mut T| -> f64 {
-        let deg = out_degree[x as usize];
-        if deg == 0 {
-            *c = T::default();
-            r.to_f64()
-        } else {
-            *c = r.div(T::from_f64(f64::from(deg)));
-            0.0
-        }
-    };
-    let r = &rank;
-    let mut dangling: f64 =
-        engine.stream_vertices(&mut contrib, |x, c| contribute(x, r[x as usize], c));
-    let mut total = 0.0f64;
-    for _ in 0..iterations {
-        let c = &contrib;
-        engine.fold_edges(&mut sum, |s| c[s as usize], T::add)?;
-        let base = T::from_f64((1.0 - d) / vf + d * dangling / vf);
-        let sums: Sums =
-            engine.stream_vertices3(&mut rank, &mut sum, &mut contrib, |x, r, s, c| {
-                *r = base.add(dt.mul(*s));
-                *s = T::default();
-                Sums {
-                    dangling: contribute(x, *r, c),
-                    total: r.to_f64(),
-                }
-            });
-        dangling = sums.dangling;
-        total = sums.total;
-    }
-    // Normalised: the scores sum to 1 (they do up to rounding; make it exact-ish).
-    let mut out: Vec<f64> = vec![0.0; n];
-    let r = &rank;
-    engine.stream_vertices(&mut out, |x, o| {
-        *o = r[x as usize].to_f64() / total;
-        0.0f64
-    });
-    Ok(Run {
-        output: Output::PageRank { rank: out },
         iterations,
     })
 }

@@ -23,8 +23,9 @@
 //! one has no segment left; with it off, it fetches and then processes.
 //!
 //! **Edge layouts.** A block's edges are wide (8 bytes) or compact (4 bytes,
-//! relative to the block's partitions, [`crate::layout`]); the kernels are
-//! compiled once per layout and get the block's source and destination
+//! relative to the block's partitions, [`crate::layout`]), either with a
+//! weight beside them in a weighted grid; the kernels (`engine/kernel.rs`)
+//! are compiled once per layout and get the block's source and destination
 //! partition starts with each piece, so callbacks always see absolute ids.
 //! Segments cover a block's edges only, never its word padding.
 //!
@@ -43,6 +44,9 @@ use crate::error::{config_err, AnalyticsError, Result};
 use crate::grid::{Order, Shape};
 use crate::layout::{EdgeLayout, ALIGN_BYTES};
 use crate::store::{EdgeStore, FetchStream, Segment, StreamStats};
+
+mod kernel;
+use kernel::{EachEdge, Fold, Kernel, Wanted, WeightedEdge};
 
 /// Most engine threads.
 pub const THREADS_MAX: usize = 256;
@@ -364,6 +368,23 @@ impl<'s> Engine<'s> {
         self.stream(Order::Column, None, out, &Fold { value, add })
     }
 
+    /// [`Engine::stream_edges`] with each edge's weight: `f(src, dst,
+    /// weight, s)`. A weighted grid's blocks carry the weights
+    /// ([`crate::layout`]); on an unweighted grid every weight is 1.
+    pub fn stream_weighted_edges<S, F>(
+        &self,
+        order: Order,
+        active: Option<&Bitmap>,
+        owned: &mut [S],
+        f: F,
+    ) -> Result<u64>
+    where
+        S: Send,
+        F: Fn(u32, u32, u32, &mut S) + Sync,
+    {
+        self.stream(order, active, owned, &WeightedEdge(f))
+    }
+
     fn stream<S, K>(
         &self,
         order: Order,
@@ -486,19 +507,20 @@ impl<'j, S> Job<'j, '_, S> {
             let (sl, dl) = (lo(i), lo(j));
             let a = self.active;
             let mut n = 0u64;
-            match (self.order, e.store.table().layout()) {
-                (Order::Column, EdgeLayout::Compact) => stream.consume(&mut |b: &[u8]| {
-                    n += kernel.apply::<true, true>(b, sl, dl, slice, a);
-                })?,
-                (Order::Column, EdgeLayout::Wide) => stream.consume(&mut |b: &[u8]| {
-                    n += kernel.apply::<true, false>(b, sl, dl, slice, a);
-                })?,
-                (Order::Row, EdgeLayout::Compact) => stream.consume(&mut |b: &[u8]| {
-                    n += kernel.apply::<false, true>(b, sl, dl, slice, a);
-                })?,
-                (Order::Row, EdgeLayout::Wide) => stream.consume(&mut |b: &[u8]| {
-                    n += kernel.apply::<false, false>(b, sl, dl, slice, a);
-                })?,
+            let layout = e.store.table().layout();
+            macro_rules! consume {
+                ($col:literal, $($l:ident),*) => {
+                    match layout {
+                        $(EdgeLayout::$l => stream.consume(&mut |b: &[u8]| {
+                            n += kernel
+                                .apply::<$col, { EdgeLayout::$l.code() }>(b, sl, dl, slice, a);
+                        })?,)*
+                    }
+                };
+            }
+            match self.order {
+                Order::Column => consume!(true, Wide, Compact, WideWeighted, CompactWeighted),
+                Order::Row => consume!(false, Wide, Compact, WideWeighted, CompactWeighted),
             }
             applied += n;
             e.block_bytes[self.order.index()][seg.position as usize]
@@ -592,158 +614,5 @@ impl<'j, S> Job<'j, '_, S> {
                 return true;
             }
         }
-    }
-}
-
-/// What a pass does with the edges of a piece of a segment.
-trait Kernel<S>: Sync {
-    /// Applies the pass to the edges in `bytes` (whole edges of a block
-    /// whose source partition starts at `sl` and destination partition at
-    /// `dl`), whose owned side is in `owned` (starting at vertex `dl` if
-    /// `COLUMN`, else `sl`); `COLUMN` selects which side is owned, `COMPACT`
-    /// the edge layout. Returns the edges applied.
-    fn apply<const COLUMN: bool, const COMPACT: bool>(
-        &self,
-        bytes: &[u8],
-        sl: u32,
-        dl: u32,
-        owned: &mut [S],
-        active: Option<&Bitmap>,
-    ) -> u64;
-}
-
-/// The layout a kernel was compiled for.
-#[inline(always)]
-const fn layout_of<const COMPACT: bool>() -> EdgeLayout {
-    if COMPACT {
-        EdgeLayout::Compact
-    } else {
-        EdgeLayout::Wide
-    }
-}
-
-/// `f(src, dst, owned element)` on every edge with an active read side.
-struct EachEdge<F>(F);
-
-impl<S, F: Fn(u32, u32, &mut S) + Sync> Kernel<S> for EachEdge<F> {
-    #[inline(always)]
-    fn apply<const COLUMN: bool, const COMPACT: bool>(
-        &self,
-        bytes: &[u8],
-        sl: u32,
-        dl: u32,
-        owned: &mut [S],
-        active: Option<&Bitmap>,
-    ) -> u64 {
-        let layout = layout_of::<COMPACT>();
-        let eb = layout.edge_bytes() as usize;
-        debug_assert_eq!(bytes.len() % eb, 0, "pieces hold whole edges");
-        let base = if COLUMN { dl } else { sl };
-        let f = &self.0;
-        let mut n = 0u64;
-        for e in bytes.chunks_exact(eb) {
-            let (s, d) = layout.decode(e, sl, dl);
-            let (read, mine) = if COLUMN { (s, d) } else { (d, s) };
-            if let Some(a) = active {
-                if !a.get(u64::from(read)) {
-                    continue;
-                }
-            }
-            f(s, d, &mut owned[(mine - base) as usize]);
-            n += 1;
-        }
-        n
-    }
-}
-
-/// [`Engine::stream_edges_wanted`]: the owned element's test first.
-struct Wanted<W, F> {
-    wants: W,
-    f: F,
-}
-
-impl<S, W, F> Kernel<S> for Wanted<W, F>
-where
-    W: Fn(&S) -> bool + Sync,
-    F: Fn(u32, u32, &mut S) + Sync,
-{
-    #[inline(always)]
-    fn apply<const COLUMN: bool, const COMPACT: bool>(
-        &self,
-        bytes: &[u8],
-        sl: u32,
-        dl: u32,
-        owned: &mut [S],
-        active: Option<&Bitmap>,
-    ) -> u64 {
-        let layout = layout_of::<COMPACT>();
-        let eb = layout.edge_bytes() as usize;
-        debug_assert_eq!(bytes.len() % eb, 0, "pieces hold whole edges");
-        let base = if COLUMN { dl } else { sl };
-        let mut n = 0u64;
-        for e in bytes.chunks_exact(eb) {
-            let (s, d) = layout.decode(e, sl, dl);
-            let (read, mine) = if COLUMN { (s, d) } else { (d, s) };
-            let o = &mut owned[(mine - base) as usize];
-            if !(self.wants)(o) {
-                continue;
-            }
-            if let Some(a) = active {
-                if !a.get(u64::from(read)) {
-                    continue;
-                }
-            }
-            (self.f)(s, d, o);
-            n += 1;
-        }
-        n
-    }
-}
-
-/// [`Engine::fold_edges`]: a register-held sum per destination run.
-struct Fold<V, A> {
-    value: V,
-    add: A,
-}
-
-impl<T, V, A> Kernel<T> for Fold<V, A>
-where
-    T: Copy,
-    V: Fn(u32) -> T + Sync,
-    A: Fn(T, T) -> T + Sync,
-{
-    #[inline(always)]
-    fn apply<const COLUMN: bool, const COMPACT: bool>(
-        &self,
-        bytes: &[u8],
-        sl: u32,
-        dl: u32,
-        owned: &mut [T],
-        active: Option<&Bitmap>,
-    ) -> u64 {
-        debug_assert!(COLUMN && active.is_none(), "a fold is a full column pass");
-        let layout = layout_of::<COMPACT>();
-        let eb = layout.edge_bytes() as usize;
-        debug_assert_eq!(bytes.len() % eb, 0, "pieces hold whole edges");
-        let base = dl;
-        let edges = bytes.len() / eb;
-        let mut it = bytes.chunks_exact(eb);
-        let Some(first) = it.next() else {
-            return 0;
-        };
-        let (s, d) = layout.decode(first, sl, dl);
-        let mut cur = d;
-        let mut acc = (self.add)(owned[(d - base) as usize], (self.value)(s));
-        for e in it {
-            let (s, d) = layout.decode(e, sl, dl);
-            if d != cur {
-                owned[(cur - base) as usize] = acc;
-                cur = d;
-                acc = owned[(d - base) as usize];
-            }
-            acc = (self.add)(acc, (self.value)(s));
-        }
-        owned[(cur - base) as usize] = acc;
-        edges as u64
     }
 }

@@ -84,6 +84,21 @@ pub enum AnalyticsError {
         reason: String,
     },
 
+    /// An input file's line that cannot be used (a bad edge weight).
+    #[error("'{}' line {line}: {reason}", path.display())]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+
+    /// `--verify` found the result wrong (GAPBS's checks, reimplemented).
+    #[error("verification failed: {0}")]
+    Verify(String),
+
     /// A worker thread of the engine panicked (a bug); the run is abandoned.
     #[error("an engine thread panicked: {0}")]
     WorkerPanicked(String),

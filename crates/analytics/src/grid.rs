@@ -143,6 +143,17 @@ pub enum GraphInput<'a> {
     },
     /// A generated R-MAT graph.
     Rmat(&'a Rmat),
+    /// Edges with a u32 weight each (`weights[k]` is `edges[k]`'s): the
+    /// grid is built in the weighted form of the layout asked for
+    /// ([`crate::layout`], twice the bytes per edge).
+    Weighted {
+        /// The vertex count (every id must be below it).
+        vertex_count: u64,
+        /// The edges.
+        edges: &'a [Edge],
+        /// One weight per edge.
+        weights: &'a [u32],
+    },
 }
 
 /// Shape of a grid: vertex count, partitions, and the partition width.
@@ -368,7 +379,20 @@ impl Grid {
             GraphInput::Edges {
                 vertex_count,
                 edges,
-            } => Grid::from_edges(vertex_count, edges, opts),
+            } => Grid::from_edges(vertex_count, edges, None, opts),
+            GraphInput::Weighted {
+                vertex_count,
+                edges,
+                weights,
+            } => {
+                if weights.len() != edges.len() {
+                    return Err(config_err(
+                        "weights",
+                        format!("{} weights for {} edges", weights.len(), edges.len()),
+                    ));
+                }
+                Grid::from_edges(vertex_count, edges, Some(weights), opts)
+            }
             GraphInput::Rmat(rmat) => {
                 let mut edges = Vec::with_capacity(rmat.edge_count() as usize);
                 rmat.try_for_each_chunk_in_order(locus_graph::default_threads(), |_, chunk| {
@@ -376,12 +400,17 @@ impl Grid {
                     Ok::<(), std::convert::Infallible>(())
                 })
                 .unwrap_or_else(|e| match e {});
-                Grid::from_edges(rmat.vertex_count(), &edges, opts)
+                Grid::from_edges(rmat.vertex_count(), &edges, None, opts)
             }
         }
     }
 
-    fn from_edges(vertex_count: u64, edges: &[Edge], opts: &GridOptions) -> Result<Grid> {
+    fn from_edges(
+        vertex_count: u64,
+        edges: &[Edge],
+        weights: Option<&[u32]>,
+        opts: &GridOptions,
+    ) -> Result<Grid> {
         let shape = Shape::new_in(
             vertex_count,
             opts.partitions,
@@ -390,6 +419,11 @@ impl Grid {
             opts.layout.width_max(),
         )?;
         let layout = opts.layout.resolve(shape.width)?;
+        let layout = if weights.is_some() {
+            layout.weighted()
+        } else {
+            layout
+        };
         let eb = layout.edge_bytes();
         let stripe_ids = opts.stripe_ids.min(shape.width);
         let stripes = shape.width.div_ceil(stripe_ids) as u32;
@@ -444,13 +478,15 @@ impl Grid {
         ];
         let mut cursor = [starts[0][..p * p].to_vec(), starts[1][..p * p].to_vec()];
         let w = shape.width as u32;
-        for &(s, d) in edges {
+        for (e, &(s, d)) in edges.iter().enumerate() {
             let (i, j) = (div.div(u64::from(s)) as u32, div.div(u64::from(d)) as u32);
+            let wt = weights.map_or(1, |ws| ws[e]);
             for order in Order::ALL {
                 let k = order.index();
                 let c = &mut cursor[k][shape.position(order, i, j)];
                 let at = *c as usize;
-                layout.encode(s, d, i * w, j * w, &mut bytes[k][at..at + eb as usize]);
+                let out = &mut bytes[k][at..at + eb as usize];
+                layout.encode_weighted(s, d, wt, i * w, j * w, out);
                 *c += eb;
             }
         }
@@ -548,6 +584,31 @@ impl Grid {
         self.layout
     }
 
+    /// Whether the blocks hold a weight with each edge.
+    pub fn weighted(&self) -> bool {
+        self.layout.is_weighted()
+    }
+
+    /// [`Grid::block_edges`] with each edge's weight (1 in an unweighted grid).
+    pub fn block_weighted_edges(&self, order: Order, position: usize) -> Vec<(u32, u32, u32)> {
+        let o = &self.offsets[order.index()];
+        let eb = self.layout.edge_bytes() as usize;
+        let at = self.starts[order.index()][position] as usize;
+        let n = (o[position + 1] - o[position]) as usize;
+        let (i, j) = self.shape.block_at(order, position);
+        let (sl, dl) = (
+            self.shape.range(i).start as u32,
+            self.shape.range(j).start as u32,
+        );
+        self.bytes[order.index()][at..at + n * eb]
+            .chunks_exact(eb)
+            .map(|e| {
+                let (s, d) = self.layout.decode(e, sl, dl);
+                (s, d, self.layout.weight(e))
+            })
+            .collect()
+    }
+
     /// The `blocks + 1` byte starts of `order`'s blocks (stored padded).
     pub fn starts(&self, order: Order) -> &[u64] {
         &self.starts[order.index()]
@@ -613,8 +674,10 @@ fn sort_column_blocks(
 ) -> Vec<u64> {
     let s_count = stripes as usize;
     let mut stripe_offsets = Vec::with_capacity(offsets.len().saturating_sub(1) * s_count + 1);
-    let mut keys: Vec<u64> = Vec::new();
-    let mut out: Vec<u64> = Vec::new();
+    // (destination << 32 | source, weight): the weight sorts parallel edges
+    // too, so a weighted block's order is fixed by its contents alone.
+    let mut keys: Vec<(u64, u32)> = Vec::new();
+    let mut out: Vec<(u64, u32)> = Vec::new();
     let mut cursor = vec![0usize; s_count];
     let eb = layout.edge_bytes() as usize;
     for (pos, w) in offsets.windows(2).enumerate() {
@@ -625,19 +688,19 @@ fn sort_column_blocks(
         keys.clear();
         keys.extend(block.chunks_exact(eb).map(|e| {
             let (s, d) = layout.decode(e, sl, dl);
-            u64::from(d) << 32 | u64::from(s)
+            (u64::from(d) << 32 | u64::from(s), layout.weight(e))
         }));
         keys.sort_unstable();
         let src_lo = u64::from(sl);
         let stripe_of = |k: u64| ((k as u32 as u64 - src_lo) / stripe_ids) as usize;
-        let sorted: &[u64] = if s_count == 1 {
+        let sorted: &[(u64, u32)] = if s_count == 1 {
             stripe_offsets.push(w[0]);
             &keys
         } else {
             // A stable counting sort by stripe keeps (destination, source)
             // order inside each stripe.
             cursor.iter_mut().for_each(|c| *c = 0);
-            for &k in &keys {
+            for &(k, _) in &keys {
                 cursor[stripe_of(k)] += 1;
             }
             let mut at = 0usize;
@@ -648,16 +711,16 @@ fn sort_column_blocks(
                 at += n;
             }
             out.clear();
-            out.resize(keys.len(), 0);
-            for &k in &keys {
+            out.resize(keys.len(), (0, 0));
+            for &(k, wt) in &keys {
                 let t = stripe_of(k);
-                out[cursor[t]] = k;
+                out[cursor[t]] = (k, wt);
                 cursor[t] += 1;
             }
             &out
         };
-        for (e, k) in block.chunks_exact_mut(eb).zip(sorted) {
-            layout.encode(*k as u32, (*k >> 32) as u32, sl, dl, e);
+        for (e, &(k, wt)) in block.chunks_exact_mut(eb).zip(sorted) {
+            layout.encode_weighted(k as u32, (k >> 32) as u32, wt, sl, dl, e);
         }
     }
     stripe_offsets.push(*offsets.last().expect("offsets has blocks + 1 entries"));

@@ -21,6 +21,16 @@
 //! `locus_graph::input`'s, the store's loader's: SNAP text (a third weight
 //! column, as in `.wel`, refused unless weights are dropped on request),
 //! Matrix Market `.mtx`, GridGraph binary, any of them gzip-compressed.
+//!
+//! **Weights.** A run of an algorithm that uses weights ([`Algo::uses_weights`]:
+//! SSSP) reads them with [`crate::weighted`] and builds a weighted grid;
+//! symmetrizing keeps the lightest weight of each pair. Its input without
+//! weights (two-column text, binary, a pattern matrix), or with weights
+//! dropped by `--ignore-weights` (the same flag that lets the other
+//! algorithms read a weighted file), gives every edge weight 1, and the run
+//! says which ([`WeightSource`]). A generated R-MAT graph for such a run
+//! gets GAPBS's weights: uniform in `1..=255`, here from a hash of the seed
+//! and the edge's index ([`rmat_weight`]).
 
 use std::path::Path;
 
@@ -30,6 +40,7 @@ use crate::algo::Algo;
 use crate::error::Result;
 use crate::grid::{GraphInput, Grid, GridOptions, LayoutChoice, Shape, WindowCache};
 use crate::memory::{human_bytes, Estimate};
+use crate::weighted::{self, WeightSource};
 
 /// What a load may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +90,32 @@ impl EdgeMode {
             EdgeMode::Symmetrized => "symmetrized",
         }
     }
+}
+
+/// [`symmetrize`] with a weight per edge: a reverse edge takes its
+/// edge's weight, and of duplicates the lightest is kept.
+pub fn symmetrize_weighted(edges: &mut Vec<Edge>, weights: &mut Vec<u32>) {
+    let n = edges.len();
+    let mut all: Vec<(u32, u32, u32)> = Vec::with_capacity(2 * n);
+    for (&(s, d), &w) in edges.iter().zip(weights.iter()) {
+        all.push((s, d, w));
+        if s != d {
+            all.push((d, s, w));
+        }
+    }
+    all.sort_unstable();
+    all.dedup_by_key(|e| (e.0, e.1));
+    *edges = all.iter().map(|&(s, d, _)| (s, d)).collect();
+    *weights = all.iter().map(|&(_, _, w)| w).collect();
+}
+
+/// GAPBS's generated weight for edge `index` of an R-MAT graph made with
+/// `seed`: uniform in `1..=255` (a hash here, not GAPBS's generator).
+pub fn rmat_weight(seed: u64, index: u64) -> u32 {
+    let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    1 + ((z ^ (z >> 31)) % 255) as u32
 }
 
 /// Adds the reverse of every edge that is not a self loop, then sorts and
@@ -189,6 +226,9 @@ pub struct Loaded {
     pub ids: Option<IdMap>,
     /// The memory estimate checked against the limit.
     pub estimate: Estimate,
+    /// Where the grid's weights came from ([`WeightSource::Unused`] unless
+    /// the algorithm uses weights).
+    pub weights: WeightSource,
 }
 
 /// Loads `path` (errors name the file and line or byte offset), checks the
@@ -202,19 +242,46 @@ pub fn load_graph(
     algo: Algo,
     limits: LoadLimits,
 ) -> Result<Loaded> {
-    let list = locus_graph::input::load(path, format, opts)?;
     let cause = || match opts.vertex_count {
         Some(n) => format!("the vertex count {n} given for '{}'", path.display()),
         None => largest_id_cause(path, format, opts),
     };
-    admit(
+    if !algo.uses_weights() {
+        let list = locus_graph::input::load(path, format, opts)?;
+        let edges = (list.edges, None);
+        return admit(list.vertex_count, edges, partitions, algo, limits, cause);
+    }
+    let (list, source) = if opts.ignore_weights {
+        let list = locus_graph::input::load(path, format, opts)?;
+        let list = weighted::WeightedList {
+            vertex_count: list.vertex_count,
+            edges: list.edges,
+            weights: None,
+        };
+        (list, WeightSource::UnitDropped)
+    } else {
+        let list = weighted::load(path, format, opts)?;
+        let source = if list.weights.is_some() {
+            WeightSource::Input
+        } else {
+            WeightSource::UnitNoneInInput
+        };
+        (list, source)
+    };
+    // A run that uses weights always builds a weighted grid (weight 1 where
+    // the input has none), so the grid's blocks are the same size either way.
+    let m = list.edges.len();
+    let w = list.weights.unwrap_or_else(|| vec![1; m]);
+    let mut loaded = admit(
         list.vertex_count,
-        list.edges,
+        (list.edges, Some(w)),
         partitions,
         algo,
         limits,
         cause,
-    )
+    )?;
+    loaded.weights = source;
+    Ok(loaded)
 }
 
 /// Checks the run of `algo` on R-MAT `rmat` against `limits` before
@@ -227,7 +294,8 @@ pub fn rmat_graph(
 ) -> Result<Loaded> {
     let cause = || format!("R-MAT with {} vertices", rmat.vertex_count());
     // The compacted count is not known before generating: check the full one.
-    let eb = limits.edge_bytes(rmat.vertex_count(), partitions);
+    let wf = if algo.uses_weights() { 2 } else { 1 };
+    let eb = wf * limits.edge_bytes(rmat.vertex_count(), partitions);
     let est = Estimate::new(algo, rmat.vertex_count(), rmat.edge_count(), false, eb);
     est.check(
         algo,
@@ -241,26 +309,48 @@ pub fn rmat_graph(
         Ok::<(), std::convert::Infallible>(())
     })
     .unwrap_or_else(|e| match e {});
-    admit(rmat.vertex_count(), edges, partitions, algo, limits, cause)
+    let weights = algo.uses_weights().then(|| {
+        let seed = rmat.config().seed;
+        (0..edges.len() as u64)
+            .map(|k| rmat_weight(seed, k))
+            .collect()
+    });
+    let mut loaded = admit(
+        rmat.vertex_count(),
+        (edges, weights),
+        partitions,
+        algo,
+        limits,
+        cause,
+    )?;
+    if algo.uses_weights() {
+        loaded.weights = WeightSource::Generated;
+    }
+    Ok(loaded)
 }
 
 fn admit(
     vertex_count: u64,
-    mut edges: Vec<Edge>,
+    (mut edges, mut weights): (Vec<Edge>, Option<Vec<u32>>),
     partitions: Option<u32>,
     algo: Algo,
     limits: LoadLimits,
     cause: impl FnOnce() -> String,
 ) -> Result<Loaded> {
     if limits.symmetrize {
-        symmetrize(&mut edges);
+        match weights.as_mut() {
+            Some(w) => symmetrize_weighted(&mut edges, w),
+            None => symmetrize(&mut edges),
+        }
     }
     let e = edges.len() as u64;
+    // A weighted edge is twice the bytes ([`crate::layout`]).
+    let wf = if weights.is_some() { 2 } else { 1 };
     let (vertices, ids, estimate) = if limits.compact_ids {
         // Compaction holds one more copy of the ids; check that much first
         // against the most vertices the edges can name.
         let most = (2 * e).min(vertex_count);
-        let eb = limits.edge_bytes(most, partitions);
+        let eb = wf * limits.edge_bytes(most, partitions);
         Estimate::new(algo, most, e, true, eb).check(
             algo,
             limits.memory_bytes_max,
@@ -268,7 +358,7 @@ fn admit(
             "raise --memory-max",
         )?;
         let ids = IdMap::compact(&mut edges);
-        let eb = limits.edge_bytes(ids.len(), partitions);
+        let eb = wf * limits.edge_bytes(ids.len(), partitions);
         let est = Estimate::new(algo, ids.len(), e, true, eb);
         est.check(
             algo,
@@ -278,7 +368,7 @@ fn admit(
         )?;
         (ids.len(), Some(ids), est)
     } else {
-        let eb = limits.edge_bytes(vertex_count, partitions);
+        let eb = wf * limits.edge_bytes(vertex_count, partitions);
         let est = Estimate::new(algo, vertex_count, e, false, eb);
         if est.total_bytes > limits.memory_bytes_max {
             est.check(
@@ -291,11 +381,19 @@ fn admit(
         }
         (vertex_count, None, est)
     };
-    let grid = Grid::build_with(
-        GraphInput::Edges {
+    let input = match &weights {
+        Some(w) => GraphInput::Weighted {
+            vertex_count: vertices,
+            edges: &edges,
+            weights: w,
+        },
+        None => GraphInput::Edges {
             vertex_count: vertices,
             edges: &edges,
         },
+    };
+    let grid = Grid::build_with(
+        input,
         &GridOptions {
             partitions,
             value_bytes: limits.window_bytes,
@@ -308,6 +406,7 @@ fn admit(
         grid,
         ids,
         estimate,
+        weights: WeightSource::Unused,
     })
 }
 

@@ -38,6 +38,26 @@
 //! made it 2.1x slower. A width above 2^16 under `Auto` falls back to the
 //! wide layout; a run reports which layout it used.
 //!
+//! **Weighted layouts** (issue 63: SSSP on weighted graphs). A weighted
+//! grid keeps each edge's weight (a u32, GAPBS's integer weight) in the
+//! block beside its ids, so a pass that relaxes an edge gets its weight in
+//! the same fetch and no second per-edge array exists:
+//!
+//! ```text
+//!  compact-weighted (8 B):  | compact word u32 LE | weight u32 LE |
+//!  wide-weighted (16 B):    | src u32 LE | dst u32 LE | weight u32 LE | zero u32 |
+//! ```
+//!
+//! What that costs: a weighted block is twice the bytes of its unweighted
+//! layout, so every pass over it (any algorithm, not only SSSP) fetches
+//! twice the far-memory or disk bytes, placement fits half the edges in the
+//! same local budget, and a segment of the same byte size holds half the
+//! edges. The wide form is padded to 16 bytes so that every edge size is a
+//! power of two dividing the 4 KiB page, the fabric's word and every chunk
+//! and segment size: a fetched piece never splits an edge on any backend.
+//! Only a run that asks for weights (SSSP on weighted input) builds a
+//! weighted grid; every other grid stays 4 or 8 bytes per edge.
+//!
 //! **Word alignment.** The fabric moves whole 8-byte words
 //! (`locus_fabric::check_alignment`), so every block is *stored* padded to
 //! a multiple of [`ALIGN_BYTES`]: a compact block with an odd edge count
@@ -58,6 +78,10 @@ use crate::error::{config_err, Result};
 pub const WIDE_EDGE_BYTES: u64 = 8;
 /// Bytes of a compact edge.
 pub const COMPACT_EDGE_BYTES: u64 = 4;
+/// Bytes of a compact edge with its weight.
+pub const COMPACT_WEIGHTED_EDGE_BYTES: u64 = 8;
+/// Bytes of a wide edge with its weight (and 4 zero bytes of padding).
+pub const WIDE_WEIGHTED_EDGE_BYTES: u64 = 16;
 /// Widest partition the compact layout encodes (ids relative to the
 /// partition's first are below 2^16).
 pub const COMPACT_WIDTH_MAX: u64 = 1 << 16;
@@ -73,6 +97,76 @@ pub enum EdgeLayout {
     Wide,
     /// 4 bytes: 16-bit block-relative source and destination.
     Compact,
+    /// 16 bytes: a wide edge, its u32 weight and 4 zero bytes.
+    #[serde(rename = "wide-weighted")]
+    WideWeighted,
+    /// 8 bytes: a compact edge and its u32 weight.
+    #[serde(rename = "compact-weighted")]
+    CompactWeighted,
+}
+
+/// [`EdgeLayout`] as a const generic code, so the engine's kernels are
+/// compiled once per layout: `EdgeLayout::from_code(layout.code())` is the
+/// identity.
+impl EdgeLayout {
+    /// The layout's code (0 wide, 1 compact, 2 wide-weighted, 3 compact-weighted).
+    pub const fn code(self) -> u8 {
+        match self {
+            EdgeLayout::Wide => 0,
+            EdgeLayout::Compact => 1,
+            EdgeLayout::WideWeighted => 2,
+            EdgeLayout::CompactWeighted => 3,
+        }
+    }
+
+    /// The layout of a code from [`EdgeLayout::code`] (codes above 3 are compact-weighted).
+    #[inline(always)]
+    pub const fn from_code(code: u8) -> EdgeLayout {
+        match code {
+            0 => EdgeLayout::Wide,
+            1 => EdgeLayout::Compact,
+            2 => EdgeLayout::WideWeighted,
+            _ => EdgeLayout::CompactWeighted,
+        }
+    }
+
+    /// Whether edges carry a weight.
+    #[inline(always)]
+    pub const fn is_weighted(self) -> bool {
+        matches!(self, EdgeLayout::WideWeighted | EdgeLayout::CompactWeighted)
+    }
+
+    /// The same ids' encoding with a weight beside them.
+    pub fn weighted(self) -> EdgeLayout {
+        match self {
+            EdgeLayout::Wide | EdgeLayout::WideWeighted => EdgeLayout::WideWeighted,
+            EdgeLayout::Compact | EdgeLayout::CompactWeighted => EdgeLayout::CompactWeighted,
+        }
+    }
+
+    /// The weight of the edge at the start of `b` (1 in an unweighted layout).
+    #[inline(always)]
+    pub fn weight(self, b: &[u8]) -> u32 {
+        match self {
+            EdgeLayout::Wide | EdgeLayout::Compact => 1,
+            EdgeLayout::CompactWeighted => u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            EdgeLayout::WideWeighted => u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+        }
+    }
+
+    /// Writes edge `(s, d)` with weight `w` (dropped by an unweighted layout).
+    #[inline]
+    pub fn encode_weighted(self, s: u32, d: u32, w: u32, src_lo: u32, dst_lo: u32, out: &mut [u8]) {
+        self.encode(s, d, src_lo, dst_lo, out);
+        match self {
+            EdgeLayout::Wide | EdgeLayout::Compact => {}
+            EdgeLayout::CompactWeighted => out[4..8].copy_from_slice(&w.to_le_bytes()),
+            EdgeLayout::WideWeighted => {
+                out[8..12].copy_from_slice(&w.to_le_bytes());
+                out[12..16].fill(0);
+            }
+        }
+    }
 }
 
 impl EdgeLayout {
@@ -81,6 +175,8 @@ impl EdgeLayout {
         match self {
             EdgeLayout::Wide => WIDE_EDGE_BYTES,
             EdgeLayout::Compact => COMPACT_EDGE_BYTES,
+            EdgeLayout::WideWeighted => WIDE_WEIGHTED_EDGE_BYTES,
+            EdgeLayout::CompactWeighted => COMPACT_WEIGHTED_EDGE_BYTES,
         }
     }
 
@@ -89,10 +185,13 @@ impl EdgeLayout {
         match self {
             EdgeLayout::Wide => "wide",
             EdgeLayout::Compact => "compact",
+            EdgeLayout::WideWeighted => "wide-weighted",
+            EdgeLayout::CompactWeighted => "compact-weighted",
         }
     }
 
-    /// The layout of `edge_bytes` bytes per edge, if there is one.
+    /// The unweighted layout of `edge_bytes` bytes per edge, if there is
+    /// one (a prepared grid's header; prepared grids are unweighted).
     pub fn from_edge_bytes(edge_bytes: u64) -> Option<EdgeLayout> {
         match edge_bytes {
             WIDE_EDGE_BYTES => Some(EdgeLayout::Wide),
@@ -103,7 +202,7 @@ impl EdgeLayout {
 
     /// Whether partitions `width` ids wide can use this layout.
     pub fn fits(self, width: u64) -> bool {
-        self == EdgeLayout::Wide || width <= COMPACT_WIDTH_MAX
+        matches!(self, EdgeLayout::Wide | EdgeLayout::WideWeighted) || width <= COMPACT_WIDTH_MAX
     }
 
     /// Decodes the edge at the start of `b` in a block whose source
@@ -111,8 +210,8 @@ impl EdgeLayout {
     #[inline(always)]
     pub fn decode(self, b: &[u8], src_lo: u32, dst_lo: u32) -> (u32, u32) {
         match self {
-            EdgeLayout::Wide => decode_wide(b),
-            EdgeLayout::Compact => decode_compact(b, src_lo, dst_lo),
+            EdgeLayout::Wide | EdgeLayout::WideWeighted => decode_wide(b),
+            EdgeLayout::Compact | EdgeLayout::CompactWeighted => decode_compact(b, src_lo, dst_lo),
         }
     }
 
@@ -121,11 +220,11 @@ impl EdgeLayout {
     #[inline]
     pub fn encode(self, s: u32, d: u32, src_lo: u32, dst_lo: u32, out: &mut [u8]) {
         match self {
-            EdgeLayout::Wide => {
+            EdgeLayout::Wide | EdgeLayout::WideWeighted => {
                 out[..4].copy_from_slice(&s.to_le_bytes());
                 out[4..8].copy_from_slice(&d.to_le_bytes());
             }
-            EdgeLayout::Compact => {
+            EdgeLayout::Compact | EdgeLayout::CompactWeighted => {
                 let (rs, rd) = (s - src_lo, d - dst_lo);
                 debug_assert!(rs < 1 << 16 && rd < 1 << 16, "({s}, {d}) outside its block");
                 out[..4].copy_from_slice(&(rd << 16 | rs).to_le_bytes());
@@ -166,8 +265,8 @@ pub enum LayoutChoice {
 /// The layout `algo` asks for by default (module doc: measured).
 pub fn layout_for(algo: Algo) -> LayoutChoice {
     match algo {
-        Algo::PageRank | Algo::Wcc => LayoutChoice::Auto,
-        Algo::Bfs | Algo::Radii => LayoutChoice::Compact,
+        Algo::PageRank | Algo::Wcc | Algo::Tc => LayoutChoice::Auto,
+        Algo::Bfs | Algo::Radii | Algo::Sssp | Algo::Bc => LayoutChoice::Compact,
     }
 }
 
@@ -286,6 +385,31 @@ mod tests {
         assert_eq!(LayoutChoice::parse("Wide").unwrap(), LayoutChoice::Wide);
         assert_eq!(EdgeLayout::from_edge_bytes(4), Some(EdgeLayout::Compact));
         assert_eq!(EdgeLayout::from_edge_bytes(6), None);
+    }
+
+    #[test]
+    fn weighted_layouts_round_trip_and_keep_word_order() {
+        let mut b = [0xAAu8; 16];
+        for layout in [EdgeLayout::CompactWeighted, EdgeLayout::WideWeighted] {
+            assert_eq!(EdgeLayout::from_code(layout.code()), layout);
+            assert!(layout.is_weighted());
+            let eb = layout.edge_bytes() as usize;
+            for w in [0u32, 1, 255, u32::MAX] {
+                layout.encode_weighted(70_000 + 3, 70_000 + 9, w, 70_000, 70_000, &mut b[..eb]);
+                assert_eq!(layout.decode(&b, 70_000, 70_000), (70_003, 70_009));
+                assert_eq!(layout.weight(&b), w, "{layout:?} weight {w}");
+            }
+            assert!(4096usize.is_multiple_of(eb) && (eb as u64).is_multiple_of(ALIGN_BYTES));
+        }
+        assert_eq!(EdgeLayout::Compact.weighted(), EdgeLayout::CompactWeighted);
+        assert_eq!(EdgeLayout::Wide.weighted(), EdgeLayout::WideWeighted);
+        assert_eq!(EdgeLayout::Compact.weight(&b), 1);
+        // The compact word still comes first: sorting by it sorts by (dst, src).
+        EdgeLayout::CompactWeighted.encode_weighted(1, 2, 9, 0, 0, &mut b);
+        assert_eq!(u32::from_le_bytes(b[..4].try_into().unwrap()), 2 << 16 | 1);
+        for l in [EdgeLayout::Wide, EdgeLayout::Compact] {
+            assert_eq!(EdgeLayout::from_code(l.code()), l);
+        }
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //! profiling run) and decides which blocks stay local.
 //! [`server`] is the far-memory daemon and its control protocol, [`control`]
 //! the offline thread table and the online choice from it, [`algo`] BFS,
-//! WCC, PageRank and Radii, [`reference`] their plain versions for tests,
+//! WCC, PageRank and Radii, and GAP's SSSP (on weights stored in the
+//! blocks, read by [`weighted`]), BC and TC (on a local CSR), [`verify`]
+//! GAPBS's checks of each, [`reference`] their plain versions for tests,
 //! and [`run`] a whole run with its report. [`input`] loads a graph within
 //! the memory limit [`memory`] estimates (refusing huge ids, or compacting
 //! them), [`results`] writes per-vertex results as text or binary, and
@@ -48,8 +50,10 @@ pub mod run;
 pub mod saved;
 pub mod server;
 pub mod store;
+pub mod verify;
 #[allow(unsafe_code)] // arrays placed in the vertex pager's mapping (see its doc)
 pub mod vertex;
+pub mod weighted;
 pub mod window;
 
 pub use algo::{Algo, Output, Params, Precision};

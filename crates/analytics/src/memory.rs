@@ -44,15 +44,25 @@ pub const DEFAULT_LIMIT_WITHOUT_MEMINFO_BYTES: u64 = 8 << 30;
 /// (depth, parent) pairs plus their unzipped copy at the end and two
 /// bitmaps; WCC label and next label and two bitmaps; PageRank rank,
 /// contribution and sum in f64; Radii two 64-bit visited masks, the
-/// radius and two bitmaps.
+/// radius and two bitmaps; SSSP distance, done and a bitmap; TC an
+/// in-neighbour list's header, a CSR offset and a count; BC depth and
+/// paths, the paths read, coefficient, sum, score and a bitmap per level
+/// (two counted here).
 pub fn vertex_peak_bytes(algo: Algo) -> u64 {
     match algo {
         Algo::Bfs => 17,
         Algo::Wcc => 9,
         Algo::PageRank => 24,
         Algo::Radii => 21,
+        Algo::Sssp => 9,
+        Algo::Tc => 40,
+        Algo::Bc => 50,
     }
 }
+
+/// TC's local lists per input edge: the in-neighbour entry (4 bytes) and
+/// both directions in the CSR (8), [`crate::algo::tc`].
+pub const TC_CSR_BYTES_PER_EDGE: u64 = 12;
 
 /// A run's estimated peak memory, by part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -78,7 +88,12 @@ impl Estimate {
         let per_edge = EDGE_LIST_BYTES_PER_EDGE
             + 2 * edge_bytes
             + edge_bytes * algo.orders().len() as u64
-            + if compact { COMPACT_BYTES_PER_EDGE } else { 0 };
+            + if compact { COMPACT_BYTES_PER_EDGE } else { 0 }
+            + if algo == Algo::Tc {
+                TC_CSR_BYTES_PER_EDGE
+            } else {
+                0
+            };
         let edge_bytes = edges.saturating_mul(per_edge);
         let vertex_bytes =
             vertices.saturating_mul(DEGREE_BYTES_PER_VERTEX + vertex_peak_bytes(algo));

@@ -168,7 +168,7 @@ pub fn degree_profile(algo: Algo, params: &Params, table: &BlockTable) -> Profil
     let p = shape.partitions as usize;
     let passes: u64 = match algo {
         Algo::PageRank => u64::from(params.iterations.max(1)),
-        Algo::Wcc | Algo::Bfs | Algo::Radii => 1,
+        Algo::Wcc | Algo::Bfs | Algo::Radii | Algo::Sssp | Algo::Tc | Algo::Bc => 1,
     };
     // Bytes of edges into each partition (blocks (i, j) with j the destination).
     let mut into = vec![0u64; p];
@@ -177,7 +177,7 @@ pub fn degree_profile(algo: Algo, params: &Params, table: &BlockTable) -> Profil
         into[j as usize] += table.block_len(o, pos);
     }
     let into_max = into.iter().copied().max().unwrap_or(0);
-    let selective = matches!(algo, Algo::Bfs | Algo::Radii);
+    let selective = matches!(algo, Algo::Bfs | Algo::Radii | Algo::Sssp | Algo::Bc);
     let mut block_bytes: [Vec<u64>; 2] = [vec![0; shape.blocks()], vec![0; shape.blocks()]];
     let mut streamed = 0u64;
     for (o, pos) in table.blocks() {

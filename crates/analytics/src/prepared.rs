@@ -108,6 +108,13 @@ impl Header {
 /// Writes `grid` (and `ids`) to `dir/grid.bin`, creating `dir`. Returns the
 /// file's path.
 pub fn write(dir: &Path, grid: &Grid, ids: Option<&IdMap>, value_bytes: u64) -> Result<PathBuf> {
+    if grid.weighted() {
+        // The header's edge size names an unweighted layout (4 or 8 bytes).
+        return Err(crate::error::config_err(
+            "prepared",
+            "a prepared grid holds unweighted edges only; run a weighted graph from its file",
+        ));
+    }
     std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
     let path = dir.join(GRID_FILE);
     let partial = dir.join(format!("{GRID_FILE}.partial"));

@@ -99,3 +99,100 @@ pub fn radii(vertices: usize, edges: &[Edge], seed: u64) -> Vec<u32> {
     }
     radius
 }
+
+/// Weight of a lightest path from `root` to every vertex (`weights[k]` is
+/// `edges[k]`'s), by Dijkstra with a binary heap.
+pub fn sssp(vertices: usize, edges: &[Edge], weights: &[u32], root: u32) -> Vec<u32> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut adj: Vec<Vec<(u32, u32)>> = vec![Vec::new(); vertices];
+    for (&(s, d), &w) in edges.iter().zip(weights) {
+        adj[s as usize].push((d, w));
+    }
+    let mut dist = vec![u64::MAX; vertices];
+    dist[root as usize] = 0;
+    let mut heap = BinaryHeap::from([Reverse((0u64, root))]);
+    while let Some(Reverse((d, u))) = heap.pop() {
+        if d > dist[u as usize] {
+            continue;
+        }
+        for &(x, w) in &adj[u as usize] {
+            let nd = d + u64::from(w);
+            if nd < dist[x as usize] {
+                dist[x as usize] = nd;
+                heap.push(Reverse((nd, x)));
+            }
+        }
+    }
+    dist.into_iter()
+        .map(|d| if d == u64::MAX { UNREACHED } else { d as u32 })
+        .collect()
+}
+
+/// Triangles through each vertex of the undirected simple graph of `edges`
+/// (both directions, no self loops, no duplicates): for every vertex, the
+/// pairs of its neighbours that are adjacent.
+pub fn triangles(vertices: usize, edges: &[Edge]) -> Vec<u64> {
+    use std::collections::BTreeSet;
+    let mut adj: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); vertices];
+    for &(s, d) in edges {
+        if s != d {
+            adj[s as usize].insert(d);
+            adj[d as usize].insert(s);
+        }
+    }
+    (0..vertices)
+        .map(|v| {
+            let n: Vec<u32> = adj[v].iter().copied().collect();
+            let mut c = 0u64;
+            for (i, &a) in n.iter().enumerate() {
+                for &b in &n[i + 1..] {
+                    c += u64::from(adj[a as usize].contains(&b));
+                }
+            }
+            c
+        })
+        .collect()
+}
+
+/// Brandes's betweenness from each of `sources` on the directed edges (a
+/// duplicate edge is another path), summed, the source's own dependency
+/// left out: a FIFO BFS counting paths, then dependencies in reverse BFS
+/// order, `sigma(u) / sigma(v) * (1 + delta(v))` per edge to a successor.
+pub fn bc(vertices: usize, edges: &[Edge], sources: &[u32]) -> Vec<f64> {
+    let adj = adjacency(vertices, edges);
+    let mut score = vec![0.0f64; vertices];
+    for &s in sources {
+        let mut depth = vec![UNREACHED; vertices];
+        let mut sigma = vec![0.0f64; vertices];
+        let mut order = Vec::with_capacity(vertices);
+        depth[s as usize] = 0;
+        sigma[s as usize] = 1.0;
+        let mut queue = VecDeque::from([s]);
+        while let Some(u) = queue.pop_front() {
+            order.push(u);
+            for &v in &adj[u as usize] {
+                if depth[v as usize] == UNREACHED {
+                    depth[v as usize] = depth[u as usize] + 1;
+                    queue.push_back(v);
+                }
+                if depth[v as usize] == depth[u as usize] + 1 {
+                    sigma[v as usize] += sigma[u as usize];
+                }
+            }
+        }
+        let mut delta = vec![0.0f64; vertices];
+        for &u in order.iter().rev() {
+            for &v in &adj[u as usize] {
+                if depth[v as usize] == depth[u as usize] + 1 {
+                    delta[u as usize] +=
+                        sigma[u as usize] / sigma[v as usize] * (1.0 + delta[v as usize]);
+                }
+            }
+            if u != s {
+                score[u as usize] += delta[u as usize];
+            }
+        }
+    }
+    score
+}

@@ -1,10 +1,12 @@
 //! Per-vertex results a user can keep (issue 12, requirement 5): BFS depth,
-//! WCC label, PageRank score or Radii estimate of every vertex, written as
+//! SSSP distance, WCC label, PageRank score, Radii estimate or TC count of
+//! every vertex, written as
 //! text or binary, with the input's ids when they were compacted
 //! ([`crate::input::IdMap`]).
 //!
 //! Text: `#` comment lines, then one `vertex value` line per vertex in
-//! increasing id order. PageRank scores are printed in Rust's shortest
+//! increasing id order (BFS: `vertex depth parent`, the parent in the
+//! input's ids, `-1` for both when not reached). PageRank scores are printed in Rust's shortest
 //! form that reads back to the same f64; a vertex BFS or Radii did not
 //! reach has the value `-1`.
 //!
@@ -13,11 +15,13 @@
 //! ```text
 //!  offset  0: magic "LOCUSRES" (8 bytes)
 //!          8: version u16 = 1
-//!         10: algorithm u8 (0 bfs, 1 wcc, 2 pagerank, 3 radii)
-//!         11: value kind u8 (0: u32, 1: f64)
+//!         10: algorithm u8 (0 bfs, 1 wcc, 2 pagerank, 3 radii, 4 sssp, 5 tc, 6 bc)
+//!         11: value kind u8 (0: u32, 1: f64, 2: u64, 3: u32 pair)
 //!         12: reserved u32 = 0
 //!         16: record count u64
-//!         24: records: | vertex u32 | value u32 or f64 |  (8 or 12 bytes, packed)
+//!         24: records: | vertex u32 | value u32, f64, u64 or two u32 |  (8 or 12 bytes, packed)
+//!
+//! BFS writes kind 3, `| vertex | depth | parent |`.
 //! ```
 //!
 //! Unreached vertices are `u32::MAX` in binary. Numpy reads the records as
@@ -70,6 +74,10 @@ pub enum Values {
     U32(Vec<(u32, u32)>),
     /// PageRank scores.
     F64(Vec<(u32, f64)>),
+    /// TC counts.
+    U64(Vec<(u32, u64)>),
+    /// BFS: depth and parent ([`UNREACHED`] for both if not reached).
+    U32Pair(Vec<(u32, u32, u32)>),
 }
 
 fn algo_code(a: Algo) -> u8 {
@@ -78,6 +86,9 @@ fn algo_code(a: Algo) -> u8 {
         Algo::Wcc => 1,
         Algo::PageRank => 2,
         Algo::Radii => 3,
+        Algo::Sssp => 4,
+        Algo::Tc => 5,
+        Algo::Bc => 6,
     }
 }
 
@@ -87,6 +98,9 @@ fn output_algo(out: &Output) -> Algo {
         Output::Wcc { .. } => Algo::Wcc,
         Output::PageRank { .. } => Algo::PageRank,
         Output::Radii { .. } => Algo::Radii,
+        Output::Sssp { .. } => Algo::Sssp,
+        Output::Tc { .. } => Algo::Tc,
+        Output::Bc { .. } => Algo::Bc,
     }
 }
 
@@ -109,9 +123,26 @@ fn values(out: &Output, ids: Option<&IdMap>) -> Values {
         )
     };
     match out {
-        Output::Bfs { depth, .. } => u32s(depth, false),
+        Output::Bfs { depth, parent, .. } => Values::U32Pair(
+            depth
+                .iter()
+                .zip(parent)
+                .enumerate()
+                .map(|(v, (&d, &p))| {
+                    let p = if p == UNREACHED { p } else { id(p as usize) };
+                    (id(v), d, p)
+                })
+                .collect(),
+        ),
         Output::Wcc { label } => u32s(label, true),
         Output::Radii { radius, .. } => u32s(radius, false),
+        Output::Sssp { dist, .. } => u32s(dist, false),
+        Output::Bc { score, .. } => {
+            Values::F64(score.iter().enumerate().map(|(v, &r)| (id(v), r)).collect())
+        }
+        Output::Tc { count, .. } => {
+            Values::U64(count.iter().enumerate().map(|(v, &c)| (id(v), c)).collect())
+        }
         Output::PageRank { rank } => {
             Values::F64(rank.iter().enumerate().map(|(v, &r)| (id(v), r)).collect())
         }
@@ -129,15 +160,20 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
     let n = match &vals {
         Values::U32(v) => v.len(),
         Values::F64(v) => v.len(),
+        Values::U64(v) => v.len(),
+        Values::U32Pair(v) => v.len(),
     } as u64;
     let res: std::io::Result<()> = (|| {
         match format {
             ResultFormat::Text => {
                 let what = match algo {
-                    Algo::Bfs => "BFS depth (-1: not reached)",
+                    Algo::Bfs => "BFS depth parent (-1 -1: not reached)",
                     Algo::Wcc => "WCC label (smallest vertex id of the component)",
                     Algo::PageRank => "PageRank score",
                     Algo::Radii => "Radii estimate (-1: no sample reaches it)",
+                    Algo::Sssp => "SSSP distance (-1: not reached)",
+                    Algo::Tc => "TC triangles through it (undirected simple graph)",
+                    Algo::Bc => "BC score (Brandes's sum over the sources)",
                 };
                 writeln!(w, "# locus analytics {}: vertex {what}", algo.name())?;
                 if ids.is_some() {
@@ -158,12 +194,32 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                             writeln!(w, "{v} {x:?}")?;
                         }
                     }
+                    Values::U64(rows) => {
+                        for &(v, x) in rows {
+                            writeln!(w, "{v} {x}")?;
+                        }
+                    }
+                    Values::U32Pair(rows) => {
+                        for &(v, d, p) in rows {
+                            if d == UNREACHED {
+                                writeln!(w, "{v} -1 -1")?;
+                            } else {
+                                writeln!(w, "{v} {d} {p}")?;
+                            }
+                        }
+                    }
                 }
             }
             ResultFormat::Binary => {
                 w.write_all(MAGIC)?;
                 w.write_all(&VERSION.to_le_bytes())?;
-                w.write_all(&[algo_code(algo), matches!(vals, Values::F64(_)) as u8])?;
+                let kind = match vals {
+                    Values::U32(_) => 0u8,
+                    Values::F64(_) => 1,
+                    Values::U64(_) => 2,
+                    Values::U32Pair(_) => 3,
+                };
+                w.write_all(&[algo_code(algo), kind])?;
                 w.write_all(&0u32.to_le_bytes())?;
                 w.write_all(&n.to_le_bytes())?;
                 match &vals {
@@ -177,6 +233,19 @@ pub fn write(path: &Path, format: ResultFormat, out: &Output, ids: Option<&IdMap
                         for &(v, x) in rows {
                             w.write_all(&v.to_le_bytes())?;
                             w.write_all(&x.to_le_bytes())?;
+                        }
+                    }
+                    Values::U64(rows) => {
+                        for &(v, x) in rows {
+                            w.write_all(&v.to_le_bytes())?;
+                            w.write_all(&x.to_le_bytes())?;
+                        }
+                    }
+                    Values::U32Pair(rows) => {
+                        for &(v, d, p) in rows {
+                            w.write_all(&v.to_le_bytes())?;
+                            w.write_all(&d.to_le_bytes())?;
+                            w.write_all(&p.to_le_bytes())?;
                         }
                     }
                 }
@@ -240,13 +309,12 @@ fn read_binary(path: &Path, head: &[u8; HEADER_BYTES], mut f: File, algo: Algo) 
             format!("algorithm code {} is not {}'s", head[10], algo.name()),
         ));
     }
-    let is_f64 = match head[11] {
-        0 => false,
-        1 => true,
-        k => return Err(bad(path, format!("value kind {k} at byte offset 11"))),
-    };
+    let kind = head[11];
+    if kind > 3 {
+        return Err(bad(path, format!("value kind {kind} at byte offset 11")));
+    }
     let n = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
-    let rec = if is_f64 { 12 } else { 8 };
+    let rec = if kind == 0 { 8 } else { 12 };
     let mut body = Vec::new();
     f.read_to_end(&mut body).map_err(io_err("read", path))?;
     if body.len() as u64 != n.saturating_mul(rec) {
@@ -259,7 +327,24 @@ fn read_binary(path: &Path, head: &[u8; HEADER_BYTES], mut f: File, algo: Algo) 
         ));
     }
     let u = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
-    Ok(if is_f64 {
+    Ok(if kind == 3 {
+        Values::U32Pair(
+            body.chunks_exact(12)
+                .map(|r| (u(r), u(&r[4..]), u(&r[8..])))
+                .collect(),
+        )
+    } else if kind == 2 {
+        Values::U64(
+            body.chunks_exact(12)
+                .map(|r| {
+                    (
+                        u(r),
+                        u64::from_le_bytes(r[4..].try_into().expect("8 bytes")),
+                    )
+                })
+                .collect(),
+        )
+    } else if kind == 1 {
         Values::F64(
             body.chunks_exact(12)
                 .map(|r| {
@@ -278,6 +363,8 @@ fn read_binary(path: &Path, head: &[u8; HEADER_BYTES], mut f: File, algo: Algo) 
 fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
     let mut u = Vec::new();
     let mut x = Vec::new();
+    let mut c = Vec::new();
+    let mut b = Vec::new();
     for (k, line) in BufReader::new(f).lines().enumerate() {
         let line = line.map_err(io_err("read", path))?;
         let t = line.trim();
@@ -286,20 +373,42 @@ fn read_text(path: &Path, f: File, algo: Algo) -> Result<Values> {
         }
         let at = |why: &str| bad(path, format!("line {}: {why}: '{t}'", k + 1));
         let mut it = t.split_whitespace();
+        let u32_or_minus_one = |x: &str| -> Result<u32> {
+            if x == "-1" {
+                Ok(UNREACHED)
+            } else {
+                x.parse().map_err(|_| at("value is not a u32 or -1"))
+            }
+        };
+        if algo == Algo::Bfs {
+            let (Some(v), Some(d), Some(p), None) = (it.next(), it.next(), it.next(), it.next())
+            else {
+                return Err(at("expected 'vertex depth parent'"));
+            };
+            let v: u32 = v.parse().map_err(|_| at("vertex is not a u32"))?;
+            b.push((v, u32_or_minus_one(d)?, u32_or_minus_one(p)?));
+            continue;
+        }
         let (Some(v), Some(val), None) = (it.next(), it.next(), it.next()) else {
             return Err(at("expected 'vertex value'"));
         };
         let v: u32 = v.parse().map_err(|_| at("vertex is not a u32"))?;
-        if algo == Algo::PageRank {
+        if matches!(algo, Algo::PageRank | Algo::Bc) {
             x.push((v, val.parse().map_err(|_| at("value is not a number"))?));
+        } else if algo == Algo::Tc {
+            c.push((v, val.parse().map_err(|_| at("value is not a u64"))?));
         } else if val == "-1" {
             u.push((v, UNREACHED));
         } else {
             u.push((v, val.parse().map_err(|_| at("value is not a u32 or -1"))?));
         }
     }
-    Ok(if algo == Algo::PageRank {
+    Ok(if matches!(algo, Algo::PageRank | Algo::Bc) {
         Values::F64(x)
+    } else if algo == Algo::Tc {
+        Values::U64(c)
+    } else if algo == Algo::Bfs {
+        Values::U32Pair(b)
     } else {
         Values::U32(u)
     })
@@ -329,6 +438,14 @@ mod tests {
                 samples: vec![0],
                 radius: vec![0, 1, UNREACHED],
             },
+            Output::Sssp {
+                root: 0,
+                dist: vec![0, UNREACHED - 1, UNREACHED],
+            },
+            Output::Tc {
+                count: vec![1, 1 << 40, 1],
+                total: 1,
+            },
         ];
         for out in &outs {
             let want = values(out, Some(&ids));
@@ -351,8 +468,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.txt");
         std::fs::write(&p, "# c\n0 1\n1 x\n").unwrap();
-        let e = read(&p, Algo::Bfs).unwrap_err().to_string();
+        let e = read(&p, Algo::Wcc).unwrap_err().to_string();
         assert!(e.contains("line 3"), "{e}");
+        std::fs::write(&p, "# c\n0 0 0\n1 1\n").unwrap();
+        let e = read(&p, Algo::Bfs).unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("depth parent"), "{e}");
         let b = dir.path().join("r.bin");
         let mut bytes = MAGIC.to_vec();
         bytes.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);

@@ -156,6 +156,9 @@ pub struct Report {
     /// The input's edge weights were dropped on request (`--ignore-weights`;
     /// set by the caller that loaded the graph).
     pub weights_dropped: bool,
+    /// Where the weights an algorithm used came from (SSSP; set from the
+    /// grid here, refined by the caller that loaded the graph).
+    pub weights: crate::weighted::WeightSource,
     /// Iterations.
     pub iterations: u32,
     /// PageRank: its value type.
@@ -418,6 +421,11 @@ pub fn run<F: Fabric + Clone>(
         profile_same_root: None,
         edges_as: crate::input::EdgeMode::Directed,
         weights_dropped: false,
+        weights: match (cfg.algo.uses_weights(), grid.weighted()) {
+            (false, _) => crate::weighted::WeightSource::Unused,
+            (true, true) => crate::weighted::WeightSource::Input,
+            (true, false) => crate::weighted::WeightSource::UnitNoneInInput,
+        },
         iterations: result.iterations,
         precision: (cfg.algo == Algo::PageRank).then_some(cfg.params.precision),
         edges_applied: profile.edges_applied,

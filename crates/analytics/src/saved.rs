@@ -109,7 +109,7 @@ impl ProfileOrigin {
     pub fn of(grid: &Grid, algo: Algo, params: &Params) -> ProfileOrigin {
         ProfileOrigin {
             algo: algo.name().to_string(),
-            root: (algo == Algo::Bfs).then(|| {
+            root: matches!(algo, Algo::Bfs | Algo::Sssp).then(|| {
                 params
                     .root
                     .unwrap_or_else(|| default_root(grid.out_degree()))
@@ -254,15 +254,17 @@ impl SavedProfile {
         }
         let now = ProfileOrigin::of(grid, algo, params);
         let same_root = match algo {
-            Algo::Bfs => self.origin.root == now.root,
+            Algo::Bfs | Algo::Sssp => self.origin.root == now.root,
             Algo::Radii => self.origin.radii_seed == now.radii_seed,
-            Algo::Wcc | Algo::PageRank => true,
+            Algo::Wcc | Algo::PageRank | Algo::Tc | Algo::Bc => true,
         };
         if same_root && !same_root_ok {
             let what = match algo {
-                Algo::Bfs => "the root of this run",
+                Algo::Bfs | Algo::Sssp => "the root of this run",
                 Algo::Radii => "the seed of this run",
-                Algo::Wcc | Algo::PageRank => "the same run as this one (it has no root)",
+                Algo::Wcc | Algo::PageRank | Algo::Tc | Algo::Bc => {
+                    "the same run as this one (it has no root)"
+                }
             };
             return Err(bad(
                 path,

@@ -80,7 +80,7 @@ macro_rules! plain {
         impl VertexValue for $t {}
     )*};
 }
-plain!(u8, u32, u64, f32, f64, (u32, u32), AtomicU32);
+plain!(u8, u32, u64, f32, f64, (u32, u32), (u32, f64), AtomicU32);
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<dyn VertexMemory>>> = const { RefCell::new(None) };

@@ -141,6 +141,7 @@ fn a_sparse_real_graph_compacted_matches_the_reference() {
             Output::Radii { radius, .. } => {
                 assert_eq!(radius, reference::radii(34, &list.edges, params.seed))
             }
+            other => panic!("{algo:?} is not one of Algo::ALL's: {other:?}"),
         }
     }
 }

@@ -167,7 +167,7 @@ fn a_saved_profile_round_trips_and_is_refused_on_another_graph_or_root() {
         ..Params::default()
     };
     let c = RunConfig {
-        params: params_a,
+        params: params_a.clone(),
         ..cfg(Algo::Bfs, Backend::Local, PlacementSource::Degrees)
     };
     let (_, _, profile) = run(&g.grid, Some(&f), &c, None).unwrap();

@@ -30,7 +30,16 @@ fn reference_values(g: &Graph, algo: Algo, out: &Output, params: &Params) -> Val
         )
     };
     match (algo, out) {
-        (Algo::Bfs, Output::Bfs { root, .. }) => rows(reference::bfs_depth(n, &g.edges, *root)),
+        // Depths from the reference; parents are not unique, so the run's
+        // (whose validity `common::check` tests) must come back as written.
+        (Algo::Bfs, Output::Bfs { root, parent, .. }) => Values::U32Pair(
+            reference::bfs_depth(n, &g.edges, *root)
+                .into_iter()
+                .zip(parent)
+                .enumerate()
+                .map(|(v, (d, &p))| (v as u32, d, p))
+                .collect(),
+        ),
         (Algo::Wcc, _) => rows(reference::wcc(n, &g.edges)),
         (Algo::Radii, _) => rows(reference::radii(n, &g.edges, params.seed)),
         (Algo::PageRank, _) => Values::F64(
@@ -94,7 +103,7 @@ fn text_is_vertex_value_lines_with_minus_one_for_unreached() {
         ..Params::default()
     };
     let out = output(&g, Algo::Bfs, &params);
-    let Output::Bfs { depth, .. } = &out else {
+    let Output::Bfs { depth, parent, .. } = &out else {
         unreachable!()
     };
     assert!(
@@ -108,17 +117,18 @@ fn text_is_vertex_value_lines_with_minus_one_for_unreached() {
     assert_eq!(lines.len(), 12);
     for (v, line) in lines.iter().enumerate() {
         let want = if depth[v] == UNREACHED {
-            "-1".to_string()
+            "-1 -1".to_string()
         } else {
-            depth[v].to_string()
+            format!("{} {}", depth[v], parent[v])
         };
         assert_eq!(*line, format!("{v} {want}"));
     }
-    // Binary: the 24-byte header, then 8-byte records.
+    // Binary: the 24-byte header, then 12-byte records (vertex, depth, parent).
     let bin = dir.path().join("bfs.bin");
     results::write(&bin, ResultFormat::Binary, &out, None).unwrap();
     let bytes = std::fs::read(&bin).unwrap();
     assert_eq!(&bytes[..8], b"LOCUSRES");
-    assert_eq!(bytes.len(), results::HEADER_BYTES + 12 * 8);
+    assert_eq!(bytes.len(), results::HEADER_BYTES + 12 * 12);
+    assert_eq!(bytes[11], 3, "the u32-pair value kind");
     assert_eq!(u64::from_le_bytes(bytes[16..24].try_into().unwrap()), 12);
 }

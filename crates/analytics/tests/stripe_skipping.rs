@@ -123,7 +123,7 @@ fn a_sparse_bfs_level_streams_only_its_stripes() {
     let mut fetched = Vec::new();
     for grid in [&plain.grid, &regrid(&g, Some(4), 16).grid] {
         let mut cfg = RunConfig::new(Algo::Bfs, Backend::Far, 1.0);
-        cfg.params = params;
+        cfg.params = params.clone();
         let (report, result, _) = run(grid, Some(&fabric), &cfg, None).unwrap();
         check(&g, &result.output, &params);
         fetched.push(report.bytes_fetched);

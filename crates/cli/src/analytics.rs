@@ -44,8 +44,21 @@ pub struct AnalyticsArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum AnalyticsCommand {
-    /// Run BFS, WCC, PageRank or Radii on one backend and print time,
-    /// iterations, bytes fetched and a digest of the result.
+    /// Run BFS, SSSP, PageRank, CC (WCC), BC, TC or Radii on one backend
+    /// and print time, iterations, bytes fetched and a digest of the result.
+    ///
+    /// BC streams both block orders (forward levels by column, backward
+    /// levels by row), so its grid holds twice the bytes of the others'.
+    ///
+    /// TC streams the edge blocks once from the backend, then counts on a
+    /// CSR of the undirected simple graph in local memory (about 12 bytes
+    /// per edge that --far-ratio does not move far).
+    ///
+    /// SSSP reads edge weights (a third text or `.wel` column, a valued
+    /// .mtx's values: non-negative integers) into the grid's blocks beside
+    /// the edges, which doubles the bytes every pass fetches from far
+    /// memory or disk; input without weights, or with --ignore-weights,
+    /// gives every edge weight 1, and the output says which.
     Run(Box<RunArgs>),
     /// Preprocess a graph into a grid on disk once (`DIR/grid.bin`, format
     /// in `locus_analytics::prepared`); `analytics run --prepared DIR` reuses it.
@@ -59,7 +72,7 @@ pub enum AnalyticsCommand {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// bfs, wcc, pagerank or radii.
+    /// bfs, sssp, pagerank, cc (or wcc), bc, tc or radii.
     #[arg(long)]
     pub algo: String,
     /// A grid written by `analytics prepare` (instead of --graph or --rmat-scale).
@@ -73,7 +86,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub format: Option<String>,
     /// Drop edge weights (a third text column, a real or integer .mtx's
-    /// values) instead of refusing the file: no algorithm here uses them yet.
+    /// values): the algorithms but SSSP refuse a weighted file without it;
+    /// SSSP then gives every edge weight 1 (and says so).
     #[arg(long)]
     pub ignore_weights: bool,
     /// Take every edge in both directions (duplicates removed).
@@ -135,16 +149,33 @@ pub struct RunArgs {
     #[arg(long)]
     pub edge_layout: Option<String>,
 
-    /// PageRank iterations.
+    /// PageRank iterations (with --tolerance, the most).
     #[arg(long, default_value_t = PAGERANK_ITERATIONS_DEFAULT)]
     pub iterations: u32,
+    /// PageRank: stop after the first iteration that moves the ranks by
+    /// less than this in L1, as GAPBS does (its default is 1e-4).
+    #[arg(long)]
+    pub tolerance: Option<f64>,
     /// PageRank's value type: f32 (half the vertex bytes, within the bound
     /// in `locus_analytics::algo::pagerank_f32_tolerance` of f64) or f64.
     #[arg(long, default_value = "f32")]
     pub precision: String,
-    /// BFS root (default: the vertex with the most out-edges).
+    /// BFS and SSSP root (default: the vertex with the most out-edges).
     #[arg(long)]
     pub root: Option<u32>,
+    /// SSSP: the delta-stepping bin width (GAPBS's default, 1). Each bin
+    /// costs at least one pass over its vertices' blocks, so with weights
+    /// up to 255 a delta of tens makes many-fold fewer passes.
+    #[arg(long, default_value_t = algo::SSSP_DELTA_DEFAULT)]
+    pub delta: u32,
+    /// BC: `all`, a count N (sampled as GAPBS does: uniformly among vertices
+    /// with an out-edge, repeats allowed, from --sources-seed), or vertices
+    /// V,V,... (default: --root, else the vertex with the most out-edges).
+    #[arg(long)]
+    pub sources: Option<String>,
+    /// BC: the seed of a sampled --sources N (GAPBS's kRandSeed by default).
+    #[arg(long, default_value_t = algo::bc::BC_SEED_DEFAULT)]
+    pub sources_seed: u64,
     /// Radii sample seed.
     #[arg(long, default_value_t = RADII_SEED_DEFAULT)]
     pub radii_seed: u64,
@@ -172,6 +203,12 @@ pub struct RunArgs {
     /// seed) for a later run's `--profile`.
     #[arg(long, value_name = "FILE")]
     pub save_profile: Option<PathBuf>,
+    /// Check the result after the run with GAPBS's verification logic
+    /// (`locus_analytics::verify`: a serial BFS, Dijkstra, Brandes,
+    /// set intersections, component search or PageRank on the graph the
+    /// run saw); a difference exits non-zero naming the vertices.
+    #[arg(long)]
+    pub verify: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -183,8 +220,9 @@ pub struct RunArgs {
     /// sparse or huge ids cost nothing; results keep the input's ids.
     #[arg(long)]
     pub compact_ids: bool,
-    /// Write every vertex's result (BFS depth, WCC label, PageRank score,
-    /// Radii estimate) to FILE.
+    /// Write every vertex's result (BFS depth and parent, SSSP distance, WCC label,
+    /// PageRank score, BC score, Radii estimate, TC triangles through it)
+    /// to FILE.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// text (`vertex value` lines) or binary (see `locus_analytics::results`).
@@ -381,7 +419,7 @@ fn run_one(a: RunArgs) -> CliResult {
         symmetrize: a.symmetrize && !a.directed,
     };
     let t = std::time::Instant::now();
-    let (grid, ids) = match &a.prepared {
+    let (grid, ids, weights) = match &a.prepared {
         Some(dir) => {
             // The estimate from the header, before the payload is read.
             let h = prepared::read_header(dir)?;
@@ -392,10 +430,12 @@ fn run_one(a: RunArgs) -> CliResult {
                 "raise --memory-max",
             )?;
             let (grid, ids, _) = prepared::read(dir)?;
-            (grid, ids)
+            (grid, ids, None)
         }
         None => {
-            let Loaded { grid, ids, .. } = load_grid(
+            let Loaded {
+                grid, ids, weights, ..
+            } = load_grid(
                 a.graph.as_deref(),
                 a.format.as_deref(),
                 a.vertex_count,
@@ -405,7 +445,7 @@ fn run_one(a: RunArgs) -> CliResult {
                 algo,
                 limits,
             )?;
-            (grid, ids)
+            (grid, ids, Some(weights))
         }
     };
     let load_s = t.elapsed().as_secs_f64();
@@ -426,8 +466,26 @@ fn run_one(a: RunArgs) -> CliResult {
         params: Params {
             root,
             iterations: a.iterations,
+            tolerance: a.tolerance,
             seed: a.radii_seed,
             precision,
+            delta: a.delta,
+            sources: match a.sources.as_deref() {
+                None => algo::bc::Sources::Root,
+                Some(s) => match algo::bc::Sources::parse(s)? {
+                    algo::bc::Sources::List(l) => algo::bc::Sources::List(
+                        l.into_iter()
+                            .map(|v| {
+                                run_root(Some(v), ids.as_ref())
+                                    .map(|r| r.expect("a vertex was given"))
+                                    .map_err(|e| format!("--sources: {e}"))
+                            })
+                            .collect::<Result<Vec<u32>, String>>()?,
+                    ),
+                    other => other,
+                },
+            },
+            sources_seed: a.sources_seed,
         },
         engine: EngineConfig {
             threads,
@@ -487,6 +545,9 @@ fn run_one(a: RunArgs) -> CliResult {
         report.edges_as = EdgeMode::of(&limits);
         report.weights_dropped = a.ignore_weights;
     }
+    if let Some(w) = weights.filter(|_| algo.uses_weights()) {
+        report.weights = w;
+    }
     if let Some(path) = &a.save_profile {
         SavedProfile::new(&grid, algo, &cfg.params, run_profile).save(path)?;
         eprintln!(
@@ -498,6 +559,17 @@ fn run_one(a: RunArgs) -> CliResult {
         let n = results::write(path, output_format, &result.output, ids.as_ref())?;
         eprintln!("wrote {n} vertices' results to {}", path.display());
     }
+    let verified = if a.verify {
+        let t = std::time::Instant::now();
+        let what = locus_analytics::verify::verify(&grid, &result.output, &cfg.params)?;
+        Some(format!(
+            "{what} ({:.2} s; vertex ids are the run's{})",
+            t.elapsed().as_secs_f64(),
+            if ids.is_some() { ", compacted" } else { "" }
+        ))
+    } else {
+        None
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -538,7 +610,13 @@ fn run_one(a: RunArgs) -> CliResult {
             ""
         }
     );
+    if algo.uses_weights() {
+        println!("weights         {}", report.weights.describe());
+    }
     print_report(&report);
+    if let Some(v) = verified {
+        println!("verify          {v}");
+    }
     Ok(())
 }
 

@@ -239,7 +239,7 @@ fn bad_input_and_settings_are_clear_errors() {
     assert!(text(&o.stderr).contains("bad.txt:2"), "{}", text(&o.stderr));
     let g = karate();
     for (flag, value, says) in [
-        ("--algo", "sssp", "not one of"),
+        ("--algo", "apsp", "not one of"),
         ("--backend", "swap", "not one of"),
         ("--far-ratio", "1.5", "far_ratio"),
         ("--chunk", "12", "chunk_bytes"),
@@ -345,7 +345,11 @@ fn a_huge_id_is_refused_unless_ids_are_compacted() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let body = std::fs::read_to_string(&out).unwrap();
-    assert!(body.ends_with("0 -1\n4294967293 0\n"), "{body}");
+    // BFS lines carry the parent, in the input's ids too.
+    assert!(
+        body.ends_with("0 -1 -1\n4294967293 0 4294967293\n"),
+        "{body}"
+    );
     let o = locus(&[
         "analytics",
         "run",

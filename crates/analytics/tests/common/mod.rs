@@ -108,6 +108,33 @@ pub fn check(g: &Graph, out: &Output, params: &Params) {
                 }
             }
         }
+        Output::Sssp { root, dist } => {
+            // These graphs are unweighted: every edge weighs 1.
+            let want = reference::sssp(n, &g.edges, &vec![1; g.edges.len()], *root);
+            assert_eq!(dist, &want, "{}: SSSP from {root}", g.name);
+        }
+        Output::Bc { sources, score } => {
+            // Sums of quotients in another order than the reference's: equal
+            // to 1e-9 relative (each score is a sum of at most V terms).
+            let want = reference::bc(n, &g.edges, sources);
+            for (v, (a, b)) in score.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+                    "{}: BC score of {v}: {a} vs {b}",
+                    g.name
+                );
+            }
+            assert!(
+                want.iter().any(|&x| x > 0.0) || n < 3,
+                "{}: no path",
+                g.name
+            );
+        }
+        Output::Tc { count, total } => {
+            let want = reference::triangles(n, &g.edges);
+            assert_eq!(count, &want, "{}: triangles per vertex", g.name);
+            assert_eq!(*total * 3, want.iter().sum::<u64>(), "{}: total", g.name);
+        }
         Output::Wcc { label } => {
             assert_eq!(label, &reference::wcc(n, &g.edges), "{}: WCC", g.name);
         }
