@@ -601,11 +601,27 @@ fn run_test(g: &Graph, test: &Term) -> Outcome {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(root) = args.iter().find(|a| !a.starts_with('-')) else {
+    let Some(root) = args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--min-passed"))
+        .map(|(_, a)| a)
+    else {
         eprintln!("usage: w3c W3C_DIR [-v]   (W3C_DIR: rdflib's test/data/suites/w3c)");
         std::process::exit(2);
     };
     let verbose = args.iter().any(|a| a == "-v");
+    // `--min-passed N`: exit 1 if fewer tests pass (CI's regression bound).
+    let min_passed: Option<u64> = args
+        .iter()
+        .position(|a| a == "--min-passed")
+        .map(|i| match args.get(i + 1).and_then(|n| n.parse().ok()) {
+            Some(n) => n,
+            None => {
+                eprintln!("--min-passed needs a count");
+                std::process::exit(2)
+            }
+        });
     let root = std::fs::canonicalize(root).unwrap_or_else(|e| {
         eprintln!("{root}: {e}");
         std::process::exit(2)
@@ -708,5 +724,14 @@ fn main() {
     println!("skipped, by reason:");
     for (why, n) in skips {
         println!("  {n:>4}  {why}");
+    }
+    if let Some(min) = min_passed {
+        if (totals[0] as u64) < min {
+            eprintln!(
+                "error: {} W3C tests passed, fewer than the {min} required (--min-passed)",
+                totals[0]
+            );
+            std::process::exit(1);
+        }
     }
 }
