@@ -7,12 +7,10 @@
 
 mod common;
 
-use common::free;
-
 use locus_client::proto::{ErrorCode, Request};
 use locus_client::{Client, ClientConfig, ROUTE_RETRIES_MAX};
 use locus_fabric::auth::Secret;
-use locus_server::config::{ClusterSection, DurabilitySection, ServerEntry};
+use locus_server::config::DurabilitySection;
 use locus_server::{ClusterFile, Server};
 use locus_store::{SlotMove, SlotTable};
 
@@ -23,33 +21,13 @@ const SERVERS: u8 = 3;
 const SLOTS: u32 = 8;
 
 fn cluster_file(dir: &std::path::Path) -> ClusterFile {
-    let mut f = ClusterFile {
-        cluster: ClusterSection {
-            secret: Some(SECRET.into()),
-        },
-        servers: (0..SERVERS)
-            .map(|id| ServerEntry {
-                id,
-                fabric: free(),
-                client: free(),
-                metrics: None,
-            })
-            .collect(),
-        coordinator: None,
-        store: Default::default(),
-        policy: Default::default(),
-        limits: Default::default(),
-        // With a log, updates are applied only at the home (D1), which is
-        // what makes a server refuse the vertices it does not home.
-        durability: Some(DurabilitySection {
-            dir: dir.join("data"),
-            ..DurabilitySection::default()
-        }),
-        recovery: Default::default(),
-        etcd: None,
-    };
-    f.store.value_region_mb = Some(16);
-    f.store.cache_mb = 4;
+    let mut f = common::small_cluster(SECRET, SERVERS);
+    // With a log, updates are applied only at the home (D1), which is
+    // what makes a server refuse the vertices it does not home.
+    f.durability = Some(DurabilitySection {
+        dir: dir.join("data"),
+        ..DurabilitySection::default()
+    });
     f.store.slots = Some(SLOTS);
     f.validate().unwrap();
     f

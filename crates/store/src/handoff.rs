@@ -31,8 +31,8 @@
 use locus_fabric::{MachineId, Output};
 
 use crate::addr::{lost_on, moved_to, moved_word, pending_word, Addr, Header};
-use crate::migrate::{Access, Restart};
-use crate::table::{addr_word_offset, BucketView, Key, TableLayout};
+use crate::migrate::{data, header_word, Access, Restart};
+use crate::table::{addr_word_offset, BucketView, InChain, Key, TableLayout};
 use crate::Result;
 
 /// What the driver does next for a handoff.
@@ -204,32 +204,22 @@ impl HandoffJob {
     /// If the output is not the one the posted operation gives (a driver bug).
     pub fn on_completion(&mut self, output: Output, now_ns: u64) -> Result<Step> {
         match self.state {
-            State::Bucket(offset) => {
-                let view = BucketView::parse(&data(output));
-                let found = view
-                    .slots
-                    .iter()
-                    .enumerate()
-                    .find(|(_, s)| s.0 == self.key.word() || s.0 == 0);
-                match found {
-                    Some((i, &(kw, aw))) if kw == self.key.word() => {
-                        self.addr_offset = addr_word_offset(offset, i as u64);
-                        self.seen = aw;
-                        self.on_word(aw)
-                    }
-                    // Slots fill in order: an empty one ends the chain.
-                    Some(_) => Ok(self.finish(Outcome::Absent)),
-                    None if view.link == 0 => Ok(self.finish(Outcome::Absent)),
-                    None => {
-                        let next = self.layout.overflow_offset(view.link - 1);
-                        self.state = State::Bucket(next);
-                        Ok(Step::Post(Access::ReadBucket {
-                            home: self.from,
-                            offset: next,
-                        }))
-                    }
+            State::Bucket(offset) => match BucketView::parse(&data(output)).search(self.key) {
+                InChain::Found { slot, word } => {
+                    self.addr_offset = addr_word_offset(offset, slot);
+                    self.seen = word;
+                    self.on_word(word)
                 }
-            }
+                InChain::Absent => Ok(self.finish(Outcome::Absent)),
+                InChain::Next(n) => {
+                    let next = self.layout.overflow_offset(n);
+                    self.state = State::Bucket(next);
+                    Ok(Step::Post(Access::ReadBucket {
+                        home: self.from,
+                        offset: next,
+                    }))
+                }
+            },
             State::Value => {
                 assert_eq!(output, Output::Placed, "a READ into the copy's block");
                 let copy = self.copy.expect("allocated before the value READ");
@@ -420,21 +410,6 @@ impl HandoffJob {
         self.state = State::Done;
         Step::Done(outcome)
     }
-}
-
-fn data(output: Output) -> Vec<u8> {
-    match output {
-        Output::Data(bytes) => bytes,
-        other => panic!("a READ completed with {other:?}"),
-    }
-}
-
-fn header_word(bytes: &[u8]) -> u64 {
-    u64::from_le_bytes(
-        bytes[..8]
-            .try_into()
-            .expect("a header READ has a header word"),
-    )
 }
 
 #[cfg(test)]

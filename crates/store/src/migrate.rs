@@ -49,7 +49,7 @@
 use locus_fabric::{MachineId, Output};
 
 use crate::addr::{Addr, Header};
-use crate::table::{addr_word_offset, BucketView, Key, TableLayout};
+use crate::table::{addr_word_offset, BucketView, InChain, Key, TableLayout};
 use crate::Result;
 
 /// What a migration did.
@@ -354,14 +354,9 @@ impl MigrateJob {
                 let bytes = data(output);
                 let view = BucketView::parse(&bytes);
                 self.spare = Some(bytes);
-                let found = view
-                    .slots
-                    .iter()
-                    .enumerate()
-                    .find(|(_, s)| s.0 == self.key.word() || s.0 == 0);
-                match found {
-                    Some((i, &(kw, aw))) if kw == self.key.word() => {
-                        self.addr_offset = addr_word_offset(offset, i as u64);
+                match view.search(self.key) {
+                    InChain::Found { slot, word: aw } => {
+                        self.addr_offset = addr_word_offset(offset, slot);
                         self.seen = aw;
                         match Addr::decode(aw) {
                             None => Ok(self.finish(Outcome::Absent)),
@@ -371,11 +366,9 @@ impl MigrateJob {
                             Some(a) => self.read_value(a),
                         }
                     }
-                    // Slots fill in order: an empty one ends the chain.
-                    Some(_) => Ok(self.finish(Outcome::Absent)),
-                    None if view.link == 0 => Ok(self.finish(Outcome::Absent)),
-                    None => {
-                        let next = self.layout.overflow_offset(view.link - 1);
+                    InChain::Absent => Ok(self.finish(Outcome::Absent)),
+                    InChain::Next(n) => {
+                        let next = self.layout.overflow_offset(n);
                         self.state = State::Bucket(next);
                         Ok(Step::Post(Access::ReadBucket {
                             home: self.home,
@@ -525,14 +518,14 @@ impl MigrateJob {
     }
 }
 
-fn data(output: Output) -> Vec<u8> {
+pub(crate) fn data(output: Output) -> Vec<u8> {
     match output {
         Output::Data(bytes) => bytes,
         other => panic!("a READ completed with {other:?}"),
     }
 }
 
-fn header_word(bytes: &[u8]) -> u64 {
+pub(crate) fn header_word(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(
         bytes[..8]
             .try_into()

@@ -155,6 +155,41 @@ impl BucketView {
             link: w(2 * KEY_SLOTS as usize),
         }
     }
+
+    /// Where a search for `key` stands after this bucket of its chain.
+    /// Slots fill in order, so an empty one ends the chain.
+    pub fn search(&self, key: Key) -> InChain {
+        let found = self
+            .slots
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.0 == key.word() || s.0 == 0);
+        match found {
+            Some((i, &(kw, aw))) if kw == key.word() => InChain::Found {
+                slot: i as u64,
+                word: aw,
+            },
+            Some(_) => InChain::Absent,
+            None if self.link == 0 => InChain::Absent,
+            None => InChain::Next(self.link - 1),
+        }
+    }
+}
+
+/// A key's search after one bucket of its chain ([`BucketView::search`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InChain {
+    /// In slot `slot`, with address word `word`.
+    Found {
+        /// The slot's index in the bucket.
+        slot: u64,
+        /// Its address word.
+        word: u64,
+    },
+    /// Not in the table.
+    Absent,
+    /// Maybe in overflow bucket `n`: read it next.
+    Next(u64),
 }
 
 /// Byte offset of the key word of slot `slot` in the bucket at `bucket_offset`.

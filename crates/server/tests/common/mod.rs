@@ -25,3 +25,34 @@ pub fn free() -> SocketAddr {
         }
     }
 }
+
+/// A cluster file of `machines` servers on free loopback ports with
+/// `secret`, small regions (16 MiB of values, a 4 MiB cache), and no
+/// coordinator, log or etcd: each test adds what it needs.
+#[allow(dead_code)] // not every test file uses it
+pub fn small_cluster(secret: &str, machines: u8) -> locus_server::ClusterFile {
+    use locus_server::config::{ClusterSection, ServerEntry};
+    let mut f = locus_server::ClusterFile {
+        cluster: ClusterSection {
+            secret: Some(secret.into()),
+        },
+        servers: (0..machines)
+            .map(|id| ServerEntry {
+                id,
+                fabric: free(),
+                client: free(),
+                metrics: None,
+            })
+            .collect(),
+        coordinator: None,
+        store: Default::default(),
+        policy: Default::default(),
+        limits: Default::default(),
+        durability: None,
+        recovery: Default::default(),
+        etcd: None,
+    };
+    f.store.value_region_mb = Some(16);
+    f.store.cache_mb = 4;
+    f
+}
