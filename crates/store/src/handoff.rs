@@ -7,13 +7,12 @@
 //!  start ──▶ Bucket(A) ──word MOVED(B)──▶ Done(AlreadyHanded)
 //!              │  ├─ key absent ─────────▶ Done(Absent)
 //!              │  ├─ lost / MOVED(C) ────▶ Done(Lost / MovedElsewhere)
-//!              │  ├─ null word ─────────────────────────────────────────────────▶ Publish
-//!              │  ├─ Remote(C) or Remote(B) ──▶ Pend ──▶ Log ───────────────────▶ Publish
-//!              │  └─ Local at A ──▶ Alloc ──▶ Value ──▶ Check ──▶ Pend ──▶ Log ──▶ Invalidate ──▶ Publish
+//!              │  ├─ null word ─────────────────────────────────▶ Pend ──▶ Log ──▶ Publish
+//!              │  └─ a value (at A, C or B) ──▶ Alloc ──▶ Value ──▶ Check ──▶ Pend ──▶ Log ──▶ Invalidate ──▶ Publish
 //!              └─ chain goes on ──▶ Bucket (overflow)         header changed ──▶ Restart(Invalidated)
 //!  Publish: CAS A's word w ──▶ MOVED(B)   ──lost──▶ Restart(Conflict)
 //!     └─won──▶ Own: CAS B's word PENDING(A) ──▶ the copy's address ──▶ Done(Handed)
-//!              (a null word has no copy: Done(Handed) at once; B keeps no entry)
+//!              (a null word has no copy: B's entry becomes empty)
 //! ```
 //!
 //! Invariants (E1-E3 of the design), each by the order of the states:
@@ -21,10 +20,10 @@
 //!   until then B's entry holds `PENDING(A)`, which no reader follows;
 //! - **H2** (E3) the copy is durable in B's log ([`Step::Log`]) before the
 //!   CAS that makes it B's;
-//! - **H3** (MIGRATE's P1-P3) a value copied from A's region is checked by
-//!   its landed header, A's old block is zeroed before the CAS and only
-//!   within half a reclaim lease of reading A's word, and it goes to A's
-//!   reclaim ring after the CAS;
+//! - **H3** (MIGRATE's P1-P3) the value, copied into B's region wherever
+//!   it was, is checked by its landed header; the old block is zeroed before
+//!   the CAS and only within half a reclaim lease of reading A's word, and
+//!   goes to its holder's reclaim ring after the CAS;
 //! - a restart leaves B's `PENDING(A)` entry (still A's key, so harmless)
 //!   and the allocated copy, which the driver frees.
 
@@ -55,7 +54,7 @@ pub enum Step {
     },
     /// Make the key's list, the value at `word` as B will name it, durable
     /// in B's log (or do nothing without one), then call
-    /// [`HandoffJob::on_logged`].
+    /// [`HandoffJob::on_logged`]. `word` 0: the key has no value.
     Log {
         /// B's address word of the copy.
         word: u64,
@@ -88,15 +87,15 @@ pub enum Outcome {
 pub struct Handed {
     /// A's word before the handoff.
     pub from_word: u64,
-    /// B's word now (0: the key had no value, and B keeps no entry).
+    /// B's word now (0: the key had no value; B's entry is empty).
     pub new_word: u64,
-    /// Byte offset of the key's address word in B's table (0 with no entry).
+    /// Byte offset of the key's address word in B's table.
     pub own_offset: u64,
     /// Bytes copied from A's value region (0 if the value stayed where it was).
     pub bytes_copied: u64,
-    /// A's old block as a reclaim-ring entry for A's ring, if the value was
-    /// copied out of A's region.
-    pub old_entry: Option<u64>,
+    /// The old block as (its holder, a reclaim-ring entry for the holder's
+    /// ring): A, a third machine C or B, wherever the value was.
+    pub old_entry: Option<(MachineId, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,9 +248,6 @@ impl HandoffJob {
                 if prev != self.seen {
                     return Ok(self.restart(Restart::Conflict));
                 }
-                if self.new_word == 0 {
-                    return Ok(self.handed());
-                }
                 self.state = State::Own;
                 Ok(Step::Post(Access::Publish {
                     home: self.me,
@@ -289,7 +285,7 @@ impl HandoffJob {
         self.new_word = copy.encode();
         self.state = State::Value;
         Ok(Step::Post(Access::ReadValue {
-            holder: self.from,
+            holder: old.holder(self.from),
             offset_units: old.offset_units(),
             size_units: old.size_units(),
             into_units: offset_units,
@@ -307,6 +303,14 @@ impl HandoffJob {
         }
     }
 
+    /// Called instead of [`HandoffJob::on_logged`] when the value the copy
+    /// names changed before it could be logged (a value at C updated
+    /// meanwhile): the job starts over.
+    pub fn on_stale_copy(&mut self) -> Step {
+        assert_eq!(self.state, State::Log, "a log nobody asked for");
+        self.restart(Restart::Invalidated)
+    }
+
     /// Called when the copy is durable at B (H2), at `now_ns`.
     pub fn on_logged(&mut self, now_ns: u64) -> Step {
         assert_eq!(self.state, State::Log, "a log nobody asked for");
@@ -320,7 +324,7 @@ impl HandoffJob {
                 }
                 self.state = State::Invalidate;
                 Step::Post(Access::Invalidate {
-                    holder: self.from,
+                    holder: old.holder(self.from),
                     offset_units: old.offset_units(),
                 })
             }
@@ -340,25 +344,26 @@ impl HandoffJob {
             return Ok(self.finish(Outcome::Lost(m)));
         }
         match Addr::decode(w) {
-            // No value: nothing to copy or log, only the marker to set (E5).
-            None => Ok(self.publish()),
+            // No value: nothing to copy. B's entry still goes through
+            // PENDING to empty, so that a marker B left when it handed the
+            // key away earlier does not outlive this handoff.
+            None => Ok(self.pend()),
+            // Wherever the value is (A, a third machine C, B itself), it is
+            // copied into a new block of B's, as a MIGRATE to B would: a
+            // MIGRATE in flight invalidates the block it read before its
+            // CAS, so a block B's word kept naming could be one that a
+            // racing MIGRATE zeroed and then lost its CAS to this handoff
+            // (the simulation found it). A copy makes the race the one of
+            // two MIGRATEs, which Pragh's order already settles.
             Some(a) => {
-                let holder = a.holder(self.from);
-                if holder == self.from {
-                    // The value is in A's region: copy it into B's (as the
-                    // MIGRATE target sizes its block from the word).
-                    self.old = Some(a);
-                    self.state = State::Alloc;
-                    Ok(Step::Alloc {
-                        size_units: a.size_units(),
-                    })
-                } else {
-                    // Migrated by Pragh to C (or to B itself): B's word names
-                    // the same block.
-                    self.new_word =
-                        Addr::at(self.me, holder, a.size_units(), a.offset_units())?.encode();
-                    Ok(self.pend())
-                }
+                // A value held away from its home must fit the remote word
+                // (Pragh 4.1's 32 MiB), as B's word may name it later.
+                Addr::remote(self.me, a.size_units(), 0)?;
+                self.old = Some(a);
+                self.state = State::Alloc;
+                Ok(Step::Alloc {
+                    size_units: a.size_units(),
+                })
             }
         }
     }
@@ -382,18 +387,15 @@ impl HandoffJob {
 
     fn handed(&mut self) -> Step {
         let old_entry = self.copy.and(self.old).map(|o| {
-            Addr::local(o.size_units(), o.offset_units())
-                .expect("A's own address fits a local word")
-                .encode()
+            let entry = Addr::local(o.size_units(), o.offset_units())
+                .expect("a held value's address fits a local word")
+                .encode();
+            (o.holder(self.from), entry)
         });
         let h = Handed {
             from_word: self.seen,
             new_word: self.new_word,
-            own_offset: if self.new_word == 0 {
-                0
-            } else {
-                self.own_offset
-            },
+            own_offset: self.own_offset,
             bytes_copied: self.copy.map_or(0, |c| c.size_units() * 8),
             old_entry,
         };

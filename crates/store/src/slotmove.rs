@@ -1,10 +1,10 @@
 //! A slot moved from its owner A to B inside one process (issue 59; the
 //! handoff of each key is [`crate::handoff`]). The in-process form of the
-//! move the elastic cluster runs across servers: A stops creating keys of
+//! move the elastic cluster runs across servers: A stops coordinating vertex ops of
 //! the slot (E5), B takes every key of the slot over, then the table names B.
 //!
 //! ```text
-//!  A: guard the slot (creations refused with Moved(B), in-flight ones drained)
+//!  A: guard the slot (vertex ops it coordinates refused with Moved(B), in-flight ones drained)
 //!  B: take over every key of the slot A's table holds       (readers and writers
 //!  every store: install the table naming B                    meeting A's markers
 //!  A: unguard (its table now sends the slot's requests to B)  are told Moved(B))
@@ -13,11 +13,13 @@
 //! Between the first handoff and the new table, a request routed to A
 //! fails with `Moved`, naming B; its caller retries once the table names B
 //! (a client fetches it). No answer is ever wrong: A answers for a key
-//! until its word says MOVED (E1), and never creates a key of the slot
-//! once guarded. Not yet here: B pulling keys on demand (PriorityPull), so
+//! until its word says MOVED (E1); once guarded, A coordinates no vertex
+//! op of the slot, so it creates no key of it (E5) and no op it began
+//! runs on beside one the new home serialises. Not yet here: B pulling keys on demand (PriorityPull), so
 //! that requests reaching B before the table changes are served instead of
-//! retried; the migration index; the coordinator's record (see
-//! `docs/design.md`).
+//! retried; the migration index; the coordinator's record; replicas (a
+//! store with replicas on refuses to move a slot, since A's directory of
+//! them stays in A's memory) (see `docs/design.md`).
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
@@ -30,30 +32,31 @@ use crate::{Result, SlotMove, StoreError, Stores};
 /// No move: the value of a slot's guard when it is not moving.
 const NOT_MOVING: u8 = u8::MAX;
 
-/// Per slot of one machine: where it is moving, and creations in flight.
+/// Per slot of one machine: where it is moving, and the vertex ops it
+/// coordinates as the slot's home, in flight.
 pub(crate) struct Guards {
     moving_to: Box<[AtomicU8]>,
-    creating: Box<[AtomicU32]>,
+    ops: Box<[AtomicU32]>,
 }
 
 impl Guards {
     pub(crate) fn new(slots: u32) -> Guards {
         Guards {
             moving_to: (0..slots).map(|_| AtomicU8::new(NOT_MOVING)).collect(),
-            creating: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            ops: (0..slots).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
-    /// Enters a creation of a key in `slot`; refused with `Moved` while the
-    /// slot moves. The creation ends when the returned guard drops.
-    pub(crate) fn enter(&self, slot: u32, key: Key) -> Result<Creating<'_>> {
+    /// Enters a vertex op of `slot` coordinated here; refused with `Moved`
+    /// while the slot moves. The op ends when the returned guard drops.
+    pub(crate) fn enter(&self, slot: u32, key: Key) -> Result<Coordinating<'_>> {
         let s = slot as usize;
-        // SeqCst on both sides: a creation that saw no move is counted
+        // SeqCst on both sides: an op that saw no move is counted
         // before the mover reads the count (Dekker's pattern with `guard`).
-        self.creating[s].fetch_add(1, Ordering::SeqCst);
+        self.ops[s].fetch_add(1, Ordering::SeqCst);
         let to = self.moving_to[s].load(Ordering::SeqCst);
-        let c = Creating {
-            count: &self.creating[s],
+        let c = Coordinating {
+            count: &self.ops[s],
         };
         if to != NOT_MOVING {
             drop(c);
@@ -66,12 +69,12 @@ impl Guards {
         Ok(c)
     }
 
-    /// Marks `slot` moving to `to`, then waits for the creations that began
-    /// before to end (each is a few one-sided operations).
+    /// Marks `slot` moving to `to`, then waits for the vertex ops that began
+    /// before to end.
     fn guard(&self, slot: u32, to: MachineId, relax: &mut dyn FnMut()) {
         let s = slot as usize;
         self.moving_to[s].store(to, Ordering::SeqCst);
-        while self.creating[s].load(Ordering::SeqCst) != 0 {
+        while self.ops[s].load(Ordering::SeqCst) != 0 {
             relax();
         }
     }
@@ -81,12 +84,12 @@ impl Guards {
     }
 }
 
-/// A creation in flight (see [`Guards::enter`]).
-pub(crate) struct Creating<'a> {
+/// A vertex op in flight (see [`Guards::enter`]).
+pub(crate) struct Coordinating<'a> {
     count: &'a AtomicU32,
 }
 
-impl Drop for Creating<'_> {
+impl Drop for Coordinating<'_> {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::SeqCst);
     }
@@ -126,6 +129,14 @@ impl<F: Fabric> Stores<F> {
         let mut r = SlotMoved::default();
         if from == to {
             return Ok(r);
+        }
+        if self.config().replica_bytes_max > 0 {
+            // A's directory lists the replicas of the slot's keys in A's
+            // memory; handing them to B is not built.
+            return Err(StoreError::Config(
+                "slot moves with read-only replicas on (replica_bytes_max > 0) are not built yet"
+                    .into(),
+            ));
         }
         let next = table
             .after(&[SlotMove { slot, from, to }])

@@ -139,66 +139,81 @@ fn a_value_at_a_is_copied_logged_invalidated_then_handed_in_that_order() {
             new_word: copy,
             own_offset: 4096,
             bytes_copied: old.size_units() * 8,
-            old_entry: Some(old.encode()),
+            old_entry: Some((A, old.encode())),
         }))
     );
 }
 
 #[test]
-fn a_value_pragh_moved_to_c_stays_there_and_b_names_it() {
-    let at_c = Addr::remote(C, units_for_payload(20), 77).unwrap();
-    let mut j = job();
-    j.start(0);
-    let s = j.on_completion(found(at_c.encode()), 0).unwrap();
-    assert_eq!(
-        s,
-        Step::Pend {
-            pending: pending_word(A)
-        }
-    );
-    assert_eq!(
-        j.on_pended(64),
-        Step::Log {
-            word: at_c.encode()
-        }
-    );
-    // Nothing at A to invalidate: straight to A's CAS.
-    assert_eq!(
-        j.on_logged(0),
-        Step::Post(Access::Publish {
-            home: A,
-            offset: a_offset(),
-            expected: at_c.encode(),
-            new: moved_word(B)
-        })
-    );
-    j.on_completion(Output::Word(at_c.encode()), 0).unwrap();
-    let Step::Done(Outcome::Handed(h)) = j.on_completion(Output::Word(pending_word(A)), 0).unwrap()
-    else {
-        panic!("not handed")
-    };
-    assert_eq!(
-        (h.bytes_copied, h.old_entry, h.new_word),
-        (0, None, at_c.encode())
-    );
+fn a_value_pragh_moved_to_c_or_b_is_copied_and_its_old_block_retired_there() {
+    for holder in [C, B] {
+        let away = Addr::remote(holder, units_for_payload(20), 77).unwrap();
+        let mut j = job();
+        j.start(0);
+        assert_eq!(
+            j.on_completion(found(away.encode()), 0).unwrap(),
+            Step::Alloc {
+                size_units: away.size_units()
+            }
+        );
+        assert_eq!(
+            j.on_allocated(40).unwrap(),
+            Step::Post(Access::ReadValue {
+                holder,
+                offset_units: 77,
+                size_units: away.size_units(),
+                into_units: 40
+            })
+        );
+        j.on_completion(Output::Placed, 0).unwrap();
+        j.on_completion(header_of(away), 0).unwrap();
+        let copy = Addr::local(away.size_units(), 40).unwrap().encode();
+        assert_eq!(j.on_pended(64), Step::Log { word: copy });
+        assert_eq!(
+            j.on_logged(0),
+            Step::Post(Access::Invalidate {
+                holder,
+                offset_units: 77
+            })
+        );
+        j.on_completion(Output::Written(vec![0; 8]), 0).unwrap();
+        j.on_completion(Output::Word(away.encode()), 0).unwrap();
+        let Step::Done(Outcome::Handed(h)) =
+            j.on_completion(Output::Word(pending_word(A)), 0).unwrap()
+        else {
+            panic!("not handed")
+        };
+        let entry = Addr::local(away.size_units(), 77).unwrap().encode();
+        assert_eq!((h.new_word, h.old_entry), (copy, Some((holder, entry))));
+    }
 }
 
 #[test]
-fn a_value_already_at_b_becomes_local_to_b() {
-    let at_b = Addr::remote(B, units_for_payload(20), 8).unwrap();
+fn a_copy_that_changed_before_its_log_starts_over() {
+    let old = at_a();
     let mut j = job();
     j.start(0);
-    j.on_completion(found(at_b.encode()), 0).unwrap();
-    let local = Addr::local(at_b.size_units(), 8).unwrap().encode();
-    assert_eq!(j.on_pended(64), Step::Log { word: local });
+    j.on_completion(found(old.encode()), 0).unwrap();
+    j.on_allocated(40).unwrap();
+    j.on_completion(Output::Placed, 0).unwrap();
+    j.on_completion(header_of(old), 0).unwrap();
+    j.on_pended(64);
+    assert_eq!(j.on_stale_copy(), Step::Restart(Restart::Invalidated));
 }
 
 #[test]
-fn a_key_without_value_gets_only_the_marker_and_b_keeps_no_entry() {
+fn a_key_without_value_gets_the_marker_and_b_an_empty_entry() {
     let mut j = job();
     j.start(0);
     assert_eq!(
         j.on_completion(found(0), 0).unwrap(),
+        Step::Pend {
+            pending: pending_word(A)
+        }
+    );
+    assert_eq!(j.on_pended(64), Step::Log { word: 0 });
+    assert_eq!(
+        j.on_logged(0),
         Step::Post(Access::Publish {
             home: A,
             offset: a_offset(),
@@ -206,10 +221,22 @@ fn a_key_without_value_gets_only_the_marker_and_b_keeps_no_entry() {
             new: moved_word(B)
         })
     );
-    let Step::Done(Outcome::Handed(h)) = j.on_completion(Output::Word(0), 0).unwrap() else {
+    // B's entry (perhaps a marker B left when it handed the key away
+    // earlier) becomes empty: the key has no value at its new home.
+    assert_eq!(
+        j.on_completion(Output::Word(0), 0).unwrap(),
+        Step::Post(Access::Publish {
+            home: B,
+            offset: 64,
+            expected: pending_word(A),
+            new: 0
+        })
+    );
+    let Step::Done(Outcome::Handed(h)) = j.on_completion(Output::Word(pending_word(A)), 0).unwrap()
+    else {
         panic!("not handed")
     };
-    assert_eq!((h.new_word, h.own_offset, h.old_entry), (0, 0, None));
+    assert_eq!((h.new_word, h.own_offset, h.old_entry), (0, 64, None));
 }
 
 #[test]
@@ -304,12 +331,16 @@ fn half_a_lease_after_reading_a_no_block_at_a_is_zeroed() {
 #[test]
 #[should_panic(expected = "PENDING word changed")]
 fn a_pending_word_changed_by_another_writer_is_a_loud_bug() {
-    let at_c = Addr::remote(C, units_for_payload(20), 77).unwrap();
+    let old = at_a();
     let mut j = job();
     j.start(0);
-    j.on_completion(found(at_c.encode()), 0).unwrap();
+    j.on_completion(found(old.encode()), 0).unwrap();
+    j.on_allocated(40).unwrap();
+    j.on_completion(Output::Placed, 0).unwrap();
+    j.on_completion(header_of(old), 0).unwrap();
     j.on_pended(64);
     j.on_logged(0);
-    j.on_completion(Output::Word(at_c.encode()), 0).unwrap();
-    let _ = j.on_completion(Output::Word(at_c.encode()), 0);
+    j.on_completion(Output::Written(vec![0; 8]), 0).unwrap();
+    j.on_completion(Output::Word(old.encode()), 0).unwrap();
+    let _ = j.on_completion(Output::Word(old.encode()), 0);
 }

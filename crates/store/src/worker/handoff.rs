@@ -20,8 +20,9 @@ impl<F: Fabric> Worker<F> {
     /// says MOVED(here) and this machine's table answers for the key (see
     /// [`crate::handoff`] for the steps and why they come in that order).
     /// `log(key, payload)` must make the copy's payload (the value without
-    /// its header) durable here before it returns `Ok`; it is called before
-    /// the CAS that hands the key over (H2), and again on each attempt.
+    /// its header; empty: the key has no value) durable here before it
+    /// returns `Ok`; it is called before the CAS that hands the key over
+    /// (H2), and again on each attempt.
     /// Idempotent: a key already handed here ends `AlreadyHanded`.
     ///
     /// The caller makes sure no other machine hands the same key at once,
@@ -67,11 +68,13 @@ impl<F: Fabric> Worker<F> {
                     let offset = self.pend(key, from, pending)?;
                     job.on_pended(offset)
                 }
-                Step::Log { word } => {
-                    let payload = self.read_payload(word)?;
-                    log(key, &payload)?;
-                    job.on_logged(self.port.now_ns())
-                }
+                Step::Log { word } => match self.read_payload(word)? {
+                    Some(payload) => {
+                        log(key, &payload)?;
+                        job.on_logged(self.port.now_ns())
+                    }
+                    None => job.on_stale_copy(),
+                },
                 Step::Restart(_) => {
                     if let Some(b) = block.take() {
                         b.refused();
@@ -89,8 +92,8 @@ impl<F: Fabric> Worker<F> {
                         if let Some(b) = block.take() {
                             b.published();
                         }
-                        if let Some(entry) = h.old_entry {
-                            self.reclaim_queue.push((from, entry));
+                        if let Some((holder, entry)) = h.old_entry {
+                            self.reclaim_queue.push((holder, entry));
                             self.flush_reclaims()?;
                         }
                     }
@@ -134,10 +137,11 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// The payload (without its header) of the value `word` names, as this
-    /// machine names it: its own block, or another machine's.
-    fn read_payload(&mut self, word: u64) -> Result<Vec<u8>> {
+    /// machine names it: its own block, or another machine's; `None` if
+    /// its header no longer matches (the value changed: start over).
+    fn read_payload(&mut self, word: u64) -> Result<Option<Vec<u8>>> {
         let Some(a) = Addr::decode(word) else {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         };
         let holder = a.holder(self.machine);
         let vr = self.values_region(holder);
@@ -148,13 +152,12 @@ impl<F: Fabric> Worker<F> {
             bytes[..8].try_into().expect("a value has a header"),
         ));
         if !header.matches(a) {
-            // The copy is the job's own and unpublished, or C's value, which
-            // changed meanwhile: the CAS on A's word will fail and the job
-            // start over; log nothing of it.
-            return Err(StoreError::Contention { key: 0, retries: 0 });
+            // C's value (or B's own, migrated there) changed meanwhile: A's
+            // word no longer names it, so log nothing and start over.
+            return Ok(None);
         }
         bytes.truncate(8 + header.payload_bytes as usize);
         bytes.drain(..8);
-        Ok(bytes)
+        Ok(Some(bytes))
     }
 }

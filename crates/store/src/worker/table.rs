@@ -112,8 +112,14 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// Every (key, address word) in machine `m`'s key table, read with large
-    /// READs over its main and used overflow buckets.
+    /// READs over its main and used overflow buckets; keys without a value
+    /// (a null word) are left out.
     pub(super) fn scan_table(&mut self, m: MachineId) -> Result<Vec<(Key, u64)>> {
+        self.scan_table_entries(m, false)
+    }
+
+    /// [`Worker::scan_table`], with the keys of null words if `null_too`.
+    fn scan_table_entries(&mut self, m: MachineId, null_too: bool) -> Result<Vec<(Key, u64)>> {
         const CHUNK_BUCKETS: u64 = 1024;
         let layout = self.shared.layout;
         let kr = self.keys_region(m);
@@ -131,7 +137,7 @@ impl<F: Fabric> Worker<F> {
             self.port.read(m, kr, layout.bucket_offset(b), &mut buf)?;
             for chunk in buf.chunks_exact(BUCKET_BYTES as usize) {
                 for &(kw, aw) in BucketView::parse(chunk).slots.iter() {
-                    if let (Some(k), true) = (Key::from_word(kw), aw != 0) {
+                    if let (Some(k), true) = (Key::from_word(kw), null_too || aw != 0) {
                         out.push((k, aw));
                     }
                 }
@@ -142,10 +148,11 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// Every (key, address word) of this machine's table whose vertex is in
-    /// `slot` (one scan of the table).
+    /// `slot`, keys without a value included (a move hands those over too,
+    /// so no stale entry of them is left behind): one scan of the table.
     pub fn keys_in_slot(&mut self, slot: u32) -> Result<Vec<(Key, u64)>> {
         let homes = std::sync::Arc::clone(&self.shared.homes);
-        let mut keys = self.scan_table(self.machine)?;
+        let mut keys = self.scan_table_entries(self.machine, true)?;
         keys.retain(|(k, _)| homes.slot_of(k.vertex()) == slot);
         Ok(keys)
     }

@@ -29,11 +29,7 @@ impl<F: Fabric> Worker<F> {
         key: Key,
         mut decide: impl FnMut(Option<PartView<'_>>, &mut Vec<u8>) -> Change,
     ) -> Result<bool> {
-        let shared = Arc::clone(&self.shared);
         loop {
-            // Held from before the claim until the value is published: a
-            // slot move waits for it, and refuses creations after (E5).
-            let mut _creating = None;
             let (slot, old) = match self.read_value(key)? {
                 Some((slot, addr)) => (slot, Some(addr)),
                 None => {
@@ -46,20 +42,6 @@ impl<F: Fabric> Worker<F> {
                             holder: home,
                             this: self.machine,
                         });
-                    }
-                    if let Some(g) = shared.guards[self.machine as usize].as_ref() {
-                        _creating = Some(g.enter(shared.homes.slot_of(key.vertex()), key)?);
-                        // A move may have ended between the check above and
-                        // the guard: its new table (installed before the
-                        // guard was lifted) is visible now.
-                        let home = self.home(key);
-                        if home != self.machine {
-                            return Err(StoreError::NotHolder {
-                                vertex: key.vertex(),
-                                holder: home,
-                                this: self.machine,
-                            });
-                        }
                     }
                     (self.find_or_claim(key)?, None)
                 }
@@ -245,6 +227,23 @@ impl<F: Fabric> Worker<F> {
             };
         }
         let shared = Arc::clone(&self.shared);
+        // Held for the whole op: a move of v's slot waits for the ops its
+        // old home coordinates and refuses new ones there, so no op runs
+        // on at the old home after the table names the new one (two
+        // coordinators of one vertex would each serialise only their own).
+        let _coordinating = match shared.guards[self.machine as usize].as_ref() {
+            Some(g) => Some(g.enter(shared.homes.slot_of(v), Key::part(v, 0))?),
+            None => None,
+        };
+        // A move may have ended between the home check above and the guard.
+        let now_home = self.vertex_home(v);
+        if now_home != self.machine {
+            return Err(StoreError::Moved {
+                key: Key::part(v, 0).0,
+                vertex: v,
+                to: now_home,
+            });
+        }
         let _serial = loop {
             match shared.try_update_lock(self.machine, v) {
                 Some(g) => break g,
