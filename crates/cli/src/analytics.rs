@@ -5,6 +5,9 @@
 //! memory exceeds `--memory-max` (`--compact-ids` numbers only the vertices
 //! present); `serve` is a far-memory server over
 //! TCP; `profile` builds the offline thread table that `--threads auto` uses.
+//!
+//! (Slightly over 800 lines: every flag of `run` is checked and reported
+//! here, next to the one place that turns them into a `RunConfig`.)
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

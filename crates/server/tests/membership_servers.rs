@@ -13,38 +13,18 @@ use locus_client::{Client, ClientConfig};
 use locus_fabric::auth::Secret;
 use locus_fabric::tcp::PeerEpoch;
 use locus_membership::Etcd;
-use locus_server::config::{ClusterSection, EtcdSection, ServerEntry};
+use locus_server::config::EtcdSection;
 use locus_server::{ClusterFile, Server};
 
 const SECRET: &str = "membership test secret";
 
 fn cluster_file(etcd: &Etcd, machines: u8) -> ClusterFile {
-    let mut f = ClusterFile {
-        cluster: ClusterSection {
-            secret: Some(SECRET.into()),
-        },
-        servers: (0..machines)
-            .map(|id| ServerEntry {
-                id,
-                fabric: free(),
-                client: free(),
-                metrics: None,
-            })
-            .collect(),
-        coordinator: None,
-        store: Default::default(),
-        policy: Default::default(),
-        limits: Default::default(),
-        durability: None,
-        recovery: Default::default(),
-        etcd: Some(EtcdSection {
-            endpoints: vec![etcd.endpoint()],
-            prefix: "/membership-test".into(),
-            lease_ttl_s: 2,
-        }),
-    };
-    f.store.value_region_mb = Some(16);
-    f.store.cache_mb = 4;
+    let mut f = common::small_cluster(SECRET, machines);
+    f.etcd = Some(EtcdSection {
+        endpoints: vec![etcd.endpoint()],
+        prefix: "/membership-test".into(),
+        lease_ttl_s: 2,
+    });
     f.validate().unwrap();
     f
 }
