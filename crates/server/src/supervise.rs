@@ -152,9 +152,27 @@ impl Supervisor {
         if self.tie == Tie::Detached {
             detach(&mut cmd);
         }
-        let child = cmd.spawn().map_err(|e| {
-            ServerError::io(format!("cannot start {} for {role}", self.exe.display()), e)
-        })?;
+        // An executable just written (by a build, or a test in another
+        // thread) is "text file busy" while a child forked elsewhere in this
+        // process still holds its write descriptor, until that child execs:
+        // a few short retries ride that out.
+        let mut busy = 0;
+        let child = loop {
+            match cmd.spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && busy < 50 => {
+                    busy += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => {
+                    break r.map_err(|e| {
+                        ServerError::io(
+                            format!("cannot start {} for {role}", self.exe.display()),
+                            e,
+                        )
+                    })?
+                }
+            }
+        };
         let pid = child.id();
         self.procs.push(Proc {
             role,
