@@ -386,7 +386,7 @@ impl<F: Fabric> Worker<F> {
         let Request::Vertex { vertex, op } = request else {
             unreachable!("only vertex requests are deferred")
         };
-        let outcome = self.vertex_op(vertex, op);
+        let outcome = self.vertex_op_here(vertex, op);
         self.answer_outcome(mail, from, id, outcome);
     }
 

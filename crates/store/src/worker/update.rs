@@ -226,6 +226,16 @@ impl<F: Fabric> Worker<F> {
                 }),
             };
         }
+        self.vertex_op_here(v, op)
+    }
+
+    /// Runs a vertex op that reached `v`'s home (this machine by its table
+    /// a moment ago): refused with `Moved` if the table names another home
+    /// now, never forwarded on. A service waiting for another service's
+    /// reply runs no vertex ops meanwhile, so two services forwarding to
+    /// each other would each wait out the timeout (the simulation's seed 30
+    /// of the slot-move variant).
+    pub(super) fn vertex_op_here(&mut self, v: VertexId, op: VertexOp) -> Result<Reply> {
         let shared = Arc::clone(&self.shared);
         // Held for the whole op: a move of v's slot waits for the ops its
         // old home coordinates and refuses new ones there, so no op runs
