@@ -66,8 +66,11 @@ GRACE_S = 1.0
 IDLE_MAX_DEFAULT = 4
 #: Retries of one operation after WRONG_HOME answers (each after fetching the
 #: slot table again); past them the operation fails with that answer. As the
-#: Rust client's ``ROUTE_RETRIES_MAX``.
-ROUTE_RETRIES_MAX = 3
+#: Rust client's ``ROUTE_RETRIES_MAX``. A retry that finds the table unchanged
+#: waits first (a slot move in flight), 1 ms doubling to ``ROUTE_BACKOFF_MAX_S``.
+ROUTE_RETRIES_MAX = 10
+#: The longest wait before one retry, in seconds.
+ROUTE_BACKOFF_MAX_S = 0.064
 #: Error codes after which the server closes the connection (docs/protocol.md,
 #: Errors). TOO_LARGE and MALFORMED close it only when the header was at fault,
 #: which the client cannot tell, so it drops the connection on those too.
@@ -521,7 +524,9 @@ class Client:
                 retries += 1
                 with self._lock:
                     self._retries += 1
-            self.refresh_slot_table(server, timeout)
+            before = self.routing().table_epoch
+            if self.refresh_slot_table(server, timeout).epoch <= before:
+                time.sleep(min(0.001 * (1 << min(retries - 1, 16)), ROUTE_BACKOFF_MAX_S))
 
     def _call(self, server: int, op: Op, fields: Mapping[str, Any], timeout: float | None) -> Any:
         t, deadline_ms, end = self._budget(timeout)

@@ -185,6 +185,18 @@ pub enum ClusterCommand {
     /// Show each server: up or down, keys, values here and away, bytes,
     /// cache hit rate, migrations, replicas, reclaim backlog.
     Status(StatusArgs),
+    /// Move slots (and the vertices they home) to another server while the
+    /// cluster serves; a move an earlier run left half done is finished or
+    /// rolled back first. Needs etcd.
+    Move(crate::cluster_move::MoveArgs),
+    /// Balance slots over the servers that answer (within one slot of each
+    /// other), with the fewest moves; `--plan` prints them only.
+    Rebalance(crate::cluster_move::RebalanceArgs),
+    /// Move every slot off server N, bring home the values it holds for
+    /// other servers, and stop it.
+    RemoveServer(crate::cluster_move::RemoveArgs),
+    /// Show each server's slot count and the moves in flight through it.
+    Moves(crate::cluster_move::MovesArgs),
 }
 
 #[derive(Args, Debug)]
@@ -270,6 +282,10 @@ pub fn run(a: ClusterArgs) -> CliResult {
         ClusterCommand::Up(u) => up(u),
         ClusterCommand::Down(d) => down(&d.dir),
         ClusterCommand::Status(s) => crate::cluster_status::status(s),
+        ClusterCommand::Move(m) => crate::cluster_move::run(m),
+        ClusterCommand::Rebalance(r) => crate::cluster_move::rebalance(r),
+        ClusterCommand::RemoveServer(r) => crate::cluster_move::remove_server(r),
+        ClusterCommand::Moves(m) => crate::cluster_move::moves(m),
     }
 }
 
@@ -620,7 +636,7 @@ pub(crate) fn read_pids(dir: &Path) -> Option<Vec<Started>> {
 }
 
 /// Whether `pid` is a live `locus` process (not a recycled id).
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match std::fs::read(format!("/proc/{pid}/cmdline")) {
         Ok(c) => {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();

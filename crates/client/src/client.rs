@@ -74,7 +74,12 @@ pub struct Moved {
 
 /// Retries of one operation after `WrongHome` answers (each after fetching
 /// the slot table again); past them the operation fails with that answer.
-pub const ROUTE_RETRIES_MAX: u32 = 3;
+/// A retry that finds the table unchanged waits first (a slot move in
+/// flight: its old home refuses the slot's updates until the new table is
+/// committed), 1 ms doubling to [`ROUTE_BACKOFF_MAX`]: about 0.4 s in all.
+pub const ROUTE_RETRIES_MAX: u32 = 10;
+/// The longest wait before one retry.
+pub const ROUTE_BACKOFF_MAX: Duration = Duration::from_millis(64);
 
 /// How the client has followed the cluster's slot table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -258,9 +263,13 @@ impl Client {
             let id = self.home_or_protocol_error(v)?;
             match self.call(id, req, None) {
                 Err(e) if e.code() == Some(ErrorCode::WrongHome) && retries < ROUTE_RETRIES_MAX => {
+                    let before = self.routing().table_epoch;
                     retries += 1;
                     self.retries.fetch_add(1, Ordering::Relaxed);
-                    self.refresh_slot_table(id)?;
+                    if self.refresh_slot_table(id)?.epoch() <= before {
+                        let wait = Duration::from_millis(1 << (retries - 1).min(16));
+                        std::thread::sleep(wait.min(ROUTE_BACKOFF_MAX));
+                    }
                 }
                 r => return r.map(|r| (id, r)),
             }

@@ -86,6 +86,8 @@ pub enum Op {
     DeleteVertex = 0x0C,
     /// The slot table the server holds (issue 59).
     Slots = 0x0D,
+    /// A step of a slot move (issue 59; `locus cluster move`).
+    Move = 0x0E,
     /// Control: a server introduces itself.
     Register = 0x20,
     /// Control: periodic report.
@@ -106,7 +108,7 @@ pub enum Op {
 
 impl Op {
     /// Every op, client ops first (in code order), then the control link's.
-    pub const ALL: [Op; 21] = [
+    pub const ALL: [Op; 22] = [
         Op::Hello,
         Op::Ping,
         Op::Neighbors,
@@ -120,6 +122,7 @@ impl Op {
         Op::Stats,
         Op::DeleteVertex,
         Op::Slots,
+        Op::Move,
         Op::Register,
         Op::Report,
         Op::Hot,
@@ -147,6 +150,7 @@ impl Op {
             0x0B => Stats,
             0x0C => DeleteVertex,
             0x0D => Slots,
+            0x0E => Move,
             0x20 => Register,
             0x21 => Report,
             0x22 => Hot,
@@ -181,6 +185,7 @@ impl Op {
             Stats => "stats",
             DeleteVertex => "delete_vertex",
             Slots => "slots",
+            Move => "move",
             Register => "register",
             Report => "report",
             Hot => "hot",
@@ -599,7 +604,9 @@ impl<'a> Dec<'a> {
 mod client;
 mod control;
 
-pub use client::{KhopReply, Reply, Request};
+pub use client::{
+    KhopReply, MoveReply, MoveStep, Reply, Request, SlotInFlight, MOVE_KEYS_MAX, MOVE_SLOTS_MAX,
+};
 pub use control::{AccessEntry, Control, JobKind};
 
 #[cfg(test)]

@@ -19,10 +19,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use locus_client::proto::{
-    read_frame, AccessEntry, Control, ErrorCode, Header, JobKind, KhopReply, Op, ProtoError,
-    ReadError, Reply, Request, CONTROL_LIST_MAX, DEADLINE_MS_MAX, ERROR_OP, FRAME_BYTES_MAX,
-    FRAME_BYTES_MIN, HEADER_BYTES, HOPS_MAX, IDS_MAX, K_MAX, LOAD_VERTICES_MAX, MAGIC, REPLY_BIT,
-    STATS_JSON_MAX, VERSION,
+    read_frame, AccessEntry, Control, ErrorCode, Header, JobKind, KhopReply, MoveReply, MoveStep,
+    Op, ProtoError, ReadError, Reply, Request, SlotInFlight, CONTROL_LIST_MAX, DEADLINE_MS_MAX,
+    ERROR_OP, FRAME_BYTES_MAX, FRAME_BYTES_MIN, HEADER_BYTES, HOPS_MAX, IDS_MAX, K_MAX,
+    LOAD_VERTICES_MAX, MAGIC, REPLY_BIT, STATS_JSON_MAX, VERSION,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -78,7 +78,7 @@ const ALLOC_PER_BODY_BYTE: usize = 4;
 const ALLOC_SLACK_BYTES: usize = 512;
 
 /// Every op the protocol defines.
-const OPS: [Op; 21] = Op::ALL;
+const OPS: [Op; 22] = Op::ALL;
 
 /// Frame limit of the `read_frame` properties: small, so that length fields past it
 /// are common.
@@ -118,6 +118,28 @@ fn request() -> impl Strategy<Value = Request> {
         any::<u32>().prop_map(|vertex| Request::DeleteVertex { vertex }),
         Just(Request::Stats),
         Just(Request::Slots),
+        (
+            1..=7u8,
+            any::<u8>(),
+            vec(any::<u32>(), 0..16),
+            vec(any::<u8>(), 0..32),
+            vec(any::<u64>(), 0..16)
+        )
+            .prop_map(|(step, peer, slots, table, keys)| Request::Move {
+                step: [
+                    MoveStep::Guard,
+                    MoveStep::Take,
+                    MoveStep::Install,
+                    MoveStep::Release,
+                    MoveStep::Forget,
+                    MoveStep::Status,
+                    MoveStep::Recall
+                ][step as usize - 1],
+                peer,
+                slots,
+                table,
+                keys,
+            }),
     ]
 }
 
@@ -150,6 +172,7 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         Op::Stats,
         Op::DeleteVertex,
         Op::Slots,
+        Op::Move,
     ];
     prop_oneof![
         (
@@ -168,6 +191,29 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
                 }
             )),
         Just((Op::Ping, Reply::Pong)),
+        (
+            any::<[u64; 4]>(),
+            vec((any::<u32>(), any::<bool>(), any::<u8>()), 0..8),
+            vec(any::<u64>(), 0..8)
+        )
+            .prop_map(|(n, f, listed)| (
+                Op::Move,
+                Reply::Move(MoveReply {
+                    vertices: n[0],
+                    keys: n[1],
+                    bytes: n[2],
+                    slots: n[3],
+                    in_flight: f
+                        .into_iter()
+                        .map(|(slot, leaving, peer)| SlotInFlight {
+                            slot,
+                            leaving,
+                            peer
+                        })
+                        .collect(),
+                    listed,
+                })
+            )),
         (1..=64u32, 1..=8u16, any::<u64>()).prop_map(|(slots, machines, epoch)| {
             let t = locus_placement::slots::SlotTable::uniform(slots, machines).unwrap();
             let t = locus_placement::slots::SlotTable::from_owners(

@@ -49,6 +49,22 @@ impl Membership {
             })
     }
 
+    /// Replaces the table by `new` if etcd still holds `expected` (a slot
+    /// move's commit point, design M-steps); returns whether it did.
+    pub fn slots_swap(&self, expected: &[u8], new: &[u8]) -> Result<bool> {
+        let key = self.slots_key();
+        let txn = Txn::new()
+            .when([Compare::value(
+                key.clone(),
+                CompareOp::Equal,
+                expected.to_vec(),
+            )])
+            .and_then([TxnOp::put(key, new.to_vec(), None)]);
+        let mut c = self.client.clone();
+        let r = self.block("committing the slot table", c.txn(txn))?;
+        Ok(r.succeeded())
+    }
+
     /// Overwrites the table without a guard: tests that play the part of a
     /// coordinator changing it (moves will change it in a transaction
     /// guarded by the leader's term).

@@ -83,6 +83,9 @@ pub enum NodeError {
         /// Which thread.
         thread: String,
     },
+    /// A step of a slot move that cannot be taken.
+    #[error("slot move: {0}")]
+    Move(String),
 }
 
 impl NodeError {

@@ -17,6 +17,8 @@
 //! - [`supervise`]: the one supervisor of these processes (ports, start,
 //!   readiness, log tails, ending them), for `locus cluster` and the
 //!   benchmarks.
+//! - [`moves`]: the driver of slot moves across running servers
+//!   (`locus cluster move`).
 //! - `member.rs`: with `[etcd]`, the server's epoch, registration under a
 //!   lease, the membership watch (each event through
 //!   `locus_node::member::on_event`, as the simulated cluster's) and
@@ -32,6 +34,7 @@ mod election;
 mod error;
 mod member;
 mod metrics;
+pub mod moves;
 mod server;
 mod stats;
 pub mod supervise;

@@ -50,28 +50,33 @@ impl Guards {
     /// Enters a vertex op of `slot` coordinated here; refused with `Moved`
     /// while the slot moves. The op ends when the returned guard drops.
     pub(crate) fn enter(&self, slot: u32, key: Key) -> Result<Coordinating<'_>> {
+        self.enter_counted(slot, key)?;
+        Ok(Coordinating {
+            count: &self.ops[slot as usize],
+        })
+    }
+
+    /// [`Guards::enter`], leaving the count to the caller to take back.
+    pub(crate) fn enter_counted(&self, slot: u32, key: Key) -> Result<()> {
         let s = slot as usize;
         // SeqCst on both sides: an op that saw no move is counted
         // before the mover reads the count (Dekker's pattern with `guard`).
         self.ops[s].fetch_add(1, Ordering::SeqCst);
         let to = self.moving_to[s].load(Ordering::SeqCst);
-        let c = Coordinating {
-            count: &self.ops[s],
-        };
         if to != NOT_MOVING {
-            drop(c);
+            self.ops[s].fetch_sub(1, Ordering::SeqCst);
             return Err(StoreError::Moved {
                 key: key.0,
                 vertex: key.vertex(),
                 to,
             });
         }
-        Ok(c)
+        Ok(())
     }
 
     /// Marks `slot` moving to `to`, then waits for the vertex ops that began
     /// before to end.
-    fn guard(&self, slot: u32, to: MachineId, relax: &mut dyn FnMut()) {
+    pub(crate) fn guard(&self, slot: u32, to: MachineId, relax: &mut dyn FnMut()) {
         let s = slot as usize;
         self.moving_to[s].store(to, Ordering::SeqCst);
         while self.ops[s].load(Ordering::SeqCst) != 0 {
@@ -79,7 +84,12 @@ impl Guards {
         }
     }
 
-    fn unguard(&self, slot: u32) {
+    /// Whether `slot` is guarded (moving away).
+    pub(crate) fn moving(&self, slot: u32) -> bool {
+        self.moving_to[slot as usize].load(Ordering::SeqCst) != NOT_MOVING
+    }
+
+    pub(crate) fn unguard(&self, slot: u32) {
         self.moving_to[slot as usize].store(NOT_MOVING, Ordering::SeqCst);
     }
 }
@@ -92,6 +102,24 @@ pub(crate) struct Coordinating<'a> {
 impl Drop for Coordinating<'_> {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A vertex op of one slot held open at its home across several store
+/// calls (a durable node reads, logs, then applies: design M5). While it
+/// is held a move of the slot waits for it, and the worker that made it
+/// enters no guard again (its caller holds one for every vertex it
+/// changes). Made by [`crate::Worker::enter_home_op`].
+pub struct HomeOp {
+    pub(crate) guards: std::sync::Arc<Guards>,
+    pub(crate) slot: u32,
+    pub(crate) held: std::sync::Arc<AtomicU32>,
+}
+
+impl Drop for HomeOp {
+    fn drop(&mut self) {
+        self.held.fetch_sub(1, Ordering::Relaxed);
+        self.guards.ops[self.slot as usize].fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -53,7 +53,7 @@ pub(crate) struct Shared<F: Fabric> {
     /// The slot table: each vertex's home.
     pub(crate) homes: Arc<crate::homes::Homes>,
     /// Per hosted machine, the creation guards of its slots (slot moves).
-    pub(crate) guards: Vec<Option<crate::slotmove::Guards>>,
+    pub(crate) guards: Vec<Option<Arc<crate::slotmove::Guards>>>,
     /// Shard-based placement, if configured.
     pub(crate) shard_map: Option<ShardMap>,
     /// Per hosted machine, the collector of its reclaim ring (opened on first use).
@@ -214,7 +214,7 @@ impl<F: Fabric> Store<F> {
                     .iter()
                     .map(|a| {
                         a.as_ref()
-                            .map(|_| crate::slotmove::Guards::new(config.slots))
+                            .map(|_| Arc::new(crate::slotmove::Guards::new(config.slots)))
                     })
                     .collect(),
                 shard_map: (config.shards_per_machine > 0)
@@ -365,7 +365,7 @@ impl<F: Fabric> Store<F> {
     }
 
     /// `machine`'s slot guards, if it is hosted here.
-    pub(crate) fn guards(&self, machine: MachineId) -> Result<&crate::slotmove::Guards> {
+    pub(crate) fn guards(&self, machine: MachineId) -> Result<&Arc<crate::slotmove::Guards>> {
         self.shared
             .guards
             .get(machine as usize)

@@ -104,8 +104,16 @@ fn a_handed_key_is_answered_by_b_wherever_its_value_was() {
         Outcome::AlreadyHanded
     );
 
-    // Before the table changes, a reader that still routes to A is told.
-    let e = w[2].get(at_a).unwrap_err();
+    // Before the table changes, a reader that still routes to A finds
+    // MOVED(B) and reads B's copy (no update runs meanwhile: a move guards
+    // the slot at A); an update routed to A is told.
+    for w in w.iter_mut() {
+        assert_eq!(
+            w.get(at_a).unwrap(),
+            Some(vec![at_a + 100, at_a + 200, at_a + 300])
+        );
+    }
+    let e = w[2].insert_edge(at_a, 7).unwrap_err();
     assert!(moved(&e), "{e}");
     for &v in &homed_at_a {
         hand_slot(&s, v);
@@ -182,6 +190,8 @@ fn writes_racing_the_handoff_are_in_bs_copy_or_refused_never_lost() {
                     match w.get(v) {
                         Ok(Some(l)) => assert_eq!(l[0], v),
                         Ok(None) => panic!("vertex {v} read as absent"),
+                        // B's word between A's CAS and B's own: retried.
+                        Err(StoreError::NotOwnedYet { .. }) => {}
                         Err(e) if moved(&e) => return,
                         Err(e) => panic!("vertex {v}: read: {e}"),
                     }

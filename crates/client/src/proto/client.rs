@@ -73,6 +73,89 @@ pub enum Request {
     Stats,
     /// The slot table the server holds.
     Slots,
+    /// A step of a slot move (`docs/design.md`, "Moves across servers").
+    Move {
+        /// Which step.
+        step: MoveStep,
+        /// The other server of the move (guard: B; take: A; release: B).
+        peer: u8,
+        /// The batch's slots.
+        slots: Vec<u32>,
+        /// INSTALL: the table in its wire form (else empty).
+        table: Vec<u8>,
+        /// TAKE: the batch's keys as the guard listed them (`vertex | part << 32`).
+        keys: Vec<u64>,
+    },
+}
+
+/// The steps of a slot move a server takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MoveStep {
+    /// A: guard the batch for a move to `peer`.
+    Guard = 1,
+    /// B: take the batch over from `peer`.
+    Take = 2,
+    /// Any: install the committed table.
+    Install = 3,
+    /// A: take back what was handed to `peer`, end the guard.
+    Release = 4,
+    /// B: forget a batch A took back.
+    Forget = 5,
+    /// Any: the slots in flight through this server.
+    Status = 6,
+    /// Any: migrate home every value of this server's keys held at `peer`
+    /// (before `peer` leaves the cluster).
+    Recall = 7,
+}
+
+impl MoveStep {
+    fn from_u8(b: u8) -> Option<MoveStep> {
+        use MoveStep::*;
+        Some(match b {
+            1 => Guard,
+            2 => Take,
+            3 => Install,
+            4 => Release,
+            5 => Forget,
+            6 => Status,
+            7 => Recall,
+            _ => return None,
+        })
+    }
+}
+
+/// Slots one MOVE request may name.
+pub const MOVE_SLOTS_MAX: usize = 1 << 16;
+/// Keys one MOVE request or reply may list (8 MiB, half a frame).
+pub const MOVE_KEYS_MAX: usize = 1 << 20;
+
+/// A slot in flight through a server, as MOVE's reply lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotInFlight {
+    /// The slot.
+    pub slot: u32,
+    /// Whether it is leaving (guarded here) or arriving (taken over here).
+    pub leaving: bool,
+    /// The other server.
+    pub peer: u8,
+}
+
+/// What a MOVE step did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MoveReply {
+    /// Vertices of the batch (TAKE).
+    pub vertices: u64,
+    /// Keys handed over (TAKE) or back (RELEASE).
+    pub keys: u64,
+    /// Bytes of values copied.
+    pub bytes: u64,
+    /// Slots the step took in hand or finished.
+    pub slots: u64,
+    /// Slots in flight through the server after the step.
+    pub in_flight: Vec<SlotInFlight>,
+    /// GUARD: the batch's keys in the guarding server's table.
+    pub listed: Vec<u64>,
 }
 
 impl Request {
@@ -92,6 +175,7 @@ impl Request {
             Request::DeleteVertex { .. } => Op::DeleteVertex,
             Request::Stats => Op::Stats,
             Request::Slots => Op::Slots,
+            Request::Move { .. } => Op::Move,
         }
     }
 
@@ -131,6 +215,23 @@ impl Request {
             | Request::Where { vertex }
             | Request::DeleteVertex { vertex } => {
                 e.u32(*vertex);
+            }
+            Request::Move {
+                step,
+                peer,
+                slots,
+                table,
+                keys,
+            } => {
+                assert!(slots.len() <= MOVE_SLOTS_MAX && table.len() <= SLOTS_TABLE_BYTES_MAX);
+                assert!(keys.len() <= MOVE_KEYS_MAX);
+                e.u8(*step as u8).u8(*peer).ids(slots);
+                e.u32(table.len() as u32);
+                e.0.extend_from_slice(table);
+                e.u32(keys.len() as u32);
+                for k in keys {
+                    e.u64(*k);
+                }
             }
         }
         end_frame(out, start);
@@ -213,6 +314,30 @@ impl Request {
             Op::DeleteVertex => Request::DeleteVertex {
                 vertex: d.u32("vertex")?,
             },
+            Op::Move => {
+                let b = d.u8("step")?;
+                let step = MoveStep::from_u8(b).ok_or(ProtoError::Invalid {
+                    field: "step",
+                    value: b as u64,
+                    expected: "must be 1..=7",
+                })?;
+                let peer = d.u8("peer")?;
+                let slots = d.ids("slots", MOVE_SLOTS_MAX)?;
+                let n = d.count("table", SLOTS_TABLE_BYTES_MAX, 1)?;
+                let table = d.take(n, "table")?.to_vec();
+                let n = d.count("keys", MOVE_KEYS_MAX, 8)?;
+                let mut keys = Vec::with_capacity(n);
+                for _ in 0..n {
+                    keys.push(d.u64("key")?);
+                }
+                Request::Move {
+                    step,
+                    peer,
+                    slots,
+                    table,
+                    keys,
+                }
+            }
             _ => unreachable!("control ops were rejected above"),
         };
         d.finish()?;
@@ -300,6 +425,8 @@ pub enum Reply {
     /// SLOTS: the slot table in its wire form (`locus_placement::slots`),
     /// checked by the decoder.
     Slots(Vec<u8>),
+    /// A MOVE step done.
+    Move(MoveReply),
     /// An error reply.
     Error {
         /// Its code.
@@ -393,6 +520,19 @@ impl Reply {
             Reply::Slots(table) => {
                 e.u32(table.len() as u32);
                 e.0.extend_from_slice(table);
+            }
+            Reply::Move(m) => {
+                assert!(m.in_flight.len() <= MOVE_SLOTS_MAX);
+                e.u64(m.vertices).u64(m.keys).u64(m.bytes).u64(m.slots);
+                e.u32(m.in_flight.len() as u32);
+                for f in &m.in_flight {
+                    e.u32(f.slot).u8(f.leaving as u8).u8(f.peer);
+                }
+                assert!(m.listed.len() <= MOVE_KEYS_MAX);
+                e.u32(m.listed.len() as u32);
+                for k in &m.listed {
+                    e.u64(*k);
+                }
             }
             Reply::Error { code, message } => {
                 e.u16(code.code()).str(message, ERROR_MESSAGE_MAX);
@@ -500,6 +640,35 @@ impl Reply {
                 locus_placement::slots::SlotTable::decode(&raw)
                     .map_err(|e| d.malformed(format!("slot table: {e}")))?;
                 Reply::Slots(raw)
+            }
+            Op::Move => {
+                let mut m = MoveReply {
+                    vertices: d.u64("vertices")?,
+                    keys: d.u64("keys")?,
+                    bytes: d.u64("bytes")?,
+                    slots: d.u64("slots")?,
+                    in_flight: Vec::new(),
+                    listed: Vec::new(),
+                };
+                let n = d.count("in_flight", MOVE_SLOTS_MAX, 6)?;
+                for _ in 0..n {
+                    let slot = d.u32("slot")?;
+                    let leaving = match d.u8("leaving")? {
+                        0 => false,
+                        1 => true,
+                        b => return Err(d.malformed(format!("leaving = {b}, expected 0 or 1"))),
+                    };
+                    m.in_flight.push(SlotInFlight {
+                        slot,
+                        leaving,
+                        peer: d.u8("peer")?,
+                    });
+                }
+                let n = d.count("listed", MOVE_KEYS_MAX, 8)?;
+                for _ in 0..n {
+                    m.listed.push(d.u64("key")?);
+                }
+                Reply::Move(m)
             }
             other => return Err(ProtoError::UnknownOp(other as u8)),
         };

@@ -73,7 +73,7 @@ impl<F: Fabric> Node<F> {
         }
     }
 
-    fn store_error(&self, e: &StoreError) -> Reply {
+    pub(super) fn store_error(&self, e: &StoreError) -> Reply {
         self.error(code_of(e), e.to_string())
     }
 
@@ -129,6 +129,13 @@ impl<F: Fabric + Fencing> Node<F> {
             Request::Load { vertices } => self.load(s, vertices, deadline_ns),
             Request::Migrate { vertex } => self.migrate(s, vertex),
             Request::Where { vertex } => self.locate(s, vertex),
+            Request::Move {
+                step,
+                peer,
+                slots,
+                table,
+                keys,
+            } => Ok(self.move_step(s, step, peer, &slots, &table, &keys)),
         };
         r.unwrap_or_else(|e| self.store_error(&e))
     }
@@ -156,6 +163,9 @@ impl<F: Fabric + Fencing> Node<F> {
             ));
         }
         let w = s.worker(self)?;
+        // Before the record (design M5): a move of v's slot waits for this
+        // update, or this update is refused before it logs anything.
+        let _op = w.enter_home_op(v)?;
         let _stripe = d.lock(v, &mut || w.relax());
         let current = w.get(v)?;
         let (new, reply) = edit.outcome(current);
@@ -310,6 +320,13 @@ impl<F: Fabric + Fencing> Node<F> {
         // With durability, the batch reads, merges and puts under every
         // stripe lock, and is logged as one record (durable.rs, D2).
         let w = s.worker(self)?;
+        // Every vertex's slot guard before the record (design M5).
+        let mut _ops = Vec::new();
+        if self.durable.is_some() {
+            for v in &order {
+                _ops.push(w.enter_home_op(*v)?);
+            }
+        }
         let _stripes = self.durable.as_ref().map(|d| d.lock_all(&mut || w.relax()));
         let mut plan: Vec<(u32, Option<Vec<u32>>, Vec<u32>)> = Vec::new();
         let mut bytes_needed = 0u64;

@@ -23,6 +23,7 @@
 
 mod durable;
 mod handle;
+pub mod moves;
 pub mod recovery;
 
 use std::path::PathBuf;
@@ -146,6 +147,7 @@ impl<F: Fabric> Created<F> {
             recovery: Default::default(),
             migrations_in: AtomicU64::new(0),
             migrated_bytes: AtomicU64::new(0),
+            moving: moves::InFlight::default(),
         })
     }
 }
@@ -161,6 +163,7 @@ pub struct Node<F: Fabric> {
     recovery: recovery::RecoveryState,
     migrations_in: AtomicU64,
     migrated_bytes: AtomicU64,
+    moving: moves::InFlight,
 }
 
 impl<F: Fabric> Node<F> {

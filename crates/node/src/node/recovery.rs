@@ -234,7 +234,9 @@ impl<F: Fabric> Node<F> {
             Some(d) => {
                 let wanted: HashSet<u32> = vertices.iter().copied().collect();
                 let mut w2 = self.store.worker(me)?;
-                d.with_logged_lists(&wanted, &mut || w2.relax(), |lists| {
+                let homes = std::sync::Arc::clone(self.store.homes());
+                let slot_of = move |v: u32| homes.slot_of(v);
+                d.with_logged_lists(&wanted, &slot_of, &mut || w2.relax(), |lists| {
                     for &v in &vertices {
                         match lists.get(&v) {
                             Some(list) => match w.republish_at_home(v, list, peer) {

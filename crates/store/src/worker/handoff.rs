@@ -3,6 +3,8 @@
 //! holds the protocol and its invariants H1-H3) on this worker's port, one
 //! operation at a time.
 
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use locus_fabric::{Fabric, MachineId, Output, Port};
@@ -12,8 +14,9 @@ use crate::addr::{moved_to, pending_from, pending_word, Addr};
 use crate::block::Unpublished;
 use crate::handoff::{HandoffJob, Outcome, Step};
 use crate::migrate::Access;
+use crate::slotmove::HomeOp;
 use crate::table::Key;
-use crate::{Result, StoreError};
+use crate::{Result, StoreError, VertexId};
 
 impl<F: Fabric> Worker<F> {
     /// Takes `key` over from its old home `from`: afterwards `from`'s word
@@ -159,5 +162,109 @@ impl<F: Fabric> Worker<F> {
         bytes.truncate(8 + header.payload_bytes as usize);
         bytes.drain(..8);
         Ok(Some(bytes))
+    }
+}
+
+/// The steps of a move across servers that run at its old home A and its
+/// new home B (`docs/design.md`, "Moves across servers", M1-M5); the driver
+/// and the log are the caller's (`locus-node`).
+impl<F: Fabric> Worker<F> {
+    /// Enters a vertex op of `v` at its home, held open until the returned
+    /// [`HomeOp`] drops (M5: a durable node enters before it logs). Refused
+    /// with `Moved` if the slot is moving away or the table names another
+    /// home. `None` where this machine keeps no guards.
+    pub fn enter_home_op(&mut self, v: VertexId) -> Result<Option<HomeOp>> {
+        let shared = Arc::clone(&self.shared);
+        let Some(guards) = shared.guards[self.machine as usize].as_ref() else {
+            return Ok(None);
+        };
+        let slot = shared.homes.slot_of(v);
+        guards.enter_counted(slot, Key::part(v, 0))?;
+        let op = HomeOp {
+            guards: Arc::clone(guards),
+            slot,
+            held: Arc::clone(&self.held_ops),
+        };
+        self.held_ops.fetch_add(1, Ordering::Relaxed);
+        let home = self.vertex_home(v);
+        if home != self.machine {
+            drop(op);
+            return Err(StoreError::Moved {
+                key: Key::part(v, 0).0,
+                vertex: v,
+                to: home,
+            });
+        }
+        Ok(Some(op))
+    }
+
+    /// A: marks `slots` moving to `to` (vertex ops of them refused with
+    /// `Moved`), then waits for the ones in flight to end.
+    pub fn guard_slots(&mut self, slots: &[u32], to: MachineId) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        let guards =
+            shared.guards[self.machine as usize]
+                .as_ref()
+                .ok_or(StoreError::NotHosted {
+                    machine: self.machine,
+                })?;
+        for &s in slots {
+            self.check_slot(s)?;
+            guards.guard(s, to, &mut || self.port.relax());
+        }
+        Ok(())
+    }
+
+    /// A: ends the guard of `slots` (after the new table, or to give up).
+    pub fn unguard_slots(&mut self, slots: &[u32]) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
+        if let Some(g) = shared.guards[self.machine as usize].as_ref() {
+            for &s in slots {
+                self.check_slot(s)?;
+                g.unguard(s);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any of `slots` is guarded here (moving away).
+    pub fn slots_guarded(&self, slots: &[u32]) -> bool {
+        self.shared.guards[self.machine as usize]
+            .as_ref()
+            .is_some_and(|g| {
+                slots
+                    .iter()
+                    .any(|&s| s < self.shared.homes.slots() && g.moving(s))
+            })
+    }
+
+    fn check_slot(&self, slot: u32) -> Result<()> {
+        let n = self.shared.homes.slots();
+        if slot >= n {
+            return Err(StoreError::Config(format!(
+                "slot {slot} is past the table's {n} slots"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The machine this machine's word of `key` says it was handed to.
+    pub fn handed_to(&mut self, key: Key) -> Result<Option<MachineId>> {
+        let me = self.machine;
+        Ok(self.lookup_at(key, me)?.and_then(|s| moved_to(s.addr_word)))
+    }
+
+    /// The keys of `slots` in machine `m`'s table (one-sided, one scan),
+    /// keys without a value included.
+    pub fn keys_in_slots(&mut self, m: MachineId, slots: &HashSet<u32>) -> Result<Vec<Key>> {
+        let homes = Arc::clone(&self.shared.homes);
+        let mut keys: Vec<Key> = self
+            .scan_table_entries(m, true)?
+            .into_iter()
+            .filter(|(k, _)| slots.contains(&homes.slot_of(k.vertex())))
+            .map(|(k, _)| k)
+            .collect();
+        keys.sort_unstable_by_key(|k| (k.vertex(), k.part_index()));
+        Ok(keys)
     }
 }

@@ -144,6 +144,13 @@ pub struct Worker<F: Fabric> {
     /// Fault injection: drop retired blocks instead of appending them to
     /// their holders' rings ([`Worker::inject_lost_reclaims`]).
     lose_reclaims: bool,
+    /// [`crate::slotmove::HomeOp`]s this worker's caller holds open: while
+    /// there are any, its vertex ops enter no slot guard again (the caller
+    /// entered one for every vertex it changes).
+    pub(crate) held_ops: Arc<std::sync::atomic::AtomicU32>,
+    /// While a read follows a MOVED marker: the vertex and the machine
+    /// whose table it reads instead of its home's ([`Worker::neighbors`]).
+    home_hint: Option<(VertexId, MachineId)>,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -180,6 +187,8 @@ impl<F: Fabric> Worker<F> {
             query_now_ns: None,
             recent: recent::Recent::default(),
             lose_reclaims: false,
+            held_ops: Arc::new(std::sync::atomic::AtomicU32::new(0)),
+            home_hint: None,
             stats: WorkerStats::default(),
         };
         for m in 0..machines {
@@ -245,7 +254,10 @@ impl<F: Fabric> Worker<F> {
     /// shard-based placement the machine this worker's shard map names.
     #[inline]
     fn home(&self, key: Key) -> MachineId {
-        self.vertex_home(key.vertex())
+        match self.home_hint {
+            Some((v, m)) if v == key.vertex() => m,
+            _ => self.vertex_home(key.vertex()),
+        }
     }
 
     /// `v`'s home as this worker sees it: its slot's owner in the store's

@@ -125,6 +125,11 @@ impl<F: Fabric> Worker<F> {
     /// key's word, which no other key holds, so it fails and the next lookup
     /// reads the new home's bucket.
     pub(super) fn locate(&mut self, key: Key, replica_ok: bool) -> Result<Option<Slot>> {
+        if self.home_hint.is_some() {
+            // Following a MOVED marker (`read_part`): the new home's bucket,
+            // uncached (the table still names the old home).
+            return self.lookup(key);
+        }
         let home = self.home(key);
         let replicas = replica_ok && self.shared.config.replica_bytes_max > 0;
         if home == self.machine || !self.shared.config.cache_lookups {
@@ -247,6 +252,31 @@ impl<F: Fabric> Worker<F> {
         self.neighbors_from(v, 0, k, out)
     }
 
+    /// Reads one part for [`Worker::neighbors_from`]. A part whose home's
+    /// word says MOVED(B) (a slot move handed it to B, and the table does
+    /// not name B yet) is read once more in B's table: until the table
+    /// changes no update of the vertex runs anywhere (its old home guards
+    /// the slot, design M5), so B's copy is the part's value. B holds it:
+    /// B put the key in its table before the CAS that marked A's word; if
+    /// B has no entry, the `Moved` error stands.
+    fn read_part(&mut self, key: Key) -> Result<Option<()>> {
+        match self.read_value_from(key, true) {
+            Err(moved @ StoreError::Moved { to, .. }) if self.home_hint.is_none() => {
+                self.home_hint = Some((key.vertex(), to));
+                let r = self.read_value_from(key, true);
+                self.home_hint = None;
+                match r {
+                    // No entry at B: B removed the key after taking it
+                    // over, or the marker is not a handoff's. Not "absent"
+                    // from here: the caller asks again by a newer table.
+                    Ok(None) => Err(moved),
+                    r => r.map(|o| o.map(|_| ())),
+                }
+            }
+            r => r.map(|o| o.map(|_| ())),
+        }
+    }
+
     /// [`Worker::neighbors`] from part `first_part` on (a k-hop that has
     /// part 0 already continues the list here).
     pub(super) fn neighbors_from(
@@ -259,7 +289,7 @@ impl<F: Fabric> Worker<F> {
         let start = out.len();
         let mut part = first_part;
         loop {
-            if self.read_value_from(Key::part(v, part), true)?.is_none() {
+            if self.read_part(Key::part(v, part))?.is_none() {
                 // A part after one with MORE is missing only if the vertex
                 // was removed since that part was read: what was read stands.
                 return Ok(part > 0);

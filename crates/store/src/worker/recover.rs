@@ -54,13 +54,16 @@ impl<F: Fabric> Worker<F> {
 
     /// The keys this machine homes whose address word names `dead` (their
     /// values were migrated there), from one scan of its own table: the
-    /// address word is the truth.
+    /// address word is the truth. A key of a slot this machine still owns
+    /// that a move in flight handed to `dead` counts too (design M1: until
+    /// the table names the new home, the old home puts it back).
     pub fn keys_held_by(&mut self, dead: MachineId) -> Result<Vec<Key>> {
         let me = self.machine;
+        let homes = Arc::clone(&self.shared.homes);
         Ok(self
             .scan_table(me)?
             .into_iter()
-            .filter(|&(_, w)| Addr::decode(w).is_some_and(|a| a.holder(me) == dead))
+            .filter(|&(k, w)| names_dead(w, me, dead, homes.owner(k.vertex()) == me))
             .map(|(k, _)| k)
             .collect())
     }
@@ -236,7 +239,8 @@ impl<F: Fabric> Worker<F> {
         let Some(slot) = self.lookup(key)? else {
             return Ok(false);
         };
-        if Addr::decode(slot.addr_word).is_none_or(|a| a.holder(me) != dead) {
+        let owned = self.vertex_home(key.vertex()) == me;
+        if !names_dead(slot.addr_word, me, dead, owned) {
             return Ok(false);
         }
         let kr = self.keys_region(me);
@@ -245,4 +249,12 @@ impl<F: Fabric> Worker<F> {
             .cas(me, kr, slot.addr_offset, slot.addr_word, lost_word(dead))?;
         Ok(prev == slot.addr_word)
     }
+}
+
+/// Whether address word `w` of a key homed at `me` leaves the value with
+/// `dead`: a value held there, or (for a key of a slot `me` still owns) a
+/// handoff to it not yet made final by a new table (design M1).
+fn names_dead(w: u64, me: MachineId, dead: MachineId, owned: bool) -> bool {
+    Addr::decode(w).is_some_and(|a| a.holder(me) == dead)
+        || (owned && crate::addr::moved_to(w) == Some(dead))
 }

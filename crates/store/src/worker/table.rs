@@ -14,7 +14,11 @@ use crate::{Result, StoreError, VertexId};
 impl<F: Fabric> Worker<F> {
     /// Finds a key's slot (LOOKUP in Pragh Fig. 8): reads whole buckets along its chain.
     pub(super) fn lookup(&mut self, key: Key) -> Result<Option<Slot>> {
-        let home = self.home(key);
+        self.lookup_at(key, self.home(key))
+    }
+
+    /// [`Worker::lookup`] in machine `home`'s key table.
+    pub(super) fn lookup_at(&mut self, key: Key, home: MachineId) -> Result<Option<Slot>> {
         let layout = self.shared.layout;
         let mut off = layout.bucket_offset(layout.bucket_of(key));
         let kr = self.keys_region(home);
@@ -119,7 +123,11 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// [`Worker::scan_table`], with the keys of null words if `null_too`.
-    fn scan_table_entries(&mut self, m: MachineId, null_too: bool) -> Result<Vec<(Key, u64)>> {
+    pub(super) fn scan_table_entries(
+        &mut self,
+        m: MachineId,
+        null_too: bool,
+    ) -> Result<Vec<(Key, u64)>> {
         const CHUNK_BUCKETS: u64 = 1024;
         let layout = self.shared.layout;
         let kr = self.keys_region(m);
@@ -180,12 +188,20 @@ impl<F: Fabric> Worker<F> {
     /// The vertices this machine is home of (part-0 keys of its own table,
     /// wherever their values are held), in table order. One scan with large
     /// local READs: for checkpoints, not hot paths.
+    /// Only vertices of slots the table gives this machine, and not ones
+    /// handed away or still pending here (a slot move's markers).
     pub fn home_vertices(&mut self) -> Result<Vec<VertexId>> {
         let me = self.machine;
+        let homes = std::sync::Arc::clone(&self.shared.homes);
         Ok(self
             .scan_table(me)?
             .into_iter()
-            .filter(|(k, _)| k.part_index() == 0)
+            .filter(|&(k, w)| {
+                k.part_index() == 0
+                    && homes.owner(k.vertex()) == me
+                    && crate::addr::moved_to(w).is_none()
+                    && crate::addr::pending_from(w).is_none()
+            })
             .map(|(k, _)| k.vertex())
             .collect())
     }

@@ -241,9 +241,10 @@ impl<F: Fabric> Worker<F> {
         // old home coordinates and refuses new ones there, so no op runs
         // on at the old home after the table names the new one (two
         // coordinators of one vertex would each serialise only their own).
+        let held = self.held_ops.load(std::sync::atomic::Ordering::Relaxed) > 0;
         let _coordinating = match shared.guards[self.machine as usize].as_ref() {
-            Some(g) => Some(g.enter(shared.homes.slot_of(v), Key::part(v, 0))?),
-            None => None,
+            Some(g) if !held => Some(g.enter(shared.homes.slot_of(v), Key::part(v, 0))?),
+            _ => None,
         };
         // A move may have ended between the home check above and the guard.
         let now_home = self.vertex_home(v);

@@ -1,0 +1,169 @@
+//! The elastic cluster's commands on real processes (issue 59): `cluster
+//! move`, `cluster moves`, `cluster rebalance [--plan]` and `cluster
+//! remove-server` on a cluster that `cluster up` started (etcd, two
+//! coordinators, three servers with write-ahead logs), while a writer
+//! inserts unique edges; afterwards every edge of the loaded graph and
+//! every acknowledged insert reads back, and k-hop answers match the
+//! reference, from the two servers left.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{graph, khop_ref, load, locus, Cluster, VERTICES};
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let o = locus(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+#[test]
+fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
+    let cluster = Cluster::up();
+    let d = cluster.dir.path().to_str().unwrap().to_string();
+    let c = cluster.client();
+    let g = graph(59);
+    load(&c, &g);
+
+    let acked: Arc<Mutex<Vec<(u32, u32)>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (c, acked, stop, failed) = (
+            cluster.client(),
+            acked.clone(),
+            stop.clone(),
+            failed.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let v = (i * 7919) % VERTICES;
+                match c.insert_edge(v, 1_000_000 + i) {
+                    Ok(true) => acked.lock().unwrap().push((v, 1_000_000 + i)),
+                    Ok(false) => panic!("a unique edge was already there"),
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                i += 1;
+            }
+            c.routing()
+        })
+    };
+
+    // Slots 0-99 to server 2; 33 of them (s % 3 == 2) were its already.
+    let moved = json(&[
+        "cluster",
+        "move",
+        "--dir",
+        &d,
+        "--slots",
+        "0-99",
+        "--to",
+        "2",
+        "--batch-slots",
+        "8",
+        "--json",
+    ]);
+    assert_eq!(moved["slots"], 67, "{moved}");
+    assert_eq!(moved["settled"], 0, "{moved}");
+    let status = json(&["cluster", "moves", "--dir", &d, "--json"]);
+    let servers = status["servers"].as_array().unwrap();
+    assert_eq!(servers[2]["slots"], 1365 + 67, "{status}");
+    assert!(
+        servers
+            .iter()
+            .all(|s| s["in_flight"].as_array().is_some_and(|f| f.is_empty())),
+        "{status}"
+    );
+    // Balancing gives 66 back (server 2 keeps the one slot over 4096 / 3:
+    // the fewest moves), and plans it first.
+    let plan = json(&["cluster", "rebalance", "--dir", &d, "--plan", "--json"]);
+    let planned: u64 = plan["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["slots"].as_u64().unwrap())
+        .sum();
+    assert_eq!(planned, 66, "{plan}");
+    let r = json(&[
+        "cluster",
+        "rebalance",
+        "--dir",
+        &d,
+        "--batch-slots",
+        "16",
+        "--json",
+    ]);
+    assert_eq!(r["slots"], 66, "{r}");
+    assert_eq!(
+        json(&["cluster", "rebalance", "--dir", &d, "--plan", "--json"])["moves"],
+        serde_json::json!([])
+    );
+    // Server 0 leaves: its slots go to 1 and 2, its process stops.
+    let pid0 = cluster.pid(0);
+    let gone = json(&[
+        "cluster",
+        "remove-server",
+        "--dir",
+        &d,
+        "--id",
+        "0",
+        "--batch-slots",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(gone["slots"], 1365, "{gone}");
+    assert_eq!(gone["stopped"], true, "{gone}");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid0}")).exists() || {
+            let s = std::fs::read_to_string(format!("/proc/{pid0}/stat")).unwrap_or_default();
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        }
+    );
+    stop.store(true, Ordering::Relaxed);
+    let routing = writer.join().unwrap();
+    println!(
+        "writer: {} inserts acknowledged, {} failed, {routing:?}",
+        acked.lock().unwrap().len(),
+        failed.load(Ordering::Relaxed)
+    );
+
+    // Everything reads back from servers 1 and 2.
+    let c = cluster.client();
+    let status = json(&["cluster", "moves", "--dir", &d, "--json"]);
+    assert_eq!(status["servers"][0]["slots"], 0, "{status}");
+    let acked = acked.lock().unwrap().clone();
+    for (v, list) in g.iter().enumerate() {
+        let got = c
+            .neighbors(v as u32, 0)
+            .unwrap_or_else(|e| panic!("vertex {v}: {e}"));
+        for u in list {
+            assert!(got.contains(u), "vertex {v} lost its edge to {u}");
+        }
+    }
+    for (v, u) in &acked {
+        assert!(
+            c.neighbors(*v, 0).unwrap().contains(u),
+            "acknowledged {v}->{u} lost"
+        );
+    }
+    for v in [1u32, 97, 300] {
+        // All neighbours per hop: the inserted edges only add vertices.
+        let (want, _) = khop_ref(&g, v, 2, 1_000_000);
+        let got = c.khop(v, 2, 1_000_000).unwrap();
+        for u in &want {
+            assert!(got.distinct.contains(u), "2-hop of {v} misses {u}");
+        }
+    }
+}

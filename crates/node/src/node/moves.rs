@@ -1,0 +1,428 @@
+//! A node's steps of a slot move across servers (issue 59; the protocol,
+//! M1-M5, is `docs/design.md`, "Moves across servers"). The driver (`locus
+//! cluster move`) asks the old home A to guard a batch of slots, the new
+//! home B to take them over, commits the new table in etcd, and has every
+//! server install it; on a failure before the commit it asks A to take the
+//! batch back. A node remembers the batches in flight through it so that
+//! an install finishes them and a checkpoint waits for them (M4).
+//!
+//! ```text
+//!  A:  idle ──guard(slots, B)──▶ Out(B) ──install(table naming B)──▶ idle (SLOT_OUT logged)
+//!                                  └──release──▶ idle (keys taken back from B)
+//!  B:  idle ──take(slots, A)───▶ In(A)  ──install(table naming B)──▶ idle
+//!                                  └──release (A took them back)──▶ idle (SLOT_OUT logged)
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+use locus_fabric::counting::Counting;
+use locus_fabric::{Fabric, MachineId};
+use locus_store::handoff::Outcome;
+use locus_store::{Key, SlotTable, StoreError, Worker};
+
+use locus_client::proto::{ErrorCode, MoveReply, MoveStep, Reply, SlotInFlight, MOVE_KEYS_MAX};
+
+use super::{Node, Session};
+use crate::{NodeError, Result};
+
+/// A slot's part in a move, as this node sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moving {
+    /// Guarded here, leaving for this server.
+    Out(MachineId),
+    /// Taken over here from this server, the table not yet naming us.
+    In(MachineId),
+}
+
+/// What a step did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MoveReport {
+    /// GUARD: the batch's keys in this node's table, once guarded.
+    pub listed: Vec<Key>,
+    /// Vertices of the batch.
+    pub vertices: u64,
+    /// Keys (vertex parts) handed over (or back).
+    pub keys: u64,
+    /// Bytes of values copied.
+    pub bytes: u64,
+    /// Slots the step finished or gave up.
+    pub slots: u64,
+}
+
+/// The batches in flight through one node.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    slots: Mutex<HashMap<u32, Moving>>,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Moving>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl<F: Fabric> Node<F> {
+    /// Answers a MOVE request.
+    pub(super) fn move_step(
+        &self,
+        s: &mut Session<F>,
+        step: MoveStep,
+        peer: u8,
+        slots: &[u32],
+        table: &[u8],
+        keys: &[u64],
+    ) -> Reply {
+        let r = (|| -> Result<MoveReport> {
+            let w = s.worker(self)?;
+            match step {
+                MoveStep::Guard => self.move_guard(w, slots, peer),
+                MoveStep::Take => {
+                    let keys: Vec<Key> = keys.iter().map(|&k| Key(k)).collect();
+                    self.move_take(w, slots, peer, &keys)
+                }
+                MoveStep::Install => {
+                    let t = SlotTable::decode(table)
+                        .map_err(|e| NodeError::Move(format!("the table to install: {e}")))?;
+                    self.move_install(w, &t)
+                }
+                MoveStep::Release => self.move_release(w, slots, peer),
+                MoveStep::Forget => self.move_forget(slots),
+                MoveStep::Status => Ok(MoveReport::default()),
+                MoveStep::Recall => self.move_recall(w, peer),
+            }
+        })();
+        match r {
+            Ok(r) => Reply::Move(MoveReply {
+                vertices: r.vertices,
+                keys: r.keys,
+                bytes: r.bytes,
+                slots: r.slots,
+                in_flight: self
+                    .moves_in_flight()
+                    .into_iter()
+                    .map(|(slot, m)| match m {
+                        Moving::Out(to) => SlotInFlight {
+                            slot,
+                            leaving: true,
+                            peer: to,
+                        },
+                        Moving::In(from) => SlotInFlight {
+                            slot,
+                            leaving: false,
+                            peer: from,
+                        },
+                    })
+                    .collect(),
+                listed: r.listed.iter().map(|k| k.0).collect(),
+            }),
+            Err(NodeError::Store(e)) => self.store_error(&e),
+            Err(e) => self.error(ErrorCode::Invalid, e.to_string()),
+        }
+    }
+
+    /// The slots in flight through this node, sorted.
+    pub fn moves_in_flight(&self) -> Vec<(u32, Moving)> {
+        let mut v: Vec<(u32, Moving)> = self.moving.lock().iter().map(|(s, m)| (*s, *m)).collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v
+    }
+
+    fn set_moving(&self, slots: &[u32], m: Option<Moving>) {
+        let mut g = self.moving.lock();
+        for &s in slots {
+            match m {
+                Some(m) => g.insert(s, m),
+                None => g.remove(&s),
+            };
+        }
+        if let Some(d) = &self.durable {
+            d.moves_in_flight.store(g.len() as u64, Ordering::Release);
+        }
+    }
+
+    /// Checks a batch of `slots` owned by `owner` moving to `to`.
+    fn check_batch(&self, slots: &[u32], owner: MachineId, to: MachineId) -> Result<()> {
+        if self.store.config().replica_bytes_max > 0 {
+            // A's directory of the replicas of its keys stays in A's memory:
+            // handing it to B is not built.
+            return Err(NodeError::Move(
+                "slot moves with read-only replicas on are not built yet (start the cluster without --replicas)".into(),
+            ));
+        }
+        if owner == to || owner as usize >= self.machines || to as usize >= self.machines {
+            return Err(NodeError::Move(format!(
+                "no move from server {owner} to server {to} in a cluster of {} servers",
+                self.machines
+            )));
+        }
+        let table = self.store.homes().table();
+        for &s in slots {
+            match table.owner_of_slot(s) {
+                None => {
+                    return Err(NodeError::Move(format!(
+                        "slot {s} is past the table's {} slots",
+                        table.slots()
+                    )))
+                }
+                Some(o) if o != owner => {
+                    return Err(NodeError::Move(format!(
+                        "slot {s} is server {o}'s at table epoch {}, not server {owner}'s",
+                        table.epoch()
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A: guards `slots` (this node's) for a move to `to`: their vertex
+    /// ops are refused from now on, and the ones in flight have ended
+    /// when this returns (M5). Idempotent.
+    pub fn move_guard(
+        &self,
+        w: &mut Worker<Counting<F>>,
+        slots: &[u32],
+        to: MachineId,
+    ) -> Result<MoveReport> {
+        self.check_batch(slots, self.me, to)?;
+        if let Some((s, m)) = slots
+            .iter()
+            .find_map(|s| self.moving.lock().get(s).map(|m| (*s, *m)))
+            .filter(|(_, m)| *m != Moving::Out(to))
+        {
+            return Err(NodeError::Move(format!(
+                "slot {s} is already in a move here ({m:?})"
+            )));
+        }
+        self.set_moving(slots, Some(Moving::Out(to)));
+        w.guard_slots(slots, to)?;
+        // Guarded and drained: no key of the batch is created from here on.
+        let set: HashSet<u32> = slots.iter().copied().collect();
+        let listed = w.keys_in_slots(self.me, &set)?;
+        if listed.len() > MOVE_KEYS_MAX {
+            return Err(NodeError::Move(format!(
+                "the batch has {} keys, past the {MOVE_KEYS_MAX} one request carries; move fewer slots at once",
+                listed.len()
+            )));
+        }
+        Ok(MoveReport {
+            slots: slots.len() as u64,
+            listed,
+            ..MoveReport::default()
+        })
+    }
+
+    /// B: takes `slots` over from `from`, which guards them and listed
+    /// their `keys`: reads their lists, logs them in one SLOT_IN record and
+    /// waits until it is durable (M2), then takes every key over (A's
+    /// words say MOVED(here)).
+    pub fn move_take(
+        &self,
+        w: &mut Worker<Counting<F>>,
+        slots: &[u32],
+        from: MachineId,
+        keys: &[Key],
+    ) -> Result<MoveReport> {
+        self.check_batch(slots, from, self.me)?;
+        let set: HashSet<u32> = slots.iter().copied().collect();
+        let homes = std::sync::Arc::clone(self.store.homes());
+        if let Some(k) = keys
+            .iter()
+            .find(|k| !set.contains(&homes.slot_of(k.vertex())))
+        {
+            return Err(NodeError::Move(format!(
+                "key {:#x} (vertex {}) is not in the batch's slots",
+                k.0,
+                k.vertex()
+            )));
+        }
+        self.set_moving(slots, Some(Moving::In(from)));
+        let mut lists: Vec<(u32, Vec<u32>)> = Vec::new();
+        for k in keys.iter().filter(|k| k.part_index() == 0) {
+            let v = k.vertex();
+            match w.get(v) {
+                Ok(Some(l)) => lists.push((v, l)),
+                Ok(None) => {}
+                Err(StoreError::Moved { to, .. }) if to == self.me => {
+                    return Err(NodeError::Move(format!(
+                        "vertex {v} was handed here by an earlier attempt that was not released; release the batch first"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(d) = &self.durable {
+            let lsn = d
+                .log_slot_in(slots, lists.iter().map(|(v, l)| (*v, l.as_slice())))
+                .and_then(|lsn| d.wait(lsn))
+                .map_err(|e| NodeError::Move(format!("the batch could not be logged: {e}")));
+            lsn?;
+        }
+        let mut r = MoveReport {
+            vertices: lists.len() as u64,
+            slots: slots.len() as u64,
+            ..MoveReport::default()
+        };
+        // The SLOT_IN record holds every copy (M2): each key's own log step is empty.
+        for &k in keys {
+            take(w, k, from, &mut r)?;
+        }
+        Ok(r)
+    }
+
+    /// Any server: installs `table` (a newer epoch, committed in etcd).
+    /// Finishes the batches it ends: A logs SLOT_OUT for its slots that now
+    /// name their mover's target and ends their guard; B forgets its
+    /// slots that now name it.
+    pub fn move_install(
+        &self,
+        w: &mut Worker<Counting<F>>,
+        table: &SlotTable,
+    ) -> Result<MoveReport> {
+        self.store.homes().install(table)?;
+        let now = self.store.homes().table();
+        let (mut out, mut done) = (Vec::new(), Vec::new());
+        for (s, m) in self.moves_in_flight() {
+            match m {
+                Moving::Out(to) if now.owner_of_slot(s) == Some(to) => out.push(s),
+                Moving::In(_) if now.owner_of_slot(s) == Some(self.me) => done.push(s),
+                _ => {}
+            }
+        }
+        if !out.is_empty() {
+            if let Some(d) = &self.durable {
+                d.log_slot_out(&out)
+                    .and_then(|lsn| d.wait(lsn))
+                    .map_err(|e| NodeError::Move(format!("SLOT_OUT could not be logged: {e}")))?;
+            }
+            w.unguard_slots(&out)?;
+        }
+        self.set_moving(&out, None);
+        self.set_moving(&done, None);
+        Ok(MoveReport {
+            slots: (out.len() + done.len()) as u64,
+            ..MoveReport::default()
+        })
+    }
+
+    /// A: gives a batch up before its commit: takes back every key of
+    /// `slots` already handed to `to` (A's log still holds them: nothing
+    /// is logged here), then ends the guard. B is told with
+    /// [`Node::move_forget`]. Refused once the table names `to`.
+    pub fn move_release(
+        &self,
+        w: &mut Worker<Counting<F>>,
+        slots: &[u32],
+        to: MachineId,
+    ) -> Result<MoveReport> {
+        self.check_batch(slots, self.me, to)?;
+        let set: HashSet<u32> = slots.iter().copied().collect();
+        let keys: Vec<Key> = w.keys_in_slots(self.me, &set)?;
+        let mut r = MoveReport {
+            slots: slots.len() as u64,
+            ..MoveReport::default()
+        };
+        for k in keys {
+            if w.handed_to(k)? != Some(to) {
+                continue;
+            }
+            take(w, k, to, &mut r)?;
+        }
+        w.unguard_slots(slots)?;
+        self.set_moving(slots, None);
+        Ok(r)
+    }
+
+    /// Any server: migrates home every value of its keys that `peer` holds
+    /// (Pragh's MIGRATE, this node as the target), so that `peer` can leave
+    /// without survivors reloading them from their logs. Keys a migration
+    /// could not move are reported, not retried: run it again.
+    pub fn move_recall(&self, w: &mut Worker<Counting<F>>, peer: MachineId) -> Result<MoveReport> {
+        if peer == self.me || peer as usize >= self.machines {
+            return Err(NodeError::Move(format!(
+                "server {} cannot recall values from server {peer}",
+                self.me
+            )));
+        }
+        let keys: Vec<Key> = w
+            .keys_held_by(peer)?
+            .into_iter()
+            .filter(|&k| !matches!(w.handed_to(k), Ok(Some(_))))
+            .collect();
+        let mut r = MoveReport::default();
+        for chunk in keys.chunks(4096) {
+            for m in w.migrate_batch(chunk)? {
+                if let locus_store::Migration::Moved { bytes, .. } = m {
+                    r.keys += 1;
+                    r.bytes += bytes;
+                }
+            }
+        }
+        let left = w.keys_held_by(peer)?.len();
+        if left > 0 {
+            return Err(NodeError::Move(format!(
+                "{left} value(s) of server {}'s keys are still held at server {peer} (raced by a migration); run it again",
+                self.me
+            )));
+        }
+        Ok(r)
+    }
+
+    /// B: forgets a batch A took back: logs SLOT_OUT so that a replay drops
+    /// its SLOT_IN copies (they would be dropped anyway as slots of another
+    /// server, M3; the record says it at once).
+    pub fn move_forget(&self, slots: &[u32]) -> Result<MoveReport> {
+        let table = self.store.homes().table();
+        if let Some(s) = slots
+            .iter()
+            .find(|&&s| table.owner_of_slot(s) == Some(self.me))
+        {
+            return Err(NodeError::Move(format!(
+                "slot {s} is this server's at table epoch {}: nothing to forget",
+                table.epoch()
+            )));
+        }
+        if let Some(d) = &self.durable {
+            d.log_slot_out(slots)
+                .and_then(|lsn| d.wait(lsn))
+                .map_err(|e| NodeError::Move(format!("SLOT_OUT could not be logged: {e}")))?;
+        }
+        self.set_moving(slots, None);
+        Ok(MoveReport {
+            slots: slots.len() as u64,
+            ..MoveReport::default()
+        })
+    }
+}
+
+/// Takes `k` over from `from` (no log step: the caller's record holds it),
+/// counting it in `r`.
+fn take<F: Fabric>(
+    w: &mut Worker<Counting<F>>,
+    k: Key,
+    from: MachineId,
+    r: &mut MoveReport,
+) -> Result<()> {
+    match w.take_over(k, from, &mut |_, _| Ok(()))? {
+        Outcome::Handed(h) => {
+            r.keys += 1;
+            r.bytes += h.bytes_copied;
+            Ok(())
+        }
+        Outcome::AlreadyHanded | Outcome::Absent => Ok(()),
+        Outcome::Lost(m) => Err(StoreError::ValueLost {
+            key: k.0,
+            vertex: k.vertex(),
+            machine: m,
+        }
+        .into()),
+        Outcome::MovedElsewhere(m) => Err(NodeError::Move(format!(
+            "key {:#x} was handed to server {m}, not to server {}: two moves of one slot",
+            k.0,
+            w.machine()
+        ))),
+    }
+}

@@ -1,0 +1,392 @@
+//! The driver of slot moves across running servers (issue 59; the protocol
+//! and its invariants M1-M5 are in `docs/design.md`, "Moves across
+//! servers"; each server's steps are `locus_node::node::moves`). It keeps
+//! no state of its own: the slot table in etcd says whether a batch
+//! committed, and each server lists the slots in flight through it, so a
+//! driver killed mid-move leaves nothing that the next run's [`Mover::settle`]
+//! does not finish or roll back.
+//!
+//! ```text
+//!  per batch (slots of one owner A, to B):
+//!   GUARD at A ──keys──▶ TAKE at B ──▶ etcd: swap P/slots (epoch e ─▶ e+1) ──▶ INSTALL everywhere
+//!        └────────── any failure before the swap: RELEASE at A, FORGET at B ─────────┘
+//! ```
+
+use std::time::{Duration, Instant};
+
+use locus_client::proto::{MoveReply, MoveStep, Reply, Request};
+use locus_client::Client;
+use locus_membership::Membership;
+use locus_store::{SlotMove, SlotTable};
+
+use crate::{Result, ServerError};
+
+/// How long one step may take at a server (a TAKE copies a batch).
+const STEP_DEADLINE: Duration = Duration::from_secs(600);
+/// Attempts at an INSTALL on the batch's own two servers.
+const INSTALL_TRIES: u32 = 5;
+
+/// What a run of moves did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MovesDone {
+    /// Batches committed.
+    pub batches: u64,
+    /// Slots moved.
+    pub slots: u64,
+    /// Vertices moved.
+    pub vertices: u64,
+    /// Keys (vertex parts) handed over.
+    pub keys: u64,
+    /// Bytes of values copied.
+    pub bytes: u64,
+    /// Batches an earlier, interrupted run left that this one finished or rolled back.
+    pub settled: u64,
+    /// The slot table's epoch at the end.
+    pub table_epoch: u64,
+}
+
+/// Moves slots between the servers of a running cluster.
+pub struct Mover<'a> {
+    client: &'a Client,
+    etcd: &'a Membership,
+}
+
+fn err(what: impl std::fmt::Display) -> ServerError {
+    ServerError::Membership(format!("slot move: {what}"))
+}
+
+impl<'a> Mover<'a> {
+    /// A mover over the cluster `client` reaches, whose table `etcd` keeps.
+    pub fn new(client: &'a Client, etcd: &'a Membership) -> Mover<'a> {
+        Mover { client, etcd }
+    }
+
+    /// The committed table and its bytes, as etcd holds them.
+    pub fn table(&self) -> Result<(Vec<u8>, SlotTable)> {
+        let raw = self
+            .etcd
+            .slots_load()
+            .map_err(|e| err(format!("reading the table from etcd: {e}")))?
+            .ok_or_else(|| err("etcd holds no slot table yet (start the servers first)"))?;
+        let t = SlotTable::decode(&raw).map_err(|e| err(format!("the table in etcd: {e}")))?;
+        Ok((raw, t))
+    }
+
+    fn step(
+        &self,
+        id: u8,
+        step: MoveStep,
+        peer: u8,
+        slots: &[u32],
+        table: &[u8],
+        keys: Vec<u64>,
+    ) -> Result<MoveReply> {
+        let req = Request::Move {
+            step,
+            peer,
+            slots: slots.to_vec(),
+            table: table.to_vec(),
+            keys,
+        };
+        match self.client.call(id, &req, Some(STEP_DEADLINE)) {
+            Ok(Reply::Move(m)) => Ok(m),
+            Ok(other) => Err(err(format!("server {id} answered {step:?} with {other:?}"))),
+            Err(e) => Err(err(format!("{step:?} at server {id}: {e}"))),
+        }
+    }
+
+    /// Installs `table` on every server; the ones in `must` are retried and
+    /// a failure there is an error (the others learn it when they next ask,
+    /// or at their restart, from etcd).
+    fn install(&self, table: &SlotTable, must: &[u8]) -> Result<()> {
+        let raw = table.encode();
+        for id in 0..self.client.machines() as u8 {
+            let tries = if must.contains(&id) { INSTALL_TRIES } else { 1 };
+            let mut last = None;
+            for t in 0..tries {
+                match self.step(id, MoveStep::Install, 0, &[], &raw, Vec::new()) {
+                    Ok(_) => {
+                        last = None;
+                        break;
+                    }
+                    Err(e) => {
+                        last = Some(e);
+                        std::thread::sleep(Duration::from_millis(100 << t));
+                    }
+                }
+            }
+            if let Some(e) = last {
+                if must.contains(&id) {
+                    return Err(e);
+                }
+                tracing::warn!(server = id, "the new slot table was not installed: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes or rolls back what an interrupted run left in flight: a
+    /// batch whose slots etcd's table gives their target is installed,
+    /// any other is released at its old home and forgotten at its target.
+    /// Returns the batches settled.
+    pub fn settle(&self) -> Result<u64> {
+        let (_, table) = self.table()?;
+        let mut settled = 0;
+        let mut committed = false;
+        for a in 0..self.client.machines() as u8 {
+            let status = match self.step(a, MoveStep::Status, 0, &[], &[], Vec::new()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(server = a, "cannot ask what is in flight: {e}");
+                    continue;
+                }
+            };
+            // Leaving slots, grouped by target.
+            let mut back: std::collections::BTreeMap<u8, Vec<u32>> = Default::default();
+            for f in status.in_flight.iter().filter(|f| f.leaving) {
+                if table.owner_of_slot(f.slot) == Some(f.peer) {
+                    committed = true;
+                } else {
+                    back.entry(f.peer).or_default().push(f.slot);
+                }
+            }
+            for (b, slots) in back {
+                self.step(a, MoveStep::Release, b, &slots, &[], Vec::new())?;
+                // A target that is down forgets at its restart: its replay
+                // drops slots the table does not give it (M3).
+                if let Err(e) = self.step(b, MoveStep::Forget, a, &slots, &[], Vec::new()) {
+                    tracing::warn!(
+                        server = b,
+                        "the rolled-back batch is not forgotten yet: {e}"
+                    );
+                }
+                settled += 1;
+            }
+            // Arriving slots whose old home no longer guards them.
+            let stale: Vec<u32> = status
+                .in_flight
+                .iter()
+                .filter(|f| !f.leaving && table.owner_of_slot(f.slot) != Some(a))
+                .map(|f| f.slot)
+                .collect();
+            if !stale.is_empty() {
+                self.step(a, MoveStep::Forget, 0, &stale, &[], Vec::new())?;
+                settled += 1;
+            }
+            committed |= status
+                .in_flight
+                .iter()
+                .any(|f| !f.leaving && table.owner_of_slot(f.slot) == Some(a));
+        }
+        if committed {
+            self.install(&table, &[])?;
+            settled += 1;
+        }
+        Ok(settled)
+    }
+
+    /// Moves `slots` to server `to`, `batch_slots` at a time (each batch
+    /// from one owner), calling `progress(slots done, slots to move)` after
+    /// each batch. Slots already at `to` are skipped.
+    pub fn move_slots(
+        &self,
+        slots: &[u32],
+        to: u8,
+        batch_slots: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<MovesDone> {
+        if to as usize >= self.client.machines() {
+            return Err(err(format!(
+                "no server {to} in a cluster of {}",
+                self.client.machines()
+            )));
+        }
+        let settled = self.settle()?;
+        let (_, table) = self.table()?;
+        let mut moves = Vec::new();
+        for &slot in slots {
+            match table.owner_of_slot(slot) {
+                None => {
+                    return Err(err(format!(
+                        "slot {slot} is past the table's {} slots",
+                        table.slots()
+                    )))
+                }
+                Some(o) if o == to => {}
+                Some(from) => moves.push(SlotMove { slot, from, to }),
+            }
+        }
+        let mut done = self.run(&moves, batch_slots, progress)?;
+        done.settled = settled;
+        Ok(done)
+    }
+
+    /// Moves slots so that `members` hold them all, evenly (within one),
+    /// with the fewest moves ([`SlotTable::balance`]); `plan_only` returns
+    /// the moves without making them.
+    pub fn rebalance(
+        &self,
+        members: &[u8],
+        batch_slots: usize,
+        plan_only: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(Vec<SlotMove>, MovesDone)> {
+        let settled = if plan_only { 0 } else { self.settle()? };
+        let (_, table) = self.table()?;
+        let moves = table.balance(members).map_err(|e| err(e.to_string()))?;
+        if plan_only {
+            return Ok((moves, MovesDone::default()));
+        }
+        let mut done = self.run(&moves, batch_slots, progress)?;
+        done.settled = settled;
+        Ok((moves, done))
+    }
+
+    /// Has every server but `peer` migrate home the values of its keys
+    /// that `peer` holds (before `peer` leaves). Returns values and bytes moved.
+    pub fn recall(&self, peer: u8) -> Result<(u64, u64)> {
+        let (mut keys, mut bytes) = (0, 0);
+        for id in (0..self.client.machines() as u8).filter(|&id| id != peer) {
+            let r = self.step(id, MoveStep::Recall, peer, &[], &[], Vec::new())?;
+            keys += r.keys;
+            bytes += r.bytes;
+        }
+        Ok((keys, bytes))
+    }
+
+    /// The slots in flight through each server that answers (`None`: it did not).
+    pub fn in_flight(&self) -> Vec<(u8, Option<Vec<locus_client::proto::SlotInFlight>>)> {
+        (0..self.client.machines() as u8)
+            .map(|id| {
+                let s = self.step(id, MoveStep::Status, 0, &[], &[], Vec::new());
+                (id, s.ok().map(|s| s.in_flight))
+            })
+            .collect()
+    }
+
+    /// Makes `moves`, batched per (from, to) pair.
+    fn run(
+        &self,
+        moves: &[SlotMove],
+        batch_slots: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<MovesDone> {
+        let mut done = MovesDone::default();
+        let mut by_pair: std::collections::BTreeMap<(u8, u8), Vec<u32>> = Default::default();
+        for m in moves {
+            by_pair.entry((m.from, m.to)).or_default().push(m.slot);
+        }
+        let total = moves.len() as u64;
+        progress(0, total);
+        for ((from, to), slots) in by_pair {
+            for batch in slots.chunks(batch_slots.max(1)) {
+                let r = self.batch(from, to, batch)?;
+                done.batches += 1;
+                done.slots += batch.len() as u64;
+                done.vertices += r.vertices;
+                done.keys += r.keys;
+                done.bytes += r.bytes;
+                progress(done.slots, total);
+            }
+        }
+        done.table_epoch = self.table()?.1.epoch();
+        Ok(done)
+    }
+
+    /// One batch from `from` to `to` (see the module doc).
+    fn batch(&self, from: u8, to: u8, slots: &[u32]) -> Result<MoveReply> {
+        let t0 = Instant::now();
+        let guarded = self.step(from, MoveStep::Guard, to, slots, &[], Vec::new());
+        let taken = guarded.and_then(|g| self.step(to, MoveStep::Take, from, slots, &[], g.listed));
+        let committed = taken.and_then(|r| {
+            let (raw, table) = self.table()?;
+            let moves: Vec<SlotMove> = slots
+                .iter()
+                .map(|&slot| SlotMove { slot, from, to })
+                .collect();
+            let next = table.after(&moves).map_err(|e| err(e.to_string()))?;
+            if !self
+                .etcd
+                .slots_swap(&raw, &next.encode())
+                .map_err(|e| err(format!("committing the table in etcd: {e}")))?
+            {
+                return Err(err(
+                    "the table in etcd changed under the move (another mover?)",
+                ));
+            }
+            Ok((r, next))
+        });
+        match committed {
+            Ok((r, next)) => {
+                // Past the point of no return: the batch is B's.
+                self.install(&next, &[from, to])?;
+                tracing::info!(
+                    from,
+                    to,
+                    slots = slots.len(),
+                    vertices = r.vertices,
+                    keys = r.keys,
+                    bytes = r.bytes,
+                    table_epoch = next.epoch(),
+                    elapsed_ms = t0.elapsed().as_millis() as u64,
+                    "slots moved"
+                );
+                Ok(r)
+            }
+            Err(e) => {
+                let back = self
+                    .step(from, MoveStep::Release, to, slots, &[], Vec::new())
+                    .and_then(|_| self.step(to, MoveStep::Forget, from, slots, &[], Vec::new()));
+                match back {
+                    Ok(_) => Err(err(format!("{e}; the batch was rolled back"))),
+                    Err(b) => Err(err(format!(
+                        "{e}; rolling the batch back failed too ({b}): run the command again to finish it"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// Parses a slot list: `0-99,200,300-310`.
+pub fn parse_slots(s: &str, slots_max: u32) -> std::result::Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let num = |x: &str| {
+            x.parse::<u32>()
+                .map_err(|_| format!("{part:?}: {x:?} is not a slot number"))
+        };
+        let (a, b) = (num(a)?, num(b)?);
+        if a > b || b >= slots_max {
+            return Err(format!(
+                "{part:?}: slots run 0..{} and a range goes up",
+                slots_max - 1
+            ));
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        return Err("no slots given".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_slots;
+
+    #[test]
+    fn slot_lists_parse_and_bad_ones_say_why() {
+        assert_eq!(parse_slots("3,0-2,2", 16).unwrap(), vec![0, 1, 2, 3]);
+        assert!(parse_slots("5-3", 16).unwrap_err().contains("5-3"));
+        assert!(parse_slots("16", 16).unwrap_err().contains("0..15"));
+        assert!(parse_slots("x", 16).unwrap_err().contains("not a slot"));
+        assert!(parse_slots("", 16).is_err());
+    }
+}

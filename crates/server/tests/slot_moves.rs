@@ -1,0 +1,402 @@
+//! Slot moves between running servers (issue 59, `locus_server::moves`):
+//! three servers over loopback TCP with `[durability]` and a real etcd, a
+//! writer inserting unique edges and readers checking every acknowledged
+//! insert while batches of slots move from server to server; then every
+//! server restarts from its log and everything acknowledged is still there,
+//! homed where etcd's table says. A batch given up before its commit is
+//! rolled back (its old home takes back what it handed over), and one left
+//! in flight by a driver that died is settled by the next run.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use locus_client::proto::{MoveStep, Reply, Request};
+use locus_client::{Client, ClientConfig};
+use locus_fabric::auth::Secret;
+use locus_membership::{Etcd, Membership};
+use locus_server::config::{DurabilitySection, EtcdSection};
+use locus_server::moves::Mover;
+use locus_server::{ClusterFile, Server};
+
+const SECRET: &str = "slot moves test secret";
+const SLOTS: u32 = 32;
+const VERTICES: u32 = 400;
+/// Neighbours of the setup's lists (over 16: several parts each).
+const DEGREE: u32 = 40;
+/// The first vertex the creator makes.
+const NEW_VERTICES: u32 = 10_000;
+
+/// `checkpoint_s`: how often each server checkpoints (an hour: a restart
+/// replays the whole log, SLOT_IN and SLOT_OUT records included).
+fn cluster_file(
+    etcd: &Etcd,
+    dir: &std::path::Path,
+    prefix: &str,
+    checkpoint_s: u64,
+) -> ClusterFile {
+    let mut f = common::small_cluster(SECRET, 3);
+    f.etcd = Some(EtcdSection {
+        endpoints: vec![etcd.endpoint()],
+        prefix: prefix.into(),
+        lease_ttl_s: 2,
+    });
+    f.durability = Some(DurabilitySection {
+        dir: dir.join("data"),
+        sync: "always".into(),
+        checkpoint_interval_s: checkpoint_s,
+        ..DurabilitySection::default()
+    });
+    f.store.slots = Some(SLOTS);
+    f.store.part_neighbors_max = 16;
+    f.validate().unwrap();
+    f
+}
+
+/// etcd, a directory, three servers started on them, and every vertex put
+/// with its initial list.
+fn setup(prefix: &str, checkpoint_s: u64) -> (Etcd, tempfile::TempDir, ClusterFile, Vec<Server>) {
+    let etcd = Etcd::start_temp().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster_file(&etcd, dir.path(), prefix, checkpoint_s);
+    let servers = start(&file);
+    let c = client(&file);
+    for v in 0..VERTICES {
+        c.put(v, &initial(v)).unwrap();
+    }
+    (etcd, dir, file, servers)
+}
+
+fn membership(file: &ClusterFile) -> Membership {
+    Membership::connect(&file.etcd.as_ref().unwrap().config()).unwrap()
+}
+
+fn start(file: &ClusterFile) -> Vec<Server> {
+    let hs: Vec<_> = (0..3u8)
+        .map(|id| {
+            let f = file.clone();
+            std::thread::spawn(move || Server::start(f, id).unwrap())
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+fn client(file: &ClusterFile) -> Client {
+    Client::new(
+        file.servers.iter().map(|s| s.client).collect(),
+        ClientConfig {
+            secret: Some(Secret::new(SECRET).unwrap()),
+            deadline: Duration::from_secs(30),
+            ..ClientConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+fn initial(v: u32) -> Vec<u32> {
+    (0..DEGREE).map(|i| (v + i + 1) % VERTICES).collect()
+}
+
+/// The edges each vertex must have: its initial list and every insert
+/// acknowledged so far.
+type Acked = Arc<Mutex<HashMap<u32, Vec<u32>>>>;
+
+fn check_all(c: &Client, acked: &Acked, what: &str) {
+    let acked = acked.lock().unwrap().clone();
+    for v in 0..VERTICES {
+        let got: HashSet<u32> = c
+            .neighbors(v, 0)
+            .unwrap_or_else(|e| panic!("{what}: vertex {v}: {e}"))
+            .into_iter()
+            .collect();
+        for u in initial(v).iter().chain(acked.get(&v).into_iter().flatten()) {
+            assert!(got.contains(u), "{what}: vertex {v} lost its edge to {u}");
+        }
+    }
+}
+
+#[test]
+fn slots_move_between_servers_under_writes_and_survive_a_restart() {
+    let (_etcd, _dir, file, servers) = setup("/slot-moves", 3600);
+    let (c, m) = (client(&file), membership(&file));
+
+    // A writer inserts unique edges; readers check that every insert
+    // acknowledged before their read began is there.
+    let acked: Acked = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (c, acked, stop, failed) = (client(&file), acked.clone(), stop.clone(), failed.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let v = (i * 7919) % VERTICES;
+                let u = 1_000_000 + i;
+                match c.insert_edge(v, u) {
+                    Ok(true) => acked.lock().unwrap().entry(v).or_default().push(u),
+                    Ok(false) => panic!("a unique edge {v}->{u} was already there"),
+                    // Slower, never wrong: a failed insert is not acknowledged.
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                i += 1;
+            }
+            c.routing()
+        })
+    };
+    // A creator puts new vertices (keys that did not exist when the move
+    // listed its batch: the guard keeps them from being made at the old home).
+    let created: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let creator = {
+        let (c, created, stop, failed) =
+            (client(&file), created.clone(), stop.clone(), failed.clone());
+        std::thread::spawn(move || {
+            let mut v = NEW_VERTICES;
+            while !stop.load(Ordering::Relaxed) {
+                match c.put(v, &[v + 1, v + 2]) {
+                    Ok(()) => created.lock().unwrap().push(v),
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                v += 1;
+            }
+        })
+    };
+    let reader = {
+        let (c, acked, stop, failed) = (client(&file), acked.clone(), stop.clone(), failed.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            let mut v = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                v = (v + 13) % VERTICES;
+                let must: Vec<u32> = acked.lock().unwrap().get(&v).cloned().unwrap_or_default();
+                match c.neighbors(v, 0) {
+                    Ok(got) => {
+                        let got: HashSet<u32> = got.into_iter().collect();
+                        for u in initial(v).iter().chain(&must) {
+                            assert!(got.contains(u), "a read of {v} during moves misses {u}");
+                        }
+                        reads += 1;
+                    }
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            reads
+        })
+    };
+
+    let mover = Mover::new(&c, &m);
+    // Every slot of servers 0 and 1 with an even number to server 2, four
+    // at a time; then half of them on to server 0.
+    let (_, t0) = mover.table().unwrap();
+    let away: Vec<u32> = (0..SLOTS)
+        .filter(|&s| s % 2 == 0 && t0.owner_of_slot(s) != Some(2))
+        .collect();
+    let mut seen = Vec::new();
+    let done = mover
+        .move_slots(&away, 2, 4, &mut |d, t| seen.push((d, t)))
+        .unwrap();
+    assert_eq!(done.slots, away.len() as u64);
+    assert!(
+        done.keys > 0 && done.vertices > 0 && done.bytes > 0,
+        "{done:?}"
+    );
+    assert_eq!(seen.last(), Some(&(away.len() as u64, away.len() as u64)));
+    let back: Vec<u32> = away.iter().copied().filter(|s| s % 4 == 0).collect();
+    mover.move_slots(&back, 0, 2, &mut |_, _| {}).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let routing = writer.join().unwrap();
+    creator.join().unwrap();
+    let reads = reader.join().unwrap();
+    assert!(reads > 0);
+    eprintln!(
+        "moves: {done:?}; writer {routing:?}; {reads} reads checked; {} failed operations",
+        failed.load(Ordering::Relaxed)
+    );
+
+    // etcd's table says where every slot went, and every server holds it.
+    let (_, t) = mover.table().unwrap();
+    assert_eq!(
+        t.epoch(),
+        t0.epoch() + done.batches + back.len().div_ceil(2) as u64
+    );
+    for s in 0..SLOTS {
+        let want = if back.contains(&s) {
+            0
+        } else if away.contains(&s) {
+            2
+        } else {
+            t0.owner_of_slot(s).unwrap()
+        };
+        assert_eq!(t.owner_of_slot(s), Some(want), "slot {s}");
+    }
+    for s in &servers {
+        assert_eq!(s.store().homes().table(), t);
+    }
+    check_all(&c, &acked, "after the moves");
+    let created = created.lock().unwrap().clone();
+    assert!(!created.is_empty());
+    let check_created = |c: &Client, what: &str| {
+        for &v in &created {
+            assert_eq!(
+                c.neighbors(v, 0)
+                    .unwrap_or_else(|e| panic!("{what}: created vertex {v}: {e}")),
+                vec![v + 1, v + 2],
+                "{what}: vertex {v}"
+            );
+        }
+    };
+    check_created(&c, "after the moves");
+
+    // Every server restarts from its log (and checkpoints) alone (the
+    // client goes first: its connections hold the servers' logs open).
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+    let servers = start(&file);
+    let c = client(&file);
+    check_all(&c, &acked, "after a restart of every server");
+    check_created(&c, "after a restart of every server");
+    for v in 0..VERTICES {
+        assert_eq!(c.locate(v).unwrap().home, t.owner_of(v), "vertex {v}");
+    }
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+}
+
+fn step(c: &Client, id: u8, step: MoveStep, peer: u8, slots: &[u32], keys: Vec<u64>) -> Reply {
+    c.call(
+        id,
+        &Request::Move {
+            step,
+            peer,
+            slots: slots.to_vec(),
+            table: Vec::new(),
+            keys,
+        },
+        None,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_batch_left_in_flight_is_rolled_back_by_the_next_run() {
+    let (_etcd, _dir, file, servers) = setup("/slot-moves-rollback", 1);
+    let (c, m) = (client(&file), membership(&file));
+    let mover = Mover::new(&c, &m);
+    let (_, t0) = mover.table().unwrap();
+    // A driver guards slot 0 at its owner, has it taken over at server 2,
+    // and dies before the commit.
+    let a = t0.owner_of_slot(0).unwrap();
+    assert_ne!(a, 2);
+    let Reply::Move(g) = step(&c, a, MoveStep::Guard, 2, &[0], Vec::new()) else {
+        panic!("guard")
+    };
+    assert!(!g.listed.is_empty());
+    let Reply::Move(r) = step(&c, 2, MoveStep::Take, a, &[0], g.listed.clone()) else {
+        panic!("take")
+    };
+    assert_eq!(r.keys as usize, g.listed.len());
+    // Meanwhile: reads of the slot's vertices are answered (from server 2's
+    // copy, which no update can change while A guards the slot), updates
+    // are refused, naming the new home (the client gives up after its
+    // bounded retries, since nothing commits).
+    let v0 = (0..VERTICES).find(|&v| v % SLOTS == 0).unwrap();
+    let want: HashSet<u32> = initial(v0).into_iter().collect();
+    let got: HashSet<u32> = c.neighbors(v0, 0).unwrap().into_iter().collect();
+    assert_eq!(got, want);
+    let e = c.insert_edge(v0, 999_999).unwrap_err();
+    assert!(
+        e.to_string().contains("WRONG_HOME") || e.to_string().contains("wrong"),
+        "{e}"
+    );
+    // The next run settles it: server 2 hands every key back, A serves again.
+    assert_eq!(mover.settle().unwrap(), 1);
+    let Reply::Move(st) = step(&c, a, MoveStep::Status, 0, &[], Vec::new()) else {
+        panic!("status")
+    };
+    assert!(st.in_flight.is_empty(), "{:?}", st.in_flight);
+    assert!(c.insert_edge(v0, 999_999).unwrap());
+    check_all(
+        &c,
+        &Arc::new(Mutex::new(HashMap::from([(v0, vec![999_999])]))),
+        "after the rollback",
+    );
+    assert_eq!(mover.table().unwrap().1, t0, "nothing committed");
+    // And the rolled-back batch is gone from server 2's log: a restart of
+    // every server serves the same, from the old homes.
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+    let servers = start(&file);
+    let c = client(&file);
+    check_all(
+        &c,
+        &Arc::new(Mutex::new(HashMap::from([(v0, vec![999_999])]))),
+        "after a restart",
+    );
+    assert_eq!(c.locate(v0).unwrap().home, a);
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+}
+
+#[test]
+fn a_new_home_that_dies_before_the_commit_leaves_the_old_home_serving() {
+    let (_etcd, _dir, file, mut servers) = setup("/slot-moves-b-dies", 3600);
+    let (c, m) = (client(&file), membership(&file));
+    let mover = Mover::new(&c, &m);
+    let (_, t0) = mover.table().unwrap();
+    let a = t0.owner_of_slot(0).unwrap();
+    let Reply::Move(g) = step(&c, a, MoveStep::Guard, 2, &[0], Vec::new()) else {
+        panic!("guard")
+    };
+    let Reply::Move(r) = step(&c, 2, MoveStep::Take, a, &[0], g.listed.clone()) else {
+        panic!("take")
+    };
+    assert!(r.keys > 0);
+    // Server 2 dies holding the only copies of the slot's keys (A's words
+    // say MOVED(2)). Its lease ends; A puts them back from its own log
+    // (design M1), so the slot reads right while server 2 is down.
+    servers.pop().unwrap().stop();
+    let v0 = (0..VERTICES).find(|&v| v % SLOTS == 0).unwrap();
+    let t = std::time::Instant::now();
+    let got = loop {
+        match c.neighbors(v0, 0) {
+            Ok(l) => break l,
+            Err(e) if t.elapsed() < Duration::from_secs(30) => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("vertex {v0} unreadable 30 s after server 2 died: {e}"),
+        }
+    };
+    assert_eq!(got, initial(v0));
+    // The next run rolls the batch back at A (server 2 forgets it at its
+    // restart: its replay drops the slots it does not own).
+    assert_eq!(mover.settle().unwrap(), 1);
+    assert!(c.insert_edge(v0, 999_999).unwrap());
+    let restarted = Server::start(file.clone(), 2).unwrap();
+    let acked = Arc::new(Mutex::new(HashMap::from([(v0, vec![999_999])])));
+    check_all(&c, &acked, "after server 2 came back");
+    assert_eq!(c.locate(v0).unwrap().home, a);
+    assert_eq!(mover.table().unwrap().1, t0, "nothing committed");
+    drop(c);
+    restarted.stop();
+    for s in servers {
+        s.stop();
+    }
+}
