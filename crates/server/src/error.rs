@@ -93,6 +93,9 @@ pub enum ServerError {
     /// Membership on etcd (`locus-membership`) failed.
     #[error("membership: {0}")]
     Membership(String),
+    /// A slot move could not be made (`crate::moves`).
+    #[error("slot move: {0}")]
+    Move(String),
 }
 
 impl ServerError {

@@ -52,7 +52,15 @@ pub struct Mover<'a> {
 }
 
 fn err(what: impl std::fmt::Display) -> ServerError {
-    ServerError::Membership(format!("slot move: {what}"))
+    ServerError::Move(what.to_string())
+}
+
+/// The text of a move error without its prefix (to wrap it in another).
+fn bare(e: &ServerError) -> String {
+    match e {
+        ServerError::Move(m) => m.clone(),
+        e => e.to_string(),
+    }
 }
 
 impl<'a> Mover<'a> {
@@ -92,6 +100,22 @@ impl<'a> Mover<'a> {
             Ok(Reply::Move(m)) => Ok(m),
             Ok(other) => Err(err(format!("server {id} answered {step:?} with {other:?}"))),
             Err(e) => Err(err(format!("{step:?} at server {id}: {e}"))),
+        }
+    }
+
+    /// Refuses a move to a server that does not answer.
+    fn check_target(&self, to: u8) -> Result<()> {
+        if to as usize >= self.client.machines() {
+            return Err(err(format!(
+                "no server {to} in a cluster of {}",
+                self.client.machines()
+            )));
+        }
+        match self.client.ping(to) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(err(format!(
+                "server {to} does not answer ({e}); slots move only to servers that are up"
+            ))),
         }
     }
 
@@ -195,12 +219,7 @@ impl<'a> Mover<'a> {
         batch_slots: usize,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<MovesDone> {
-        if to as usize >= self.client.machines() {
-            return Err(err(format!(
-                "no server {to} in a cluster of {}",
-                self.client.machines()
-            )));
-        }
+        self.check_target(to)?;
         let settled = self.settle()?;
         let (_, table) = self.table()?;
         let mut moves = Vec::new();
@@ -334,13 +353,18 @@ impl<'a> Mover<'a> {
                 Ok(r)
             }
             Err(e) => {
-                let back = self
-                    .step(from, MoveStep::Release, to, slots, &[], Vec::new())
-                    .and_then(|_| self.step(to, MoveStep::Forget, from, slots, &[], Vec::new()));
-                match back {
-                    Ok(_) => Err(err(format!("{e}; the batch was rolled back"))),
+                let e = bare(&e);
+                match self.step(from, MoveStep::Release, to, slots, &[], Vec::new()) {
+                    Ok(_) => {
+                        // A target that is down forgets at its restart (M3).
+                        if let Err(f) = self.step(to, MoveStep::Forget, from, slots, &[], Vec::new()) {
+                            tracing::warn!(server = to, "the rolled-back batch is not forgotten yet: {f}");
+                        }
+                        Err(err(format!("{e}; the batch was rolled back")))
+                    }
                     Err(b) => Err(err(format!(
-                        "{e}; rolling the batch back failed too ({b}): run the command again to finish it"
+                        "{e}; rolling the batch back failed too ({}): run the command again to finish it",
+                        bare(&b)
                     ))),
                 }
             }
