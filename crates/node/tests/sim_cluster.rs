@@ -26,6 +26,12 @@
 //! a sync skipped, the log not replayed) shows as a later read without it,
 //! and a fenced node's stale read as a read from the past.
 //!
+//! A second test runs the same with a mover (`sim_cluster/mover.rs`):
+//! slots move between the nodes by the MOVE steps `locus cluster move`
+//! sends, committed in the shared table (etcd's `P/slots` stand-in) that
+//! clients update by and a restarted node starts with, or rolled back when
+//! a node of the batch died first.
+//!
 //! `LOCUS_SIM_SEED=N` replays one seed; `LOCUS_SIM_SEEDS=K` runs K seeds
 //! (default [`SEEDS_DEFAULT`]); a failure starts with `seed N:`.
 
@@ -33,6 +39,8 @@
 mod coordinator;
 #[path = "sim_cluster/membership.rs"]
 mod membership;
+#[path = "sim_cluster/mover.rs"]
+mod mover;
 #[path = "sim_cluster/nemesis.rs"]
 mod nemesis;
 
@@ -50,7 +58,7 @@ use locus_node::config::{DurabilitySection, NodeConfig, RecoverySection, StoreSe
 use locus_node::member::{self, MembershipStore};
 use locus_node::node::RunsOn;
 use locus_node::{LogParts, Node, NodeParts, Session};
-use locus_store::{home_of, Key, VertexId};
+use locus_store::{home_of, Key, SlotTable, VertexId};
 use locus_wal::{Crash, MemStorage};
 use locus_workloads::history::{check_all, Call, Event, Ret};
 
@@ -150,6 +158,9 @@ struct Shared {
     /// What each client and the nemesis is doing (shown when a run fails).
     doing: Mutex<Vec<String>>,
     nemesis_done: std::sync::atomic::AtomicBool,
+    /// The committed slot table (etcd's `P/slots`): clients update by it,
+    /// the mover commits moves in it, a node starts with it.
+    table: Mutex<SlotTable>,
 }
 
 impl Shared {
@@ -173,6 +184,8 @@ struct Coverage {
     moved: u64,
     checkpoint_failures: u64,
     steps: u64,
+    slot_moves: u64,
+    slot_moves_rolled_back: u64,
 }
 
 impl Coverage {
@@ -190,6 +203,8 @@ impl Coverage {
         self.moved += o.moved;
         self.checkpoint_failures += o.checkpoint_failures;
         self.steps += o.steps;
+        self.slot_moves += o.slot_moves;
+        self.slot_moves_rolled_back += o.slot_moves_rolled_back;
     }
 }
 
@@ -228,6 +243,12 @@ impl Shared {
             counters: None,
         })
         .map_err(|e| format!("m{m}: create: {e}"))?;
+        // The committed table before the replay, as a server adopts etcd's.
+        created
+            .store()
+            .homes()
+            .install(&self.table.lock().unwrap())
+            .map_err(|e| format!("m{m}: table: {e}"))?;
         let mut w = created
             .store()
             .worker(m)
@@ -335,7 +356,7 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
                         vertex: v,
                         neighbor: u,
                     },
-                    home_of(v, MACHINES),
+                    s.table.lock().unwrap().owner_of(v),
                 )
             }
             4 if !inserted.is_empty() => {
@@ -346,7 +367,7 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
                         vertex: v,
                         neighbor: u,
                     },
-                    home_of(v, MACHINES),
+                    s.table.lock().unwrap().owner_of(v),
                 )
             }
             _ => (
@@ -491,7 +512,7 @@ fn service(f: &SimFabric, s: &Shared, m: MachineId, clients: usize) {
     s.coverage.lock().unwrap().add(&cov);
 }
 
-fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
+fn simulate(seed: u64, moves: bool) -> Result<(Vec<Vec<Event>>, Coverage), String> {
     let mut sim = Sim::new(SimConfig {
         machines: MACHINES,
         seed,
@@ -522,6 +543,10 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
         stats: DriverStats::default(),
         doing: Mutex::new(vec![String::new(); MACHINES * CLIENTS_PER_NODE + 1]),
         nemesis_done: std::sync::atomic::AtomicBool::new(false),
+        table: Mutex::new(
+            SlotTable::uniform(node_config().store.store_config().slots, MACHINES as u16)
+                .map_err(|e| format!("seed {seed}: {e}"))?,
+        ),
     };
     // Setup, outside the run: every node created first (each needs its
     // peers' regions to recover), then recovered, then the lists loaded.
@@ -577,10 +602,15 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
             r => return Err(format!("seed {seed}: setup put of {v}: {r:?}")),
         }
     }
-    let clients = MACHINES * CLIENTS_PER_NODE;
+    // The mover counts as a client: services serve until it is done too.
+    let clients = MACHINES * CLIENTS_PER_NODE + usize::from(moves);
     let mut actors: Vec<Actor> = Vec::new();
     let s = &shared;
-    for id in 0..clients {
+    if moves {
+        let rng = fabric.rng(777);
+        actors.push(Box::new(move |f: &SimFabric| mover::mover(f, s, rng)));
+    }
+    for id in 0..MACHINES * CLIENTS_PER_NODE {
         let rng = fabric.rng(id as u64);
         actors.push(Box::new(move |f: &SimFabric| {
             client(f, s, id, rng);
@@ -603,7 +633,7 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
         for (who, what) in shared.doing.lock().unwrap().iter().enumerate() {
             msg.push_str(&format!(
                 "\n  {}: {what}",
-                if who == clients {
+                if who == MACHINES * CLIENTS_PER_NODE {
                     "nemesis".to_string()
                 } else {
                     format!("client {who}")
@@ -658,8 +688,8 @@ fn simulate(seed: u64) -> Result<(Vec<Vec<Event>>, Coverage), String> {
     Ok((histories, coverage))
 }
 
-fn run_seed(seed: u64) -> Result<Coverage, String> {
-    let (histories, coverage) = simulate(seed)?;
+fn run_seed(seed: u64, moves: bool) -> Result<Coverage, String> {
+    let (histories, coverage) = simulate(seed, moves)?;
     check_all(seed, &histories, initial_list)?;
     Ok(coverage)
 }
@@ -671,8 +701,9 @@ fn env_u64(name: &str) -> Option<u64> {
     })
 }
 
-#[test]
-fn a_cluster_of_nodes_survives_a_crash_or_a_lost_lease_with_every_history_linearizable() {
+/// Runs the seeds (`LOCUS_SIM_SEED`, `LOCUS_SIM_SEEDS`), with or without
+/// slot moves; panics with the first failure; returns what they exercised.
+fn run_seeds(moves: bool) -> Option<Coverage> {
     let seeds: Vec<u64> = match env_u64("LOCUS_SIM_SEED") {
         Some(s) => vec![s],
         None => (0..env_u64("LOCUS_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT)).collect(),
@@ -680,7 +711,7 @@ fn a_cluster_of_nodes_survives_a_crash_or_a_lost_lease_with_every_history_linear
     let mut total = Coverage::default();
     let mut failures = Vec::new();
     for &seed in &seeds {
-        match run_seed(seed) {
+        match run_seed(seed, moves) {
             Ok(c) => total.add(&c),
             Err(e) => {
                 failures.push(seed);
@@ -694,9 +725,14 @@ fn a_cluster_of_nodes_survives_a_crash_or_a_lost_lease_with_every_history_linear
         }
     }
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
-    eprintln!("{} seeds: {total:?}", seeds.len());
-    if seeds.len() >= 50 {
-        // What this test is for was reached.
+    eprintln!("{} seeds (moves: {moves}): {total:?}", seeds.len());
+    // Enough seeds for what the test is for to be reached.
+    (seeds.len() >= 50).then_some(total)
+}
+
+#[test]
+fn a_cluster_of_nodes_survives_a_crash_or_a_lost_lease_with_every_history_linearizable() {
+    if let Some(total) = run_seeds(false) {
         assert!(
             total.crashes > 0 && total.fenced > 0 && total.restarts > 0,
             "{total:?}"
@@ -708,11 +744,31 @@ fn a_cluster_of_nodes_survives_a_crash_or_a_lost_lease_with_every_history_linear
     }
 }
 
+/// The same, while a mover moves slots between the nodes (issue 59):
+/// batches guarded, taken over, committed and installed, or rolled back
+/// when a node of theirs died before the commit.
+#[test]
+fn slots_move_between_nodes_through_crashes_with_every_history_linearizable() {
+    if let Some(total) = run_seeds(true) {
+        assert!(
+            total.slot_moves > 0 && total.slot_moves_rolled_back > 0,
+            "{total:?}"
+        );
+        assert!(total.crashes > 0 && total.restarts > 0, "{total:?}");
+        assert!(total.unknown > 0 && total.acknowledged > 0, "{total:?}");
+    }
+}
+
 #[test]
 fn a_seed_replays_the_same_histories() {
     for seed in [5, 41] {
-        let a = simulate(seed).unwrap().0;
-        let b = simulate(seed).unwrap().0;
-        assert_eq!(a, b, "seed {seed} ran two different histories");
+        for moves in [false, true] {
+            let a = simulate(seed, moves).unwrap().0;
+            let b = simulate(seed, moves).unwrap().0;
+            assert_eq!(
+                a, b,
+                "seed {seed} (moves: {moves}) ran two different histories"
+            );
+        }
     }
 }

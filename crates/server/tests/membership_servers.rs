@@ -116,6 +116,17 @@ fn a_restarted_server_rejoins_at_a_higher_epoch_and_survivors_follow() {
         "failed only after {:?}",
         t0.elapsed()
     );
+    // The fabric may mark the peer down (a failed connection) before the
+    // membership watch's event is handled: wait for the event.
+    wait_for(
+        "server 0 handles the PeerDown event of server 2",
+        Duration::from_secs(20),
+        || {
+            let st = client.stats(0).unwrap();
+            let m = &st["membership"];
+            m["peer_down"].as_u64().unwrap_or(0) >= 1 && m["hook_calls"].as_u64().unwrap_or(0) >= 1
+        },
+    );
     let st = client.stats(0).unwrap();
     let m = &st["membership"];
     assert_eq!(m["epoch"], 1, "{m}");

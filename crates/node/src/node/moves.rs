@@ -88,7 +88,7 @@ impl<F: Fabric> Node<F> {
                     self.move_install(w, &t)
                 }
                 MoveStep::Release => self.move_release(w, slots, peer),
-                MoveStep::Forget => self.move_forget(slots),
+                MoveStep::Forget => self.move_forget(w, slots),
                 MoveStep::Status => Ok(MoveReport::default()),
                 MoveStep::Recall => self.move_recall(w, peer),
             }
@@ -374,7 +374,7 @@ impl<F: Fabric> Node<F> {
     /// B: forgets a batch A took back: logs SLOT_OUT so that a replay drops
     /// its SLOT_IN copies (they would be dropped anyway as slots of another
     /// server, M3; the record says it at once).
-    pub fn move_forget(&self, slots: &[u32]) -> Result<MoveReport> {
+    pub fn move_forget(&self, w: &mut Worker<Counting<F>>, slots: &[u32]) -> Result<MoveReport> {
         let table = self.store.homes().table();
         if let Some(s) = slots
             .iter()
@@ -390,9 +390,13 @@ impl<F: Fabric> Node<F> {
                 .and_then(|lsn| d.wait(lsn))
                 .map_err(|e| NodeError::Move(format!("SLOT_OUT could not be logged: {e}")))?;
         }
+        // Copies A did not take back (A restarted from its log meanwhile).
+        let set: HashSet<u32> = slots.iter().copied().collect();
+        let keys = w.drop_copies(&set)?;
         self.set_moving(slots, None);
         Ok(MoveReport {
             slots: slots.len() as u64,
+            keys,
             ..MoveReport::default()
         })
     }

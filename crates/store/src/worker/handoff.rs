@@ -254,6 +254,42 @@ impl<F: Fabric> Worker<F> {
         Ok(self.lookup_at(key, me)?.and_then(|s| moved_to(s.addr_word)))
     }
 
+    /// B, after a batch was rolled back while its old home was down (the
+    /// old home replayed its log and owns the keys again): empties this
+    /// machine's entries of `slots`, which it does not own, whose words
+    /// still name a copy here. Each word goes to 0 by CAS and the block is
+    /// retired for the reclaim lease (a reader that followed a MOVED marker
+    /// and holds the word sees it invalid). Returns the entries emptied.
+    pub fn drop_copies(&mut self, slots: &HashSet<u32>) -> Result<u64> {
+        let me = self.machine;
+        let shared = Arc::clone(&self.shared);
+        let (kr, vr) = (self.keys_region(me), self.values_region(me));
+        let alloc = shared.alloc(me)?;
+        let mut dropped = 0;
+        for (k, w) in self.scan_table_entries(me, false)? {
+            let slot = shared.homes.slot_of(k.vertex());
+            if !slots.contains(&slot) || shared.homes.owner(k.vertex()) == me {
+                continue;
+            }
+            let Some(a) = Addr::decode(w).filter(|a| a.holder(me) == me) else {
+                continue;
+            };
+            let Some(found) = self.lookup_at(k, me)? else {
+                continue;
+            };
+            if found.addr_word != w {
+                continue;
+            }
+            if self.port.cas(me, kr, found.addr_offset, w, 0)? == w {
+                // Zero the header so a reader holding the word sees it invalid.
+                self.port.write_word(me, vr, a.offset_units() * 8, 0)?;
+                alloc.retire(a.offset_units(), a.size_units(), self.port.now_ns());
+                dropped += 1;
+            }
+        }
+        Ok(dropped)
+    }
+
     /// The keys of `slots` in machine `m`'s table (one-sided, one scan),
     /// keys without a value included.
     pub fn keys_in_slots(&mut self, m: MachineId, slots: &HashSet<u32>) -> Result<Vec<Key>> {

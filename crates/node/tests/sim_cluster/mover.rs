@@ -1,0 +1,117 @@
+//! The simulated twin's mover (issue 59): slot moves across the nodes by
+//! the steps `locus cluster move` sends (`Request::Move`), the table
+//! committed in the shared table (etcd's stand-in) and installed on every
+//! node that is up, a batch given up before its commit rolled back, while
+//! clients update by the table and the nemesis crashes a node; see
+//! `sim_cluster.rs`.
+
+use std::sync::atomic::Ordering;
+
+use locus_client::proto::{MoveReply, MoveStep, Reply, Request};
+use locus_fabric::sim::{SimFabric, SimRng};
+use locus_fabric::{Fabric, MachineId, Port};
+use locus_store::SlotMove;
+
+use super::{Coverage, Shared, MACHINES, NO_DEADLINE, VERTICES};
+
+/// Slot moves the mover tries in a run.
+const MOVES_PER_RUN: usize = 4;
+
+fn step(
+    s: &Shared,
+    at: MachineId,
+    step: MoveStep,
+    peer: MachineId,
+    slots: &[u32],
+    keys: Vec<u64>,
+) -> Option<MoveReply> {
+    let (node, _) = s.node(at)?;
+    let table = if step == MoveStep::Install {
+        s.table.lock().unwrap().encode()
+    } else {
+        Vec::new()
+    };
+    let mut sess = node.session();
+    match node.handle(
+        &mut sess,
+        Request::Move {
+            step,
+            peer,
+            slots: slots.to_vec(),
+            table,
+            keys,
+        },
+        NO_DEADLINE,
+    ) {
+        Reply::Move(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// Installs the committed table on every node that is up.
+fn install_everywhere(s: &Shared) {
+    for m in 0..MACHINES as MachineId {
+        let _ = step(s, m, MoveStep::Install, 0, &[], Vec::new());
+    }
+}
+
+/// Moves random slots of the vertices to random other nodes.
+pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
+    let mut port = f.port(0).expect("a port");
+    let mut cov = Coverage::default();
+    for _ in 0..MOVES_PER_RUN {
+        for _ in 0..rng.below(200) {
+            port.relax();
+        }
+        let slot = rng.below(u64::from(VERTICES)) as u32;
+        let table = s.table.lock().unwrap().clone();
+        let a = table.owner_of_slot(slot).expect("a slot of the table");
+        let b =
+            ((u64::from(a) + 1 + rng.below(MACHINES as u64 - 1)) % MACHINES as u64) as MachineId;
+        let slots = [slot];
+        let committed = (|| {
+            let gen_a = s.node(a)?.1;
+            let g = step(s, a, MoveStep::Guard, b, &slots, Vec::new())?;
+            let gen_b = s.node(b)?.1;
+            step(s, b, MoveStep::Take, a, &slots, g.listed)?;
+            // Both still the incarnations that guarded and took (no
+            // scheduling point from here to the commit): an A that
+            // restarted owns the slot again and may have served updates,
+            // a B that restarted dropped its copies.
+            if s.node(a)?.1 != gen_a || s.node(b)?.1 != gen_b {
+                return None;
+            }
+            let next = table
+                .after(&[SlotMove {
+                    slot,
+                    from: a,
+                    to: b,
+                }])
+                .expect("a move of the table's slot");
+            let mut t = s.table.lock().unwrap();
+            if *t != table {
+                return None;
+            }
+            *t = next;
+            Some(())
+        })();
+        match committed {
+            Some(()) => {
+                cov.slot_moves += 1;
+                install_everywhere(s);
+            }
+            None => {
+                // Given up before the commit: rolled back (a node that is
+                // down forgets at its restart, by its replay).
+                cov.slot_moves_rolled_back += 1;
+                let _ = step(s, a, MoveStep::Release, b, &slots, Vec::new());
+                let _ = step(s, b, MoveStep::Forget, a, &slots, Vec::new());
+            }
+        }
+    }
+    // A node that restarted after a commit took the table at its start;
+    // one that was down at an install gets it now.
+    install_everywhere(s);
+    s.coverage.lock().unwrap().add(&cov);
+    s.clients_done.fetch_add(1, Ordering::AcqRel);
+}
