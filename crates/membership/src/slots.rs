@@ -49,16 +49,26 @@ impl Membership {
             })
     }
 
-    /// Replaces the table by `new` if etcd still holds `expected` (a slot
-    /// move's commit point, design M-steps); returns whether it did.
-    pub fn slots_swap(&self, expected: &[u8], new: &[u8]) -> Result<bool> {
+    /// Replaces the table by `new` if etcd still holds `expected` and each
+    /// `(machine, epoch)` of `fences` is still that machine's last epoch
+    /// (no new incarnation of it started: a slot move's commit point,
+    /// docs/design.md "Moves across servers"); returns whether it did.
+    pub fn slots_swap(&self, expected: &[u8], new: &[u8], fences: &[(u8, u64)]) -> Result<bool> {
         let key = self.slots_key();
-        let txn = Txn::new()
-            .when([Compare::value(
-                key.clone(),
+        let mut when = vec![Compare::value(
+            key.clone(),
+            CompareOp::Equal,
+            expected.to_vec(),
+        )];
+        for &(m, epoch) in fences {
+            when.push(Compare::value(
+                self.key(&format!("epochs/{m:03}")),
                 CompareOp::Equal,
-                expected.to_vec(),
-            )])
+                epoch.to_string(),
+            ));
+        }
+        let txn = Txn::new()
+            .when(when)
             .and_then([TxnOp::put(key, new.to_vec(), None)]);
         let mut c = self.client.clone();
         let r = self.block("committing the slot table", c.txn(txn))?;

@@ -315,6 +315,15 @@ impl<'a> Mover<'a> {
     /// One batch from `from` to `to` (see the module doc).
     fn batch(&self, from: u8, to: u8, slots: &[u32]) -> Result<MoveReply> {
         let t0 = Instant::now();
+        // The incarnations that guard and take: the commit is refused if
+        // either restarted meanwhile (an A that restarted owns the slots
+        // again and may serve them; a B that restarted dropped its copies).
+        let epoch = |m: u8| {
+            self.etcd
+                .last_epoch(m)
+                .map_err(|e| err(format!("reading server {m}'s epoch: {e}")))
+        };
+        let fences = [(from, epoch(from)?), (to, epoch(to)?)];
         let guarded = self.step(from, MoveStep::Guard, to, slots, &[], Vec::new());
         let taken = guarded.and_then(|g| self.step(to, MoveStep::Take, from, slots, &[], g.listed));
         let committed = taken.and_then(|r| {
@@ -326,11 +335,11 @@ impl<'a> Mover<'a> {
             let next = table.after(&moves).map_err(|e| err(e.to_string()))?;
             if !self
                 .etcd
-                .slots_swap(&raw, &next.encode())
+                .slots_swap(&raw, &next.encode(), &fences)
                 .map_err(|e| err(format!("committing the table in etcd: {e}")))?
             {
                 return Err(err(
-                    "the table in etcd changed under the move (another mover?)",
+                    "the table in etcd changed under the move (another mover?), or server A or B restarted",
                 ));
             }
             Ok((r, next))

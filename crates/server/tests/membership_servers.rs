@@ -248,6 +248,20 @@ fn the_slot_table_lives_in_etcd_and_a_file_of_another_shape_is_refused() {
             to: 1,
         }])
         .unwrap();
+    // A move's commit (a swap of the table) is refused if the table is not
+    // the one expected, or a server of the move took a newer epoch (it
+    // restarted) since the move read it.
+    let e1 = m.last_epoch(1).unwrap();
+    assert!(!m.slots_swap(&next.encode(), &next.encode(), &[]).unwrap());
+    assert!(!m.slots_swap(&raw, &next.encode(), &[(1, e1 + 1)]).unwrap());
+    assert_eq!(m.slots_load().unwrap().unwrap(), raw, "nothing swapped");
+    assert!(m
+        .slots_swap(
+            &raw,
+            &next.encode(),
+            &[(0, m.last_epoch(0).unwrap()), (1, e1)]
+        )
+        .unwrap());
     let mut servers = servers;
     servers.pop().unwrap().stop();
     let put = |bytes: Vec<u8>| {
