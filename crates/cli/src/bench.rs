@@ -69,6 +69,10 @@ pub struct FaultsArgs {
     /// clock, printed first).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Move slots between the servers all along (a batch of 4 about every
+    /// second), through every fault.
+    #[arg(long)]
+    pub slot_moves: bool,
 }
 
 #[derive(Args, Debug)]
@@ -320,6 +324,7 @@ fn run_faults(a: FaultsArgs) -> CliResult {
     s.servers = a.servers;
     s.clients = a.clients;
     s.duration_s = a.duration_s;
+    s.slot_moves = a.slot_moves;
     let report = faults::run(&s, &Reporter::terminal())?;
     if let Some(dir) = &a.out {
         print_written(&report.write(dir)?);
@@ -339,6 +344,12 @@ fn run_faults(a: FaultsArgs) -> CliResult {
             report.checked.violations,
             report.probes_failed
         );
+        if let Some(m) = &report.slot_moves {
+            println!(
+                "  slot moves all along: {} batches committed ({} slots, {} vertices), {} failed, {} settled later",
+                m.committed, m.slots, m.vertices, m.failed, m.settled
+            );
+        }
         for w in &report.windows {
             println!(
                 "  {:>6}-{:<6} ms  {:<20} {:<40} availability {:>5.1}% of {:>5} ops  probe {}",

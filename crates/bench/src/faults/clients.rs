@@ -354,6 +354,10 @@ fn one(
     let (invoke, invoke_ns) = rec.tick();
     let r = client.call(server, &req, None);
     let (response, response_ns) = rec.tick();
+    if matches!(&r, Err(e) if e.code() == Some(ErrorCode::WrongHome)) {
+        // A slot moved: the next operation routes by the newer table.
+        let _ = client.refresh_slot_table(server);
+    }
     let (ret, outcome, two_hop) = classify(kind, r);
     if kind != OpKind::Read && kind != OpKind::TwoHop && matches!(outcome, Outcome::Unknown(_)) {
         window.unknown(v);

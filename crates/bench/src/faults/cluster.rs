@@ -201,6 +201,11 @@ impl LabCluster {
     }
 
     /// The lab.
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    /// The lab's network.
     pub fn lab(&self) -> &Netlab {
         &self.lab
     }

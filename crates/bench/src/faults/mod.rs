@@ -54,6 +54,9 @@ pub struct Settings {
     pub duration_s: u64,
     /// Seed of the schedule and the operation mix.
     pub seed: u64,
+    /// Slots move between the servers all along (issue 59), by
+    /// `locus_server::moves`, a batch of 4 slots about every second.
+    pub slot_moves: bool,
     /// The `locus` executable.
     #[serde(skip)]
     pub exe: PathBuf,
@@ -67,6 +70,7 @@ impl Settings {
             clients: 4,
             duration_s: 60,
             seed,
+            slot_moves: false,
             exe,
         }
     }
@@ -142,6 +146,15 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                 clients::run_client(i, s.clients, server, client, window, rec, s.seed, stop)
             });
         }
+        let mover = s.slot_moves.then(|| {
+            let (client, etcd, stop, note) = (
+                c.client(Duration::from_secs(10)),
+                c.membership().clone(),
+                &stop,
+                &note,
+            );
+            sc.spawn(move || mover(client, &etcd, s.seed, s.servers, stop, note))
+        });
         let plan_result = nemesis::run(&mut c, &plan, &rec, &note);
         // The rest of the duration, quiet.
         let end = Duration::from_secs(s.duration_s);
@@ -152,8 +165,10 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             }
         }
         stop.store(true, Ordering::SeqCst);
-        plan_result
+        let moves = mover.map(|m| m.join().expect("the mover does not panic"));
+        plan_result.map(|w| (w, moves))
     })?;
+    let (windows, moves) = windows;
     let ops_end_ms = rec.now_ns() / 1_000_000;
     // HEAL: every cut and delay off, every process back.
     r.note("heal: cuts and delays off, processes restarted, waiting for every server");
@@ -176,7 +191,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         drop_one_acked(&ops, &mut finals, r);
     }
     let checked = check::check(&ops, &finals, s.clients);
-    Ok(report::build(
+    let mut report = report::build(
         s,
         &ops,
         retries,
@@ -185,7 +200,73 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         migrations,
         ops_end_ms,
         window.exhausted.load(Ordering::SeqCst),
-    ))
+    );
+    report.slot_moves = moves.transpose()?;
+    Ok(report)
+}
+
+/// What the mover did.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SlotMoves {
+    /// Batches committed.
+    pub committed: u64,
+    /// Slots they moved.
+    pub slots: u64,
+    /// Vertices they moved.
+    pub vertices: u64,
+    /// Moves that failed (rolled back, or left for the next to settle).
+    pub failed: u64,
+    /// Batches an interrupted move left that a later one settled.
+    pub settled: u64,
+}
+
+/// Moves a batch of 4 slots of a random server to another about every
+/// second until `stop` (a failed move is counted and the next one settles
+/// what it left).
+fn mover(
+    client: Result<locus_client::Client>,
+    etcd: &locus_membership::Membership,
+    seed: u64,
+    servers: usize,
+    stop: &AtomicBool,
+    note: &dyn Fn(String),
+) -> Result<SlotMoves> {
+    use rand::{Rng, SeedableRng};
+    let client = client?;
+    let m = locus_server::moves::Mover::new(&client, etcd);
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed ^ 59);
+    let mut out = SlotMoves::default();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(rng.gen_range(500..1500)));
+        let Ok((_, table)) = m.table() else {
+            out.failed += 1;
+            continue;
+        };
+        let from = rng.gen_range(0..servers) as u8;
+        let to = ((from as usize + rng.gen_range(1..servers)) % servers) as u8;
+        let owned: Vec<u32> = (0..table.slots())
+            .filter(|&s| table.owner_of_slot(s) == Some(from))
+            .collect();
+        if owned.is_empty() {
+            continue;
+        }
+        let slots: Vec<u32> = (0..4)
+            .map(|_| owned[rng.gen_range(0..owned.len())])
+            .collect();
+        match m.move_slots(&slots, to, 4, &mut |_, _| {}) {
+            Ok(d) => {
+                out.committed += d.batches;
+                out.slots += d.slots;
+                out.vertices += d.vertices;
+                out.settled += d.settled;
+            }
+            Err(e) => {
+                out.failed += 1;
+                note(format!("slot move from server {from} to {to} failed: {e}"));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Loads every checked vertex with its marker, and each marker with its target.
@@ -228,9 +309,11 @@ fn final_reads(c: &LabCluster, rec: &Recorder, used: u32) -> Result<Vec<FinalRea
                 }
                 Err(e) => Err(e.to_string()),
             };
-            // A server that was just restarted may still refuse; bounded retries.
+            // A server that was just restarted may still refuse, or a slot
+            // moved (the table is fetched again); bounded retries.
             if list.is_err() && tries < 20 {
                 tries += 1;
+                let _ = client.refresh_slot_table(0);
                 std::thread::sleep(Duration::from_millis(250));
                 continue;
             }

@@ -73,6 +73,8 @@ pub struct Report {
     /// Throughput per 100 ms bin (operations that succeeded).
     #[serde(skip)]
     pub timeline: Vec<u64>,
+    /// Slot moves made all along (`--slot-moves`).
+    pub slot_moves: Option<super::SlotMoves>,
 }
 
 impl Report {
@@ -238,5 +240,6 @@ pub fn build(
         vertices_exhausted,
         ops_end_ms,
         timeline,
+        slot_moves: None,
     }
 }
