@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use locus_fabric::counting::Locality;
 use locus_node::progress::Reporter;
 use locus_rdf::sparql::{results, Answer, Engine, Trace};
@@ -15,7 +15,10 @@ use locus_rdf::sparql::{results, Answer, Engine, Trace};
 use crate::{CliResult, ClusterFlags};
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct SparqlArgs {
+    #[command(subcommand)]
+    pub command: Option<SparqlCommand>,
     /// N-Triples (or Turtle) file to load into an embedded cluster.
     #[arg(
         long,
@@ -44,6 +47,14 @@ pub struct SparqlArgs {
     pub cluster: ClusterFlags,
 }
 
+#[derive(Subcommand, Debug)]
+pub enum SparqlCommand {
+    /// Serve the SPARQL 1.1 Protocol over HTTP at /sparql: query by GET or
+    /// POST, update by POST; results as JSON, XML, CSV or TSV and graphs as
+    /// Turtle or N-Triples, by the Accept header or ?format=.
+    Serve(crate::sparql_serve::ServeArgs),
+}
+
 /// The SPARQL text of a `--query` value: the file it names, or itself.
 fn query_text(q: &str) -> CliResult<String> {
     match std::fs::read_to_string(q) {
@@ -54,6 +65,9 @@ fn query_text(q: &str) -> CliResult<String> {
 }
 
 pub fn run(a: SparqlArgs) -> CliResult {
+    if let Some(SparqlCommand::Serve(s)) = a.command {
+        return crate::sparql_serve::run(s);
+    }
     let texts = a
         .query
         .iter()

@@ -11,6 +11,7 @@
 
 mod eval;
 pub mod exec;
+pub mod protocol;
 mod query;
 pub mod results;
 
@@ -48,6 +49,36 @@ impl<F: Fabric> Source for Worker<F> {
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
         self.neighbors(key, usize::MAX, out)?;
         Ok(())
+    }
+}
+
+/// A time limit shared by the [`Timed`] sources of one engine: the instant
+/// a query must be done by and the limit it came from (for the message).
+pub type Clock = std::rc::Rc<std::cell::Cell<Option<(std::time::Instant, u64)>>>;
+
+/// A [`Source`] that fails every read past its clock's deadline, so a query
+/// stops at its next store read once over its time (a decorator: the inner
+/// source reads). Work between reads is bounded by the engine's `rows_max`.
+pub struct Timed<S> {
+    inner: S,
+    clock: Clock,
+}
+
+impl<S> Timed<S> {
+    /// `inner`, limited by `clock` (no limit while it holds `None`).
+    pub fn new(inner: S, clock: Clock) -> Self {
+        Timed { inner, clock }
+    }
+}
+
+impl<S: Source> Source for Timed<S> {
+    fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
+        if let Some((deadline, ms)) = self.clock.get() {
+            if std::time::Instant::now() >= deadline {
+                return Err(RdfError::Timeout { ms });
+            }
+        }
+        self.inner.list(key, out)
     }
 }
 
