@@ -35,6 +35,11 @@ pub struct SparqlArgs {
     /// repeated: the data is loaded once and each query answered in turn.
     #[arg(long, value_name = "FILE|TEXT", required = true)]
     pub query: Vec<String>,
+    /// A SPARQL update (a file holding it, or the text itself) run on the
+    /// embedded store before the queries (--data only; the file is not
+    /// written). May be repeated.
+    #[arg(long, value_name = "FILE|TEXT", conflicts_with = "cluster_file")]
+    pub update: Vec<String>,
     /// Print W3C SPARQL 1.1 Query Results JSON instead of a table (with
     /// several --query, a JSON array of one such document per query).
     #[arg(long)]
@@ -55,7 +60,7 @@ pub enum SparqlCommand {
     Serve(crate::sparql_serve::ServeArgs),
 }
 
-/// The SPARQL text of a `--query` value: the file it names, or itself.
+/// The SPARQL text of a `--query` or `--update` value: the file it names, or itself.
 fn query_text(q: &str) -> CliResult<String> {
     match std::fs::read_to_string(q) {
         Ok(t) => Ok(t),
@@ -85,7 +90,22 @@ pub fn run(a: SparqlArgs) -> CliResult {
         .data
         .as_ref()
         .expect("clap requires --data without --cluster");
-    let l = crate::rdf::load_file(data, &a.cluster, reporter)?;
+    let mut l = crate::rdf::load_file(data, &a.cluster, reporter)?;
+    for u in &a.update {
+        let text = query_text(u)?;
+        let mut readers = l.rdf.workers()?;
+        let mut writers = l.rdf.workers()?;
+        let r = l
+            .rdf
+            .update(
+                &text,
+                &mut readers,
+                &mut writers,
+                locus_rdf::sparql::ROWS_MAX,
+            )
+            .map_err(|e| format!("--update {u}: {e}"))?;
+        eprintln!("{r}");
+    }
     let mut engine = Engine::new(&l.rdf)?;
     answer_each(&a, &texts, "machine", |text| {
         let before = l.fabric.counters().total();

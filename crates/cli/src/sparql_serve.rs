@@ -23,7 +23,9 @@ const TOKEN_ENV: &str = "LOCUS_SPARQL_TOKEN";
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// N-Triples (or Turtle) file to load into an embedded cluster and serve.
+    /// N-Triples (or Turtle) file to load into an embedded cluster and serve
+    /// (SPARQL Update by POST changes that store, in memory: the file is not
+    /// written).
     #[arg(
         long,
         value_name = "FILE.nt",
@@ -32,7 +34,8 @@ pub struct ServeArgs {
     )]
     pub data: Option<PathBuf>,
     /// Serve the RDF data of the running cluster this file describes
-    /// (loaded with `locus rdf load FILE --cluster C`), read-only.
+    /// (loaded with `locus rdf load FILE --cluster C`), read-only: updates
+    /// are refused (501) on a cluster.
     #[arg(long = "cluster", value_name = "FILE")]
     pub cluster_file: Option<PathBuf>,
     /// Address to listen on. Loopback by default; any other address needs
@@ -124,8 +127,8 @@ pub fn run(a: ServeArgs) -> CliResult {
         .data
         .as_ref()
         .expect("clap requires --data without --cluster");
-    let l = crate::rdf::load_file(data, &a.cluster, Reporter::terminal())?;
-    let mut service = protocol::ReadService::new(l.rdf.catalog(), l.rdf.workers()?)?;
+    let mut l = crate::rdf::load_file(data, &a.cluster, Reporter::terminal())?;
+    let mut service = protocol::StoreService::new(&mut l.rdf)?;
     serve(addr, &limits, &mut service)
 }
 

@@ -47,8 +47,21 @@ pub trait Source {
 
 impl<F: Fabric> Source for Worker<F> {
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
+        let from = out.len();
         self.neighbors(key, usize::MAX, out)?;
+        // A load writes sorted lists; an update appends (the store's edge
+        // insert). Exploration binary-searches.
+        if !out[from..].is_sorted() {
+            out[from..].sort_unstable();
+        }
         Ok(())
+    }
+}
+
+/// A source borrowed (an endpoint keeps its workers across queries and updates).
+impl<S: Source + ?Sized> Source for &mut S {
+    fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
+        (**self).list(key, out)
     }
 }
 
@@ -178,6 +191,16 @@ impl<'a, S: Source> Engine<'a, S> {
         let vars = q.projection.iter().map(|&v| q.vars[v].clone()).collect();
         Ok((Solutions { vars, rows }, trace))
     }
+}
+
+/// Answers a parsed query with the evaluator (an update's WHERE part).
+pub(crate) fn eval_answer<S: Source>(
+    rdf: &Catalog,
+    workers: &mut [S],
+    rows_max: usize,
+    q: spargebra::Query,
+) -> Result<Answer> {
+    Ok(eval::answer(rdf, workers, rows_max, q)?.0)
 }
 
 /// A query parsed and planned once, then run many times with its start

@@ -28,8 +28,12 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use locus_fabric::Fabric;
+use locus_store::Worker;
+
 use super::{results, Answer, Clock, Engine, Source, Timed};
 use crate::catalog::Catalog;
+use crate::store::RdfStore;
 use crate::{RdfError, Result};
 
 /// What the endpoint allows.
@@ -120,8 +124,9 @@ pub trait Service {
     fn update(&mut self, text: &str, deadline: (Instant, u64)) -> Result<String>;
 }
 
-/// A [`Service`] over an [`Engine`] whose sources stop at the deadline.
-/// Updates are refused: this service only reads.
+/// A [`Service`] over an [`Engine`] whose sources stop at the deadline
+/// (a running cluster's data through its client). Updates are refused:
+/// this service only reads.
 pub struct ReadService<'a, S: Source> {
     engine: Engine<'a, Timed<S>>,
     clock: Clock,
@@ -154,6 +159,61 @@ impl<S: Source> Service for ReadService<'_, S> {
         Err(RdfError::Unsupported(
             "SPARQL Update on this endpoint: it serves a running cluster's data read-only (updates run on an embedded store: locus sparql serve --data)".into(),
         ))
+    }
+}
+
+/// A [`Service`] over an embedded store that also updates it
+/// ([`RdfStore::update`]): each request builds its engine over the
+/// current catalog, so a query sees every update before it.
+pub struct StoreService<'a, F: Fabric> {
+    rdf: &'a mut RdfStore<F>,
+    readers: Vec<Worker<F>>,
+    writers: Vec<Worker<F>>,
+    clock: Clock,
+    /// Intermediate rows a query or an update's WHERE may keep at most.
+    pub rows_max: usize,
+}
+
+impl<'a, F: Fabric> StoreService<'a, F> {
+    /// A service over `rdf`.
+    pub fn new(rdf: &'a mut RdfStore<F>) -> Result<Self> {
+        Ok(StoreService {
+            readers: rdf.workers()?,
+            writers: rdf.workers()?,
+            rdf,
+            clock: Clock::default(),
+            rows_max: super::ROWS_MAX,
+        })
+    }
+}
+
+impl<F: Fabric> Service for StoreService<'_, F> {
+    fn query(&mut self, text: &str, deadline: (Instant, u64)) -> Result<Answer> {
+        self.clock.set(Some(deadline));
+        let sources = self
+            .readers
+            .iter_mut()
+            .map(|w| Timed::new(w, self.clock.clone()))
+            .collect();
+        let mut engine = Engine::with_sources(self.rdf.catalog(), sources)?;
+        engine.rows_max = self.rows_max;
+        let a = engine.answer(text);
+        self.clock.set(None);
+        Ok(a?.0)
+    }
+
+    fn update(&mut self, text: &str, deadline: (Instant, u64)) -> Result<String> {
+        self.clock.set(Some(deadline));
+        let mut readers: Vec<Timed<&mut Worker<F>>> = self
+            .readers
+            .iter_mut()
+            .map(|w| Timed::new(w, self.clock.clone()))
+            .collect();
+        let r = self
+            .rdf
+            .update(text, &mut readers, &mut self.writers, self.rows_max);
+        self.clock.set(None);
+        Ok(r?.to_string())
     }
 }
 
