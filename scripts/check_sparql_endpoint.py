@@ -1,7 +1,8 @@
 """`locus sparql serve` against Python's SPARQLWrapper (issue 62, requirement 4).
 
 Runs SELECT, ASK and CONSTRUCT through SPARQLWrapper by GET, by POST with a
-form and by POST with an application/sparql-query body, in every result
+form and by POST with an application/sparql-query body, INSERT DATA and
+DELETE WHERE by POST (form and application/sparql-update body), in every result
 format it offers that Locus serves (JSON, XML, CSV, TSV; Turtle for graphs),
 and checks the errors it maps from status codes (400 for a syntax error, 401
 without the bearer token). The data is scripts/test-sparql-endpoint's five
@@ -81,6 +82,21 @@ def main():
         got = sorted((str(a), str(b), str(c)) for a, b, c in g)
         want = sorted((o, f"{EX}knownBy", s_) for s_, o in WANT_KNOWS)
         check(f"CONSTRUCT as Turtle by {way}", got, want)
+
+    for way, request in [("POST form", URLENCODED), ("POST body", POSTDIRECTLY)]:
+        dave = f"{EX}dave-{request}"
+        s = client(url, token, POST, request)
+        s.setQuery(f"INSERT DATA {{ <{dave}> <{EX}knows> <{EX}alice> }}")
+        s.query()
+        s = client(url, token, fmt=JSON)
+        s.setQuery(f"ASK {{ <{dave}> <{EX}knows> <{EX}alice> }}")
+        check(f"INSERT DATA by {way}, then seen by a query", s.query().convert()["boolean"], True)
+        s = client(url, token, POST, request)
+        s.setQuery(f"DELETE WHERE {{ <{dave}> ?p ?o }}")
+        s.query()
+        s = client(url, token, fmt=JSON)
+        s.setQuery(f"ASK {{ <{dave}> ?p ?o }}")
+        check(f"DELETE WHERE by {way}, then gone", s.query().convert()["boolean"], False)
 
     s = client(url, token)
     s.setQuery("SELECT ?s WHERE { ?s ")

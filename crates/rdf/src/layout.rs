@@ -11,7 +11,7 @@
 //!  owner o   = term id + M            (normal vertices: o >= M)
 //!            = m                      (index vertices of machine m: o < M)
 //!  slot      = 2 * pt + dir           (pt: predicate-or-type id, dir: 0 out / 1 in)
-//!  vertex    = ((o / M) * S + slot) * M + o % M        S = 2 * pts (slots per owner)
+//!  vertex    = ((o / M) * S + slot) * M + o % M        S = 2 * pt capacity (slots per owner)
 //!
 //!  vertex % M == o % M == term id % M: a term's keys all live on its home,
 //!  hash-partitioned by term id exactly as the store partitions vertices.
@@ -27,7 +27,9 @@
 //!   key on one machine).
 //!
 //! The packing needs `(terms + M) * S` below `u32::MAX`; [`Layout::new`]
-//! refuses a dataset past that, naming the sizes.
+//! refuses a dataset past that, naming the sizes. A load reserves pt
+//! capacity beyond the data's pts ([`Layout::with_headroom`]) so an update
+//! that adds a predicate or class changes no key's packing.
 
 use locus_store::VertexId;
 
