@@ -126,6 +126,48 @@ fn get_and_post_answer_over_http() {
 }
 
 #[test]
+fn an_update_by_post_is_seen_by_the_next_query() {
+    let s = serve(&[]);
+    let (status, body) = http(
+        &s.addr,
+        "POST /sparql HTTP/1.1\r\nContent-Type: application/sparql-update",
+        b"INSERT DATA { <http://ex.org/a> <http://ex.org/knows> <http://ex.org/z> }",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("1 triple inserted"), "{body}");
+    let (status, body) = http(
+        &s.addr,
+        &format!("GET /sparql?query={Q} HTTP/1.1\r\nAccept: text/csv"),
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, "o\r\nhttp://ex.org/b\r\nhttp://ex.org/z\r\n");
+}
+
+#[test]
+fn one_shot_updates_run_before_the_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let nt = dir.path().join("d.nt");
+    std::fs::write(&nt, DATA).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_locus"))
+        .args(["sparql", "--data", nt.to_str().unwrap(), "--json"])
+        .args([
+            "--update",
+            "DELETE WHERE { <http://ex.org/a> ?p ?o }",
+            "--update",
+            "INSERT DATA { <http://ex.org/a> <http://ex.org/knows> <http://ex.org/c> }",
+        ])
+        .args(["--query", "SELECT ?o WHERE { <http://ex.org/a> ?p ?o }"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let b = &v["results"]["bindings"];
+    assert_eq!(b.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(b[0]["o"]["value"], "http://ex.org/c");
+}
+
+#[test]
 fn a_token_is_checked() {
     let token = "t0ken-for-the-test-0123456789";
     let s = serve(&["--token", token]);

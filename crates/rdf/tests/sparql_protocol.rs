@@ -309,6 +309,20 @@ fn status_501_for_unsupported_features_and_datasets() {
 }
 
 #[test]
+fn status_501_for_an_update_on_a_read_only_service() {
+    // ReadService serves a running cluster's data: updates are refused by name.
+    let r = call(&Request {
+        method: "POST",
+        url: "/sparql",
+        content_type: Some("application/sparql-update"),
+        body: b"INSERT DATA { <http://a> <http://b> <http://c> }",
+        ..Request::default()
+    });
+    assert_eq!(r.status, 501);
+    assert!(r.body_text().contains("read-only"), "{}", r.body_text());
+}
+
+#[test]
 fn status_503_past_the_time_limit() {
     // A limit of 0 ms is past at the first store read, whatever the machine's speed.
     let limits = Limits {
