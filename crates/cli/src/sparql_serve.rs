@@ -5,11 +5,14 @@
 //! `locus_rdf::sparql::protocol::handle`, which decides everything, and
 //! writes the response. Requests are answered one at a time by one engine,
 //! so a query and an update never interleave; the time limit bounds how long
-//! one request holds the others up.
+//! one request holds the others up. The HTTP I/O (reading bodies, writing
+//! responses) runs on a few threads around the engine, so a slow client
+//! holds one of them, not the engine.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::mpsc;
 
 use clap::Args;
 use locus_node::progress::Reporter;
@@ -132,7 +135,23 @@ pub fn run(a: ServeArgs) -> CliResult {
     serve(addr, &limits, &mut service)
 }
 
-/// Serves until the process is stopped.
+/// Threads that read requests and write responses: a client that sends its
+/// body or reads its response slowly holds one of them, never the engine.
+const IO_THREADS: usize = 8;
+
+/// A request as an I/O thread read it, and where its response goes.
+struct Job {
+    method: String,
+    url: String,
+    content_type: Option<String>,
+    accept: Option<String>,
+    authorization: Option<String>,
+    body: Vec<u8>,
+    reply: mpsc::SyncSender<protocol::Response>,
+}
+
+/// Serves until the process is stopped. The engine answers on this thread,
+/// one request at a time; `IO_THREADS` threads do the HTTP I/O around it.
 fn serve(addr: SocketAddr, limits: &Limits, service: &mut dyn Service) -> CliResult {
     let server = tiny_http::Server::http(addr)
         .map_err(|e| format!("--listen {addr}: cannot listen: {e}"))?;
@@ -143,6 +162,37 @@ fn serve(addr: SocketAddr, limits: &Limits, service: &mut dyn Service) -> CliRes
     // The first line of standard output names the port (for --listen ...:0).
     println!("listening on http://{bound}/sparql");
     std::io::stdout().flush()?;
+    let (tx, rx) = mpsc::sync_channel::<Job>(IO_THREADS);
+    std::thread::scope(|scope| {
+        for _ in 0..IO_THREADS {
+            let tx = tx.clone();
+            let server = &server;
+            scope.spawn(move || io_loop(server, limits.body_bytes_max, tx));
+        }
+        drop(tx);
+        for job in rx {
+            let req = protocol::Request {
+                method: &job.method,
+                url: &job.url,
+                content_type: job.content_type.as_deref(),
+                accept: job.accept.as_deref(),
+                authorization: job.authorization.as_deref(),
+                body: &job.body,
+            };
+            let r = protocol::handle(&req, limits, service);
+            let path = job.url.split('?').next().unwrap_or("");
+            tracing::info!("{} {path} -> {}", job.method, r.status);
+            // The I/O thread may have given up on its client; nothing to do then.
+            let _ = job.reply.send(r);
+        }
+    });
+    Ok(())
+}
+
+/// One I/O thread: reads a request and its body (up to one byte past the
+/// limit, so the protocol sees it is over; a declared length over it is not
+/// read), hands it to the engine and writes the response.
+fn io_loop(server: &tiny_http::Server, body_bytes_max: usize, engine: mpsc::SyncSender<Job>) {
     for mut request in server.incoming_requests() {
         let header = |name: &'static str| {
             request
@@ -156,55 +206,46 @@ fn serve(addr: SocketAddr, limits: &Limits, service: &mut dyn Service) -> CliRes
             header("Accept"),
             header("Authorization"),
         );
-        // One byte past the limit tells the protocol the body is over it; a
-        // declared length over it is not read at all.
-        let declared_over = request
-            .body_length()
-            .is_some_and(|n| n > limits.body_bytes_max);
+        let declared_over = request.body_length().is_some_and(|n| n > body_bytes_max);
         let mut body = Vec::new();
-        let read = if declared_over {
-            body.resize(limits.body_bytes_max + 1, 0);
-            Ok(0)
-        } else {
-            request
-                .as_reader()
-                .take(limits.body_bytes_max as u64 + 1)
-                .read_to_end(&mut body)
-        };
-        if let Err(e) = read {
+        if declared_over {
+            body.resize(body_bytes_max + 1, 0);
+        } else if let Err(e) = request
+            .as_reader()
+            .take(body_bytes_max as u64 + 1)
+            .read_to_end(&mut body)
+        {
             tracing::debug!("reading a request body: {e}");
             continue;
         }
-        let method = request.method().as_str().to_string();
-        let url = request.url().to_string();
-        let req = protocol::Request {
-            method: &method,
-            url: &url,
-            content_type: content_type.as_deref(),
-            accept: accept.as_deref(),
-            authorization: authorization.as_deref(),
-            body: &body,
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = Job {
+            method: request.method().as_str().to_string(),
+            url: request.url().to_string(),
+            content_type,
+            accept,
+            authorization,
+            body,
+            reply,
         };
-        let r = protocol::handle(&req, limits, service);
-        tracing::info!(
-            "{method} {} -> {}",
-            url.split('?').next().unwrap_or(""),
-            r.status
-        );
+        if engine.send(job).is_err() {
+            return;
+        }
+        let Ok(r) = answer.recv() else { return };
         let mut response = tiny_http::Response::from_data(r.body).with_status_code(r.status);
         let headers = std::iter::once(("Content-Type", r.content_type.to_string()))
             .chain(r.headers)
             .chain(declared_over.then(|| ("Connection", "close".to_string())));
         for (name, value) in headers {
-            let h = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes())
-                .map_err(|()| format!("header {name}: {value:?} is not valid in HTTP"))?;
-            response.add_header(h);
+            match tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
+                Ok(h) => response.add_header(h),
+                Err(()) => tracing::warn!("header {name}: {value:?} is not valid in HTTP"),
+            }
         }
         if let Err(e) = request.respond(response) {
             tracing::debug!("writing a response: {e}");
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -189,6 +189,25 @@ fn a_token_is_checked() {
 }
 
 #[test]
+fn a_stalled_client_does_not_hold_up_the_others() {
+    let s = serve(&[]);
+    // Headers that promise a body which never comes; the connection stays
+    // open. (Over 1 KiB: tiny_http reads smaller bodies itself, up front.)
+    let mut stalled = TcpStream::connect(&s.addr).unwrap();
+    stalled
+        .write_all(
+            b"POST /sparql HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\nContent-Length: 100000\r\n\r\nASK",
+        )
+        .unwrap();
+    // Every other request is still answered (read timeouts in `http` bound the wait).
+    for _ in 0..3 {
+        let (status, body) = http(&s.addr, &format!("GET /sparql?query={Q} HTTP/1.1"), b"");
+        assert_eq!(status, 200, "{body}");
+    }
+    drop(stalled);
+}
+
+#[test]
 fn a_body_over_the_limit_is_413() {
     let s = serve(&["--body-bytes-max", "64"]);
     let big = vec![b' '; 65];
