@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// answer is never cut short).
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     pub max_rows: usize,
+    /// Allow SPARQL LOAD of files under this directory (with --data; without
+    /// it every LOAD is refused with 403: an endpoint must not read any
+    /// file its process can).
+    #[arg(long, value_name = "DIR")]
+    pub load_dir: Option<PathBuf>,
     /// A request body holds at most this many bytes (413 above it).
     #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
     pub body_bytes_max: usize,
@@ -132,6 +137,7 @@ pub fn run(a: ServeArgs) -> CliResult {
         .expect("clap requires --data without --cluster");
     let mut l = crate::rdf::load_file(data, &a.cluster, Reporter::terminal())?;
     let mut service = protocol::StoreService::new(&mut l.rdf)?;
+    service.load_dir = a.load_dir.clone();
     serve(addr, &limits, &mut service)
 }
 

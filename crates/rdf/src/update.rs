@@ -269,15 +269,7 @@ impl<F: Fabric> RdfStore<F> {
 
     /// The triples of a LOAD source: a `file:` IRI or a path.
     fn load_triples(&self, source: &str) -> Result<Vec<Triple>> {
-        let path = match source.strip_prefix("file://") {
-            Some(p) => PathBuf::from(p),
-            None if source.contains("://") => {
-                return Err(RdfError::Unsupported(format!(
-                    "LOAD <{source}>: only files (file:///path) are loaded"
-                )))
-            }
-            None => PathBuf::from(source),
-        };
+        let path = load_path(source)?;
         let d = Dataset::parse_file(&path, &())?;
         let term = |id: u32| {
             d.dict
@@ -470,4 +462,48 @@ fn list<F: Fabric>(w: &mut [Worker<F>], key: VertexId) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     at(w, key).neighbors(key, usize::MAX, &mut out)?;
     Ok(out)
+}
+
+/// The file a LOAD source names: a `file:` IRI or a path; other IRIs are refused.
+fn load_path(source: &str) -> Result<PathBuf> {
+    match source.strip_prefix("file://") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None if source.contains("://") => Err(RdfError::Unsupported(format!(
+            "LOAD <{source}>: only files (file:///path) are loaded"
+        ))),
+        None => Ok(PathBuf::from(source)),
+    }
+}
+
+/// Refuses an update whose LOADs read files outside `dir` (symbolic links
+/// and `..` resolved), or any LOAD when there is no `dir`: an endpoint must
+/// not read whatever file its process can.
+pub fn check_loads(text: &str, dir: Option<&std::path::Path>) -> Result<()> {
+    let u = spargebra::SparqlParser::new()
+        .parse_update(text)
+        .map_err(|e| RdfError::QuerySyntax(e.to_string()))?;
+    for op in &u.operations {
+        let GraphUpdateOperation::Load { source, .. } = op else {
+            continue;
+        };
+        let Some(dir) = dir else {
+            return Err(RdfError::Forbidden(format!(
+                "LOAD <{}>: this endpoint loads no files (start it with --load-dir DIR to allow files under DIR)",
+                source.as_str()
+            )));
+        };
+        let path = load_path(source.as_str())?;
+        let inside = match (path.canonicalize(), dir.canonicalize()) {
+            (Ok(p), Ok(d)) => p.starts_with(d),
+            _ => false,
+        };
+        if !inside {
+            return Err(RdfError::Forbidden(format!(
+                "LOAD <{}>: not a readable file under --load-dir {}",
+                source.as_str(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
 }

@@ -343,3 +343,46 @@ fn updates_through_the_protocol() {
     );
     assert!(r.body_text().contains("true"));
 }
+
+#[test]
+fn the_endpoint_loads_files_under_its_load_dir_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dir.path().join("ok");
+    std::fs::create_dir(&allowed).unwrap();
+    let nt = |p: &std::path::Path| {
+        std::fs::write(
+            p,
+            "<http://example.org/x> <http://example.org/knows> <http://example.org/y> .\n",
+        )
+        .unwrap();
+    };
+    nt(&allowed.join("in.nt"));
+    nt(&dir.path().join("out.nt"));
+    let mut rdf = common::stores(DATA).swap_remove(0);
+    let mut svc = StoreService::new(&mut rdf).unwrap();
+    let load = |svc: &mut StoreService<'_, LocalFabric>, path: String| {
+        let body = format!("LOAD <file://{path}>");
+        let req = Request {
+            method: "POST",
+            url: "/sparql",
+            content_type: Some("application/sparql-update"),
+            body: body.as_bytes(),
+            ..Request::default()
+        };
+        handle(&req, &Limits::default(), svc)
+    };
+    let inside = allowed.join("in.nt").display().to_string();
+    let r = load(&mut svc, inside.clone());
+    assert_eq!(r.status, 403, "no --load-dir: {}", r.body_text());
+    svc.load_dir = Some(allowed.clone());
+    let r = load(&mut svc, inside);
+    assert_eq!(r.status, 200, "{}", r.body_text());
+    for outside in [
+        dir.path().join("out.nt").display().to_string(),
+        format!("{}/../out.nt", allowed.display()),
+        "/etc/passwd".to_string(),
+    ] {
+        let r = load(&mut svc, outside.clone());
+        assert_eq!(r.status, 403, "{outside}: {}", r.body_text());
+    }
+}

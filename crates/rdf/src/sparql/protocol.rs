@@ -15,6 +15,7 @@
 //! | 200 | an answer, or an update done |
 //! | 400 | a syntax error (the parser's message), no `query`, both `query` and `update`, an update by GET, a bad form encoding |
 //! | 401 | a token is required and the request has no `Authorization: Bearer` with it |
+//! | 403 | a LOAD of a file outside the endpoint's load directory (or any LOAD without one) |
 //! | 404 | a path other than `/sparql` |
 //! | 405 | a method other than GET and POST |
 //! | 406 | no result format the request accepts fits the answer |
@@ -172,6 +173,8 @@ pub struct StoreService<'a, F: Fabric> {
     clock: Clock,
     /// Intermediate rows a query or an update's WHERE may keep at most.
     pub rows_max: usize,
+    /// LOAD reads files under this directory only (none without it).
+    pub load_dir: Option<std::path::PathBuf>,
 }
 
 impl<'a, F: Fabric> StoreService<'a, F> {
@@ -183,6 +186,7 @@ impl<'a, F: Fabric> StoreService<'a, F> {
             rdf,
             clock: Clock::default(),
             rows_max: super::ROWS_MAX,
+            load_dir: None,
         })
     }
 }
@@ -203,6 +207,7 @@ impl<F: Fabric> Service for StoreService<'_, F> {
     }
 
     fn update(&mut self, text: &str, deadline: (Instant, u64)) -> Result<String> {
+        crate::update::check_loads(text, self.load_dir.as_deref())?;
         self.clock.set(Some(deadline));
         let mut readers: Vec<Timed<&mut Worker<F>>> = self
             .readers
@@ -414,6 +419,7 @@ fn token_matches(given: &str, token: &str) -> bool {
 fn status_of(e: &RdfError) -> u16 {
     match e {
         RdfError::QuerySyntax(_) => 400,
+        RdfError::Forbidden(_) => 403,
         RdfError::Unsupported(_) => 501,
         RdfError::Timeout { .. }
         | RdfError::TooManyRows { .. }
