@@ -22,6 +22,7 @@ mod rdf_cluster;
 mod remote;
 mod serve;
 mod sparql;
+mod sparql_serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -139,7 +140,8 @@ enum Command {
     /// cluster, or generate a LUBM dataset.
     Rdf(rdf::RdfArgs),
     /// Answer a SPARQL query over an N-Triples file loaded into an embedded
-    /// cluster, by graph exploration (a table, or --json in the W3C format).
+    /// cluster, by graph exploration (a table, or --json in the W3C format);
+    /// `locus sparql serve`: the SPARQL 1.1 Protocol over HTTP.
     Sparql(sparql::SparqlArgs),
 }
 

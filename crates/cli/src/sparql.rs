@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use locus_fabric::counting::Locality;
 use locus_node::progress::Reporter;
 use locus_rdf::sparql::{results, Answer, Engine, Trace};
@@ -15,7 +15,10 @@ use locus_rdf::sparql::{results, Answer, Engine, Trace};
 use crate::{CliResult, ClusterFlags};
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct SparqlArgs {
+    #[command(subcommand)]
+    pub command: Option<SparqlCommand>,
     /// N-Triples (or Turtle) file to load into an embedded cluster.
     #[arg(
         long,
@@ -32,6 +35,11 @@ pub struct SparqlArgs {
     /// repeated: the data is loaded once and each query answered in turn.
     #[arg(long, value_name = "FILE|TEXT", required = true)]
     pub query: Vec<String>,
+    /// A SPARQL update (a file holding it, or the text itself) run on the
+    /// embedded store before the queries (--data only; the file is not
+    /// written). May be repeated.
+    #[arg(long, value_name = "FILE|TEXT", conflicts_with = "cluster_file")]
+    pub update: Vec<String>,
     /// Print W3C SPARQL 1.1 Query Results JSON instead of a table (with
     /// several --query, a JSON array of one such document per query).
     #[arg(long)]
@@ -44,7 +52,15 @@ pub struct SparqlArgs {
     pub cluster: ClusterFlags,
 }
 
-/// The SPARQL text of a `--query` value: the file it names, or itself.
+#[derive(Subcommand, Debug)]
+pub enum SparqlCommand {
+    /// Serve the SPARQL 1.1 Protocol over HTTP at /sparql: query by GET or
+    /// POST, update by POST; results as JSON, XML, CSV or TSV and graphs as
+    /// Turtle or N-Triples, by the Accept header or ?format=.
+    Serve(crate::sparql_serve::ServeArgs),
+}
+
+/// The SPARQL text of a `--query` or `--update` value: the file it names, or itself.
 fn query_text(q: &str) -> CliResult<String> {
     match std::fs::read_to_string(q) {
         Ok(t) => Ok(t),
@@ -54,6 +70,9 @@ fn query_text(q: &str) -> CliResult<String> {
 }
 
 pub fn run(a: SparqlArgs) -> CliResult {
+    if let Some(SparqlCommand::Serve(s)) = a.command {
+        return crate::sparql_serve::run(s);
+    }
     let texts = a
         .query
         .iter()
@@ -71,7 +90,22 @@ pub fn run(a: SparqlArgs) -> CliResult {
         .data
         .as_ref()
         .expect("clap requires --data without --cluster");
-    let l = crate::rdf::load_file(data, &a.cluster, reporter)?;
+    let mut l = crate::rdf::load_file(data, &a.cluster, reporter)?;
+    for u in &a.update {
+        let text = query_text(u)?;
+        let mut readers = l.rdf.workers()?;
+        let mut writers = l.rdf.workers()?;
+        let r = l
+            .rdf
+            .update(
+                &text,
+                &mut readers,
+                &mut writers,
+                locus_rdf::sparql::ROWS_MAX,
+            )
+            .map_err(|e| format!("--update {u}: {e}"))?;
+        eprintln!("{r}");
+    }
     let mut engine = Engine::new(&l.rdf)?;
     answer_each(&a, &texts, "machine", |text| {
         let before = l.fabric.counters().total();

@@ -49,9 +49,14 @@ struct Header {
     type_pt: Option<u32>,
     triples: u64,
     stats: Stats,
+    /// The layout's pt capacity (format 2; format 1 laid out exactly the dictionary's pts).
+    #[serde(default)]
+    pts_capacity: Option<u64>,
 }
 
-const FORMAT: u32 = 1;
+/// Format 2 adds the layout's pt capacity (reserved for updates); format 1
+/// files still load, laid out for exactly their pts.
+const FORMAT: u32 = 2;
 
 impl Catalog {
     /// The dictionary.
@@ -69,6 +74,19 @@ impl Catalog {
     /// Sizes for planning.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Everything an update changes: the dictionary, the layout (its term
+    /// count), the pt of `rdf:type` and the statistics.
+    pub(crate) fn parts_mut(
+        &mut self,
+    ) -> (&mut Dictionary, &mut Layout, &mut Option<u32>, &mut Stats) {
+        (
+            &mut self.dict,
+            &mut self.layout,
+            &mut self.type_pt,
+            &mut self.stats,
+        )
     }
 
     /// The catalog directory of a cluster described by `cluster_file`.
@@ -91,6 +109,7 @@ impl Catalog {
             type_pt: self.type_pt,
             triples,
             stats: self.stats.clone(),
+            pts_capacity: Some(self.layout.pts_capacity()),
         };
         let path = dir.join("catalog.json");
         let tmp = dir.join("catalog.json.tmp");
@@ -119,7 +138,7 @@ impl Catalog {
             message,
         };
         let h: Header = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        if h.format != FORMAT {
+        if h.format != FORMAT && h.format != 1 {
             return Err(bad(format!(
                 "format {}, this build reads {FORMAT}",
                 h.format
@@ -143,7 +162,13 @@ impl Catalog {
         if h.type_pt.is_some_and(|t| t as usize >= pts) {
             return Err(bad(format!("type pt {:?} is not a pt", h.type_pt)));
         }
-        let layout = Layout::new(dict.len() as u64, dict.pts() as u64, machines)?;
+        let cap = h.pts_capacity.unwrap_or(pts as u64);
+        if cap < pts as u64 {
+            return Err(bad(format!(
+                "pt capacity {cap} below the dictionary's {pts} pts"
+            )));
+        }
+        let layout = Layout::new(dict.len() as u64, cap, machines)?;
         Ok(Catalog {
             dict,
             layout,
@@ -197,7 +222,7 @@ fn pairs(d: &Dataset, l: &Layout) -> Vec<(VertexId, u32)> {
 
 /// Lays `d` out for `machines` machines: its catalog and every key's list.
 pub fn build(d: Dataset, machines: usize) -> Result<(Catalog, Lists)> {
-    let layout = Layout::new(d.dict.len() as u64, d.dict.pts() as u64, machines)?;
+    let layout = Layout::with_headroom(d.dict.len() as u64, d.dict.pts() as u64, machines)?;
     let pairs = pairs(&d, &layout);
     let pts = d.dict.pts() as usize;
     let mut stats = Stats {

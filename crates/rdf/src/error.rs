@@ -78,6 +78,15 @@ pub enum RdfError {
         /// The operator (a join, OPTIONAL, a property path...).
         operator: String,
     },
+    /// A request the endpoint's settings do not allow (a LOAD outside its load directory).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// A query ran past its time limit (checked at every store read).
+    #[error("the query ran longer than its limit of {ms} ms; add a constant or a LIMIT, or raise the limit (locus sparql serve --timeout-ms)")]
+    Timeout {
+        /// The limit.
+        ms: u64,
+    },
     /// A list could not be read from where the data lives (a cluster's server).
     #[error("reading key {key}: {message}")]
     Source {

@@ -11,7 +11,7 @@
 //!  owner o   = term id + M            (normal vertices: o >= M)
 //!            = m                      (index vertices of machine m: o < M)
 //!  slot      = 2 * pt + dir           (pt: predicate-or-type id, dir: 0 out / 1 in)
-//!  vertex    = ((o / M) * S + slot) * M + o % M        S = 2 * pts (slots per owner)
+//!  vertex    = ((o / M) * S + slot) * M + o % M        S = 2 * pt capacity (slots per owner)
 //!
 //!  vertex % M == o % M == term id % M: a term's keys all live on its home,
 //!  hash-partitioned by term id exactly as the store partitions vertices.
@@ -27,7 +27,9 @@
 //!   key on one machine).
 //!
 //! The packing needs `(terms + M) * S` below `u32::MAX`; [`Layout::new`]
-//! refuses a dataset past that, naming the sizes.
+//! refuses a dataset past that, naming the sizes. A load reserves pt
+//! capacity beyond the data's pts ([`Layout::with_headroom`]) so an update
+//! that adds a predicate or class changes no key's packing.
 
 use locus_store::VertexId;
 
@@ -37,6 +39,10 @@ use crate::{RdfError, Result};
 pub const OUT: u32 = 0;
 /// Incoming: the term is the object (or, for an index, the list is of objects).
 pub const IN: u32 = 1;
+
+/// Predicate-or-type ids a loaded dataset's layout reserves beyond its own
+/// (at least; twice the data's when that is more), for updates.
+pub const PTS_HEADROOM: u64 = 32;
 
 /// Largest store vertex the layout hands out (the store's ids stop below `u32::MAX`).
 pub const VERTEX_MAX: u64 = u32::MAX as u64 - 1;
@@ -76,6 +82,34 @@ impl Layout {
             )));
         }
         Ok(l)
+    }
+
+    /// The layout for `pts` predicate-or-type ids with room reserved for
+    /// more (up to [`PTS_HEADROOM`] or twice `pts`, less if the vertex space
+    /// is short), so an update that adds a predicate or class keeps every
+    /// key where it is. `pts` slots are always there.
+    pub fn with_headroom(terms: u64, pts: u64, machines: usize) -> Result<Layout> {
+        let want = pts + PTS_HEADROOM.max(pts);
+        let mut cap = want;
+        loop {
+            match Layout::new(terms, cap, machines) {
+                Ok(l) => return Ok(l),
+                Err(e) if cap <= pts => return Err(e),
+                Err(_) => cap = pts.max(cap - cap.div_ceil(4)),
+            }
+        }
+    }
+
+    /// Predicate-or-type ids the packing has room for (keys stay put while
+    /// the data's pts stay below it).
+    pub fn pts_capacity(&self) -> u64 {
+        self.pts
+    }
+
+    /// This layout with room for `terms` term ids (the packing of every
+    /// existing key unchanged), or an error if the vertex space is short.
+    pub fn with_terms(&self, terms: u64) -> Result<Layout> {
+        Layout::new(terms.max(self.terms), self.pts, self.machines as usize)
     }
 
     /// Machines.
@@ -163,6 +197,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn headroom_keeps_keys_and_shrinks_to_fit() {
+        let l = Layout::with_headroom(100, 5, 3).unwrap();
+        assert_eq!(l.pts_capacity(), 5 + PTS_HEADROOM);
+        let v = l.normal(7, 4, IN);
+        let more = l.with_terms(1000).unwrap();
+        assert_eq!(more.normal(7, 4, IN), v, "more terms move no key");
+        assert_eq!(more.decode(more.normal(999, 30, OUT)), (Ok(999), 30, OUT));
+        // Near the top of the vertex space the headroom shrinks, never below the data's pts.
+        let pts = 32u64;
+        let terms = VERTEX_MAX / (2 * pts * 8) * 8 - 8;
+        assert_eq!(
+            Layout::with_headroom(terms, pts, 8).unwrap().pts_capacity(),
+            pts
+        );
+        assert!(Layout::with_headroom(terms * 2, pts, 8).is_err());
     }
 
     #[test]

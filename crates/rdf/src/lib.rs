@@ -20,6 +20,8 @@
 //!   needs besides the lists, persisted beside a cluster's data) and every
 //!   key's list of a dataset, built once for any store.
 //! - [`store`]: [`RdfStore`], a dataset loaded into an embedded store in that layout.
+//! - [`update`]: SPARQL 1.1 Update on an embedded store, as edge inserts
+//!   and deletes of the store, the dictionary and statistics kept current.
 //! - [`lubm`]: the LUBM generator (UBA's univ-bench data), seeded.
 //! - [`sparql`]: SPARQL 1.1 queries parsed by `spargebra`; basic graph
 //!   patterns executed by graph exploration from a constant or an index
@@ -38,6 +40,7 @@ pub mod lubm;
 pub mod ntriples;
 pub mod sparql;
 pub mod store;
+pub mod update;
 
 pub use catalog::Catalog;
 pub use error::{RdfError, Result};

@@ -169,6 +169,20 @@ impl<F: Fabric> RdfStore<F> {
     pub fn keys(&self) -> &[VertexId] {
         &self.keys
     }
+    /// The catalog, for an update.
+    pub(crate) fn catalog_mut(&mut self) -> &mut Catalog {
+        &mut self.catalog
+    }
+    /// The statistics, for an update.
+    pub(crate) fn stats_mut(&mut self) -> &mut Stats {
+        self.catalog.parts_mut().3
+    }
+    /// Records `key` as written (an update's first entry of it).
+    pub(crate) fn note_key(&mut self, key: VertexId) {
+        if let Err(i) = self.keys.binary_search(&key) {
+            self.keys.insert(i, key);
+        }
+    }
     /// One worker per machine, for a thread that acts as every machine in turn.
     pub fn workers(&self) -> Result<Vec<Worker<F>>> {
         Ok(self.store.workers()?)

@@ -11,6 +11,7 @@
 
 mod eval;
 pub mod exec;
+pub mod protocol;
 mod query;
 pub mod results;
 
@@ -46,8 +47,51 @@ pub trait Source {
 
 impl<F: Fabric> Source for Worker<F> {
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
+        let from = out.len();
         self.neighbors(key, usize::MAX, out)?;
+        // A load writes sorted lists; an update appends (the store's edge
+        // insert). Exploration binary-searches.
+        if !out[from..].is_sorted() {
+            out[from..].sort_unstable();
+        }
         Ok(())
+    }
+}
+
+/// A source borrowed (an endpoint keeps its workers across queries and updates).
+impl<S: Source + ?Sized> Source for &mut S {
+    fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
+        (**self).list(key, out)
+    }
+}
+
+/// A time limit shared by the [`Timed`] sources of one engine: the instant
+/// a query must be done by and the limit it came from (for the message).
+pub type Clock = std::rc::Rc<std::cell::Cell<Option<(std::time::Instant, u64)>>>;
+
+/// A [`Source`] that fails every read past its clock's deadline, so a query
+/// stops at its next store read once over its time (a decorator: the inner
+/// source reads). Work between reads is bounded by the engine's `rows_max`.
+pub struct Timed<S> {
+    inner: S,
+    clock: Clock,
+}
+
+impl<S> Timed<S> {
+    /// `inner`, limited by `clock` (no limit while it holds `None`).
+    pub fn new(inner: S, clock: Clock) -> Self {
+        Timed { inner, clock }
+    }
+}
+
+impl<S: Source> Source for Timed<S> {
+    fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
+        if let Some((deadline, ms)) = self.clock.get() {
+            if std::time::Instant::now() >= deadline {
+                return Err(RdfError::Timeout { ms });
+            }
+        }
+        self.inner.list(key, out)
     }
 }
 
@@ -147,6 +191,16 @@ impl<'a, S: Source> Engine<'a, S> {
         let vars = q.projection.iter().map(|&v| q.vars[v].clone()).collect();
         Ok((Solutions { vars, rows }, trace))
     }
+}
+
+/// Answers a parsed query with the evaluator (an update's WHERE part).
+pub(crate) fn eval_answer<S: Source>(
+    rdf: &Catalog,
+    workers: &mut [S],
+    rows_max: usize,
+    q: spargebra::Query,
+) -> Result<Answer> {
+    Ok(eval::answer(rdf, workers, rows_max, q)?.0)
 }
 
 /// A query parsed and planned once, then run many times with its start

@@ -96,3 +96,154 @@ pub fn to_table(s: &Solutions) -> String {
     out.push_str(&format!("({n} row{})\n", if n == 1 { "" } else { "s" }));
     out
 }
+
+/// Escapes `s` for XML text and attribute values.
+fn xml_escape(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// One term in the W3C XML format (SPARQL Query Results XML Format, 2.3.1).
+fn term_xml(t: &Term, out: &mut String) {
+    match t {
+        Term::NamedNode(n) => {
+            out.push_str("<uri>");
+            xml_escape(n.as_str(), out);
+            out.push_str("</uri>");
+        }
+        Term::BlankNode(b) => {
+            out.push_str("<bnode>");
+            xml_escape(b.as_str(), out);
+            out.push_str("</bnode>");
+        }
+        Term::Literal(l) => {
+            out.push_str("<literal");
+            if let Some(lang) = l.language() {
+                out.push_str(" xml:lang=\"");
+                xml_escape(lang, out);
+                out.push('"');
+            } else if l.datatype() != xsd::STRING {
+                out.push_str(" datatype=\"");
+                xml_escape(l.datatype().as_str(), out);
+                out.push('"');
+            }
+            out.push('>');
+            xml_escape(l.value(), out);
+            out.push_str("</literal>");
+        }
+    }
+}
+
+const XML_HEAD: &str =
+    "<?xml version=\"1.0\"?>\n<sparql xmlns=\"http://www.w3.org/2005/sparql-results#\">\n";
+
+/// The whole answer in the W3C XML format.
+pub fn to_xml(s: &Solutions) -> String {
+    let mut out = String::from(XML_HEAD);
+    out.push_str("  <head>\n");
+    for v in &s.vars {
+        out.push_str("    <variable name=\"");
+        xml_escape(v, &mut out);
+        out.push_str("\"/>\n");
+    }
+    out.push_str("  </head>\n  <results>\n");
+    for row in &s.rows {
+        out.push_str("    <result>\n");
+        for (v, t) in s.vars.iter().zip(row) {
+            if let Some(t) = t {
+                out.push_str("      <binding name=\"");
+                xml_escape(v, &mut out);
+                out.push_str("\">");
+                term_xml(t, &mut out);
+                out.push_str("</binding>\n");
+            }
+        }
+        out.push_str("    </result>\n");
+    }
+    out.push_str("  </results>\n</sparql>\n");
+    out
+}
+
+/// An ASK answer in the W3C XML format (2.4).
+pub fn boolean_xml(b: bool) -> String {
+    format!("{XML_HEAD}  <head/>\n  <boolean>{b}</boolean>\n</sparql>\n")
+}
+
+/// The answer as SPARQL 1.1 CSV (SPARQL 1.1 Query Results CSV and TSV, 2):
+/// plain values (a literal's lexical form, an IRI without brackets), fields
+/// quoted when they hold a quote, comma or line break; CRLF line ends.
+pub fn to_csv(s: &Solutions) -> String {
+    fn field(v: &str, out: &mut String) {
+        if v.contains(['"', ',', '\n', '\r']) {
+            out.push('"');
+            out.push_str(&v.replace('"', "\"\""));
+            out.push('"');
+        } else {
+            out.push_str(v);
+        }
+    }
+    let mut out = String::new();
+    for (k, v) in s.vars.iter().enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        field(v, &mut out);
+    }
+    out.push_str("\r\n");
+    for row in &s.rows {
+        for (k, t) in row.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            match t {
+                None => {}
+                Some(Term::NamedNode(n)) => field(n.as_str(), &mut out),
+                Some(Term::BlankNode(b)) => field(&format!("_:{}", b.as_str()), &mut out),
+                Some(Term::Literal(l)) => field(l.value(), &mut out),
+            }
+        }
+        out.push_str("\r\n");
+    }
+    out
+}
+
+/// The answer as SPARQL 1.1 TSV (3): `?var` headers, terms in their
+/// Turtle/N-Triples form, an empty field for unbound.
+pub fn to_tsv(s: &Solutions) -> String {
+    let mut out = s
+        .vars
+        .iter()
+        .map(|v| format!("?{v}"))
+        .collect::<Vec<_>>()
+        .join("\t");
+    out.push('\n');
+    for row in &s.rows {
+        let cells: Vec<String> = row
+            .iter()
+            // N-Triples escapes tabs and line breaks inside literals.
+            .map(|t| t.as_ref().map_or(String::new(), |t| t.to_string()))
+            .collect();
+        out.push_str(&cells.join("\t"));
+        out.push('\n');
+    }
+    out
+}
+
+/// Triples as Turtle (subjects grouped, no prefixes).
+pub fn to_turtle(g: &[oxrdf::Triple]) -> String {
+    let mut w = oxttl::TurtleSerializer::new().for_writer(Vec::new());
+    for t in g {
+        // Writing into a Vec cannot fail.
+        w.serialize_triple(t).expect("Turtle into memory");
+    }
+    let bytes = w.finish().expect("Turtle into memory");
+    String::from_utf8(bytes).expect("the Turtle serializer writes UTF-8")
+}

@@ -1,0 +1,509 @@
+//! SPARQL 1.1 Update on an embedded [`RdfStore`]: INSERT DATA, DELETE DATA,
+//! DELETE/INSERT ... WHERE, LOAD of a file, CLEAR (and DROP) of the default
+//! graph. Every change is an edge insert or delete of the store
+//! (`Worker::insert_edge`/`delete_edge`, run at the key's home under its
+//! vertex lock), so migration, caches and replicas see it as any update.
+//!
+//! A triple `(s, p, o)` is four keys, as a load writes them
+//! ([`crate::catalog`]): `(s, p, OUT)` holds `o`; `(o, p, IN)` holds `s`
+//! (for `rdf:type`, the type index `(home(s), class, OUT)` holds `s`
+//! instead); the predicate index parts `(home(s), p, OUT)` and
+//! `(home(o), p, IN)` hold `s` and `o` while they have any triple of `p`.
+//! The dictionary takes new terms (ids are never reused), and new
+//! predicates and classes take pt ids inside the layout's reserved capacity
+//! ([`crate::layout::Layout::with_headroom`]), so no key moves. The statistics
+//! (triples, subjects, objects per pt) move with every edge that changes.
+//!
+//! Order: the WHERE part and every template are evaluated, and every term is
+//! interned and checked against the layout, before the first write; then
+//! deletions, then insertions (SPARQL 1.1 Update 3.1.3). A store failure in
+//! the middle leaves the operations before it applied.
+
+use std::path::PathBuf;
+
+use locus_fabric::Fabric;
+use locus_store::{home_of, VertexId, Worker};
+use oxrdf::{BlankNode, NamedOrBlankNode, Term, Triple};
+use spargebra::algebra::GraphPattern;
+use spargebra::term::{
+    GraphName, GraphNamePattern, GroundQuadPattern, GroundTermPattern, NamedNodePattern, Quad,
+    QuadPattern, TermPattern, TriplePattern, Variable,
+};
+use spargebra::{GraphUpdateOperation, Query};
+
+use crate::layout::{IN, OUT};
+use crate::sparql::{Answer, Source};
+use crate::store::RdfStore;
+use crate::{Dataset, RdfError, Result};
+
+/// What an update changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpdateReport {
+    /// Triples added (not counting those already there).
+    pub inserted: u64,
+    /// Triples removed (not counting those absent).
+    pub deleted: u64,
+}
+
+impl std::fmt::Display for UpdateReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = |n: u64| if n == 1 { "" } else { "s" };
+        write!(
+            f,
+            "update done: {} triple{} inserted, {} deleted",
+            self.inserted,
+            s(self.inserted),
+            self.deleted
+        )
+    }
+}
+
+fn unsupported(what: &str) -> RdfError {
+    RdfError::Unsupported(format!(
+        "{what} (named graphs: the data is one default graph)"
+    ))
+}
+
+fn default_graph(g: &GraphName) -> Result<()> {
+    match g {
+        GraphName::DefaultGraph => Ok(()),
+        GraphName::NamedNode(n) => Err(unsupported(&format!("updating graph {n}"))),
+    }
+}
+
+fn default_graph_pattern(g: &GraphNamePattern) -> Result<()> {
+    match g {
+        GraphNamePattern::DefaultGraph => Ok(()),
+        _ => Err(unsupported("GRAPH in an update template")),
+    }
+}
+
+/// Fresh blank nodes for the labels of INSERT DATA (scoped to the request:
+/// they never join a node already stored).
+fn fresh(t: Term, map: &mut Vec<(BlankNode, BlankNode)>) -> Term {
+    match t {
+        Term::BlankNode(b) => {
+            if let Some((_, n)) = map.iter().find(|(k, _)| *k == b) {
+                return n.clone().into();
+            }
+            let n = BlankNode::default();
+            map.push((b, n.clone()));
+            n.into()
+        }
+        t => t,
+    }
+}
+
+fn ground(t: &GroundTermPattern) -> TermPattern {
+    match t {
+        GroundTermPattern::NamedNode(n) => n.clone().into(),
+        GroundTermPattern::Literal(l) => l.clone().into(),
+        GroundTermPattern::Variable(v) => v.clone().into(),
+        #[allow(unreachable_patterns)]
+        _ => unreachable!("quoted triples need spargebra's rdf-star feature, which is off"),
+    }
+}
+
+impl<F: Fabric> RdfStore<F> {
+    /// Runs the SPARQL update `text` through `workers` (one per machine,
+    /// any [`Source`] wrapper of them: the WHERE parts read through it, so a
+    /// time limit on it bounds them). `rows_max` bounds the solutions of a
+    /// WHERE part.
+    pub fn update<S: Source>(
+        &mut self,
+        text: &str,
+        readers: &mut [S],
+        writers: &mut [Worker<F>],
+        rows_max: usize,
+    ) -> Result<UpdateReport> {
+        let u = spargebra::SparqlParser::new()
+            .parse_update(text)
+            .map_err(|e| RdfError::QuerySyntax(e.to_string()))?;
+        let mut report = UpdateReport::default();
+        for op in u.operations {
+            let (delete, insert) = self.plan(op, readers, rows_max)?;
+            let r = self.apply(&delete, &insert, writers)?;
+            report.inserted += r.inserted;
+            report.deleted += r.deleted;
+        }
+        Ok(report)
+    }
+
+    /// The triples one operation deletes and inserts, read before any write.
+    fn plan<S: Source>(
+        &self,
+        op: GraphUpdateOperation,
+        readers: &mut [S],
+        rows_max: usize,
+    ) -> Result<(Vec<Triple>, Vec<Triple>)> {
+        let construct = |template: Vec<TriplePattern>,
+                         pattern: GraphPattern,
+                         readers: &mut [S]|
+         -> Result<Vec<Triple>> {
+            if template.is_empty() {
+                return Ok(Vec::new());
+            }
+            let q = Query::Construct {
+                template,
+                dataset: None,
+                pattern,
+                base_iri: None,
+            };
+            match crate::sparql::eval_answer(self.catalog(), readers, rows_max, q)? {
+                Answer::Graph(g) => Ok(g),
+                _ => unreachable!("CONSTRUCT answers with a graph"),
+            }
+        };
+        Ok(match op {
+            GraphUpdateOperation::InsertData { data } => {
+                let mut map = Vec::new();
+                let mut out = Vec::with_capacity(data.len());
+                for Quad {
+                    subject,
+                    predicate,
+                    object,
+                    graph_name,
+                } in data
+                {
+                    default_graph(&graph_name)?;
+                    let s = match fresh(Term::from(subject), &mut map) {
+                        Term::NamedNode(n) => NamedOrBlankNode::from(n),
+                        Term::BlankNode(b) => NamedOrBlankNode::from(b),
+                        Term::Literal(_) => unreachable!("a subject is no literal"),
+                    };
+                    out.push(Triple::new(s, predicate, fresh(object, &mut map)));
+                }
+                (Vec::new(), out)
+            }
+            GraphUpdateOperation::DeleteData { data } => {
+                let mut out = Vec::with_capacity(data.len());
+                for q in data {
+                    default_graph(&q.graph_name)?;
+                    let t = Triple::new(q.subject, q.predicate, q.object);
+                    // Ground triples: the same types as any triple.
+                    out.push(t);
+                }
+                (out, Vec::new())
+            }
+            GraphUpdateOperation::DeleteInsert {
+                delete,
+                insert,
+                using,
+                pattern,
+            } => {
+                if using.is_some() {
+                    return Err(unsupported("USING and USING NAMED"));
+                }
+                let mut del = Vec::with_capacity(delete.len());
+                for GroundQuadPattern {
+                    subject,
+                    predicate,
+                    object,
+                    graph_name,
+                } in delete
+                {
+                    default_graph_pattern(&graph_name)?;
+                    del.push(TriplePattern {
+                        subject: ground(&subject),
+                        predicate,
+                        object: ground(&object),
+                    });
+                }
+                let mut ins = Vec::with_capacity(insert.len());
+                for QuadPattern {
+                    subject,
+                    predicate,
+                    object,
+                    graph_name,
+                } in insert
+                {
+                    default_graph_pattern(&graph_name)?;
+                    ins.push(TriplePattern {
+                        subject,
+                        predicate,
+                        object,
+                    });
+                }
+                let d = construct(del, (*pattern).clone(), readers)?;
+                let i = construct(ins, *pattern, readers)?;
+                (d, i)
+            }
+            GraphUpdateOperation::Load {
+                silent,
+                source,
+                destination,
+            } => {
+                default_graph(&destination)?;
+                match self.load_triples(source.as_str()) {
+                    Ok(ts) => (Vec::new(), ts),
+                    Err(_) if silent => (Vec::new(), Vec::new()),
+                    Err(e) => return Err(e),
+                }
+            }
+            GraphUpdateOperation::Clear { silent, graph }
+            | GraphUpdateOperation::Drop { silent, graph } => {
+                use spargebra::algebra::GraphTarget as G;
+                match graph {
+                    G::DefaultGraph | G::AllGraphs => {}
+                    G::NamedGraphs => return Ok((Vec::new(), Vec::new())),
+                    G::NamedNode(_) if silent => return Ok((Vec::new(), Vec::new())),
+                    G::NamedNode(n) => return Err(unsupported(&format!("CLEAR GRAPH {n}"))),
+                }
+                let v = |n: &str| TermPattern::Variable(Variable::new_unchecked(n));
+                let all = TriplePattern {
+                    subject: v("s"),
+                    predicate: NamedNodePattern::Variable(Variable::new_unchecked("p")),
+                    object: v("o"),
+                };
+                let pattern = GraphPattern::Bgp {
+                    patterns: vec![all.clone()],
+                };
+                (construct(vec![all], pattern, readers)?, Vec::new())
+            }
+            GraphUpdateOperation::Create { silent: true, .. } => (Vec::new(), Vec::new()),
+            GraphUpdateOperation::Create { graph, .. } => {
+                return Err(unsupported(&format!("CREATE GRAPH {graph}")))
+            }
+        })
+    }
+
+    /// The triples of a LOAD source: a `file:` IRI or a path.
+    fn load_triples(&self, source: &str) -> Result<Vec<Triple>> {
+        let path = load_path(source)?;
+        let d = Dataset::parse_file(&path, &())?;
+        let term = |id: u32| {
+            d.dict
+                .term(id)
+                .cloned()
+                .expect("a dataset's ids are its terms")
+        };
+        d.triples
+            .iter()
+            .map(|&[s, p, o]| {
+                let (_, pid) = d.dict.pt(p).expect("a dataset's pts are its own");
+                let s = match term(s) {
+                    Term::NamedNode(n) => NamedOrBlankNode::from(n),
+                    Term::BlankNode(b) => NamedOrBlankNode::from(b),
+                    Term::Literal(_) => unreachable!("a parsed subject is no literal"),
+                };
+                let Term::NamedNode(p) = term(pid) else {
+                    unreachable!("a parsed predicate is an IRI")
+                };
+                Ok(Triple::new(s, p, term(o)))
+            })
+            .collect()
+    }
+
+    /// Deletes `delete`, then inserts `insert`.
+    fn apply(
+        &mut self,
+        delete: &[Triple],
+        insert: &[Triple],
+        w: &mut [Worker<F>],
+    ) -> Result<UpdateReport> {
+        let mut report = UpdateReport::default();
+        // Deleting needs no new term: a triple with an unknown term is absent.
+        let ids: Vec<[u32; 3]> = delete.iter().filter_map(|t| self.ids_of(t)).collect();
+        for [s, p, o] in ids {
+            report.deleted += self.delete_one(w, s, p, o)? as u64;
+        }
+        let ids = insert
+            .iter()
+            .map(|t| self.intern(t))
+            .collect::<Result<Vec<_>>>()?;
+        for [s, p, o] in ids {
+            report.inserted += self.insert_one(w, s, p, o)? as u64;
+        }
+        Ok(report)
+    }
+
+    /// `(s, predicate pt, o)` ids of a triple whose terms are all stored.
+    fn ids_of(&self, t: &Triple) -> Option<[u32; 3]> {
+        let d = self.catalog().dict();
+        let s = d.id(&Term::from(t.subject.clone()))?;
+        let p = d.predicate_pt(d.id(&Term::from(t.predicate.clone()))?)?;
+        let o = d.id(&t.object)?;
+        if Some(p) == self.catalog().type_pt() {
+            d.type_pt(o)?;
+        }
+        Some([s, p, o])
+    }
+
+    /// Interns a triple's terms (and its predicate's or class's pt), checking
+    /// that the layout has room: no key moves.
+    fn intern(&mut self, t: &Triple) -> Result<[u32; 3]> {
+        let layout_err = |m: String| RdfError::Layout(m);
+        let (dict, layout, type_pt, stats) = self.catalog_mut().parts_mut();
+        let s = dict
+            .intern(&Term::from(t.subject.clone()))
+            .map_err(layout_err)?;
+        let pid = dict
+            .intern(&Term::from(t.predicate.clone()))
+            .map_err(layout_err)?;
+        let o = dict.intern(&t.object).map_err(layout_err)?;
+        let p = dict.intern_predicate(pid).map_err(layout_err)?;
+        if t.predicate == oxrdf::vocab::rdf::TYPE {
+            *type_pt = Some(p);
+            dict.intern_type(o).map_err(layout_err)?;
+        }
+        let pts = dict.pts() as u64;
+        if pts > layout.pts_capacity() {
+            return Err(RdfError::Unsupported(format!(
+                "a new predicate or class past the {} the layout reserved when the data was loaded (moving every key to a wider layout is not implemented); reload the data with the new triples",
+                layout.pts_capacity()
+            )));
+        }
+        *layout = layout.with_terms(dict.len() as u64)?;
+        for v in [&mut stats.triples, &mut stats.subjects, &mut stats.objects] {
+            v.resize(pts as usize, 0);
+        }
+        Ok([s, p, o])
+    }
+
+    /// Adds `(s, p, o)`'s four keys' entries; false if it was there.
+    fn insert_one(&mut self, w: &mut [Worker<F>], s: u32, p: u32, o: u32) -> Result<bool> {
+        let l = *self.layout();
+        let class = self.class_of(p, o);
+        if !self.add(w, l.normal(s, p, OUT), o)? {
+            return Ok(false);
+        }
+        let (hs, ho) = (l.home(s), l.home(o));
+        self.stats_mut().triples[p as usize] += 1;
+        if self.add(w, l.index(hs, p, OUT), s)? {
+            self.stats_mut().subjects[p as usize] += 1;
+        }
+        if self.add(w, l.index(ho, p, IN), o)? {
+            self.stats_mut().objects[p as usize] += 1;
+        }
+        match class {
+            Some(c) => {
+                if self.add(w, l.index(hs, c, OUT), s)? {
+                    self.stats_mut().subjects[c as usize] += 1;
+                }
+            }
+            None => {
+                self.add(w, l.normal(o, p, IN), s)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Removes `(s, p, o)`'s entries, and a term from an index part once it
+    /// has no triple of `p` left; false if the triple was absent.
+    fn delete_one(&mut self, w: &mut [Worker<F>], s: u32, p: u32, o: u32) -> Result<bool> {
+        let l = *self.layout();
+        let class = self.class_of(p, o);
+        let (hs, ho) = (l.home(s), l.home(o));
+        if !at(w, l.normal(s, p, OUT)).delete_edge(l.normal(s, p, OUT), o)? {
+            return Ok(false);
+        }
+        self.stats_mut().triples[p as usize] -= 1;
+        let o_left = match class {
+            Some(c) => {
+                let k = l.index(hs, c, OUT);
+                if at(w, k).delete_edge(k, s)? {
+                    self.stats_mut().subjects[c as usize] -= 1;
+                }
+                // The class is an object of rdf:type while it has instances on any machine.
+                let mut left = false;
+                for m in 0..l.machines() {
+                    left |= !list(w, l.index(m, c, OUT))?.is_empty();
+                }
+                left
+            }
+            None => {
+                let k = l.normal(o, p, IN);
+                at(w, k).delete_edge(k, s)?;
+                !list(w, k)?.is_empty()
+            }
+        };
+        let k = l.index(ho, p, IN);
+        if !o_left && at(w, k).delete_edge(k, o)? {
+            self.stats_mut().objects[p as usize] -= 1;
+        }
+        let k = l.index(hs, p, OUT);
+        if list(w, l.normal(s, p, OUT))?.is_empty() && at(w, k).delete_edge(k, s)? {
+            self.stats_mut().subjects[p as usize] -= 1;
+        }
+        Ok(true)
+    }
+
+    /// The class pt of object `o` when `p` is `rdf:type`.
+    fn class_of(&self, p: u32, o: u32) -> Option<u32> {
+        if Some(p) == self.catalog().type_pt() {
+            Some(
+                self.dict()
+                    .type_pt(o)
+                    .expect("an rdf:type object is interned as a class"),
+            )
+        } else {
+            None
+        }
+    }
+
+    /// Adds `u` to `key`'s list; records a key never written before.
+    fn add(&mut self, w: &mut [Worker<F>], key: VertexId, u: u32) -> Result<bool> {
+        let added = at(w, key).insert_edge(key, u)?;
+        if added {
+            self.note_key(key);
+        }
+        Ok(added)
+    }
+}
+
+/// The worker of `key`'s home: the store places a key by its slot table
+/// (`home_of`), so the update runs there without a forward.
+fn at<F: Fabric>(w: &mut [Worker<F>], key: VertexId) -> &mut Worker<F> {
+    let machines = w.len();
+    &mut w[home_of(key, machines) as usize]
+}
+
+fn list<F: Fabric>(w: &mut [Worker<F>], key: VertexId) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    at(w, key).neighbors(key, usize::MAX, &mut out)?;
+    Ok(out)
+}
+
+/// The file a LOAD source names: a `file:` IRI or a path; other IRIs are refused.
+fn load_path(source: &str) -> Result<PathBuf> {
+    match source.strip_prefix("file://") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None if source.contains("://") => Err(RdfError::Unsupported(format!(
+            "LOAD <{source}>: only files (file:///path) are loaded"
+        ))),
+        None => Ok(PathBuf::from(source)),
+    }
+}
+
+/// Refuses an update whose LOADs read files outside `dir` (symbolic links
+/// and `..` resolved), or any LOAD when there is no `dir`: an endpoint must
+/// not read whatever file its process can.
+pub fn check_loads(text: &str, dir: Option<&std::path::Path>) -> Result<()> {
+    let u = spargebra::SparqlParser::new()
+        .parse_update(text)
+        .map_err(|e| RdfError::QuerySyntax(e.to_string()))?;
+    for op in &u.operations {
+        let GraphUpdateOperation::Load { source, .. } = op else {
+            continue;
+        };
+        let Some(dir) = dir else {
+            return Err(RdfError::Forbidden(format!(
+                "LOAD <{}>: this endpoint loads no files (start it with --load-dir DIR to allow files under DIR)",
+                source.as_str()
+            )));
+        };
+        let path = load_path(source.as_str())?;
+        let inside = match (path.canonicalize(), dir.canonicalize()) {
+            (Ok(p), Ok(d)) => p.starts_with(d),
+            _ => false,
+        };
+        if !inside {
+            return Err(RdfError::Forbidden(format!(
+                "LOAD <{}>: not a readable file under --load-dir {}",
+                source.as_str(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
