@@ -80,6 +80,10 @@ pub struct RemoveArgs {
 pub struct MovesArgs {
     #[command(flatten)]
     pub at: Where,
+    /// First finish or roll back what an interrupted move left in flight
+    /// (a batch committed in etcd is finished, any other rolled back).
+    #[arg(long)]
+    pub settle: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -299,6 +303,7 @@ fn stop_server(dir: &Path, id: u8) -> bool {
 pub(crate) fn moves(a: MovesArgs) -> CliResult {
     let (client, m) = open(&a.at)?;
     let mover = Mover::new(&client, &m);
+    let settled = if a.settle { mover.settle()? } else { 0 };
     let (_, table) = mover.table()?;
     let counts = table.counts();
     let servers = mover.in_flight();
@@ -318,9 +323,12 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
             .collect();
         println!(
             "{}",
-            serde_json::json!({"table_epoch": table.epoch(), "servers": rows})
+            serde_json::json!({"table_epoch": table.epoch(), "settled": settled, "servers": rows})
         );
         return Ok(());
+    }
+    if a.settle {
+        println!("settled {settled} batch(es) an interrupted move left in flight");
     }
     println!(
         "slot table epoch {} (etcd), {} slots",
@@ -335,7 +343,7 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
             Some(f) => {
                 let out = f.iter().filter(|x| x.leaving).count();
                 println!(
-                    "server {id}: {n} slots, {out} leaving and {} arriving (a move was interrupted: `cluster move` or `rebalance` settles it)",
+                    "server {id}: {n} slots, {out} leaving and {} arriving (a move was interrupted: `cluster moves --settle` finishes or rolls it back)",
                     f.len() - out
                 );
             }

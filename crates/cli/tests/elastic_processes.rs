@@ -76,7 +76,8 @@ fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
     ]);
     assert_eq!(moved["slots"], 67, "{moved}");
     assert_eq!(moved["settled"], 0, "{moved}");
-    let status = json(&["cluster", "moves", "--dir", &d, "--json"]);
+    let status = json(&["cluster", "moves", "--dir", &d, "--settle", "--json"]);
+    assert_eq!(status["settled"], 0, "{status}");
     let servers = status["servers"].as_array().unwrap();
     assert_eq!(servers[2]["slots"], 1365 + 67, "{status}");
     assert!(
