@@ -4,8 +4,9 @@
 //! edges streamed block by block with selective scheduling).
 //!
 //! Every update goes to the owned side of a column-order pass, so results
-//! do not depend on the thread count or the backend; WCC updates shared
-//! labels in place by atomic minimum, and its fixed point is unique. Radii
+//! do not depend on the thread count or the backend; CC links a shared
+//! forest by compare-and-swap whose roots are the components' smallest ids,
+//! whatever the interleaving. Radii
 //! is synchronous (Jacobi): a pass reads last iteration's masks and writes a
 //! copy; BFS writes each vertex once; PageRank sums into a fresh
 //! array. [`crate::reference`] has the plain in-memory versions the tests
@@ -45,7 +46,9 @@ pub const ITERATIONS_MAX: u32 = 100_000;
 pub enum Algo {
     /// Breadth-first search from a root, along edge directions.
     Bfs,
-    /// Weakly connected components (label = smallest vertex id of the component).
+    /// Connected components, weakly (label = smallest vertex id of the
+    /// component): GAP's `cc`, named so in output and JSON; `wcc` parses too.
+    #[serde(rename = "cc")]
     Wcc,
     /// PageRank.
     PageRank,
@@ -76,7 +79,7 @@ impl Algo {
     pub fn name(self) -> &'static str {
         match self {
             Algo::Bfs => "bfs",
-            Algo::Wcc => "wcc",
+            Algo::Wcc => "cc",
             Algo::PageRank => "pagerank",
             Algo::Radii => "radii",
             Algo::Sssp => "sssp",
@@ -212,11 +215,7 @@ const BFS_SEGMENTS: &[VertexSegment] = &[
     seg("depth+parent", 8, (1, 0), (1, 0)),
     seg("frontier", 1, (1, 0), (0, 1)),
 ];
-const WCC_SEGMENTS: &[VertexSegment] = &[
-    seg("label", 4, (2, 1), (3, 1)),
-    seg("previous-label", 4, (0, 0), (1, 1)),
-    seg("active", 1, (2, 0), (0, 1)),
-];
+const WCC_SEGMENTS: &[VertexSegment] = &[seg("parent", 4, (2, 1), (3, 1))];
 const PAGERANK_SEGMENTS: &[VertexSegment] = &[
     seg("rank", 8, (0, 0), (2, 1)),
     seg("contrib", 8, (1, 0), (0, 1)),
@@ -653,69 +652,70 @@ fn bfs(engine: &Engine<'_>, root: u32) -> Result<Run> {
     })
 }
 
-/// WCC in one order with labels updated in place (issue 12, requirement 2):
-/// each edge of the column order pulls the larger of its two labels down to
-/// the smaller by an atomic minimum, so a label crosses many edges in one
-/// pass and an edge works in both directions without the row order; then
-/// pointer jumping (`label[x] = label[label[x]]`) shortcuts chains. A label
-/// is always the id of a vertex of the same component and only decreases,
-/// so the fixed point (every edge's labels equal) is unique: each
-/// component's smallest id, whatever the thread interleaving. Only edges
-/// with an endpoint whose label changed in the last iteration are applied;
-/// an iteration without a change ends the run.
+/// Connected components by linking (GAPBS's Afforest `Link` and `Compress`,
+/// Sutton et al. IPDPS 2018; issue 63): `parent` is a forest in which every
+/// vertex points at a smaller id or itself, so a tree's root is its smallest
+/// vertex. One pass over the column order links each edge's two trees by
+/// one compare-and-swap of the larger root to the smaller; then pointer
+/// jumping points every vertex at its root. After the pass every edge's
+/// endpoints share a tree, so the roots are the components' smallest ids,
+/// whatever the thread interleaving: the same labels as the label
+/// propagation it replaces, in one pass instead of one per label hop, so
+/// far memory and disk are read once. No sampling (Afforest's skip of the
+/// largest component): a grid pass reads every block anyway.
 fn wcc(engine: &Engine<'_>) -> Result<Run> {
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     let v = engine.vertex_count();
-    let label: VertexVec<AtomicU32> = VertexVec::from_fn(v as usize, |x| AtomicU32::new(x as u32));
-    let mut prev: VertexVec<u32> = VertexVec::from_fn(v as usize, |x| x as u32);
-    // The engine hands each owned vertex's element to the callback; labels
-    // are shared atomics instead, so the owned side carries nothing.
+    let parent: VertexVec<AtomicU32> = VertexVec::from_fn(v as usize, |x| AtomicU32::new(x as u32));
+    // The engine hands each owned vertex's element to the callback; the
+    // forest is shared atomics instead, so the owned side carries nothing.
     let mut unit = vec![(); v as usize];
-    let mut active: Option<Bitmap> = None;
-    let mut iterations = 0u32;
-    loop {
-        let act = active.as_ref();
-        let l = &label;
-        engine.stream_edges(Order::Column, None, &mut unit, |s, d, _| {
-            if act.is_some_and(|a| !a.get(u64::from(s)) && !a.get(u64::from(d))) {
-                return;
+    let p = &parent;
+    engine.stream_edges(Order::Column, None, &mut unit, |s, d, _| link(p, s, d))?;
+    engine.stream_vertices(&mut unit, |x, _| {
+        let me = &p[x as usize];
+        loop {
+            let up = me.load(Relaxed);
+            let upper = p[up as usize].load(Relaxed);
+            if upper == up {
+                break 0u64;
             }
-            let (ls, ld) = (l[s as usize].load(Relaxed), l[d as usize].load(Relaxed));
-            if ls < ld {
-                l[d as usize].fetch_min(ls, Relaxed);
-            } else if ld < ls {
-                l[s as usize].fetch_min(ld, Relaxed);
-            }
-        })?;
-        engine.stream_vertices(&mut unit, |x, _| {
-            let me = &l[x as usize];
-            loop {
-                let up = me.load(Relaxed);
-                let upper = l[up as usize].load(Relaxed);
-                if upper >= up {
-                    break 0u64;
-                }
-                me.fetch_min(upper, Relaxed);
-            }
-        });
-        iterations += 1;
-        let p = &prev;
-        let changed = engine.vertex_bitmap(|x| l[x as usize].load(Relaxed) != p[x as usize]);
-        engine.stream_vertices(&mut prev, |x, p| {
-            *p = l[x as usize].load(Relaxed);
-            0u64
-        });
-        if changed.count() == 0 || iterations >= ITERATIONS_MAX {
-            break;
+            // Only ever lowered: another thread's jump is as good as ours.
+            me.fetch_min(upper, Relaxed);
         }
-        active = Some(changed);
-    }
+    });
+    let label: Vec<u32> = parent.iter().map(|l| l.load(Relaxed)).collect();
+    debug_assert!(
+        label.iter().all(|&l| label[l as usize] == l),
+        "every label is a root"
+    );
     Ok(Run {
-        output: Output::Wcc {
-            label: prev.to_vec(),
-        },
-        iterations,
+        output: Output::Wcc { label },
+        iterations: 1,
     })
+}
+
+/// Joins the trees of `u` and `w` (GAPBS's `Link`): the larger root is
+/// hooked under the smaller by compare-and-swap; a lost race, or a root that
+/// is no longer one, climbs and retries. Parents only decrease, so it ends.
+fn link(parent: &[std::sync::atomic::AtomicU32], u: u32, w: u32) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut p1 = parent[u as usize].load(Relaxed);
+    let mut p2 = parent[w as usize].load(Relaxed);
+    while p1 != p2 {
+        let (high, low) = (p1.max(p2), p1.min(p2));
+        let p_high = parent[high as usize].load(Relaxed);
+        if p_high == low
+            || (p_high == high
+                && parent[high as usize]
+                    .compare_exchange(high, low, Relaxed, Relaxed)
+                    .is_ok())
+        {
+            return;
+        }
+        p1 = parent[parent[high as usize].load(Relaxed) as usize].load(Relaxed);
+        p2 = parent[low as usize].load(Relaxed);
+    }
 }
 
 fn radii(engine: &Engine<'_>, seed: u64) -> Result<Run> {

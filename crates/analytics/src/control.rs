@@ -115,7 +115,8 @@ impl Table {
         let rows: Vec<&Row> = self
             .rows
             .iter()
-            .filter(|r| r.algo == algo.name() && r.threads <= threads_max.max(1))
+            // By parse: a table made when CC was named `wcc` still serves it.
+            .filter(|r| Algo::parse(&r.algo).ok() == Some(algo) && r.threads <= threads_max.max(1))
             .collect();
         let dist = |e: u64| ((e as f64).log2() - (edges.max(1) as f64).log2()).abs();
         let Some(size) = rows

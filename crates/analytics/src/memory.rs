@@ -42,7 +42,7 @@ pub const DEFAULT_LIMIT_WITHOUT_MEMINFO_BYTES: u64 = 8 << 30;
 
 /// Peak bytes per vertex of an algorithm's own arrays, rounded up: BFS
 /// (depth, parent) pairs plus their unzipped copy at the end and two
-/// bitmaps; WCC label and next label and two bitmaps; PageRank rank,
+/// bitmaps; CC parent and the labels copied out; PageRank rank,
 /// contribution and sum in f64; Radii two 64-bit visited masks, the
 /// radius and two bitmaps; SSSP distance, done and a bitmap; TC an
 /// in-neighbour list's header, a CSR offset and a count; BC depth and
@@ -51,7 +51,7 @@ pub const DEFAULT_LIMIT_WITHOUT_MEMINFO_BYTES: u64 = 8 << 30;
 pub fn vertex_peak_bytes(algo: Algo) -> u64 {
     match algo {
         Algo::Bfs => 17,
-        Algo::Wcc => 9,
+        Algo::Wcc => 8,
         Algo::PageRank => 24,
         Algo::Radii => 21,
         Algo::Sssp => 9,
@@ -181,8 +181,8 @@ mod tests {
         // One streamed order: 8 + 16 + 8 bytes per edge.
         assert_eq!(Algo::Wcc.orders().len(), 1);
         assert_eq!(e.edge_bytes, 320);
-        assert_eq!(e.vertex_bytes, 1000 * (4 + 9));
-        assert_eq!(e.total_bytes, 320 + 13_000 + FIXED_BYTES);
+        assert_eq!(e.vertex_bytes, 1000 * (4 + 8));
+        assert_eq!(e.total_bytes, 320 + 12_000 + FIXED_BYTES);
         let c = Estimate::new(Algo::Wcc, 1000, 10, true, 8);
         assert_eq!(c.edge_bytes, 400);
         // Compact edges: 8 + 8 + 4.

@@ -241,7 +241,8 @@ impl SavedProfile {
                 format!("its block counts are not one per block of the {blocks}-block grid"),
             ));
         }
-        if self.origin.algo != algo.name() {
+        // By parse, not by name: CC's profiles saved as `wcc` before issue 63 still match.
+        if Algo::parse(&self.origin.algo).ok() != Some(algo) {
             return Err(bad(
                 path,
                 format!(

@@ -191,9 +191,9 @@ fn with_the_latency_model_on() {
 }
 
 #[test]
-fn wcc_in_place_labels_reach_the_reference_under_any_interleaving() {
-    // Labels are lowered by atomic minimum from several threads at once;
-    // the fixed point must still be each component's smallest id.
+fn cc_linking_reaches_the_reference_under_any_interleaving() {
+    // Trees are linked by compare-and-swap from several threads at once;
+    // the roots must still be each component's smallest id.
     for seed in 1..4 {
         let g = common::rmat(12, seed, Some(16));
         let store =

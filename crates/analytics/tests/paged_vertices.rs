@@ -104,7 +104,9 @@ fn every_algorithm_matches_the_reference_while_vertex_pages_are_evicted() {
                 // that every page sent round the pool once more is touched
                 // again before it is evicted (CI saw BFS on R-MAT 11 with 24
                 // deactivations and no fault), so only one worker is held to it.
-                if g.grid.vertex_count() >= 2048 && threads == 1 {
+                // CC holds one 4-byte array (two pages at R-MAT 11) and
+                // touches it in one pass: nothing need leave the pool.
+                if g.grid.vertex_count() >= 2048 && threads == 1 && algo != Algo::Wcc {
                     // Pages left, came back, and dirty ones were written.
                     let at = format!("{} {algo:?} window {window}", g.name);
                     assert!(v.faults > 0, "{at}: {v:?}");

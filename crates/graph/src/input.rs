@@ -4,8 +4,9 @@
 //! Text: one edge per line as two unsigned decimal ids separated by spaces or tabs;
 //! lines whose first non-blank byte is `#` or `%` are comments; blank lines are
 //! skipped; `\r\n` line ends are accepted. A third column is an edge weight (`.wel`,
-//! weighted SNAP): nothing here carries weights yet, so a weight is refused, naming the
-//! line, unless [`LoadOptions::ignore_weights`] asks to drop them. Anything else is an
+//! weighted SNAP): the edge lists here carry none (only SSSP uses weights; the analytics
+//! crate's `weighted` reads them from the lines these parsers keep), so a weight is
+//! refused, naming the line, unless [`LoadOptions::ignore_weights`] asks to drop them. Anything else is an
 //! error naming the file, the 1-based line, the line's text and the reason.
 //!
 //! Matrix Market (`.mtx`, [`mtx`]): the `coordinate` format with `pattern`, `integer`
@@ -147,8 +148,8 @@ pub struct LoadOptions {
     /// If given, every id must be below it and it becomes the list's vertex count.
     pub vertex_count: Option<u64>,
     /// Drop edge weights (a text file's third column, a `real` or `integer` Matrix
-    /// Market file's values) instead of refusing the file: nothing here carries
-    /// weights yet, and dropping them must be asked for.
+    /// Market file's values) instead of refusing the file: the edge lists here
+    /// carry no weights (SSSP reads them apart), and dropping them must be asked for.
     pub ignore_weights: bool,
 }
 
@@ -507,7 +508,7 @@ mod tests {
         );
         assert!(bad_line("1 2 3\n")
             .2
-            .contains("edge weights are not used yet"));
+            .contains("edge weights are read only by SSSP"));
         assert_eq!(bad_line("1 2 x\n").2, "not a weight (a number): 'x'");
         assert_eq!(bad_line("x1 2\n").2, "not an unsigned integer: 'x1'");
         assert_eq!(bad_line("1 -2\n").2, "not an unsigned integer: '-2'");

@@ -55,7 +55,10 @@ fn one_id_on_a_line() {
 fn a_weight_column_is_refused_naming_the_line_unless_dropped_on_request() {
     let (line, _, reason, message) = text_error("0 1\n1 2 0.5\n", &LoadOptions::default());
     assert_eq!(line, 2);
-    assert!(reason.contains("edge weights are not used yet"), "{reason}");
+    assert!(
+        reason.contains("edge weights are read only by SSSP"),
+        "{reason}"
+    );
     assert!(
         message.contains("graph.txt:2:") && message.contains("--ignore-weights"),
         "{message}"

@@ -68,7 +68,7 @@ fn valued_matrices_are_refused_at_the_banner_unless_weights_are_dropped() {
     let err = input::load(&path, None, &LoadOptions::default()).expect_err("weights");
     let msg = err.to_string();
     assert!(
-        msg.contains("w.mtx:1:") && msg.contains("weights are not used yet"),
+        msg.contains("w.mtx:1:") && msg.contains("weights are read only by SSSP"),
         "{msg}"
     );
     let drop = LoadOptions {

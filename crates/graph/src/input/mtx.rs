@@ -11,12 +11,12 @@
 //!
 //! An entry `i j` is the edge `i-1 -> j-1`. `symmetric` files store one triangle: an
 //! entry `i j` off the diagonal is both `i-1 -> j-1` and `j-1 -> i-1` (at the same
-//! line). `integer` and `real` entries carry a value, an edge weight: nothing here
-//! carries weights yet, so such a file is refused at its banner unless
-//! [`LoadOptions::ignore_weights`] drops them. The vertex count is `max(rows, cols)`
-//! (or the one given). `array` (dense), `complex`, `skew-symmetric` and `hermitian`
-//! files are refused, as are ids of 0 or past the size line and a count of entries
-//! other than the size line's; every error names the file and line.
+//! line). `integer` and `real` entries carry a value, an edge weight: the edge lists
+//! here carry none (only SSSP reads them, apart), so such a file is refused at its
+//! banner unless [`LoadOptions::ignore_weights`] drops them. The vertex count is
+//! `max(rows, cols)` (or the one given). `array` (dense), `complex`, `skew-symmetric`
+//! and `hermitian` files are refused, as are ids of 0 or past the size line and a
+//! count of entries other than the size line's; every error names the file and line.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -135,9 +135,10 @@ pub fn visit_mtx<E>(
             1,
             &buf,
             format!(
-                "a '{}' matrix gives every edge a weight: edge weights are not used yet; \
-                 drop them on purpose with --ignore-weights (load option ignore_weights), \
-                 or write the matrix as 'pattern'",
+                "a '{}' matrix gives every edge a weight: edge weights are read only by SSSP \
+                 (locus analytics run --algo sssp); for anything else drop them on purpose \
+                 with --ignore-weights (load option ignore_weights), or write the matrix \
+                 as 'pattern'",
                 banner[3]
             ),
         ));

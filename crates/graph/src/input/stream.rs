@@ -219,9 +219,9 @@ pub(super) fn weight_refused(w: &[u8], opts: &LoadOptions) -> Option<String> {
     }
     (!opts.ignore_weights).then(|| {
         format!(
-            "a weight column ('{}'): edge weights are not used yet; remove the column, \
-             or drop the weights on purpose with --ignore-weights (load option \
-             ignore_weights)",
+            "a weight column ('{}'): edge weights are read only by SSSP (locus \
+             analytics run --algo sssp); for anything else remove the column, or drop \
+             the weights on purpose with --ignore-weights (load option ignore_weights)",
             quote(w)
         )
     })
