@@ -70,7 +70,9 @@ pub struct Loaded {
 pub fn load_csr(client: &Client, csr: &Csr, senders: usize, r: &Reporter) -> Result<Loaded> {
     let machines = client.machines();
     let senders = senders.clamp(1, machines);
-    let mut batcher = Batcher::new(machines as u16, Direction::Directed, BatchLimits::default())
+    // Batches by the servers' slot table (whatever its slot count).
+    let table = client.slot_table()?;
+    let mut batcher = Batcher::with_table(&table, Direction::Directed, BatchLimits::default())
         .map_err(|e| BenchError::setting(e.field, e.value, e.to_string()))?;
     let error: Mutex<Option<BenchError>> = Mutex::new(None);
     let added = std::sync::atomic::AtomicU64::new(0);

@@ -44,6 +44,7 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod durability;
+pub mod elastic;
 mod error;
 pub mod fargraph;
 pub mod faults;

@@ -46,6 +46,10 @@ pub enum Bench {
     /// network namespaces, clients under a seeded nemesis (partitions,
     /// pauses, kill -9, delay and loss), every history checked.
     Faults(FaultsArgs),
+    /// Slot moves under a closed-loop load of two-hop queries and 5%
+    /// inserts on 3 server processes (issue 59; a first form: Locus's own
+    /// moves only, one run).
+    Elastic(crate::bench_elastic::ElasticArgs),
 }
 
 #[derive(Args, Debug)]
@@ -165,6 +169,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::Sparql(s) => crate::bench_sparql::run(s),
         Bench::Durability(d) => run_durability(d),
         Bench::Faults(f) => run_faults(f),
+        Bench::Elastic(e) => crate::bench_elastic::run(e),
     }
 }
 

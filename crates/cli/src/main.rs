@@ -4,6 +4,7 @@
 
 mod analytics;
 mod bench;
+mod bench_elastic;
 mod bench_sparql;
 mod cluster;
 mod cluster_etcd;
