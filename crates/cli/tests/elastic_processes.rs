@@ -168,3 +168,31 @@ fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
         }
     }
 }
+
+#[test]
+fn bench_elastic_moves_slots_under_load_and_loses_nothing() {
+    let r = json(&[
+        "bench",
+        "elastic",
+        "--scale",
+        "10",
+        "--clients",
+        "2",
+        "--phase-s",
+        "1",
+        "--json",
+    ]);
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{r:#}");
+    for row in rows {
+        assert_eq!(row["slots"], 1365, "{row:#}");
+        assert!(row["move_s"].as_f64().unwrap() > 0.0, "{row:#}");
+        assert!(row["throughput_during"].as_f64().unwrap() > 0.0, "{row:#}");
+    }
+    assert!(r["acknowledged_writes"].as_u64().unwrap() > 0, "{r:#}");
+    assert_eq!(r["lost_acknowledged_writes"], 0, "{r:#}");
+    println!(
+        "bench elastic: {} ops, {} failed, {} retries",
+        r["ops"], r["failed_ops"], r["retries"]
+    );
+}
