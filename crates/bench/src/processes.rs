@@ -149,6 +149,7 @@ impl Processes {
         let file = ClusterFile {
             cluster: ClusterSection {
                 secret: Some(Secret::generate().expose().to_string()),
+                max_servers: None,
             },
             servers,
             coordinator,

@@ -192,6 +192,9 @@ pub enum ClusterCommand {
     /// Balance slots over the servers that answer (within one slot of each
     /// other), with the fewest moves; `--plan` prints them only.
     Rebalance(crate::cluster_move::RebalanceArgs),
+    /// Start one more server and move slots to it until they are balanced.
+    /// Needs etcd and room (`cluster up --max-servers`).
+    AddServer(crate::cluster_add::AddArgs),
     /// Move every slot off server N, bring home the values it holds for
     /// other servers, and stop it.
     RemoveServer(crate::cluster_move::RemoveArgs),
@@ -204,6 +207,11 @@ pub struct UpArgs {
     /// Servers (machines) to start.
     #[arg(long, default_value_t = 3)]
     pub servers: usize,
+    /// The most servers the cluster may grow to with `cluster add-server`
+    /// (fixed now: the fabric, slot table and logs are made for it).
+    /// Default: 8 (or --servers if more); without etcd, --servers.
+    #[arg(long)]
+    pub max_servers: Option<usize>,
     /// Directory for the cluster file, logs and process ids.
     #[arg(long, default_value = "locus-cluster")]
     pub dir: PathBuf,
@@ -270,10 +278,12 @@ pub(crate) struct Started {
 
 pub(crate) const CLUSTER_FILE: &str = "cluster.toml";
 const PIDS_FILE: &str = "pids.json";
+/// Room for servers of a cluster on etcd unless `--max-servers` says.
+const MAX_SERVERS_DEFAULT: usize = 8;
 /// How long `up` waits for every server to answer.
-const UP_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const UP_WAIT: Duration = Duration::from_secs(60);
 /// How long `up` waits for every server to link to the coordinator.
-const LINK_WAIT: Duration = Duration::from_secs(20);
+pub(crate) const LINK_WAIT: Duration = Duration::from_secs(20);
 /// How long `down` waits after SIGTERM before SIGKILL.
 const DOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -284,6 +294,7 @@ pub fn run(a: ClusterArgs) -> CliResult {
         ClusterCommand::Status(s) => crate::cluster_status::status(s),
         ClusterCommand::Move(m) => crate::cluster_move::run(m),
         ClusterCommand::Rebalance(r) => crate::cluster_move::rebalance(r),
+        ClusterCommand::AddServer(a) => crate::cluster_add::add_server(a),
         ClusterCommand::RemoveServer(r) => crate::cluster_move::remove_server(r),
         ClusterCommand::Moves(m) => crate::cluster_move::moves(m),
     }
@@ -320,6 +331,11 @@ fn up(a: UpArgs) -> CliResult {
     let mut file = ClusterFile {
         cluster: ClusterSection {
             secret: Some(Secret::generate().expose().to_string()),
+            max_servers: match (a.max_servers, a.no_etcd) {
+                (Some(m), _) => Some(m),
+                (None, true) => None,
+                (None, false) => Some(a.servers.max(MAX_SERVERS_DEFAULT)),
+            },
         },
         servers,
         coordinator: None,
@@ -624,7 +640,7 @@ fn spawn_coordinator(
     Ok(sup.spawn(Role::Coordinator(role.into()), &extra, lifetime_s)?)
 }
 
-fn write_pids(dir: &Path, started: &[Started]) -> CliResult {
+pub(crate) fn write_pids(dir: &Path, started: &[Started]) -> CliResult {
     let path = dir.join(PIDS_FILE);
     std::fs::write(&path, serde_json::to_string_pretty(started)?)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -117,7 +117,7 @@ fn open(at: &Where) -> CliResult<Opened> {
     Ok((client, m))
 }
 
-fn check_batch(batch_slots: usize) -> CliResult {
+pub(crate) fn check_batch(batch_slots: usize) -> CliResult {
     if batch_slots == 0 {
         return Err("--batch-slots must be at least 1".into());
     }
@@ -125,7 +125,7 @@ fn check_batch(batch_slots: usize) -> CliResult {
 }
 
 /// Runs `f` with a progress bar of slots moved (hidden for JSON or off a terminal).
-fn with_bar<T>(quiet: bool, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+pub(crate) fn with_bar<T>(quiet: bool, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
     let reporter = if quiet {
         Reporter::quiet()
     } else {
@@ -140,7 +140,7 @@ fn with_bar<T>(quiet: bool, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T 
     r
 }
 
-fn done_json(done: &MovesDone, secs: f64) -> serde_json::Value {
+pub(crate) fn done_json(done: &MovesDone, secs: f64) -> serde_json::Value {
     serde_json::json!({
         "batches": done.batches, "slots": done.slots,
         "vertices": done.vertices, "keys": done.keys, "bytes": done.bytes,
@@ -148,7 +148,7 @@ fn done_json(done: &MovesDone, secs: f64) -> serde_json::Value {
     })
 }
 
-fn print_done(what: &str, done: &MovesDone, secs: f64) {
+pub(crate) fn print_done(what: &str, done: &MovesDone, secs: f64) {
     if done.settled > 0 {
         println!(
             "settled {} batch(es) an interrupted move left in flight",
@@ -182,7 +182,7 @@ pub(crate) fn run(a: MoveArgs) -> CliResult {
 }
 
 /// Servers that answer a PING: the ones slots may go to.
-fn up_servers(client: &Client) -> Vec<u8> {
+pub(crate) fn up_servers(client: &Client) -> Vec<u8> {
     (0..client.machines() as u8)
         .filter(|&id| client.ping(id).is_ok())
         .collect()

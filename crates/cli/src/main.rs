@@ -7,6 +7,7 @@ mod bench;
 mod bench_elastic;
 mod bench_sparql;
 mod cluster;
+mod cluster_add;
 mod cluster_etcd;
 mod cluster_move;
 mod cluster_status;

@@ -196,3 +196,147 @@ fn bench_elastic_moves_slots_under_load_and_loses_nothing() {
         r["ops"], r["failed_ops"], r["retries"]
     );
 }
+
+#[test]
+fn a_server_joins_then_another_leaves_while_edges_are_inserted() {
+    // Three servers with room for eight (cluster up's default on etcd).
+    let cluster = Cluster::up();
+    let d = cluster.dir.path().to_str().unwrap().to_string();
+    let c = cluster.client();
+    let g = graph(60);
+    load(&c, &g);
+
+    // A writer whose client read the file before the fourth server existed:
+    // it must follow the slot table to a server it has no address for.
+    let acked: Arc<Mutex<Vec<(u32, u32)>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (c, acked, stop, failed) = (
+            cluster.client(),
+            acked.clone(),
+            stop.clone(),
+            failed.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let v = (u64::from(i) * 7919 % u64::from(VERTICES)) as u32;
+                match c.insert_edge(v, 2_000_000 + i) {
+                    Ok(true) => acked.lock().unwrap().push((v, 2_000_000 + i)),
+                    Ok(false) => panic!("a unique edge was already there"),
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                i += 1;
+            }
+            (c.routing(), c.machines())
+        })
+    };
+
+    let added = json(&[
+        "cluster",
+        "add-server",
+        "--dir",
+        &d,
+        "--wait",
+        "--batch-slots",
+        "64",
+        "--lifetime-s",
+        "300",
+        "--json",
+    ]);
+    assert_eq!(added["id"], 3, "{added}");
+    assert_eq!(added["slots"], 1024, "{added}");
+    assert_eq!(added["members"], serde_json::json!([0, 1, 2, 3]), "{added}");
+    let status = json(&["cluster", "status", "--dir", &d, "--json"]);
+    let servers = status["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 4, "{status}");
+    assert!(
+        servers
+            .iter()
+            .all(|s| s["up"] == true && s["slots"] == 1024),
+        "{status}"
+    );
+    // The fifth id is free too; a sixth add would still fit (room for 8):
+    // check only the refusal of a cluster without room below.
+
+    // Server 0 leaves: its slots go to 1, 2 and 3.
+    let gone = json(&[
+        "cluster",
+        "remove-server",
+        "--dir",
+        &d,
+        "--id",
+        "0",
+        "--batch-slots",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(gone["slots"], 1024, "{gone}");
+    assert_eq!(gone["stopped"], true, "{gone}");
+    stop.store(true, Ordering::Relaxed);
+    let (routing, known) = writer.join().unwrap();
+    println!(
+        "writer: {} inserts acknowledged, {} failed, {routing:?}, {known} servers known",
+        acked.lock().unwrap().len(),
+        failed.load(Ordering::Relaxed)
+    );
+    assert_eq!(known, 4, "the writer's client learned server 3");
+    assert!(routing.retries > 0, "{routing:?}");
+
+    // Everything reads back, through a new client and the writer's kind.
+    let fresh = cluster.client();
+    assert_eq!(fresh.machines(), 4, "the cluster file lists server 3");
+    let acked = acked.lock().unwrap().clone();
+    assert!(!acked.is_empty());
+    for (v, list) in g.iter().enumerate() {
+        let got = fresh
+            .neighbors(v as u32, 0)
+            .unwrap_or_else(|e| panic!("vertex {v}: {e}"));
+        for u in list {
+            assert!(got.contains(u), "vertex {v} lost its edge to {u}");
+        }
+    }
+    for (v, u) in &acked {
+        assert!(
+            fresh.neighbors(*v, 0).unwrap().contains(u),
+            "acknowledged {v}->{u} lost"
+        );
+    }
+    for v in [1u32, 97, 300] {
+        let (want, _) = khop_ref(&g, v, 2, 1_000_000);
+        let got = fresh.khop(v, 2, 1_000_000).unwrap();
+        for u in &want {
+            assert!(got.distinct.contains(u), "2-hop of {v} misses {u}");
+        }
+    }
+}
+
+#[test]
+fn add_server_refuses_a_cluster_without_room_or_etcd() {
+    let cluster = Cluster::up_with(&["--max-servers", "3", "--no-coordinator"]);
+    let d = cluster.dir.path().to_str().unwrap().to_string();
+    let o = locus(&["cluster", "add-server", "--dir", &d, "--wait"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("room for 3"), "{err}");
+    let before = std::fs::read_to_string(cluster.file()).unwrap();
+    assert!(!before.contains("id = 3"), "nothing was added: {before}");
+    let bad = locus(&[
+        "cluster",
+        "up",
+        "--dir",
+        "/nonexistent-x",
+        "--servers",
+        "4",
+        "--max-servers",
+        "3",
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("max_servers"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

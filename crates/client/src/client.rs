@@ -94,19 +94,27 @@ pub struct Routing {
 
 /// A running cluster's client.
 pub struct Client {
-    servers: Vec<SocketAddr>,
+    /// Client addresses by server id: the cluster file's, then those of
+    /// servers added later, learned with SERVERS when a slot table names
+    /// an owner past them.
+    servers: RwLock<Vec<SocketAddr>>,
+    /// Idle connections per server id (room for every id).
     pools: Vec<Mutex<Vec<Conn>>>,
     config: ClientConfig,
     /// The slot table as last fetched: a hint the servers check.
     table: RwLock<Option<Arc<SlotTable>>>,
     table_fetches: AtomicU64,
     retries: AtomicU64,
+    /// Servers listed in the cluster file (a new cluster's homes).
+    file_servers: usize,
+    /// The cluster's room for servers, as the first HELLO said (0: none yet).
+    room: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("servers", &self.servers)
+            .field("servers", &self.addresses())
             .finish()
     }
 }
@@ -121,13 +129,18 @@ impl Client {
                 servers.len()
             )));
         }
+        let file_servers = servers.len();
         Ok(Client {
-            pools: servers.iter().map(|_| Mutex::new(Vec::new())).collect(),
-            servers,
+            pools: (0..locus_fabric::MACHINES_MAX)
+                .map(|_| Mutex::new(Vec::new()))
+                .collect(),
+            servers: RwLock::new(servers),
             config,
             table: RwLock::new(None),
             table_fetches: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            file_servers,
+            room: Default::default(),
         })
     }
 
@@ -141,14 +154,63 @@ impl Client {
         Client::new(f.servers, config)
     }
 
-    /// Machines (servers) in the cluster.
+    /// Servers the client knows of (ids `0..machines()`): the cluster
+    /// file's, and those added since that a slot table named.
     pub fn machines(&self) -> usize {
-        self.servers.len()
+        self.addresses().len()
     }
 
     /// The client address of server `id`.
     pub fn address(&self, id: u8) -> Option<SocketAddr> {
-        self.servers.get(id as usize).copied()
+        self.addresses().get(id as usize).copied()
+    }
+
+    /// The client addresses known, by server id.
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.servers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Asks server `from` (then the others in turn) which servers it
+    /// knows and adds those past the ones known. Returns how many are
+    /// known now.
+    pub fn learn_servers(&self, from: u8) -> Result<usize> {
+        let n = self.machines();
+        let mut last = None;
+        for i in 0..n {
+            let id = ((from as usize + i) % n) as u8;
+            let list = match self.call(id, &Request::Servers, None) {
+                Ok(Reply::Servers(list)) => list,
+                Ok(r) => return Err(self.unexpected(id, r)),
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            let mut held = self.servers.write().unwrap_or_else(|e| e.into_inner());
+            for (sid, addr) in list {
+                if sid as usize != held.len() {
+                    continue; // known already (ids are dense: 0..n)
+                }
+                let a = addr
+                    .parse::<SocketAddr>()
+                    .map_err(|e| ClientError::Protocol {
+                        server: ServerRef {
+                            id: Some(id),
+                            addr: held[id as usize],
+                        },
+                        error: crate::proto::ProtoError::Malformed {
+                            op: "servers",
+                            what: format!("server {sid}'s address {addr:?}: {e}"),
+                        },
+                    })?;
+                held.push(a);
+            }
+            return Ok(held.len());
+        }
+        Err(last.expect("a cluster has at least one server"))
     }
 
     /// The home machine of `v` by the slot table held, fetched on first
@@ -172,7 +234,7 @@ impl Client {
 
     /// A new cluster's home of `v`: the default slot count over the file's servers.
     fn fallback_home(&self, v: u32) -> u8 {
-        (v % SLOTS_DEFAULT % self.servers.len() as u32) as u8
+        (v % SLOTS_DEFAULT % self.file_servers as u32) as u8
     }
 
     /// The slot table held, fetched with SLOTS if none is.
@@ -191,7 +253,7 @@ impl Client {
     /// Fetches the slot table, asking server `first` and then the others
     /// in turn until one answers; keeps it unless the table held is newer.
     pub fn refresh_slot_table(&self, first: u8) -> Result<Arc<SlotTable>> {
-        let n = self.servers.len();
+        let n = self.machines();
         // A malformed table from any server wins over unreachable ones: it
         // is the error to report.
         let mut last = None;
@@ -218,6 +280,11 @@ impl Client {
                     continue;
                 }
             };
+            if t.owners().iter().any(|&o| o as usize >= n) {
+                // The table names a server added after the cluster file
+                // was read: learn its address.
+                self.learn_servers(id)?;
+            }
             if usize::from(t.machines()) < n {
                 return Err(ClientError::Unavailable {
                     server: self.server_ref(id),
@@ -279,12 +346,12 @@ impl Client {
     fn server_ref(&self, id: u8) -> ServerRef {
         ServerRef {
             id: Some(id),
-            addr: self.servers[id as usize],
+            addr: self.address(id).unwrap_or(locus_fabric::tcp::UNASSIGNED),
         }
     }
 
     fn connect(&self, id: u8) -> Result<Conn> {
-        let addr = self.servers[id as usize];
+        let addr = self.address(id).expect("checked by call");
         let c = Conn::connect(
             addr,
             self.config.secret.as_ref(),
@@ -294,14 +361,21 @@ impl Client {
         )
         .map_err(|e| e.with_id(id))?;
         let h = c.hello();
-        if h.server_id != id || h.machines as usize != self.servers.len() {
+        // HELLO's machine count is the cluster's room for servers: at
+        // least the servers known, the same at every server.
+        let known = self.machines();
+        let room = self
+            .room
+            .compare_exchange(0, h.machines as usize, Ordering::Relaxed, Ordering::Relaxed)
+            .unwrap_or_else(|held| held);
+        let room = if room == 0 { h.machines as usize } else { room };
+        if h.server_id != id || (h.machines as usize) < known || h.machines as usize != room {
             return Err(ClientError::Unavailable {
                 server: self.server_ref(id),
                 reason: format!(
-                    "it says it is server {} of {}, but the cluster file lists it as server {id} of {}; the file is stale",
+                    "it says it is server {} of a cluster of {} machines, but the client knows it as server {id} of {known} (room for {room}); the cluster file is stale",
                     h.server_id,
                     h.machines,
-                    self.servers.len()
                 ),
             });
         }
@@ -312,10 +386,10 @@ impl Client {
     /// that turns out to be dead is replaced once, for requests that are safe
     /// to repeat.
     pub fn call(&self, id: u8, req: &Request, deadline: Option<Duration>) -> Result<Reply> {
-        if id as usize >= self.servers.len() {
+        if id as usize >= self.machines() {
             return Err(ClientError::Invalid(format!(
                 "server {id} is not in the cluster (servers 0..{})",
-                self.servers.len()
+                self.machines()
             )));
         }
         let deadline = deadline.unwrap_or(self.config.deadline);

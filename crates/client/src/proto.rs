@@ -88,6 +88,9 @@ pub enum Op {
     Slots = 0x0D,
     /// A step of a slot move (issue 59; `locus cluster move`).
     Move = 0x0E,
+    /// The servers the receiving server knows and their client addresses
+    /// (issue 59: servers added to a running cluster).
+    Servers = 0x0F,
     /// Control: a server introduces itself.
     Register = 0x20,
     /// Control: periodic report.
@@ -108,7 +111,7 @@ pub enum Op {
 
 impl Op {
     /// Every op, client ops first (in code order), then the control link's.
-    pub const ALL: [Op; 22] = [
+    pub const ALL: [Op; 23] = [
         Op::Hello,
         Op::Ping,
         Op::Neighbors,
@@ -123,6 +126,7 @@ impl Op {
         Op::DeleteVertex,
         Op::Slots,
         Op::Move,
+        Op::Servers,
         Op::Register,
         Op::Report,
         Op::Hot,
@@ -151,6 +155,7 @@ impl Op {
             0x0C => DeleteVertex,
             0x0D => Slots,
             0x0E => Move,
+            0x0F => Servers,
             0x20 => Register,
             0x21 => Report,
             0x22 => Hot,
@@ -186,6 +191,7 @@ impl Op {
             DeleteVertex => "delete_vertex",
             Slots => "slots",
             Move => "move",
+            Servers => "servers",
             Register => "register",
             Report => "report",
             Hot => "hot",

@@ -78,7 +78,7 @@ const ALLOC_PER_BODY_BYTE: usize = 4;
 const ALLOC_SLACK_BYTES: usize = 512;
 
 /// Every op the protocol defines.
-const OPS: [Op; 22] = Op::ALL;
+const OPS: [Op; 23] = Op::ALL;
 
 /// Frame limit of the `read_frame` properties: small, so that length fields past it
 /// are common.

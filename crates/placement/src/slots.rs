@@ -58,12 +58,26 @@ impl SlotTable {
     /// A table at epoch 1 of `slots` slots over `machines` machines, slot `s`
     /// owned by `s % machines`.
     pub fn uniform(slots: u32, machines: u16) -> Result<SlotTable> {
+        SlotTable::uniform_among(slots, machines, machines)
+    }
+
+    /// A table at epoch 1 of `slots` slots over the first `servers` of
+    /// `machines` machines, slot `s` owned by `s % servers`: a cluster made
+    /// with room for `machines - servers` servers added later.
+    pub fn uniform_among(slots: u32, machines: u16, servers: u16) -> Result<SlotTable> {
         check_shape(slots, machines)?;
+        if servers == 0 || servers > machines {
+            return Err(invalid(
+                "servers",
+                servers.to_string(),
+                format!("1..={machines} (the machines the cluster may have)"),
+            ));
+        }
         Ok(SlotTable {
             epoch: 1,
             machines,
             owners: (0..slots)
-                .map(|s| (s % machines as u32) as Machine)
+                .map(|s| (s % servers as u32) as Machine)
                 .collect(),
         })
     }

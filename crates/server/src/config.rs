@@ -7,6 +7,7 @@
 //! ```toml
 //! [cluster]
 //! secret = "…64 hex characters…"   # LOCUS_SECRET, if set, wins
+//! max_servers = 8                   # room for servers added later (default: those listed)
 //!
 //! [[server]]
 //! id = 0
@@ -142,6 +143,12 @@ pub struct ClusterSection {
     /// The shared secret every connection proves (or `LOCUS_SECRET`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
+    /// The most servers the cluster may ever have (`cluster add-server`
+    /// adds them; with `[etcd]` only): the fabric, the slot table and the
+    /// logs are made for this many machines, so it is fixed when the
+    /// cluster is made. Default: the servers listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_servers: Option<usize>,
 }
 
 /// `[[server]]`.
@@ -175,18 +182,7 @@ pub struct CoordinatorEntry {
 impl ClusterFile {
     /// Reads and validates `path`; `record` is made absolute against the file's directory.
     pub fn load(path: &Path) -> Result<ClusterFile> {
-        let text = std::fs::read_to_string(path).map_err(|source| ServerError::Io {
-            what: format!("cannot read the cluster file {}", path.display()),
-            source,
-        })?;
-        locus_node::config::check_renamed(&text).map_err(|e| ServerError::ClusterFile {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        let mut f: ClusterFile = toml::from_str(&text).map_err(|e| ServerError::ClusterFile {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let mut f = ClusterFile::load_raw(path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         if let Some(c) = &mut f.coordinator {
             if c.record.is_relative() {
@@ -206,6 +202,24 @@ impl ClusterFile {
             e => e,
         })?;
         Ok(f)
+    }
+
+    /// Reads `path` as written: relative paths stay relative, nothing is
+    /// validated beyond the syntax (to rewrite the file, e.g. with one more
+    /// server).
+    pub fn load_raw(path: &Path) -> Result<ClusterFile> {
+        let text = std::fs::read_to_string(path).map_err(|source| ServerError::Io {
+            what: format!("cannot read the cluster file {}", path.display()),
+            source,
+        })?;
+        locus_node::config::check_renamed(&text).map_err(|e| ServerError::ClusterFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        toml::from_str(&text).map_err(|e| ServerError::ClusterFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
     }
 
     /// Writes the file atomically (temporary file, then rename), readable by its owner only
@@ -248,6 +262,15 @@ impl ClusterFile {
                 format!("{n} entries"),
                 "must list 1..=128 servers",
             ));
+        }
+        if let Some(m) = self.cluster.max_servers {
+            if m < n || m > locus_fabric::MACHINES_MAX {
+                return Err(ServerError::setting(
+                    "cluster.max_servers",
+                    m.to_string(),
+                    format!("must be {n}..=128: at least the {n} servers listed"),
+                ));
+            }
         }
         let mut seen = vec![false; n];
         for s in &self.servers {
@@ -318,9 +341,24 @@ impl ClusterFile {
         }
     }
 
-    /// Machines in the cluster.
+    /// Machines the cluster is made for: `[cluster] max_servers`, or the
+    /// servers listed. Machine ids past the servers listed have no server
+    /// yet (`cluster add-server`).
     pub fn machines(&self) -> usize {
-        self.servers.len()
+        self.cluster.max_servers.unwrap_or(self.servers.len())
+    }
+
+    /// The slot table a new cluster of `slots` slots starts with: every
+    /// slot dealt over the servers listed, owners below
+    /// [`ClusterFile::machines`]. (A cluster on etcd keeps its table there;
+    /// servers added later take it from etcd.)
+    pub fn initial_table(&self, slots: u32) -> Result<locus_store::SlotTable> {
+        locus_store::SlotTable::uniform_among(
+            slots,
+            self.machines() as u16,
+            self.servers.len() as u16,
+        )
+        .map_err(|e| ServerError::setting("store.slots", slots.to_string(), e.to_string()))
     }
 
     /// The entry of server `id`.

@@ -206,6 +206,7 @@ fn serve(s: &Shared, mut stream: TcpStream, peer: SocketAddr) {
         }
         let reply = match req {
             Request::Stats => crate::stats::reply(&mut c),
+            Request::Servers => Reply::Servers(s.servers_reply()),
             req => {
                 // The node's deadlines are on the fabric's clock.
                 let left_ns = deadline

@@ -158,16 +158,89 @@ pub(crate) fn adopt_slots<F: locus_fabric::Fabric>(
             mine.machines()
         )));
     }
-    store
-        .homes()
-        .install(&held)
-        .map_err(|e| ServerError::Membership(e.to_string()))?;
+    // A table at epoch 1 is the one the cluster was made with; a server
+    // added later starts from its own file's, which differs.
+    let homes = store.homes();
+    if held.epoch() == 1 {
+        homes.set_initial(&held)
+    } else {
+        homes.install(&held).map(|_| ())
+    }
+    .map_err(|e| ServerError::Membership(e.to_string()))?;
     tracing::info!(
         epoch = held.epoch(),
         slots = held.slots(),
         "slot table from etcd"
     );
     Ok(())
+}
+
+/// The peers a starting server waits for before it serves: without etcd,
+/// every server of the file; with it, those live in etcd now or never
+/// registered (a new cluster's, starting beside this one). A server that
+/// registered once and is not live (dead, or removed from service) is not
+/// waited for: the membership marks it down after recovery.
+pub(crate) fn peers_to_await(
+    m: Option<&Membership>,
+    file: &ClusterFile,
+    id: MachineId,
+) -> Result<Vec<MachineId>> {
+    let listed = file.servers.iter().map(|s| s.id).filter(|&p| p != id);
+    let Some(m) = m else {
+        return Ok(listed.collect());
+    };
+    let (live, _) = m.members().map_err(etcd_err)?;
+    let mut out = Vec::new();
+    for p in listed {
+        if live.iter().any(|x| x.machine == p) || m.last_registered(p).map_err(etcd_err)? == 0 {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// The fabric and client addresses in a member's registration
+/// (`fabric=A client=B`, as [`register`] writes it).
+fn addresses(info: &str) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+    let mut fabric = None;
+    let mut client = None;
+    for word in info.split_whitespace() {
+        match word.split_once('=') {
+            Some(("fabric", a)) => fabric = a.parse().ok(),
+            Some(("client", a)) => client = a.parse().ok(),
+            _ => {}
+        }
+    }
+    Some((fabric?, client?))
+}
+
+/// Learns the addresses of the live members this server's file does not
+/// list (servers added later) from their registrations in etcd, so that its
+/// fabric reaches them and SERVERS names them.
+pub(crate) fn learn_peers(s: &Shared) {
+    let Some(ms) = &s.membership else { return };
+    let members = match ms.membership.members() {
+        Ok((m, _)) => m,
+        Err(e) => {
+            tracing::warn!(server = s.id, "cannot read the members' addresses: {e}");
+            return;
+        }
+    };
+    let tcp = s.store().fabric().inner();
+    for m in members.iter().filter(|m| m.machine != s.id) {
+        let Some((fabric, client)) = addresses(&m.info) else {
+            tracing::warn!(server = s.id, peer = m.machine, info = %m.info, "a member registered without addresses");
+            continue;
+        };
+        if tcp.peer_addr(m.machine) == Some(locus_fabric::tcp::UNASSIGNED) {
+            tracing::info!(server = s.id, peer = m.machine, %fabric, %client, "a server joined the cluster");
+        }
+        if let Err(e) = tcp.set_peer_addr(m.machine, fabric) {
+            tracing::error!(server = s.id, peer = m.machine, "{e}");
+            continue;
+        }
+        s.set_known_client(m.machine, client);
+    }
 }
 
 /// Step 2: registers (after recovery) and learns the peers' epochs
@@ -221,6 +294,7 @@ pub(crate) fn start(s: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
         .unwrap_or_else(|e| e.into_inner())
         .take()
         .expect("started once");
+    learn_peers(s);
     let id = s.id;
     let a = Arc::clone(s);
     let b = Arc::clone(s);
@@ -246,6 +320,9 @@ fn watch_loop(s: &Shared, watch: &Watch) {
             PeerEvent::Down { machine, epoch } => ("down", machine, epoch),
             PeerEvent::Up { machine, epoch } => ("up", machine, epoch),
         };
+        if kind == "up" {
+            learn_peers(s); // a server added since may have joined
+        }
         let recorded =
             match locus_node::member::on_event(&s.node, &Etcd(&ms.membership), ms.epoch, event) {
                 Ok((Handled::Fenced(why), _)) => {

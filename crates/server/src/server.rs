@@ -71,9 +71,32 @@ pub(crate) struct Shared {
     pub(crate) control: crate::control::ControlStats,
     /// Membership on etcd, with `[etcd]` (`member.rs`).
     pub(crate) membership: Option<crate::member::MemberState>,
+    /// Each server's client address, by id: the cluster file's, then those
+    /// of servers added later, learned from etcd (the SERVERS reply).
+    pub(crate) known_clients: std::sync::RwLock<Vec<Option<SocketAddr>>>,
 }
 
 impl Shared {
+    /// Records server `id`'s client address.
+    pub(crate) fn set_known_client(&self, id: MachineId, addr: SocketAddr) {
+        let mut k = self
+            .known_clients
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = k.get_mut(id as usize) {
+            *slot = Some(addr);
+        }
+    }
+
+    /// The SERVERS reply: every server known, by id.
+    pub(crate) fn servers_reply(&self) -> Vec<(MachineId, String)> {
+        let k = self.known_clients.read().unwrap_or_else(|e| e.into_inner());
+        k.iter()
+            .enumerate()
+            .filter_map(|(id, a)| Some((id as MachineId, (*a)?.to_string())))
+            .collect()
+    }
+
     /// The store.
     pub(crate) fn store(&self) -> &Store<ServerFabric> {
         self.node.store()
@@ -95,7 +118,9 @@ impl Server {
         let secret = file.secret()?;
         let machines = file.machines();
         let listener = bind(entry.fabric, id, "peers")?;
-        let mut peers = vec![entry.fabric; machines];
+        // Machines with no server listed yet learn their addresses from
+        // etcd when their servers join (`member.rs`).
+        let mut peers = vec![locus_fabric::tcp::UNASSIGNED; machines];
         for s in &file.servers {
             peers[s.id as usize] = s.fabric;
         }
@@ -112,6 +137,9 @@ impl Server {
             listener,
         )?;
         let begun = crate::member::begin(&file, id, &tcp)?;
+        let known_clients: Vec<Option<SocketAddr>> = (0..machines)
+            .map(|m| file.servers.get(m).map(|s| s.client))
+            .collect();
         let created = Node::create(NodeParts {
             fabric: tcp,
             me: id,
@@ -124,10 +152,15 @@ impl Server {
             label: format!("server {id}"),
             counters: None,
         })?;
+        if file.machines() > file.servers.len() {
+            let homes = created.store().homes();
+            homes.set_initial(&file.initial_table(homes.slots())?)?;
+        }
         if let Some((m, _)) = &begun {
             crate::member::adopt_slots(m, created.store())?;
         }
-        wait_for_peers(created.store(), &file, id)?;
+        let awaited = crate::member::peers_to_await(begun.as_ref().map(|b| &b.0), &file, id)?;
+        wait_for_peers(created.store(), &file, id, &awaited)?;
         let services = created.store().spawn_services()?;
         let mut node = {
             let mut w = created.store().worker(id)?;
@@ -162,7 +195,9 @@ impl Server {
             requests: Default::default(),
             control: Default::default(),
             membership,
+            known_clients: std::sync::RwLock::new(known_clients),
         });
+        shared.set_known_client(id, client_addr);
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
         threads.push(spawn(&format!("locus-accept-{id}"), move || {
@@ -291,14 +326,19 @@ impl Drop for Server {
     }
 }
 
-/// Waits until every peer's regions can be looked up (a worker of this
-/// machine needs them all), within `limits.peer_wait_ms`.
-fn wait_for_peers(store: &Store<ServerFabric>, file: &ClusterFile, id: MachineId) -> Result<()> {
+/// Waits until the regions of every peer in `peers` can be looked up and
+/// are where workers expect them, within `limits.peer_wait_ms`.
+fn wait_for_peers(
+    store: &Store<ServerFabric>,
+    file: &ClusterFile,
+    id: MachineId,
+    peers: &[MachineId],
+) -> Result<()> {
     let t0 = Instant::now();
     let mut logged = t0;
     loop {
-        match store.worker(id) {
-            Ok(_) => return Ok(()),
+        match peers.iter().try_for_each(|&p| store.check_peer(id, p)) {
+            Ok(()) => return Ok(()),
             Err(e) => {
                 let (peer, reason) = match &e {
                     StoreError::Fabric(FabricError::PeerUnavailable { machine, reason }) => {

@@ -22,6 +22,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8) -> ClusterFile {
     let mut f = ClusterFile {
         cluster: ClusterSection {
             secret: Some(SECRET.into()),
+            max_servers: None,
         },
         servers: (0..machines)
             .map(|id| ServerEntry {

@@ -38,6 +38,7 @@ fn cluster_file(dir: &std::path::Path) -> ClusterFile {
     let mut f = ClusterFile {
         cluster: ClusterSection {
             secret: Some(SECRET.into()),
+            max_servers: None,
         },
         servers: (0..MACHINES)
             .map(|id| ServerEntry {

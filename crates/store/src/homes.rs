@@ -81,6 +81,33 @@ impl Homes {
             .expect("installed tables were checked")
     }
 
+    /// Replaces the table a new store starts with (epoch 1: each slot's
+    /// owner `s % machines`) by `table`, also at epoch 1: a cluster made
+    /// with room for servers added later starts over its first servers
+    /// (`SlotTable::uniform_among`). Only before any newer table is held.
+    pub fn set_initial(&self, table: &SlotTable) -> Result<()> {
+        let _g = self.install.lock().unwrap_or_else(|e| e.into_inner());
+        if table.slots() != self.slots()
+            || table.machines() != self.machines
+            || table.epoch() != 1
+            || self.epoch() != 1
+        {
+            return Err(StoreError::Config(format!(
+                "an initial slot table (epoch {}, {} slots over {} machines) cannot replace this store's (epoch {}, {} slots over {})",
+                table.epoch(),
+                table.slots(),
+                table.machines(),
+                self.epoch(),
+                self.slots(),
+                self.machines
+            )));
+        }
+        for (o, &n) in self.owners.iter().zip(table.owners()) {
+            o.store(n, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// Installs `table` if it is newer than the one held; false if it is
     /// not (an older or equal epoch changes nothing). Its shape (slots,
     /// machines) must be the store's.

@@ -344,6 +344,23 @@ impl<F: Fabric> Store<F> {
         Worker::new(Arc::clone(&self.shared), machine)
     }
 
+    /// Looks `peer`'s regions up (through hosted machine `me`), failing as
+    /// the fabric does while `peer` is unreachable or still starting, and
+    /// checks that they are where every worker expects them: at the ids of
+    /// `me`'s own (every store registers its regions in the same order).
+    pub fn check_peer(&self, me: MachineId, peer: MachineId) -> Result<()> {
+        let mut w = self.worker(me)?;
+        let own = w.regions_of(me)?;
+        let theirs = w.regions_of(peer)?;
+        if theirs != own {
+            return Err(StoreError::Config(format!(
+                "machine {peer}'s regions are at ids {theirs:?}, machine {me}'s at {own:?}: \
+                 every server must run the same Locus version"
+            )));
+        }
+        Ok(())
+    }
+
     /// `machine`'s location cache, if it is hosted here and caching is on.
     /// The monitor reads its access counts (Pragh 4.4).
     pub fn cache(&self, machine: MachineId) -> Option<&LocationCache> {

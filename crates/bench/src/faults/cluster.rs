@@ -104,6 +104,7 @@ impl LabCluster {
         let file = ClusterFile {
             cluster: ClusterSection {
                 secret: Some(Secret::generate().expose().to_string()),
+                max_servers: None,
             },
             servers,
             coordinator: Some(CoordinatorEntry {

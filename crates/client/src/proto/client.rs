@@ -73,6 +73,8 @@ pub enum Request {
     Stats,
     /// The slot table the server holds.
     Slots,
+    /// The servers the server knows, with their client addresses.
+    Servers,
     /// A step of a slot move (`docs/design.md`, "Moves across servers").
     Move {
         /// Which step.
@@ -175,6 +177,7 @@ impl Request {
             Request::DeleteVertex { .. } => Op::DeleteVertex,
             Request::Stats => Op::Stats,
             Request::Slots => Op::Slots,
+            Request::Servers => Op::Servers,
             Request::Move { .. } => Op::Move,
         }
     }
@@ -189,7 +192,7 @@ impl Request {
             Request::Hello { client } => {
                 e.str(client, NAME_MAX);
             }
-            Request::Ping | Request::Stats | Request::Slots => {}
+            Request::Ping | Request::Stats | Request::Slots | Request::Servers => {}
             Request::Neighbors { vertex, k } => {
                 e.u32(*vertex).u32(*k);
             }
@@ -260,6 +263,7 @@ impl Request {
             Op::Ping => Request::Ping,
             Op::Stats => Request::Stats,
             Op::Slots => Request::Slots,
+            Op::Servers => Request::Servers,
             Op::Neighbors => Request::Neighbors {
                 vertex: d.u32("vertex")?,
                 k: d.u32("k")?,
@@ -425,6 +429,8 @@ pub enum Reply {
     /// SLOTS: the slot table in its wire form (`locus_placement::slots`),
     /// checked by the decoder.
     Slots(Vec<u8>),
+    /// SERVERS: each server's id and client address (`host:port`), by id.
+    Servers(Vec<(u8, String)>),
     /// A MOVE step done.
     Move(MoveReply),
     /// An error reply.
@@ -520,6 +526,13 @@ impl Reply {
             Reply::Slots(table) => {
                 e.u32(table.len() as u32);
                 e.0.extend_from_slice(table);
+            }
+            Reply::Servers(servers) => {
+                assert!(servers.len() <= locus_fabric::MACHINES_MAX);
+                e.u32(servers.len() as u32);
+                for (id, addr) in servers {
+                    e.u8(*id).str(addr, NAME_MAX);
+                }
             }
             Reply::Move(m) => {
                 assert!(m.in_flight.len() <= MOVE_SLOTS_MAX);
@@ -640,6 +653,18 @@ impl Reply {
                 locus_placement::slots::SlotTable::decode(&raw)
                     .map_err(|e| d.malformed(format!("slot table: {e}")))?;
                 Reply::Slots(raw)
+            }
+            Op::Servers => {
+                let n = d.count("servers", locus_fabric::MACHINES_MAX, 3)?;
+                let mut servers = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let id = d.u8("id")?;
+                    if id as usize >= locus_fabric::MACHINES_MAX {
+                        return Err(d.malformed(format!("server id {id} is not below 128")));
+                    }
+                    servers.push((id, d.str("client", NAME_MAX)?));
+                }
+                Reply::Servers(servers)
             }
             Op::Move => {
                 let mut m = MoveReply {

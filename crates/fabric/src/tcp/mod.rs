@@ -263,8 +263,10 @@ pub(crate) struct Inner {
     pub(crate) hosted: Hosted,
     /// For each machine not hosted here, the index of its node in `nodes`.
     node_of: Vec<Option<usize>>,
-    /// Distinct addresses of the remote nodes.
-    pub(crate) nodes: Vec<SocketAddr>,
+    /// Addresses of the remote nodes: distinct ones, and one per machine
+    /// not yet given an address ([`UNASSIGNED`], set later by
+    /// [`TcpFabric::set_peer_addr`]).
+    pub(crate) nodes: Vec<std::sync::RwLock<SocketAddr>>,
     /// The connection `lookup` uses to each remote node (opened on first use).
     control: Vec<Mutex<Option<Conn>>>,
     /// Set when the node stops serving.
@@ -390,12 +392,19 @@ impl TcpFabric {
                     return None;
                 }
                 let addr = config.peers[m];
-                Some(nodes.iter().position(|&a| a == addr).unwrap_or_else(|| {
+                // Machines without an address yet get a node each: each
+                // may be given its own address later.
+                let known = (addr != UNASSIGNED)
+                    .then(|| nodes.iter().position(|&a| a == addr))
+                    .flatten();
+                Some(known.unwrap_or_else(|| {
                     nodes.push(addr);
                     nodes.len() - 1
                 }))
             })
             .collect();
+        let nodes: Vec<std::sync::RwLock<SocketAddr>> =
+            nodes.into_iter().map(std::sync::RwLock::new).collect();
         let control = nodes.iter().map(|_| Mutex::new(None)).collect();
         let machines = config.machines;
         let inner = Arc::new(Inner {
@@ -448,6 +457,44 @@ impl TcpFabric {
     /// This node's own epoch (0 until set).
     pub fn own_epoch(&self) -> u64 {
         self.inner.epochs.own()
+    }
+
+    /// Gives `machine`, listed with the address [`UNASSIGNED`] when this
+    /// node started (a server added to the cluster later), its address.
+    /// Setting the address it already has changes nothing; changing a known
+    /// address is refused (a server keeps its address for the cluster's
+    /// life), as is an address for a machine hosted here.
+    pub fn set_peer_addr(&self, machine: MachineId, addr: SocketAddr) -> Result<()> {
+        check_machine(machine, self.inner.config.machines)?;
+        let Some(node) = self.inner.node_of[machine as usize] else {
+            return Err(FabricError::Config(format!(
+                "machine {machine} is hosted by this node: it has no peer address"
+            )));
+        };
+        let mut held = self.inner.nodes[node]
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if *held == addr {
+            return Ok(());
+        }
+        if *held != UNASSIGNED || addr == UNASSIGNED {
+            return Err(FabricError::Config(format!(
+                "machine {machine} is at {held}; a server cannot move to {addr}"
+            )));
+        }
+        *held = addr;
+        Ok(())
+    }
+
+    /// The address this node has for `machine` (`None` for a hosted machine;
+    /// [`UNASSIGNED`] for one not given an address yet).
+    pub fn peer_addr(&self, machine: MachineId) -> Option<SocketAddr> {
+        let node = (*self.inner.node_of.get(machine as usize)?)?;
+        Some(
+            *self.inner.nodes[node]
+                .read()
+                .unwrap_or_else(|e| e.into_inner()),
+        )
     }
 
     /// Records that `machine` is up at `epoch`: connections to it reopen
@@ -571,6 +618,13 @@ impl Fabric for TcpFabric {
         Ok(TcpPort::new(Arc::clone(&self.inner), machine))
     }
 }
+
+/// The peer address of a machine with no server yet (a cluster made with
+/// room to grow): operations to it fail with
+/// [`FabricError::PeerUnavailable`] until [`TcpFabric::set_peer_addr`]
+/// gives it one.
+pub const UNASSIGNED: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
 /// Builds an N-node cluster on 127.0.0.1 in this process, one node per
 /// machine (node `m` hosts machine `m`), with the default limits. Every

@@ -450,3 +450,49 @@ fn operations_to_a_machine_marked_down_fail_at_once_and_resume_at_its_new_epoch(
     assert_eq!(p.read_word(1, r, 0).unwrap(), 3);
     assert_eq!(nodes[0].lookup(1, "r").unwrap().id, r);
 }
+
+// ------------------------------------------------------ machines added later
+
+#[test]
+fn a_machine_without_an_address_is_unavailable_until_given_one() {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    // Machine 2 has no server yet: nodes 0 and 1 list it UNASSIGNED.
+    let first = |id: MachineId| {
+        let mut c = TcpConfig::new(vec![id], vec![UNASSIGNED; 3]);
+        c.connect_timeout_ms = 500;
+        TcpFabric::bind(c, any).unwrap()
+    };
+    let n0 = first(0);
+    let n1 = first(1);
+    assert_eq!(n0.peer_addr(1), Some(UNASSIGNED));
+    n0.set_peer_addr(1, n1.local_addr()).unwrap();
+    n1.set_peer_addr(0, n0.local_addr()).unwrap();
+    let r1 = n1.register(1, "r", 64).unwrap().id;
+    let mut p = n0.port(0).unwrap();
+    p.write_word(1, r1, 0, 9).unwrap();
+    match p.read_word(2, RegionId(0), 0) {
+        Err(FabricError::PeerUnavailable { machine: 2, reason }) => {
+            assert!(reason.contains("no address yet"), "{reason}")
+        }
+        other => panic!("machine 2 has no address: {other:?}"),
+    }
+    // Machine 2 joins: its own node knows the others; they learn its address.
+    let mut c = TcpConfig::new(vec![2], vec![n0.local_addr(), n1.local_addr(), UNASSIGNED]);
+    c.connect_timeout_ms = 500;
+    let n2 = TcpFabric::bind(c, any).unwrap();
+    let r2 = n2.register(2, "r", 64).unwrap().id;
+    n0.set_peer_addr(2, n2.local_addr()).unwrap();
+    n0.set_peer_addr(2, n2.local_addr()).unwrap(); // the same again: nothing
+    p.write_word(2, r2, 8, 7).unwrap();
+    assert_eq!(n2.port(2).unwrap().read_word(2, r2, 8).unwrap(), 7);
+    assert_eq!(n2.port(2).unwrap().read_word(1, r1, 0).unwrap(), 9);
+    // A known address does not change, and a hosted machine has none.
+    assert!(matches!(
+        n0.set_peer_addr(2, n1.local_addr()),
+        Err(FabricError::Config(m)) if m.contains("cannot move")
+    ));
+    assert!(n0.set_peer_addr(0, n1.local_addr()).is_err());
+    // Unassigned machines do not share a node: each got its own address.
+    assert_eq!(n0.peer_addr(1), Some(n1.local_addr()));
+    assert_eq!(n0.peer_addr(2), Some(n2.local_addr()));
+}

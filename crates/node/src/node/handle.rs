@@ -105,6 +105,10 @@ impl<F: Fabric + Fencing> Node<F> {
                 ErrorCode::Invalid,
                 "STATS is answered by the server process, not the node",
             )),
+            Request::Servers => Ok(self.error(
+                ErrorCode::Invalid,
+                "SERVERS is answered by the server process, not the node",
+            )),
             Request::Ping => Ok(Reply::Pong),
             Request::Slots => Ok(Reply::Slots(self.store.homes().table().encode())),
             // Reads are idempotent: one retry after a peer error, since the

@@ -183,3 +183,22 @@ fn a_malformed_table_names_the_byte() {
     let e = SlotTable::decode(&b).unwrap_err().to_string();
     assert!(e.contains("slot 7's owner 3"), "{e}");
 }
+
+#[test]
+fn a_cluster_with_room_starts_over_its_first_servers() {
+    let t = SlotTable::uniform_among(4096, 8, 3).unwrap();
+    assert_eq!(t.machines(), 8);
+    assert_eq!(t.counts(), vec![1366, 1365, 1365, 0, 0, 0, 0, 0]);
+    assert_eq!(t, SlotTable::uniform_among(4096, 8, 3).unwrap());
+    assert_eq!(
+        SlotTable::uniform_among(64, 3, 3).unwrap(),
+        SlotTable::uniform(64, 3).unwrap()
+    );
+    // A fourth server joins: balancing moves only slots to it.
+    let moves = t.balance(&[0, 1, 2, 3]).unwrap();
+    assert!(moves.iter().all(|m| m.to == 3), "{moves:?}");
+    assert_eq!(t.after(&moves).unwrap().counts()[..4], [1024; 4]);
+    for bad in [0, 9] {
+        assert!(SlotTable::uniform_among(64, 8, bad).is_err(), "{bad}");
+    }
+}

@@ -35,6 +35,7 @@ pub fn small_cluster(secret: &str, machines: u8) -> locus_server::ClusterFile {
     let mut f = locus_server::ClusterFile {
         cluster: ClusterSection {
             secret: Some(secret.into()),
+            max_servers: None,
         },
         servers: (0..machines)
             .map(|id| ServerEntry {

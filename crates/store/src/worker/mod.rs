@@ -191,8 +191,19 @@ impl<F: Fabric> Worker<F> {
             home_hint: None,
             stats: WorkerStats::default(),
         };
+        // Every machine's store registers its regions in the same order
+        // (`Store::create`), so a peer's ids are this machine's. A peer's
+        // are looked up if known already; otherwise they are taken as this
+        // machine's, which lets a worker start while a peer is down or not
+        // yet added (operations to it fail at the fabric until it is up).
+        // [`crate::Store::check_peer`] looks a peer's up and checks them.
+        let own = w.regions_of(machine)?;
         for m in 0..machines {
-            let r = w.regions_of(m as MachineId)?;
+            let r = match w.shared.regions[m].get() {
+                Some(r) => *r,
+                None if w.shared.fabric.hosts(m as MachineId) => w.regions_of(m as MachineId)?,
+                None => own,
+            };
             w.regions.push(r);
         }
         Ok(w)
@@ -231,7 +242,7 @@ impl<F: Fabric> Worker<F> {
         self.port.relax()
     }
 
-    fn regions_of(&mut self, m: MachineId) -> Result<(RegionId, RegionId)> {
+    pub(crate) fn regions_of(&mut self, m: MachineId) -> Result<(RegionId, RegionId)> {
         if let Some(r) = self.shared.regions[m as usize].get() {
             return Ok(*r);
         }

@@ -126,7 +126,13 @@ impl Conn {
         from: MachineId,
     ) -> Result<Conn> {
         let c = &inner.config;
-        let addr = inner.nodes[node];
+        let addr = *inner.nodes[node].read().unwrap_or_else(|e| e.into_inner());
+        if addr == super::super::UNASSIGNED {
+            return Err(FabricError::PeerUnavailable {
+                machine: peer,
+                reason: "it has no address yet: no server of it has joined the cluster".into(),
+            });
+        }
         let unavailable = |what: String| FabricError::PeerUnavailable {
             machine: peer,
             reason: format!("cannot connect to {addr}: {what}"),
