@@ -34,8 +34,12 @@ pub struct AddArgs {
     /// Move the slots in this command and return when they are balanced;
     /// without it a detached `cluster rebalance` moves them (its output:
     /// DIR/logs/rebalance.log; `cluster moves` shows its progress).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_rebalance")]
     pub wait: bool,
+    /// Only start the server (it owns no slot); move slots to it later with
+    /// `cluster rebalance` (e.g. once several servers are added).
+    #[arg(long)]
+    pub no_rebalance: bool,
     /// Slots per batch (see `cluster move`).
     #[arg(long, default_value_t = 1)]
     pub batch_slots: usize,
@@ -142,6 +146,21 @@ pub(crate) fn add_server(a: AddArgs) -> CliResult {
             s.fabric,
             s.metrics.map(|m| m.to_string()).unwrap_or_default()
         );
+    }
+    if a.no_rebalance {
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({"id": id, "pid": pid, "client": s.client.to_string(),
+                                   "started_s": started_s})
+            );
+        } else {
+            println!(
+                "it owns no slot yet: `locus cluster rebalance --dir {}` moves slots to it",
+                a.dir.display()
+            );
+        }
+        return Ok(());
     }
     if !a.wait {
         let log = a.dir.join("logs").join("rebalance.log");

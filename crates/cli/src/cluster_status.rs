@@ -64,7 +64,8 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
     let file = ClusterFile::load(&path).ok();
     let etcd = file
         .as_ref()
-        .and_then(|f| Some((f.etcd.as_ref()?, f.machines())))
+        // The servers listed: ids past them (the cluster's room) have none.
+        .and_then(|f| Some((f.etcd.as_ref()?, f.servers.len())))
         .map(|(e, n)| {
             crate::cluster_etcd::status(e, n)
                 .unwrap_or_else(|| serde_json::json!({"endpoints": e.endpoints, "up": false}))

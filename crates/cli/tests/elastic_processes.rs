@@ -184,8 +184,17 @@ fn bench_elastic_moves_slots_under_load_and_loses_nothing() {
     ]);
     let rows = r["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{r:#}");
+    assert!(rows[0]["change"]
+        .as_str()
+        .unwrap()
+        .starts_with("add server 3"));
+    assert!(rows[1]["change"]
+        .as_str()
+        .unwrap()
+        .starts_with("remove server 0"));
     for row in rows {
-        assert_eq!(row["slots"], 1365, "{row:#}");
+        // 4096 / 4 slots to the new server; then server 0's 1,024 away.
+        assert_eq!(row["slots"], 1024, "{row:#}");
         assert!(row["move_s"].as_f64().unwrap() > 0.0, "{row:#}");
         assert!(row["throughput_during"].as_f64().unwrap() > 0.0, "{row:#}");
     }

@@ -189,8 +189,12 @@ enum FabricFate {
 fn fake_peer(cluster: &Cluster) -> (TcpFabric, RegionId) {
     let file = locus_server::config::ClusterFile::load(&cluster.file()).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // Machine ids past the servers listed (the cluster's room) have none.
     let mut peers: Vec<SocketAddr> = (0..file.machines() as u8)
-        .map(|m| file.server(m).unwrap().fabric)
+        .map(|m| {
+            file.server(m)
+                .map_or(locus_fabric::tcp::UNASSIGNED, |s| s.fabric)
+        })
         .collect();
     peers[0] = listener.local_addr().unwrap();
     let mut config = TcpConfig::new(vec![0], peers);

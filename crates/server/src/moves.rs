@@ -69,6 +69,23 @@ impl<'a> Mover<'a> {
         Mover { client, etcd }
     }
 
+    /// The servers to ask: every server the client knows but those that
+    /// registered in etcd once and are not live now (dead, or removed
+    /// with `remove-server`): a server adopts etcd's table when it
+    /// restarts, and holds nothing in flight that its replay keeps (M3).
+    /// If etcd cannot say, every server.
+    fn reachable(&self) -> Vec<u8> {
+        let all = 0..self.client.machines() as u8;
+        let Ok((live, _)) = self.etcd.members() else {
+            return all.collect();
+        };
+        all.filter(|&id| {
+            live.iter().any(|m| m.machine == id)
+                || self.etcd.last_registered(id).map_or(true, |e| e == 0)
+        })
+        .collect()
+    }
+
     /// The committed table and its bytes, as etcd holds them.
     pub fn table(&self) -> Result<(Vec<u8>, SlotTable)> {
         let raw = self
@@ -124,7 +141,10 @@ impl<'a> Mover<'a> {
     /// or at their restart, from etcd).
     fn install(&self, table: &SlotTable, must: &[u8]) -> Result<()> {
         let raw = table.encode();
-        for id in 0..self.client.machines() as u8 {
+        let mut ids = self.reachable();
+        let missing: Vec<u8> = must.iter().copied().filter(|m| !ids.contains(m)).collect();
+        ids.extend(missing);
+        for id in ids {
             let tries = if must.contains(&id) { INSTALL_TRIES } else { 1 };
             let mut last = None;
             for t in 0..tries {
@@ -135,7 +155,9 @@ impl<'a> Mover<'a> {
                     }
                     Err(e) => {
                         last = Some(e);
-                        std::thread::sleep(Duration::from_millis(100 << t));
+                        if t + 1 < tries {
+                            std::thread::sleep(Duration::from_millis(100 << t));
+                        }
                     }
                 }
             }
@@ -157,7 +179,7 @@ impl<'a> Mover<'a> {
         let (_, table) = self.table()?;
         let mut settled = 0;
         let mut committed = false;
-        for a in 0..self.client.machines() as u8 {
+        for a in self.reachable() {
             let status = match self.step(a, MoveStep::Status, 0, &[], &[], Vec::new()) {
                 Ok(s) => s,
                 Err(e) => {
@@ -265,7 +287,7 @@ impl<'a> Mover<'a> {
     /// that `peer` holds (before `peer` leaves). Returns values and bytes moved.
     pub fn recall(&self, peer: u8) -> Result<(u64, u64)> {
         let (mut keys, mut bytes) = (0, 0);
-        for id in (0..self.client.machines() as u8).filter(|&id| id != peer) {
+        for id in self.reachable().into_iter().filter(|&id| id != peer) {
             let r = self.step(id, MoveStep::Recall, peer, &[], &[], Vec::new())?;
             keys += r.keys;
             bytes += r.bytes;

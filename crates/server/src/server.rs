@@ -159,8 +159,10 @@ impl Server {
         if let Some((m, _)) = &begun {
             crate::member::adopt_slots(m, created.store())?;
         }
-        let awaited = crate::member::peers_to_await(begun.as_ref().map(|b| &b.0), &file, id)?;
-        wait_for_peers(created.store(), &file, id, &awaited)?;
+        // Asked again at each retry: a peer stopped a moment ago may still
+        // hold its lease at first.
+        let awaited = || crate::member::peers_to_await(begun.as_ref().map(|b| &b.0), &file, id);
+        wait_for_peers(created.store(), &file, id, awaited)?;
         let services = created.store().spawn_services()?;
         let mut node = {
             let mut w = created.store().worker(id)?;
@@ -326,18 +328,19 @@ impl Drop for Server {
     }
 }
 
-/// Waits until the regions of every peer in `peers` can be looked up and
-/// are where workers expect them, within `limits.peer_wait_ms`.
+/// Waits until the regions of every peer `peers` names (asked at each
+/// try) can be looked up and are where workers expect them, within
+/// `limits.peer_wait_ms`.
 fn wait_for_peers(
     store: &Store<ServerFabric>,
     file: &ClusterFile,
     id: MachineId,
-    peers: &[MachineId],
+    peers: impl Fn() -> Result<Vec<MachineId>>,
 ) -> Result<()> {
     let t0 = Instant::now();
     let mut logged = t0;
     loop {
-        match peers.iter().try_for_each(|&p| store.check_peer(id, p)) {
+        match peers()?.iter().try_for_each(|&p| store.check_peer(id, p)) {
             Ok(()) => return Ok(()),
             Err(e) => {
                 let (peer, reason) = match &e {
