@@ -3,7 +3,16 @@
 Connections: one authenticated TCP connection per request in flight, kept
 for reuse in a small per-server pool (``idle_max`` idle connections each).
 A connection is opened lazily, runs the handshake (auth.py), sends HELLO
-first and learns the cluster size and its frame limit from the reply.
+first and learns the cluster's room for servers and its frame limit from
+the reply.
+
+Servers: those of the cluster file (or ``addresses``), ids 0..n-1, then
+servers added to the running cluster since (``locus cluster add-server``):
+when a slot table names an owner past the servers known, the client asks
+SERVERS (the server that sent the table first, then the others) and adds
+the addresses past the ones it knows, as the Rust client does. HELLO's
+machine count is the cluster's room (``[cluster] max_servers``): at least
+the servers known, the same at every server.
 
 Routing: requests about vertex ``v`` go to its home, the owner of its slot
 ``v % slots`` in the cluster's slot table (slots.py), as the servers route
@@ -14,8 +23,8 @@ as a hint: a server that does not home the vertex answers WRONG_HOME, and
 the client fetches the table again from that server and retries, at most
 ``ROUTE_RETRIES_MAX`` times per operation (never endlessly: the last refusal
 is raised). ``routing()`` counts fetches and retries. If no server answers
-SLOTS, homes are a new cluster's (``v % SLOTS_DEFAULT % servers``), which the
-servers correct with WRONG_HOME where wrong.
+SLOTS, homes are a new cluster's (``v % SLOTS_DEFAULT % servers`` over the
+servers listed), which the servers correct with WRONG_HOME where wrong.
 
 Deadlines: every request carries ``deadline_ms`` (the call's ``timeout`` or
 the client's); the client waits for the reply at most that plus one second
@@ -79,7 +88,7 @@ _CLOSING_CODES = frozenset(
 )
 #: Requests safe to resend on a fresh connection when a pooled one turns out
 #: to have been closed by the server before it answered.
-_IDEMPOTENT = frozenset({Op.PING, Op.NEIGHBORS, Op.KHOP, Op.WHERE, Op.STATS, Op.PUT, Op.SLOTS})
+_IDEMPOTENT = frozenset({Op.PING, Op.NEIGHBORS, Op.KHOP, Op.WHERE, Op.STATS, Op.PUT, Op.SLOTS, Op.SERVERS})
 
 
 @dataclass(frozen=True)
@@ -201,7 +210,8 @@ class Client:
     """A client of one Locus cluster. Thread-safe; use as a context manager or call ``close()``.
 
     ``addresses`` are the servers' client listeners ("host:port"), as a list
-    indexed by server id or a dict {id: address} with ids 0..n-1. ``secret``
+    indexed by server id or a dict {id: address} with ids 0..n-1; servers
+    added to the cluster later are learned with SERVERS. ``secret``
     is the cluster secret; ``timeout`` (seconds) the default deadline of a
     request.
     """
@@ -216,8 +226,12 @@ class Client:
         source: str = "addresses",
     ):
         self._source = source
+        # By server id: the file's, then those learned with SERVERS (appended
+        # under the lock, never changed or removed).
         self._addresses = normalize_addresses(addresses, source)
         self._endpoints = [parse_address(a) for a in self._addresses]
+        #: Servers listed in the file (a new cluster's homes).
+        self._file_servers = len(self._addresses)
         self._secret = auth.secret_bytes(secret)
         self._timeout = self._check_timeout(timeout)
         if idle_max < 0:
@@ -226,7 +240,8 @@ class Client:
         self._lock = threading.Lock()
         self._idle: list[list[_Conn]] = [[] for _ in self._addresses]
         self._frame_limits: list[int] = [FRAME_BYTES_MAX] * len(self._addresses)
-        self._machines: int | None = None
+        # The cluster's room for servers, as the first HELLO said.
+        self._room: int | None = None
         # The slot table as last fetched: a hint the servers check.
         self._table: SlotTable | None = None
         self._table_fetches = 0
@@ -260,23 +275,30 @@ class Client:
 
     @property
     def addresses(self) -> list[str]:
-        return list(self._addresses)
+        """The client addresses known, by server id (the file's, then any learned)."""
+        with self._lock:
+            return list(self._addresses)
 
     @property
     def machines(self) -> int:
-        """Machines in the cluster, from the first HELLO (connects if needed)."""
-        return self._ensure_machines(None)
+        """Servers the client knows (ids ``0..machines``): the file's, and those
+        added since that a slot table named (as the Rust ``Client::machines``).
+        Greets a server first (connects if needed), so a cluster file that
+        does not fit the cluster fails here."""
+        self._ensure_room(None)
+        with self._lock:
+            return len(self._addresses)
 
     def home(self, v: int, timeout: float | None = None) -> int:
         """The home server of vertex ``v``: its slot's owner in the slot table
         held, fetched on first use. If no server answers SLOTS, a new
-        cluster's home (``v % SLOTS_DEFAULT % servers``), which the servers
-        correct with WRONG_HOME where it is wrong."""
+        cluster's home (``v % SLOTS_DEFAULT % servers`` over the servers
+        listed), which the servers correct with WRONG_HOME where it is wrong."""
         v = _vertex(v)
         try:
             return self.slot_table(timeout).owner_of(v)
         except (LocusUnavailable, LocusError):
-            return v % SLOTS_DEFAULT % len(self._addresses)
+            return v % SLOTS_DEFAULT % self._file_servers
 
     def slot_table(self, timeout: float | None = None) -> SlotTable:
         """The slot table held, fetched with SLOTS if none is."""
@@ -287,13 +309,16 @@ class Client:
     def refresh_slot_table(self, first: int = 0, timeout: float | None = None) -> SlotTable:
         """Fetches the slot table, asking server ``first`` and then the others
         in turn until one answers; keeps it unless the table held is newer.
+        A table naming an owner past the servers known makes the client ask
+        SERVERS (``learn_servers``) first.
 
         Raises the last server's ``LocusUnavailable`` or ``LocusError`` if
-        none answers, ``ProtocolError`` for a malformed table (naming the
-        server and the byte) and ``ConfigError`` for a table that does not fit
-        the servers listed."""
-        self._ensure_machines(timeout)  # HELLO first: the servers must be the file's
-        n = len(self._addresses)
+        none answers, ``ProtocolError`` for a malformed table or SERVERS reply
+        (naming the server and the byte) and ``ConfigError`` for a table that
+        does not fit the servers known, even after asking SERVERS."""
+        self._ensure_room(timeout)  # HELLO first: the servers must be the file's
+        with self._lock:
+            n = len(self._addresses)
         last: LocusUnavailable | LocusError | None = None
         for i in range(n):
             s = (first + i) % n
@@ -304,22 +329,74 @@ class Client:
                 continue
             table = SlotTable.from_fields(fields)  # checked by the decoder already
             where = f"server {s} ({self._addresses[s]})"
-            if table.machines < n:
+            known = self._known()
+            if table.machines < known:
                 raise ConfigError(
                     f"{where}: its slot table (epoch {table.epoch}) has owners below {table.machines}, but "
-                    f"{self._source} lists {n} servers; the file is stale"
+                    f"{self._known_text(known)}; the file is stale"
                 )
             beyond = max(table.owners)
-            if beyond >= n:
+            failed = ""
+            if beyond >= known:
+                # A server added after the file was read: learn its address.
+                try:
+                    known = self.learn_servers(s, timeout)
+                except (LocusUnavailable, LocusError) as e:
+                    failed = f" (no server answered SERVERS: {e})"
+            if beyond >= known:
                 raise ConfigError(
                     f"{where}: its slot table (epoch {table.epoch}) homes vertices on server {beyond}, but "
-                    f"{self._source} lists {n} servers (0..{n - 1}); the file is stale"
+                    f"{self._known_text(known)} (0..{known - 1}) and SERVERS names no more{failed}; "
+                    "the file is stale"
                 )
             with self._lock:
                 self._table_fetches += 1
                 if self._table is None or self._table.epoch < table.epoch:
                     self._table = table
                 return self._table
+        assert last is not None, "a cluster has at least one server"
+        raise last
+
+    def learn_servers(self, first: int = 0, timeout: float | None = None) -> int:
+        """Asks server ``first`` (then the others in turn) which servers it
+        knows with SERVERS, and adds those past the ones known (ids are dense:
+        only id == servers known is added, in id order). Returns how many
+        servers are known now.
+
+        Raises the last server's ``LocusUnavailable`` or ``LocusError`` if
+        none answers, and ``ProtocolError`` for a malformed reply or address."""
+        n = self._known()
+        last: LocusUnavailable | LocusError | None = None
+        for i in range(n):
+            s = (first + i) % n
+            try:
+                listed = self._call(s, Op.SERVERS, {}, timeout)["servers"]
+            except (LocusUnavailable, LocusError) as e:
+                last = e
+                continue
+            new: list[tuple[str, tuple[str, int]]] = []
+            with self._lock:
+                have = len(self._addresses)
+            for entry in listed:
+                sid, addr = entry["id"], entry["client"]
+                if sid != have + len(new):
+                    continue  # known already (or past a gap: not routable)
+                try:
+                    endpoint = parse_address(addr, f"server {sid}'s address")
+                except ConfigError as e:
+                    raise ProtocolError(
+                        f"server {s} ({self._addresses[s]}): malformed servers body: {e}"
+                    ) from None
+                new.append((addr, endpoint))
+            with self._lock:
+                # Another thread may have learned some meanwhile: append only past them.
+                for k, (addr, endpoint) in enumerate(new):
+                    if have + k == len(self._addresses):
+                        self._addresses.append(addr)
+                        self._endpoints.append(endpoint)
+                        self._idle.append([])
+                        self._frame_limits.append(FRAME_BYTES_MAX)
+                return len(self._addresses)
         assert last is not None, "a cluster has at least one server"
         raise last
 
@@ -399,7 +476,8 @@ class Client:
         """Moves ``v``'s value to server ``to`` (sent to ``to``, which runs it as the target).
         Returns {"from", "to", "parts", "bytes"}."""
         v = _vertex(v)
-        machines = self._ensure_machines(timeout)
+        self._ensure_room(timeout)
+        machines = self._known()
         if isinstance(to, bool) or not isinstance(to, int) or not 0 <= to < machines:
             raise ValueError(f"to = {to!r}, must be a server id in 0..{machines - 1}")
         return self._call(to, Op.MIGRATE, {"vertex": v}, timeout)
@@ -407,7 +485,7 @@ class Client:
     def stats(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """STATS of every server, by server id (docs/protocol.md, section 6)."""
         out = []
-        for s in range(len(self._addresses)):
+        for s in range(self._known()):
             text = self._call(s, Op.STATS, {}, timeout)["json"]
             try:
                 doc = json.loads(text)
@@ -421,7 +499,7 @@ class Client:
     def ping(self, timeout: float | None = None) -> list[float]:
         """Pings every server; round-trip seconds by server id (a new connection's setup not counted)."""
         out = []
-        for s in range(len(self._addresses)):
+        for s in range(self._known()):
             self._warm(s, timeout)
             t0 = time.perf_counter()
             self._call(s, Op.PING, {}, timeout)
@@ -457,7 +535,7 @@ class Client:
         if isinstance(batch_edges, bool) or not isinstance(batch_edges, int) or batch_edges < 1:
             raise ValueError(f"batch_edges = {batch_edges!r}, must be an int >= 1")
         edges = read_edges(path_or_iterable)
-        self._ensure_machines(timeout)
+        self._ensure_room(timeout)
         homes, total = adjacency(edges, undirected, self._load_table(timeout))
         del edges
         sent = edges_added = n_batches = 0
@@ -483,7 +561,7 @@ class Client:
         try:
             return self.slot_table(timeout)
         except (LocusUnavailable, LocusError):
-            return SlotTable.uniform(SLOTS_DEFAULT, len(self._addresses), epoch=0)
+            return SlotTable.uniform(SLOTS_DEFAULT, self._file_servers, epoch=0)
 
     # ------------------------------------------------------------ machinery
 
@@ -637,35 +715,57 @@ class Client:
         return conn
 
     def _adopt_hello(self, server: int, hello: Mapping[str, Any]) -> None:
-        """Checks a HELLO reply against the cluster description; the first one
-        fixes the number of machines that routing uses."""
-        addr, n = self._addresses[server], len(self._addresses)
+        """Checks a HELLO reply against the servers known: the server's id, and
+        its machine count, the cluster's room for servers, which must be at
+        least the servers known and the same at every server (the first HELLO
+        fixes it)."""
+        addr = self._addresses[server]
         if hello["server_id"] != server:
             raise ConfigError(
                 f"{addr} says it is server {hello['server_id']}, but {self._source} lists it as server {server}; "
                 "requests would go to the wrong machine"
             )
+        room = hello["machines"]
         with self._lock:
-            machines = self._machines if self._machines is not None else hello["machines"]
-            if hello["machines"] != machines or machines != n:
+            known = len(self._addresses)
+            held = self._room
+            if held is not None and room != held:
                 raise ConfigError(
-                    f"server {server} ({addr}) says the cluster has {hello['machines']} machines, but "
-                    f"{self._source} lists {n} servers"
-                    + (f" and another server said {self._machines}" if self._machines is not None else "")
+                    f"server {server} ({addr}) says the cluster has room for {room} servers, but another "
+                    f"server said {held}; {self._source} mixes servers of different clusters?"
                 )
-            self._machines = machines
+            if room < known:
+                raise ConfigError(
+                    f"server {server} ({addr}) says the cluster has room for {room} servers, but "
+                    f"{self._known_text(known)}; the file is stale or names another cluster's servers"
+                )
+            self._room = room
 
-    def _ensure_machines(self, timeout: float | None) -> int:
-        if self._machines is not None:
-            return self._machines
+    def _known(self) -> int:
+        """Servers known (ids 0..n-1)."""
+        with self._lock:
+            return len(self._addresses)
+
+    def _known_text(self, known: int) -> str:
+        if known == self._file_servers:
+            return f"{self._source} lists {known} servers"
+        return (
+            f"the client knows {known} servers ({self._file_servers} listed in {self._source}, "
+            "the others learned with SERVERS)"
+        )
+
+    def _ensure_room(self, timeout: float | None) -> int:
+        """The cluster's room for servers, greeting a server first if none has been."""
+        if self._room is not None:
+            return self._room
         last: LocusUnavailable | None = None
-        for s in range(len(self._addresses)):
+        for s in range(self._file_servers):
             try:
                 self._warm(s, timeout)
             except LocusUnavailable as e:
                 last = e
                 continue
-            assert self._machines is not None, "a greeted connection sets machines"
-            return self._machines
+            assert self._room is not None, "a greeted connection sets the room"
+            return self._room
         assert last is not None
         raise last

@@ -49,6 +49,8 @@ NAME_MAX = 256
 DEADLINE_MS_MAX = 3_600_000
 HOPS_MAX = 8
 K_MAX = 1_000_000
+#: Servers in a cluster (ids 0..127), so entries of a SERVERS reply.
+SERVERS_MAX = 128
 #: Entries of a control-link list.
 CONTROL_LIST_MAX = 1 << 20
 ERROR_OP = 0xFF
@@ -72,6 +74,7 @@ class Op(IntEnum):
     STATS = 0x0B
     DELETE_VERTEX = 0x0C
     SLOTS = 0x0D
+    SERVERS = 0x0F
     REGISTER = 0x20
     REPORT = 0x21
     HOT = 0x22
@@ -240,7 +243,7 @@ def _deadline(deadline_ms: int) -> bytes:
 def _request_body(op: Op, f: Mapping[str, Any]) -> bytes:
     if op is Op.HELLO:
         return _str(f["client"], NAME_MAX)
-    if op in (Op.PING, Op.STATS, Op.SLOTS):
+    if op in (Op.PING, Op.STATS, Op.SLOTS, Op.SERVERS):
         return b""
     if op is Op.NEIGHBORS:
         return _pack("II", f["vertex"], f["k"], what="vertex, k")
@@ -322,6 +325,10 @@ def encode_slots(id: int, deadline_ms: int) -> bytes:
     return encode_request(Op.SLOTS, id, deadline_ms)
 
 
+def encode_servers(id: int, deadline_ms: int) -> bytes:
+    return encode_request(Op.SERVERS, id, deadline_ms)
+
+
 def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None) -> bytes:
     """The successful reply to a request of ``op`` (what a server sends)."""
     o = op_from_name(op) if isinstance(op, str) else Op(op)
@@ -335,6 +342,16 @@ def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None
         # Fields as decode_reply gives them; the table checks them.
         table = SlotTable.from_fields(f).encode()
         body = struct.pack("<I", len(table)) + table
+    elif o is Op.SERVERS:
+        servers = f["servers"]
+        if len(servers) > SERVERS_MAX:
+            raise ValueError(f"servers has {len(servers)} entries, past the limit of {SERVERS_MAX}")
+        parts = [struct.pack("<I", len(servers))]
+        for s in servers:
+            if not isinstance(s["id"], int) or not 0 <= s["id"] < SERVERS_MAX:
+                raise ValueError(f"server id {s['id']!r}, must be 0..{SERVERS_MAX - 1}")
+            parts.append(struct.pack("<B", s["id"]) + _str(s["client"], NAME_MAX))
+        body = b"".join(parts)
     elif o is Op.NEIGHBORS:
         body = _ids(f["ids"], "ids", FRAME_BYTES_MAX // 4)
     elif o in (Op.INSERT_EDGE, Op.DELETE_EDGE):
@@ -534,7 +551,7 @@ def decode_request(op_byte: int, body: bytes) -> tuple[int, dict[str, Any]]:
     f: dict[str, Any]
     if op is Op.HELLO:
         f = {"client": d.str("client", NAME_MAX)}
-    elif op in (Op.PING, Op.STATS, Op.SLOTS):
+    elif op in (Op.PING, Op.STATS, Op.SLOTS, Op.SERVERS):
         f = {}
     elif op is Op.NEIGHBORS:
         f = {"vertex": d.u32("vertex"), "k": d.u32("k")}
@@ -618,6 +635,16 @@ def decode_reply(op: int | str, op_byte: int, body: bytes) -> dict[str, Any] | E
             f = SlotTable.decode(d.take(n, "table")).fields()
         except ProtocolError as e:
             raise d.malformed(str(e)) from None
+    elif req is Op.SERVERS:
+        # Each entry is an id byte and a str: 3 bytes at least.
+        n = d.count("servers", SERVERS_MAX, 3)
+        servers = []
+        for _ in range(n):
+            sid = d.u8("id")
+            if sid >= SERVERS_MAX:
+                raise d.malformed(f"server id {sid} is not below {SERVERS_MAX}")
+            servers.append({"id": sid, "client": d.str("client", NAME_MAX)})
+        f = {"servers": servers}
     else:  # STATS
         n = d.count("json", STATS_JSON_MAX, 1)
         raw = d.take(n, "json")

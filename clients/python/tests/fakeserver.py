@@ -12,6 +12,13 @@ with durability does; a server's own ``table`` (what it serves and checks)
 may differ from the cluster's, as a server's may mid-move; ``refuse_all``
 refuses every vertex request; ``slots_body`` / ``slots_error`` make SLOTS
 answer raw bytes or an error.
+
+HELLO says the cluster's room for servers: ``FakeCluster.hello_machines``
+(a server's own ``hello_machines`` wins), else the servers made. SERVERS
+lists the cluster's servers (``servers_listed`` of them, all by default,
+as a server that learned of added ones would); ``servers_body`` /
+``servers_error`` make it answer raw bytes or an error. A client given only
+some of the cluster's addresses sees the others as servers added later.
 """
 
 from __future__ import annotations
@@ -76,6 +83,10 @@ class FakeServer:
         self.refuse_all = False  # WRONG_HOME to every vertex request
         self.slots_body: bytes | None = None  # SLOTS answers this body as is
         self.slots_error: int | None = None  # SLOTS answers this error code
+        self.hello_machines: int | None = None  # HELLO's room, if not the cluster's
+        self.servers_listed: int | None = None  # SERVERS lists the first n servers (None: all)
+        self.servers_body: bytes | None = None  # SERVERS answers this body as is
+        self.servers_error: int | None = None  # SERVERS answers this error code
         self.conns: list[socket.socket] = []
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
@@ -175,9 +186,17 @@ class FakeServer:
                 if self.slots_body is not None:
                     return p.pack_header(p.Op.SLOTS | p.REPLY_BIT, len(self.slots_body), id) + self.slots_body
                 return p.encode_reply(op, id, self.table.fields())
+            if op == p.Op.SERVERS:
+                if self.servers_error is not None:
+                    return err(self.servers_error, "SERVERS refused")
+                if self.servers_body is not None:
+                    return p.pack_header(p.Op.SERVERS | p.REPLY_BIT, len(self.servers_body), id) + self.servers_body
+                listed = c.servers[: self.servers_listed] if self.servers_listed is not None else c.servers
+                return p.encode_reply(op, id, {"servers": [{"id": x.id, "client": x.address} for x in listed]})
             if op == p.Op.HELLO:
                 return p.encode_reply(op, id, {
-                    "server_id": self.hello_server_id, "machines": c.hello_machines or m,
+                    "server_id": self.hello_server_id,
+                    "machines": self.hello_machines or c.hello_machines or m,
                     "frame_bytes_max": self.frame_bytes_max, "server": "fake 0.1.0",
                 })
             if op in (p.Op.PING, p.Op.PUT):
@@ -255,7 +274,7 @@ class FakeCluster:
         self.machines = machines
         self.secret = secret
         self.frame_bytes_max = frame_bytes_max
-        self.hello_machines: int | None = None  # a lying HELLO, for mismatch tests
+        self.hello_machines: int | None = None  # HELLO's room (None: the servers made)
         self.table = SlotTable.uniform(SLOTS_DEFAULT, machines)
         self.check_homes = False  # refuse vertices not homed here (WRONG_HOME)
         self.wrong_homes = 0  # WRONG_HOME answers sent

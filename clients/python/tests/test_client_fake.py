@@ -12,8 +12,9 @@ import pytest
 import locus_client.config as config_mod
 import locus_client.edges as edges_mod
 from fakeserver import SECRET, FakeCluster
-from locus_client import AuthError, Client, ConfigError, KhopResult, LocusError, LocusTimeout
+from locus_client import AuthError, Client, ConfigError, KhopResult, LocusError, LocusTimeout, SlotTable
 from locus_client import protocol as p
+from locus_client.slots import SLOTS_DEFAULT
 
 
 @pytest.fixture
@@ -275,15 +276,42 @@ def test_batches_unit():
 
 
 def test_hello_that_disagrees_with_the_cluster_file(cluster):
-    cluster.hello_machines = 4
+    cluster.hello_machines = 2  # room for fewer servers than the file lists
     with Client(cluster.addresses, SECRET) as c:
-        with pytest.raises(ConfigError, match="says the cluster has 4 machines, but addresses lists 3"):
+        with pytest.raises(ConfigError, match=r"says the cluster has room for 2 servers, but addresses lists 3 "
+                                              r"servers; the file is stale"):
             c.ping()
+    cluster.hello_machines = 8
+    cluster.servers[1].hello_machines = 4  # servers that disagree on the room
+    with Client(cluster.addresses, SECRET) as c:
+        with pytest.raises(ConfigError, match=r"server 1 \(.*\) says the cluster has room for 4 servers, but "
+                                              r"another server said 8"):
+            c.ping()
+    cluster.servers[1].hello_machines = None
     cluster.hello_machines = None
     swapped = [cluster.addresses[1], cluster.addresses[0], cluster.addresses[2]]
     with Client(swapped, SECRET) as c:
         with pytest.raises(ConfigError, match="says it is server 1, but addresses lists it as server 0"):
             c.ping()
+
+
+def test_hello_room_past_the_servers_listed_is_the_clusters_room(cluster):
+    # `locus cluster up` makes room for 8 servers; the file lists 2 of them.
+    cluster.hello_machines = 8
+    cluster.table = SlotTable(1, 8, [s % 2 for s in range(SLOTS_DEFAULT)])
+    cluster.check_homes = True
+    with Client(cluster.addresses[:2], SECRET, timeout=5) as c:
+        assert c.machines == 2  # the servers known, not the room
+        for v in (0, 1, 4097, 8190):
+            c.put(v, [v + 1])
+            assert c.neighbors(v) == [v + 1]
+        assert all(server == f["vertex"] % 2 for server, f in cluster.ops("put"))
+        assert len(c.ping()) == 2 and [s["server"] for s in c.stats()] == [0, 1]
+        with pytest.raises(ValueError, match=r"to = 2, must be a server id in 0\.\.1"):
+            c.migrate(0, 2)
+        assert cluster.ops("servers") == []  # no owner past the servers known: nothing to learn
+        assert cluster.servers[2].connections == 0
+        assert cluster.wrong_homes == 0
 
 
 needs_toml = pytest.mark.skipif(config_mod.tomllib is None, reason="Python 3.10 without tomli reads no TOML")

@@ -207,7 +207,11 @@ def test_stats_has_one_object_per_server(client):
     for i, s in enumerate(stats):
         assert isinstance(s, dict)
         assert s["server"] == i
-        assert s["machines"] == client.machines
+    # STATS "machines" is the cluster's room for servers (HELLO's; 8 for
+    # `locus cluster up` on etcd), the same everywhere and at least the
+    # servers the client knows.
+    rooms = {s["machines"] for s in stats}
+    assert len(rooms) == 1 and rooms.pop() >= client.machines
 
 
 def test_ping_every_server(client):

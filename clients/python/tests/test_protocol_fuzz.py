@@ -176,3 +176,39 @@ def test_strings_are_cut_at_a_character_boundary():
     frame = p.encode_hello(0, 1000, "a" + "é" * 200)  # 401 bytes, cut to 255
     h, body = p.split_frame(frame)
     assert p.decode_request(h.op, body)[1]["client"] == "a" + "é" * 127
+
+
+def test_servers_reply_limits():
+    op, rop = p.Op.SERVERS, p.Op.SERVERS | p.REPLY_BIT
+    assert p.decode_request(op, struct.pack("<I", 1000)) == (1000, {})
+    with pytest.raises(p.ProtocolError, match="trailing"):
+        p.decode_request(op, struct.pack("<I", 1000) + b"\0")
+    # The most a reply may hold: 128 servers, each a name of NAME_MAX bytes.
+    most = {"servers": [{"id": i, "client": "é" * 128} for i in range(128)]}
+    h, body = p.split_frame(p.encode_reply(op, 3, most))
+    assert p.decode_reply(op, h.op, body) == most
+    assert p.decode_reply(op, rop, struct.pack("<I", 0)) == {"servers": []}
+    # A count past 128 is TOO_LARGE before anything is read; one past the bytes is MALFORMED.
+    with pytest.raises(p.ProtocolError, match="servers is 129, past the limit of 128") as e:
+        p.decode_reply(op, rop, struct.pack("<I", 129) + bytes(3 * 129))
+    assert e.value.code == p.ErrorCode.TOO_LARGE
+    with pytest.raises(p.ProtocolError, match="servers = 128 needs at least 384 bytes, 3 left") as e:
+        p.decode_reply(op, rop, struct.pack("<IBH", 128, 0, 0))
+    assert e.value.code == p.ErrorCode.MALFORMED
+    for sid in (128, 255):
+        with pytest.raises(p.ProtocolError, match=f"malformed servers body: server id {sid} is not below 128") as e:
+            p.decode_reply(op, rop, struct.pack("<IBH", 1, sid, 0))
+        assert e.value.code == p.ErrorCode.MALFORMED
+    with pytest.raises(p.ProtocolError, match="client is 257 bytes, past the limit of 256") as e:
+        p.decode_reply(op, rop, struct.pack("<IBH", 1, 0, 257) + b"a" * 257)
+    assert e.value.code == p.ErrorCode.TOO_LARGE
+    with pytest.raises(p.ProtocolError, match="client is not UTF-8"):
+        p.decode_reply(op, rop, struct.pack("<IBH", 1, 0, 2) + b"\xc3(")
+    # The encoder refuses what a decoder would, and cuts long names as the Rust one does.
+    for bad in ({"servers": [{"id": 0, "client": "a:1"}] * 129}, {"servers": [{"id": 128, "client": "a:1"}]},
+                {"servers": [{"id": -1, "client": "a:1"}]}):
+        with pytest.raises(ValueError):
+            p.encode_reply(op, 1, bad)
+    h, body = p.split_frame(p.encode_reply(op, 1, {"servers": [{"id": 5, "client": "x" * 300}]}))
+    assert p.decode_reply(op, h.op, body) == {"servers": [{"id": 5, "client": "x" * 256}]}
+    assert p.encode_servers(7, 1000) == p.encode_request("servers", 7, 1000)

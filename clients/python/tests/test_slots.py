@@ -247,3 +247,128 @@ def test_a_table_that_does_not_fit_the_cluster_file_is_refused(cluster, client):
     cluster.table = SlotTable(4, 4, [0, 1, 3, 1])
     with pytest.raises(ConfigError, match=r"homes vertices on server 3, but addresses lists 3 servers \(0\.\.2\)"):
         client.neighbors(1)
+
+
+# ---------------------------------------------------------------- added servers
+
+
+@pytest.fixture
+def grown():
+    """Three fake servers with room for 8, whose table homes vertices on the
+    first two only: a client given the first two addresses (the cluster file
+    as ``locus cluster up --servers 2`` wrote it) sees server 2 as added."""
+    with FakeCluster(machines=3) as c:
+        c.hello_machines = 8
+        c.table = SlotTable(1, 8, [s % 2 for s in range(SLOTS_DEFAULT)])
+        c.check_homes = True
+        yield c
+
+
+def test_a_table_naming_an_added_server_makes_the_client_learn_it(grown):
+    with Client(grown.addresses[:2], SECRET, timeout=5) as client:
+        client.put(4097, [7])  # slot 1: server 1
+        assert client.machines == 2 and client.routing() == (1, 1, 0)
+        grown.table = grown.table.with_owners({1: 2})  # slot 1 moves to the added server, epoch 2
+        assert client.neighbors(4097) == [7]
+        assert routed_to(grown)[("neighbors", 4097)] == [1, 2]  # refused by 1, answered by 2
+        assert grown.ops("servers") == [(1, {})]  # asked of the server that sent the table
+        assert client.machines == 3 and client.addresses == grown.addresses
+        assert grown.servers[2].connections == 1  # HELLO checked: server 2, room 8
+        assert client.routing() == (2, 2, 1)
+        # Learned once: the next requests go straight to server 2, and every
+        # per-server call now covers it.
+        assert client.insert_edge(4097, 8) is True
+        assert routed_to(grown)[("insert_edge", 4097)] == [2]
+        assert len(client.ping()) == 3 and [s["server"] for s in client.stats()] == [0, 1, 2]
+        assert client.migrate(4097, 2)["to"] == 2
+        assert grown.ops("servers") == [(1, {})]
+        assert grown.wrong_homes == 1
+
+
+def test_a_fresh_client_learns_added_servers_before_routing(grown):
+    grown.table = grown.table.with_owners({1: 2, 3: 2})
+    grown.servers[0].servers_error = p.ErrorCode.UNKNOWN_OP  # asked first, refuses: the next is asked
+    with Client(grown.addresses[:2], SECRET, timeout=5) as client:
+        client.put(4097, [1])
+        client.put(3, [2])
+        assert routed_to(grown)[("put", 4097)] == [2] and routed_to(grown)[("put", 3)] == [2]
+        assert [s for s, _ in grown.ops("servers")] == [0, 1]
+        assert client.routing() == (2, 1, 0) and grown.wrong_homes == 0
+        r = client.load_edges([(4097, 5), (1, 9), (2, 3)])
+        assert r["edges"] == 5 and grown.wrong_homes == 0  # 3 -> 2 was there already
+        assert {s for s, _ in grown.ops("load")} == {0, 1, 2}
+
+
+def test_concurrent_learners_add_each_server_once(grown):
+    grown.table = grown.table.with_owners({1: 2})
+    with Client(grown.addresses[:2], SECRET, timeout=5) as client:
+        errors = []
+        start = threading.Barrier(6)
+
+        def work(i):
+            try:
+                start.wait()
+                for v in range(i, 4096 * 3, 97):
+                    client.put(v, [i])
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors, errors
+        assert client.addresses == grown.addresses and len(client._idle) == len(client._frame_limits) == 3
+        assert grown.wrong_homes == 0
+
+
+def test_servers_that_do_not_name_the_owner_mean_a_stale_file(grown):
+    grown.table = grown.table.with_owners({1: 2})
+    for s in grown.servers:
+        s.servers_listed = 2  # none has heard of server 2
+    with Client(grown.addresses[:2], SECRET, timeout=5) as client:
+        with pytest.raises(ConfigError, match=r"homes vertices on server 2, but addresses lists 2 servers \(0\.\.1\) "
+                                              r"and SERVERS names no more; the file is stale"):
+            client.neighbors(4097)
+        assert grown.ops("servers") == [(0, {})]
+        assert client.machines == 2 and grown.ops("neighbors") == []
+    # Servers too old for SERVERS: the same error, saying why.
+    for s in grown.servers[:2]:
+        s.servers_error = p.ErrorCode.UNKNOWN_OP
+    with Client(grown.addresses[:2], SECRET, timeout=5) as client:
+        with pytest.raises(ConfigError, match=r"no server answered SERVERS: .*UNKNOWN_OP.*the file is stale"):
+            client.neighbors(4097)
+
+
+def test_a_learned_server_with_another_room_is_refused(grown):
+    grown.table = grown.table.with_owners({1: 2})
+    grown.servers[2].hello_machines = 4
+    with Client(grown.addresses[:2], SECRET, timeout=5) as client:
+        with pytest.raises(ConfigError, match=r"server 2 \(.*\) says the cluster has room for 4 servers, but another "
+                                              r"server said 8"):
+            client.neighbors(4097)
+        assert client.machines == 3  # learned, but refused on HELLO
+
+
+@pytest.mark.parametrize(
+    "body,why",
+    [
+        (struct.pack("<I", 129) + bytes(3 * 129), "servers is 129, past the limit of 128"),
+        (struct.pack("<IBH", 1, 128, 0), r"malformed servers body: server id 128 is not below 128"),
+        (struct.pack("<IBH", 1, 2, 257) + b"a" * 257, "client is 257 bytes, past the limit of 256"),
+        (struct.pack("<IBH", 1, 2, 1) + b"\xff", "malformed servers body: client is not UTF-8"),
+        (struct.pack("<IBH", 2, 2, 2) + b"a:", r"malformed servers body: servers = 2 needs at least 6 bytes, 5 left"),
+        (struct.pack("<IBH", 2, 2, 3) + b"a:1", r"malformed servers body: id needs 1 bytes, 0 left"),
+        (struct.pack("<IBH", 1, 2, 3) + b"a:1\x00", "malformed servers body: 1 trailing bytes"),
+        (struct.pack("<IBH", 1, 2, 6) + b"nohost", r"malformed servers body: server 2's address: 'nohost' is not "
+                                                   "host:port"),
+    ],
+)
+def test_a_malformed_servers_reply_is_a_protocol_error(grown, body, why):
+    grown.table = grown.table.with_owners({1: 2})
+    grown.servers[0].servers_body = body
+    with Client(grown.addresses[:2], SECRET, timeout=5) as client:
+        with pytest.raises(ProtocolError, match=rf"server 0 \(127\.0\.0\.1:\d+\): .*{why}"):
+            client.neighbors(4097)
+        assert client.machines == 2 and grown.ops("neighbors") == []

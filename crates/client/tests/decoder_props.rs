@@ -118,6 +118,7 @@ fn request() -> impl Strategy<Value = Request> {
         any::<u32>().prop_map(|vertex| Request::DeleteVertex { vertex }),
         Just(Request::Stats),
         Just(Request::Slots),
+        Just(Request::Servers),
         (
             1..=7u8,
             any::<u8>(),
@@ -172,6 +173,7 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         Op::Stats,
         Op::DeleteVertex,
         Op::Slots,
+        Op::Servers,
         Op::Move,
     ];
     prop_oneof![
@@ -224,6 +226,10 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
             .unwrap();
             (Op::Slots, Reply::Slots(t.encode()))
         }),
+        // Ids below 128 and addresses of 0..=64 chars of at most 4 bytes
+        // (within NAME_MAX), as a server lists them.
+        vec((0..128u8, "\\PC{0,64}"), 0..8)
+            .prop_map(|servers| (Op::Servers, Reply::Servers(servers))),
         ids().prop_map(|ids| (Op::Neighbors, Reply::Neighbors(ids))),
         Just((Op::Put, Reply::Put)),
         (op_of(&[Op::InsertEdge, Op::DeleteEdge]), any::<bool>())

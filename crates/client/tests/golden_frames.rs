@@ -142,6 +142,7 @@ fn frames() -> Value {
             json!({"vertex": 42}),
         ),
         request("slots", 14, 1000, Request::Slots, json!({})),
+        request("servers", 15, 1000, Request::Servers, json!({})),
         reply(
             "hello_reply",
             Op::Hello,
@@ -248,6 +249,14 @@ fn frames() -> Value {
             14,
             Reply::Slots(slots.encode()),
             json!({"epoch": 1u64 << 32 | 7, "machines": 3, "slots": 6, "owners": slots_owners}),
+        ),
+        reply(
+            "servers_reply",
+            Op::Servers,
+            15,
+            Reply::Servers(vec![(0, "127.0.0.1:7411".into()), (1, "[::1]:7412".into())]),
+            json!({"servers": [{"id": 0, "client": "127.0.0.1:7411"},
+                               {"id": 1, "client": "[::1]:7412"}]}),
         ),
         reply(
             "error_reply",
