@@ -467,3 +467,25 @@ impl MemberState {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::addresses;
+
+    #[test]
+    fn a_registration_names_both_addresses_or_none() {
+        let (f, c) = addresses("fabric=127.0.0.1:7400 client=127.0.0.1:7500").unwrap();
+        assert_eq!(f.to_string(), "127.0.0.1:7400");
+        assert_eq!(c.to_string(), "127.0.0.1:7500");
+        // Order and extra words do not matter.
+        assert!(addresses("v=2 client=[::1]:9 fabric=[::1]:8").is_some());
+        for bad in [
+            "",
+            "fabric=127.0.0.1:7400",
+            "fabric=x client=127.0.0.1:1",
+            "client=1:2",
+        ] {
+            assert!(addresses(bad).is_none(), "{bad}");
+        }
+    }
+}

@@ -49,7 +49,15 @@ pub struct MovesDone {
 pub struct Mover<'a> {
     client: &'a Client,
     etcd: &'a Membership,
+    /// [`Mover::reachable`] as last read from etcd, and when: an install
+    /// runs while A still guards the batch's slots, so it must not wait
+    /// for etcd each time.
+    #[allow(clippy::type_complexity)]
+    reachable: std::sync::Mutex<Option<(std::time::Instant, usize, Vec<u8>)>>,
 }
+
+/// How long the servers to install tables on are taken as known.
+const REACHABLE_FOR: Duration = Duration::from_secs(1);
 
 fn err(what: impl std::fmt::Display) -> ServerError {
     ServerError::Move(what.to_string())
@@ -66,7 +74,11 @@ fn bare(e: &ServerError) -> String {
 impl<'a> Mover<'a> {
     /// A mover over the cluster `client` reaches, whose table `etcd` keeps.
     pub fn new(client: &'a Client, etcd: &'a Membership) -> Mover<'a> {
-        Mover { client, etcd }
+        Mover {
+            client,
+            etcd,
+            reachable: Default::default(),
+        }
     }
 
     /// The servers to ask: every server the client knows but those that
@@ -75,6 +87,19 @@ impl<'a> Mover<'a> {
     /// restarts, and holds nothing in flight that its replay keeps (M3).
     /// If etcd cannot say, every server.
     fn reachable(&self) -> Vec<u8> {
+        let mut held = self.reachable.lock().unwrap_or_else(|e| e.into_inner());
+        let known = self.client.machines();
+        if let Some((at, n, ids)) = held.as_ref() {
+            if at.elapsed() < REACHABLE_FOR && *n == known {
+                return ids.clone();
+            }
+        }
+        let ids = self.reachable_now();
+        *held = Some((std::time::Instant::now(), known, ids.clone()));
+        ids
+    }
+
+    fn reachable_now(&self) -> Vec<u8> {
         let all = 0..self.client.machines() as u8;
         let Ok((live, _)) = self.etcd.members() else {
             return all.collect();
