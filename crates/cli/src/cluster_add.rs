@@ -18,7 +18,6 @@ use clap::Args;
 use locus_client::{Client, ClientConfig};
 use locus_membership::Membership;
 use locus_server::config::ServerEntry;
-use locus_server::moves::Mover;
 use locus_server::supervise::{FreePorts, Role, Supervisor, Tie};
 use locus_server::ClusterFile;
 
@@ -193,7 +192,7 @@ pub(crate) fn add_server(a: AddArgs) -> CliResult {
         return Ok(());
     }
     let m = Membership::connect(&etcd.config())?;
-    let mover = Mover::new(&client, &m);
+    let mover = crate::cluster_move::mover(&client, &m, &a.dir, "add-server")?;
     let members = up_servers(&client);
     let t1 = Instant::now();
     let (_, done) = with_bar(a.json, |p| {

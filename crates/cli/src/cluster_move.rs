@@ -10,7 +10,7 @@ use clap::Args;
 use locus_client::{Client, ClientConfig};
 use locus_membership::Membership;
 use locus_node::progress::Reporter;
-use locus_server::moves::{parse_slots, Mover, MovesDone};
+use locus_server::moves::{parse_slots, Journal, Mover, MovesDone, Progress};
 use locus_server::ClusterFile;
 
 use crate::cluster::CLUSTER_FILE;
@@ -84,19 +84,29 @@ pub struct MovesArgs {
     /// (a batch committed in etcd is finished, any other rolled back).
     #[arg(long)]
     pub settle: bool,
+    /// Ask the move running now (a `cluster move`, `rebalance`,
+    /// `add-server` or `remove-server`) to stop after its batch in hand and
+    /// move back the slots it moved; waits for it to finish.
+    #[arg(long, conflicts_with = "settle")]
+    pub cancel: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
-type Opened = (Client, Membership);
+/// A client of the cluster, its etcd, and the directory of its cluster file
+/// (where a mover's journal is).
+type Opened = (Client, Membership, PathBuf);
 
 /// A client of the cluster and its etcd.
-fn open(at: &Where) -> CliResult<Opened> {
+pub(crate) fn open(at: &Where) -> CliResult<Opened> {
     let path = at
         .cluster
         .clone()
         .unwrap_or_else(|| at.dir.join(CLUSTER_FILE));
+    let dir = path
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let file = ClusterFile::load(&path)?;
     let Some(etcd) = &file.etcd else {
         return Err(format!(
@@ -114,7 +124,62 @@ fn open(at: &Where) -> CliResult<Opened> {
         },
     )?;
     let m = Membership::connect(&etcd.config())?;
-    Ok((client, m))
+    Ok((client, m, dir))
+}
+
+/// A mover for `command` that keeps a journal in `dir`, refusing to start
+/// while another mover's journal says it runs.
+pub(crate) fn mover<'a>(
+    client: &'a Client,
+    m: &'a Membership,
+    dir: &Path,
+    command: &str,
+) -> CliResult<Mover<'a>> {
+    if let Some(p) = running(dir) {
+        return Err(format!(
+            "a {} (pid {}) is moving slots now ({} of {} done): wait for it, or `locus cluster moves --cancel`",
+            p.command, p.pid, p.slots_done, p.slots_total
+        )
+        .into());
+    }
+    Ok(Mover::new(client, m).with_journal(Journal::new(dir, command)))
+}
+
+/// Whether process `pid` exists (and is not a zombie).
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// The journal of a mover that runs now in `dir`.
+fn running(dir: &Path) -> Option<Progress> {
+    Journal::read(dir).filter(|p| p.state == "running" && process_alive(p.pid))
+}
+
+/// One line on a mover's journal.
+fn journal_line(p: &Progress) -> String {
+    let alive = process_alive(p.pid);
+    let head = format!(
+        "{} (pid {}): {} of {} slots in {} batch(es), {} vertices, {} bytes",
+        p.command, p.pid, p.slots_done, p.slots_total, p.batches, p.vertices, p.bytes
+    );
+    match p.state.as_str() {
+        "running" if alive => format!(
+            "running: {head}; {:.1} slots/s, ETA {}",
+            p.rate(),
+            p.eta_s().map_or("unknown".into(), |s| format!("{s:.0} s"))
+        ),
+        "running" => format!(
+            "stopped mid-way (its process is gone): {head}; `cluster moves --settle` finishes or rolls back its batch in flight"
+        ),
+        "done" => format!("last move done: {head}"),
+        state => format!(
+            "last move {state}: {head}; {}",
+            p.error.as_deref().unwrap_or("")
+        ),
+    }
 }
 
 pub(crate) fn check_batch(batch_slots: usize) -> CliResult {
@@ -164,8 +229,8 @@ pub(crate) fn print_done(what: &str, done: &MovesDone, secs: f64) {
 /// `cluster move`.
 pub(crate) fn run(a: MoveArgs) -> CliResult {
     check_batch(a.batch_slots)?;
-    let (client, m) = open(&a.at)?;
-    let mover = Mover::new(&client, &m);
+    let (client, m, dir) = open(&a.at)?;
+    let mover = mover(&client, &m, &dir, "move")?;
     let (_, table) = mover.table()?;
     let slots = parse_slots(&a.slots, table.slots())?;
     let t0 = Instant::now();
@@ -191,8 +256,12 @@ pub(crate) fn up_servers(client: &Client) -> Vec<u8> {
 /// `cluster rebalance`.
 pub(crate) fn rebalance(a: RebalanceArgs) -> CliResult {
     check_batch(a.batch_slots)?;
-    let (client, m) = open(&a.at)?;
-    let mover = Mover::new(&client, &m);
+    let (client, m, dir) = open(&a.at)?;
+    let mover = if a.plan {
+        Mover::new(&client, &m)
+    } else {
+        mover(&client, &m, &dir, "rebalance")?
+    };
     let members = up_servers(&client);
     let t0 = Instant::now();
     let (moves, done) = with_bar(a.json || a.plan, |p| {
@@ -232,11 +301,11 @@ pub(crate) fn rebalance(a: RebalanceArgs) -> CliResult {
 /// `cluster remove-server`.
 pub(crate) fn remove_server(a: RemoveArgs) -> CliResult {
     check_batch(a.batch_slots)?;
-    let (client, m) = open(&a.at)?;
+    let (client, m, dir) = open(&a.at)?;
     if a.id as usize >= client.machines() {
         return Err(format!("no server {} in a cluster of {}", a.id, client.machines()).into());
     }
-    let mover = Mover::new(&client, &m);
+    let mover = mover(&client, &m, &dir, "remove-server")?;
     let members: Vec<u8> = up_servers(&client)
         .into_iter()
         .filter(|&id| id != a.id)
@@ -301,8 +370,22 @@ fn stop_server(dir: &Path, id: u8) -> bool {
 
 /// `cluster moves`.
 pub(crate) fn moves(a: MovesArgs) -> CliResult {
-    let (client, m) = open(&a.at)?;
+    let (client, m, dir) = open(&a.at)?;
+    if a.cancel {
+        return cancel(&dir, a.json);
+    }
     let mover = Mover::new(&client, &m);
+    let now = running(&dir);
+    if a.settle {
+        if let Some(p) = &now {
+            return Err(format!(
+                "a {} (pid {}) is moving slots now: nothing to settle until it ends (`cluster moves --cancel` stops it)",
+                p.command, p.pid
+            )
+            .into());
+        }
+    }
+    let journal = Journal::read(&dir);
     let settled = if a.settle { mover.settle()? } else { 0 };
     let (_, table) = mover.table()?;
     let counts = table.counts();
@@ -321,11 +404,21 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
                 }
             })
             .collect();
+        let mv = journal.as_ref().map(|p| {
+            let mut j = serde_json::to_value(p).unwrap_or_default();
+            j["alive"] = process_alive(p.pid).into();
+            j["rate_slots_per_s"] = p.rate().into();
+            j["eta_s"] = p.eta_s().into();
+            j
+        });
         println!(
             "{}",
-            serde_json::json!({"table_epoch": table.epoch(), "settled": settled, "servers": rows})
+            serde_json::json!({"table_epoch": table.epoch(), "settled": settled, "servers": rows, "move": mv})
         );
         return Ok(());
+    }
+    if let Some(p) = &journal {
+        println!("{}", journal_line(p));
     }
     if a.settle {
         println!("settled {settled} batch(es) an interrupted move left in flight");
@@ -342,12 +435,61 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
             Some(f) if f.is_empty() => println!("server {id}: {n} slots, no move in flight"),
             Some(f) => {
                 let out = f.iter().filter(|x| x.leaving).count();
+                let why = match &now {
+                    Some(_) => "the running move's batch in hand",
+                    None => {
+                        "a move was interrupted: `cluster moves --settle` finishes or rolls it back"
+                    }
+                };
                 println!(
-                    "server {id}: {n} slots, {out} leaving and {} arriving (a move was interrupted: `cluster moves --settle` finishes or rolls it back)",
+                    "server {id}: {n} slots, {out} leaving and {} arriving ({why})",
                     f.len() - out
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// How long `--cancel` waits for the mover to move its slots back.
+const CANCEL_WAIT: Duration = Duration::from_secs(600);
+
+/// `cluster moves --cancel`.
+fn cancel(dir: &Path, json: bool) -> CliResult {
+    let Some(p) = running(dir) else {
+        return Err(format!("no move is running in {}", dir.display()).into());
+    };
+    Journal::request_cancel(dir)
+        .map_err(|e| format!("cannot ask the mover to cancel in {}: {e}", dir.display()))?;
+    if !json {
+        println!(
+            "asked the {} (pid {}) to stop; it moves back the {} slot(s) it moved",
+            p.command, p.pid, p.slots_done
+        );
+    }
+    let t0 = Instant::now();
+    let end = loop {
+        let now = Journal::read(dir);
+        match now {
+            Some(q) if q.state == "running" && process_alive(q.pid) => {}
+            Some(q) => break q,
+            None => return Err("the mover's journal disappeared".into()),
+        }
+        if t0.elapsed() > CANCEL_WAIT {
+            return Err(format!(
+                "the {} (pid {}) has not ended {} s after the request",
+                p.command,
+                p.pid,
+                CANCEL_WAIT.as_secs()
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    if json {
+        println!("{}", serde_json::to_value(&end)?);
+    } else {
+        println!("{}", journal_line(&end));
     }
     Ok(())
 }

@@ -349,3 +349,71 @@ fn add_server_refuses_a_cluster_without_room_or_etcd() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+#[test]
+fn a_running_move_shows_its_progress_and_cancel_moves_its_slots_back() {
+    let cluster = Cluster::up_with(&["--no-coordinator"]);
+    let d = cluster.dir.path().to_str().unwrap().to_string();
+    let c = cluster.client();
+    let g = graph(61);
+    load(&c, &g);
+    // Every slot to server 1, one slot a batch: long enough to watch and
+    // cancel.
+    let mv = std::process::Command::new(env!("CARGO_BIN_EXE_locus"))
+        .args([
+            "cluster", "move", "--dir", &d, "--slots", "0-4095", "--to", "1", "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let seen = loop {
+        let s = json(&["cluster", "moves", "--dir", &d, "--json"]);
+        if s["move"]["state"] == "running" && s["move"]["slots_done"].as_u64().unwrap_or(0) >= 8 {
+            break s;
+        }
+        assert!(
+            t0.elapsed().as_secs() < 60,
+            "the move never showed progress: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(seen["move"]["command"], "move", "{seen}");
+    assert_eq!(seen["move"]["slots_total"], 2731, "{seen}");
+    assert_eq!(seen["move"]["alive"], true, "{seen}");
+    // A second mover is refused while this one runs.
+    let o = locus(&["cluster", "rebalance", "--dir", &d]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is moving slots now"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let end = json(&["cluster", "moves", "--dir", &d, "--cancel", "--json"]);
+    assert_eq!(end["state"], "cancelled", "{end}");
+    assert_eq!(end["moved_back"], end["slots_done"], "{end}");
+    let out = mv.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cancelled"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The slots are where they were, and the data reads back.
+    let status = json(&["cluster", "moves", "--dir", &d, "--json"]);
+    let slots: Vec<u64> = status["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["slots"].as_u64().unwrap())
+        .collect();
+    assert_eq!(slots, vec![1366, 1365, 1365], "{status}");
+    let c = cluster.client();
+    for (v, list) in g.iter().enumerate() {
+        let got = c.neighbors(v as u32, 0).unwrap();
+        for u in list {
+            assert!(got.contains(u), "vertex {v} lost its edge to {u}");
+        }
+    }
+}

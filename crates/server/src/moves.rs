@@ -21,6 +21,9 @@ use locus_store::{SlotMove, SlotTable};
 
 use crate::{Result, ServerError};
 
+pub mod journal;
+pub use journal::{Journal, Progress};
+
 /// How long one step may take at a server (a TAKE copies a batch).
 const STEP_DEADLINE: Duration = Duration::from_secs(600);
 /// Attempts at an INSTALL on the batch's own two servers.
@@ -54,6 +57,8 @@ pub struct Mover<'a> {
     /// for etcd each time.
     #[allow(clippy::type_complexity)]
     reachable: std::sync::Mutex<Option<(std::time::Instant, usize, Vec<u8>)>>,
+    /// Where progress goes and a cancel request comes from, if anywhere.
+    journal: Option<Journal>,
 }
 
 /// How long the servers to install tables on are taken as known.
@@ -78,7 +83,17 @@ impl<'a> Mover<'a> {
             client,
             etcd,
             reachable: Default::default(),
+            journal: None,
         }
+    }
+
+    /// This mover, writing its progress to `journal` after each batch and
+    /// stopping when it asks to cancel (`journal.rs`): the batches already
+    /// made are then moved back, newest first, and the run fails with
+    /// `cancelled`.
+    pub fn with_journal(mut self, journal: Journal) -> Mover<'a> {
+        self.journal = Some(journal);
+        self
     }
 
     /// The servers to ask: every server the client knows but those that
@@ -344,19 +359,74 @@ impl<'a> Mover<'a> {
         }
         let total = moves.len() as u64;
         progress(0, total);
-        for ((from, to), slots) in by_pair {
-            for batch in slots.chunks(batch_slots.max(1)) {
-                let r = self.batch(from, to, batch)?;
-                done.batches += 1;
-                done.slots += batch.len() as u64;
-                done.vertices += r.vertices;
-                done.keys += r.keys;
-                done.bytes += r.bytes;
-                progress(done.slots, total);
+        let mut record = self.journal.as_ref().map(|j| j.start(total));
+        let note = |done: &MovesDone, record: &mut Option<Progress>| {
+            if let (Some(j), Some(p)) = (&self.journal, record.as_mut()) {
+                p.slots_done = done.slots;
+                p.batches = done.batches;
+                p.vertices = done.vertices;
+                p.bytes = done.bytes;
+                j.write(p);
+            }
+        };
+        note(&done, &mut record);
+        let mut made: Vec<(u8, u8, Vec<u32>)> = Vec::new();
+        let outcome = (|| -> Result<()> {
+            for ((from, to), slots) in &by_pair {
+                for batch in slots.chunks(batch_slots.max(1)) {
+                    if self.journal.as_ref().is_some_and(|j| j.cancelled()) {
+                        return Err(err("cancelled"));
+                    }
+                    let r = self.batch(*from, *to, batch)?;
+                    made.push((*from, *to, batch.to_vec()));
+                    done.batches += 1;
+                    done.slots += batch.len() as u64;
+                    done.vertices += r.vertices;
+                    done.keys += r.keys;
+                    done.bytes += r.bytes;
+                    progress(done.slots, total);
+                    note(&done, &mut record);
+                }
+            }
+            Ok(())
+        })();
+        let Err(e) = outcome else {
+            if let (Some(j), Some(p)) = (&self.journal, record.as_mut()) {
+                p.state = "done".into();
+                j.write(p);
+            }
+            done.table_epoch = self.table()?.1.epoch();
+            return Ok(done);
+        };
+        let cancelled = bare(&e) == "cancelled";
+        let mut back = 0u64;
+        let mut why = bare(&e);
+        if cancelled {
+            // Undo what was made, newest batch first.
+            for (from, to, batch) in made.iter().rev() {
+                match self.batch(*to, *from, batch) {
+                    Ok(_) => back += batch.len() as u64,
+                    Err(b) => {
+                        why = format!(
+                            "cancelled; moving slots back failed after {back} of {}: {}",
+                            done.slots,
+                            bare(&b)
+                        );
+                        break;
+                    }
+                }
+            }
+            if back == done.slots {
+                why = format!("cancelled: the {back} slot(s) moved were moved back");
             }
         }
-        done.table_epoch = self.table()?.1.epoch();
-        Ok(done)
+        if let (Some(j), Some(p)) = (&self.journal, record.as_mut()) {
+            p.state = if cancelled { "cancelled" } else { "failed" }.into();
+            p.moved_back = back;
+            p.error = Some(why.clone());
+            j.write(p);
+        }
+        Err(err(why))
     }
 
     /// One batch from `from` to `to` (see the module doc).
