@@ -11,8 +11,12 @@
 //! during and after it, retries and failed operations, and the
 //! acknowledged inserts missing at the end.
 //!
-//! Not yet here (the full form): the baselines (stop-and-copy,
-//! redirect-on-miss, Redis Cluster's own rebalance) and a timeline PNG.
+//! With a `redis-server` (`--redis-cluster`), Redis Cluster's own
+//! `redis-cli --cluster rebalance` makes the same two changes under the
+//! same kind of load, after the Locus cluster is down (`elastic_redis.rs`).
+//!
+//! Not yet here (the full form): the baselines on Locus's own code
+//! (stop-and-copy, redirect-on-miss) and a timeline PNG.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,6 +48,23 @@ pub struct Settings {
     /// The `locus` executable.
     #[serde(skip)]
     pub exe: PathBuf,
+    /// Also run Redis Cluster's rows with this `redis-server`.
+    pub redis_server: Option<PathBuf>,
+}
+
+/// Counts over one protocol's run.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Totals {
+    /// Operations that succeeded.
+    pub ops: u64,
+    /// Operations that failed (after the client's bounded retries).
+    pub failed_ops: u64,
+    /// Retries (Locus: after `WRONG_HOME`; Redis: `MOVED`, `ASK` and `TRYAGAIN` followed).
+    pub retries: u64,
+    /// Inserts acknowledged.
+    pub acknowledged_writes: u64,
+    /// Acknowledged inserts missing from the final reads.
+    pub lost_acknowledged_writes: u64,
 }
 
 /// One move under load.
@@ -90,10 +111,29 @@ pub struct Report {
     pub lost_acknowledged_writes: u64,
     /// Failures by reason (digits masked), most frequent first, at most 8.
     pub failure_reasons: Vec<(String, u64)>,
+    /// Redis Cluster's counts, with `--redis-cluster` (its rows are in `rows`).
+    pub redis: Option<Totals>,
 }
 
 /// One operation: when it ended (ns since the start), its latency, whether it succeeded.
-type Sample = (u64, u64, bool);
+pub(crate) type Sample = (u64, u64, bool);
+
+/// Throughput (successful operations per second) and p99 latency (µs) of
+/// the operations of `samples` that ended in `[a, b)` ns.
+pub(crate) fn window(samples: &[Sample], a: u64, b: u64) -> (f64, f64) {
+    let mut lat: Vec<u64> = samples
+        .iter()
+        .filter(|x| x.2 && x.0 >= a && x.0 < b)
+        .map(|x| x.1)
+        .collect();
+    lat.sort_unstable();
+    let secs = (b.saturating_sub(a)) as f64 / 1e9;
+    let p99 = lat
+        .get((lat.len() as f64 * 0.99) as usize)
+        .or(lat.last())
+        .map_or(0.0, |&ns| ns as f64 / 1e3);
+    (lat.len() as f64 / secs.max(1e-9), p99)
+}
 
 /// Runs `locus bench elastic`.
 pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
@@ -136,7 +176,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         "--sync",
         "off",
     ])?;
-    let out = (|| {
+    let out = (|| -> Result<(Report, locus_graph::Csr)> {
         let file_path = dir.path().join("cluster.toml");
         let file =
             ClusterFile::load(&file_path).map_err(|e| child("the cluster file", e.to_string()))?;
@@ -267,20 +307,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         let samples = samples.into_inner().unwrap();
         let acked = acked.into_inner().unwrap();
         let phase_ns = s.phase_s * 1_000_000_000;
-        let window = |a: u64, b: u64| -> (f64, f64) {
-            let mut lat: Vec<u64> = samples
-                .iter()
-                .filter(|x| x.2 && x.0 >= a && x.0 < b)
-                .map(|x| x.1)
-                .collect();
-            lat.sort_unstable();
-            let secs = (b.saturating_sub(a)) as f64 / 1e9;
-            let p99 = lat
-                .get((lat.len() as f64 * 0.99) as usize)
-                .or(lat.last())
-                .map_or(0.0, |&ns| ns as f64 / 1e3);
-            (lat.len() as f64 / secs.max(1e-9), p99)
-        };
+        let window = |a: u64, b: u64| window(&samples, a, b);
         let out_rows = rows
             .iter()
             .map(|(change, start, end, done)| {
@@ -321,8 +348,17 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             retries,
             acknowledged_writes: acked.len() as u64,
             lost_acknowledged_writes: lost,
+            redis: None,
         })
+        .map(|rep| (rep, csr))
     })();
     let _ = locus(&["cluster", "down", "--dir", &d]);
-    out
+    let (mut rep, csr) = out?;
+    if let Some(bin) = &s.redis_server {
+        let phase = Duration::from_secs(s.phase_s);
+        let (rows, totals) = crate::elastic_redis::run(bin, &csr, s.clients, phase, r)?;
+        rep.rows.extend(rows);
+        rep.redis = Some(totals);
+    }
+    Ok(rep)
 }

@@ -45,6 +45,7 @@ pub mod config;
 pub mod demo;
 pub mod durability;
 pub mod elastic;
+mod elastic_redis;
 mod error;
 pub mod fargraph;
 pub mod faults;

@@ -20,6 +20,14 @@ pub struct ElasticArgs {
     /// Slots per batch of a move.
     #[arg(long, default_value_t = 16)]
     pub batch_slots: usize,
+    /// Also run the same two changes on Redis Cluster (stock redis-server
+    /// nodes, `redis-cli --cluster rebalance`) under the same kind of load,
+    /// after Locus's run.
+    #[arg(long)]
+    pub redis_cluster: bool,
+    /// The redis-server binary for --redis-cluster (default: on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub redis_server: Option<std::path::PathBuf>,
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -31,7 +39,20 @@ pub(crate) fn run(a: ElasticArgs) -> CliResult {
             "--scale must be 8..=26, and --clients, --phase-s and --batch-slots at least 1".into(),
         );
     }
+    let redis_server = match (a.redis_cluster, a.redis_server) {
+        (false, _) => None,
+        (true, Some(p)) if p.is_file() => Some(p),
+        (true, Some(p)) => {
+            return Err(format!("--redis-server {}: no such file", p.display()).into())
+        }
+        (true, None) => Some(
+            locus_bench::netmigrate::find_on_path("redis-server").ok_or(
+                "--redis-cluster: redis-server is not on PATH; install it (Debian: apt-get install -y redis-server) or pass --redis-server PATH",
+            )?,
+        ),
+    };
     let s = Settings {
+        redis_server,
         scale: a.scale,
         clients: a.clients,
         phase_s: a.phase_s,
@@ -44,12 +65,19 @@ pub(crate) fn run(a: ElasticArgs) -> CliResult {
         return Ok(());
     }
     println!(
-        "{:<34} {:>7} {:>6} {:>10} {:>22} {:>22}",
-        "move", "move s", "slots", "MB moved", "ops/s before/during/after", "p99 us before/during"
+        "{:<14} {:<34} {:>7} {:>6} {:>10} {:>22} {:>22}",
+        "protocol",
+        "move",
+        "move s",
+        "slots",
+        "MB moved",
+        "ops/s before/during/after",
+        "p99 us before/during"
     );
     for row in &r.rows {
         println!(
-            "{:<34} {:>7.2} {:>6} {:>10.1} {:>7.0}/{:>6.0}/{:>7.0} {:>11.0}/{:>10.0}",
+            "{:<14} {:<34} {:>7.2} {:>6} {:>10.1} {:>7.0}/{:>6.0}/{:>7.0} {:>11.0}/{:>10.0}",
+            row.protocol.split(' ').next().unwrap_or(""),
             row.change,
             row.move_s,
             row.slots,
@@ -67,6 +95,12 @@ pub(crate) fn run(a: ElasticArgs) -> CliResult {
     );
     for (why, n) in &r.failure_reasons {
         println!("  {n:>8} x {why}");
+    }
+    if let Some(t) = &r.redis {
+        println!(
+            "redis cluster: {} ops, {} failed, {} redirects and retries; {} acknowledged appends, {} lost",
+            t.ops, t.failed_ops, t.retries, t.acknowledged_writes, t.lost_acknowledged_writes
+        );
     }
     Ok(())
 }

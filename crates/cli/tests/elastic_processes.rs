@@ -180,24 +180,38 @@ fn bench_elastic_moves_slots_under_load_and_loses_nothing() {
         "2",
         "--phase-s",
         "1",
+        "--redis-cluster",
         "--json",
     ]);
     let rows = r["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 2, "{r:#}");
-    assert!(rows[0]["change"]
-        .as_str()
-        .unwrap()
-        .starts_with("add server 3"));
-    assert!(rows[1]["change"]
-        .as_str()
-        .unwrap()
-        .starts_with("remove server 0"));
-    for row in rows {
+    assert_eq!(rows.len(), 4, "{r:#}");
+    let change = |i: usize| rows[i]["change"].as_str().unwrap().to_string();
+    assert!(change(0).starts_with("add server 3"), "{r:#}");
+    assert!(change(1).starts_with("remove server 0"), "{r:#}");
+    for row in &rows[..2] {
         // 4096 / 4 slots to the new server; then server 0's 1,024 away.
         assert_eq!(row["slots"], 1024, "{row:#}");
         assert!(row["move_s"].as_f64().unwrap() > 0.0, "{row:#}");
         assert!(row["throughput_during"].as_f64().unwrap() > 0.0, "{row:#}");
     }
+    // Redis Cluster's own rebalance, the same two changes: a quarter of
+    // its 16,384 slots to the new node, then node 0's quarter away.
+    for row in &rows[2..] {
+        assert!(
+            row["protocol"]
+                .as_str()
+                .unwrap()
+                .starts_with("redis cluster"),
+            "{row:#}"
+        );
+        assert_eq!(row["slots"], 4096, "{row:#}");
+        assert!(row["move_s"].as_f64().unwrap() > 0.0, "{row:#}");
+    }
+    assert!(
+        r["redis"]["acknowledged_writes"].as_u64().unwrap() > 0,
+        "{r:#}"
+    );
+    assert_eq!(r["redis"]["lost_acknowledged_writes"], 0, "{r:#}");
     assert!(r["acknowledged_writes"].as_u64().unwrap() > 0, "{r:#}");
     assert_eq!(r["lost_acknowledged_writes"], 0, "{r:#}");
     println!(

@@ -36,7 +36,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 pub use self::run::Row;
-pub use self::settings::{RunSettings, Settings};
+pub use self::settings::{find_on_path, RunSettings, Settings};
 use crate::output::{MachineMeta, OutDir};
 use crate::{Reporter, Result};
 

@@ -294,7 +294,7 @@ impl RunSettings {
 }
 
 /// The first executable file called `name` in a directory of PATH.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
         .find(|p| p.is_file())

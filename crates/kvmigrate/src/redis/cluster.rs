@@ -377,6 +377,73 @@ impl ClusterNodes {
             })
     }
 
+    /// Starts `redis-cli --cluster rebalance` through node 0 with `extra` options (e.g.
+    /// `--cluster-use-empty-masters`, or `--cluster-weight ID=0` to drain a node), bounded
+    /// by `timeout_s`, its output in the cluster's directory (`rebalance.log`).
+    pub fn start_rebalance(&self, extra: &[String], timeout_s: u64) -> Result<Child> {
+        let out = self.dir.join("rebalance.log");
+        let io = |source| Error::Io {
+            what: format!("creating {}", out.display()),
+            source,
+        };
+        let log = File::create(&out).map_err(io)?;
+        let log2 = log.try_clone().map_err(io)?;
+        Process::new("timeout")
+            .args(["-s", "KILL", &timeout_s.max(1).to_string()])
+            .arg(&self.cli)
+            .args(["--cluster", "rebalance", &self.nodes[0].addr])
+            .args(extra)
+            .args(["--cluster-pipeline", &RESHARD_PIPELINE_KEYS.to_string()])
+            .arg("--cluster-yes")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .spawn()
+            .map_err(|source| Error::Io {
+                what: format!("running {} --cluster rebalance", self.cli.display()),
+                source,
+            })
+    }
+
+    /// The last `lines` lines of the rebalance's output.
+    pub fn rebalance_log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.dir.join("rebalance.log")).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Each slot's owner (an index into [`ClusterNodes::addrs`]), from node 0's `CLUSTER SLOTS`.
+    pub fn owners(&self) -> Result<Vec<Option<usize>>> {
+        let mut c = self.admin(0)?;
+        let reply = c.call(&Command::new("CLUSTER").arg("SLOTS"))?;
+        let bad = |why: &str| cluster_error(format!("CLUSTER SLOTS: {why}"));
+        let Reply::Array(Some(ranges)) = reply else {
+            return Err(bad("not an array"));
+        };
+        let mut owners = vec![None; SLOTS];
+        for range in ranges {
+            let Reply::Array(Some(parts)) = range else {
+                return Err(bad("a range is not an array"));
+            };
+            let (Some(Reply::Integer(a)), Some(Reply::Integer(b)), Some(Reply::Array(Some(m)))) =
+                (parts.first(), parts.get(1), parts.get(2))
+            else {
+                return Err(bad("a range lacks start, end or master"));
+            };
+            let (Some(Reply::Bulk(Some(host))), Some(Reply::Integer(port))) = (m.first(), m.get(1))
+            else {
+                return Err(bad("a master lacks host or port"));
+            };
+            let addr = format!("{}:{port}", String::from_utf8_lossy(host));
+            let node = self.nodes.iter().position(|n| n.addr == addr);
+            let (a, b) = (*a as usize, (*b as usize).min(SLOTS - 1));
+            if a <= b {
+                owners[a..=b].fill(node);
+            }
+        }
+        Ok(owners)
+    }
+
     /// The last `lines` lines of the reshard's output.
     pub fn reshard_log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(self.dir.join("reshard.log")).unwrap_or_default();
