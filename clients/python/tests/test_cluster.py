@@ -247,3 +247,39 @@ def test_a_malformed_file_loads_nothing(client, tmp_path):
         client.load_edges(path)
     with pytest.raises(LocusError, match="UNKNOWN_VERTEX"):
         client.neighbors(first)
+
+
+LOCUS_BIN = os.environ.get("LOCUS_BIN")
+
+
+@pytest.mark.skipif(not LOCUS_BIN, reason="set LOCUS_BIN to the locus binary to add a server")
+def test_a_server_added_while_the_client_runs_is_followed(client, loaded):
+    """Runs last: `cluster add-server --wait` gives the cluster a server the
+    client's file did not list; the client finds it through the slot table and
+    SERVERS, and every answer stays the same."""
+    import subprocess
+
+    adj, _, _ = loaded
+    before = client.machines
+    out = subprocess.run(
+        [LOCUS_BIN, "cluster", "add-server", "--dir", os.path.dirname(CLUSTER_FILE),
+         "--wait", "--batch-slots", "64", "--lifetime-s", "600", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    t = client.refresh_slot_table()
+    assert before in t.owners, "slots moved to the new server"
+    assert client.machines == before + 1
+    for v, lst in adj.items():
+        assert client.neighbors(v) == lst, f"vertex {v} (base {BASE})"
+    for v in sorted(adj)[:6]:
+        r = client.khop(v, 2, 3)
+        assert (r.distinct, r.with_repeats) == reference_khop(adj, v, 2, 3)
+    # An update to a vertex the new server homes (a fresh id in one of its
+    # slots) is acknowledged there and read back.
+    first = BASE + 960
+    v = next(first + i for i in range(t.slots) if t.owner_of(first + i) == before)
+    assert client.insert_edge(v, BASE + 950)
+    assert client.where(v).home == before
+    assert client.neighbors(v) == [BASE + 950]
+    assert client.delete_vertex(v) == [BASE + 950]
