@@ -30,7 +30,14 @@
 //! slots move between the nodes by the MOVE steps `locus cluster move`
 //! sends, committed in the shared table (etcd's `P/slots` stand-in) that
 //! clients update by and a restarted node starts with, or rolled back when
-//! a node of the batch died first.
+//! a node of the batch died first. With `LOCUS_SIM_JOIN=1`, node 2 is not
+//! there at first (the table deals the slots over nodes 0 and 1, as a
+//! cluster made with room for more starts) and the mover starts it (a
+//! server added: a first epoch, an empty disk, the table adopted, joined)
+//! before its moves. Not in CI yet: 2 of 500 seeds fail that way (332:
+//! Pragh 5 recovery finds an invalidated value's old copy unparseable;
+//! 362: a livelock), under investigation (`docs/design.md`, "Adding a
+//! server").
 //!
 //! `LOCUS_SIM_SEED=N` replays one seed; `LOCUS_SIM_SEEDS=K` runs K seeds
 //! (default [`SEEDS_DEFAULT`]); a failure starts with `seed N:`.
@@ -63,6 +70,13 @@ use locus_wal::{Crash, MemStorage};
 use locus_workloads::history::{check_all, Call, Event, Ret};
 
 const MACHINES: usize = 3;
+/// The node the mover starts during the run (with moves and `LOCUS_SIM_JOIN`).
+const JOINER: MachineId = 2;
+
+/// Whether node [`JOINER`] joins during a run with moves.
+fn joining(moves: bool) -> bool {
+    moves && std::env::var_os("LOCUS_SIM_JOIN").is_some()
+}
 const VERTICES: u32 = 6;
 const CLIENTS_PER_NODE: usize = 2;
 const OPS_PER_CLIENT: usize = 20;
@@ -186,6 +200,7 @@ struct Coverage {
     steps: u64,
     slot_moves: u64,
     slot_moves_rolled_back: u64,
+    joins: u64,
 }
 
 impl Coverage {
@@ -205,6 +220,7 @@ impl Coverage {
         self.steps += o.steps;
         self.slot_moves += o.slot_moves;
         self.slot_moves_rolled_back += o.slot_moves_rolled_back;
+        self.joins += o.joins;
     }
 }
 
@@ -247,7 +263,7 @@ impl Shared {
         created
             .store()
             .homes()
-            .install(&self.table.lock().unwrap())
+            .adopt(&self.table.lock().unwrap())
             .map_err(|e| format!("m{m}: table: {e}"))?;
         let mut w = created
             .store()
@@ -543,15 +559,20 @@ fn simulate(seed: u64, moves: bool) -> Result<(Vec<Vec<Event>>, Coverage), Strin
         stats: DriverStats::default(),
         doing: Mutex::new(vec![String::new(); MACHINES * CLIENTS_PER_NODE + 1]),
         nemesis_done: std::sync::atomic::AtomicBool::new(false),
+        // Joining, node 2 comes later: the slots start over 0 and 1.
         table: Mutex::new(
-            SlotTable::uniform(node_config().store.store_config().slots, MACHINES as u16)
-                .map_err(|e| format!("seed {seed}: {e}"))?,
+            SlotTable::uniform_among(
+                node_config().store.store_config().slots,
+                MACHINES as u16,
+                MACHINES as u16 - u16::from(joining(moves)),
+            )
+            .map_err(|e| format!("seed {seed}: {e}"))?,
         ),
     };
-    // Setup, outside the run: every node created first (each needs its
-    // peers' regions to recover), then recovered, then the lists loaded.
+    // Setup, outside the run: every node there from the start created
+    // first, then recovered, then the lists loaded.
     let mut created = Vec::new();
-    for m in 0..MACHINES as MachineId {
+    for m in (0..MACHINES as MachineId).filter(|&m| !(joining(moves) && m == JOINER)) {
         let f = fabric
             .hosting_only(m)
             .map_err(|e| format!("seed {seed}: {e}"))?;
@@ -576,6 +597,13 @@ fn simulate(seed: u64, moves: bool) -> Result<(Vec<Vec<Event>>, Coverage), Strin
             })
             .map_err(|e| format!("seed {seed}: create m{m}: {e}"))?,
         );
+        created
+            .last()
+            .expect("pushed above")
+            .store()
+            .homes()
+            .adopt(&shared.table.lock().unwrap())
+            .map_err(|e| format!("seed {seed}: m{m}: table: {e}"))?;
     }
     for (m, c) in created.into_iter().enumerate() {
         let mut w = c
@@ -588,7 +616,8 @@ fn simulate(seed: u64, moves: bool) -> Result<(Vec<Vec<Event>>, Coverage), Strin
             .map_err(|e| format!("seed {seed}: {e}"))?;
     }
     for v in 0..VERTICES {
-        let (node, _) = shared.node(home_of(v, MACHINES)).expect("up");
+        let home = shared.table.lock().unwrap().owner_of(v);
+        let (node, _) = shared.node(home).expect("up");
         let mut sess = node.session();
         match node.handle(
             &mut sess,
@@ -690,6 +719,12 @@ fn simulate(seed: u64, moves: bool) -> Result<(Vec<Vec<Event>>, Coverage), Strin
 
 fn run_seed(seed: u64, moves: bool) -> Result<Coverage, String> {
     let (histories, coverage) = simulate(seed, moves)?;
+    if coverage.joins != u64::from(joining(moves)) {
+        return Err(format!(
+            "seed {seed}: node {JOINER} joined {} times",
+            coverage.joins
+        ));
+    }
     check_all(seed, &histories, initial_list)?;
     Ok(coverage)
 }
@@ -754,6 +789,7 @@ fn slots_move_between_nodes_through_crashes_with_every_history_linearizable() {
             total.slot_moves > 0 && total.slot_moves_rolled_back > 0,
             "{total:?}"
         );
+        assert_eq!(total.joins > 0, joining(true), "{total:?}");
         assert!(total.crashes > 0 && total.restarts > 0, "{total:?}");
         assert!(total.unknown > 0 && total.acknowledged > 0, "{total:?}");
     }

@@ -160,13 +160,10 @@ pub(crate) fn adopt_slots<F: locus_fabric::Fabric>(
     }
     // A table at epoch 1 is the one the cluster was made with; a server
     // added later starts from its own file's, which differs.
-    let homes = store.homes();
-    if held.epoch() == 1 {
-        homes.set_initial(&held)
-    } else {
-        homes.install(&held).map(|_| ())
-    }
-    .map_err(|e| ServerError::Membership(e.to_string()))?;
+    store
+        .homes()
+        .adopt(&held)
+        .map_err(|e| ServerError::Membership(e.to_string()))?;
     tracing::info!(
         epoch = held.epoch(),
         slots = held.slots(),

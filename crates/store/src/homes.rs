@@ -108,6 +108,18 @@ impl Homes {
         Ok(())
     }
 
+    /// Takes the cluster's table (read from its record, e.g. etcd): at
+    /// epoch 1 (no move ever committed) it replaces the store's first one,
+    /// which a server added later made from a file listing more servers
+    /// ([`Homes::set_initial`]); past it, it is installed if newer.
+    pub fn adopt(&self, table: &SlotTable) -> Result<()> {
+        if table.epoch() == 1 && self.epoch() == 1 {
+            self.set_initial(table)
+        } else {
+            self.install(table).map(|_| ())
+        }
+    }
+
     /// Installs `table` if it is newer than the one held; false if it is
     /// not (an older or equal epoch changes nothing). Its shape (slots,
     /// machines) must be the store's.

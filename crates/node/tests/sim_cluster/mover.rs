@@ -10,9 +10,10 @@ use std::sync::atomic::Ordering;
 use locus_client::proto::{MoveReply, MoveStep, Reply, Request};
 use locus_fabric::sim::{SimFabric, SimRng};
 use locus_fabric::{Fabric, MachineId, Port};
+use locus_node::member::MembershipStore;
 use locus_store::SlotMove;
 
-use super::{Coverage, Shared, MACHINES, NO_DEADLINE, VERTICES};
+use super::{Coverage, Shared, JOINER, MACHINES, NO_DEADLINE, VERTICES};
 
 /// Slot moves the mover tries in a run.
 const MOVES_PER_RUN: usize = 4;
@@ -59,6 +60,25 @@ fn install_everywhere(s: &Shared) {
 pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     let mut port = f.port(0).expect("a port");
     let mut cov = Coverage::default();
+    // With LOCUS_SIM_JOIN, a server added: node 2 starts with an empty disk at its first epoch,
+    // adopts the table (it owns no slot), joins, and slots move to it below.
+    // (Only when joining: otherwise a node that is down was crashed by the
+    // nemesis, which restarts it.)
+    if super::joining(true) && s.node(JOINER).is_none() {
+        for _ in 0..rng.below(100) {
+            port.relax();
+        }
+        let epoch = s
+            .membership
+            .reserve_epoch(JOINER)
+            .unwrap_or_else(|e| panic!("seed {}: epoch: {e}", s.seed));
+        let node = s
+            .start_node(JOINER, epoch)
+            .unwrap_or_else(|e| panic!("seed {}: m{JOINER} joins: {e}", s.seed));
+        s.join(JOINER, node)
+            .unwrap_or_else(|e| panic!("seed {}: m{JOINER} joins: {e}", s.seed));
+        cov.joins += 1;
+    }
     for _ in 0..MOVES_PER_RUN {
         for _ in 0..rng.below(200) {
             port.relax();

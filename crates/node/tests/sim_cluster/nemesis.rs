@@ -29,6 +29,10 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         }
     };
     wait(&mut port, &mut rng, 300);
+    // A node not started yet (the mover adds it) is waited for.
+    while s.node(victim).is_none() {
+        port.relax();
+    }
     let mut cov = Coverage::default();
     let me = MACHINES * CLIENTS_PER_NODE;
     s.doing(me, format!("{fault:?} of m{victim}"));
