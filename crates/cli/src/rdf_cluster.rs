@@ -43,6 +43,10 @@ impl ClientSource {
 }
 
 impl Source for ClientSource {
+    fn home(&mut self, key: VertexId) -> usize {
+        self.client.home(key) as usize
+    }
+
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> locus_rdf::Result<()> {
         let req = Request::Neighbors { vertex: key, k: 0 };
         match self.client.call(self.server, &req, None) {
@@ -88,11 +92,13 @@ pub struct ClusterLoad {
 }
 
 /// Parses `file` whole (nothing is sent unless every line is valid), lays it
-/// out for the cluster's servers, sends every key's list to its home in
+/// out by the cluster's slots, sends every key's list to its home in
 /// LOAD batches, then writes the catalog beside `cluster_file`. A cluster
 /// that already has a catalog is refused before anything is sent.
 pub fn load(file: &Path, cluster_file: &Path, reporter: Reporter) -> CliResult<ClusterLoad> {
     let client = Client::from_file(cluster_file, ClientConfig::default())?;
+    // The slot table names every server (learnt past the file's) and the slot count.
+    let slots = client.slot_table()?.slots();
     let machines = client.machines();
     let dir = Catalog::dir_beside(cluster_file);
     if dir.join("catalog.json").exists() {
@@ -113,7 +119,7 @@ pub fn load(file: &Path, cluster_file: &Path, reporter: Reporter) -> CliResult<C
     let d = d?;
     let parse_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let (cat, lists) = catalog::build(d, machines)?;
+    let (cat, lists) = catalog::build(d, slots)?;
     // Per server: the batch being filled and its neighbour ids.
     let mut pending: Vec<(Batch, usize)> = vec![(Vec::new(), 0); machines];
     let mut keys_per_machine = vec![0u64; machines];
@@ -165,7 +171,9 @@ pub fn load(file: &Path, cluster_file: &Path, reporter: Reporter) -> CliResult<C
     })
 }
 
-/// The catalog and a client of the cluster described by `cluster_file`.
+/// The catalog and a client of the cluster described by `cluster_file`
+/// (any number of servers: the data is laid out by slot; the client has
+/// fetched the slot table, so it knows every server added since the file).
 pub fn open(cluster_file: &Path) -> CliResult<(Catalog, Arc<Client>)> {
     let client = Client::from_file(cluster_file, ClientConfig::default())?;
     let dir = Catalog::dir_beside(cluster_file);
@@ -177,6 +185,15 @@ pub fn open(cluster_file: &Path) -> CliResult<(Catalog, Arc<Client>)> {
         )
         .into());
     }
-    let cat = Catalog::load(&dir, client.machines())?;
+    let cat = Catalog::load(&dir)?;
+    let slots = client.slot_table()?.slots();
+    if slots != cat.layout().slots() {
+        return Err(format!(
+            "{}: the data was laid out for {} store slots, the cluster has {slots}; load it again into this cluster",
+            dir.display(),
+            cat.layout().slots()
+        )
+        .into());
+    }
     Ok((cat, Arc::new(client)))
 }

@@ -188,7 +188,7 @@ fn answer_each(
 /// server the query runs on (the start constant's home).
 fn run_cluster(a: &SparqlArgs, cluster_file: &std::path::Path, texts: &[String]) -> CliResult {
     let (catalog, client) = crate::rdf_cluster::open(cluster_file)?;
-    let sources = (0..catalog.layout().machines())
+    let sources = (0..client.machines())
         .map(|m| crate::rdf_cluster::ClientSource::new(client.clone(), m as u8))
         .collect();
     let mut engine = Engine::with_sources(&catalog, sources)?;

@@ -125,7 +125,7 @@ pub fn run(a: ServeArgs) -> CliResult {
     let addr = bind_addr(&a.listen, limits.token.is_some())?;
     if let Some(c) = &a.cluster_file {
         let (catalog, client) = crate::rdf_cluster::open(c)?;
-        let sources = (0..catalog.layout().machines())
+        let sources = (0..client.machines())
             .map(|m| crate::rdf_cluster::ClientSource::new(client.clone(), m as u8))
             .collect();
         let mut service = protocol::ReadService::new(&catalog, sources)?;

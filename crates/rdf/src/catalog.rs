@@ -6,8 +6,9 @@
 //!
 //! A catalog is persisted with the data it describes: in a cluster, as the
 //! directory `rdf/` beside the cluster file, holding `dict` (the dictionary's
-//! checksummed format, [`crate::dict`]) and `catalog.json` (machines, the
-//! type pt and the statistics). Both are written to a temporary name,
+//! checksummed format, [`crate::dict`]) and `catalog.json` (the store's
+//! slot count the keys are packed by, the type pt and the statistics; no
+//! machine count: any number of servers reads it, [`crate::layout`]). Both are written to a temporary name,
 //! synced and renamed, the dictionary first, so a catalog is whole or absent.
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,55 @@ pub struct Stats {
     pub objects: Vec<u64>,
 }
 
+/// Which store slots' index parts of each `(pt, dir)` hold anything (or
+/// did: an update that empties a part leaves its bit), so an index read
+/// skips the empty parts of its up to `slots` without reading them: a
+/// predicate with ten subjects costs at most ten reads, not one per slot.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parts {
+    /// Bits per slot, `slots.div_ceil(64)` words per lane `2 * pt + dir`.
+    lanes: Vec<Vec<u64>>,
+}
+
+impl Parts {
+    /// Marks the part of `slot` of index `(pt, dir)` as holding something.
+    pub fn mark(&mut self, slot: u32, pt: u32, dir: u32, slots: u32) {
+        let lane = 2 * pt as usize + dir as usize;
+        if self.lanes.len() <= lane {
+            self.lanes.resize(lane + 1, Vec::new());
+        }
+        let words = &mut self.lanes[lane];
+        words.resize((slots as usize).div_ceil(64), 0);
+        words[slot as usize / 64] |= 1 << (slot % 64);
+    }
+
+    /// The slots whose part of index `(pt, dir)` may hold something, ascending.
+    pub fn slots(&self, pt: u32, dir: u32) -> impl Iterator<Item = u32> + '_ {
+        let words = self
+            .lanes
+            .get(2 * pt as usize + dir as usize)
+            .map_or(&[][..], |w| &w[..]);
+        words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let b = w.trailing_zeros();
+                    w &= w - 1;
+                    i as u32 * 64 + b
+                })
+            })
+        })
+    }
+
+    /// Whether the part of `slot` of index `(pt, dir)` may hold something.
+    pub fn holds(&self, slot: u32, pt: u32, dir: u32) -> bool {
+        self.lanes
+            .get(2 * pt as usize + dir as usize)
+            .and_then(|w| w.get(slot as usize / 64))
+            .is_some_and(|w| w >> (slot % 64) & 1 == 1)
+    }
+}
+
 /// The dictionary, layout, type pt and statistics of one stored dataset.
 #[derive(Debug, Clone)]
 pub struct Catalog {
@@ -39,24 +89,34 @@ pub struct Catalog {
     layout: Layout,
     type_pt: Option<u32>,
     stats: Stats,
+    parts: Parts,
 }
 
 /// `catalog.json`: everything but the dictionary.
 #[derive(Debug, Serialize, Deserialize)]
 struct Header {
     format: u32,
-    machines: usize,
+    /// The store's slot count the keys are packed by.
+    slots: u32,
     type_pt: Option<u32>,
     triples: u64,
     stats: Stats,
-    /// The layout's pt capacity (format 2; format 1 laid out exactly the dictionary's pts).
-    #[serde(default)]
-    pts_capacity: Option<u64>,
+    /// The layout's pt capacity (reserved for updates).
+    pts_capacity: u64,
+    /// The index parts that hold anything.
+    parts: Parts,
 }
 
-/// Format 2 adds the layout's pt capacity (reserved for updates); format 1
-/// files still load, laid out for exactly their pts.
-const FORMAT: u32 = 2;
+/// Format 3 packs keys by store slot ([`crate::layout`]). Formats 1 and 2
+/// packed them by machine (`term % machines`, an index part per machine):
+/// their keys are not where this build looks, so they are refused.
+const FORMAT: u32 = 3;
+
+/// Just the format, read first so an old file gets the error that names it.
+#[derive(Deserialize)]
+struct Version {
+    format: u32,
+}
 
 impl Catalog {
     /// The dictionary.
@@ -74,6 +134,16 @@ impl Catalog {
     /// Sizes for planning.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+    /// The index parts that hold anything (an index read skips the others).
+    pub fn parts(&self) -> &Parts {
+        &self.parts
+    }
+    /// Notes that `key` holds something (an update's first entry of it).
+    pub(crate) fn note_key(&mut self, key: VertexId) {
+        if let (Err(slot), pt, dir) = self.layout.decode(key) {
+            self.parts.mark(slot, pt, dir, self.layout.slots());
+        }
     }
 
     /// Everything an update changes: the dictionary, the layout (its term
@@ -105,11 +175,12 @@ impl Catalog {
         let triples = self.stats.triples.iter().sum();
         let header = Header {
             format: FORMAT,
-            machines: self.layout.machines(),
+            slots: self.layout.slots(),
             type_pt: self.type_pt,
             triples,
             stats: self.stats.clone(),
-            pts_capacity: Some(self.layout.pts_capacity()),
+            pts_capacity: self.layout.pts_capacity(),
+            parts: self.parts.clone(),
         };
         let path = dir.join("catalog.json");
         let tmp = dir.join("catalog.json.tmp");
@@ -125,9 +196,10 @@ impl Catalog {
         write().map_err(io(&path))
     }
 
-    /// Reads a catalog written by [`Catalog::save`] for a cluster of
-    /// `machines` machines; a mismatch or a damaged file is an error naming it.
-    pub fn load(dir: &Path, machines: usize) -> Result<Catalog> {
+    /// Reads a catalog written by [`Catalog::save`], for any number of
+    /// servers (the keys are packed by store slot); a catalog of an older
+    /// format or a damaged file is an error naming it.
+    pub fn load(dir: &Path) -> Result<Catalog> {
         let path = dir.join("catalog.json");
         let bytes = std::fs::read(&path).map_err(|source| RdfError::Io {
             path: path.clone(),
@@ -137,19 +209,20 @@ impl Catalog {
             path: path.clone(),
             message,
         };
-        let h: Header = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        if h.format != FORMAT && h.format != 1 {
+        let v: Version = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        if v.format == 1 || v.format == 2 {
+            return Err(bad(format!(
+                "format {}: the data was laid out by machine (term % machines), this build lays it out by store slot (format {FORMAT}) so it stays readable when servers are added or removed; load the dataset again into a new cluster",
+                v.format
+            )));
+        }
+        if v.format != FORMAT {
             return Err(bad(format!(
                 "format {}, this build reads {FORMAT}",
-                h.format
+                v.format
             )));
         }
-        if h.machines != machines {
-            return Err(bad(format!(
-                "the data was laid out for {} machines, the cluster has {machines}",
-                h.machines
-            )));
-        }
+        let h: Header = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
         let dict = Dictionary::load(&dir.join("dict"))?;
         let pts = dict.pts() as usize;
         let s = &h.stats;
@@ -162,18 +235,19 @@ impl Catalog {
         if h.type_pt.is_some_and(|t| t as usize >= pts) {
             return Err(bad(format!("type pt {:?} is not a pt", h.type_pt)));
         }
-        let cap = h.pts_capacity.unwrap_or(pts as u64);
+        let cap = h.pts_capacity;
         if cap < pts as u64 {
             return Err(bad(format!(
                 "pt capacity {cap} below the dictionary's {pts} pts"
             )));
         }
-        let layout = Layout::new(dict.len() as u64, cap, machines)?;
+        let layout = Layout::new(dict.len() as u64, cap, h.slots)?;
         Ok(Catalog {
             dict,
             layout,
             type_pt: h.type_pt,
             stats: h.stats,
+            parts: h.parts,
         })
     }
 }
@@ -201,7 +275,7 @@ impl Lists {
 fn pairs(d: &Dataset, l: &Layout) -> Vec<(VertexId, u32)> {
     let mut out = Vec::with_capacity(d.triples.len() * 4);
     for &[s, p, o] in &d.triples {
-        let (hs, ho) = (l.home(s), l.home(o));
+        let (hs, ho) = (l.slot(s), l.slot(o));
         out.push((l.normal(s, p, OUT), o));
         out.push((l.index(hs, p, OUT), s));
         out.push((l.index(ho, p, IN), o));
@@ -220,9 +294,9 @@ fn pairs(d: &Dataset, l: &Layout) -> Vec<(VertexId, u32)> {
     out
 }
 
-/// Lays `d` out for `machines` machines: its catalog and every key's list.
-pub fn build(d: Dataset, machines: usize) -> Result<(Catalog, Lists)> {
-    let layout = Layout::with_headroom(d.dict.len() as u64, d.dict.pts() as u64, machines)?;
+/// Lays `d` out for a store of `slots` slots: its catalog and every key's list.
+pub fn build(d: Dataset, slots: u32) -> Result<(Catalog, Lists)> {
+    let layout = Layout::with_headroom(d.dict.len() as u64, d.dict.pts() as u64, slots)?;
     let pairs = pairs(&d, &layout);
     let pts = d.dict.pts() as usize;
     let mut stats = Stats {
@@ -234,6 +308,7 @@ pub fn build(d: Dataset, machines: usize) -> Result<(Catalog, Lists)> {
         stats.triples[p as usize] += 1;
     }
     let mut groups = Vec::new();
+    let mut parts = Parts::default();
     let mut i = 0;
     while i < pairs.len() {
         let key = pairs[i].0;
@@ -241,7 +316,8 @@ pub fn build(d: Dataset, machines: usize) -> Result<(Catalog, Lists)> {
         while j < pairs.len() && pairs[j].0 == key {
             j += 1;
         }
-        if let (Err(_), pt, dir) = layout.decode(key) {
+        if let (Err(slot), pt, dir) = layout.decode(key) {
+            parts.mark(slot, pt, dir, layout.slots());
             let n = (j - i) as u64;
             match dir {
                 OUT => stats.subjects[pt as usize] += n,
@@ -258,6 +334,7 @@ pub fn build(d: Dataset, machines: usize) -> Result<(Catalog, Lists)> {
             layout,
             type_pt: d.type_pt,
             stats,
+            parts,
         },
         Lists {
             pairs,
@@ -278,27 +355,62 @@ mod tests {
 "#;
 
     #[test]
-    fn a_saved_catalog_loads_back_and_refuses_another_cluster_size_or_damage() {
+    fn a_saved_catalog_loads_back_and_refuses_a_catalog_laid_out_by_machine_or_damage() {
         let d = Dataset::parse(DATA.as_bytes(), "t.nt", &()).unwrap();
-        let (c, lists) = build(d, 3).unwrap();
+        let (c, lists) = build(d, 4096).unwrap();
         assert!(lists.groups.len() >= 5);
         let dir = tempfile::tempdir().unwrap();
         c.save(dir.path()).unwrap();
-        let back = Catalog::load(dir.path(), 3).unwrap();
+        let back = Catalog::load(dir.path()).unwrap();
         assert_eq!(back.stats(), c.stats());
         assert_eq!(back.type_pt(), c.type_pt());
         assert_eq!(back.dict().len(), c.dict().len());
         assert_eq!(*back.layout(), *c.layout());
-        let e = Catalog::load(dir.path(), 4).unwrap_err().to_string();
+        assert_eq!(back.layout().slots(), 4096);
+        assert_eq!(back.parts(), c.parts());
+        // Three index lists of `p` and the type index's one part.
+        let l = c.layout();
+        let p = c
+            .dict()
+            .predicate_pt(
+                c.dict()
+                    .id(&oxrdf::NamedNode::new("http://ex/p").unwrap().into())
+                    .unwrap(),
+            )
+            .unwrap();
+        let a = c
+            .dict()
+            .id(&oxrdf::NamedNode::new("http://ex/a").unwrap().into())
+            .unwrap();
+        assert_eq!(
+            c.parts().slots(p, OUT).collect::<Vec<_>>().len(),
+            2,
+            "a and b"
+        );
+        assert!(c.parts().holds(l.slot(a), p, OUT));
+        assert!(!c.parts().holds(l.slot(a), p, IN), "a is no object of p");
+        let path = dir.path().join("catalog.json");
+        let json = std::fs::read_to_string(&path).unwrap();
         assert!(
-            e.contains("3 machines") && e.contains("catalog.json"),
+            json.contains("\"slots\": 4096") && !json.contains("machines"),
+            "{json}"
+        );
+        // A catalog of the layout by machine (formats 1 and 2) is refused by name.
+        let old = json
+            .replace("\"format\": 3", "\"format\": 2")
+            .replace("\"slots\": 4096", "\"machines\": 3");
+        std::fs::write(&path, old).unwrap();
+        let e = Catalog::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("laid out by machine")
+                && e.contains("load the dataset again")
+                && e.contains("catalog.json"),
             "{e}"
         );
-        let path = dir.path().join("catalog.json");
         std::fs::write(&path, b"{\"format\": 1").unwrap();
-        let e = Catalog::load(dir.path(), 3).unwrap_err().to_string();
+        let e = Catalog::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("catalog.json"), "{e}");
-        let e = Catalog::load(&dir.path().join("none"), 3)
+        let e = Catalog::load(&dir.path().join("none"))
             .unwrap_err()
             .to_string();
         assert!(e.contains("none"), "{e}");

@@ -1,35 +1,58 @@
-//! Wukong's key layout (OSDI'16, 4.2) over the store's `u32` vertex keys.
+//! Wukong's key layout (OSDI'16, 4.2) over the store's `u32` vertex keys,
+//! packed by the store's slots so a dataset survives servers coming and going.
 //!
 //! Wukong keys a value by `(vid, pid, dir)`: the neighbours of term `vid`
 //! along predicate `pid`, outgoing (`vid` is the subject) or incoming (`vid`
-//! is the object). The store keys values by a `u32` vertex whose home is
-//! `vertex % machines` and splits long lists into parts itself. This module
-//! packs a Wukong key into one store vertex so that **the key's home is the
-//! home of its term**, whatever the machine count `M`:
+//! is the object). The store keys values by a `u32` vertex whose home is the
+//! owner of its slot `vertex % slots` (`locus_store::homes`; `slots` is fixed
+//! when a cluster is made, 4096 by default, while slots move between servers
+//! and servers are added and removed). This module packs a Wukong key into
+//! one store vertex so that **all of a term's keys share the term's store
+//! slot**, whatever the machine count, and so move together:
 //!
 //! ```text
-//!  owner o   = term id + M            (normal vertices: o >= M)
-//!            = m                      (index vertices of machine m: o < M)
-//!  slot      = 2 * pt + dir           (pt: predicate-or-type id, dir: 0 out / 1 in)
-//!  vertex    = ((o / M) * S + slot) * M + o % M        S = 2 * pt capacity (slots per owner)
+//!  S_store   = the store's slot count (recorded in the catalog)
+//!  owner o   = term id + S_store      (normal vertices: o >= S_store)
+//!            = s                      (index vertices of store slot s: o < S_store)
+//!  lane      = 2 * pt + dir           (pt: predicate-or-type id, dir: 0 out / 1 in)
+//!  vertex    = ((o / S_store) * L + lane) * S_store + o % S_store    L = 2 * pt capacity
 //!
-//!  vertex % M == o % M == term id % M: a term's keys all live on its home,
-//!  hash-partitioned by term id exactly as the store partitions vertices.
+//!  vertex % S_store == o % S_store == term id % S_store: every key of a term
+//!  is in the term's slot, and the part of an index for slot s is in slot s.
 //! ```
-//! Index vertices (Wukong's `vid = 0`) are split by machine as in Wukong, so
-//! each machine's index lists only the terms it homes and a query starting
-//! from an index runs on every machine over local data (fork-join):
-//! - predicate index: `(m, pid, OUT)` = subjects of `pid` homed on `m`,
-//!   `(m, pid, IN)` = objects of `pid` homed on `m`;
-//! - type index: `(m, tid, OUT)` = instances of class `tid` homed on `m`.
+//! Index vertices (Wukong's `vid = 0`) are split by **store slot**, not by
+//! machine: the part for slot `s` lists the terms of slot `s`, so it moves
+//! with the slot and the terms it lists. A query starting from an index runs
+//! on every machine (fork-join), each reading the parts of the slots it owns
+//! in the store's slot table at the time of the query:
+//! - predicate index: `(s, pid, OUT)` = subjects of `pid` in slot `s`,
+//!   `(s, pid, IN)` = objects of `pid` in slot `s`;
+//! - type index: `(s, tid, OUT)` = instances of class `tid` in slot `s`.
 //!   The class's own incoming `rdf:type` list is not stored: the type index
 //!   replaces it (a class can have most of the data as instances, one hot
 //!   key on one machine).
 //!
-//! The packing needs `(terms + M) * S` below `u32::MAX`; [`Layout::new`]
-//! refuses a dataset past that, naming the sizes. A load reserves pt
-//! capacity beyond the data's pts ([`Layout::with_headroom`]) so an update
-//! that adds a predicate or class changes no key's packing.
+//! Why per slot and not per machine (as Wukong, and this layout before the
+//! elastic cluster): a machine's part would list terms of many slots, so a
+//! slot moving to another server would leave its terms listed on the old
+//! server's part, and a catalog laid out for `M` machines could not be read
+//! once a server is added or removed. Per slot, nothing in the layout names
+//! a machine: a move carries a slot's keys, index parts included, and
+//! queries find the parts through the live slot table. The price is up to
+//! `S_store` parts per `(pt, dir)` where there were `M`: more keys (LUBM-5 on
+//! 3 machines: 666K keys where there were 566K) and an index start reads up
+//! to `S_store` parts. The catalog records which parts hold anything
+//! ([`crate::catalog::Parts`]), so a read skips the empty ones without a
+//! store read: a small index costs a read per non-empty part, a large one
+//! about as many reads as the rows it yields anyway.
+//!
+//! The packing needs `ceil((terms + S_store) / S_store) * L * S_store` at most
+//! [`VERTEX_MAX`]: `(terms + S_store) * L` rounded up, the same bound as
+//! before with `S_store` owners for the index in place of `M` (LUBM-5's
+//! 149K terms use under 1% of the 4.29G). [`Layout::new`] refuses a dataset
+//! past it, naming the sizes. A load reserves pt capacity beyond the data's pts
+//! ([`Layout::with_headroom`]) so an update that adds a predicate or class
+//! changes no key's packing.
 
 use locus_store::VertexId;
 
@@ -47,10 +70,11 @@ pub const PTS_HEADROOM: u64 = 32;
 /// Largest store vertex the layout hands out (the store's ids stop below `u32::MAX`).
 pub const VERTEX_MAX: u64 = u32::MAX as u64 - 1;
 
-/// The packing of Wukong keys into store vertices for one dataset and machine count.
+/// The packing of Wukong keys into store vertices for one dataset and store slot count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
-    machines: u64,
+    /// The store's slots (`vertex % slots` is a vertex's slot).
+    slots: u64,
     /// Predicate-or-type ids in use (`pt < pts`).
     pts: u64,
     /// Term ids in use (`id < terms`).
@@ -58,27 +82,29 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The layout for `terms` term ids and `pts` predicate-or-type ids on `machines` machines.
-    pub fn new(terms: u64, pts: u64, machines: usize) -> Result<Layout> {
-        if machines == 0 || machines > 128 {
+    /// The layout for `terms` term ids and `pts` predicate-or-type ids in a
+    /// store of `slots` slots.
+    pub fn new(terms: u64, pts: u64, slots: u32) -> Result<Layout> {
+        if slots == 0 || slots > locus_store::homes::SLOTS_MAX {
             return Err(RdfError::Layout(format!(
-                "{machines} machines: must be 1..=128"
+                "{slots} store slots: must be 1..={}",
+                locus_store::homes::SLOTS_MAX
             )));
         }
         let l = Layout {
-            machines: machines as u64,
+            slots: slots as u64,
             pts: pts.max(1),
             terms,
         };
-        let owners = terms + l.machines;
+        let owners = terms + l.slots;
         let top = owners
-            .div_ceil(l.machines)
-            .checked_mul(l.slots())
-            .and_then(|x| x.checked_mul(l.machines));
+            .div_ceil(l.slots)
+            .checked_mul(l.lanes())
+            .and_then(|x| x.checked_mul(l.slots));
         if top.is_none_or(|t| t > VERTEX_MAX) {
             return Err(RdfError::Layout(format!(
-                "{terms} terms x {pts} predicates and types need {} store keys per term, more than the store's 32-bit vertex space holds; split the dataset or use fewer predicates",
-                l.slots()
+                "{terms} terms x {pts} predicates and types need {} store keys per term (and {slots} index owners, one per store slot), more than the store's 32-bit vertex space holds; split the dataset or use fewer predicates",
+                l.lanes()
             )));
         }
         Ok(l)
@@ -87,12 +113,12 @@ impl Layout {
     /// The layout for `pts` predicate-or-type ids with room reserved for
     /// more (up to [`PTS_HEADROOM`] or twice `pts`, less if the vertex space
     /// is short), so an update that adds a predicate or class keeps every
-    /// key where it is. `pts` slots are always there.
-    pub fn with_headroom(terms: u64, pts: u64, machines: usize) -> Result<Layout> {
+    /// key where it is. `pts` lanes are always there.
+    pub fn with_headroom(terms: u64, pts: u64, slots: u32) -> Result<Layout> {
         let want = pts + PTS_HEADROOM.max(pts);
         let mut cap = want;
         loop {
-            match Layout::new(terms, cap, machines) {
+            match Layout::new(terms, cap, slots) {
                 Ok(l) => return Ok(l),
                 Err(e) if cap <= pts => return Err(e),
                 Err(_) => cap = pts.max(cap - cap.div_ceil(4)),
@@ -109,24 +135,23 @@ impl Layout {
     /// This layout with room for `terms` term ids (the packing of every
     /// existing key unchanged), or an error if the vertex space is short.
     pub fn with_terms(&self, terms: u64) -> Result<Layout> {
-        Layout::new(terms.max(self.terms), self.pts, self.machines as usize)
+        Layout::new(terms.max(self.terms), self.pts, self.slots as u32)
     }
 
-    /// Machines.
-    pub fn machines(&self) -> usize {
-        self.machines as usize
+    /// The store's slot count the keys are packed by.
+    pub fn slots(&self) -> u32 {
+        self.slots as u32
     }
 
-    /// Slots per owner (two directions per predicate-or-type id).
-    fn slots(&self) -> u64 {
+    /// Lanes per owner (two directions per predicate-or-type id).
+    fn lanes(&self) -> u64 {
         2 * self.pts
     }
 
     fn pack(&self, owner: u64, pt: u32, dir: u32) -> VertexId {
         debug_assert!((pt as u64) < self.pts && dir <= 1, "pt {pt} dir {dir}");
-        let slot = 2 * pt as u64 + dir as u64;
-        let v =
-            ((owner / self.machines) * self.slots() + slot) * self.machines + owner % self.machines;
+        let lane = 2 * pt as u64 + dir as u64;
+        let v = ((owner / self.slots) * self.lanes() + lane) * self.slots + owner % self.slots;
         debug_assert!(v <= VERTEX_MAX);
         v as VertexId
     }
@@ -134,65 +159,69 @@ impl Layout {
     /// The store vertex of normal vertex `(id, pid, dir)`.
     pub fn normal(&self, id: u32, pid: u32, dir: u32) -> VertexId {
         debug_assert!((id as u64) < self.terms, "term {id} beyond {}", self.terms);
-        self.pack(id as u64 + self.machines, pid, dir)
+        self.pack(id as u64 + self.slots, pid, dir)
     }
 
-    /// The store vertex of machine `m`'s part of index `(pt, dir)`.
-    pub fn index(&self, m: usize, pt: u32, dir: u32) -> VertexId {
-        debug_assert!((m as u64) < self.machines);
-        self.pack(m as u64, pt, dir)
+    /// The store vertex of store slot `slot`'s part of index `(pt, dir)`.
+    pub fn index(&self, slot: u32, pt: u32, dir: u32) -> VertexId {
+        debug_assert!((slot as u64) < self.slots);
+        self.pack(slot as u64, pt, dir)
     }
 
-    /// The home machine of term `id` (the store's `home_of` of all its keys).
-    pub fn home(&self, id: u32) -> usize {
-        (id as u64 % self.machines) as usize
+    /// The store slot of term `id`: the slot of every key of the term, and
+    /// the index parts that list it.
+    pub fn slot(&self, id: u32) -> u32 {
+        (id as u64 % self.slots) as u32
     }
 
-    /// Decodes a store vertex: `(owner, pt, dir)` with owner `Err(m)` for an
-    /// index of machine `m`, `Ok(id)` for a term (for tests and tools).
-    pub fn decode(&self, v: VertexId) -> (std::result::Result<u32, usize>, u32, u32) {
+    /// Decodes a store vertex: `(owner, pt, dir)` with owner `Err(s)` for
+    /// the index part of store slot `s`, `Ok(id)` for a term (for tests and tools).
+    pub fn decode(&self, v: VertexId) -> (std::result::Result<u32, u32>, u32, u32) {
         let v = v as u64;
-        let r = v % self.machines;
-        let q = v / self.machines;
-        let slot = q % self.slots();
-        let owner = (q / self.slots()) * self.machines + r;
-        let who = if owner < self.machines {
-            Err(owner as usize)
+        let r = v % self.slots;
+        let q = v / self.slots;
+        let lane = q % self.lanes();
+        let owner = (q / self.lanes()) * self.slots + r;
+        let who = if owner < self.slots {
+            Err(owner as u32)
         } else {
-            Ok((owner - self.machines) as u32)
+            Ok((owner - self.slots) as u32)
         };
-        (who, (slot / 2) as u32, (slot % 2) as u32)
+        (who, (lane / 2) as u32, (lane % 2) as u32)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use locus_store::home_of;
+    use locus_store::SlotTable;
     use std::collections::HashSet;
 
     #[test]
-    fn keys_are_distinct_homed_with_their_term_and_round_trip() {
-        for machines in [1usize, 3, 8] {
-            let l = Layout::new(50, 5, machines).unwrap();
+    fn a_terms_keys_share_its_slot_index_parts_are_per_slot_and_round_trip() {
+        for slots in [1u32, 3, 8, 4096] {
+            let l = Layout::new(50, 5, slots).unwrap();
+            assert_eq!(l.slots(), slots);
+            let table = SlotTable::uniform(slots, 3).unwrap();
             let mut seen = HashSet::new();
             for id in 0..50u32 {
+                assert_eq!(l.slot(id), id % slots);
                 for pt in 0..5 {
                     for dir in [OUT, IN] {
                         let v = l.normal(id, pt, dir);
                         assert!(seen.insert(v), "collision at {id} {pt} {dir}");
-                        assert_eq!(home_of(v, machines) as usize, l.home(id));
+                        assert_eq!(table.slot_of(v), l.slot(id), "{id} {pt} {dir}");
                         assert_eq!(l.decode(v), (Ok(id), pt, dir));
                     }
                 }
             }
-            for m in 0..machines {
+            for s in 0..slots {
                 for pt in 0..5 {
                     for dir in [OUT, IN] {
-                        let v = l.index(m, pt, dir);
-                        assert!(seen.insert(v), "index collision");
-                        assert_eq!(home_of(v, machines) as usize, m);
-                        assert_eq!(l.decode(v), (Err(m), pt, dir));
+                        let v = l.index(s, pt, dir);
+                        assert!(seen.insert(v), "index collision at slot {s}");
+                        assert_eq!(table.slot_of(v), s, "the part of slot {s} is in slot {s}");
+                        assert_eq!(l.decode(v), (Err(s), pt, dir));
                     }
                 }
             }
@@ -200,8 +229,26 @@ mod tests {
     }
 
     #[test]
+    fn nothing_in_the_packing_depends_on_the_machine_count() {
+        // A slot's keys (its terms' and its index parts) go wherever the
+        // table sends the slot: with 3 servers, after a fourth is added,
+        // after server 0 is removed.
+        let l = Layout::new(10_000, 4, 4096).unwrap();
+        let t3 = SlotTable::uniform(4096, 3).unwrap();
+        let t4 = SlotTable::uniform(4096, 4).unwrap();
+        for id in (0..10_000u32).step_by(7) {
+            let s = l.slot(id);
+            for table in [&t3, &t4] {
+                let home = table.owner_of_slot(s).unwrap();
+                assert_eq!(table.owner_of(l.normal(id, 3, IN)), home);
+                assert_eq!(table.owner_of(l.index(s, 1, OUT)), home);
+            }
+        }
+    }
+
+    #[test]
     fn headroom_keeps_keys_and_shrinks_to_fit() {
-        let l = Layout::with_headroom(100, 5, 3).unwrap();
+        let l = Layout::with_headroom(100, 5, 4096).unwrap();
         assert_eq!(l.pts_capacity(), 5 + PTS_HEADROOM);
         let v = l.normal(7, 4, IN);
         let more = l.with_terms(1000).unwrap();
@@ -209,27 +256,39 @@ mod tests {
         assert_eq!(more.decode(more.normal(999, 30, OUT)), (Ok(999), 30, OUT));
         // Near the top of the vertex space the headroom shrinks, never below the data's pts.
         let pts = 32u64;
-        let terms = VERTEX_MAX / (2 * pts * 8) * 8 - 8;
+        let s = 4096u64;
+        let terms = VERTEX_MAX / (2 * pts * s) * s - s;
         assert_eq!(
-            Layout::with_headroom(terms, pts, 8).unwrap().pts_capacity(),
+            Layout::with_headroom(terms, pts, 4096)
+                .unwrap()
+                .pts_capacity(),
             pts
         );
-        assert!(Layout::with_headroom(terms * 2, pts, 8).is_err());
+        assert!(Layout::with_headroom(terms * 2, pts, 4096).is_err());
     }
 
     #[test]
     fn the_largest_dataset_fits_and_one_more_term_is_refused() {
-        // (terms + M) / M * S * M <= VERTEX_MAX with S = 2 * pts.
+        // ceil((terms + S) / S) * L * S <= VERTEX_MAX with L = 2 * pts.
         let pts = 32u64;
-        let m = 8usize;
-        let owners_max = VERTEX_MAX / (2 * pts * m as u64) * m as u64;
-        let terms = owners_max - m as u64;
-        let l = Layout::new(terms, pts, m).unwrap();
+        let s = 4096u64;
+        let owners_max = VERTEX_MAX / (2 * pts * s) * s;
+        let terms = owners_max - s;
+        let l = Layout::new(terms, pts, 4096).unwrap();
         let v = l.normal((terms - 1) as u32, pts as u32 - 1, IN);
         assert_eq!(l.decode(v), (Ok((terms - 1) as u32), pts as u32 - 1, IN));
-        let e = Layout::new(terms + m as u64, pts, m).unwrap_err();
+        assert_eq!(
+            l.decode(l.index(4095, pts as u32 - 1, IN)),
+            (Err(4095), pts as u32 - 1, IN)
+        );
+        let e = Layout::new(terms + 1, pts, 4096).unwrap_err();
         assert!(e.to_string().contains("32-bit vertex space"), "{e}");
+        assert!(e.to_string().contains("4096 index owners"), "{e}");
         assert!(Layout::new(1, 1, 0).is_err());
-        assert!(Layout::new(1, 1, 129).is_err());
+        assert!(Layout::new(1, 1, locus_store::homes::SLOTS_MAX + 1).is_err());
+        // LUBM's ~40 pts with their headroom: tens of millions of terms fit
+        // at the default slot count (LUBM-5 has about a hundred thousand).
+        let l = Layout::with_headroom(20_000_000, 40, 4096).unwrap();
+        assert_eq!(l.pts_capacity(), 80);
     }
 }

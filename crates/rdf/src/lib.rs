@@ -10,10 +10,12 @@
 //! - [`layout`]: Wukong's keys. A *normal vertex* `(term, pt, dir)` holds the
 //!   term's neighbours along a predicate, out (as subject) or in (as
 //!   object); *index vertices* list a predicate's subjects and objects and a
-//!   class's instances, one part per machine as in Wukong. Each key packs
-//!   into one store vertex homed with its term (`term % machines`), so keys
-//!   are hash-partitioned by term id and values migrate, are cached and
-//!   replicated by the store's own mechanisms.
+//!   class's instances, one part per store slot (Wukong has one per
+//!   machine). Each key packs into one store vertex in its term's store slot
+//!   (`term % slots`), so a term's keys and the index parts listing it move
+//!   together when a slot moves between servers, any number of servers reads
+//!   the data, and values migrate, are cached and replicated by the store's
+//!   own mechanisms.
 //! - [`ntriples`]: N-Triples input through `oxttl`, validated line by line,
 //!   every error naming its line, all or nothing.
 //! - [`catalog`]: [`Catalog`] (dictionary, layout, statistics: what a query
@@ -24,8 +26,9 @@
 //!   and deletes of the store, the dictionary and statistics kept current.
 //! - [`lubm`]: the LUBM generator (UBA's univ-bench data), seeded.
 //! - [`sparql`]: SPARQL 1.1 queries parsed by `spargebra`; basic graph
-//!   patterns executed by graph exploration from a constant or an index
-//!   vertex on the machine that homes it, the algebra around them (OPTIONAL,
+//!   patterns executed by graph exploration from a constant on the machine
+//!   that homes it, or from an index on every machine over the parts of the
+//!   slots it owns, the algebra around them (OPTIONAL,
 //!   UNION, MINUS, EXISTS, aggregates, paths, the query forms) by an
 //!   evaluator over rows of term ids; anything else is an error naming it.
 

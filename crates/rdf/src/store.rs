@@ -3,9 +3,10 @@
 //!
 //! Loading is all or nothing: every key's list is built and the store sized
 //! and checked for room first, then each list is PUT by the key's home
-//! machine (the keys of term `t` all live on `t % machines`). Values are plain
-//! store values, so migration, the location cache and replicas treat them
-//! like any other.
+//! machine (the keys of term `t` all live in its store slot, so on the
+//! slot's owner, [`crate::layout`]). Values are plain store values, so
+//! migration, slot moves, the location cache and replicas treat them like
+//! any other.
 
 use locus_fabric::Fabric;
 use locus_store::{home_of, Store, StoreConfig, Stores, VertexId, Worker};
@@ -71,7 +72,9 @@ impl<F: Fabric> RdfStore<F> {
         make: impl FnOnce(StoreConfig) -> std::result::Result<Stores<F>, E>,
         progress: &dyn Progress,
     ) -> std::result::Result<RdfStore<F>, E> {
-        let (catalog, lists) = build(d, machines)?;
+        // The store is made with the default slot count; the layout packs by it.
+        let slots = StoreConfig::default().slots;
+        let (catalog, lists) = build(d, slots)?;
         let part_max = StoreConfig::default().part_neighbors_max as u64;
         let mut report = LoadReport {
             triples: lists.triples,
@@ -96,6 +99,13 @@ impl<F: Fabric> RdfStore<F> {
             part_max as u32,
         );
         let store = make(config)?;
+        if store.config().slots != slots {
+            return Err(RdfError::Layout(format!(
+                "the store was made with {} slots, the data was laid out for {slots}: keep the default slot count",
+                store.config().slots
+            ))
+            .into());
+        }
         Ok(Self::fill(catalog, lists, store, report, progress)?)
     }
 
@@ -107,10 +117,9 @@ impl<F: Fabric> RdfStore<F> {
         mut report: LoadReport,
         progress: &dyn Progress,
     ) -> Result<RdfStore<F>> {
-        let machines = store.machines();
         let Lists { pairs, groups, .. } = lists;
         for &(i, j) in &groups {
-            let m = home_of(pairs[i].0, machines) as usize;
+            let m = store.owner(pairs[i].0) as usize;
             report.value_bytes_per_machine[m] += store.value_bytes_for_degree((j - i) as u64);
         }
         check_room(&store, &report)?;
@@ -121,7 +130,7 @@ impl<F: Fabric> RdfStore<F> {
             let key = pairs[i].0;
             list.clear();
             list.extend(pairs[i..j].iter().map(|p| p.1));
-            workers[home_of(key, machines) as usize].put(key, &list)?;
+            workers[store.owner(key) as usize].put(key, &list)?;
             if n % 4096 == 4095 {
                 progress.inc(4096);
             }
@@ -135,6 +144,13 @@ impl<F: Fabric> RdfStore<F> {
             catalog,
             report,
         })
+    }
+
+    /// The machine homing term `id`'s keys now (its store slot's owner):
+    /// where a query starting from `id` reads them locally.
+    pub fn home(&self, id: u32) -> usize {
+        let l = self.layout();
+        self.store.owner(l.index(l.slot(id), 0, crate::layout::OUT)) as usize
     }
 
     /// The store underneath.
@@ -179,6 +195,7 @@ impl<F: Fabric> RdfStore<F> {
     }
     /// Records `key` as written (an update's first entry of it).
     pub(crate) fn note_key(&mut self, key: VertexId) {
+        self.catalog.note_key(key);
         if let Err(i) = self.keys.binary_search(&key) {
             self.keys.insert(i, key);
         }

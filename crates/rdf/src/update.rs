@@ -6,9 +6,10 @@
 //!
 //! A triple `(s, p, o)` is four keys, as a load writes them
 //! ([`crate::catalog`]): `(s, p, OUT)` holds `o`; `(o, p, IN)` holds `s`
-//! (for `rdf:type`, the type index `(home(s), class, OUT)` holds `s`
-//! instead); the predicate index parts `(home(s), p, OUT)` and
-//! `(home(o), p, IN)` hold `s` and `o` while they have any triple of `p`.
+//! (for `rdf:type`, the type index part `(slot(s), class, OUT)` holds `s`
+//! instead); the predicate index parts `(slot(s), p, OUT)` and
+//! `(slot(o), p, IN)` hold `s` and `o` while they have any triple of `p`
+//! (`slot(t)`: term `t`'s store slot, [`crate::layout`]).
 //! The dictionary takes new terms (ids are never reused), and new
 //! predicates and classes take pt ids inside the layout's reserved capacity
 //! ([`crate::layout::Layout::with_headroom`]), so no key moves. The statistics
@@ -22,7 +23,7 @@
 use std::path::PathBuf;
 
 use locus_fabric::Fabric;
-use locus_store::{home_of, VertexId, Worker};
+use locus_store::{VertexId, Worker};
 use oxrdf::{BlankNode, NamedOrBlankNode, Term, Triple};
 use spargebra::algebra::GraphPattern;
 use spargebra::term::{
@@ -367,7 +368,7 @@ impl<F: Fabric> RdfStore<F> {
         if !self.add(w, l.normal(s, p, OUT), o)? {
             return Ok(false);
         }
-        let (hs, ho) = (l.home(s), l.home(o));
+        let (hs, ho) = (l.slot(s), l.slot(o));
         self.stats_mut().triples[p as usize] += 1;
         if self.add(w, l.index(hs, p, OUT), s)? {
             self.stats_mut().subjects[p as usize] += 1;
@@ -393,7 +394,7 @@ impl<F: Fabric> RdfStore<F> {
     fn delete_one(&mut self, w: &mut [Worker<F>], s: u32, p: u32, o: u32) -> Result<bool> {
         let l = *self.layout();
         let class = self.class_of(p, o);
-        let (hs, ho) = (l.home(s), l.home(o));
+        let (hs, ho) = (l.slot(s), l.slot(o));
         if !at(w, l.normal(s, p, OUT)).delete_edge(l.normal(s, p, OUT), o)? {
             return Ok(false);
         }
@@ -404,12 +405,10 @@ impl<F: Fabric> RdfStore<F> {
                 if at(w, k).delete_edge(k, s)? {
                     self.stats_mut().subjects[c as usize] -= 1;
                 }
-                // The class is an object of rdf:type while it has instances on any machine.
-                let mut left = false;
-                for m in 0..l.machines() {
-                    left |= !list(w, l.index(m, c, OUT))?.is_empty();
-                }
-                left
+                // The class is an object of rdf:type while it has instances
+                // in any slot: the type index's count of them (exact: each
+                // instance is in one part, its slot's).
+                self.stats().subjects[c as usize] > 0
             }
             None => {
                 let k = l.normal(o, p, IN);
@@ -451,11 +450,11 @@ impl<F: Fabric> RdfStore<F> {
     }
 }
 
-/// The worker of `key`'s home: the store places a key by its slot table
-/// (`home_of`), so the update runs there without a forward.
+/// The worker of `key`'s home in the store's live slot table, so the
+/// update runs there without a forward (after a slot moved, too).
 fn at<F: Fabric>(w: &mut [Worker<F>], key: VertexId) -> &mut Worker<F> {
-    let machines = w.len();
-    &mut w[home_of(key, machines) as usize]
+    let m = w[0].home_of(key) as usize;
+    &mut w[m]
 }
 
 fn list<F: Fabric>(w: &mut [Worker<F>], key: VertexId) -> Result<Vec<u32>> {

@@ -41,22 +41,22 @@ fn stored_lists_equal_the_naive_model() {
         let rdf = RdfStore::load(fabric(machines), d.clone(), |_| {}, &()).unwrap();
         let l = *rdf.layout();
         let tp = rdf.type_pt().unwrap();
-        // The model: lists keyed by (term or index machine, pt, dir).
+        // The model: lists keyed by (term or index slot, pt, dir).
         let mut model: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
         for &[s, p, o] in &d.triples {
             model.entry(l.normal(s, p, OUT)).or_default().insert(o);
             model
-                .entry(l.index(l.home(s), p, OUT))
+                .entry(l.index(l.slot(s), p, OUT))
                 .or_default()
                 .insert(s);
             model
-                .entry(l.index(l.home(o), p, IN))
+                .entry(l.index(l.slot(o), p, IN))
                 .or_default()
                 .insert(o);
             if p == tp {
                 let c = rdf.dict().type_pt(o).unwrap();
                 model
-                    .entry(l.index(l.home(s), c, OUT))
+                    .entry(l.index(l.slot(s), c, OUT))
                     .or_default()
                     .insert(s);
             } else {

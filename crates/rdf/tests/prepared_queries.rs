@@ -63,7 +63,7 @@ fn swapped_constants_find_the_rows_the_written_out_query_finds() {
                 Prepared::new(rdf.catalog(), &text(t, &depts[0]), &iri(&depts[0])).unwrap();
             for dept in &depts {
                 let id = rdf.dict().id(&iri(dept)).unwrap();
-                let m = prepared.machine(rdf.catalog(), id);
+                let m = prepared.machine(&rdf, id);
                 let mut log = Vec::new();
                 let out = prepared
                     .run(rdf.catalog(), &mut workers[m], id, Some(&mut log))
@@ -78,7 +78,7 @@ fn swapped_constants_find_the_rows_the_written_out_query_finds() {
                 assert_eq!(out.reads, trace.reads, "{dept}: the same reads");
                 assert_eq!(log.len() as u64, out.reads, "every read is logged");
                 // The first key read is the constant's own list, homed with it.
-                assert_eq!(rdf.layout().home(id), m);
+                assert_eq!(rdf.home(id), m);
             }
         }
     }

@@ -156,7 +156,7 @@ fn w3c_json_and_unsupported_features() {
     assert_eq!(
         trace.start,
         Some(
-            rdf.layout().home(
+            rdf.home(
                 rdf.dict()
                     .id(&oxrdf::NamedNode::new("http://ex/bob").unwrap().into())
                     .unwrap()

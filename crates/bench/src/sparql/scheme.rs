@@ -143,7 +143,7 @@ impl Running {
                 Arc::clone(&error),
             );
             let q = &self.prepared[class as usize];
-            let machine = q.machine(self.rdf.catalog(), start) as u8;
+            let machine = q.machine(&self.rdf, start) as u8;
             pool.execute(machine, move |w| {
                 let t = Instant::now();
                 let out = prepared[class as usize].run(rdf.catalog(), w, start, None);
@@ -216,7 +216,7 @@ impl Running {
         let mut log: Vec<VertexId> = Vec::new();
         for &(class, start) in ops {
             let q = &self.prepared[class as usize];
-            let m = q.machine(self.rdf.catalog(), start);
+            let m = q.machine(&self.rdf, start);
             log.clear();
             q.run(self.rdf.catalog(), &mut workers[m], start, Some(&mut log))?;
             for &k in &log {

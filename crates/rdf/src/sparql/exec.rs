@@ -10,17 +10,22 @@
 //! list, and each FILTER runs as soon as its variables are bound, so rows
 //! are pruned on the way.
 //!
-//! A query starting from a constant runs on the machine homing it; one
-//! starting from an index (a predicate's subjects, a class's instances) is
-//! forked to every machine, each starting from its own part of the index,
-//! and the rows are joined, as Wukong does.
+//! A query starting from a constant runs on the machine homing it (its
+//! store slot's owner now); one starting from an index (a predicate's
+//! subjects, a class's instances) is forked to every machine, each starting
+//! from the index parts of the store slots it owns in the slot table as the
+//! query starts, and the rows are joined, as Wukong does. Every slot's part
+//! is read by exactly one fork, so a table that changes under the query
+//! costs locality, never rows (any machine reads any key).
+
+use std::collections::HashMap;
 
 use locus_store::VertexId;
 use oxrdf::Term;
 
 use super::eval::expr::{self, Ctx, VarEnv};
 use super::query::{End, Query};
-use super::Source;
+use super::{source_of, Source};
 use crate::catalog::Catalog;
 use crate::layout::{IN, OUT};
 use crate::{RdfError, Result};
@@ -62,8 +67,9 @@ struct Step {
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     steps: Vec<Step>,
-    /// The machine homing the start constant, or `None`: fork over every machine.
-    pub(crate) start: Option<usize>,
+    /// The store slot of the start constant (run on its owner), or `None`:
+    /// fork over every machine, each from the index parts of its slots.
+    pub(crate) start: Option<u32>,
     /// Filters with a variable no pattern binds (run at the end).
     late_filters: Vec<usize>,
     /// A constant is absent from the data: no rows.
@@ -202,11 +208,11 @@ pub(crate) fn plan(q: &Query, rdf: &Catalog) -> Plan {
     }
     let start = steps.first().and_then(|st| match st.via {
         Via::Subject => match st.s {
-            Node::Id(id) => Some(rdf.layout().home(id)),
+            Node::Id(id) => Some(rdf.layout().slot(id)),
             Node::Var(_) => None,
         },
         Via::Object if !st.is_type => match st.o {
-            Node::Id(id) => Some(rdf.layout().home(id)),
+            Node::Id(id) => Some(rdf.layout().slot(id)),
             Node::Var(_) => None,
         },
         _ => None,
@@ -238,8 +244,12 @@ struct Run<'a, S: Source> {
     rdf: &'a Catalog,
     q: &'a Query,
     worker: &'a mut S,
-    /// The index part read by the first step (forked runs), or every part.
-    part: Option<usize>,
+    /// The store slots whose index parts the first step reads (a forked
+    /// run: the slots its machine owns), or `None`: every slot's.
+    part: Option<Vec<u32>>,
+    /// Whole indexes `(pt, dir)` read after the first step, kept for the
+    /// next row (each is one read per store slot).
+    whole: HashMap<(u32, u32), Vec<u32>>,
     rows_max: usize,
     list: Vec<u32>,
     reads: u64,
@@ -267,21 +277,42 @@ impl<S: Source> Run<'_, S> {
         }
     }
 
-    /// Index `(pt, dir)`: this run's part at its first step, else every machine's.
+    /// Index `(pt, dir)`: the parts of this run's slots at its first step,
+    /// else every slot's part (read once per run); parts the catalog knows
+    /// empty are not read.
     fn read_index(&mut self, first: bool, pt: u32, dir: u32, out: &mut Vec<u32>) -> Result<()> {
         let l = *self.rdf.layout();
-        match (first, self.part) {
-            (true, Some(m)) => self.read(l.index(m, pt, dir), out),
-            _ => {
-                let from = out.len();
-                for m in 0..l.machines() {
-                    self.read(l.index(m, pt, dir), out)?;
+        let rdf = self.rdf;
+        let parts = rdf.parts();
+        let from = out.len();
+        match (first, self.part.take()) {
+            (true, Some(slots)) => {
+                let read = slots
+                    .iter()
+                    .filter(|&&s| parts.holds(s, pt, dir))
+                    .try_for_each(|&s| self.read(l.index(s, pt, dir), out));
+                self.part = Some(slots);
+                read?;
+            }
+            (_, part) => {
+                self.part = part;
+                if let Some(all) = self.whole.get(&(pt, dir)) {
+                    out.extend_from_slice(all);
+                    return Ok(());
                 }
-                // Each part is sorted; the union must be too (members are binary-searched).
-                out[from..].sort_unstable();
-                Ok(())
+                let mut all = Vec::new();
+                for s in parts.slots(pt, dir) {
+                    self.read(l.index(s, pt, dir), &mut all)?;
+                }
+                all.sort_unstable();
+                out.extend_from_slice(&all);
+                self.whole.insert((pt, dir), all);
+                return Ok(());
             }
         }
+        // Each part is sorted; the union must be too (members are binary-searched).
+        out[from..].sort_unstable();
+        Ok(())
     }
 
     fn step(&mut self, k: usize, st: &Step, t: Table) -> Result<Table> {
@@ -426,17 +457,34 @@ pub(crate) fn execute<S: Source>(
     rows_max: usize,
 ) -> Result<(Vec<Vec<Option<u32>>>, Trace)> {
     let mut trace = Trace {
-        start: plan.start,
+        start: None,
         steps: plan.steps.iter().map(|s| (s.text.clone(), 0)).collect(),
         ..Trace::default()
     };
     if plan.empty {
         return Ok((Vec::new(), trace));
     }
-    let runs: Vec<(usize, Option<usize>)> = match plan.start {
-        Some(m) => vec![(m, None)],
+    let l = *rdf.layout();
+    let runs: Vec<(usize, Option<Vec<u32>>)> = match plan.start {
+        Some(slot) => {
+            let m = source_of(workers, l.index(slot, 0, OUT));
+            trace.start = Some(m);
+            vec![(m, None)]
+        }
         None if plan.steps.is_empty() => vec![(0, None)],
-        None => (0..workers.len()).map(|m| (m, Some(m))).collect(),
+        None => {
+            // Each slot to one fork: its owner's, as the sources see the table now.
+            let mut slots = vec![Vec::new(); workers.len()];
+            for s in 0..l.slots() {
+                slots[source_of(workers, l.index(s, 0, OUT))].push(s);
+            }
+            slots
+                .into_iter()
+                .enumerate()
+                .filter(|(_, part)| !part.is_empty())
+                .map(|(m, part)| (m, Some(part)))
+                .collect()
+        }
     };
     let mut result = Vec::new();
     for (machine, part) in runs {
@@ -445,6 +493,7 @@ pub(crate) fn execute<S: Source>(
             q,
             worker: &mut workers[machine],
             part,
+            whole: HashMap::new(),
             rows_max,
             list: Vec::new(),
             reads: 0,
@@ -508,6 +557,7 @@ pub(crate) fn execute_swapped<S: Source>(
         q,
         worker,
         part: None,
+        whole: HashMap::new(),
         rows_max,
         list: Vec::new(),
         reads: 0,

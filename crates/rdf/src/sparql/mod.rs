@@ -39,13 +39,22 @@ pub struct Solutions {
 }
 
 /// Where exploration reads a key's list: a store worker acting as one
-/// machine (embedded), or a client that asks the key's home (a cluster).
+/// machine (embedded), or a client that asks one server (a cluster). Any
+/// source reads any key; the one of the key's home reads it locally.
 pub trait Source {
     /// Appends the list of `key` (empty if the key is absent) to `out`.
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()>;
+
+    /// The machine homing `key` now, as this source sees the store's slot
+    /// table (a hint: slots move; a read anywhere is still right).
+    fn home(&mut self, key: VertexId) -> usize;
 }
 
 impl<F: Fabric> Source for Worker<F> {
+    fn home(&mut self, key: VertexId) -> usize {
+        self.home_of(key) as usize
+    }
+
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
         let from = out.len();
         self.neighbors(key, usize::MAX, out)?;
@@ -63,6 +72,16 @@ impl<S: Source + ?Sized> Source for &mut S {
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
         (**self).list(key, out)
     }
+    fn home(&mut self, key: VertexId) -> usize {
+        (**self).home(key)
+    }
+}
+
+/// The source of the machine homing `key` among `sources` (one per machine,
+/// index = machine); a home without a source of its own (a server added
+/// after the sources were made) is read through source `home % len`.
+pub(crate) fn source_of<S: Source>(sources: &mut [S], key: VertexId) -> usize {
+    sources[0].home(key) % sources.len()
 }
 
 /// A time limit shared by the [`Timed`] sources of one engine: the instant
@@ -93,6 +112,9 @@ impl<S: Source> Source for Timed<S> {
         }
         self.inner.list(key, out)
     }
+    fn home(&mut self, key: VertexId) -> usize {
+        self.inner.home(key)
+    }
 }
 
 /// Answers queries from one thread that acts as every machine in turn (a
@@ -117,14 +139,13 @@ impl<'a, F: Fabric> Engine<'a, Worker<F>> {
 
 impl<'a, S: Source> Engine<'a, S> {
     /// An engine over `catalog`'s data read through `sources`, one per
-    /// machine of its layout (index = machine).
+    /// machine of the cluster now (index = machine; any number: the layout
+    /// names no machine).
     pub fn with_sources(catalog: &'a Catalog, sources: Vec<S>) -> Result<Self> {
-        if sources.len() != catalog.layout().machines() {
-            return Err(crate::RdfError::Layout(format!(
-                "{} sources for data laid out over {} machines",
-                sources.len(),
-                catalog.layout().machines()
-            )));
+        if sources.is_empty() {
+            return Err(crate::RdfError::Layout(
+                "no sources: an engine reads through at least one machine".into(),
+            ));
         }
         Ok(Engine {
             rdf: catalog,
@@ -232,7 +253,7 @@ impl Prepared {
         if plan.empty {
             return Err(invalid("names a constant that is not in the data".into()));
         }
-        if plan.start != Some(rdf.layout().home(id)) || !plan.starts_from(id) {
+        if plan.start != Some(rdf.layout().slot(id)) || !plan.starts_from(id) {
             return Err(invalid(format!(
                 "is planned to start elsewhere than at its constant {start}"
             )));
@@ -240,9 +261,10 @@ impl Prepared {
         Ok(Prepared { q, plan, start: id })
     }
 
-    /// The machine a run starting from `start` executes on (the constant's home).
-    pub fn machine(&self, rdf: &Catalog, start: u32) -> usize {
-        rdf.layout().home(start)
+    /// The machine a run starting from `start` executes on (the constant's
+    /// home now: its store slot's owner).
+    pub fn machine<F: Fabric>(&self, rdf: &RdfStore<F>, start: u32) -> usize {
+        rdf.home(start)
     }
 
     /// Runs the query with `start` in place of the template's constant on

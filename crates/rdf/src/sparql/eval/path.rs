@@ -4,8 +4,8 @@
 //! The layout keys a list by `(term, predicate, direction)` and keeps no
 //! list of a term's predicates, so a variable predicate costs one read per
 //! predicate of the data from a known end, and a pattern with no known end
-//! (`?s ?p ?o`) reads every predicate's index vertices (subjects homed on
-//! each machine) and then each subject's lists. Paths step along the same
+//! (`?s ?p ?o`) reads every predicate's index vertices (a part per store
+//! slot) and then each subject's lists. Paths step along the same
 //! lists; `*` and `+` are a breadth-first search with a visited set.
 
 use std::collections::HashSet;
@@ -16,18 +16,15 @@ use spargebra::algebra::PropertyPathExpression as Ppe;
 use super::{Evaluator, Row};
 use crate::dict::PtKind;
 use crate::layout::{IN, OUT};
-use crate::sparql::Source;
+use crate::sparql::{source_of, Source};
 use crate::Result;
 
 impl<S: Source> Evaluator<'_, S> {
-    fn read(
-        &mut self,
-        machine: usize,
-        key: locus_store::VertexId,
-        out: &mut Vec<u32>,
-    ) -> Result<()> {
+    /// Reads `key` through the source of its home.
+    fn read(&mut self, key: locus_store::VertexId, out: &mut Vec<u32>) -> Result<()> {
         self.trace.reads += 1;
-        self.workers[machine].list(key, out)
+        let m = source_of(self.workers, key);
+        self.workers[m].list(key, out)
     }
 
     /// Whether `id` is a term of the stored data (not one a query made).
@@ -40,7 +37,7 @@ impl<S: Source> Evaluator<'_, S> {
         let mut out = Vec::new();
         if self.stored(s) {
             let l = *self.rdf.layout();
-            self.read(l.home(s), l.normal(s, pt, OUT), &mut out)?;
+            self.read(l.normal(s, pt, OUT), &mut out)?;
         }
         Ok(out)
     }
@@ -54,13 +51,14 @@ impl<S: Source> Evaluator<'_, S> {
         let l = *self.rdf.layout();
         if Some(pt) == self.rdf.type_pt() {
             if let Some(c) = self.rdf.dict().type_pt(o) {
-                for m in 0..l.machines() {
-                    self.read(m, l.index(m, c, OUT), &mut out)?;
+                let rdf = self.rdf;
+                for slot in rdf.parts().slots(c, OUT) {
+                    self.read(l.index(slot, c, OUT), &mut out)?;
                 }
                 out.sort_unstable();
             }
         } else {
-            self.read(l.home(o), l.normal(o, pt, IN), &mut out)?;
+            self.read(l.normal(o, pt, IN), &mut out)?;
         }
         Ok(out)
     }
@@ -69,8 +67,9 @@ impl<S: Source> Evaluator<'_, S> {
     pub(super) fn index_all(&mut self, pt: u32, dir: u32) -> Result<Vec<u32>> {
         let l = *self.rdf.layout();
         let mut out = Vec::new();
-        for m in 0..l.machines() {
-            self.read(m, l.index(m, pt, dir), &mut out)?;
+        let rdf = self.rdf;
+        for slot in rdf.parts().slots(pt, dir) {
+            self.read(l.index(slot, pt, dir), &mut out)?;
         }
         out.sort_unstable();
         out.dedup();
