@@ -26,7 +26,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use locus_fabric::{MachineId, Output, Port, WorkRequest};
+use locus_fabric::{FabricError, MachineId, Output, Port, WorkRequest};
 
 use super::{Slot, Worker, PIPELINE_WINDOW};
 use crate::addr::{Addr, Header};
@@ -367,8 +367,24 @@ impl<F: locus_fabric::Fabric> Worker<F> {
             for c in completions.drain(..) {
                 let i = (c.id >> 1) as usize;
                 debug_assert!(i < n, "a completion this hop did not post");
-                let Output::Data(bytes) = c.result? else {
-                    unreachable!("a READ completes with data")
+                let bytes = match c.result {
+                    Ok(Output::Data(bytes)) => bytes,
+                    Ok(_) => unreachable!("a READ completes with data"),
+                    // A value READ through a cached address at a machine
+                    // that is gone: drop the entry; the GET finishes the
+                    // vertex from its home's word.
+                    Err(FabricError::PeerUnavailable { .. })
+                        if c.id & 1 == 0
+                            && matches!(s.reads[i], Read::Value(slot, _) if slot.cached || slot.replica) =>
+                    {
+                        let Read::Value(slot, addr) = s.reads[i] else {
+                            unreachable!("matched above")
+                        };
+                        self.forget_invalid(Key::part(s.distinct[i], 0), &slot, addr);
+                        s.reads[i] = Read::Again;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
                 };
                 if c.id & 1 == 1 {
                     self.bucket_read(i, bytes, now, s)?;

@@ -2,7 +2,7 @@
 //! read-only replicas, and `neighbors` over the parts of a decomposed vertex
 //! (the k-hop query built on them is `khop.rs`).
 
-use locus_fabric::{Fabric, MachineId, Port};
+use locus_fabric::{Fabric, FabricError, MachineId, Port};
 
 use super::{Slot, Worker, READ_RETRIES_MAX};
 use crate::addr::Addr;
@@ -39,7 +39,18 @@ impl<F: Fabric> Worker<F> {
             let record = self
                 .records(&slot, addr)
                 .then(|| (key, slot.addr_word, self.lookup_now_ns()));
-            if self.fetch_counting(slot.home, addr, record)? {
+            let valid = match self.fetch_counting(slot.home, addr, record) {
+                // A cached address (or replica) naming a machine that is
+                // gone (a server removed, or dead before the membership
+                // says so): the home's word is the authority, read it.
+                Err(StoreError::Fabric(FabricError::PeerUnavailable { .. }))
+                    if slot.cached || slot.replica =>
+                {
+                    false
+                }
+                r => r?,
+            };
+            if valid {
                 self.note_tracked(key);
                 return Ok(Some((slot, addr)));
             }
