@@ -416,30 +416,9 @@ impl ClusterNodes {
     pub fn owners(&self) -> Result<Vec<Option<usize>>> {
         let mut c = self.admin(0)?;
         let reply = c.call(&Command::new("CLUSTER").arg("SLOTS"))?;
-        let bad = |why: &str| cluster_error(format!("CLUSTER SLOTS: {why}"));
-        let Reply::Array(Some(ranges)) = reply else {
-            return Err(bad("not an array"));
-        };
         let mut owners = vec![None; SLOTS];
-        for range in ranges {
-            let Reply::Array(Some(parts)) = range else {
-                return Err(bad("a range is not an array"));
-            };
-            let (Some(Reply::Integer(a)), Some(Reply::Integer(b)), Some(Reply::Array(Some(m)))) =
-                (parts.first(), parts.get(1), parts.get(2))
-            else {
-                return Err(bad("a range lacks start, end or master"));
-            };
-            let (Some(Reply::Bulk(Some(host))), Some(Reply::Integer(port))) = (m.first(), m.get(1))
-            else {
-                return Err(bad("a master lacks host or port"));
-            };
-            let addr = format!("{}:{port}", String::from_utf8_lossy(host));
-            let node = self.nodes.iter().position(|n| n.addr == addr);
-            let (a, b) = (*a as usize, (*b as usize).min(SLOTS - 1));
-            if a <= b {
-                owners[a..=b].fill(node);
-            }
+        for (a, b, addr) in slot_ranges(reply)? {
+            owners[a..=b].fill(self.nodes.iter().position(|n| n.addr == addr));
         }
         Ok(owners)
     }
@@ -450,6 +429,35 @@ impl ClusterNodes {
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
+}
+
+/// The ranges of a `CLUSTER SLOTS` reply: first and last slot (within
+/// [`SLOTS`]) and the master's `host:port`.
+fn slot_ranges(reply: Reply) -> Result<Vec<(usize, usize, String)>> {
+    let bad = |why: &str| cluster_error(format!("CLUSTER SLOTS: {why}"));
+    let Reply::Array(Some(ranges)) = reply else {
+        return Err(bad("not an array"));
+    };
+    let mut out = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let Reply::Array(Some(parts)) = range else {
+            return Err(bad("a range is not an array"));
+        };
+        let (Some(Reply::Integer(a)), Some(Reply::Integer(b)), Some(Reply::Array(Some(m)))) =
+            (parts.first(), parts.get(1), parts.get(2))
+        else {
+            return Err(bad("a range lacks start, end or master"));
+        };
+        let (Some(Reply::Bulk(Some(host))), Some(Reply::Integer(port))) = (m.first(), m.get(1))
+        else {
+            return Err(bad("a master lacks host or port"));
+        };
+        let (a, b) = (*a as usize, (*b as usize).min(SLOTS - 1));
+        if a <= b {
+            out.push((a, b, format!("{}:{port}", String::from_utf8_lossy(host))));
+        }
+    }
+    Ok(out)
 }
 
 fn stop(node: &mut Node) {
@@ -536,28 +544,9 @@ impl ClusterClient {
         let reply = self
             .conn(seed)?
             .call(&Command::new("CLUSTER").arg("SLOTS"))?;
-        let bad = |why: &str| cluster_error(format!("CLUSTER SLOTS: {why}"));
-        let Reply::Array(Some(ranges)) = reply else {
-            return Err(bad("not an array"));
-        };
-        for range in ranges {
-            let Reply::Array(Some(parts)) = range else {
-                return Err(bad("a range is not an array"));
-            };
-            let (Some(Reply::Integer(a)), Some(Reply::Integer(b)), Some(Reply::Array(Some(m)))) =
-                (parts.first(), parts.get(1), parts.get(2))
-            else {
-                return Err(bad("a range lacks start, end or master"));
-            };
-            let (Some(Reply::Bulk(Some(host))), Some(Reply::Integer(port))) = (m.first(), m.get(1))
-            else {
-                return Err(bad("a master lacks host or port"));
-            };
-            let addr = format!("{}:{port}", String::from_utf8_lossy(host));
+        for (a, b, addr) in slot_ranges(reply)? {
             let node = self.node_of(&addr);
-            for s in (*a as usize)..=(*b as usize).min(SLOTS - 1) {
-                self.slots[s] = node;
-            }
+            self.slots[a..=b].fill(node);
         }
         Ok(())
     }
