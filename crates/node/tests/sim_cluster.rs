@@ -34,10 +34,9 @@
 //! there at first (the table deals the slots over nodes 0 and 1, as a
 //! cluster made with room for more starts) and the mover starts it (a
 //! server added: a first epoch, an empty disk, the table adopted, joined)
-//! before its moves. Not in CI yet: 2 of 500 seeds fail that way (332:
-//! Pragh 5 recovery finds an invalidated value's old copy unparseable;
-//! 362: a livelock), under investigation (`docs/design.md`, "Adding a
-//! server").
+//! before its moves. Not in CI yet: seed 332 of 500 fails that way (Pragh
+//! 5 recovery finds an invalidated value's old copy unparseable), under
+//! investigation (`docs/design.md`, "Adding a server").
 //!
 //! `LOCUS_SIM_SEED=N` replays one seed; `LOCUS_SIM_SEEDS=K` runs K seeds
 //! (default [`SEEDS_DEFAULT`]); a failure starts with `seed N:`.

@@ -62,12 +62,12 @@ pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     let mut cov = Coverage::default();
     // With LOCUS_SIM_JOIN, a server added: node 2 starts with an empty disk at its first epoch,
     // adopts the table (it owns no slot), joins, and slots move to it below.
+    for _ in 0..rng.below(100) {
+        port.relax();
+    }
     // (Only when joining: otherwise a node that is down was crashed by the
     // nemesis, which restarts it.)
     if super::joining(true) && s.node(JOINER).is_none() {
-        for _ in 0..rng.below(100) {
-            port.relax();
-        }
         let epoch = s
             .membership
             .reserve_epoch(JOINER)

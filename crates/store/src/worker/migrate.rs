@@ -34,6 +34,9 @@ struct InFlight<'a> {
     index: usize,
     job: MigrateJob,
     block: Option<Unpublished<'a>>,
+    /// The address word its last restarts found naming an invalidated
+    /// copy, and since when (the clock of the pass).
+    stuck_on: Option<(u64, u64)>,
 }
 
 impl<F: Fabric> Worker<F> {
@@ -124,6 +127,7 @@ impl<F: Fabric> Worker<F> {
                         index: next,
                         job: MigrateJob::new(key, me, self.home(key), layout, lease_ns),
                         block: None,
+                        stuck_on: None,
                     };
                     next += 1;
                     let step = f.job.start(self.cached_address(key, pass_ns), pass_ns)?;
@@ -242,7 +246,28 @@ impl<F: Fabric> Worker<F> {
                     ) {
                         c.remove_if(key, w);
                     }
-                    if f.job.restarts() >= READ_RETRIES_MAX {
+                    // A value left invalidated (a migration whose target died
+                    // between invalidating it and publishing its copy, F5)
+                    // restarts the job on the same address word for as long
+                    // as it stays so: only Pragh 5 at its home repairs it.
+                    // Give up after the read stall on one word, as a read
+                    // does, so the thread running this job (a server's
+                    // service) goes back to its other work.
+                    let seen = f.job.seen_word();
+                    let stalled = match (why, f.stuck_on) {
+                        (Restart::Invalidated, Some((w, since))) if w == seen => {
+                            pass.now_ns.saturating_sub(since) > self.shared.config.read_stall_ns()
+                        }
+                        (Restart::Invalidated, _) => {
+                            f.stuck_on = Some((seen, pass.now_ns));
+                            false
+                        }
+                        _ => {
+                            f.stuck_on = None;
+                            false
+                        }
+                    };
+                    if f.job.restarts() >= READ_RETRIES_MAX || stalled {
                         return Err(StoreError::Contention {
                             key: key.0,
                             retries: f.job.restarts(),
