@@ -60,14 +60,14 @@ fn install_everywhere(s: &Shared) {
 pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     let mut port = f.port(0).expect("a port");
     let mut cov = Coverage::default();
-    // With LOCUS_SIM_JOIN, a server added: node 2 starts with an empty disk at its first epoch,
+    // When it joins, a server added: node 2 starts with an empty disk at its first epoch,
     // adopts the table (it owns no slot), joins, and slots move to it below.
     for _ in 0..rng.below(100) {
         port.relax();
     }
     // (Only when joining: otherwise a node that is down was crashed by the
     // nemesis, which restarts it.)
-    if super::joining(true) && s.node(JOINER).is_none() {
+    if s.join && s.node(JOINER).is_none() {
         let epoch = s
             .membership
             .reserve_epoch(JOINER)

@@ -203,6 +203,11 @@ impl<F: Fabric> Worker<F> {
             let Some(slot) = self.lookup(key)? else {
                 continue;
             };
+            // A key whose slot moved away since the scan read this table is
+            // its new home's to repair (its word is in that home's form).
+            if slot.home != me {
+                continue;
+            }
             let Some(a) = Addr::decode(slot.addr_word) else {
                 continue;
             };
@@ -239,6 +244,10 @@ impl<F: Fabric> Worker<F> {
         let Some(slot) = self.lookup(key)? else {
             return Ok(false);
         };
+        // Its slot moved away: the word is another home's, not ours to mark.
+        if slot.home != me {
+            return Ok(false);
+        }
         let owned = self.vertex_home(key.vertex()) == me;
         if !names_dead(slot.addr_word, me, dead, owned) {
             return Ok(false);
