@@ -41,12 +41,16 @@
 
 #[path = "sim_cluster/coordinator.rs"]
 mod coordinator;
+#[path = "sim_cluster/coverage.rs"]
+mod coverage;
 #[path = "sim_cluster/membership.rs"]
 mod membership;
 #[path = "sim_cluster/mover.rs"]
 mod mover;
 #[path = "sim_cluster/nemesis.rs"]
 mod nemesis;
+
+use coverage::Coverage;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -174,47 +178,6 @@ struct Shared {
 impl Shared {
     fn doing(&self, who: usize, what: String) {
         self.doing.lock().unwrap()[who] = what;
-    }
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-struct Coverage {
-    acknowledged: u64,
-    unknown: u64,
-    refused: u64,
-    migrated: u64,
-    checkpoints: u64,
-    crashes: u64,
-    fenced: u64,
-    restarts: u64,
-    fenced_refusals: u64,
-    approved: u64,
-    moved: u64,
-    checkpoint_failures: u64,
-    steps: u64,
-    slot_moves: u64,
-    slot_moves_rolled_back: u64,
-    joins: u64,
-}
-
-impl Coverage {
-    fn add(&mut self, o: &Coverage) {
-        self.acknowledged += o.acknowledged;
-        self.unknown += o.unknown;
-        self.refused += o.refused;
-        self.migrated += o.migrated;
-        self.checkpoints += o.checkpoints;
-        self.crashes += o.crashes;
-        self.fenced += o.fenced;
-        self.restarts += o.restarts;
-        self.fenced_refusals += o.fenced_refusals;
-        self.approved += o.approved;
-        self.moved += o.moved;
-        self.checkpoint_failures += o.checkpoint_failures;
-        self.steps += o.steps;
-        self.slot_moves += o.slot_moves;
-        self.slot_moves_rolled_back += o.slot_moves_rolled_back;
-        self.joins += o.joins;
     }
 }
 

@@ -1,0 +1,42 @@
+//! What a run of the simulated twin exercised (`sim_cluster.rs`), summed over seeds.
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Coverage {
+    pub(crate) acknowledged: u64,
+    pub(crate) unknown: u64,
+    pub(crate) refused: u64,
+    pub(crate) migrated: u64,
+    pub(crate) checkpoints: u64,
+    pub(crate) crashes: u64,
+    pub(crate) fenced: u64,
+    pub(crate) restarts: u64,
+    pub(crate) fenced_refusals: u64,
+    pub(crate) approved: u64,
+    pub(crate) moved: u64,
+    pub(crate) checkpoint_failures: u64,
+    pub(crate) steps: u64,
+    pub(crate) slot_moves: u64,
+    pub(crate) slot_moves_rolled_back: u64,
+    pub(crate) joins: u64,
+}
+
+impl Coverage {
+    pub(crate) fn add(&mut self, o: &Coverage) {
+        self.acknowledged += o.acknowledged;
+        self.unknown += o.unknown;
+        self.refused += o.refused;
+        self.migrated += o.migrated;
+        self.checkpoints += o.checkpoints;
+        self.crashes += o.crashes;
+        self.fenced += o.fenced;
+        self.restarts += o.restarts;
+        self.fenced_refusals += o.fenced_refusals;
+        self.approved += o.approved;
+        self.moved += o.moved;
+        self.checkpoint_failures += o.checkpoint_failures;
+        self.steps += o.steps;
+        self.slot_moves += o.slot_moves;
+        self.slot_moves_rolled_back += o.slot_moves_rolled_back;
+        self.joins += o.joins;
+    }
+}
