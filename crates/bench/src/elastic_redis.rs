@@ -53,13 +53,18 @@ fn config() -> Config {
     }
 }
 
-/// Waits for a `redis-cli --cluster` run; fails naming its output's end.
-fn finish(nodes: &ClusterNodes, mut child: std::process::Child, what: &str) -> Result<()> {
+/// Waits for a `redis-cli --cluster <command>` run; fails naming its output's end.
+fn finish(
+    nodes: &ClusterNodes,
+    mut child: std::process::Child,
+    command: &str,
+    what: &str,
+) -> Result<()> {
     let status = child.wait().map_err(|e| failed(what, e))?;
     if !status.success() {
         return Err(failed(
             what,
-            format!("{status}: {}", nodes.rebalance_log_tail(8)),
+            format!("{status}: {}", nodes.tool_log_tail(command, 8)),
         ));
     }
     Ok(())
@@ -81,7 +86,7 @@ pub fn run(
         let c = nodes
             .start_reshard(0, to, SLOTS / 3, TOOL_TIMEOUT_S)
             .map_err(|e| failed("dealing the slots", e))?;
-        finish(&nodes, c, "dealing the slots")?;
+        finish(&nodes, c, "reshard", "dealing the slots")?;
     }
     let seeds = nodes.addrs();
     let n = csr.vertex_count() as u32;
@@ -171,7 +176,7 @@ pub fn run(
                 let child = nodes
                     .start_rebalance(&args, TOOL_TIMEOUT_S)
                     .map_err(|e| failed("rebalance", e))?;
-                finish(&nodes, child, "redis-cli --cluster rebalance")?;
+                finish(&nodes, child, "rebalance", "redis-cli --cluster rebalance")?;
                 let end = t0.elapsed();
                 let after = nodes.owners().map_err(|e| failed("CLUSTER SLOTS", e))?;
                 let moved: Vec<bool> = before.iter().zip(&after).map(|(a, b)| a != b).collect();

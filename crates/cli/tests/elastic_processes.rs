@@ -25,6 +25,85 @@ fn json(args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)))
 }
 
+/// A thread inserting unique edges `v -> base + i` through its own client
+/// until stopped.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<(u32, u32)>>>,
+    failed: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<(locus_client::Routing, usize)>,
+}
+
+impl Writer {
+    fn start(c: locus_client::Client, base: u32) -> Writer {
+        let acked: Arc<Mutex<Vec<(u32, u32)>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let failed = Arc::new(AtomicU64::new(0));
+        let (a, s, f) = (acked.clone(), stop.clone(), failed.clone());
+        let thread = std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !s.load(Ordering::Relaxed) {
+                let v = (u64::from(i) * 7919 % u64::from(VERTICES)) as u32;
+                match c.insert_edge(v, base + i) {
+                    Ok(true) => a.lock().unwrap().push((v, base + i)),
+                    Ok(false) => panic!("a unique edge was already there"),
+                    Err(_) => {
+                        f.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                i += 1;
+            }
+            (c.routing(), c.machines())
+        });
+        Writer {
+            stop,
+            acked,
+            failed,
+            thread,
+        }
+    }
+
+    /// Stops it: the inserts acknowledged, its client's routing and the
+    /// servers it knew.
+    fn stop(self) -> (Vec<(u32, u32)>, locus_client::Routing, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        let (routing, known) = self.thread.join().unwrap();
+        let acked = self.acked.lock().unwrap().clone();
+        println!(
+            "writer: {} inserts acknowledged, {} failed, {routing:?}, {known} servers known",
+            acked.len(),
+            self.failed.load(Ordering::Relaxed)
+        );
+        (acked, routing, known)
+    }
+}
+
+/// Every edge of `g` and every acknowledged insert reads back through `c`,
+/// and 2-hop answers hold the reference's vertices (inserts only add).
+fn check_reads(c: &locus_client::Client, g: &[Vec<u32>], acked: &[(u32, u32)]) {
+    for (v, list) in g.iter().enumerate() {
+        let got = c
+            .neighbors(v as u32, 0)
+            .unwrap_or_else(|e| panic!("vertex {v}: {e}"));
+        for u in list {
+            assert!(got.contains(u), "vertex {v} lost its edge to {u}");
+        }
+    }
+    for (v, u) in acked {
+        assert!(
+            c.neighbors(*v, 0).unwrap().contains(u),
+            "acknowledged {v}->{u} lost"
+        );
+    }
+    for v in [1u32, 97, 300] {
+        let (want, _) = khop_ref(g, v, 2, 1_000_000);
+        let got = c.khop(v, 2, 1_000_000).unwrap();
+        for u in &want {
+            assert!(got.distinct.contains(u), "2-hop of {v} misses {u}");
+        }
+    }
+}
+
 #[test]
 fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
     let cluster = Cluster::up();
@@ -33,32 +112,7 @@ fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
     let g = graph(59);
     load(&c, &g);
 
-    let acked: Arc<Mutex<Vec<(u32, u32)>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let failed = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (c, acked, stop, failed) = (
-            cluster.client(),
-            acked.clone(),
-            stop.clone(),
-            failed.clone(),
-        );
-        std::thread::spawn(move || {
-            let mut i = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                let v = (i * 7919) % VERTICES;
-                match c.insert_edge(v, 1_000_000 + i) {
-                    Ok(true) => acked.lock().unwrap().push((v, 1_000_000 + i)),
-                    Ok(false) => panic!("a unique edge was already there"),
-                    Err(_) => {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                i += 1;
-            }
-            c.routing()
-        })
-    };
+    let writer = Writer::start(cluster.client(), 1_000_000);
 
     // Slots 0-99 to server 2; 33 of them (s % 3 == 2) were its already.
     let moved = json(&[
@@ -132,41 +186,12 @@ fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
                 .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
         }
     );
-    stop.store(true, Ordering::Relaxed);
-    let routing = writer.join().unwrap();
-    println!(
-        "writer: {} inserts acknowledged, {} failed, {routing:?}",
-        acked.lock().unwrap().len(),
-        failed.load(Ordering::Relaxed)
-    );
+    let (acked, _, _) = writer.stop();
 
     // Everything reads back from servers 1 and 2.
-    let c = cluster.client();
     let status = json(&["cluster", "moves", "--dir", &d, "--json"]);
     assert_eq!(status["servers"][0]["slots"], 0, "{status}");
-    let acked = acked.lock().unwrap().clone();
-    for (v, list) in g.iter().enumerate() {
-        let got = c
-            .neighbors(v as u32, 0)
-            .unwrap_or_else(|e| panic!("vertex {v}: {e}"));
-        for u in list {
-            assert!(got.contains(u), "vertex {v} lost its edge to {u}");
-        }
-    }
-    for (v, u) in &acked {
-        assert!(
-            c.neighbors(*v, 0).unwrap().contains(u),
-            "acknowledged {v}->{u} lost"
-        );
-    }
-    for v in [1u32, 97, 300] {
-        // All neighbours per hop: the inserted edges only add vertices.
-        let (want, _) = khop_ref(&g, v, 2, 1_000_000);
-        let got = c.khop(v, 2, 1_000_000).unwrap();
-        for u in &want {
-            assert!(got.distinct.contains(u), "2-hop of {v} misses {u}");
-        }
-    }
+    check_reads(&cluster.client(), &g, &acked);
 }
 
 #[test]
@@ -231,32 +256,7 @@ fn a_server_joins_then_another_leaves_while_edges_are_inserted() {
 
     // A writer whose client read the file before the fourth server existed:
     // it must follow the slot table to a server it has no address for.
-    let acked: Arc<Mutex<Vec<(u32, u32)>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let failed = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (c, acked, stop, failed) = (
-            cluster.client(),
-            acked.clone(),
-            stop.clone(),
-            failed.clone(),
-        );
-        std::thread::spawn(move || {
-            let mut i = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                let v = (u64::from(i) * 7919 % u64::from(VERTICES)) as u32;
-                match c.insert_edge(v, 2_000_000 + i) {
-                    Ok(true) => acked.lock().unwrap().push((v, 2_000_000 + i)),
-                    Ok(false) => panic!("a unique edge was already there"),
-                    Err(_) => {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                i += 1;
-            }
-            (c.routing(), c.machines())
-        })
-    };
+    let writer = Writer::start(cluster.client(), 2_000_000);
 
     let added = json(&[
         "cluster",
@@ -299,42 +299,15 @@ fn a_server_joins_then_another_leaves_while_edges_are_inserted() {
     ]);
     assert_eq!(gone["slots"], 1024, "{gone}");
     assert_eq!(gone["stopped"], true, "{gone}");
-    stop.store(true, Ordering::Relaxed);
-    let (routing, known) = writer.join().unwrap();
-    println!(
-        "writer: {} inserts acknowledged, {} failed, {routing:?}, {known} servers known",
-        acked.lock().unwrap().len(),
-        failed.load(Ordering::Relaxed)
-    );
+    let (acked, routing, known) = writer.stop();
     assert_eq!(known, 4, "the writer's client learned server 3");
     assert!(routing.retries > 0, "{routing:?}");
 
-    // Everything reads back, through a new client and the writer's kind.
+    // Everything reads back, through a client of the file that lists server 3.
     let fresh = cluster.client();
     assert_eq!(fresh.machines(), 4, "the cluster file lists server 3");
-    let acked = acked.lock().unwrap().clone();
     assert!(!acked.is_empty());
-    for (v, list) in g.iter().enumerate() {
-        let got = fresh
-            .neighbors(v as u32, 0)
-            .unwrap_or_else(|e| panic!("vertex {v}: {e}"));
-        for u in list {
-            assert!(got.contains(u), "vertex {v} lost its edge to {u}");
-        }
-    }
-    for (v, u) in &acked {
-        assert!(
-            fresh.neighbors(*v, 0).unwrap().contains(u),
-            "acknowledged {v}->{u} lost"
-        );
-    }
-    for v in [1u32, 97, 300] {
-        let (want, _) = khop_ref(&g, v, 2, 1_000_000);
-        let got = fresh.khop(v, 2, 1_000_000).unwrap();
-        for u in &want {
-            assert!(got.distinct.contains(u), "2-hop of {v} misses {u}");
-        }
-    }
+    check_reads(&fresh, &g, &acked);
 }
 
 #[test]

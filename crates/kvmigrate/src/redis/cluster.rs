@@ -351,37 +351,35 @@ impl ClusterNodes {
         slots: usize,
         timeout_s: u64,
     ) -> Result<Child> {
-        let out = self.dir.join("reshard.log");
-        let io = |source| Error::Io {
-            what: format!("creating {}", out.display()),
-            source,
-        };
-        let log = File::create(&out).map_err(io)?;
-        let log2 = log.try_clone().map_err(io)?;
-        Process::new("timeout")
-            .args(["-s", "KILL", &timeout_s.max(1).to_string()])
-            .arg(&self.cli)
-            .args(["--cluster", "reshard", &self.nodes[from].addr])
-            .args(["--cluster-from", self.id(from)])
-            .args(["--cluster-to", self.id(to)])
-            .args(["--cluster-slots", &slots.to_string()])
-            .args(["--cluster-pipeline", &RESHARD_PIPELINE_KEYS.to_string()])
-            .arg("--cluster-yes")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .spawn()
-            .map_err(|source| Error::Io {
-                what: format!("running {} --cluster reshard", self.cli.display()),
-                source,
-            })
+        let args = [
+            "--cluster-from".to_string(),
+            self.id(from).to_string(),
+            "--cluster-to".into(),
+            self.id(to).into(),
+            "--cluster-slots".into(),
+            slots.to_string(),
+        ];
+        self.start_tool("reshard", from, &args, timeout_s)
     }
 
     /// Starts `redis-cli --cluster rebalance` through node 0 with `extra` options (e.g.
     /// `--cluster-use-empty-masters`, or `--cluster-weight ID=0` to drain a node), bounded
     /// by `timeout_s`, its output in the cluster's directory (`rebalance.log`).
     pub fn start_rebalance(&self, extra: &[String], timeout_s: u64) -> Result<Child> {
-        let out = self.dir.join("rebalance.log");
+        self.start_tool("rebalance", 0, extra, timeout_s)
+    }
+
+    /// Starts `redis-cli --cluster <command>` through node `via` with `args`, pipelining
+    /// [`RESHARD_PIPELINE_KEYS`] keys per MIGRATE, killed after `timeout_s`, its output in
+    /// `<command>.log` of the cluster's directory.
+    fn start_tool(
+        &self,
+        command: &str,
+        via: usize,
+        args: &[String],
+        timeout_s: u64,
+    ) -> Result<Child> {
+        let out = self.dir.join(format!("{command}.log"));
         let io = |source| Error::Io {
             what: format!("creating {}", out.display()),
             source,
@@ -391,8 +389,8 @@ impl ClusterNodes {
         Process::new("timeout")
             .args(["-s", "KILL", &timeout_s.max(1).to_string()])
             .arg(&self.cli)
-            .args(["--cluster", "rebalance", &self.nodes[0].addr])
-            .args(extra)
+            .args(["--cluster", command, &self.nodes[via].addr])
+            .args(args)
             .args(["--cluster-pipeline", &RESHARD_PIPELINE_KEYS.to_string()])
             .arg("--cluster-yes")
             .stdin(Stdio::null())
@@ -400,14 +398,15 @@ impl ClusterNodes {
             .stderr(log2)
             .spawn()
             .map_err(|source| Error::Io {
-                what: format!("running {} --cluster rebalance", self.cli.display()),
+                what: format!("running {} --cluster {command}", self.cli.display()),
                 source,
             })
     }
 
-    /// The last `lines` lines of the rebalance's output.
-    pub fn rebalance_log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.dir.join("rebalance.log")).unwrap_or_default();
+    /// The last `lines` lines of `redis-cli --cluster <command>`'s output.
+    pub fn tool_log_tail(&self, command: &str, lines: usize) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.join(format!("{command}.log"))).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
@@ -425,9 +424,7 @@ impl ClusterNodes {
 
     /// The last `lines` lines of the reshard's output.
     pub fn reshard_log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.dir.join("reshard.log")).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.tool_log_tail("reshard", lines)
     }
 }
 
