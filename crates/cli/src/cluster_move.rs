@@ -68,6 +68,11 @@ pub struct RemoveArgs {
     /// The server to drain and stop.
     #[arg(long)]
     pub id: u8,
+    /// Return once the server is drained and stopped. The command always
+    /// does: the flag is accepted so that scripts can spell it as for
+    /// `add-server`.
+    #[arg(long)]
+    pub wait: bool,
     /// Slots per batch (see `cluster move`).
     #[arg(long, default_value_t = 1)]
     pub batch_slots: usize,
