@@ -138,7 +138,7 @@ impl Server {
         )?;
         let begun = crate::member::begin(&file, id, &tcp)?;
         let known_clients: Vec<Option<SocketAddr>> = (0..machines)
-            .map(|m| file.servers.get(m).map(|s| s.client))
+            .map(|m| file.server(m as MachineId).ok().map(|s| s.client))
             .collect();
         let created = Node::create(NodeParts {
             fabric: tcp,
