@@ -115,6 +115,14 @@ pub struct Report {
     pub redis: Option<Totals>,
 }
 
+/// The next step of a client's xorshift generator (which vertex, and
+/// whether the operation is an insert).
+pub(crate) fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
 /// One operation: when it ended (ns since the start), its latency, whether it succeeded.
 pub(crate) type Sample = (u64, u64, bool);
 
@@ -215,9 +223,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                     let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ c as u64;
                     let mut mine = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        xorshift(&mut x);
                         let v = (x % u64::from(n)) as u32;
                         let t = Instant::now();
                         let err = if x % 100 < 5 {

@@ -24,7 +24,7 @@ use locus_graph::Csr;
 use locus_kvmigrate::redis::cluster::{key_slot, ClusterClient, ClusterNodes, SLOTS};
 use locus_kvmigrate::resp::{Command, Config, Reply};
 
-use crate::elastic::{window, Row, Sample, Totals};
+use crate::elastic::{window, xorshift, Row, Sample, Totals};
 use crate::{BenchError, Reporter, Result};
 
 /// Longest a `redis-cli --cluster` run may take before it is killed.
@@ -120,9 +120,7 @@ pub fn run(
                 let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ ((cl as u64 + 1) * 7919);
                 let mut mine = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    xorshift(&mut x);
                     let v = (x % u64::from(n)) as u32;
                     let t = Instant::now();
                     let ok = if x % 100 < 5 {
