@@ -419,6 +419,17 @@ fn alloc_max(body_bytes: usize) -> usize {
     ALLOC_PER_BODY_BYTE * body_bytes + ALLOC_SLACK_BYTES
 }
 
+/// What decoding a reply to `op` may allocate. A SERVERS reply lists at most
+/// `MACHINES_MAX` servers, and each takes a `(u8, String)` however short its bytes
+/// are, so its list has an absolute allowance on top of the per-byte bound.
+fn reply_alloc_max(op: Op, body_bytes: usize) -> usize {
+    let list = match op {
+        Op::Servers => locus_fabric::MACHINES_MAX * std::mem::size_of::<(u8, String)>(),
+        _ => 0,
+    };
+    alloc_max(body_bytes) + list
+}
+
 /// Body of a frame produced by an encoder.
 fn body_of(frame: &[u8]) -> &[u8] {
     &frame[HEADER_BYTES..]
@@ -446,7 +457,7 @@ fn check_decoders(op_byte: u8, body: &[u8]) -> Result<(), TestCaseError> {
     for op in OPS {
         let (r, bytes) = allocated_by(|| Reply::decode(op, op_byte, body));
         prop_assert!(
-            bytes <= bound,
+            bytes <= reply_alloc_max(op, body.len()),
             "Reply::decode({op:?}, 0x{op_byte:02x}) allocated {bytes} bytes for {} body bytes",
             body.len()
         );
@@ -652,6 +663,35 @@ fn densest_body_is_within_the_allocation_bound() {
     assert_eq!(decoded, Ok((1000, r)));
     assert!(bytes > 3 * body.len(), "{bytes} bytes for {}", body.len());
     assert!(bytes <= alloc_max(body.len()));
+}
+
+/// A SERVERS reply of the most servers with the shortest addresses is denser than the
+/// per-byte bound allows (CI found a mutated count that reached it): the list's
+/// allowance covers it, and a claimed count past the servers sent is refused.
+#[test]
+fn the_longest_servers_list_is_within_its_allocation_bound() {
+    let servers: Vec<(u8, String)> = (0..locus_fabric::MACHINES_MAX as u8)
+        .map(|id| (id, String::new()))
+        .collect();
+    let reply = Reply::Servers(servers);
+    let mut frame = Vec::new();
+    reply.encode(&mut frame, Op::Servers, 1);
+    let body = body_of(&frame);
+    let (decoded, bytes) = allocated_by(|| Reply::decode(Op::Servers, frame[3], body));
+    assert_eq!(decoded, Ok(reply));
+    assert!(
+        bytes > alloc_max(body.len()),
+        "{bytes} bytes for {}",
+        body.len()
+    );
+    assert!(bytes <= reply_alloc_max(Op::Servers, body.len()));
+    check_decoders(frame[3], body).expect("every decoder within bounds");
+
+    let mut short = body.to_vec();
+    short.truncate(body.len() / 2);
+    let (decoded, bytes) = allocated_by(|| Reply::decode(Op::Servers, frame[3], &short));
+    assert!(decoded.is_err());
+    assert!(bytes <= reply_alloc_max(Op::Servers, short.len()));
 }
 
 /// The mutations are not vacuous: over a fixed-seed sample, mutated frames reach every
