@@ -214,6 +214,33 @@ pub fn stats(a: StatsArgs) -> CliResult {
 /// `locus load --cluster FILE edges`: validate the whole file (a malformed
 /// file loads nothing and names its line), then stream it in LOAD batches,
 /// each to its vertices' home, each applied whole or not at all.
+/// Refuses a graph whose largest vertex id `id_max` reaches the keys of the
+/// RDF dataset the cluster holds (its catalog beside `cluster`), before
+/// anything is sent: the two would overwrite each other's keys.
+fn check_clear_of_rdf(cluster: &Path, file: &Path, id_max: u64) -> CliResult {
+    let dir = locus_rdf::catalog::Catalog::dir_beside(cluster);
+    let Some(base) = locus_rdf::catalog::Catalog::vertex_base_in(&dir)? else {
+        return Ok(());
+    };
+    if base == 0 {
+        return Err(format!(
+            "{}: this cluster holds an RDF dataset laid out over the whole vertex id space (its catalog in {} has no base past the graph ids: an older format, or a dataset too large to share); load the graph into another cluster",
+            file.display(),
+            dir.display()
+        )
+        .into());
+    }
+    if id_max >= base {
+        return Err(format!(
+            "{}: vertex id {id_max} reaches the keys of the RDF dataset this cluster holds (from vertex {base}, its catalog in {}); a graph beside it needs ids below {base}",
+            file.display(),
+            dir.display()
+        )
+        .into());
+    }
+    Ok(())
+}
+
 pub fn load(
     cluster: &Path,
     file: &Path,
@@ -234,6 +261,7 @@ pub fn load(
     let t0 = Instant::now();
     let summary = validate_file(file, format, &opts)?;
     let validate_s = t0.elapsed().as_secs_f64();
+    check_clear_of_rdf(cluster, file, summary.id_max.into())?;
     let direction = if directed {
         Direction::Directed
     } else {

@@ -7,6 +7,10 @@
 //! slot, so the catalog names no machine count and every key moved with its
 //! slot.
 //!
+//! The first test also loads a graph into the same cluster: the dataset's
+//! keys start past the graph ids (the catalog's base), so each keeps its
+//! answers; a graph reaching the base is refused before anything is sent.
+//!
 //! The second test queries before every change too: a server that read a
 //! key while its slot was on a server that then leaves keeps a location-cache
 //! entry naming the gone server; a read through it that finds the server
@@ -124,6 +128,38 @@ fn loaded() -> (Cluster, Vec<String>, Vec<Vec<String>>) {
     (c, queries, want)
 }
 
+/// A graph of 400 vertices as `src dst` lines, and its undirected lists.
+fn graph_file(path: &std::path::Path) -> Vec<std::collections::BTreeSet<u32>> {
+    let mut lists = vec![std::collections::BTreeSet::new(); 400];
+    let mut text = String::new();
+    let mut x: u64 = 59;
+    for _ in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (a, b) = ((x % 400) as u32, ((x >> 20) % 400) as u32);
+        if a != b {
+            text.push_str(&format!("{a} {b}\n"));
+            lists[a as usize].insert(b);
+            lists[b as usize].insert(a);
+        }
+    }
+    std::fs::write(path, text).unwrap();
+    lists
+}
+
+fn check_graph(c: &Cluster, lists: &[std::collections::BTreeSet<u32>], when: &str) {
+    let client = c.client();
+    for (v, want) in lists.iter().enumerate() {
+        let got: std::collections::BTreeSet<u32> = client
+            .neighbors(v as u32, 0)
+            .unwrap_or_else(|e| panic!("vertex {v} {when}: {e}"))
+            .into_iter()
+            .collect();
+        assert_eq!(&got, want, "vertex {v}'s list {when}");
+    }
+}
+
 fn remove_server_0(d: &str) {
     let gone = json(&[
         "cluster",
@@ -168,8 +204,24 @@ fn lubm_answers_the_same_after_a_server_leaves_and_another_joins() {
     let file = c.file();
     let cluster = file.to_str().unwrap();
 
+    // A graph beside the dataset; one reaching the dataset's keys is refused.
+    let g = c.dir.path().join("g.txt");
+    let lists = graph_file(&g);
+    json(&["load", "--cluster", cluster, g.to_str().unwrap(), "--json"]);
+    let far = c.dir.path().join("far.txt");
+    std::fs::write(&far, "1 2\n3 2147483648\n").unwrap();
+    let o = locus(&["load", "--cluster", cluster, far.to_str().unwrap()]);
+    let e = text(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("2147483648") && e.contains("RDF dataset"),
+        "{e}"
+    );
+    check_graph(&c, &lists, "as loaded");
+    check(cluster, &queries, &want, "beside the graph");
+
     remove_server_0(&d);
     check(cluster, &queries, &want, "after server 0 left");
+    check_graph(&c, &lists, "after server 0 left");
     // A query from a constant starts on its slot's owner now, never on the
     // server that left.
     let o = locus(&[
@@ -191,6 +243,7 @@ fn lubm_answers_the_same_after_a_server_leaves_and_another_joins() {
     assert_eq!(added["id"], 3, "{added}");
     assert_eq!(added["members"], serde_json::json!([1, 2, 3]), "{added}");
     check(cluster, &queries, &want, "after server 3 joined");
+    check_graph(&c, &lists, "after server 3 joined");
 }
 
 #[test]

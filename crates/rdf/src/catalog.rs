@@ -105,12 +105,17 @@ struct Header {
     pts_capacity: u64,
     /// The index parts that hold anything.
     parts: Parts,
+    /// The layout's first store vertex (format 4; 0 in format 3).
+    #[serde(default)]
+    vertex_base: u64,
 }
 
-/// Format 3 packs keys by store slot ([`crate::layout`]). Formats 1 and 2
-/// packed them by machine (`term % machines`, an index part per machine):
-/// their keys are not where this build looks, so they are refused.
-const FORMAT: u32 = 3;
+/// Format 4 packs keys by store slot from a base past the graph ids
+/// ([`crate::layout`]); format 3 packed them the same way from vertex 0, and
+/// is read as that. Formats 1 and 2 packed them by machine (`term %
+/// machines`, an index part per machine): their keys are not where this
+/// build looks, so they are refused.
+const FORMAT: u32 = 4;
 
 /// Just the format, read first so an old file gets the error that names it.
 #[derive(Deserialize)]
@@ -159,6 +164,16 @@ impl Catalog {
         )
     }
 
+    /// The first store vertex of the dataset whose catalog is in `dir`, if
+    /// there is one: a graph's vertex ids must stay below it to share the
+    /// cluster (0: the dataset takes the whole id space).
+    pub fn vertex_base_in(dir: &Path) -> Result<Option<u64>> {
+        if !dir.join("catalog.json").exists() {
+            return Ok(None);
+        }
+        Catalog::load(dir).map(|c| Some(c.layout.base()))
+    }
+
     /// The catalog directory of a cluster described by `cluster_file`.
     pub fn dir_beside(cluster_file: &Path) -> PathBuf {
         cluster_file.parent().unwrap_or(Path::new(".")).join("rdf")
@@ -181,6 +196,7 @@ impl Catalog {
             stats: self.stats.clone(),
             pts_capacity: self.layout.pts_capacity(),
             parts: self.parts.clone(),
+            vertex_base: self.layout.base(),
         };
         let path = dir.join("catalog.json");
         let tmp = dir.join("catalog.json.tmp");
@@ -216,7 +232,7 @@ impl Catalog {
                 v.format
             )));
         }
-        if v.format != FORMAT {
+        if v.format != FORMAT && v.format != 3 {
             return Err(bad(format!(
                 "format {}, this build reads {FORMAT}",
                 v.format
@@ -241,7 +257,7 @@ impl Catalog {
                 "pt capacity {cap} below the dictionary's {pts} pts"
             )));
         }
-        let layout = Layout::new(dict.len() as u64, cap, h.slots)?;
+        let layout = Layout::new_at(dict.len() as u64, cap, h.slots, h.vertex_base)?;
         Ok(Catalog {
             dict,
             layout,
@@ -395,9 +411,30 @@ mod tests {
             json.contains("\"slots\": 4096") && !json.contains("machines"),
             "{json}"
         );
+        // Format 4 records the base past the graph ids; format 3 (no base) is
+        // read as packed from vertex 0.
+        assert_eq!(c.layout().base(), Layout::shared_base(4096));
+        assert_eq!(
+            Catalog::vertex_base_in(dir.path()).unwrap(),
+            Some(Layout::shared_base(4096))
+        );
+        let base = format!("\"vertex_base\": {}", Layout::shared_base(4096));
+        assert!(
+            json.contains("\"format\": 4") && json.contains(&base),
+            "{json}"
+        );
+        let mut v3: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v3["format"] = 3.into();
+        v3.as_object_mut().unwrap().remove("vertex_base");
+        std::fs::write(&path, v3.to_string()).unwrap();
+        assert_eq!(Catalog::vertex_base_in(dir.path()).unwrap(), Some(0));
+        assert_eq!(
+            Catalog::vertex_base_in(&dir.path().join("none")).unwrap(),
+            None
+        );
         // A catalog of the layout by machine (formats 1 and 2) is refused by name.
         let old = json
-            .replace("\"format\": 3", "\"format\": 2")
+            .replace("\"format\": 4", "\"format\": 2")
             .replace("\"slots\": 4096", "\"machines\": 3");
         std::fs::write(&path, old).unwrap();
         let e = Catalog::load(dir.path()).unwrap_err().to_string();

@@ -15,7 +15,8 @@
 //!  owner o   = term id + S_store      (normal vertices: o >= S_store)
 //!            = s                      (index vertices of store slot s: o < S_store)
 //!  lane      = 2 * pt + dir           (pt: predicate-or-type id, dir: 0 out / 1 in)
-//!  vertex    = ((o / S_store) * L + lane) * S_store + o % S_store    L = 2 * pt capacity
+//!  vertex    = base + ((o / S_store) * L + lane) * S_store + o % S_store    L = 2 * pt capacity
+//!  base      = GRAPH_VERTICES rounded up to a multiple of S_store   (0 in catalogs of format 3)
 //!
 //!  vertex % S_store == o % S_store == term id % S_store: every key of a term
 //!  is in the term's slot, and the part of an index for slot s is in slot s.
@@ -53,6 +54,14 @@
 //! past it, naming the sizes. A load reserves pt capacity beyond the data's pts
 //! ([`Layout::with_headroom`]) so an update that adds a predicate or class
 //! changes no key's packing.
+//!
+//! **Beside a graph.** A dataset's keys start at `base`, at or past
+//! [`GRAPH_VERTICES`] (a multiple of the slot count, so a key's slot is
+//! unchanged), so one cluster serves a graph whose vertex ids are below
+//! `GRAPH_VERTICES` and an RDF dataset without their keys meeting; `locus
+//! load` into a cluster with a catalog refuses ids at or past the catalog's
+//! base. A dataset too large for the upper half of the vertex space is laid
+//! out from 0 instead (its catalog says so, and a graph load is refused).
 
 use locus_store::VertexId;
 
@@ -70,6 +79,10 @@ pub const PTS_HEADROOM: u64 = 32;
 /// Largest store vertex the layout hands out (the store's ids stop below `u32::MAX`).
 pub const VERTEX_MAX: u64 = u32::MAX as u64 - 1;
 
+/// Graph vertex ids below this stay clear of a dataset laid out at its
+/// shared base ([`Layout::shared_base`]): 2^31, the lower half of the ids.
+pub const GRAPH_VERTICES: u64 = 1 << 31;
+
 /// The packing of Wukong keys into store vertices for one dataset and store slot count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -79,31 +92,57 @@ pub struct Layout {
     pts: u64,
     /// Term ids in use (`id < terms`).
     terms: u64,
+    /// The first store vertex of the packing (a multiple of `slots`).
+    base: u64,
 }
 
 impl Layout {
     /// The layout for `terms` term ids and `pts` predicate-or-type ids in a
     /// store of `slots` slots.
     pub fn new(terms: u64, pts: u64, slots: u32) -> Result<Layout> {
+        Layout::new_at(terms, pts, slots, 0)
+    }
+
+    /// The first vertex at or past [`GRAPH_VERTICES`] that is a multiple of
+    /// `slots` (so packing from it keeps every key's slot).
+    pub fn shared_base(slots: u32) -> u64 {
+        GRAPH_VERTICES.div_ceil(slots.max(1) as u64) * slots.max(1) as u64
+    }
+
+    /// [`Layout::new`] with the packing starting at store vertex `base`, a
+    /// multiple of `slots`.
+    pub fn new_at(terms: u64, pts: u64, slots: u32, base: u64) -> Result<Layout> {
         if slots == 0 || slots > locus_store::homes::SLOTS_MAX {
             return Err(RdfError::Layout(format!(
                 "{slots} store slots: must be 1..={}",
                 locus_store::homes::SLOTS_MAX
             )));
         }
+        if !base.is_multiple_of(slots as u64) || base > VERTEX_MAX {
+            return Err(RdfError::Layout(format!(
+                "a packing from vertex {base} would move keys off their slots: the base must be a multiple of the {slots} store slots"
+            )));
+        }
         let l = Layout {
             slots: slots as u64,
             pts: pts.max(1),
             terms,
+            base,
         };
         let owners = terms + l.slots;
         let top = owners
             .div_ceil(l.slots)
             .checked_mul(l.lanes())
-            .and_then(|x| x.checked_mul(l.slots));
+            .and_then(|x| x.checked_mul(l.slots))
+            .and_then(|x| x.checked_add(base));
         if top.is_none_or(|t| t > VERTEX_MAX) {
+            let space = if base == 0 {
+                "the store's 32-bit vertex space".to_string()
+            } else {
+                format!("the store's vertex ids from {base} on")
+            };
             return Err(RdfError::Layout(format!(
-                "{terms} terms x {pts} predicates and types need {} store keys per term (and {slots} index owners, one per store slot), more than the store's 32-bit vertex space holds; split the dataset or use fewer predicates",
+                "{terms} terms x {pts} predicates and types need {} store keys per term (and {slots} index owners, one per store slot), more than {space} holds; split the dataset or use fewer predicates",
                 l.lanes()
             )));
         }
@@ -114,11 +153,18 @@ impl Layout {
     /// more (up to [`PTS_HEADROOM`] or twice `pts`, less if the vertex space
     /// is short), so an update that adds a predicate or class keeps every
     /// key where it is. `pts` lanes are always there.
+    /// Packed from the shared base ([`Layout::shared_base`]) if the data
+    /// fits there with its pts, else from 0.
     pub fn with_headroom(terms: u64, pts: u64, slots: u32) -> Result<Layout> {
+        Layout::with_headroom_at(terms, pts, slots, Layout::shared_base(slots))
+            .or_else(|_| Layout::with_headroom_at(terms, pts, slots, 0))
+    }
+
+    fn with_headroom_at(terms: u64, pts: u64, slots: u32, base: u64) -> Result<Layout> {
         let want = pts + PTS_HEADROOM.max(pts);
         let mut cap = want;
         loop {
-            match Layout::new(terms, cap, slots) {
+            match Layout::new_at(terms, cap, slots, base) {
                 Ok(l) => return Ok(l),
                 Err(e) if cap <= pts => return Err(e),
                 Err(_) => cap = pts.max(cap - cap.div_ceil(4)),
@@ -135,7 +181,18 @@ impl Layout {
     /// This layout with room for `terms` term ids (the packing of every
     /// existing key unchanged), or an error if the vertex space is short.
     pub fn with_terms(&self, terms: u64) -> Result<Layout> {
-        Layout::new(terms.max(self.terms), self.pts, self.slots as u32)
+        Layout::new_at(
+            terms.max(self.terms),
+            self.pts,
+            self.slots as u32,
+            self.base,
+        )
+    }
+
+    /// The first store vertex of the packing: graph ids below it are clear
+    /// of this dataset's keys (0: the dataset takes the whole id space).
+    pub fn base(&self) -> u64 {
+        self.base
     }
 
     /// The store's slot count the keys are packed by.
@@ -151,7 +208,9 @@ impl Layout {
     fn pack(&self, owner: u64, pt: u32, dir: u32) -> VertexId {
         debug_assert!((pt as u64) < self.pts && dir <= 1, "pt {pt} dir {dir}");
         let lane = 2 * pt as u64 + dir as u64;
-        let v = ((owner / self.slots) * self.lanes() + lane) * self.slots + owner % self.slots;
+        let v = self.base
+            + ((owner / self.slots) * self.lanes() + lane) * self.slots
+            + owner % self.slots;
         debug_assert!(v <= VERTEX_MAX);
         v as VertexId
     }
@@ -177,7 +236,12 @@ impl Layout {
     /// Decodes a store vertex: `(owner, pt, dir)` with owner `Err(s)` for
     /// the index part of store slot `s`, `Ok(id)` for a term (for tests and tools).
     pub fn decode(&self, v: VertexId) -> (std::result::Result<u32, u32>, u32, u32) {
-        let v = v as u64;
+        debug_assert!(
+            v as u64 >= self.base,
+            "vertex {v} below the base {}",
+            self.base
+        );
+        let v = (v as u64).wrapping_sub(self.base);
         let r = v % self.slots;
         let q = v / self.slots;
         let lane = q % self.lanes();
@@ -247,6 +311,37 @@ mod tests {
     }
 
     #[test]
+    fn the_shared_base_keeps_slots_and_leaves_graph_ids_clear() {
+        for slots in [1u32, 3, 7, 4096] {
+            let base = Layout::shared_base(slots);
+            assert!(base >= GRAPH_VERTICES && base.is_multiple_of(slots as u64));
+            assert!(base < GRAPH_VERTICES + slots as u64);
+            let l = Layout::with_headroom(1000, 5, slots).unwrap();
+            assert_eq!(l.base(), base);
+            let table = SlotTable::uniform(slots, 3).unwrap();
+            for id in (0..1000u32).step_by(13) {
+                let v = l.normal(id, 4, IN);
+                assert!(v as u64 >= GRAPH_VERTICES, "{v}");
+                assert_eq!(table.slot_of(v), l.slot(id));
+                assert_eq!(l.decode(v), (Ok(id), 4, IN));
+            }
+            assert!(l.index(0, 0, OUT) as u64 >= GRAPH_VERTICES);
+            assert_eq!(
+                l.with_terms(2000).unwrap().normal(7, 1, OUT),
+                l.normal(7, 1, OUT)
+            );
+        }
+        assert!(
+            Layout::new_at(10, 2, 4096, 4095).is_err(),
+            "a base off the slots"
+        );
+        // Too large for the upper half: laid out from 0.
+        let pts = 32u64;
+        let terms = VERTEX_MAX / (2 * pts * 4096) * 4096 - 4096;
+        assert_eq!(Layout::with_headroom(terms, pts, 4096).unwrap().base(), 0);
+    }
+
+    #[test]
     fn headroom_keeps_keys_and_shrinks_to_fit() {
         let l = Layout::with_headroom(100, 5, 4096).unwrap();
         assert_eq!(l.pts_capacity(), 5 + PTS_HEADROOM);
@@ -286,9 +381,16 @@ mod tests {
         assert!(e.to_string().contains("4096 index owners"), "{e}");
         assert!(Layout::new(1, 1, 0).is_err());
         assert!(Layout::new(1, 1, locus_store::homes::SLOTS_MAX + 1).is_err());
-        // LUBM's ~40 pts with their headroom: tens of millions of terms fit
-        // at the default slot count (LUBM-5 has about a hundred thousand).
+        // LUBM's ~40 pts: tens of millions of terms fit at the default slot
+        // count beside a graph, with less headroom (LUBM-5 has about a
+        // hundred thousand terms); a million with all of it.
         let l = Layout::with_headroom(20_000_000, 40, 4096).unwrap();
-        assert_eq!(l.pts_capacity(), 80);
+        assert_eq!(l.base(), Layout::shared_base(4096));
+        assert!((40..80).contains(&l.pts_capacity()), "{}", l.pts_capacity());
+        let l = Layout::with_headroom(1_000_000, 40, 4096).unwrap();
+        assert_eq!(
+            (l.base(), l.pts_capacity()),
+            (Layout::shared_base(4096), 80)
+        );
     }
 }
