@@ -441,8 +441,17 @@ impl<'a> Mover<'a> {
                 .map_err(|e| err(format!("reading server {m}'s epoch: {e}")))
         };
         let fences = [(from, epoch(from)?), (to, epoch(to)?)];
+        // Where the batch's time goes (its log line): guard, take, commit, install.
+        let mut ms = [0u64; 4];
+        let mut lap = Instant::now();
+        let mut split = |i: usize| {
+            ms[i] = lap.elapsed().as_millis() as u64;
+            lap = Instant::now();
+        };
         let guarded = self.step(from, MoveStep::Guard, to, slots, &[], Vec::new());
+        split(0);
         let taken = guarded.and_then(|g| self.step(to, MoveStep::Take, from, slots, &[], g.listed));
+        split(1);
         let committed = taken.and_then(|r| {
             let (raw, table) = self.table()?;
             let moves: Vec<SlotMove> = slots
@@ -463,8 +472,10 @@ impl<'a> Mover<'a> {
         });
         match committed {
             Ok((r, next)) => {
+                split(2);
                 // Past the point of no return: the batch is B's.
                 self.install(&next, &[from, to])?;
+                split(3);
                 tracing::info!(
                     from,
                     to,
@@ -474,6 +485,10 @@ impl<'a> Mover<'a> {
                     bytes = r.bytes,
                     table_epoch = next.epoch(),
                     elapsed_ms = t0.elapsed().as_millis() as u64,
+                    guard_ms = ms[0],
+                    take_ms = ms[1],
+                    commit_ms = ms[2],
+                    install_ms = ms[3],
                     "slots moved"
                 );
                 Ok(r)

@@ -220,3 +220,94 @@ fn writes_racing_the_handoff_are_in_bs_copy_or_refused_never_lost() {
         vertices.len()
     );
 }
+
+/// `Worker::get_many` and `Worker::take_over_many` (a slot move's copy, its
+/// operations posted together) give what reading and handing each key alone
+/// gives: lists of one part and of several, values at A, at C and at B, a
+/// key already handed, a key that is not there.
+#[test]
+fn many_keys_read_and_hand_over_together_as_one_by_one() {
+    let s = Store::create(
+        LocalFabric::new(LocalConfig {
+            machines: 3,
+            ..LocalConfig::default()
+        })
+        .unwrap(),
+        StoreConfig {
+            buckets_per_machine: 256,
+            value_region_bytes: 16 << 20,
+            part_neighbors_max: 8,
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap();
+    let _services = s.spawn_services().unwrap();
+    let mut w = [
+        s.worker(A).unwrap(),
+        s.worker(B).unwrap(),
+        s.worker(C).unwrap(),
+    ];
+    let at_a: Vec<VertexId> = (0..2000).filter(|&v| s.owner(v) == A).take(300).collect();
+    let parts = s.config().part_neighbors_max;
+    for (i, &v) in at_a.iter().enumerate() {
+        // Every tenth list spans three parts.
+        let n = if i % 10 == 0 {
+            3 * parts + 1
+        } else {
+            i as u32 % 7 + 1
+        };
+        let list: Vec<VertexId> = (0..n).map(|j| v + 1 + j).collect();
+        w[0].put(v, &list).unwrap();
+    }
+    for &v in at_a.iter().skip(1).step_by(17) {
+        w[2].migrate_vertex(v).unwrap();
+    }
+    for &v in at_a.iter().skip(2).step_by(19) {
+        w[1].migrate_vertex(v).unwrap();
+    }
+    let missing = (2000..4000).find(|&v| s.owner(v) == A).unwrap();
+    let mut asked = at_a.clone();
+    asked.push(missing);
+    let one_by_one: Vec<Option<Vec<VertexId>>> =
+        asked.iter().map(|&v| w[1].get(v).unwrap()).collect();
+    assert_eq!(w[1].get_many(&asked).unwrap(), one_by_one);
+    assert!(one_by_one[0].as_ref().unwrap().len() > 3 * parts as usize);
+
+    let slots: std::collections::HashSet<u32> =
+        at_a.iter().map(|&v| s.homes().slot_of(v)).collect();
+    let mut keys = w[1].keys_in_slots(A, &slots).unwrap();
+    assert!(
+        keys.len() > at_a.len(),
+        "lists of several parts are several keys"
+    );
+    let first = keys[0];
+    assert!(matches!(
+        w[1].take_over(first, A, &mut |_, _| Ok(())).unwrap(),
+        Outcome::Handed(_)
+    ));
+    keys.push(Key::part(missing, 0));
+    let outcomes = w[1].take_over_many(&keys, A).unwrap();
+    assert_eq!(outcomes.len(), keys.len());
+    assert_eq!(outcomes[0], Outcome::AlreadyHanded);
+    assert_eq!(*outcomes.last().unwrap(), Outcome::Absent);
+    for (k, o) in keys.iter().zip(&outcomes).skip(1).take(keys.len() - 2) {
+        let Outcome::Handed(h) = o else {
+            panic!("key {k:?}: {o:?}")
+        };
+        assert!(h.bytes_copied > 0, "key {k:?}");
+        assert_eq!(Addr::decode(h.new_word).unwrap().holder(B), B, "key {k:?}");
+    }
+    // Every machine reads every list from B's copies, before and after the
+    // table names B; updates go on at B.
+    for (m, w) in w.iter_mut().enumerate() {
+        for (v, want) in asked.iter().zip(&one_by_one) {
+            assert_eq!(&w.get(*v).unwrap(), want, "vertex {v} read by machine {m}");
+        }
+    }
+    for &v in &at_a {
+        hand_slot(&s, v);
+    }
+    assert_eq!(w[2].get_many(&asked).unwrap(), one_by_one);
+    assert!(w[0].insert_edge(at_a[0], 1_000_000).unwrap());
+    assert_eq!(w[1].get(at_a[0]).unwrap().unwrap().last(), Some(&1_000_000));
+}

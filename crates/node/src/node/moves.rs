@@ -240,20 +240,26 @@ impl<F: Fabric> Node<F> {
             )));
         }
         self.set_moving(slots, Some(Moving::In(from)));
-        let mut lists: Vec<(u32, Vec<u32>)> = Vec::new();
-        for k in keys.iter().filter(|k| k.part_index() == 0) {
-            let v = k.vertex();
-            match w.get(v) {
-                Ok(Some(l)) => lists.push((v, l)),
-                Ok(None) => {}
-                Err(StoreError::Moved { to, .. }) if to == self.me => {
-                    return Err(NodeError::Move(format!(
-                        "vertex {v} was handed here by an earlier attempt that was not released; release the batch first"
-                    )))
-                }
-                Err(e) => return Err(e.into()),
+        // Every list read at once (a few round trips for the batch).
+        let firsts: Vec<u32> = keys
+            .iter()
+            .filter(|k| k.part_index() == 0)
+            .map(|k| k.vertex())
+            .collect();
+        let got = match w.get_many(&firsts) {
+            Ok(got) => got,
+            Err(StoreError::Moved { to, vertex, .. }) if to == self.me => {
+                return Err(NodeError::Move(format!(
+                    "vertex {vertex} was handed here by an earlier attempt that was not released; release the batch first"
+                )))
             }
-        }
+            Err(e) => return Err(e.into()),
+        };
+        let lists: Vec<(u32, Vec<u32>)> = firsts
+            .into_iter()
+            .zip(got)
+            .filter_map(|(v, l)| l.map(|l| (v, l)))
+            .collect();
         if let Some(d) = &self.durable {
             let lsn = d
                 .log_slot_in(slots, lists.iter().map(|(v, l)| (*v, l.as_slice())))
@@ -267,9 +273,7 @@ impl<F: Fabric> Node<F> {
             ..MoveReport::default()
         };
         // The SLOT_IN record holds every copy (M2): each key's own log step is empty.
-        for &k in keys {
-            take(w, k, from, &mut r)?;
-        }
+        take(w, keys, from, &mut r)?;
         Ok(r)
     }
 
@@ -325,12 +329,13 @@ impl<F: Fabric> Node<F> {
             slots: slots.len() as u64,
             ..MoveReport::default()
         };
+        let mut handed = Vec::new();
         for k in keys {
-            if w.handed_to(k)? != Some(to) {
-                continue;
+            if w.handed_to(k)? == Some(to) {
+                handed.push(k);
             }
-            take(w, k, to, &mut r)?;
         }
+        take(w, &handed, to, &mut r)?;
         w.unguard_slots(slots)?;
         self.set_moving(slots, None);
         Ok(r)
@@ -402,31 +407,37 @@ impl<F: Fabric> Node<F> {
     }
 }
 
-/// Takes `k` over from `from` (no log step: the caller's record holds it),
-/// counting it in `r`.
+/// Takes `keys` over from `from`, their operations posted together (no log
+/// step: the caller's record holds every copy), counting them in `r`.
 fn take<F: Fabric>(
     w: &mut Worker<Counting<F>>,
-    k: Key,
+    keys: &[Key],
     from: MachineId,
     r: &mut MoveReport,
 ) -> Result<()> {
-    match w.take_over(k, from, &mut |_, _| Ok(()))? {
-        Outcome::Handed(h) => {
-            r.keys += 1;
-            r.bytes += h.bytes_copied;
-            Ok(())
+    for (&k, outcome) in keys.iter().zip(w.take_over_many(keys, from)?) {
+        match outcome {
+            Outcome::Handed(h) => {
+                r.keys += 1;
+                r.bytes += h.bytes_copied;
+            }
+            Outcome::AlreadyHanded | Outcome::Absent => {}
+            Outcome::Lost(m) => {
+                return Err(StoreError::ValueLost {
+                    key: k.0,
+                    vertex: k.vertex(),
+                    machine: m,
+                }
+                .into())
+            }
+            Outcome::MovedElsewhere(m) => {
+                return Err(NodeError::Move(format!(
+                    "key {:#x} was handed to server {m}, not to server {}: two moves of one slot",
+                    k.0,
+                    w.machine()
+                )))
+            }
         }
-        Outcome::AlreadyHanded | Outcome::Absent => Ok(()),
-        Outcome::Lost(m) => Err(StoreError::ValueLost {
-            key: k.0,
-            vertex: k.vertex(),
-            machine: m,
-        }
-        .into()),
-        Outcome::MovedElsewhere(m) => Err(NodeError::Move(format!(
-            "key {:#x} was handed to server {m}, not to server {}: two moves of one slot",
-            k.0,
-            w.machine()
-        ))),
     }
+    Ok(())
 }

@@ -7,16 +7,26 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use locus_fabric::{Fabric, MachineId, Output, Port};
+use locus_fabric::{Fabric, MachineId, Output, Port, WorkRequest};
 
-use super::{Worker, READ_RETRIES_MAX};
+use super::{Worker, PIPELINE_WINDOW, READ_RETRIES_MAX};
 use crate::addr::{moved_to, pending_from, pending_word, Addr};
+use crate::alloc::ValueAllocator;
 use crate::block::Unpublished;
 use crate::handoff::{HandoffJob, Outcome, Step};
 use crate::migrate::Access;
 use crate::slotmove::HomeOp;
 use crate::table::Key;
 use crate::{Result, StoreError, VertexId};
+
+/// A key of [`Worker::take_over_many`] in flight.
+struct Taking<'a> {
+    /// Its place in the keys.
+    index: usize,
+    job: HandoffJob,
+    /// Its copy, allocated and not yet published.
+    block: Option<Unpublished<'a>>,
+}
 
 impl<F: Fabric> Worker<F> {
     /// Takes `key` over from its old home `from`: afterwards `from`'s word
@@ -106,6 +116,165 @@ impl<F: Fabric> Worker<F> {
                         self.recent.forget(c, key);
                     }
                     return Ok(outcome);
+                }
+            };
+        }
+    }
+
+    /// [`Worker::take_over`] of many distinct keys with their operations
+    /// posted together (at most [`PIPELINE_WINDOW`] keys in flight, one wait
+    /// per pass: a batch costs a few round trips per step, not one per key
+    /// and step), and no log step: the caller made every copy durable
+    /// first (a slot move's SLOT_IN, design M2). Each key runs the same steps
+    /// in the same order as alone (H1-H3 are per key). Outcomes come in
+    /// `keys`' order; the first error ends the call.
+    pub fn take_over_many(&mut self, keys: &[Key], from: MachineId) -> Result<Vec<Outcome>> {
+        let shared = Arc::clone(&self.shared);
+        let alloc = shared.alloc(self.machine)?;
+        let r = self.take_over_window(keys, from, alloc);
+        if r.is_err() {
+            // Leave the port empty: a later call must not meet stale completions.
+            self.drain_all();
+        }
+        let flushed = self.flush_reclaims();
+        let out = r?;
+        flushed?;
+        Ok(out)
+    }
+
+    fn take_over_window<'a>(
+        &mut self,
+        keys: &[Key],
+        from: MachineId,
+        alloc: &'a ValueAllocator,
+    ) -> Result<Vec<Outcome>> {
+        let (me, layout) = (self.machine, self.shared.layout);
+        let lease_ns = self.shared.config.reclaim_lease_ms * 1_000_000;
+        let window = PIPELINE_WINDOW.min(keys.len());
+        let mut jobs: Vec<Option<Taking<'a>>> = (0..window).map(|_| None).collect();
+        let mut free: Vec<usize> = (0..window).rev().collect();
+        let mut results: Vec<Option<Outcome>> = vec![None; keys.len()];
+        let mut posts: Vec<WorkRequest> = Vec::with_capacity(window);
+        let mut done = Vec::new();
+        let (mut next, mut active) = (0, 0);
+        loop {
+            while next < keys.len() {
+                let Some(id) = free.pop() else { break };
+                let mut t = Taking {
+                    index: next,
+                    job: HandoffJob::new(keys[next], me, from, layout, lease_ns),
+                    block: None,
+                };
+                next += 1;
+                let step = t.job.start(self.port.now_ns());
+                match self.drive_taking(&mut t, id, step, from, alloc, &mut posts)? {
+                    Some(o) => {
+                        results[t.index] = Some(o);
+                        free.push(id);
+                    }
+                    None => {
+                        jobs[id] = Some(t);
+                        active += 1;
+                    }
+                }
+            }
+            self.port.post_many(&mut posts)?;
+            if active == 0 {
+                debug_assert_eq!(next, keys.len());
+                break;
+            }
+            done.clear();
+            self.port.wait(&mut done)?;
+            for c in done.drain(..) {
+                let id = c.id as usize;
+                let t = jobs[id].as_mut().expect("a completion for a key in flight");
+                let step = t.job.on_completion(c.result?, self.port.now_ns())?;
+                if let Some(o) = self.drive_taking(t, id, step, from, alloc, &mut posts)? {
+                    results[t.index] = Some(o);
+                    jobs[id] = None;
+                    free.push(id);
+                    active -= 1;
+                }
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|o| o.expect("every key finished"))
+            .collect())
+    }
+
+    /// Carries out `step` and the ones after it that need no round trip,
+    /// until the key has an operation to post (added to `posts`: `None`) or
+    /// finishes (its outcome). The steps of [`Worker::take_over`], but the
+    /// log's: its copy was logged before.
+    fn drive_taking<'a>(
+        &mut self,
+        t: &mut Taking<'a>,
+        id: usize,
+        mut step: Step,
+        from: MachineId,
+        alloc: &'a ValueAllocator,
+        posts: &mut Vec<WorkRequest>,
+    ) -> Result<Option<Outcome>> {
+        let key = t.job.key();
+        loop {
+            step = match step {
+                Step::Post(Access::ReadOwnHeader { offset_units }) => {
+                    let vr = self.values_region(self.machine);
+                    let word = self.port.read_word(self.machine, vr, offset_units * 8)?;
+                    let out = Output::Data(word.to_le_bytes().to_vec());
+                    t.job.on_completion(out, self.port.now_ns())?
+                }
+                Step::Post(access) => {
+                    if matches!(access, Access::Publish { home, .. } if home == from) {
+                        if let Some(b) = t.block.as_mut() {
+                            // From here the CAS may be applied: never free it.
+                            b.publishing();
+                        }
+                    }
+                    posts.push(self.work_request(id as u64, access));
+                    return Ok(None);
+                }
+                Step::Alloc { size_units } => {
+                    let b = Unpublished::alloc(alloc, size_units, self.port.now_ns())?;
+                    let offset = b.offset_units();
+                    t.block = Some(b);
+                    t.job.on_allocated(offset)?
+                }
+                Step::Pend { pending } => {
+                    let offset = self.pend(key, from, pending)?;
+                    t.job.on_pended(offset)
+                }
+                Step::Log { word } => match self.read_payload(word)? {
+                    Some(_) => t.job.on_logged(self.port.now_ns()),
+                    None => t.job.on_stale_copy(),
+                },
+                Step::Restart(_) => {
+                    if let Some(b) = t.block.take() {
+                        b.refused();
+                    }
+                    if t.job.restarts() >= READ_RETRIES_MAX {
+                        return Err(StoreError::Contention {
+                            key: key.0,
+                            retries: t.job.restarts(),
+                        });
+                    }
+                    t.job.start(self.port.now_ns())
+                }
+                Step::Done(outcome) => {
+                    if let Outcome::Handed(h) = outcome {
+                        if let Some(b) = t.block.take() {
+                            b.published();
+                        }
+                        if let Some((holder, entry)) = h.old_entry {
+                            self.reclaim_queue.push((holder, entry));
+                        }
+                    }
+                    if let Some(c) = self.shared.caches[self.machine as usize].as_ref() {
+                        c.remove(key);
+                        self.recent.forget(c, key);
+                    }
+                    return Ok(Some(outcome));
                 }
             };
         }

@@ -283,34 +283,7 @@ impl<F: locus_fabric::Fabric> Worker<F> {
         }
         s.reads.resize(s.distinct.len(), Read::Waiting);
         s.k = k;
-        if let Err(e) = self.read_lists(s) {
-            // Leave the port empty: a later call must not meet stale completions.
-            self.drain_all();
-            return Err(e);
-        }
-        // What the batch could not finish, one synchronous GET each.
-        for i in 0..s.distinct.len() {
-            let start = s.lists.len();
-            let found = match s.reads[i] {
-                Read::Again => self.neighbors(s.distinct[i], k, &mut s.lists)?,
-                Read::More { start: at, len } => {
-                    // Part 0 as the batch read it, then the rest.
-                    let at = at as usize;
-                    s.lists.extend_from_within(at..at + len as usize);
-                    let rest = k - len as usize;
-                    self.neighbors_from(s.distinct[i], 1, rest, &mut s.lists)?
-                }
-                _ => continue,
-            };
-            s.reads[i] = if found {
-                Read::Done {
-                    start: start as u32,
-                    len: (s.lists.len() - start) as u32,
-                }
-            } else {
-                Read::Absent
-            };
-        }
+        self.read_and_finish(s)?;
         let found = !matches!(s.reads.first(), Some(Read::Absent));
         if in_order(frontier.len(), s) {
             // The lists were read back to back in the frontier's order (no
@@ -339,6 +312,74 @@ impl<F: locus_fabric::Fabric> Worker<F> {
             check_frontier(dest.len(), hop, limits)?;
         }
         Ok(found)
+    }
+
+    /// Reads the lists of `s.distinct` (up to `s.k` ids each) posted at
+    /// once, then finishes what the batch left (a list continued in further
+    /// parts, a value invalidated under it) with one synchronous GET each:
+    /// every read ends `Done` or `Absent`.
+    fn read_and_finish(&mut self, s: &mut HopScratch) -> Result<()> {
+        if let Err(e) = self.read_lists(s) {
+            // Leave the port empty: a later call must not meet stale completions.
+            self.drain_all();
+            return Err(e);
+        }
+        let k = s.k;
+        for i in 0..s.distinct.len() {
+            let start = s.lists.len();
+            let found = match s.reads[i] {
+                Read::Again => self.neighbors(s.distinct[i], k, &mut s.lists)?,
+                Read::More { start: at, len } => {
+                    // Part 0 as the batch read it, then the rest.
+                    let at = at as usize;
+                    s.lists.extend_from_within(at..at + len as usize);
+                    let rest = k - len as usize;
+                    self.neighbors_from(s.distinct[i], 1, rest, &mut s.lists)?
+                }
+                _ => continue,
+            };
+            s.reads[i] = if found {
+                Read::Done {
+                    start: start as u32,
+                    len: (s.lists.len() - start) as u32,
+                }
+            } else {
+                Read::Absent
+            };
+        }
+        Ok(())
+    }
+
+    /// The whole lists of `vertices` (each once), read as a k-hop reads a
+    /// hop: every read posted at once (within [`PIPELINE_WINDOW`]), one wait
+    /// per pass, so a batch of N vertices costs a few round trips, not 2N
+    /// (a slot move's copy at its new home). `None`: no entry. A vertex
+    /// whose word is a marker fails the call as [`Worker::get`] fails.
+    pub fn get_many(&mut self, vertices: &[VertexId]) -> Result<Vec<Option<Vec<VertexId>>>> {
+        let mut s = std::mem::take(&mut self.hop);
+        self.query_now_ns = Some(self.port.now_ns());
+        s.distinct.clear();
+        s.index.clear();
+        s.lists.clear();
+        s.reads.clear();
+        s.distinct.extend_from_slice(vertices);
+        s.reads.resize(vertices.len(), Read::Waiting);
+        s.k = usize::MAX;
+        let r = self.read_and_finish(&mut s).map(|()| {
+            s.reads
+                .iter()
+                .map(|r| match *r {
+                    Read::Done { start, len } => {
+                        Some(s.lists[start as usize..(start + len) as usize].to_vec())
+                    }
+                    Read::Absent => None,
+                    other => unreachable!("a read left {other:?} after it was finished"),
+                })
+                .collect()
+        });
+        self.query_now_ns = None;
+        self.hop = s;
+        r
     }
 
     /// Reads the lists of `s.distinct` with at most [`PIPELINE_WINDOW`]
