@@ -182,3 +182,79 @@ fn a_slot_table_installed_in_the_cluster_reaches_every_node() {
         assert_eq!(locus_store::SlotTable::decode(&raw).unwrap(), next);
     }
 }
+
+/// A batch of slots moves between nodes with read-only replicas on (they
+/// were refused before): once the old home guards the batch, a replica listed
+/// earlier is dropped and a new one is refused, so an update at the new home,
+/// whose directory starts empty, leaves no reader with a stale copy.
+#[test]
+fn a_slot_move_with_replicas_on_leaves_no_stale_replica() {
+    use locus_client::proto::MoveStep;
+    use locus_store::{Key, Replication};
+    let (e, csr) = loaded(|c| c.replica_bytes_max = 1 << 20);
+    let _services = e.stores.spawn_services().unwrap();
+    let t = e.stores.distinct()[0].homes().table();
+    let (a, b, r) = (0u8, 1u8, 2u8);
+    let v = (0..csr.vertex_count() as u32)
+        .find(|&v| t.owner_of(v) == a && !neighbors(&e, a as usize, v).is_empty())
+        .unwrap();
+    let w = (0..csr.vertex_count() as u32)
+        .find(|&w| w != v && t.slot_of(w) == t.slot_of(v))
+        .unwrap_or(v);
+    let slot = t.slot_of(v);
+    let before = neighbors(&e, r as usize, v);
+    let mut wr = e.nodes[r as usize].store().worker(r).unwrap();
+    assert!(matches!(
+        wr.replicate(Key::part(v, 0)).unwrap(),
+        Replication::Created { .. }
+    ));
+    let step = |m: u8, step, peer, keys: Vec<u64>, table: Vec<u8>| match ask(
+        &e,
+        m as usize,
+        Request::Move {
+            step,
+            peer,
+            slots: vec![slot],
+            table,
+            keys,
+        },
+    ) {
+        Reply::Move(m) => m,
+        other => panic!("{step:?} at node {m}: {other:?}"),
+    };
+    let guarded = step(a, MoveStep::Guard, b, Vec::new(), Vec::new());
+    // Guarded: no new replica of the slot is listed at A.
+    if w != v {
+        assert_eq!(wr.replicate(Key::part(w, 0)).unwrap(), Replication::Refused);
+    }
+    step(b, MoveStep::Take, a, guarded.listed, Vec::new());
+    let next = t
+        .after(&[locus_store::SlotMove {
+            slot,
+            from: a,
+            to: b,
+        }])
+        .unwrap();
+    for m in 0..MACHINES as u8 {
+        step(m, MoveStep::Install, 0, Vec::new(), next.encode());
+    }
+    // An update at the new home is seen by the reader that had a replica.
+    let fresh = 1_000_000;
+    assert!(matches!(
+        ask(
+            &e,
+            b as usize,
+            Request::InsertEdge {
+                vertex: v,
+                neighbor: fresh
+            }
+        ),
+        Reply::Changed(true)
+    ));
+    let after = neighbors(&e, r as usize, v);
+    assert!(
+        after.contains(&fresh),
+        "the reader's copy of {v} is stale: {after:?}"
+    );
+    assert_eq!(after.len(), before.len() + 1);
+}

@@ -15,11 +15,12 @@
 //! (a client fetches it). No answer is ever wrong: A answers for a key
 //! until its word says MOVED (E1); once guarded, A coordinates no vertex
 //! op of the slot, so it creates no key of it (E5) and no op it began
-//! runs on beside one the new home serialises. Not yet here: B pulling keys on demand (PriorityPull), so
-//! that requests reaching B before the table changes are served instead of
-//! retried; the migration index; the coordinator's record; replicas (a
-//! store with replicas on refuses to move a slot, since A's directory of
-//! them stays in A's memory) (see `docs/design.md`).
+//! runs on beside one the new home serialises. Read-only replicas: once
+//! guarded, A lists no new replica of the slot and drops the listed ones,
+//! so B, whose directory starts empty, has none to invalidate. Not yet here:
+//! B pulling keys on demand (PriorityPull), so that requests reaching B
+//! before the table changes are served instead of retried; the migration
+//! index; the coordinator's record (see `docs/design.md`).
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
@@ -158,14 +159,6 @@ impl<F: Fabric> Stores<F> {
         if from == to {
             return Ok(r);
         }
-        if self.config().replica_bytes_max > 0 {
-            // A's directory lists the replicas of the slot's keys in A's
-            // memory; handing them to B is not built.
-            return Err(StoreError::Config(
-                "slot moves with read-only replicas on (replica_bytes_max > 0) are not built yet"
-                    .into(),
-            ));
-        }
         let next = table
             .after(&[SlotMove { slot, from, to }])
             .map_err(|e| StoreError::Config(e.to_string()))?;
@@ -175,6 +168,11 @@ impl<F: Fabric> Stores<F> {
         guards.guard(slot, to, &mut || wa.relax());
         let moved = (|| {
             let keys: Vec<Key> = wa.keys_in_slot(slot)?.into_iter().map(|(k, _)| k).collect();
+            // Guarded: no replica of the slot is listed from here on; the
+            // ones listed are dropped, so B starts with none to track.
+            let mut vertices: Vec<u32> = keys.iter().map(|k| k.vertex()).collect();
+            vertices.dedup();
+            wa.drop_replicas(&vertices)?;
             let mut wb = self.worker(to)?;
             for k in keys {
                 match wb.take_over(k, from, log)? {

@@ -144,13 +144,6 @@ impl<F: Fabric> Node<F> {
 
     /// Checks a batch of `slots` owned by `owner` moving to `to`.
     fn check_batch(&self, slots: &[u32], owner: MachineId, to: MachineId) -> Result<()> {
-        if self.store.config().replica_bytes_max > 0 {
-            // A's directory of the replicas of its keys stays in A's memory:
-            // handing it to B is not built.
-            return Err(NodeError::Move(
-                "slot moves with read-only replicas on are not built yet (start the cluster without --replicas)".into(),
-            ));
-        }
         if owner == to || owner as usize >= self.machines || to as usize >= self.machines {
             return Err(NodeError::Move(format!(
                 "no move from server {owner} to server {to} in a cluster of {} servers",
@@ -208,6 +201,11 @@ impl<F: Fabric> Node<F> {
                 listed.len()
             )));
         }
+        // No replica of the batch is listed from here on; the listed ones
+        // are dropped, so B, whose directory starts empty, has none to track.
+        let mut vertices: Vec<u32> = listed.iter().map(|k| k.vertex()).collect();
+        vertices.dedup();
+        w.drop_replicas(&vertices)?;
         Ok(MoveReport {
             slots: slots.len() as u64,
             listed,

@@ -256,6 +256,16 @@ impl<F: Fabric> Worker<F> {
         let Some(_serial) = shared.try_update_lock(self.machine, key.vertex()) else {
             return Ok(false); // an update is in progress: the copy may be stale
         };
+        // A slot moving away lists no replica: its move dropped the ones
+        // listed when it began, and its new home keeps no list of them
+        // (`docs/design.md`, "Moves across servers": replicas).
+        let slot = shared.homes.slot_of(key.vertex());
+        if shared.guards[self.machine as usize]
+            .as_ref()
+            .is_some_and(|g| g.moving(slot))
+        {
+            return Ok(false);
+        }
         let current = self.lookup(key)?.map(|s| s.addr_word);
         if current != Some(seen) || seen == 0 {
             return Ok(false);
@@ -265,6 +275,30 @@ impl<F: Fabric> Worker<F> {
             machine,
             offset_units,
         }))
+    }
+
+    /// A slot move's old home, once the slots are guarded (so no replica of
+    /// them is listed any more): zeroes the header of every listed replica
+    /// of `vertices`, each under its vertex lock (a registration that took
+    /// the lock first is listed, then dropped here; one that takes it after
+    /// sees the guard and is refused). The new home starts with no list, as
+    /// after an update. Returns the replicas dropped.
+    pub fn drop_replicas(&mut self, vertices: &[VertexId]) -> Result<u64> {
+        let shared = Arc::clone(&self.shared);
+        if shared.directories[self.machine as usize].is_none() {
+            return Ok(0);
+        }
+        let before = self.stats.replica_invalidations;
+        for &v in vertices {
+            let _serial = loop {
+                match shared.try_update_lock(self.machine, v) {
+                    Some(g) => break g,
+                    None => self.port.relax(),
+                }
+            };
+            self.invalidate_replicas(v)?;
+        }
+        Ok(self.stats.replica_invalidations - before)
     }
 
     /// The update path at `v`'s home, under its vertex lock: zeroes the
