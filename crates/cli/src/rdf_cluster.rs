@@ -47,6 +47,14 @@ impl Source for ClientSource {
         self.client.home(key) as usize
     }
 
+    fn lists(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> locus_rdf::Result<()> {
+        match keys {
+            [] => Ok(()),
+            [key] => self.list(*key, out),
+            _ => self.lists_at_once(keys, out),
+        }
+    }
+
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> locus_rdf::Result<()> {
         let req = Request::Neighbors { vertex: key, k: 0 };
         match self.client.call(self.server, &req, None) {
@@ -72,6 +80,29 @@ impl Source for ClientSource {
                 message: e.to_string(),
             }),
         }
+    }
+}
+
+impl ClientSource {
+    /// The lists of `keys` in one LISTS round trip per
+    /// [`locus_client::proto::LISTS_VERTICES_MAX`] keys (the server reads
+    /// them with its reads posted together), each sorted as `list` sorts.
+    fn lists_at_once(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> locus_rdf::Result<()> {
+        let got = self
+            .client
+            .lists(self.server, keys)
+            .map_err(|e| RdfError::Source {
+                key: keys[0],
+                message: e.to_string(),
+            })?;
+        for l in got.into_iter().flatten() {
+            let from = out.len();
+            out.extend(l);
+            if !out[from..].is_sorted() {
+                out[from..].sort_unstable();
+            }
+        }
+        Ok(())
     }
 }
 

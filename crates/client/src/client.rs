@@ -445,6 +445,30 @@ impl Client {
         }
     }
 
+    /// The whole lists of `vertices` (`None`: no entry), in their order,
+    /// read by server `id` with its reads posted together (any server reads
+    /// any key), one LISTS request per [`crate::proto::LISTS_VERTICES_MAX`].
+    pub fn lists(&self, id: u8, vertices: &[u32]) -> Result<Vec<Option<Vec<u32>>>> {
+        let mut out = Vec::with_capacity(vertices.len());
+        for chunk in vertices.chunks(crate::proto::LISTS_VERTICES_MAX) {
+            let req = Request::Lists {
+                vertices: chunk.to_vec(),
+            };
+            match self.call(id, &req, None)? {
+                r @ Reply::Lists { .. } if matches!(&r, Reply::Lists { lens, .. } if lens.len() == chunk.len()) => {
+                    out.extend(
+                        r.lists()
+                            .expect("a LISTS reply")
+                            .into_iter()
+                            .map(|l| l.map(<[u32]>::to_vec)),
+                    )
+                }
+                r => return Err(self.unexpected(id, r)),
+            }
+        }
+        Ok(out)
+    }
+
     /// Replaces `v`'s adjacency list.
     pub fn put(&self, v: u32, ids: &[u32]) -> Result<()> {
         if ids.len() > crate::proto::IDS_MAX {

@@ -91,6 +91,8 @@ pub enum Op {
     /// The servers the receiving server knows and their client addresses
     /// (issue 59: servers added to a running cluster).
     Servers = 0x0F,
+    /// The whole lists of many vertices at once (reads posted together).
+    Lists = 0x10,
     /// Control: a server introduces itself.
     Register = 0x20,
     /// Control: periodic report.
@@ -111,7 +113,7 @@ pub enum Op {
 
 impl Op {
     /// Every op, client ops first (in code order), then the control link's.
-    pub const ALL: [Op; 23] = [
+    pub const ALL: [Op; 24] = [
         Op::Hello,
         Op::Ping,
         Op::Neighbors,
@@ -127,6 +129,7 @@ impl Op {
         Op::Slots,
         Op::Move,
         Op::Servers,
+        Op::Lists,
         Op::Register,
         Op::Report,
         Op::Hot,
@@ -156,6 +159,7 @@ impl Op {
             0x0D => Slots,
             0x0E => Move,
             0x0F => Servers,
+            0x10 => Lists,
             0x20 => Register,
             0x21 => Report,
             0x22 => Hot,
@@ -192,6 +196,7 @@ impl Op {
             Slots => "slots",
             Move => "move",
             Servers => "servers",
+            Lists => "lists",
             Register => "register",
             Report => "report",
             Hot => "hot",
@@ -611,7 +616,8 @@ mod client;
 mod control;
 
 pub use client::{
-    KhopReply, MoveReply, MoveStep, Reply, Request, SlotInFlight, MOVE_KEYS_MAX, MOVE_SLOTS_MAX,
+    KhopReply, MoveReply, MoveStep, Reply, Request, SlotInFlight, LISTS_VERTICES_MAX, LIST_ABSENT,
+    MOVE_KEYS_MAX, MOVE_SLOTS_MAX,
 };
 pub use control::{AccessEntry, Control, JobKind};
 

@@ -22,7 +22,7 @@ use locus_client::proto::{
     read_frame, AccessEntry, Control, ErrorCode, Header, JobKind, KhopReply, MoveReply, MoveStep,
     Op, ProtoError, ReadError, Reply, Request, SlotInFlight, CONTROL_LIST_MAX, DEADLINE_MS_MAX,
     ERROR_OP, FRAME_BYTES_MAX, FRAME_BYTES_MIN, HEADER_BYTES, HOPS_MAX, IDS_MAX, K_MAX,
-    LOAD_VERTICES_MAX, MAGIC, REPLY_BIT, STATS_JSON_MAX, VERSION,
+    LIST_ABSENT, LOAD_VERTICES_MAX, MAGIC, REPLY_BIT, STATS_JSON_MAX, VERSION,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -78,7 +78,7 @@ const ALLOC_PER_BODY_BYTE: usize = 4;
 const ALLOC_SLACK_BYTES: usize = 512;
 
 /// Every op the protocol defines.
-const OPS: [Op; 23] = Op::ALL;
+const OPS: [Op; 24] = Op::ALL;
 
 /// Frame limit of the `read_frame` properties: small, so that length fields past it
 /// are common.
@@ -101,6 +101,7 @@ fn request() -> impl Strategy<Value = Request> {
         "\\PC{0,64}".prop_map(|client| Request::Hello { client }),
         Just(Request::Ping),
         (any::<u32>(), any::<u32>()).prop_map(|(vertex, k)| Request::Neighbors { vertex, k }),
+        vec(any::<u32>(), 0..16).prop_map(|vertices| Request::Lists { vertices }),
         (any::<u32>(), ids()).prop_map(|(vertex, ids)| Request::Put { vertex, ids }),
         (any::<u32>(), any::<u32>())
             .prop_map(|(vertex, neighbor)| Request::InsertEdge { vertex, neighbor }),
@@ -174,6 +175,7 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         Op::DeleteVertex,
         Op::Slots,
         Op::Servers,
+        Op::Lists,
         Op::Move,
     ];
     prop_oneof![
@@ -231,6 +233,15 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         vec((0..128u8, "\\PC{0,64}"), 0..8)
             .prop_map(|servers| (Op::Servers, Reply::Servers(servers))),
         ids().prop_map(|ids| (Op::Neighbors, Reply::Neighbors(ids))),
+        // Lists of vertices with and without an entry, back to back.
+        vec(proptest::option::of(vec(any::<u32>(), 0..6)), 0..8).prop_map(|lists| {
+            let lens = lists
+                .iter()
+                .map(|l| l.as_ref().map_or(LIST_ABSENT, |l| l.len() as u32))
+                .collect();
+            let ids = lists.into_iter().flatten().flatten().collect();
+            (Op::Lists, Reply::Lists { lens, ids })
+        }),
         Just((Op::Put, Reply::Put)),
         (op_of(&[Op::InsertEdge, Op::DeleteEdge]), any::<bool>())
             .prop_map(|(op, c)| (op, Reply::Changed(c))),

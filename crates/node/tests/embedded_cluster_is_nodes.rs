@@ -258,3 +258,33 @@ fn a_slot_move_with_replicas_on_leaves_no_stale_replica() {
     );
     assert_eq!(after.len(), before.len() + 1);
 }
+
+/// LISTS at any node gives every vertex's whole list as NEIGHBORS gives it,
+/// in the request's order, with vertices that have no entry marked.
+#[test]
+fn lists_at_any_node_answer_as_neighbors_one_by_one() {
+    let (e, csr) = loaded(|_| {});
+    let _services = e.stores.spawn_services().unwrap();
+    let mut vertices: Vec<u32> = (0..csr.vertex_count() as u32).rev().collect();
+    vertices.push(1 << 30);
+    for m in 0..MACHINES {
+        let r = ask(
+            &e,
+            m,
+            Request::Lists {
+                vertices: vertices.clone(),
+            },
+        );
+        let lists = r
+            .lists()
+            .unwrap_or_else(|| panic!("LISTS at node {m}: {r:?}"));
+        assert_eq!(lists.len(), vertices.len());
+        for (&v, l) in vertices.iter().zip(&lists) {
+            let mut got = l.map(<[u32]>::to_vec).unwrap_or_default();
+            got.sort_unstable();
+            assert_eq!(got, neighbors(&e, m, v), "vertex {v} at node {m}");
+        }
+        assert!(lists.last().unwrap().is_none(), "no entry for 2^30");
+        assert!(lists.iter().filter(|l| l.is_some()).count() > 100);
+    }
+}

@@ -12,6 +12,12 @@ pub enum Request {
     },
     /// Liveness.
     Ping,
+    /// The whole lists of these vertices (at most [`LISTS_VERTICES_MAX`]),
+    /// read together at the server.
+    Lists {
+        /// The vertices, in the order their lists come back.
+        vertices: Vec<u32>,
+    },
     /// Up to `k` neighbours (0: all).
     Neighbors {
         /// The vertex.
@@ -131,6 +137,32 @@ impl MoveStep {
 pub const MOVE_SLOTS_MAX: usize = 1 << 16;
 /// Keys one MOVE request or reply may list (8 MiB, half a frame).
 pub const MOVE_KEYS_MAX: usize = 1 << 20;
+/// Vertices one LISTS request may ask for.
+pub const LISTS_VERTICES_MAX: usize = 1 << 16;
+/// A LISTS reply's length of a vertex with no entry.
+pub const LIST_ABSENT: u32 = u32::MAX;
+
+impl Reply {
+    /// A LISTS reply's lists, in the request's order (`None`: no entry);
+    /// `None` for any other reply.
+    pub fn lists(&self) -> Option<Vec<Option<&[u32]>>> {
+        let Reply::Lists { lens, ids } = self else {
+            return None;
+        };
+        let mut at = 0;
+        Some(
+            lens.iter()
+                .map(|&n| {
+                    (n != LIST_ABSENT).then(|| {
+                        let l = &ids[at..at + n as usize];
+                        at += n as usize;
+                        l
+                    })
+                })
+                .collect(),
+        )
+    }
+}
 
 /// A slot in flight through a server, as MOVE's reply lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +210,7 @@ impl Request {
             Request::Stats => Op::Stats,
             Request::Slots => Op::Slots,
             Request::Servers => Op::Servers,
+            Request::Lists { .. } => Op::Lists,
             Request::Move { .. } => Op::Move,
         }
     }
@@ -195,6 +228,10 @@ impl Request {
             Request::Ping | Request::Stats | Request::Slots | Request::Servers => {}
             Request::Neighbors { vertex, k } => {
                 e.u32(*vertex).u32(*k);
+            }
+            Request::Lists { vertices } => {
+                assert!(vertices.len() <= LISTS_VERTICES_MAX);
+                e.ids(vertices);
             }
             Request::Put { vertex, ids } => {
                 assert!(ids.len() <= IDS_MAX, "PUT of {} ids", ids.len());
@@ -267,6 +304,9 @@ impl Request {
             Op::Neighbors => Request::Neighbors {
                 vertex: d.u32("vertex")?,
                 k: d.u32("k")?,
+            },
+            Op::Lists => Request::Lists {
+                vertices: d.ids("vertices", LISTS_VERTICES_MAX)?,
             },
             Op::Put => Request::Put {
                 vertex: d.u32("vertex")?,
@@ -386,6 +426,14 @@ pub enum Reply {
     Pong,
     /// Neighbours.
     Neighbors(Vec<u32>),
+    /// LISTS: each vertex's list length in the request's order
+    /// ([`LIST_ABSENT`]: no entry), then every list back to back.
+    Lists {
+        /// One per vertex asked.
+        lens: Vec<u32>,
+        /// The lists, concatenated.
+        ids: Vec<u32>,
+    },
     /// PUT applied.
     Put,
     /// INSERT_EDGE or DELETE_EDGE: whether the list changed.
@@ -479,6 +527,10 @@ impl Reply {
             Reply::Pong | Reply::Put => {}
             Reply::Neighbors(ids) => {
                 e.ids(ids);
+            }
+            Reply::Lists { lens, ids } => {
+                assert!(lens.len() <= LISTS_VERTICES_MAX);
+                e.ids(lens).ids(ids);
             }
             Reply::Changed(c) => {
                 e.u8(*c as u8);
@@ -595,6 +647,22 @@ impl Reply {
             Op::Ping => Reply::Pong,
             Op::Put => Reply::Put,
             Op::Neighbors => Reply::Neighbors(d.ids("ids", FRAME_BYTES_MAX / 4)?),
+            Op::Lists => {
+                let lens = d.ids("lens", LISTS_VERTICES_MAX)?;
+                let ids = d.ids("ids", FRAME_BYTES_MAX / 4)?;
+                let total: u64 = lens
+                    .iter()
+                    .filter(|&&n| n != LIST_ABSENT)
+                    .map(|&n| n as u64)
+                    .sum();
+                if total != ids.len() as u64 {
+                    return Err(d.malformed(format!(
+                        "the lengths add up to {total} ids, the lists hold {}",
+                        ids.len()
+                    )));
+                }
+                Reply::Lists { lens, ids }
+            }
             Op::InsertEdge | Op::DeleteEdge => Reply::Changed(match d.u8("changed")? {
                 0 => false,
                 1 => true,

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
-use locus_client::proto::{ErrorCode, KhopReply, Reply, Request, FRAME_BYTES_MAX};
+use locus_client::proto::{ErrorCode, KhopReply, Reply, Request, FRAME_BYTES_MAX, LIST_ABSENT};
 use locus_fabric::counting::{Counting, Locality};
 use locus_fabric::{Fabric, FabricError, Fencing, Port};
 use locus_store::addr::Addr;
@@ -118,6 +118,10 @@ impl<F: Fabric + Fencing> Node<F> {
                 Err(e) if peer_error(&e) => self.neighbors(s, vertex, k),
                 r => r,
             },
+            Request::Lists { vertices } => match self.lists(s, &vertices) {
+                Err(e) if peer_error(&e) => self.lists(s, &vertices),
+                r => r,
+            },
             Request::Put { vertex, ids } => self.update(s, vertex, Edit::Put(ids)),
             Request::InsertEdge { vertex, neighbor } => {
                 self.update(s, vertex, Edit::Insert(neighbor))
@@ -222,6 +226,34 @@ impl<F: Fabric + Fencing> Node<F> {
             ));
         }
         Ok(Reply::Neighbors(out))
+    }
+
+    /// LISTS: every list read with the reads posted together
+    /// (`Worker::get_many`), refused whole if the answer is past a frame.
+    fn lists(&self, s: &mut Session<F>, vertices: &[u32]) -> locus_store::Result<Reply> {
+        let got = s.worker(self)?.get_many(vertices)?;
+        let total: usize = got.iter().flatten().map(Vec::len).sum();
+        if (total + vertices.len()) * 4 + 64 > FRAME_BYTES_MAX {
+            return Ok(self.error(
+                ErrorCode::TooLarge,
+                format!(
+                    "{} vertices with {total} neighbours in all are past one reply frame; ask for fewer",
+                    vertices.len()
+                ),
+            ));
+        }
+        let mut ids = Vec::with_capacity(total);
+        let lens = got
+            .into_iter()
+            .map(|l| match l {
+                Some(l) => {
+                    ids.extend_from_slice(&l);
+                    l.len() as u32
+                }
+                None => LIST_ABSENT,
+            })
+            .collect();
+        Ok(Reply::Lists { lens, ids })
     }
 
     fn khop(

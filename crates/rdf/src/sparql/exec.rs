@@ -269,6 +269,16 @@ impl<S: Source> Run<'_, S> {
         Ok(())
     }
 
+    /// Reads `keys` as [`Run::read`] reads each, in one call of the source
+    /// (a cluster's reads them in one round trip).
+    fn read_many(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> Result<()> {
+        self.reads += keys.len() as u64;
+        if let Some(log) = self.log.as_mut() {
+            log.extend_from_slice(keys);
+        }
+        self.worker.lists(keys, out)
+    }
+
     /// `n`, with a prepared query's start constant replaced by this run's.
     fn node(&self, n: Node) -> Node {
         match (n, self.swap) {
@@ -287,12 +297,13 @@ impl<S: Source> Run<'_, S> {
         let from = out.len();
         match (first, self.part.take()) {
             (true, Some(slots)) => {
-                let read = slots
+                let keys: Vec<VertexId> = slots
                     .iter()
                     .filter(|&&s| parts.holds(s, pt, dir))
-                    .try_for_each(|&s| self.read(l.index(s, pt, dir), out));
+                    .map(|&s| l.index(s, pt, dir))
+                    .collect();
                 self.part = Some(slots);
-                read?;
+                self.read_many(&keys, out)?;
             }
             (_, part) => {
                 self.part = part;
@@ -301,9 +312,9 @@ impl<S: Source> Run<'_, S> {
                     return Ok(());
                 }
                 let mut all = Vec::new();
-                for s in parts.slots(pt, dir) {
-                    self.read(l.index(s, pt, dir), &mut all)?;
-                }
+                let keys: Vec<VertexId> =
+                    parts.slots(pt, dir).map(|s| l.index(s, pt, dir)).collect();
+                self.read_many(&keys, &mut all)?;
                 all.sort_unstable();
                 out.extend_from_slice(&all);
                 self.whole.insert((pt, dir), all);

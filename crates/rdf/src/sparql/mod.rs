@@ -48,6 +48,13 @@ pub trait Source {
     /// The machine homing `key` now, as this source sees the store's slot
     /// table (a hint: slots move; a read anywhere is still right).
     fn home(&mut self, key: VertexId) -> usize;
+
+    /// The lists of `keys` appended to `out` one after another, each as
+    /// [`Source::list`] gives it. A source that can read many keys in one
+    /// round trip (a cluster's) overrides this; the default reads each.
+    fn lists(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> Result<()> {
+        keys.iter().try_for_each(|&k| self.list(k, out))
+    }
 }
 
 impl<F: Fabric> Source for Worker<F> {
@@ -71,6 +78,9 @@ impl<F: Fabric> Source for Worker<F> {
 impl<S: Source + ?Sized> Source for &mut S {
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
         (**self).list(key, out)
+    }
+    fn lists(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> Result<()> {
+        (**self).lists(keys, out)
     }
     fn home(&mut self, key: VertexId) -> usize {
         (**self).home(key)
@@ -111,6 +121,14 @@ impl<S: Source> Source for Timed<S> {
             }
         }
         self.inner.list(key, out)
+    }
+    fn lists(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> Result<()> {
+        if let Some((deadline, ms)) = self.clock.get() {
+            if std::time::Instant::now() >= deadline {
+                return Err(RdfError::Timeout { ms });
+            }
+        }
+        self.inner.lists(keys, out)
     }
     fn home(&mut self, key: VertexId) -> usize {
         self.inner.home(key)

@@ -27,6 +27,21 @@ impl<S: Source> Evaluator<'_, S> {
         self.workers[m].list(key, out)
     }
 
+    /// Reads `keys` as [`Self::read`] reads each, grouped by the source of
+    /// each key's home, each group in one call (a cluster's source reads a
+    /// group in one round trip). The lists come grouped, not in `keys`' order.
+    fn read_many(&mut self, keys: &[locus_store::VertexId], out: &mut Vec<u32>) -> Result<()> {
+        self.trace.reads += keys.len() as u64;
+        let mut by: Vec<Vec<locus_store::VertexId>> = vec![Vec::new(); self.workers.len()];
+        for &k in keys {
+            by[source_of(self.workers, k)].push(k);
+        }
+        for (m, keys) in by.iter().enumerate().filter(|(_, k)| !k.is_empty()) {
+            self.workers[m].lists(keys, out)?;
+        }
+        Ok(())
+    }
+
     /// Whether `id` is a term of the stored data (not one a query made).
     fn stored(&self, id: u32) -> bool {
         (id as usize) < self.rdf.dict().len()
@@ -51,10 +66,13 @@ impl<S: Source> Evaluator<'_, S> {
         let l = *self.rdf.layout();
         if Some(pt) == self.rdf.type_pt() {
             if let Some(c) = self.rdf.dict().type_pt(o) {
-                let rdf = self.rdf;
-                for slot in rdf.parts().slots(c, OUT) {
-                    self.read(l.index(slot, c, OUT), &mut out)?;
-                }
+                let keys: Vec<_> = self
+                    .rdf
+                    .parts()
+                    .slots(c, OUT)
+                    .map(|s| l.index(s, c, OUT))
+                    .collect();
+                self.read_many(&keys, &mut out)?;
                 out.sort_unstable();
             }
         } else {
@@ -67,10 +85,13 @@ impl<S: Source> Evaluator<'_, S> {
     pub(super) fn index_all(&mut self, pt: u32, dir: u32) -> Result<Vec<u32>> {
         let l = *self.rdf.layout();
         let mut out = Vec::new();
-        let rdf = self.rdf;
-        for slot in rdf.parts().slots(pt, dir) {
-            self.read(l.index(slot, pt, dir), &mut out)?;
-        }
+        let keys: Vec<_> = self
+            .rdf
+            .parts()
+            .slots(pt, dir)
+            .map(|s| l.index(s, pt, dir))
+            .collect();
+        self.read_many(&keys, &mut out)?;
         out.sort_unstable();
         out.dedup();
         Ok(out)
