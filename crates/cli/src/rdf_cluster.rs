@@ -47,11 +47,20 @@ impl Source for ClientSource {
         self.client.home(key) as usize
     }
 
-    fn lists(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> locus_rdf::Result<()> {
+    fn lists(
+        &mut self,
+        keys: &[VertexId],
+        out: &mut Vec<u32>,
+        ends: &mut Vec<usize>,
+    ) -> locus_rdf::Result<()> {
         match keys {
             [] => Ok(()),
-            [key] => self.list(*key, out),
-            _ => self.lists_at_once(keys, out),
+            [key] => {
+                self.list(*key, out)?;
+                ends.push(out.len());
+                Ok(())
+            }
+            _ => self.lists_at_once(keys, out, ends),
         }
     }
 
@@ -87,7 +96,12 @@ impl ClientSource {
     /// The lists of `keys` in one LISTS round trip per
     /// [`locus_client::proto::LISTS_VERTICES_MAX`] keys (the server reads
     /// them with its reads posted together), each sorted as `list` sorts.
-    fn lists_at_once(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> locus_rdf::Result<()> {
+    fn lists_at_once(
+        &mut self,
+        keys: &[VertexId],
+        out: &mut Vec<u32>,
+        ends: &mut Vec<usize>,
+    ) -> locus_rdf::Result<()> {
         let got = self
             .client
             .lists(self.server, keys)
@@ -95,12 +109,13 @@ impl ClientSource {
                 key: keys[0],
                 message: e.to_string(),
             })?;
-        for l in got.into_iter().flatten() {
+        for l in got {
             let from = out.len();
-            out.extend(l);
+            out.extend(l.unwrap_or_default());
             if !out[from..].is_sorted() {
                 out[from..].sort_unstable();
             }
+            ends.push(out.len());
         }
         Ok(())
     }

@@ -184,8 +184,9 @@ fn answer_each(
     Ok(())
 }
 
-/// `locus sparql --cluster C`: each read is a NEIGHBORS request to the
-/// server the query runs on (the start constant's home).
+/// `locus sparql --cluster C`: reads are requests to the server the query
+/// runs on (the start constant's home): LISTS for a batch of keys (an
+/// index's parts, a step's rows), NEIGHBORS for one.
 fn run_cluster(a: &SparqlArgs, cluster_file: &std::path::Path, texts: &[String]) -> CliResult {
     let (catalog, client) = crate::rdf_cluster::open(cluster_file)?;
     let sources = (0..client.machines())
@@ -196,7 +197,7 @@ fn run_cluster(a: &SparqlArgs, cluster_file: &std::path::Path, texts: &[String])
         let t0 = Instant::now();
         let (solutions, trace) = engine.answer(text)?;
         let line = format!(
-            "{} reads, each a NEIGHBORS request to the server it runs on; {:.3} ms",
+            "{} reads, by LISTS requests (many keys each) or NEIGHBORS to the server it runs on; {:.3} ms",
             trace.reads,
             t0.elapsed().as_secs_f64() * 1e3
         );

@@ -240,6 +240,9 @@ impl Table {
     }
 }
 
+/// Rows whose keys a step reads in one call of its source.
+const ROWS_PER_READ: usize = 4096;
+
 struct Run<'a, S: Source> {
     rdf: &'a Catalog,
     q: &'a Query,
@@ -270,13 +273,19 @@ impl<S: Source> Run<'_, S> {
     }
 
     /// Reads `keys` as [`Run::read`] reads each, in one call of the source
-    /// (a cluster's reads them in one round trip).
-    fn read_many(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> Result<()> {
+    /// (a cluster's reads them in one round trip); `ends` gets where each
+    /// list ends in `out`.
+    fn read_many(
+        &mut self,
+        keys: &[VertexId],
+        out: &mut Vec<u32>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
         self.reads += keys.len() as u64;
         if let Some(log) = self.log.as_mut() {
             log.extend_from_slice(keys);
         }
-        self.worker.lists(keys, out)
+        self.worker.lists(keys, out, ends)
     }
 
     /// `n`, with a prepared query's start constant replaced by this run's.
@@ -303,7 +312,7 @@ impl<S: Source> Run<'_, S> {
                     .map(|&s| l.index(s, pt, dir))
                     .collect();
                 self.part = Some(slots);
-                self.read_many(&keys, out)?;
+                self.read_many(&keys, out, &mut Vec::new())?;
             }
             (_, part) => {
                 self.part = part;
@@ -314,7 +323,7 @@ impl<S: Source> Run<'_, S> {
                 let mut all = Vec::new();
                 let keys: Vec<VertexId> =
                     parts.slots(pt, dir).map(|s| l.index(s, pt, dir)).collect();
-                self.read_many(&keys, &mut all)?;
+                self.read_many(&keys, &mut all, &mut Vec::new())?;
                 all.sort_unstable();
                 out.extend_from_slice(&all);
                 self.whole.insert((pt, dir), all);
@@ -369,6 +378,14 @@ impl<S: Source> Run<'_, S> {
         }
         let mut starts = Vec::new();
         let mut list = std::mem::take(&mut self.list);
+        // A step that reads one normal key per row reads them ROWS_PER_READ
+        // rows at a time, in one call of the source (one round trip on a
+        // cluster): `pre` holds the lists of rows `pre_from..`, `ends` where
+        // each ends.
+        let batched = st.via != Via::Index && !(st.via == Via::Object && type_pt.is_some());
+        let dir = if st.via == Via::Object { IN } else { OUT };
+        let (mut pre, mut ends, mut keys) = (Vec::new(), Vec::new(), Vec::new());
+        let mut pre_from = 0;
         for r in 0..t.rows {
             let row = t.row(r);
             // The near ends to explore from for this row.
@@ -378,9 +395,25 @@ impl<S: Source> Run<'_, S> {
             } else {
                 starts.push(value(near, &t, row).expect("the near end is known"));
             }
+            if batched && r == pre_from + ends.len() {
+                pre_from = r;
+                keys.clear();
+                pre.clear();
+                ends.clear();
+                for rr in r..t.rows.min(r + ROWS_PER_READ) {
+                    let n = value(near, &t, t.row(rr)).expect("the near end is known");
+                    keys.push(l.normal(n, st.pt, dir));
+                }
+                self.read_many(&keys, &mut pre, &mut ends)?;
+            }
             for &n in &starts {
                 list.clear();
                 match (st.via, type_pt) {
+                    _ if batched => {
+                        let i = r - pre_from;
+                        let from = if i == 0 { 0 } else { ends[i - 1] };
+                        list.extend_from_slice(&pre[from..ends[i]]);
+                    }
                     (Via::Object, Some(_)) => match self.rdf.dict().type_pt(n) {
                         Some(c) => self.read_index(k == 0, c, OUT, &mut list)?,
                         None => continue,

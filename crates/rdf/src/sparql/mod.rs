@@ -50,10 +50,20 @@ pub trait Source {
     fn home(&mut self, key: VertexId) -> usize;
 
     /// The lists of `keys` appended to `out` one after another, each as
-    /// [`Source::list`] gives it. A source that can read many keys in one
-    /// round trip (a cluster's) overrides this; the default reads each.
-    fn lists(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> Result<()> {
-        keys.iter().try_for_each(|&k| self.list(k, out))
+    /// [`Source::list`] gives it, pushing to `ends` where each one ends in
+    /// `out`. A source that can read many keys in one round trip (a
+    /// cluster's) overrides this; the default reads each.
+    fn lists(
+        &mut self,
+        keys: &[VertexId],
+        out: &mut Vec<u32>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
+        for &k in keys {
+            self.list(k, out)?;
+            ends.push(out.len());
+        }
+        Ok(())
     }
 }
 
@@ -79,8 +89,13 @@ impl<S: Source + ?Sized> Source for &mut S {
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
         (**self).list(key, out)
     }
-    fn lists(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> Result<()> {
-        (**self).lists(keys, out)
+    fn lists(
+        &mut self,
+        keys: &[VertexId],
+        out: &mut Vec<u32>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
+        (**self).lists(keys, out, ends)
     }
     fn home(&mut self, key: VertexId) -> usize {
         (**self).home(key)
@@ -122,13 +137,18 @@ impl<S: Source> Source for Timed<S> {
         }
         self.inner.list(key, out)
     }
-    fn lists(&mut self, keys: &[VertexId], out: &mut Vec<u32>) -> Result<()> {
+    fn lists(
+        &mut self,
+        keys: &[VertexId],
+        out: &mut Vec<u32>,
+        ends: &mut Vec<usize>,
+    ) -> Result<()> {
         if let Some((deadline, ms)) = self.clock.get() {
             if std::time::Instant::now() >= deadline {
                 return Err(RdfError::Timeout { ms });
             }
         }
-        self.inner.lists(keys, out)
+        self.inner.lists(keys, out, ends)
     }
     fn home(&mut self, key: VertexId) -> usize {
         self.inner.home(key)

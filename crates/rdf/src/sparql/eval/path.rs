@@ -36,8 +36,9 @@ impl<S: Source> Evaluator<'_, S> {
         for &k in keys {
             by[source_of(self.workers, k)].push(k);
         }
+        let mut ends = Vec::new();
         for (m, keys) in by.iter().enumerate().filter(|(_, k)| !k.is_empty()) {
-            self.workers[m].lists(keys, out)?;
+            self.workers[m].lists(keys, out, &mut ends)?;
         }
         Ok(())
     }
