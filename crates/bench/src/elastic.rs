@@ -15,8 +15,10 @@
 //! `redis-cli --cluster rebalance` makes the same two changes under the
 //! same kind of load, after the Locus cluster is down (`elastic_redis.rs`).
 //!
-//! Not yet here (the full form): the baselines on Locus's own code
-//! (stop-and-copy, redirect-on-miss) and a timeline PNG.
+//! `--out DIR` writes the report (`elastic.json`) and a timeline of each
+//! system's throughput in 100 ms bins with its moves marked
+//! (`elastic-timeline.png`). Not yet here (the full form): the
+//! baselines on Locus's own code (stop-and-copy, redirect-on-miss).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -113,6 +115,92 @@ pub struct Report {
     pub failure_reasons: Vec<(String, u64)>,
     /// Redis Cluster's counts, with `--redis-cluster` (its rows are in `rows`).
     pub redis: Option<Totals>,
+    /// Each system's throughput over its run, moves marked.
+    pub timelines: Vec<Timeline>,
+}
+
+/// Width of a timeline bin.
+pub const BIN_MS: u64 = 100;
+
+/// One system's throughput over its run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeline {
+    /// Which system.
+    pub system: &'static str,
+    /// Operations that succeeded per second, in [`BIN_MS`] bins from the
+    /// start of the load.
+    pub ops_per_s: Vec<f64>,
+    /// Each move's start and end, seconds from the start of the load.
+    pub moves: Vec<(f64, f64)>,
+}
+
+impl Timeline {
+    /// The timeline of `samples`, with `moves` (ns from the start).
+    pub(crate) fn of(system: &'static str, samples: &[Sample], moves: &[(u64, u64)]) -> Timeline {
+        let bin_ns = BIN_MS * 1_000_000;
+        let end = samples.iter().map(|x| x.0).max().unwrap_or(0);
+        let mut ops = vec![0u64; (end / bin_ns + 1) as usize];
+        for x in samples.iter().filter(|x| x.2) {
+            ops[(x.0 / bin_ns) as usize] += 1;
+        }
+        Timeline {
+            system,
+            ops_per_s: ops
+                .iter()
+                .map(|&n| n as f64 * 1e3 / BIN_MS as f64)
+                .collect(),
+            moves: moves
+                .iter()
+                .map(|&(a, b)| (a as f64 / 1e9, b as f64 / 1e9))
+                .collect(),
+        }
+    }
+}
+
+impl Report {
+    /// Writes `elastic.json` and `elastic-timeline.png` into `dir`.
+    pub fn write(&self, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+        use locus_plot::{LineChart, Series};
+        let mut out = crate::output::OutDir::create(dir)?;
+        out.json("elastic.json", self)?;
+        let png = out.path("elastic-timeline.png");
+        let mut series = Vec::new();
+        for t in &self.timelines {
+            let points: Vec<(f64, f64)> = t
+                .ops_per_s
+                .iter()
+                .enumerate()
+                .map(|(i, &y)| (i as f64 * BIN_MS as f64 / 1e3, y))
+                .collect();
+            let high = points.iter().map(|p| p.1).fold(1.0, f64::max);
+            let mut moves = vec![(0.0, 0.0)];
+            for &(a, b) in &t.moves {
+                moves.extend([(a, 0.0), (a, high), (b, high), (b, 0.0)]);
+            }
+            moves.push((points.last().map_or(0.0, |p| p.0), 0.0));
+            series.push(Series {
+                label: format!("{} ({} ms bins)", t.system, BIN_MS),
+                points,
+            });
+            series.push(Series {
+                label: format!("{}: moving", t.system),
+                points: moves,
+            });
+        }
+        LineChart {
+            title: format!(
+                "locus bench elastic, R-MAT {}: add a server, then remove one",
+                self.settings.scale
+            ),
+            x_label: "time since the load started (s)".into(),
+            y_label: "operations that succeeded per s".into(),
+            series,
+            ..LineChart::default()
+        }
+        .write_png(&png)?;
+        out.wrote(png);
+        Ok(out.written().to_vec())
+    }
 }
 
 /// The next step of a client's xorshift generator (which vertex, and
@@ -342,6 +430,11 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                 _ => lost += 1,
             }
         }
+        let moves: Vec<(u64, u64)> = rows
+            .iter()
+            .map(|(_, a, b, _)| (a.as_nanos() as u64, b.as_nanos() as u64))
+            .collect();
+        let timeline = Timeline::of("locus", &samples, &moves);
         let mut reasons: Vec<(String, u64)> = reasons.into_inner().unwrap().into_iter().collect();
         reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
         reasons.truncate(8);
@@ -355,6 +448,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             acknowledged_writes: acked.len() as u64,
             lost_acknowledged_writes: lost,
             redis: None,
+            timelines: vec![timeline],
         })
         .map(|rep| (rep, csr))
     })();
@@ -362,9 +456,10 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
     let (mut rep, csr) = out?;
     if let Some(bin) = &s.redis_server {
         let phase = Duration::from_secs(s.phase_s);
-        let (rows, totals) = crate::elastic_redis::run(bin, &csr, s.clients, phase, r)?;
+        let (rows, totals, timeline) = crate::elastic_redis::run(bin, &csr, s.clients, phase, r)?;
         rep.rows.extend(rows);
         rep.redis = Some(totals);
+        rep.timelines.push(timeline);
     }
     Ok(rep)
 }

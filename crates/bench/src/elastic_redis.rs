@@ -78,7 +78,7 @@ pub fn run(
     clients: usize,
     phase: Duration,
     r: &Reporter,
-) -> Result<(Vec<Row>, Totals)> {
+) -> Result<(Vec<Row>, Totals, crate::elastic::Timeline)> {
     let nodes = ClusterNodes::start(redis_server, 4, TOOL_TIMEOUT_S)
         .map_err(|e| failed("starting 4 redis-server nodes", e))?;
     // Node 0 owns every slot; deal them over nodes 0-2 while empty.
@@ -200,6 +200,11 @@ pub fn run(
     })?;
     let samples = samples.into_inner().unwrap();
     let phase_ns = phase.as_nanos() as u64;
+    let moves: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|(_, a, b, _, _)| (a.as_nanos() as u64, b.as_nanos() as u64))
+        .collect();
+    let timeline = crate::elastic::Timeline::of("redis cluster", &samples, &moves);
     let rows = rows
         .into_iter()
         .map(|(change, start, end, slots, bytes)| {
@@ -239,5 +244,6 @@ pub fn run(
             acknowledged_writes: acked.len() as u64,
             lost_acknowledged_writes: lost,
         },
+        timeline,
     ))
 }

@@ -31,6 +31,10 @@ pub struct ElasticArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also write the report (`elastic.json`) and the throughput timeline
+    /// (`elastic-timeline.png`) into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run(a: ElasticArgs) -> CliResult {
@@ -60,6 +64,11 @@ pub(crate) fn run(a: ElasticArgs) -> CliResult {
         exe: std::env::current_exe()?,
     };
     let r = elastic::run(&s, &Reporter::terminal())?;
+    if let Some(dir) = &a.out {
+        for p in r.write(dir)? {
+            eprintln!("wrote {}", p.display());
+        }
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());

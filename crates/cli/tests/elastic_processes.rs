@@ -196,6 +196,7 @@ fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
 
 #[test]
 fn bench_elastic_moves_slots_under_load_and_loses_nothing() {
+    let out = tempfile::tempdir().unwrap();
     let r = json(&[
         "bench",
         "elastic",
@@ -207,6 +208,8 @@ fn bench_elastic_moves_slots_under_load_and_loses_nothing() {
         "1",
         "--redis-cluster",
         "--json",
+        "--out",
+        out.path().to_str().unwrap(),
     ]);
     let rows = r["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "{r:#}");
@@ -239,6 +242,20 @@ fn bench_elastic_moves_slots_under_load_and_loses_nothing() {
     assert_eq!(r["redis"]["lost_acknowledged_writes"], 0, "{r:#}");
     assert!(r["acknowledged_writes"].as_u64().unwrap() > 0, "{r:#}");
     assert_eq!(r["lost_acknowledged_writes"], 0, "{r:#}");
+    // The timeline: each system's throughput in 100 ms bins, its two moves marked.
+    let timelines = r["timelines"].as_array().unwrap();
+    assert_eq!(timelines.len(), 2, "{r:#}");
+    for t in timelines {
+        let bins = t["ops_per_s"].as_array().unwrap();
+        assert!(bins.len() >= 30, "{t:#}");
+        assert!(bins.iter().filter(|b| b.as_f64().unwrap() > 0.0).count() > bins.len() / 2);
+        assert_eq!(t["moves"].as_array().unwrap().len(), 2, "{t:#}");
+    }
+    let png = std::fs::read(out.path().join("elastic-timeline.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("elastic.json")).unwrap()).unwrap();
+    assert_eq!(saved["rows"], r["rows"]);
     println!(
         "bench elastic: {} ops, {} failed, {} retries",
         r["ops"], r["failed_ops"], r["retries"]
