@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Modules: [`cluster`] the lab-backed cluster, [`clients`] the clients and
-//! their record, [`nemesis`] the schedule and probes, [`check`] the checks,
-//! [`report`] the report and its files.
+//! their record, [`nemesis`] the schedule and probes, [`elastic`] servers
+//! joining and leaving, [`check`] the checks, [`report`] the report and its
+//! files.
 //!
 //! `LOCUS_FAULTS_DROP_ACKED=1` (for testing the harness only) drops one
 //! acknowledged insert from one final read: the run must then report a lost
@@ -18,6 +19,7 @@
 pub mod check;
 pub mod clients;
 pub mod cluster;
+pub mod elastic;
 pub mod nemesis;
 pub mod report;
 
@@ -121,7 +123,12 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         "seed {} (replay the schedule with --seed {})",
         s.seed, s.seed
     ));
-    let plan = nemesis::schedule(s.seed, s.duration_s, s.servers);
+    let plan = nemesis::schedule(
+        s.seed,
+        s.duration_s,
+        s.servers,
+        s.servers + cluster::JOIN_IDS,
+    );
     let mut c = LabCluster::start(s, r)?;
     load(&c, s)?;
     r.note(format!(
@@ -138,22 +145,23 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         .map(|_| c.client(CLIENT_DEADLINE))
         .collect::<Result<_>>()?;
     let note = |line: String| r.note(line);
+    let members = c.members().clone();
     let windows = std::thread::scope(|sc| {
         for (i, client) in clients.iter().enumerate() {
-            let (window, rec, stop) = (&window, &rec, &stop);
-            let server = (i % s.servers) as u8;
+            let (window, rec, stop, members) = (&window, &rec, &stop, &members);
             sc.spawn(move || {
-                clients::run_client(i, s.clients, server, client, window, rec, s.seed, stop)
+                clients::run_client(i, s.clients, members, client, window, rec, s.seed, stop)
             });
         }
         let mover = s.slot_moves.then(|| {
-            let (client, etcd, stop, note) = (
+            let (client, etcd, stop, note, members) = (
                 c.client(Duration::from_secs(10)),
                 c.membership().clone(),
                 &stop,
                 &note,
+                &members,
             );
-            sc.spawn(move || mover(client, &etcd, s.seed, s.servers, stop, note))
+            sc.spawn(move || mover(client, &etcd, s.seed, members, stop, note))
         });
         let plan_result = nemesis::run(&mut c, &plan, &rec, &note);
         // The rest of the duration, quiet.
@@ -177,7 +185,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         what: format!("the lab failed: {e}"),
     };
     c.lab().heal().map_err(lab_err)?;
-    for node in 0..s.servers + 2 {
+    for node in 0..c.lab().nodes() {
         c.lab().clear_netem(node).map_err(lab_err)?;
     }
     c.wait_up(cluster::UP_WAIT)?;
@@ -220,14 +228,14 @@ pub struct SlotMoves {
     pub settled: u64,
 }
 
-/// Moves a batch of 4 slots of a random server to another about every
+/// Moves a batch of 4 slots of a random member to another about every
 /// second until `stop` (a failed move is counted and the next one settles
-/// what it left).
+/// what it left); a join or leave holds the moves meanwhile.
 fn mover(
     client: Result<locus_client::Client>,
     etcd: &locus_membership::Membership,
     seed: u64,
-    servers: usize,
+    members: &elastic::Members,
     stop: &AtomicBool,
     note: &dyn Fn(String),
 ) -> Result<SlotMoves> {
@@ -238,12 +246,21 @@ fn mover(
     let mut out = SlotMoves::default();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(rng.gen_range(500..1500)));
+        let _moves = members.hold_moves();
+        let ids = members.ids();
+        if ids.len() < 2 {
+            continue;
+        }
+        if ids.iter().any(|&id| id as usize >= client.machines()) {
+            // A server joined: learn its address (SERVERS).
+            let _ = client.learn_servers(ids[0]);
+        }
         let Ok((_, table)) = m.table() else {
             out.failed += 1;
             continue;
         };
-        let from = rng.gen_range(0..servers) as u8;
-        let to = ((from as usize + rng.gen_range(1..servers)) % servers) as u8;
+        let (a, b) = (rng.gen_range(0..ids.len()), rng.gen_range(1..ids.len()));
+        let (from, to) = (ids[a], ids[(a + b) % ids.len()]);
         let owned: Vec<u32> = (0..table.slots())
             .filter(|&s| table.owner_of_slot(s) == Some(from))
             .collect();
@@ -335,7 +352,9 @@ fn final_reads(c: &LabCluster, rec: &Recorder, used: u32) -> Result<Vec<FinalRea
 /// each process started), summed; `None` if a server did not answer.
 fn migrations(c: &LabCluster) -> Option<u64> {
     let client = c.client(Duration::from_secs(5)).ok()?;
-    (0..c.servers() as u8)
+    c.members()
+        .ids()
+        .into_iter()
         .map(|id| {
             let st = client.stats(id).ok()?;
             st["migrations_in"].as_u64()
