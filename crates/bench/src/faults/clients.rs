@@ -54,6 +54,21 @@ pub const MARKER_BASE: u32 = 20_000_000;
 /// See [`MARKER_BASE`].
 pub const TARGET_BASE: u32 = 40_000_000;
 
+/// Checked vertex `i` (of the pool `0..pool`) is `i * CHECKED_STRIDE`: an
+/// odd stride spreads a window's vertices over the slots, and so over the
+/// servers, whatever slots a join or leave moves (a rebalance moves each
+/// giver's lowest slots: with ids `0..pool` the checked vertices would sit
+/// in the slots a join takes, and a leave would drain none of them).
+/// `65_536 * 293` stays below [`MARKER_BASE`].
+pub const CHECKED_STRIDE: u32 = 293;
+
+/// The vertex id of checked vertex `i`.
+pub fn checked_vertex(i: u32) -> u32 {
+    i * CHECKED_STRIDE
+}
+
+const _: () = assert!((1u64 << 16) * (CHECKED_STRIDE as u64) < MARKER_BASE as u64);
+
 /// The marker of checked vertex `v`: one per client, shared by the vertices
 /// that client favours (see `Window::claim`). Markers live through the run
 /// and are read by every two-hop query, mostly from their client's server:
@@ -177,14 +192,14 @@ pub struct Window {
 }
 
 impl Window {
-    /// A window of `size` vertices over the loaded vertices `0..pool`.
+    /// A window of `size` vertices over the loaded checked vertices `0..pool`.
     pub fn new(size: u32, pool: u32) -> Window {
         let size = size.min(pool);
         Window {
             active: Mutex::new(
                 (0..size)
-                    .map(|v| Slot {
-                        v,
+                    .map(|i| Slot {
+                        v: checked_vertex(i),
                         ops: 0,
                         unknown: 0,
                         inserted: Vec::new(),
@@ -198,7 +213,7 @@ impl Window {
         }
     }
 
-    /// Every vertex that ever joined.
+    /// How many checked vertices ever joined (`checked_vertex(0..used)`).
     pub fn used(&self) -> u32 {
         self.next.load(Ordering::SeqCst).min(self.pool)
     }
@@ -264,10 +279,10 @@ impl Window {
 
     fn retire(&self, active: &mut Vec<Slot>, i: usize) {
         active.swap_remove(i);
-        let v = self.next.fetch_add(1, Ordering::SeqCst);
-        if v < self.pool {
+        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        if i < self.pool {
             active.push(Slot {
-                v,
+                v: checked_vertex(i),
                 ops: 0,
                 unknown: 0,
                 inserted: Vec::new(),

@@ -153,7 +153,7 @@ pub fn leave(c: &mut LabCluster, id: u8) -> Result<Outcome> {
     let gone = pid.is_some_and(|p| !pid_alive(p));
     Ok((
         target,
-        gone,
+        gone && left == Some(0),
         format!(
             "{} slots moved off in {drained_ms} ms, owns {left:?} after; values recalled {recalled:?}; pid {pid:?} gone: {gone}",
             moved.unwrap_or(0)

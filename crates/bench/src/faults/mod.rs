@@ -32,7 +32,7 @@ use locus_workloads::history::{Call, Ret};
 use serde::Serialize;
 
 use self::check::FinalRead;
-use self::clients::{marker, target, Outcome, Recorder, Window};
+use self::clients::{checked_vertex, marker, target, Outcome, Recorder, Window};
 use self::cluster::LabCluster;
 pub use self::report::Report;
 use crate::{BenchError, Reporter, Result};
@@ -42,6 +42,8 @@ use crate::{BenchError, Reporter, Result};
 pub const DROP_ACKED_ENV: &str = "LOCUS_FAULTS_DROP_ACKED";
 /// Request deadline of the clients: a paused or cut server costs this long.
 pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+/// How long the final reads retry failed reads, in all.
+pub const FINAL_RETRIES: Duration = Duration::from_secs(30);
 /// Checked vertices operated on at once.
 pub const WINDOW_VERTICES: u32 = 8;
 
@@ -291,7 +293,7 @@ fn load(c: &LabCluster, s: &Settings) -> Result<()> {
     let client = c.client(Duration::from_secs(30))?;
     let machines = client.machines() as u32;
     let mut batches: Vec<Vec<(u32, Vec<u32>)>> = vec![Vec::new(); machines as usize];
-    for v in 0..s.pool() {
+    for v in (0..s.pool()).map(checked_vertex) {
         batches[client.home(v) as usize].push((v, vec![marker(v, s.clients)]));
     }
     for v in 0..s.clients as u32 {
@@ -307,8 +309,9 @@ fn load(c: &LabCluster, s: &Settings) -> Result<()> {
 /// Reads every vertex that was checked, after everything, at its home.
 fn final_reads(c: &LabCluster, rec: &Recorder, used: u32) -> Result<Vec<FinalRead>> {
     let client = c.client(Duration::from_secs(10))?;
+    let t0 = std::time::Instant::now();
     let mut out = Vec::with_capacity(used as usize);
-    for v in 0..used {
+    for v in (0..used).map(checked_vertex) {
         let mut tries = 0;
         loop {
             let (invoke, invoke_ns) = rec.tick();
@@ -327,8 +330,10 @@ fn final_reads(c: &LabCluster, rec: &Recorder, used: u32) -> Result<Vec<FinalRea
                 Err(e) => Err(e.to_string()),
             };
             // A server that was just restarted may still refuse, or a slot
-            // moved (the table is fetched again); bounded retries.
-            if list.is_err() && tries < 20 {
+            // moved (the table is fetched again); bounded retries, and
+            // none past [`FINAL_RETRIES`] (a server gone for good would
+            // otherwise cost every one of its vertices the full count).
+            if list.is_err() && tries < 20 && t0.elapsed() < FINAL_RETRIES {
                 tries += 1;
                 let _ = client.refresh_slot_table(0);
                 std::thread::sleep(Duration::from_millis(250));
