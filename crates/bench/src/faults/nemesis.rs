@@ -8,7 +8,8 @@
 //! `join` and `leave` (`elastic.rs`) change the members: the schedule
 //! plays them out as it is drawn, so each window's server is a member then
 //! (a leave only while three or more are in, a join only while an id is
-//! free), and a join or leave window lasts as long as its moves take.
+//! free), and a join or leave window lasts as long as its moves take, at
+//! least [`FAULT_S`].
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -289,8 +290,19 @@ fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecor
                 format!("node {x} -> server {y}: {across}; node {z} -> server {y}: {within}"),
             )
         }
-        Kind::Join => elastic::join(c, server as u8)?,
-        Kind::Leave => elastic::leave(c, server as u8)?,
+        // The window stays open at least FAULT_S, as the others: the moves
+        // take well under a second, and the clients' first operations on
+        // the new table (redirects, a server learned) belong to it.
+        Kind::Join => {
+            let o = elastic::join(c, server as u8)?;
+            rest(t);
+            o
+        }
+        Kind::Leave => {
+            let o = elastic::leave(c, server as u8)?;
+            rest(t);
+            o
+        }
         Kind::IsolateCoordinator => {
             let node = c.coordinator_node();
             c.lab().isolate(node).map_err(lab_err)?;
