@@ -1,7 +1,8 @@
-//! `locus bench faults` in its short form (issue 61): a 20 s run of three
+//! `locus bench faults` in its short form (issue 61): a 27 s run of three
 //! servers, etcd and a coordinator in the fault lab under a partition, a
-//! SIGSTOP and a kill -9 with restart, while slots move between the servers
-//! all along (issue 59), loses no acknowledged write, every
+//! SIGSTOP, a kill -9 with restart, a server joining and one leaving, while
+//! slots move between the servers all along (issue 59), loses no
+//! acknowledged write, the clients follow the joined server, every
 //! history is linearizable, every probe shows its fault, and each window saw
 //! operations; and the check is not vacuous: an acknowledged insert the
 //! harness drops from a final read on purpose fails the run. Needs root,
@@ -23,7 +24,7 @@ fn a_short_fault_run_loses_nothing_and_every_probe_shows_its_fault() {
     let out = faults(
         &[
             "--duration-s",
-            "20",
+            "27",
             "--seed",
             "61",
             "--slot-moves",
@@ -48,7 +49,7 @@ fn a_short_fault_run_loses_nothing_and_every_probe_shows_its_fault() {
     assert!(r["keys_checked"].as_u64().unwrap() > 0);
     // The mover ran (how many of its moves commit depends on the faults).
     assert!(r["slot_moves"].is_object(), "{r:#}");
-    for kind in ["partition_one", "pause", "kill_restart"] {
+    for kind in ["partition_one", "pause", "kill_restart", "join", "leave"] {
         assert!(
             r["faults_injected"][kind].as_u64().unwrap_or(0) >= 1,
             "no {kind} window: {:#}",
@@ -58,6 +59,15 @@ fn a_short_fault_run_loses_nothing_and_every_probe_shows_its_fault() {
     for w in r["windows"].as_array().unwrap() {
         assert_eq!(w["probe_ok"], true, "{w:#}");
         assert!(w["ops"].as_u64().unwrap() > 0, "no operation in {w:#}");
+        if w["kind"] == "join" {
+            // The clients' slot tables led their updates to it.
+            let id = w["target"].as_str().unwrap().trim_start_matches("server ");
+            assert!(
+                r["updates_by_server"][id].as_u64().unwrap_or(0) > 0,
+                "no update reached the joined server {id}: {:#}",
+                r["updates_by_server"]
+            );
+        }
     }
     assert!(
         stderr.contains("seed 61"),

@@ -1,11 +1,16 @@
-//! The clients of a fault run: threads on the host, client i sending every
-//! request to server `i % servers`, all on one small window of checked
-//! vertices so that operations contend. Each operation's invocation and
+//! The clients of a fault run: threads on the host, client i sending its
+//! reads to member `i % members` (the members change as servers join and
+//! leave), all on one small window of checked vertices so that operations
+//! contend. Each operation's invocation and
 //! completion take places in one global sequence (exact real-time order in
 //! this process), as the simulated twin records them.
 //!
-//! Updates go to the vertex's home (with `[durability]` only the home takes
-//! them); reads and two-hop queries to the client's own server.
+//! Updates go to the vertex's home by the client's slot table (with
+//! `[durability]` only the home takes them); reads and two-hop queries to
+//! the client's own server. The table is fetched again after `WRONG_HOME`
+//! or a refused connection (its owner may have left); a table naming a
+//! server the client does not know makes it ask SERVERS (the client
+//! library does), as does a read server that joined since.
 //!
 //! Outcomes: a reply is a known result; `NOT_READY` (a fenced or starting
 //! node refuses before it runs anything, N1), `WRONG_HOME` and a connection
@@ -23,6 +28,8 @@ use std::time::{Duration, Instant};
 use locus_client::proto::{ErrorCode, Reply, Request};
 use locus_client::{Client, ClientError};
 use locus_workloads::history::{Call, Event, Ret, HISTORY_OPS_MAX};
+
+use super::elastic::Members;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -46,6 +53,21 @@ pub const FRESH_BASE: u32 = 100_000_000;
 pub const MARKER_BASE: u32 = 20_000_000;
 /// See [`MARKER_BASE`].
 pub const TARGET_BASE: u32 = 40_000_000;
+
+/// Checked vertex `i` (of the pool `0..pool`) is `i * CHECKED_STRIDE`: an
+/// odd stride spreads a window's vertices over the slots, and so over the
+/// servers, whatever slots a join or leave moves (a rebalance moves each
+/// giver's lowest slots: with ids `0..pool` the checked vertices would sit
+/// in the slots a join takes, and a leave would drain none of them).
+/// `65_536 * 293` stays below [`MARKER_BASE`].
+pub const CHECKED_STRIDE: u32 = 293;
+
+/// The vertex id of checked vertex `i`.
+pub fn checked_vertex(i: u32) -> u32 {
+    i * CHECKED_STRIDE
+}
+
+const _: () = assert!((1u64 << 16) * (CHECKED_STRIDE as u64) < MARKER_BASE as u64);
 
 /// The marker of checked vertex `v`: one per client, shared by the vertices
 /// that client favours (see `Window::claim`). Markers live through the run
@@ -170,14 +192,14 @@ pub struct Window {
 }
 
 impl Window {
-    /// A window of `size` vertices over the loaded vertices `0..pool`.
+    /// A window of `size` vertices over the loaded checked vertices `0..pool`.
     pub fn new(size: u32, pool: u32) -> Window {
         let size = size.min(pool);
         Window {
             active: Mutex::new(
                 (0..size)
-                    .map(|v| Slot {
-                        v,
+                    .map(|i| Slot {
+                        v: checked_vertex(i),
                         ops: 0,
                         unknown: 0,
                         inserted: Vec::new(),
@@ -191,7 +213,7 @@ impl Window {
         }
     }
 
-    /// Every vertex that ever joined.
+    /// How many checked vertices ever joined (`checked_vertex(0..used)`).
     pub fn used(&self) -> u32 {
         self.next.load(Ordering::SeqCst).min(self.pool)
     }
@@ -257,10 +279,10 @@ impl Window {
 
     fn retire(&self, active: &mut Vec<Slot>, i: usize) {
         active.swap_remove(i);
-        let v = self.next.fetch_add(1, Ordering::SeqCst);
-        if v < self.pool {
+        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        if i < self.pool {
             active.push(Slot {
-                v,
+                v: checked_vertex(i),
                 ops: 0,
                 unknown: 0,
                 inserted: Vec::new(),
@@ -280,7 +302,7 @@ const TWO_HOP_K: usize = usize::MAX - 2;
 pub fn run_client(
     index: usize,
     clients: usize,
-    server: u8,
+    members: &Members,
     client: &Client,
     window: &Window,
     rec: &Recorder,
@@ -293,6 +315,11 @@ pub fn run_client(
             std::thread::sleep(Duration::from_millis(50));
             continue;
         };
+        let server = members.pick(index);
+        if server as usize >= client.machines() {
+            // It joined after this client read the cluster file.
+            let _ = client.learn_servers(members.pick(index + 1));
+        }
         let mut failed = one(index, server, client, window, rec, v, call.clone(), false);
         let mut retries = 0;
         while failed && retries < RETRIES_MAX && !stop.load(Ordering::SeqCst) {
@@ -347,6 +374,7 @@ fn one(
     };
     // With [durability] an update is taken only at the vertex's home (which
     // logs it); reads and two-hop queries go to the client's own server.
+    let read_server = server;
     let server = match kind {
         OpKind::Insert | OpKind::Delete => client.home(v),
         OpKind::Read | OpKind::TwoHop => server,
@@ -357,6 +385,12 @@ fn one(
     if matches!(&r, Err(e) if e.code() == Some(ErrorCode::WrongHome)) {
         // A slot moved: the next operation routes by the newer table.
         let _ = client.refresh_slot_table(server);
+    } else if matches!(&r, Err(ClientError::Unavailable { reason, .. }) if reason.starts_with("cannot connect:"))
+        && matches!(kind, OpKind::Insert | OpKind::Delete)
+    {
+        // The home may have left (its slots moved away first): ask the
+        // client's own read server, then the others, for the table.
+        let _ = client.refresh_slot_table(read_server);
     }
     let (ret, outcome, two_hop) = classify(kind, r);
     if kind != OpKind::Read && kind != OpKind::TwoHop && matches!(outcome, Outcome::Unknown(_)) {

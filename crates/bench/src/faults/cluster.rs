@@ -1,6 +1,7 @@
-//! The lab-backed cluster of a fault run: a [`Netlab`] of `servers + 2`
-//! nodes, `locus server` i in node i, etcd in node `servers`, `locus
-//! coordinator` in node `servers + 1`, each started inside its namespace by
+//! The lab-backed cluster of a fault run: a [`Netlab`] of `room + 2` nodes
+//! (`room`, the cluster file's `max_servers`, is the first servers plus
+//! [`JOIN_IDS`] ids a join may take), `locus server` i in node i, etcd in
+//! node `room`, `locus coordinator` in node `room + 1`, each started inside its namespace by
 //! the one supervisor ([`Supervisor::spawn_with`]) or, for etcd, by
 //! [`Etcd::spawn_command`]. Every port is the same in every namespace (each
 //! has its own), so the cluster file needs no free-port search.
@@ -23,8 +24,14 @@ use locus_server::config::{
 };
 use locus_server::supervise::{pid_alive, Role, Supervisor, Tie};
 
+use super::elastic::Members;
 use super::Settings;
 use crate::{BenchError, Reporter, Result};
+
+/// Server ids past the first servers that a join may take: the cluster is
+/// made with room for them (`max_servers`), their namespaces with the lab.
+/// Past them a join takes back an id that left, on an empty disk.
+pub const JOIN_IDS: usize = 1;
 
 /// A server's fabric port, in its namespace.
 const FABRIC_PORT: u16 = 7000;
@@ -49,8 +56,13 @@ pub struct LabCluster {
     membership: Membership,
     etcd: Etcd,
     lab: Netlab,
+    /// The cluster file as written, plus the servers that joined since.
+    file: ClusterFile,
     file_path: PathBuf,
-    servers: usize,
+    /// Ids the cluster has room for (`max_servers`).
+    room: usize,
+    /// The servers in the cluster now (join and leave change them).
+    members: std::sync::Arc<Members>,
     lifetime_s: u64,
     dir: tempfile::TempDir,
 }
@@ -59,18 +71,18 @@ impl LabCluster {
     /// Makes the lab and starts etcd, the coordinator and the servers;
     /// returns once every server answers and has linked to the coordinator.
     pub fn start(s: &Settings, r: &Reporter) -> Result<LabCluster> {
-        let lab = Netlab::create(NetlabSpec::new(s.servers + 2)).map_err(|e| {
-            BenchError::Measurement {
+        let room = s.servers + JOIN_IDS;
+        let lab =
+            Netlab::create(NetlabSpec::new(room + 2)).map_err(|e| BenchError::Measurement {
                 experiment: "faults",
                 what: format!("cannot make the fault lab (needs root, ip, iptables): {e}"),
-            }
-        })?;
+            })?;
         r.note(format!(
-            "lab {}: servers at {}.., etcd at {}, coordinator at {}",
+            "lab {}: servers at {}.. (room for {room}), etcd at {}, coordinator at {}",
             lab.tag(),
             lab.addr(0),
-            lab.addr(s.servers),
-            lab.addr(s.servers + 1)
+            lab.addr(room),
+            lab.addr(room + 1)
         ));
         let dir = tempfile::Builder::new()
             .prefix("locus-faults-")
@@ -80,7 +92,7 @@ impl LabCluster {
                 path: std::env::temp_dir(),
                 source,
             })?;
-        let etcd_node = s.servers;
+        let etcd_node = room;
         let spec = EtcdSpec {
             data_dir: dir.path().join("etcd"),
             client: SocketAddr::new(lab.addr(etcd_node).into(), ETCD_CLIENT_PORT),
@@ -104,11 +116,11 @@ impl LabCluster {
         let file = ClusterFile {
             cluster: ClusterSection {
                 secret: Some(Secret::generate().expose().to_string()),
-                max_servers: None,
+                max_servers: Some(room),
             },
             servers,
             coordinator: Some(CoordinatorEntry {
-                control: SocketAddr::new(lab.addr(s.servers + 1).into(), CONTROL_PORT),
+                control: SocketAddr::new(lab.addr(room + 1).into(), CONTROL_PORT),
                 metrics: None,
                 record: dir.path().join("coordinator.redb"),
             }),
@@ -151,8 +163,10 @@ impl LabCluster {
             membership,
             etcd,
             lab,
+            file,
             file_path,
-            servers: s.servers,
+            room,
+            members: std::sync::Arc::new(Members::new((0..s.servers as u8).collect())),
             lifetime_s: s.duration_s + 300,
             dir,
         };
@@ -177,10 +191,64 @@ impl LabCluster {
             })?)
     }
 
+    /// Whether the cluster file lists server `id` (it joined once).
+    pub fn listed(&self, id: u8) -> bool {
+        self.file.servers.iter().any(|e| e.id == id)
+    }
+
+    /// Lists server `id`, the next id past those listed, in the cluster file
+    /// with its namespace's addresses (as `cluster add-server` does; the
+    /// running servers learn them from its etcd registration, clients from
+    /// SERVERS).
+    pub fn list_server(&mut self, id: u8) -> Result<()> {
+        assert_eq!(id as usize, self.file.servers.len(), "ids are dense");
+        assert!((id as usize) < self.room, "no room for server {id}");
+        self.file.servers.push(ServerEntry {
+            id,
+            fabric: SocketAddr::new(self.lab.addr(id as usize).into(), FABRIC_PORT),
+            client: SocketAddr::new(self.lab.addr(id as usize).into(), CLIENT_PORT),
+            metrics: None,
+        });
+        self.file.validate()?;
+        self.file.write(&self.file_path)?;
+        Ok(())
+    }
+
+    /// Removes server `id`'s log and checkpoints: it joins again on an
+    /// empty disk, owning nothing (its old log describes slots it handed
+    /// away when it left).
+    pub fn wipe_disk(&self, id: u8) -> Result<()> {
+        let d = self.dir.path().join("data").join(format!("server-{id}"));
+        match std::fs::remove_dir_all(&d) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BenchError::Io {
+                action: "removing the disk of a server that left,",
+                path: d,
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits until server `id` answers and has linked to the coordinator
+    /// (failing at once if a process exits).
+    pub fn wait_joined(&mut self, id: u8) -> Result<()> {
+        let client = self.client(Duration::from_secs(2))?;
+        self.sup.wait_servers(&client, &[id], UP_WAIT)?;
+        self.sup.wait_linked(&client, &[id], UP_WAIT)?;
+        Ok(())
+    }
+
+    /// Stops server `id` (SIGKILL, reaped); its pid, if it was running.
+    pub fn stop_server(&mut self, id: u8) -> Option<u32> {
+        let pid = self.pid(&Role::Server(id))?;
+        self.sup.kill(pid);
+        Some(pid)
+    }
+
     /// Starts the coordinator in its namespace.
     pub fn spawn_coordinator(&mut self) -> Result<u32> {
         let lab = &self.lab;
-        let node = self.servers + 1;
+        let node = self.room + 1;
         Ok(self.sup.spawn_with(
             Role::Coordinator("coordinator".into()),
             &[],
@@ -211,19 +279,24 @@ impl LabCluster {
         &self.lab
     }
 
-    /// Servers.
-    pub fn servers(&self) -> usize {
-        self.servers
+    /// The servers in the cluster now, shared with the clients and the mover.
+    pub fn members(&self) -> &std::sync::Arc<Members> {
+        &self.members
+    }
+
+    /// Ids the cluster has room for; server i is lab node i.
+    pub fn room(&self) -> usize {
+        self.room
     }
 
     /// The lab node of etcd.
     pub fn etcd_node(&self) -> usize {
-        self.servers
+        self.room
     }
 
     /// The lab node of the coordinator.
     pub fn coordinator_node(&self) -> usize {
-        self.servers + 1
+        self.room + 1
     }
 
     /// Node `node`'s address with `port`.
@@ -271,9 +344,11 @@ impl LabCluster {
         self.sup.kill(pid)
     }
 
-    /// Restarts every server or coordinator whose process is gone (killed,
-    /// or exited by itself after its fencing); returns the roles restarted.
+    /// Restarts every member server or coordinator whose process is gone
+    /// (killed, or exited by itself after its fencing); returns the roles
+    /// restarted. A server that left is never started again here.
     pub fn revive(&mut self) -> Result<Vec<String>> {
+        let members = self.members.ids();
         let mut restarted = Vec::new();
         let dead: Vec<(Role, u32)> = self
             .sup
@@ -285,6 +360,7 @@ impl LabCluster {
         for (role, pid) in dead {
             self.sup.kill(pid);
             match role {
+                Role::Server(id) if !members.contains(&id) => continue,
                 Role::Server(id) => {
                     self.spawn_server(id)?;
                 }
@@ -294,7 +370,7 @@ impl LabCluster {
             }
             restarted.push(role.to_string());
         }
-        for id in 0..self.servers as u8 {
+        for id in members {
             if self.pid(&Role::Server(id)).is_none() {
                 self.spawn_server(id)?;
                 restarted.push(Role::Server(id).to_string());
@@ -303,7 +379,7 @@ impl LabCluster {
         Ok(restarted)
     }
 
-    /// Waits until every server answers PING, at most `limit`, restarting
+    /// Waits until every member answers PING, at most `limit`, restarting
     /// any process that exits meanwhile (a server fenced by an earlier fault
     /// answers NOT_READY until it exits).
     pub fn wait_up(&mut self, limit: Duration) -> Result<()> {
@@ -311,7 +387,10 @@ impl LabCluster {
         let t0 = Instant::now();
         loop {
             self.revive()?;
-            let down: Vec<u8> = (0..self.servers as u8)
+            let down: Vec<u8> = self
+                .members
+                .ids()
+                .into_iter()
                 .filter(|&id| client.ping(id).is_err())
                 .collect();
             if down.is_empty() {

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Modules: [`cluster`] the lab-backed cluster, [`clients`] the clients and
-//! their record, [`nemesis`] the schedule and probes, [`check`] the checks,
-//! [`report`] the report and its files.
+//! their record, [`nemesis`] the schedule and probes, [`elastic`] servers
+//! joining and leaving, [`check`] the checks, [`report`] the report and its
+//! files.
 //!
 //! `LOCUS_FAULTS_DROP_ACKED=1` (for testing the harness only) drops one
 //! acknowledged insert from one final read: the run must then report a lost
@@ -18,6 +19,7 @@
 pub mod check;
 pub mod clients;
 pub mod cluster;
+pub mod elastic;
 pub mod nemesis;
 pub mod report;
 
@@ -30,7 +32,7 @@ use locus_workloads::history::{Call, Ret};
 use serde::Serialize;
 
 use self::check::FinalRead;
-use self::clients::{marker, target, Outcome, Recorder, Window};
+use self::clients::{checked_vertex, marker, target, Outcome, Recorder, Window};
 use self::cluster::LabCluster;
 pub use self::report::Report;
 use crate::{BenchError, Reporter, Result};
@@ -40,6 +42,8 @@ use crate::{BenchError, Reporter, Result};
 pub const DROP_ACKED_ENV: &str = "LOCUS_FAULTS_DROP_ACKED";
 /// Request deadline of the clients: a paused or cut server costs this long.
 pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+/// How long the final reads retry failed reads, in all.
+pub const FINAL_RETRIES: Duration = Duration::from_secs(30);
 /// Checked vertices operated on at once.
 pub const WINDOW_VERTICES: u32 = 8;
 
@@ -101,9 +105,11 @@ impl Settings {
         Ok(())
     }
 
-    /// Checked vertices loaded: enough for the run's operations.
+    /// Checked vertices loaded: enough for the run's operations (a
+    /// release build on two cores retires about 50 a second: 100 a second
+    /// leaves room; the report says `vertices_exhausted` if they ran out).
     fn pool(&self) -> u32 {
-        (self.duration_s as u32 * 50).clamp(512, 1 << 16)
+        (self.duration_s as u32 * 100).clamp(512, 1 << 16)
     }
 }
 
@@ -121,7 +127,12 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         "seed {} (replay the schedule with --seed {})",
         s.seed, s.seed
     ));
-    let plan = nemesis::schedule(s.seed, s.duration_s, s.servers);
+    let plan = nemesis::schedule(
+        s.seed,
+        s.duration_s,
+        s.servers,
+        s.servers + cluster::JOIN_IDS,
+    );
     let mut c = LabCluster::start(s, r)?;
     load(&c, s)?;
     r.note(format!(
@@ -138,22 +149,23 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         .map(|_| c.client(CLIENT_DEADLINE))
         .collect::<Result<_>>()?;
     let note = |line: String| r.note(line);
+    let members = c.members().clone();
     let windows = std::thread::scope(|sc| {
         for (i, client) in clients.iter().enumerate() {
-            let (window, rec, stop) = (&window, &rec, &stop);
-            let server = (i % s.servers) as u8;
+            let (window, rec, stop, members) = (&window, &rec, &stop, &members);
             sc.spawn(move || {
-                clients::run_client(i, s.clients, server, client, window, rec, s.seed, stop)
+                clients::run_client(i, s.clients, members, client, window, rec, s.seed, stop)
             });
         }
         let mover = s.slot_moves.then(|| {
-            let (client, etcd, stop, note) = (
+            let (client, etcd, stop, note, members) = (
                 c.client(Duration::from_secs(10)),
                 c.membership().clone(),
                 &stop,
                 &note,
+                &members,
             );
-            sc.spawn(move || mover(client, &etcd, s.seed, s.servers, stop, note))
+            sc.spawn(move || mover(client, &etcd, s.seed, members, stop, note))
         });
         let plan_result = nemesis::run(&mut c, &plan, &rec, &note);
         // The rest of the duration, quiet.
@@ -177,7 +189,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         what: format!("the lab failed: {e}"),
     };
     c.lab().heal().map_err(lab_err)?;
-    for node in 0..s.servers + 2 {
+    for node in 0..c.lab().nodes() {
         c.lab().clear_netem(node).map_err(lab_err)?;
     }
     c.wait_up(cluster::UP_WAIT)?;
@@ -220,14 +232,14 @@ pub struct SlotMoves {
     pub settled: u64,
 }
 
-/// Moves a batch of 4 slots of a random server to another about every
+/// Moves a batch of 4 slots of a random member to another about every
 /// second until `stop` (a failed move is counted and the next one settles
-/// what it left).
+/// what it left); a join or leave holds the moves meanwhile.
 fn mover(
     client: Result<locus_client::Client>,
     etcd: &locus_membership::Membership,
     seed: u64,
-    servers: usize,
+    members: &elastic::Members,
     stop: &AtomicBool,
     note: &dyn Fn(String),
 ) -> Result<SlotMoves> {
@@ -238,12 +250,21 @@ fn mover(
     let mut out = SlotMoves::default();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(rng.gen_range(500..1500)));
+        let _moves = members.hold_moves();
+        let ids = members.ids();
+        if ids.len() < 2 {
+            continue;
+        }
+        if ids.iter().any(|&id| id as usize >= client.machines()) {
+            // A server joined: learn its address (SERVERS).
+            let _ = client.learn_servers(ids[0]);
+        }
         let Ok((_, table)) = m.table() else {
             out.failed += 1;
             continue;
         };
-        let from = rng.gen_range(0..servers) as u8;
-        let to = ((from as usize + rng.gen_range(1..servers)) % servers) as u8;
+        let (a, b) = (rng.gen_range(0..ids.len()), rng.gen_range(1..ids.len()));
+        let (from, to) = (ids[a], ids[(a + b) % ids.len()]);
         let owned: Vec<u32> = (0..table.slots())
             .filter(|&s| table.owner_of_slot(s) == Some(from))
             .collect();
@@ -274,7 +295,7 @@ fn load(c: &LabCluster, s: &Settings) -> Result<()> {
     let client = c.client(Duration::from_secs(30))?;
     let machines = client.machines() as u32;
     let mut batches: Vec<Vec<(u32, Vec<u32>)>> = vec![Vec::new(); machines as usize];
-    for v in 0..s.pool() {
+    for v in (0..s.pool()).map(checked_vertex) {
         batches[client.home(v) as usize].push((v, vec![marker(v, s.clients)]));
     }
     for v in 0..s.clients as u32 {
@@ -290,8 +311,9 @@ fn load(c: &LabCluster, s: &Settings) -> Result<()> {
 /// Reads every vertex that was checked, after everything, at its home.
 fn final_reads(c: &LabCluster, rec: &Recorder, used: u32) -> Result<Vec<FinalRead>> {
     let client = c.client(Duration::from_secs(10))?;
+    let t0 = std::time::Instant::now();
     let mut out = Vec::with_capacity(used as usize);
-    for v in 0..used {
+    for v in (0..used).map(checked_vertex) {
         let mut tries = 0;
         loop {
             let (invoke, invoke_ns) = rec.tick();
@@ -310,8 +332,10 @@ fn final_reads(c: &LabCluster, rec: &Recorder, used: u32) -> Result<Vec<FinalRea
                 Err(e) => Err(e.to_string()),
             };
             // A server that was just restarted may still refuse, or a slot
-            // moved (the table is fetched again); bounded retries.
-            if list.is_err() && tries < 20 {
+            // moved (the table is fetched again); bounded retries, and
+            // none past [`FINAL_RETRIES`] (a server gone for good would
+            // otherwise cost every one of its vertices the full count).
+            if list.is_err() && tries < 20 && t0.elapsed() < FINAL_RETRIES {
                 tries += 1;
                 let _ = client.refresh_slot_table(0);
                 std::thread::sleep(Duration::from_millis(250));
@@ -335,7 +359,9 @@ fn final_reads(c: &LabCluster, rec: &Recorder, used: u32) -> Result<Vec<FinalRea
 /// each process started), summed; `None` if a server did not answer.
 fn migrations(c: &LabCluster) -> Option<u64> {
     let client = c.client(Duration::from_secs(5)).ok()?;
-    (0..c.servers() as u8)
+    c.members()
+        .ids()
+        .into_iter()
         .map(|id| {
             let st = client.stats(id).ok()?;
             st["migrations_in"].as_u64()

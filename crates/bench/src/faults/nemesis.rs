@@ -4,6 +4,12 @@
 //! or exited after it was fenced) is started again, and a window starts only
 //! once every server answers (so it may start later than planned: the
 //! sequence of faults replays exactly, their times only roughly).
+//!
+//! `join` and `leave` (`elastic.rs`) change the members: the schedule
+//! plays them out as it is drawn, so each window's server is a member then
+//! (a leave only while three or more are in, a join only while an id is
+//! free), and a join or leave window lasts as long as its moves take, at
+//! least [`FAULT_S`].
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -17,6 +23,7 @@ use serde::Serialize;
 
 use super::clients::Recorder;
 use super::cluster::{self, LabCluster, CLIENT_PORT, CONTROL_PORT, ETCD_CLIENT_PORT};
+use super::elastic;
 use crate::Result;
 
 /// A fault window's length.
@@ -46,14 +53,24 @@ pub enum Kind {
     KillRestart,
     /// Delay, jitter and loss on one server's link.
     Netem,
+    /// A server joins: started in its namespace, slots rebalanced onto it.
+    Join,
+    /// A server leaves: drained, its migrated values recalled, stopped.
+    Leave,
 }
 
+/// Members a leave leaves at least.
+pub const MEMBERS_MIN: usize = 2;
+
 impl Kind {
-    /// Every kind; the first three come first in a schedule too short for all.
-    pub const ALL: [Kind; 7] = [
+    /// Every kind; in a schedule too short for all, the first ones come
+    /// first (the 20 s form has the first three, 27 s the first five).
+    pub const ALL: [Kind; 9] = [
         Kind::PartitionOne,
         Kind::Pause,
         Kind::KillRestart,
+        Kind::Join,
+        Kind::Leave,
         Kind::SplitHalves,
         Kind::IsolateCoordinator,
         Kind::IsolateEtcd,
@@ -70,6 +87,8 @@ impl Kind {
             Kind::Pause => "pause",
             Kind::KillRestart => "kill_restart",
             Kind::Netem => "netem",
+            Kind::Join => "join",
+            Kind::Leave => "leave",
         }
     }
 }
@@ -79,15 +98,19 @@ impl Kind {
 pub struct Planned {
     /// Its fault.
     pub kind: Kind,
-    /// The server it hits (unused by the kinds that hit etcd or the coordinator).
+    /// The server it hits, joins or leaves (unused by the kinds that hit
+    /// etcd or the coordinator).
     pub server: usize,
     /// Start, ms after the clients started.
     pub start_ms: u64,
 }
 
-/// The schedule for `duration_s` seconds: every kind once while they fit,
-/// seeded order, then seeded repeats.
-pub fn schedule(seed: u64, duration_s: u64, servers: usize) -> Vec<Planned> {
+/// The schedule for `duration_s` seconds of a cluster of `servers` with
+/// room for `room`: every kind once while they fit, seeded order, then
+/// seeded repeats. Members are played out along it: a leave with
+/// [`MEMBERS_MIN`] members left becomes a join, a join with no id free a
+/// leave; a join takes back the id that left longest ago, else a new one.
+pub fn schedule(seed: u64, duration_s: u64, servers: usize, room: usize) -> Vec<Planned> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let slots = duration_s.saturating_sub(WARM_S) / (FAULT_S + QUIET_S);
     let mut kinds: Vec<Kind> = Kind::ALL.to_vec();
@@ -97,13 +120,40 @@ pub fn schedule(seed: u64, duration_s: u64, servers: usize) -> Vec<Planned> {
     while (kinds.len() as u64) < slots {
         kinds.push(Kind::ALL[rng.gen_range(0..Kind::ALL.len())]);
     }
+    let mut members: Vec<usize> = (0..servers).collect();
+    let mut gone: std::collections::VecDeque<usize> = Default::default();
+    let mut fresh = servers..room;
     kinds
         .into_iter()
         .enumerate()
-        .map(|(i, kind)| Planned {
-            kind,
-            server: rng.gen_range(0..servers),
-            start_ms: (WARM_S + i as u64 * (FAULT_S + QUIET_S)) * 1000,
+        .map(|(i, kind)| {
+            let free = !gone.is_empty() || !fresh.is_empty();
+            let kind = match kind {
+                Kind::Leave if members.len() <= MEMBERS_MIN => Kind::Join,
+                Kind::Join if !free => Kind::Leave,
+                k => k,
+            };
+            let server = match kind {
+                Kind::Join => {
+                    let id = gone
+                        .pop_front()
+                        .or_else(|| fresh.next())
+                        .expect("a join only while an id is free");
+                    members.push(id);
+                    id
+                }
+                Kind::Leave => {
+                    let id = members.remove(rng.gen_range(0..members.len()));
+                    gone.push_back(id);
+                    id
+                }
+                _ => members[rng.gen_range(0..members.len())],
+            };
+            Planned {
+                kind,
+                server,
+                start_ms: (WARM_S + i as u64 * (FAULT_S + QUIET_S)) * 1000,
+            }
         })
         .collect()
 }
@@ -171,8 +221,15 @@ pub fn injected(windows: &[WindowRecord]) -> BTreeMap<&'static str, u64> {
 
 fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecord> {
     let fault = Duration::from_secs(FAULT_S);
-    let s = c.servers();
-    let server = p.server;
+    let members = c.members().ids();
+    // The schedule played the members out; should a join or leave have
+    // failed (its probe then fails the run), the window hits a member still.
+    let server = if members.contains(&(p.server as u8)) || matches!(p.kind, Kind::Join) {
+        p.server
+    } else {
+        members[p.server % members.len()] as usize
+    };
+    let other = |m: usize| members.iter().map(|&x| x as usize).find(|&x| x != m);
     let short = Duration::from_millis(500);
     // Each fault starts on a whole cluster: a server fenced by the last
     // window may still be on its way out (it is restarted here), so a
@@ -194,7 +251,7 @@ fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecor
     let (target, probe_ok, probe) = match p.kind {
         Kind::PartitionOne => {
             c.lab().isolate(server).map_err(lab_err)?;
-            let peer = (server + 1) % s;
+            let peer = other(server).unwrap_or(server);
             let host = cluster::connects(c.addr(server, CLIENT_PORT), short);
             let from_peer = cluster::connects_from(c.lab(), peer, c.addr(server, CLIENT_PORT));
             rest(t);
@@ -206,22 +263,45 @@ fn window(c: &mut LabCluster, p: &Planned, rec: &Recorder) -> Result<WindowRecor
             )
         }
         Kind::SplitHalves => {
-            let half = s / 2;
-            let a: Vec<Party> = (0..half).map(Party::Node).collect();
-            let b: Vec<Party> = (half..s + 2).map(Party::Node).collect();
+            let m: Vec<usize> = members.iter().map(|&x| x as usize).collect();
+            let half = m.len() / 2;
+            let a: Vec<Party> = m[..half].iter().copied().map(Party::Node).collect();
+            let mut b: Vec<Party> = m[half..].iter().copied().map(Party::Node).collect();
+            b.extend([c.etcd_node(), c.coordinator_node()].map(Party::Node));
             c.lab().partition(&a, &b).map_err(lab_err)?;
-            let across = cluster::connects_from(c.lab(), 0, c.addr(half, CLIENT_PORT));
-            let within = cluster::connects_from(c.lab(), s - 1, c.addr(half, CLIENT_PORT));
+            let (x, y) = (m[0], m[half]);
+            // The far side's own: another server there, else the coordinator.
+            let z = if m.len() - half >= 2 {
+                m[m.len() - 1]
+            } else {
+                c.coordinator_node()
+            };
+            let across = cluster::connects_from(c.lab(), x, c.addr(y, CLIENT_PORT));
+            let within = cluster::connects_from(c.lab(), z, c.addr(y, CLIENT_PORT));
             rest(t);
             c.lab().heal().map_err(lab_err)?;
             (
-                format!("servers 0..{half} | servers {half}..{s} + etcd + coordinator"),
-                !across && within,
                 format!(
-                    "server 0 -> server {half}: {across}; server {} -> server {half}: {within}",
-                    s - 1
+                    "servers {:?} | servers {:?} + etcd + coordinator",
+                    &m[..half],
+                    &m[half..]
                 ),
+                !across && within,
+                format!("node {x} -> server {y}: {across}; node {z} -> server {y}: {within}"),
             )
+        }
+        // The window stays open at least FAULT_S, as the others: the moves
+        // take well under a second, and the clients' first operations on
+        // the new table (redirects, a server learned) belong to it.
+        Kind::Join => {
+            let o = elastic::join(c, server as u8)?;
+            rest(t);
+            o
+        }
+        Kind::Leave => {
+            let o = elastic::leave(c, server as u8)?;
+            rest(t);
+            o
         }
         Kind::IsolateCoordinator => {
             let node = c.coordinator_node();
@@ -362,25 +442,85 @@ mod tests {
 
     #[test]
     fn a_minute_has_every_kind_and_a_seed_replays_its_schedule() {
-        let a = schedule(7, 60, 3);
+        let a = schedule(7, 60, 3, 4);
         for k in Kind::ALL {
             assert!(a.iter().any(|p| p.kind == k), "{k:?} missing from {a:?}");
         }
-        let b = schedule(7, 60, 3);
+        let b = schedule(7, 60, 3, 4);
         let key = |s: &[Planned]| -> Vec<(Kind, usize, u64)> {
             s.iter().map(|p| (p.kind, p.server, p.start_ms)).collect()
         };
         assert_eq!(key(&a), key(&b));
-        assert_ne!(key(&a), key(&schedule(8, 60, 3)));
+        assert_ne!(key(&a), key(&schedule(8, 60, 3, 4)));
     }
 
     #[test]
     fn the_short_form_has_a_partition_a_pause_and_a_kill() {
-        let s = schedule(61, 20, 3);
+        let s = schedule(61, 20, 3, 4);
         assert_eq!(s.len(), 3);
         for k in [Kind::PartitionOne, Kind::Pause, Kind::KillRestart] {
             assert!(s.iter().any(|p| p.kind == k), "{k:?} missing from {s:?}");
         }
         assert!(s.iter().all(|p| p.start_ms + FAULT_S * 1000 <= 20_000));
+    }
+
+    #[test]
+    fn the_ci_form_adds_a_join_and_a_leave() {
+        for seed in 0..50 {
+            let s = schedule(seed, 27, 3, 4);
+            assert_eq!(s.len(), 5);
+            for k in [
+                Kind::PartitionOne,
+                Kind::Pause,
+                Kind::KillRestart,
+                Kind::Join,
+                Kind::Leave,
+            ] {
+                assert!(s.iter().any(|p| p.kind == k), "{k:?} missing from {s:?}");
+            }
+        }
+    }
+
+    /// Played out from the first servers, every window's server is a
+    /// member (a join's is not, and has room), and no leave goes below
+    /// [`MEMBERS_MIN`]; joins take back ids that left, oldest first.
+    #[test]
+    fn every_window_hits_a_member_as_the_schedule_plays_them_out() {
+        let (mut joins, mut again) = (0, 0);
+        for seed in 0..300 {
+            for (servers, room) in [(3, 4), (3, 5), (5, 6)] {
+                let plan = schedule(seed, 120, servers, room);
+                let mut members: Vec<usize> = (0..servers).collect();
+                let mut gone = std::collections::VecDeque::new();
+                for p in &plan {
+                    match p.kind {
+                        Kind::Join => {
+                            assert!(!members.contains(&p.server) && p.server < room, "{p:?}");
+                            if let Some(&oldest) = gone.front() {
+                                assert_eq!(p.server, oldest, "{p:?}");
+                                gone.pop_front();
+                                again += 1;
+                            }
+                            members.push(p.server);
+                            joins += 1;
+                        }
+                        Kind::Leave => {
+                            assert!(members.len() > MEMBERS_MIN, "{plan:?}");
+                            let i = members
+                                .iter()
+                                .position(|&m| m == p.server)
+                                .expect("a member");
+                            members.remove(i);
+                            gone.push_back(p.server);
+                        }
+                        _ => assert!(members.contains(&p.server), "{p:?} in {plan:?}"),
+                    }
+                }
+            }
+        }
+        assert!(
+            joins > 0 && again > 0,
+            "joins {joins}, of ids that left {again}"
+        );
     }
 }

@@ -45,6 +45,10 @@ pub struct Report {
     pub ops_succeeded: u64,
     /// Operations by kind.
     pub ops_by_kind: BTreeMap<&'static str, u64>,
+    /// Acknowledged inserts and deletes by the server that took them (the
+    /// home by the client's slot table): a server that joined has some
+    /// once the clients follow the table to it.
+    pub updates_by_server: BTreeMap<u8, u64>,
     /// Failures with no effect (`NOT_READY`).
     pub failed_no_effect: u64,
     /// Failures whose effect is unknown.
@@ -166,6 +170,12 @@ pub fn build(
         };
         *ops_by_kind.entry(k).or_insert(0) += 1;
     }
+    let mut updates_by_server = BTreeMap::new();
+    for o in ops.iter().filter(|o| ok(o)) {
+        if matches!(o.kind, OpKind::Insert | OpKind::Delete) {
+            *updates_by_server.entry(o.event.machine).or_insert(0) += 1;
+        }
+    }
     let bins = (ops_end_ms / BIN_MS + 1) as usize;
     let mut timeline = vec![0u64; bins];
     for o in ops.iter().filter(|o| ok(o)) {
@@ -222,6 +232,7 @@ pub fn build(
         ops: ops.len() as u64,
         ops_succeeded: ops.iter().filter(|o| ok(o)).count() as u64,
         ops_by_kind,
+        updates_by_server,
         failed_no_effect: ops
             .iter()
             .filter(|o| matches!(o.outcome, Outcome::Failed(_)))
