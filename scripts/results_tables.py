@@ -779,7 +779,7 @@ def cluster():
         kinds = len(fa["faults_injected"].v)
         windows = fa["windows"].list()
         probes_ok = sum(1 for w in windows if w["probe_ok"].v)
-        rows.append(["Fault lab: one seeded schedule (partitions, pauses, kill -9, etcd and coordinator cut off, a slow link)",
+        rows.append(["Fault lab: one seeded schedule (partitions, pauses, kill -9, etcd and coordinator cut off, a slow link, a server joining and one leaving)",
                      "- (not in the papers)",
                      f"{f0(fa['lost_acknowledged_writes'].num())} of {f0(fa['acknowledged_writes'].num())} acknowledged writes lost, "
                      f"{f0(fa['violations'].num())} violations in {f0(fa['keys_checked'].num())} checked histories; "
