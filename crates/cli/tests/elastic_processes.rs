@@ -164,7 +164,13 @@ fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
         json(&["cluster", "rebalance", "--dir", &d, "--plan", "--json"])["moves"],
         serde_json::json!([])
     );
-    // Server 0 leaves: its slots go to 1 and 2, its process stops.
+    // Server 0 leaves: its slots go to 1 and 2, its process stops. A client
+    // that did nothing meanwhile still holds a table naming server 0.
+    let stale = cluster.client();
+    let at0 = (0..200u32)
+        .find(|&v| stale.slot_table().unwrap().owner_of(v) == 0)
+        .unwrap();
+    stale.neighbors(at0, 0).unwrap();
     let pid0 = cluster.pid(0);
     let gone = json(&[
         "cluster",
@@ -187,6 +193,16 @@ fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {
         }
     );
     let (acked, _, _) = writer.stop();
+    // Its next update finds server 0 gone, asks the others for the table,
+    // and goes to the new home (nothing was sent to the gone one).
+    let before = stale.routing().retries;
+    assert!(stale.insert_edge(at0, 5_000_000).unwrap());
+    assert!(stale.routing().retries > before);
+    assert!(cluster
+        .client()
+        .neighbors(at0, 0)
+        .unwrap()
+        .contains(&5_000_000));
 
     // Everything reads back from servers 1 and 2.
     let status = json(&["cluster", "moves", "--dir", &d, "--json"]);

@@ -323,7 +323,11 @@ impl Client {
 
     /// Sends `req`, about vertex `v`, to `v`'s home; on `WrongHome` fetches
     /// the table again (from the server that refused) and retries, at most
-    /// [`ROUTE_RETRIES_MAX`] times. Returns the server that answered.
+    /// [`ROUTE_RETRIES_MAX`] times. A home that cannot be connected to (it
+    /// may have left the cluster: nothing was sent) sends the client to the
+    /// other servers for a newer table, and the request goes to the new
+    /// home if the table changed; a home that is just down stays an error.
+    /// Returns the server that answered.
     fn routed(&self, v: u32, req: &Request) -> Result<(u8, Reply)> {
         let mut retries = 0;
         loop {
@@ -336,6 +340,17 @@ impl Client {
                     if self.refresh_slot_table(id)?.epoch() <= before {
                         let wait = Duration::from_millis(1 << (retries - 1).min(16));
                         std::thread::sleep(wait.min(ROUTE_BACKOFF_MAX));
+                    }
+                }
+                Err(e) if never_sent(&e) && retries < ROUTE_RETRIES_MAX => {
+                    let before = self.routing().table_epoch;
+                    let n = self.machines() as u8;
+                    match self.refresh_slot_table((id + 1) % n.max(1)) {
+                        Ok(t) if t.epoch() > before && t.owner_of(v) != id => {
+                            retries += 1;
+                            self.retries.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => return Err(e),
                     }
                 }
                 r => return r.map(|r| (id, r)),
@@ -396,7 +411,8 @@ impl Client {
         let pooled = self.pools[id as usize]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .pop();
+            .pop()
+            .filter(|c| !c.peer_closed());
         let (mut conn, was_pooled) = match pooled {
             Some(c) => (c, true),
             None => (self.connect(id)?, false),
@@ -652,4 +668,9 @@ fn idempotent(req: &Request) -> bool {
             | Request::Stats
             | Request::Put { .. }
     )
+}
+
+/// Whether `e` is a failure to connect, before anything was sent.
+fn never_sent(e: &ClientError) -> bool {
+    matches!(e, ClientError::Unavailable { reason, .. } if reason.starts_with(crate::conn::CANNOT_CONNECT))
 }

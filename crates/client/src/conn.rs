@@ -29,6 +29,10 @@ pub struct ServerHello {
     pub server: String,
 }
 
+/// How an error from a connection attempt that never reached the server
+/// starts (nothing was sent: a request may go elsewhere).
+pub(crate) const CANNOT_CONNECT: &str = "cannot connect";
+
 /// An open, authenticated connection.
 pub struct Conn {
     stream: TcpStream,
@@ -49,6 +53,23 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
+    /// Whether the server closed this idle connection (a pooled one is
+    /// checked before it is used again, so that no request goes to a server
+    /// that has gone: the caller connects afresh, and a failure to connect
+    /// says nothing was sent).
+    pub(crate) fn peer_closed(&self) -> bool {
+        if self.stream.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut b = [0u8; 1];
+        let closed = match self.stream.peek(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        };
+        self.stream.set_nonblocking(false).is_err() || closed
+    }
+
     /// Connects to `addr`, proves the secret (if any) for listener `kind`,
     /// and says HELLO as `name`; all within `timeout`.
     pub fn connect(
@@ -61,7 +82,7 @@ impl Conn {
         let server = ServerRef { id: None, addr };
         let unavailable = |reason: String| ClientError::Unavailable { server, reason };
         let stream = TcpStream::connect_timeout(&addr, timeout)
-            .map_err(|e| unavailable(format!("cannot connect: {e}; is it running?")))?;
+            .map_err(|e| unavailable(format!("{CANNOT_CONNECT}: {e}; is it running?")))?;
         stream
             .set_nodelay(true)
             .and_then(|()| stream.set_read_timeout(Some(timeout)))
