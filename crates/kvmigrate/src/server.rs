@@ -14,11 +14,16 @@
 //! inbox, so when the source sees the router's GROUP-START ack, every write the router sent it
 //! for that group is already behind it.
 //!
-//! A group's DATA leaves the source only once its GROUP-START is acked. The paper pipelines
-//! them, which is safe when START reaches the router before anything the copy causes; over a
-//! network that loses or reorders, a START that arrives late would let a BF false positive
-//! route the group as S3, to a destination holding its copy but not yet its late writes. Writes the source executes after scanning a group and before that ack are the late
-//! writes of NetMigrate 4.3; they are forwarded before GROUP-COMPLETE is sent.
+//! A group's DATA follows its GROUP-START without waiting for the ack (pipelined, as in the
+//! paper). Over a network that loses or reorders, the DATA can reach the destination before the
+//! router counts the START; meanwhile the router routes the group by its filters alone, and a
+//! BF false positive sends a read to the destination alone (S3) while a late write of the group
+//! is still at the source. So a NetMigrate destination does not trust its copy of a group
+//! before GROUP-DONE: a read routed to it alone pulls from the source (as for a key it lacks)
+//! and answers the newer of the two. Only the late-write flush and GROUP-COMPLETE wait for the
+//! START ack. Writes the source executes after scanning a group and before that ack are the
+//! late writes of NetMigrate 4.3; they are forwarded before GROUP-COMPLETE is sent, and
+//! GROUP-DONE goes to the destination once they are installed.
 //!
 //! # Versions
 //! A version is `era << 48 | sequence`. A destination raises its era above the source's when a
