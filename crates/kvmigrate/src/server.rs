@@ -77,6 +77,8 @@ struct GroupProgress {
 
 #[derive(Debug)]
 struct SourceAgent {
+    /// This server's number for the migration (`MigrationStatus::attempt`).
+    attempt: u64,
     dst: NodeId,
     protocol: Protocol,
     phase: MigrationPhase,
@@ -227,6 +229,8 @@ pub struct Server<S: ShardStore = Table> {
     retx: Retransmits,
     stats: ServerStats,
     history: VecDeque<MigrationStatus>,
+    /// Migrations started here so far (numbers them).
+    attempts: u64,
 }
 
 fn key_of(body: &Body) -> Key {
@@ -268,6 +272,7 @@ impl<S: ShardStore> Server<S> {
             retx: Retransmits::new(cfg.retry_policy()),
             stats: ServerStats::default(),
             history: VecDeque::new(),
+            attempts: 0,
             cfg,
         })
     }
@@ -467,7 +472,9 @@ impl<S: ShardStore> Server<S> {
             return Err(Error::MigrationBusy { shard, server });
         }
         let geometry = s.table.geometry();
+        self.attempts += 1;
         s.role = Role::Source(Box::new(SourceAgent {
+            attempt: self.attempts,
             dst,
             protocol,
             phase: MigrationPhase::Registering,
@@ -564,6 +571,15 @@ impl<S: ShardStore> Server<S> {
         self.now_us = now_us;
         self.abort(shard, "aborted by the operator");
         std::mem::take(&mut self.out)
+    }
+
+    /// The number of the outgoing migration of `shard` running now, if any
+    /// (`MigrationStatus::attempt`).
+    pub fn running_attempt(&self, shard: ShardId) -> Option<u64> {
+        match &self.shards.get(&shard)?.role {
+            Role::Source(a) => Some(a.attempt),
+            _ => None,
+        }
     }
 
     /// Every outgoing migration, running ones first, then finished and aborted ones (newest last).

@@ -404,6 +404,7 @@ impl<S: ShardStore> Server<S> {
             + a.frozen_since_us
                 .map_or(0, |t| self.now_us.saturating_sub(t));
         MigrationStatus {
+            attempt: a.attempt,
             shard,
             source: self.cfg.id,
             destination: a.dst,
