@@ -57,6 +57,34 @@ impl RetryPolicy {
         Ok(())
     }
 
+    /// This policy with at most as many resends as fit in `patience_us`: the waits before and
+    /// after them all end by then, so a packet is given up at its patience rather than at the
+    /// end of a longer schedule of resends (with the defaults, 20 ms doubling to 1 s, eight
+    /// resends take 4.26 s). No resend fits a patience shorter than `retransmit_us`, which
+    /// then is the earliest give-up.
+    pub fn fitted_to_patience(self) -> Self {
+        let mut retries_max = 0;
+        let mut total_us = self.wait_us(0);
+        while retries_max < self.retries_max {
+            let next_us = total_us.saturating_add(self.wait_us(retries_max + 1));
+            if next_us > self.patience_us {
+                break;
+            }
+            total_us = next_us;
+            retries_max += 1;
+        }
+        Self {
+            retries_max,
+            ..self
+        }
+    }
+
+    /// When a packet sent at 0 and never answered is given up under this policy.
+    pub fn give_up_us(&self) -> u64 {
+        let resends_us: u64 = (0..=self.retries_max).map(|t| self.wait_us(t)).sum();
+        resends_us.max(self.patience_us)
+    }
+
     fn wait_us(&self, tries: u32) -> u64 {
         self.retransmit_us
             .saturating_mul(1u64 << tries.min(20))
@@ -242,6 +270,44 @@ mod tests {
         assert_eq!((lost[0].retries, lost[0].waited_us), (3, 1000));
         assert!(r.is_empty());
         assert_eq!(r.resent(), 3);
+    }
+
+    /// Drives one unanswered packet on a simulated clock: when it is given up.
+    fn given_up_at_us(policy: RetryPolicy) -> u64 {
+        let mut r = Retransmits::new(policy);
+        r.send(0, 7, pkt());
+        let mut out = Vec::new();
+        (0..=policy.give_up_us() + 1)
+            .step_by(100)
+            .find(|&at| !r.due(at, &mut out).is_empty())
+            .unwrap_or(u64::MAX)
+    }
+
+    #[test]
+    fn a_patience_shorter_than_the_resends_is_kept_once_fitted() {
+        let cli_defaults = RetryPolicy {
+            retransmit_us: 20_000,
+            retries_max: 8,
+            patience_us: 500_000,
+        };
+        // Unfitted, 8 resends of 20 ms doubling to 1 s outlast the 500 ms patience.
+        assert_eq!(given_up_at_us(cli_defaults), 4_260_000);
+        let fitted = cli_defaults.fitted_to_patience();
+        assert_eq!(fitted.retries_max, 3, "20 + 40 + 80 + 160 ms fit in 500");
+        assert_eq!(given_up_at_us(fitted), 500_000);
+        assert_eq!(fitted.give_up_us(), 500_000);
+        // A long patience keeps every resend; a tiny one none, given up after the first wait.
+        let long = RetryPolicy {
+            patience_us: 60_000_000,
+            ..cli_defaults
+        };
+        assert_eq!(long.fitted_to_patience(), long);
+        let tiny = RetryPolicy {
+            patience_us: 1_000,
+            ..cli_defaults
+        };
+        assert_eq!(tiny.fitted_to_patience().retries_max, 0);
+        assert_eq!(given_up_at_us(tiny.fitted_to_patience()), 20_000);
     }
 
     #[test]

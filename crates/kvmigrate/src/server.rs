@@ -14,11 +14,16 @@
 //! inbox, so when the source sees the router's GROUP-START ack, every write the router sent it
 //! for that group is already behind it.
 //!
-//! A group's DATA leaves the source only once its GROUP-START is acked. The paper pipelines
-//! them, which is safe when START reaches the router before anything the copy causes; over a
-//! network that loses or reorders, a START that arrives late would let a BF false positive
-//! route the group as S3, to a destination holding its copy but not yet its late writes. Writes the source executes after scanning a group and before that ack are the late
-//! writes of NetMigrate 4.3; they are forwarded before GROUP-COMPLETE is sent.
+//! A group's DATA follows its GROUP-START without waiting for the ack (pipelined, as in the
+//! paper). Over a network that loses or reorders, the DATA can reach the destination before the
+//! router counts the START; meanwhile the router routes the group by its filters alone, and a
+//! BF false positive sends a read to the destination alone (S3) while a late write of the group
+//! is still at the source. So a NetMigrate destination does not trust its copy of a group
+//! before GROUP-DONE: a read routed to it alone pulls from the source (as for a key it lacks)
+//! and answers the newer of the two. Only the late-write flush and GROUP-COMPLETE wait for the
+//! START ack. Writes the source executes after scanning a group and before that ack are the
+//! late writes of NetMigrate 4.3; they are forwarded before GROUP-COMPLETE is sent, and
+//! GROUP-DONE goes to the destination once they are installed.
 //!
 //! # Versions
 //! A version is `era << 48 | sequence`. A destination raises its era above the source's when a
@@ -72,6 +77,8 @@ struct GroupProgress {
 
 #[derive(Debug)]
 struct SourceAgent {
+    /// This server's number for the migration (`MigrationStatus::attempt`).
+    attempt: u64,
     dst: NodeId,
     protocol: Protocol,
     phase: MigrationPhase,
@@ -222,6 +229,8 @@ pub struct Server<S: ShardStore = Table> {
     retx: Retransmits,
     stats: ServerStats,
     history: VecDeque<MigrationStatus>,
+    /// Migrations started here so far (numbers them).
+    attempts: u64,
 }
 
 fn key_of(body: &Body) -> Key {
@@ -263,6 +272,7 @@ impl<S: ShardStore> Server<S> {
             retx: Retransmits::new(cfg.retry_policy()),
             stats: ServerStats::default(),
             history: VecDeque::new(),
+            attempts: 0,
             cfg,
         })
     }
@@ -462,7 +472,9 @@ impl<S: ShardStore> Server<S> {
             return Err(Error::MigrationBusy { shard, server });
         }
         let geometry = s.table.geometry();
+        self.attempts += 1;
         s.role = Role::Source(Box::new(SourceAgent {
+            attempt: self.attempts,
             dst,
             protocol,
             phase: MigrationPhase::Registering,
@@ -559,6 +571,15 @@ impl<S: ShardStore> Server<S> {
         self.now_us = now_us;
         self.abort(shard, "aborted by the operator");
         std::mem::take(&mut self.out)
+    }
+
+    /// The number of the outgoing migration of `shard` running now, if any
+    /// (`MigrationStatus::attempt`).
+    pub fn running_attempt(&self, shard: ShardId) -> Option<u64> {
+        match &self.shards.get(&shard)?.role {
+            Role::Source(a) => Some(a.attempt),
+            _ => None,
+        }
     }
 
     /// Every outgoing migration, running ones first, then finished and aborted ones (newest last).

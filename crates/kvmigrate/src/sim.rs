@@ -5,6 +5,9 @@
 //! inboxes are an [`InProcess`] transport under a [`Lossy`] decorator, so a run can drop,
 //! duplicate and reorder a share of the datagrams ([`SimConfig::faults`], seeded from the run's
 //! seed) and exercise the reliable control plane.
+//! A run can also hold back every GROUP-START on its way to the router for a number of steps
+//! ([`SimConfig::group_start_delay_steps_max`]), so that the group's pipelined DATA, and client
+//! queries, overtake it.
 //! Clients record a history for [`crate::check`]; after the migration, one client reads every
 //! key so that lost writes show up as stale reads. Errors name the seed.
 
@@ -72,6 +75,9 @@ pub struct SimConfig {
     pub router_preset: (bool, bool),
     /// Datagrams dropped, duplicated and reordered (none by default).
     pub faults: Faults,
+    /// Each GROUP-START (and each resend of one) reaches the router's inbox only after a
+    /// number of steps drawn from `0..=this` (0: at once), so DATA and queries overtake it.
+    pub group_start_delay_steps_max: u64,
 }
 
 impl SimConfig {
@@ -101,6 +107,7 @@ impl SimConfig {
             mirror_writes: false,
             router_preset: (false, false),
             faults: Faults::default(),
+            group_start_delay_steps_max: 0,
         }
     }
 }
@@ -126,6 +133,33 @@ pub struct SimReport {
     pub failed_ops: u64,
     /// What the lossy network did.
     pub faults: FaultCounters,
+    /// DATA batches the destination took while their group's GROUP-START was held back.
+    pub data_before_start: u64,
+}
+
+/// GROUP-STARTs held back on their way to the router: (step at which it is sent on, packet).
+type HeldStarts = Vec<(u64, Packet)>;
+
+/// Holds back the GROUP-STARTs of `out` bound for the router (`group_start_delay_steps_max`).
+fn hold_starts(
+    out: Vec<(NodeId, Packet)>,
+    held: &mut HeldStarts,
+    rng: &mut Xoshiro256PlusPlus,
+    step: u64,
+    delay_max: u64,
+) -> Vec<(NodeId, Packet)> {
+    if delay_max == 0 {
+        return out;
+    }
+    let mut rest = Vec::with_capacity(out.len());
+    for (to, p) in out {
+        if to == ROUTER && matches!(p.body, Body::GroupStart { .. }) {
+            held.push((step + rng.gen_range(0..=delay_max), p));
+        } else {
+            rest.push((to, p));
+        }
+    }
+    rest
 }
 
 struct Outstanding {
@@ -229,6 +263,10 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
     let mut read_back_queued = false;
     let mut started = false;
     let mut preset_done = cfg.router_preset == (false, false);
+    let mut held_starts: HeldStarts = Vec::new();
+    let mut delay_rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7374_6172);
+    let delay_max = cfg.group_start_delay_steps_max;
+    let mut data_before_start = 0u64;
 
     let deliver = |dead: &[bool], out: Vec<(NodeId, Packet)>| -> Result<(), String> {
         for (to, p) in out {
@@ -246,9 +284,15 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
             let out = servers[0]
                 .start_migration(now_us, SOURCE, DEST, cfg.protocol)
                 .map_err(|e| fail(e.to_string()))?;
+            let out = hold_starts(out, &mut held_starts, &mut delay_rng, step, delay_max);
             deliver(&dead, out)?;
             started = true;
         }
+        let (due, kept): (HeldStarts, HeldStarts) = std::mem::take(&mut held_starts)
+            .into_iter()
+            .partition(|(at, _)| *at <= step);
+        held_starts = kept;
+        deliver(&dead, due.into_iter().map(|(_, p)| (ROUTER, p)).collect())?;
         if cfg.kill_destination_at_step == Some(step) {
             dead[DEST as usize] = true;
             net.set_down(DEST);
@@ -281,6 +325,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                     steps: step,
                     failed_ops,
                     faults: net.counters(),
+                    data_before_start,
                 });
             }
             read_back_queued = true;
@@ -326,7 +371,14 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                         preset_done = router.preset(SOURCE, bf, cbf);
                     }
                 } else if node == SOURCE || node == DEST {
+                    if let Body::Data { group, .. } = p.body {
+                        let start_held = held_starts.iter().any(
+                            |(_, s)| matches!(s.body, Body::GroupStart { group: g } if g == group),
+                        );
+                        data_before_start += u64::from(node == DEST && start_held);
+                    }
                     let out = servers[(node - 1) as usize].handle(now_us, p);
+                    let out = hold_starts(out, &mut held_starts, &mut delay_rng, step, delay_max);
                     deliver(&dead, out)?;
                 } else {
                     let c = &mut clients[(node - FIRST_CLIENT) as usize];
@@ -369,6 +421,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
             }
             Action::Tick(s) => {
                 let out = servers[(s - 1) as usize].tick(now_us);
+                let out = hold_starts(out, &mut held_starts, &mut delay_rng, step, delay_max);
                 deliver(&dead, out)?;
             }
             Action::Issue(i) => {

@@ -27,6 +27,9 @@ pub enum MigrationPhase {
 /// One migration's progress, as the source agent sees it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MigrationStatus {
+    /// The source server's number for this migration (1, 2, ... in the order it started
+    /// them), so that a caller can follow the attempt it started among earlier ones.
+    pub attempt: u64,
     /// The shard.
     pub shard: ShardId,
     /// Source server.

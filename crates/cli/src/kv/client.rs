@@ -229,6 +229,9 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<(), String> {
             r["error"].as_str().unwrap_or("no reason given")
         ));
     }
+    // The source numbers its migrations; --wait follows this one, not an earlier attempt of
+    // the same shard still listed among the finished ones.
+    let attempt = r["attempt"].as_u64();
     println!(
         "migration of shard {} from server {} to server {} ({}) started",
         a.shard, a.from, a.to, a.protocol
@@ -238,13 +241,20 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<(), String> {
     }
     let deadline = Instant::now() + Duration::from_millis(a.timeout_ms);
     loop {
-        let st = collect_status(&book, 1000)?;
-        let mine = st["migrations"].as_array().and_then(|m| {
-            m.iter()
-                .rev()
-                .find(|x| x["shard"] == json!(a.shard) && x["source"] == json!(a.from))
-                .cloned()
-        });
+        // A router that does not answer (restarting, say) is waited for until the deadline.
+        let left_ms = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as u64;
+        let st = match collect_status(&book, left_ms.clamp(1, 1000)) {
+            Ok(st) => st,
+            Err(e) => {
+                eprintln!("  {e}; asking again");
+                json!({"migrations": []})
+            }
+        };
+        let mine = st["migrations"]
+            .as_array()
+            .and_then(|m| attempt_of(m, a.shard, a.from, attempt));
         if let Some(m) = mine {
             eprintln!(
                 "  {} groups {}/{} errors {}",
@@ -275,6 +285,24 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The status of the migration `kv migrate` started: its attempt number, or (from a server
+/// that does not number them) the running migration of the shard, listed first.
+fn attempt_of(
+    migrations: &[Value],
+    shard: u16,
+    source: u16,
+    attempt: Option<u64>,
+) -> Option<Value> {
+    migrations
+        .iter()
+        .find(|m| {
+            m["shard"] == json!(shard)
+                && m["source"] == json!(source)
+                && attempt.is_none_or(|n| m["attempt"] == json!(n))
+        })
+        .cloned()
 }
 
 pub(super) fn status(a: StatusArgs) -> Result<(), String> {

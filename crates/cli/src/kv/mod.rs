@@ -40,6 +40,8 @@ const CLIENT_ID_MIN: u16 = 100;
 const CLIENT_IDS_TRIED: u16 = 1000;
 /// Records a server may preload.
 const RECORDS_MAX: u64 = 1 << 26;
+/// The shortest `--ack-timeout-ms`: the first resend's wait (20 ms) and one resend (40 ms).
+const ACK_TIMEOUT_MS_MIN: u64 = 60;
 
 #[derive(Args, Debug)]
 pub struct KvArgs {
@@ -105,7 +107,9 @@ pub struct ServerArgs {
     /// Share of each millisecond this server may spend serving queries (NetMigrate 4.4), 1..=100.
     #[arg(long, default_value_t = 100)]
     pub budget_pct: u8,
-    /// A source aborts its migration after its destination or the router is silent this long.
+    /// A source aborts its migration after its destination or the router is silent this long
+    /// (60..=3600000; resends, 20 ms doubling to 1 s, at most 8, are fitted
+    /// into it).
     #[arg(long, default_value_t = 2000)]
     pub ack_timeout_ms: u64,
     /// Mirror destination writes to the source before acking (safe abort; the paper does not).

@@ -21,8 +21,8 @@ use locus_kvmigrate::{Geometry, Router, RouterConfig, Server, ServerConfig};
 use serde_json::{json, Value};
 
 use super::{
-    admin_bytes, parse_admin, parse_protocol, Book, RouterArgs, ServerArgs, RECORDS_MAX,
-    SERVERS_MAX,
+    admin_bytes, parse_admin, parse_protocol, Book, RouterArgs, ServerArgs, ACK_TIMEOUT_MS_MIN,
+    RECORDS_MAX, SERVERS_MAX,
 };
 
 /// A server announces itself to the router this often, so a restarted router learns it again.
@@ -164,8 +164,8 @@ fn preload_value(key: u64, len: usize) -> Vec<u8> {
     v
 }
 
-pub(super) fn server(a: ServerArgs) -> Result<(), String> {
-    let book = Book::parse("--router", &a.router)?;
+/// The server's settings from its flags, each checked with the flag named.
+fn server_config(a: &ServerArgs) -> Result<ServerConfig, String> {
     if a.id == 0 || a.id > SERVERS_MAX {
         return Err(format!("--id {}: must be in 1..={SERVERS_MAX}", a.id));
     }
@@ -183,15 +183,24 @@ pub(super) fn server(a: ServerArgs) -> Result<(), String> {
     }
     let geometry = Geometry::new(a.buckets_log2, a.group_buckets_log2)
         .map_err(|e| format!("--buckets-log2/--group-buckets-log2: {e}"))?;
-    if a.ack_timeout_ms == 0 || a.ack_timeout_ms > 3_600_000 {
+    if !(ACK_TIMEOUT_MS_MIN..=3_600_000).contains(&a.ack_timeout_ms) {
         return Err(format!(
-            "--ack-timeout-ms {}: must be in 1..=3600000",
+            "--ack-timeout-ms {}: must be in {ACK_TIMEOUT_MS_MIN}..=3600000 (a resend must fit)",
             a.ack_timeout_ms
         ));
     }
     let mut cfg = ServerConfig::new(a.id, 0, geometry);
     cfg.mirror_writes = a.mirror_writes;
     cfg.ack_timeout_us = a.ack_timeout_ms * 1000;
+    // The resends fit in the timeout, so the source gives up when the flag says, not after
+    // the full schedule of resends (4.26 s by default).
+    cfg.retries_max = cfg.retry_policy().fitted_to_patience().retries_max;
+    Ok(cfg)
+}
+
+pub(super) fn server(a: ServerArgs) -> Result<(), String> {
+    let book = Book::parse("--router", &a.router)?;
+    let cfg = server_config(&a)?;
     let srv = Server::new(cfg).map_err(|e| e.to_string())?;
     let peer = Arc::new(UdpPeer::bind(book.base, a.id).map_err(|e| format!("kv server: {e}"))?);
     let me = peer
@@ -273,7 +282,7 @@ impl NodeHooks<ServerNode> for ServerAdmin {
             .unwrap_or(d.from);
         let answer = match req["op"].as_str().unwrap_or("") {
             "migrate" => match start_migration(node, &req) {
-                Ok(()) => json!({"ok": true, "server": id}),
+                Ok(attempt) => json!({"ok": true, "server": id, "attempt": attempt}),
                 Err(e) => json!({"ok": false, "server": id, "error": e}),
             },
             "status" => json!({
@@ -295,7 +304,8 @@ impl NodeHooks<ServerNode> for ServerAdmin {
     }
 }
 
-fn start_migration(node: &mut ServerNode, req: &Value) -> Result<(), String> {
+/// Starts the migration `req` asks for; returns its attempt number (`MigrationStatus::attempt`).
+fn start_migration(node: &mut ServerNode, req: &Value) -> Result<u64, String> {
     let field = |k: &str| {
         req[k]
             .as_u64()
@@ -310,5 +320,48 @@ fn start_migration(node: &mut ServerNode, req: &Value) -> Result<(), String> {
         ));
     }
     node.start_migration(shard, to, protocol)
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    node.server()
+        .running_attempt(shard)
+        .ok_or_else(|| format!("shard {shard}: the migration ended as it started"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(ack_timeout_ms: u64) -> ServerArgs {
+        ServerArgs {
+            router: "127.0.0.1:7000".into(),
+            id: 1,
+            records: 0,
+            value_bytes: 64,
+            buckets_log2: 8,
+            group_buckets_log2: 2,
+            budget_pct: 100,
+            ack_timeout_ms,
+            mirror_writes: true,
+            lifetime_ms: None,
+        }
+    }
+
+    #[test]
+    fn ack_timeout_is_when_a_silent_peer_is_given_up() {
+        for ms in [ACK_TIMEOUT_MS_MIN, 500, 2000, 4000, 10_000] {
+            let cfg = server_config(&args(ms)).unwrap();
+            assert_eq!(
+                cfg.retry_policy().give_up_us(),
+                ms * 1000,
+                "--ack-timeout-ms {ms}"
+            );
+            assert!(
+                cfg.retries_max >= 1,
+                "--ack-timeout-ms {ms}: no resend fits"
+            );
+        }
+        for ms in [0, ACK_TIMEOUT_MS_MIN - 1, 3_600_001] {
+            let e = server_config(&args(ms)).unwrap_err();
+            assert!(e.contains("--ack-timeout-ms"), "{e}");
+        }
+    }
 }

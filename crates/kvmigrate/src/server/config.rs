@@ -128,6 +128,9 @@ pub struct ServerStats {
     pub forwarded: u64,
     /// PriorityPulls this server sent as a destination.
     pub pulls: u64,
+    /// Reads at a NetMigrate destination that pulled past a copy it held, because the group
+    /// was not done (its DATA may have overtaken its GROUP-START; `server` module doc).
+    pub copy_pulls: u64,
     /// Late dirty writes forwarded as a source (NetMigrate 4.3 corner case).
     pub late_writes: u64,
     /// Writes that reached a source after their group's late writes were flushed (must be 0).

@@ -39,19 +39,30 @@ impl<S: ShardStore> Server<S> {
                     d.parked.entry(key).or_default().push(q);
                     return;
                 }
-                if let Some(item) = s.table.get(key) {
-                    self.reply_item(&q, Some(item), FLAG_FROM_DEST);
-                    return;
-                }
                 let need_pull = !d.owned
                     && q.flags & FLAG_DOUBLE == 0
                     && !d.group_done(key)
                     && !matches!(d.protocol, Protocol::SourceBased | Protocol::StopAndCopy);
-                if !need_pull {
-                    self.reply_item(&q, None, FLAG_FROM_DEST);
-                    return;
+                let item = s.table.get(key);
+                // A NetMigrate copy is pipelined behind its GROUP-START and may overtake it, so
+                // a read routed here alone before GROUP-DONE (a BF false positive while the
+                // router has not counted the START) may find a copy older than a late write
+                // still at the source: it pulls past the copy ("Ordering" in `server`).
+                let copy_unconfirmed = need_pull && d.protocol == Protocol::NetMigrate;
+                match item {
+                    Some(item) if !copy_unconfirmed => {
+                        self.reply_item(&q, Some(item), FLAG_FROM_DEST);
+                        return;
+                    }
+                    Some(_) => self.stats.copy_pulls += 1,
+                    None if !need_pull => {
+                        self.reply_item(&q, None, FLAG_FROM_DEST);
+                        return;
+                    }
+                    None => {}
                 }
-                // S3 false positive or Rocksteady: PriorityPull from the source (NetMigrate 4.3).
+                // S3 false positive, an unconfirmed copy, or Rocksteady: PriorityPull from the
+                // source (NetMigrate 4.3), installed if newer, then the newer of the two answers.
                 if d.parked_count >= parked_max {
                     self.stats.refused += 1;
                     self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);

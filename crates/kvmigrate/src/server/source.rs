@@ -170,7 +170,8 @@ impl<S: ShardStore> Server<S> {
             }
         }
         gp.complete_sent = true;
-        // Only spares the destination pulls for absent keys; a lost one costs nothing else.
+        // Only spares the destination pulls (for keys it lacks, and past NetMigrate copies it
+        // holds); a lost one costs nothing else.
         self.send(dst, shard, 0, 0, Body::GroupDone { group: g });
         let Some((_, a)) = self.source(shard) else {
             return;
@@ -223,17 +224,12 @@ impl<S: ShardStore> Server<S> {
             a.groups.insert(g, gp);
             starts.push(g);
         }
-        // Send what the window allows. A NetMigrate group's data waits for its GROUP-START ack
-        // ("Ordering" in the module doc of `server`).
+        // Send what the window allows. A NetMigrate group's data follows its GROUP-START
+        // without waiting for the ack (NetMigrate 4.1, pipelined; "Ordering" in the module doc
+        // of `server` says why the destination may hold it before the router counts the START).
         let mut sends = Vec::new();
         while a.batches.len() < cfg.batches_inflight_max {
-            let groups = &a.groups;
-            let ready =
-                |(g, _, _): &(u32, Vec<Item>, bool)| groups.get(g).is_none_or(|gp| gp.start_acked);
-            let Some(at) = a.queue.iter().position(ready) else {
-                break;
-            };
-            let Some((g, items, late)) = a.queue.remove(at) else {
+            let Some((g, items, late)) = a.queue.pop_front() else {
                 break;
             };
             if a.batches.is_empty() {
@@ -408,6 +404,7 @@ impl<S: ShardStore> Server<S> {
             + a.frozen_since_us
                 .map_or(0, |t| self.now_us.saturating_sub(t));
         MigrationStatus {
+            attempt: a.attempt,
             shard,
             source: self.cfg.id,
             destination: a.dst,
