@@ -582,12 +582,30 @@ class Client:
     def _routed(self, v: int, op: Op, fields: Mapping[str, Any], timeout: float | None) -> Any:
         """Sends a request about vertex ``v`` to its home; on WRONG_HOME fetches
         the table again (from the server that refused) and retries, at most
-        ROUTE_RETRIES_MAX times, then raises the last refusal."""
+        ROUTE_RETRIES_MAX times, then raises the last refusal. A home that
+        cannot be connected to (it may have left the cluster; nothing was
+        sent) sends the client to the other servers for a newer table, and the
+        request goes to the new home if the table moved ``v``; a home that is
+        just down stays an error."""
         retries = 0
         while True:
             server = self.home(v, timeout)
             try:
                 return self._call(server, op, fields, timeout)
+            except LocusUnavailable as e:
+                if not e.reason.startswith("cannot connect") or retries >= ROUTE_RETRIES_MAX:
+                    raise
+                before = self.routing().table_epoch
+                try:
+                    table = self.refresh_slot_table((server + 1) % len(self._addresses), timeout)
+                except (LocusUnavailable, LocusError):
+                    raise e from None
+                if table.epoch <= before or self.home(v, timeout) == server:
+                    raise
+                retries += 1
+                with self._lock:
+                    self._retries += 1
+                continue
             except LocusError as e:
                 if e.code != ErrorCode.WRONG_HOME:
                     raise

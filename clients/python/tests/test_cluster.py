@@ -256,7 +256,7 @@ LOCUS_BIN = os.environ.get("LOCUS_BIN")
 def test_a_server_added_while_the_client_runs_is_followed(client, loaded):
     """Runs last: `cluster add-server --wait` gives the cluster a server the
     client's file did not list; the client finds it through the slot table and
-    SERVERS, and every answer stays the same."""
+    SERVERS, and every answer stays the same. Then server 0 leaves."""
     import subprocess
 
     adj, _, _ = loaded
@@ -283,3 +283,18 @@ def test_a_server_added_while_the_client_runs_is_followed(client, loaded):
     assert client.where(v).home == before
     assert client.neighbors(v) == [BASE + 950]
     assert client.delete_vertex(v) == [BASE + 950]
+    # Server 0 leaves. The client still holds a table naming it: its next
+    # update to one of server 0's vertices finds it gone, asks the others for
+    # the table, and goes to the new home (nothing was sent to the gone one).
+    w = next(first + i for i in range(t.slots) if client.slot_table().owner_of(first + i) == 0)
+    out = subprocess.run(
+        [LOCUS_BIN, "cluster", "remove-server", "--dir", os.path.dirname(CLUSTER_FILE),
+         "--id", "0", "--wait", "--batch-slots", "256", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    retries = client.routing().retries
+    assert client.insert_edge(w, BASE + 951)
+    assert client.routing().retries > retries
+    assert client.where(w).home != 0
+    assert client.neighbors(w) == [BASE + 951]

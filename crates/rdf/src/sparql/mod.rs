@@ -128,13 +128,21 @@ impl<S> Timed<S> {
     }
 }
 
+impl<S> Timed<S> {
+    /// Fails once the clock's deadline has passed.
+    fn in_time(&self) -> Result<()> {
+        match self.clock.get() {
+            Some((deadline, ms)) if std::time::Instant::now() >= deadline => {
+                Err(RdfError::Timeout { ms })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 impl<S: Source> Source for Timed<S> {
     fn list(&mut self, key: VertexId, out: &mut Vec<u32>) -> Result<()> {
-        if let Some((deadline, ms)) = self.clock.get() {
-            if std::time::Instant::now() >= deadline {
-                return Err(RdfError::Timeout { ms });
-            }
-        }
+        self.in_time()?;
         self.inner.list(key, out)
     }
     fn lists(
@@ -143,11 +151,7 @@ impl<S: Source> Source for Timed<S> {
         out: &mut Vec<u32>,
         ends: &mut Vec<usize>,
     ) -> Result<()> {
-        if let Some((deadline, ms)) = self.clock.get() {
-            if std::time::Instant::now() >= deadline {
-                return Err(RdfError::Timeout { ms });
-            }
-        }
+        self.in_time()?;
         self.inner.lists(keys, out, ends)
     }
     fn home(&mut self, key: VertexId) -> usize {

@@ -46,79 +46,7 @@ impl<F: Fabric> Worker<F> {
         from: MachineId,
         log: &mut dyn FnMut(Key, &[u8]) -> Result<()>,
     ) -> Result<Outcome> {
-        let shared = Arc::clone(&self.shared);
-        let alloc = shared.alloc(self.machine)?;
-        let lease_ns = shared.config.reclaim_lease_ms * 1_000_000;
-        let mut job = HandoffJob::new(key, self.machine, from, shared.layout, lease_ns);
-        let mut block: Option<Unpublished<'_>> = None;
-        let mut step = job.start(self.port.now_ns());
-        loop {
-            step = match step {
-                Step::Post(Access::ReadOwnHeader { offset_units }) => {
-                    let vr = self.values_region(self.machine);
-                    let word = self.port.read_word(self.machine, vr, offset_units * 8)?;
-                    let out = Output::Data(word.to_le_bytes().to_vec());
-                    job.on_completion(out, self.port.now_ns())?
-                }
-                Step::Post(access) => {
-                    if matches!(access, Access::Publish { home, .. } if home == from) {
-                        if let Some(b) = block.as_mut() {
-                            // From here the CAS may be applied: never free it.
-                            b.publishing();
-                        }
-                    }
-                    let wr = self.work_request(0, access);
-                    let out = self.port.execute(wr)?;
-                    job.on_completion(out, self.port.now_ns())?
-                }
-                Step::Alloc { size_units } => {
-                    let b = Unpublished::alloc(alloc, size_units, self.port.now_ns())?;
-                    let offset = b.offset_units();
-                    block = Some(b);
-                    job.on_allocated(offset)?
-                }
-                Step::Pend { pending } => {
-                    let offset = self.pend(key, from, pending)?;
-                    job.on_pended(offset)
-                }
-                Step::Log { word } => match self.read_payload(word)? {
-                    Some(payload) => {
-                        log(key, &payload)?;
-                        job.on_logged(self.port.now_ns())
-                    }
-                    None => job.on_stale_copy(),
-                },
-                Step::Restart(_) => {
-                    if let Some(b) = block.take() {
-                        b.refused();
-                    }
-                    if job.restarts() >= READ_RETRIES_MAX {
-                        return Err(StoreError::Contention {
-                            key: key.0,
-                            retries: job.restarts(),
-                        });
-                    }
-                    job.start(self.port.now_ns())
-                }
-                Step::Done(outcome) => {
-                    if let Outcome::Handed(h) = outcome {
-                        if let Some(b) = block.take() {
-                            b.published();
-                        }
-                        if let Some((holder, entry)) = h.old_entry {
-                            self.reclaim_queue.push((holder, entry));
-                            self.flush_reclaims()?;
-                        }
-                    }
-                    // Whatever this machine cached of the key named A's word.
-                    if let Some(c) = shared.caches[self.machine as usize].as_ref() {
-                        c.remove(key);
-                        self.recent.forget(c, key);
-                    }
-                    return Ok(outcome);
-                }
-            };
-        }
+        Ok(self.take_over_logged(&[key], from, log)?[0])
     }
 
     /// [`Worker::take_over`] of many distinct keys with their operations
@@ -129,9 +57,20 @@ impl<F: Fabric> Worker<F> {
     /// in the same order as alone (H1-H3 are per key). Outcomes come in
     /// `keys`' order; the first error ends the call.
     pub fn take_over_many(&mut self, keys: &[Key], from: MachineId) -> Result<Vec<Outcome>> {
+        self.take_over_logged(keys, from, &mut |_, _| Ok(()))
+    }
+
+    /// The keys' handoffs in a window, each copy given to `log` before its
+    /// CAS (H2).
+    fn take_over_logged(
+        &mut self,
+        keys: &[Key],
+        from: MachineId,
+        log: &mut dyn FnMut(Key, &[u8]) -> Result<()>,
+    ) -> Result<Vec<Outcome>> {
         let shared = Arc::clone(&self.shared);
         let alloc = shared.alloc(self.machine)?;
-        let r = self.take_over_window(keys, from, alloc);
+        let r = self.take_over_window(keys, from, alloc, log);
         if r.is_err() {
             // Leave the port empty: a later call must not meet stale completions.
             self.drain_all();
@@ -147,6 +86,7 @@ impl<F: Fabric> Worker<F> {
         keys: &[Key],
         from: MachineId,
         alloc: &'a ValueAllocator,
+        log: &mut dyn FnMut(Key, &[u8]) -> Result<()>,
     ) -> Result<Vec<Outcome>> {
         let (me, layout) = (self.machine, self.shared.layout);
         let lease_ns = self.shared.config.reclaim_lease_ms * 1_000_000;
@@ -167,7 +107,7 @@ impl<F: Fabric> Worker<F> {
                 };
                 next += 1;
                 let step = t.job.start(self.port.now_ns());
-                match self.drive_taking(&mut t, id, step, from, alloc, &mut posts)? {
+                match self.drive_taking(&mut t, id, step, from, alloc, &mut posts, log)? {
                     Some(o) => {
                         results[t.index] = Some(o);
                         free.push(id);
@@ -189,7 +129,7 @@ impl<F: Fabric> Worker<F> {
                 let id = c.id as usize;
                 let t = jobs[id].as_mut().expect("a completion for a key in flight");
                 let step = t.job.on_completion(c.result?, self.port.now_ns())?;
-                if let Some(o) = self.drive_taking(t, id, step, from, alloc, &mut posts)? {
+                if let Some(o) = self.drive_taking(t, id, step, from, alloc, &mut posts, log)? {
                     results[t.index] = Some(o);
                     jobs[id] = None;
                     free.push(id);
@@ -205,8 +145,8 @@ impl<F: Fabric> Worker<F> {
 
     /// Carries out `step` and the ones after it that need no round trip,
     /// until the key has an operation to post (added to `posts`: `None`) or
-    /// finishes (its outcome). The steps of [`Worker::take_over`], but the
-    /// log's: its copy was logged before.
+    /// finishes (its outcome).
+    #[allow(clippy::too_many_arguments)]
     fn drive_taking<'a>(
         &mut self,
         t: &mut Taking<'a>,
@@ -215,6 +155,7 @@ impl<F: Fabric> Worker<F> {
         from: MachineId,
         alloc: &'a ValueAllocator,
         posts: &mut Vec<WorkRequest>,
+        log: &mut dyn FnMut(Key, &[u8]) -> Result<()>,
     ) -> Result<Option<Outcome>> {
         let key = t.job.key();
         loop {
@@ -246,7 +187,10 @@ impl<F: Fabric> Worker<F> {
                     t.job.on_pended(offset)
                 }
                 Step::Log { word } => match self.read_payload(word)? {
-                    Some(_) => t.job.on_logged(self.port.now_ns()),
+                    Some(payload) => {
+                        log(key, &payload)?;
+                        t.job.on_logged(self.port.now_ns())
+                    }
                     None => t.job.on_stale_copy(),
                 },
                 Step::Restart(_) => {
