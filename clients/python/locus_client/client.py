@@ -49,6 +49,8 @@ from .config import normalize_addresses, parse_address, read_cluster_file
 from .edges import adjacency, batches, read_edges
 from .errors import AuthError, ConfigError, LocusError, LocusTimeout, LocusUnavailable, ProtocolError
 from .protocol import (
+    LIST_ABSENT,
+    LISTS_VERTICES_MAX,
     DEADLINE_MS_MAX,
     FRAME_BYTES_MAX,
     HEADER_BYTES,
@@ -413,6 +415,29 @@ class Client:
         v = _vertex(v)
         k = _vertex(k, "k")
         return self._routed(v, Op.NEIGHBORS, {"vertex": v, "k": k}, timeout)["ids"]
+
+    def lists(self, server: int, vertices: Sequence[int], timeout: float | None = None) -> list[list[int] | None]:
+        """The whole lists of ``vertices`` in their order (``None``: no entry), read by
+        server ``server`` with its reads posted together (any server reads any
+        vertex), one LISTS request per ``LISTS_VERTICES_MAX`` vertices."""
+        vs = [_vertex(v) for v in vertices]
+        out: list[list[int] | None] = []
+        for i in range(0, len(vs), LISTS_VERTICES_MAX):
+            chunk = vs[i:i + LISTS_VERTICES_MAX]
+            r = self._call(server, Op.LISTS, {"vertices": chunk}, timeout)
+            if len(r["lens"]) != len(chunk):
+                raise ProtocolError(
+                    f"server {server}: LISTS answered {len(r['lens'])} lists for {len(chunk)} vertices",
+                    ErrorCode.MALFORMED,
+                )
+            at = 0
+            for n in r["lens"]:
+                if n == LIST_ABSENT:
+                    out.append(None)
+                else:
+                    out.append(r["ids"][at:at + n])
+                    at += n
+        return out
 
     def put(self, v: int, ids: Sequence[int], timeout: float | None = None) -> None:
         """Replaces ``v``'s adjacency list."""

@@ -42,6 +42,10 @@ FRAME_BYTES_MIN = 4096
 IDS_MAX = 4 << 20
 #: Vertices in one LOAD.
 LOAD_VERTICES_MAX = 1 << 20
+#: Vertices one LISTS request may ask for.
+LISTS_VERTICES_MAX = 1 << 16
+#: A LISTS reply's length of a vertex with no entry.
+LIST_ABSENT = 0xFFFFFFFF
 ERROR_MESSAGE_MAX = 4096
 STATS_JSON_MAX = 1 << 20
 #: Bytes of a HELLO name (client or server).
@@ -75,6 +79,7 @@ class Op(IntEnum):
     DELETE_VERTEX = 0x0C
     SLOTS = 0x0D
     SERVERS = 0x0F
+    LISTS = 0x10
     REGISTER = 0x20
     REPORT = 0x21
     HOT = 0x22
@@ -247,6 +252,8 @@ def _request_body(op: Op, f: Mapping[str, Any]) -> bytes:
         return b""
     if op is Op.NEIGHBORS:
         return _pack("II", f["vertex"], f["k"], what="vertex, k")
+    if op is Op.LISTS:
+        return _ids(f["vertices"], "vertices", LISTS_VERTICES_MAX)
     if op is Op.PUT:
         return _pack("I", f["vertex"], what="vertex") + _ids(f["ids"], "ids", IDS_MAX)
     if op in (Op.INSERT_EDGE, Op.DELETE_EDGE):
@@ -354,6 +361,11 @@ def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None
         body = b"".join(parts)
     elif o is Op.NEIGHBORS:
         body = _ids(f["ids"], "ids", FRAME_BYTES_MAX // 4)
+    elif o is Op.LISTS:
+        total = sum(n for n in f["lens"] if n != LIST_ABSENT)
+        if total != len(f["ids"]):
+            raise ValueError(f"lens add up to {total} ids, ids holds {len(f['ids'])}")
+        body = _ids(f["lens"], "lens", LISTS_VERTICES_MAX) + _ids(f["ids"], "ids", FRAME_BYTES_MAX // 4)
     elif o in (Op.INSERT_EDGE, Op.DELETE_EDGE):
         body = bytes([1 if f["changed"] else 0])
     elif o is Op.KHOP:
@@ -555,6 +567,8 @@ def decode_request(op_byte: int, body: bytes) -> tuple[int, dict[str, Any]]:
         f = {}
     elif op is Op.NEIGHBORS:
         f = {"vertex": d.u32("vertex"), "k": d.u32("k")}
+    elif op is Op.LISTS:
+        f = {"vertices": d.ids("vertices", LISTS_VERTICES_MAX)}
     elif op is Op.PUT:
         f = {"vertex": d.u32("vertex"), "ids": d.ids("ids", IDS_MAX)}
     elif op in (Op.INSERT_EDGE, Op.DELETE_EDGE):
@@ -612,6 +626,11 @@ def decode_reply(op: int | str, op_byte: int, body: bytes) -> dict[str, Any] | E
         f = {}
     elif req is Op.NEIGHBORS:
         f = {"ids": d.ids("ids", FRAME_BYTES_MAX // 4)}
+    elif req is Op.LISTS:
+        f = {"lens": d.ids("lens", LISTS_VERTICES_MAX), "ids": d.ids("ids", FRAME_BYTES_MAX // 4)}
+        total = sum(n for n in f["lens"] if n != LIST_ABSENT)
+        if total != len(f["ids"]):
+            raise d.malformed(f"the lengths add up to {total} ids, the lists hold {len(f['ids'])}")
     elif req in (Op.INSERT_EDGE, Op.DELETE_EDGE):
         f = {"changed": d.flag("changed")}
     elif req is Op.KHOP:

@@ -132,6 +132,15 @@ def test_khop_matches_the_reference(client, loaded):
             assert 0.0 <= r.remote_rate <= 1.0
 
 
+def test_lists_reads_many_vertices_at_once(client, loaded):
+    adj, _, _ = loaded
+    vs = sorted(adj)[:50] + [BASE + 999_999]
+    for server in range(client.machines):
+        got = client.lists(server, vs)
+        assert got[:-1] == [adj[v] for v in vs[:-1]]
+        assert got[-1] is None, "no entry"
+
+
 def test_unknown_vertex(client, loaded):
     unknown = BASE + 900
     with pytest.raises(LocusError) as e:

@@ -70,6 +70,15 @@ fn frames() -> Value {
             json!({"vertex": 5, "k": 0}),
         ),
         request(
+            "lists",
+            16,
+            1000,
+            Request::Lists {
+                vertices: vec![5, 6, 7],
+            },
+            json!({"vertices": [5, 6, 7]}),
+        ),
+        request(
             "put",
             3,
             1000,
@@ -163,6 +172,16 @@ fn frames() -> Value {
             2,
             Reply::Neighbors(vec![8, 9]),
             json!({"ids": [8, 9]}),
+        ),
+        reply(
+            "lists_reply",
+            Op::Lists,
+            16,
+            Reply::Lists {
+                lens: vec![2, locus_client::proto::LIST_ABSENT, 0],
+                ids: vec![8, 9],
+            },
+            json!({"lens": [2, 4294967295u32, 0], "ids": [8, 9]}),
         ),
         reply("put_reply", Op::Put, 3, Reply::Put, json!({})),
         reply(
