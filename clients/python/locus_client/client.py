@@ -65,7 +65,7 @@ from .protocol import (
     encode_request,
     unpack_header,
 )
-from .slots import SLOTS_DEFAULT, SlotTable
+from .slots import SLOTS_DEFAULT, MoveHint, SlotTable
 
 __all__ = ["Client", "KhopResult", "Location", "Routing", "CLIENT_NAME", "ROUTE_RETRIES_MAX"]
 
@@ -90,6 +90,9 @@ _CLOSING_CODES = frozenset(
 )
 #: Requests safe to resend on a fresh connection when a pooled one turns out
 #: to have been closed by the server before it answered.
+#: Requests that update a vertex (coordinated by its home, so routed by the
+#: migration index's write decision).
+_UPDATES = frozenset({Op.PUT, Op.INSERT_EDGE, Op.DELETE_EDGE, Op.DELETE_VERTEX})
 _IDEMPOTENT = frozenset({Op.PING, Op.NEIGHBORS, Op.KHOP, Op.WHERE, Op.STATS, Op.PUT, Op.SLOTS, Op.SERVERS})
 
 
@@ -129,6 +132,9 @@ class Routing(NamedTuple):
     table_fetches: int
     #: Operations sent again after a WRONG_HOME answer.
     retries: int
+    #: Updates sent to a slot's new home by a move's migration index before
+    #: the table named it.
+    hinted: int = 0
 
 
 class _Stale(Exception):
@@ -248,6 +254,10 @@ class Client:
         self._table: SlotTable | None = None
         self._table_fetches = 0
         self._retries = 0
+        self._hinted = 0
+        # The migration index of each server's leaving moves, as its last
+        # SLOTS reply gave it: where updates of a slot it handed go.
+        self._hints: dict[int, list[MoveHint]] = {}
         self._closed = False
 
     @classmethod
@@ -351,8 +361,10 @@ class Client:
                     f"{self._known_text(known)} (0..{known - 1}) and SERVERS names no more{failed}; "
                     "the file is stale"
                 )
+            hints = [MoveHint.from_fields(h) for h in fields.get("hints", []) if h["from"] == s]
             with self._lock:
                 self._table_fetches += 1
+                self._hints[s] = hints
                 if self._table is None or self._table.epoch < table.epoch:
                     self._table = table
                 return self._table
@@ -406,7 +418,7 @@ class Client:
         """How the client has followed the slot table so far."""
         with self._lock:
             epoch = self._table.epoch if self._table is not None else 0
-            return Routing(epoch, self._table_fetches, self._retries)
+            return Routing(epoch, self._table_fetches, self._retries, self._hinted)
 
     # ------------------------------------------------------------ requests
 
@@ -613,8 +625,29 @@ class Client:
         request goes to the new home if the table moved ``v``; a home that is
         just down stays an error."""
         retries = 0
+        update = op in _UPDATES
+        by_hint = update
         while True:
             server = self.home(v, timeout)
+            target = self._hinted_home(v, server, timeout) if by_hint else None
+            if target is not None:
+                with self._lock:
+                    self._hinted += 1
+                try:
+                    return self._call(target, op, fields, timeout)
+                except (LocusError, LocusUnavailable) as e:
+                    # A false positive, a hint gone stale (the move was
+                    # rolled back), or a new home that is down: ask the home
+                    # by the table (which refreshes the hint).
+                    refused = isinstance(e, LocusError) and e.code == ErrorCode.WRONG_HOME
+                    unsent = isinstance(e, LocusUnavailable) and e.reason.startswith("cannot connect")
+                    if not (refused or unsent):
+                        raise
+                    with self._lock:
+                        self._retries += 1
+                    by_hint = False
+                    continue
+            by_hint = update
             try:
                 return self._call(server, op, fields, timeout)
             except LocusUnavailable as e:
@@ -648,6 +681,19 @@ class Client:
             before = self.routing().table_epoch
             if self.refresh_slot_table(server, timeout).epoch <= before:
                 time.sleep(min(0.001 * (1 << min(retries - 1, 16)), ROUTE_BACKOFF_MAX_S))
+
+    def _hinted_home(self, v: int, home: int, timeout: float | None) -> int | None:
+        """Where an update of ``v`` goes by the migration index of ``home``'s
+        moves (NetMigrate Fig. 3's write decision), if not to ``home``."""
+        with self._lock:
+            hints = self._hints.get(home, [])
+        if not hints:
+            return None
+        slot = self.slot_table(timeout).slot_of(v)
+        for h in hints:
+            if h.update_goes_to_target(slot):
+                return h.target
+        return None
 
     def _call(self, server: int, op: Op, fields: Mapping[str, Any], timeout: float | None) -> Any:
         t, deadline_ms, end = self._budget(timeout)

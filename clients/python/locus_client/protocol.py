@@ -29,7 +29,7 @@ from enum import IntEnum
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .errors import ProtocolError
-from .slots import TABLE_BYTES_MAX, SlotTable
+from .slots import HINT_FILTER_BYTES_MAX, HINTS_MAX, TABLE_BYTES_MAX, SlotTable
 
 MAGIC = b"LK"
 VERSION = 1
@@ -348,7 +348,16 @@ def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None
     elif o is Op.SLOTS:
         # Fields as decode_reply gives them; the table checks them.
         table = SlotTable.from_fields(f).encode()
-        body = struct.pack("<I", len(table)) + table
+        hints = f.get("hints", [])
+        if len(hints) > HINTS_MAX:
+            raise ValueError(f"{len(hints)} hints, past the limit of {HINTS_MAX}")
+        parts = [struct.pack("<I", len(table)), table, struct.pack("<B", len(hints))]
+        for h in hints:
+            bf, cbf = bytes.fromhex(h["bf"]), bytes.fromhex(h["cbf"])
+            if not 1 <= len(bf) <= HINT_FILTER_BYTES_MAX or not 1 <= len(cbf) <= HINT_FILTER_BYTES_MAX:
+                raise ValueError(f"a hint's filters must be 1..{HINT_FILTER_BYTES_MAX} bytes")
+            parts += [struct.pack("<BBI", h["from"], h["to"], len(bf)), bf, struct.pack("<I", len(cbf)), cbf]
+        body = b"".join(parts)
     elif o is Op.SERVERS:
         servers = f["servers"]
         if len(servers) > SERVERS_MAX:
@@ -654,6 +663,17 @@ def decode_reply(op: int | str, op_byte: int, body: bytes) -> dict[str, Any] | E
             f = SlotTable.decode(d.take(n, "table")).fields()
         except ProtocolError as e:
             raise d.malformed(str(e)) from None
+        # The migration index of the server's leaving moves (hints).
+        hints = []
+        for _ in range(d.u8("hints")):
+            h = {"from": d.u8("from"), "to": d.u8("to")}
+            for name in ("bf", "cbf"):
+                raw = d.take(d.count(name, HINT_FILTER_BYTES_MAX, 1), name)
+                if not raw:
+                    raise d.malformed(f"a hint's {name} is empty")
+                h[name] = raw.hex()
+            hints.append(h)
+        f["hints"] = hints
     elif req is Op.SERVERS:
         # Each entry is an id byte and a str: 3 bytes at least.
         n = d.count("servers", SERVERS_MAX, 3)

@@ -38,6 +38,9 @@ TABLE_VERSION = 1
 TABLE_HEADER_BYTES = 20
 #: Largest table in a SLOTS reply: the header and one byte per slot.
 TABLE_BYTES_MAX = TABLE_HEADER_BYTES + SLOTS_MAX
+#: Bytes of one filter of a SLOTS reply's hint, and hints per reply.
+HINT_FILTER_BYTES_MAX = 1 << 16
+HINTS_MAX = 255
 
 _HEAD = struct.Struct("<4sHHQI")
 
@@ -155,3 +158,51 @@ class SlotTable:
 
     def __repr__(self) -> str:
         return f"SlotTable(epoch={self.epoch}, machines={self.machines}, slots={self.slots})"
+
+
+_M64 = (1 << 64) - 1
+#: The migration index's hash seeds (``crates/placement/src/index.rs``).
+_INDEX_SEEDS = (0x243F6A8885A308D3, 0x13198A2E03707344, 0xA4093822299F31D0, 0x082EFA98EC4E6C89)
+
+
+def _mix64(x: int) -> int:
+    """``locus_placement::mix64`` (splitmix64's finalizer)."""
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+class MoveHint:
+    """One move's migration index, as a server's SLOTS reply gives it
+    (NetMigrate 4.2, a group being a slot): the Bloom filter of slots the old
+    home ``source`` handed to ``target`` (which serves them) and the counting
+    Bloom filter of slots in flight. A hint: the servers decide, and a false
+    positive costs a refused request, never a wrong answer."""
+
+    def __init__(self, source: int, target: int, bf: bytes, cbf: bytes):
+        if not bf or not cbf:
+            raise ProtocolError("a hint's filters are empty")
+        self.source, self.target, self._bf, self._cbf = source, target, bf, cbf
+
+    @classmethod
+    def from_fields(cls, f: Mapping[str, Any]) -> "MoveHint":
+        return cls(f["from"], f["to"], bytes.fromhex(f["bf"]), bytes.fromhex(f["cbf"]))
+
+    def _places(self, slot: int, entries: int) -> list[int]:
+        return [_mix64((slot ^ s) & _M64) % entries for s in _INDEX_SEEDS]
+
+    def handed(self, slot: int) -> bool:
+        """Whether the slot may have been handed (S3 or S4)."""
+        return all(self._bf[b // 8] >> (b % 8) & 1 for b in self._places(slot, len(self._bf) * 8))
+
+    def in_flight(self, slot: int) -> bool:
+        """Whether the slot may be in flight, not handed yet (S2 or S4)."""
+        return all(self._cbf[c] > 0 for c in self._places(slot, len(self._cbf)))
+
+    def update_goes_to_target(self, slot: int) -> bool:
+        """Whether an update goes to the new home: a slot handed to it (S3,
+        or S4 where the filters cannot tell). NetMigrate Fig. 3 sends S2
+        writes there too, which pulls what it lacks; here a new home serves
+        a slot only once it is handed, so S2 writes stay with the old home."""
+        return self.handed(slot)

@@ -139,7 +139,7 @@ def test_routing_follows_the_table_not_v_mod_machines(cluster, client):
     assert sent[("put", 4097)] == [1]  # 4097 % 3 would be 2
     assert client.home(4097) == 1
     assert cluster.wrong_homes == 0
-    assert client.routing() == (1, 1, 0)  # one fetch, no retries
+    assert client.routing() == (1, 1, 0, 0)  # one fetch, no retries, no hint followed
     assert [s for s, _ in cluster.ops("slots")] == [0]
 
 
@@ -152,7 +152,7 @@ def test_routing_follows_a_non_uniform_table(cluster, client):
     sent = routed_to(cluster)
     for v in range(20):
         assert {s for op in VERTEX_OPS for s in sent[(op, v)]} == {owners[v % 8]}, v
-    assert client.routing() == (5, 1, 0)
+    assert client.routing()[:3] == (5, 1, 0)
     r = client.load_edges([(u, (u * 5 + 1) % 30) for u in range(30)], batch_edges=4)
     loads = cluster.ops("load")
     assert r["batches"] == len(loads) > 0
@@ -164,16 +164,16 @@ def test_routing_follows_a_non_uniform_table(cluster, client):
 def test_wrong_home_makes_the_client_refetch_and_retry(cluster, client):
     cluster.check_homes = True
     client.put(4097, [1, 2])  # fetches the table at epoch 1: 4097 on server 1
-    assert client.routing() == (1, 1, 0)
+    assert client.routing()[:3] == (1, 1, 0)
     cluster.table = cluster.table.with_owners({1: 2})  # slot 1 moves to server 2, epoch 2
     assert client.neighbors(4097) == [1, 2]
     assert routed_to(cluster)[("neighbors", 4097)] == [1, 2]  # refused by 1, answered by 2
     assert [s for s, _ in cluster.ops("slots")] == [0, 1]  # refetched from the server that refused
-    assert client.routing() == (2, 2, 1)
+    assert client.routing()[:3] == (2, 2, 1)
     # The new table holds: the next request goes straight to server 2.
     assert client.insert_edge(4097, 3) is True
     assert routed_to(cluster)[("insert_edge", 4097)] == [2]
-    assert client.routing() == (2, 2, 1)
+    assert client.routing()[:3] == (2, 2, 1)
     assert cluster.wrong_homes == 1
 
 
@@ -183,9 +183,9 @@ def test_a_stale_server_table_is_corrected_and_an_older_epoch_never_replaces_a_n
     cluster.servers[0].own_table = SlotTable.uniform(SLOTS_DEFAULT, 3)  # server 0 lags at epoch 1
     client.put(4097, [5])
     assert routed_to(cluster)[("put", 4097)] == [1, 2]
-    assert client.routing() == (3, 2, 1)
+    assert client.routing()[:3] == (3, 2, 1)
     assert client.refresh_slot_table(0).epoch == 3  # server 0's epoch 1 is fetched, not kept
-    assert client.routing() == (3, 3, 1)
+    assert client.routing()[:3] == (3, 3, 1)
     assert client.home(4097) == 2
 
 
@@ -199,7 +199,7 @@ def test_a_server_that_keeps_refusing_fails_after_its_retries(cluster, client):
     assert (err.code_name, err.server) == ("WRONG_HOME", 1)
     assert "refused again after 10 retries" in err.message and "table epoch 1" in err.message
     assert routed_to(cluster)[("neighbors", 4097)] == [1] * 11  # the first try and 10 retries
-    assert client.routing() == (1, 11, 10)  # a fetch before each retry
+    assert client.routing()[:3] == (1, 11, 10)  # a fetch before each retry
     # Counted per operation: the next one gets its own 10 retries.
     with pytest.raises(LocusError, match="WRONG_HOME"):
         run_bounded(lambda: client.put(4097, [2]))
@@ -212,7 +212,7 @@ def test_other_errors_are_not_retried(cluster, client):
     with pytest.raises(LocusError, match="UNKNOWN_VERTEX"):
         client.neighbors(4097)
     assert routed_to(cluster)[("neighbors", 4097)] == [1]
-    assert client.routing() == (1, 1, 0)
+    assert client.routing()[:3] == (1, 1, 0)
 
 
 def test_a_malformed_table_from_a_server_is_a_protocol_error(cluster, client):
@@ -225,7 +225,7 @@ def test_a_malformed_table_from_a_server_is_a_protocol_error(cluster, client):
         "slot 3's owner 3 is not below 3 machines; connection closed"
     )
     assert cluster.ops("neighbors") == []  # nothing was sent by a guessed route
-    assert client.routing() == (0, 0, 0)
+    assert client.routing()[:3] == (0, 0, 0)
 
 
 def test_without_slots_answers_the_client_falls_back_to_a_new_clusters_homes(cluster, client):
@@ -235,7 +235,7 @@ def test_without_slots_answers_the_client_falls_back_to_a_new_clusters_homes(clu
     client.put(4097, [3])
     assert routed_to(cluster)[("put", 4097)] == [1]
     assert [s for s, _ in cluster.ops("slots")] == [0, 1, 2]  # each asked in turn
-    assert client.routing() == (0, 0, 0)
+    assert client.routing()[:3] == (0, 0, 0)
     r = client.load_edges([(4097, 5), (8194, 4)])
     assert r["edges"] == 4 and cluster.wrong_homes == 0
 
@@ -267,14 +267,14 @@ def grown():
 def test_a_table_naming_an_added_server_makes_the_client_learn_it(grown):
     with Client(grown.addresses[:2], SECRET, timeout=5) as client:
         client.put(4097, [7])  # slot 1: server 1
-        assert client.machines == 2 and client.routing() == (1, 1, 0)
+        assert client.machines == 2 and client.routing()[:3] == (1, 1, 0)
         grown.table = grown.table.with_owners({1: 2})  # slot 1 moves to the added server, epoch 2
         assert client.neighbors(4097) == [7]
         assert routed_to(grown)[("neighbors", 4097)] == [1, 2]  # refused by 1, answered by 2
         assert grown.ops("servers") == [(1, {})]  # asked of the server that sent the table
         assert client.machines == 3 and client.addresses == grown.addresses
         assert grown.servers[2].connections == 1  # HELLO checked: server 2, room 8
-        assert client.routing() == (2, 2, 1)
+        assert client.routing()[:3] == (2, 2, 1)
         # Learned once: the next requests go straight to server 2, and every
         # per-server call now covers it.
         assert client.insert_edge(4097, 8) is True
@@ -293,7 +293,7 @@ def test_a_fresh_client_learns_added_servers_before_routing(grown):
         client.put(3, [2])
         assert routed_to(grown)[("put", 4097)] == [2] and routed_to(grown)[("put", 3)] == [2]
         assert [s for s, _ in grown.ops("servers")] == [0, 1]
-        assert client.routing() == (2, 1, 0) and grown.wrong_homes == 0
+        assert client.routing()[:3] == (2, 1, 0) and grown.wrong_homes == 0
         r = client.load_edges([(4097, 5), (1, 9), (2, 3)])
         assert r["edges"] == 5 and grown.wrong_homes == 0  # 3 -> 2 was there already
         assert {s for s, _ in grown.ops("load")} == {0, 1, 2}
@@ -372,3 +372,65 @@ def test_a_malformed_servers_reply_is_a_protocol_error(grown, body, why):
         with pytest.raises(ProtocolError, match=rf"server 0 \(127\.0\.0\.1:\d+\): .*{why}"):
             client.neighbors(4097)
         assert client.machines == 2 and grown.ops("neighbors") == []
+
+
+def test_a_move_hint_looks_slots_up_as_the_rust_filters_do():
+    # The golden hint: a server's filters with slot 5 handed and slot 3 in
+    # flight (crates/client/tests/golden_frames.rs makes them).
+    import json
+    import os
+
+    from locus_client.slots import MoveHint, _mix64
+
+    assert _mix64(5) == 0x63033B0CA389C35A  # as locus_placement::mix64 (its test pins it)
+    golden = os.path.join(os.path.dirname(__file__), "..", "..", "golden", "frames.json")
+    with open(golden, encoding="utf-8") as f:
+        frame = next(e for e in json.load(f) if e["name"] == "slots_reply_hinted")
+    h = MoveHint.from_fields(frame["fields"]["hints"][0])
+    assert (h.source, h.target) == (1, 2)
+    assert h.handed(5) and h.in_flight(3)
+    assert h.update_goes_to_target(5)
+    # Few false positives in filters this sparse.
+    assert sum(h.handed(s) for s in range(4096)) < 200
+    assert sum(h.in_flight(s) for s in range(4096)) < 200
+    with pytest.raises(ProtocolError):
+        MoveHint(1, 2, b"", b"\x01")
+
+
+def test_an_update_follows_a_move_hint_to_the_new_home_before_the_table_names_it():
+    # Server 0 handed v's slot to server 2 (HANDED): it refuses v's updates
+    # and its SLOTS reply carries the move's migration index; server 2
+    # serves the slot ahead of the table. The client's update reaches 2
+    # after one refusal, by the hint, while the table still names 0.
+    from locus_client.slots import MoveHint
+
+    v = 4096 * 3  # slot 0: server 0's in a uniform table of 3
+    with FakeCluster(3) as cluster:
+        cluster.check_homes = True
+        a, b = cluster.servers[0], cluster.servers[2]
+        slot = cluster.table.slot_of(v)
+        places = MoveHint(0, 2, b"\0", b"\0")._places
+        bf = bytearray(64)
+        for bit in places(slot, len(bf) * 8):
+            bf[bit // 8] |= 1 << (bit % 8)
+        fields = dict(cluster.table.fields(), hints=[{"from": 0, "to": 2, "bf": bf.hex(), "cbf": "00" * 64}])
+        a.slots_body = p.encode_reply(p.Op.SLOTS, 0, fields)[p.HEADER_BYTES:]
+        a.refuse_all = True
+        b.own_table = SlotTable.from_fields(dict(cluster.table.fields(), owners=[2] + list(cluster.table.owners[1:])))
+        with Client(cluster.addresses, SECRET, timeout=5) as client:
+            assert client.insert_edge(v, 7) is True
+            # The first SLOTS (from server 0) brought the hint: straight to 2.
+            assert [s for s, _ in cluster.ops("insert_edge")] == [2] and cluster.wrong_homes == 0
+            r = client.routing()
+            assert (r.hinted, r.retries, r.table_epoch) == (1, 0, cluster.table.epoch)
+            # Another slot of server 0 is not in the filter: to the table's home.
+            a.refuse_all = False
+            assert client.insert_edge(v + 3, 8) is True
+            assert [s for s, _ in cluster.ops("insert_edge")][-1] == 0
+            # A hint the new home refuses (a false positive) costs one
+            # refusal, then the table's home answers.
+            b.refuse_all = True
+            assert client.insert_edge(v, 9) is True
+            assert [s for s, _ in cluster.ops("insert_edge")][-1] == 0
+            r = client.routing()
+            assert (r.hinted, r.retries, cluster.wrong_homes) == (2, 1, 1)

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use locus_placement::index::{classify, BloomFilter, CountingBloomFilter, GroupState};
 use locus_placement::slots::{SlotTable, SLOTS_DEFAULT};
 
 use locus_fabric::auth::{Listener, Secret};
@@ -90,6 +91,42 @@ pub struct Routing {
     pub table_fetches: u64,
     /// Operations sent again after a `WrongHome` answer.
     pub retries: u64,
+    /// Updates sent to a slot's new home by a move's migration index
+    /// before the table named it.
+    pub hinted: u64,
+}
+
+/// Whether `req` updates a vertex (coordinated by its home, so routed by
+/// the migration index's write decision).
+fn is_update(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::Put { .. }
+            | Request::InsertEdge { .. }
+            | Request::DeleteEdge { .. }
+            | Request::DeleteVertex { .. }
+    )
+}
+
+/// One move's migration index as a client holds it (a hint: the servers
+/// decide, design E1-E6 and V1-V3).
+#[derive(Debug, Clone)]
+struct Hint {
+    from: u8,
+    to: u8,
+    handed: BloomFilter,
+    in_flight: CountingBloomFilter,
+}
+
+impl Hint {
+    fn decode(h: &crate::proto::MoveHint) -> Option<Hint> {
+        Some(Hint {
+            from: h.from,
+            to: h.to,
+            handed: BloomFilter::from_bytes(&h.bf).ok()?,
+            in_flight: CountingBloomFilter::from_bytes(&h.cbf).ok()?,
+        })
+    }
 }
 
 /// A running cluster's client.
@@ -103,8 +140,13 @@ pub struct Client {
     config: ClientConfig,
     /// The slot table as last fetched: a hint the servers check.
     table: RwLock<Option<Arc<SlotTable>>>,
+    /// The migration index of each server's leaving moves, as its last
+    /// SLOTS reply gave it ([`Hint`]): where updates of a slot it handed go.
+    hints: RwLock<Vec<Hint>>,
     table_fetches: AtomicU64,
     retries: AtomicU64,
+    /// Updates sent to a new home by a hint.
+    hinted: AtomicU64,
     /// Servers listed in the cluster file (a new cluster's homes).
     file_servers: usize,
     /// The cluster's room for servers, as the first HELLO said (0: none yet).
@@ -137,6 +179,8 @@ impl Client {
             servers: RwLock::new(servers),
             config,
             table: RwLock::new(None),
+            hints: RwLock::new(Vec::new()),
+            hinted: AtomicU64::new(0),
             table_fetches: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             file_servers,
@@ -261,14 +305,24 @@ impl Client {
         for i in 0..n {
             let id = ((first as usize + i) % n) as u8;
             let t = match self.call(id, &Request::Slots, None) {
-                Ok(Reply::Slots(raw)) => {
-                    SlotTable::decode(&raw).map_err(|e| ClientError::Protocol {
+                Ok(Reply::Slots { table: raw, hints }) => {
+                    let t = SlotTable::decode(&raw).map_err(|e| ClientError::Protocol {
                         server: self.server_ref(id),
                         error: crate::proto::ProtoError::Malformed {
                             op: "slots",
                             what: e.to_string(),
                         },
-                    })?
+                    })?;
+                    // This server's moves, as it sees them now.
+                    let mut held = self.hints.write().unwrap_or_else(|e| e.into_inner());
+                    held.retain(|h| h.from != id);
+                    held.extend(
+                        hints
+                            .iter()
+                            .filter(|h| h.from == id)
+                            .filter_map(Hint::decode),
+                    );
+                    t
                 }
                 Ok(r) => return Err(self.unexpected(id, r)),
                 Err(e @ ClientError::Protocol { .. }) => {
@@ -318,6 +372,7 @@ impl Client {
                 .map_or(0, |t| t.epoch()),
             table_fetches: self.table_fetches.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
+            hinted: self.hinted.load(Ordering::Relaxed),
         }
     }
 
@@ -330,10 +385,29 @@ impl Client {
     /// Returns the server that answered.
     fn routed(&self, v: u32, req: &Request) -> Result<(u8, Reply)> {
         let mut retries = 0;
+        let mut by_hint = is_update(req);
         loop {
-            let id = self.home_or_protocol_error(v)?;
+            let home = self.home_or_protocol_error(v)?;
+            let id = match by_hint.then(|| self.hinted_home(v, home)).flatten() {
+                Some(to) => {
+                    self.hinted.fetch_add(1, Ordering::Relaxed);
+                    match self.call(to, req, None) {
+                        // A false positive, a hint gone stale (the move
+                        // was rolled back), or a new home that is down:
+                        // ask the home by the table (which refreshes it).
+                        Err(e) if e.code() == Some(ErrorCode::WrongHome) || never_sent(&e) => {
+                            self.retries.fetch_add(1, Ordering::Relaxed);
+                            by_hint = false;
+                            continue;
+                        }
+                        r => return r.map(|r| (to, r)),
+                    }
+                }
+                None => home,
+            };
             match self.call(id, req, None) {
                 Err(e) if e.code() == Some(ErrorCode::WrongHome) && retries < ROUTE_RETRIES_MAX => {
+                    by_hint = is_update(req);
                     let before = self.routing().table_epoch;
                     retries += 1;
                     self.retries.fetch_add(1, Ordering::Relaxed);
@@ -356,6 +430,21 @@ impl Client {
                 r => return r.map(|r| (id, r)),
             }
         }
+    }
+
+    /// Where an update of `v` goes by the migration index of `home`'s
+    /// moves, if not to `home`: the new home of a slot handed to it (S3, or
+    /// S4 where the filters cannot tell). NetMigrate Fig. 3 sends S2 writes
+    /// to the destination too, which pulls what it lacks (PriorityPull);
+    /// here a new home serves a slot only once it is handed, so S2 writes
+    /// stay with the old home, which refuses them until then.
+    fn hinted_home(&self, v: u32, home: u8) -> Option<u8> {
+        let slot = self.slot_table().ok()?.slot_of(v);
+        let hints = self.hints.read().unwrap_or_else(|e| e.into_inner());
+        hints.iter().filter(|h| h.from == home).find_map(|h| {
+            let state = classify(h.handed.contains(slot), h.in_flight.contains(slot));
+            matches!(state, GroupState::Migrated | GroupState::Conflict).then_some(h.to)
+        })
     }
 
     fn server_ref(&self, id: u8) -> ServerRef {

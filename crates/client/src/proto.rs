@@ -616,8 +616,8 @@ mod client;
 mod control;
 
 pub use client::{
-    KhopReply, MoveReply, MoveStep, Reply, Request, SlotInFlight, LISTS_VERTICES_MAX, LIST_ABSENT,
-    MOVE_KEYS_MAX, MOVE_SLOTS_MAX,
+    KhopReply, MoveHint, MoveReply, MoveStep, Reply, Request, SlotInFlight, HINTS_MAX,
+    HINT_FILTER_BYTES_MAX, LISTS_VERTICES_MAX, LIST_ABSENT, MOVE_KEYS_MAX, MOVE_SLOTS_MAX,
 };
 pub use control::{AccessEntry, Control, JobKind};
 

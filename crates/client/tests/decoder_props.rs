@@ -19,10 +19,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use locus_client::proto::{
-    read_frame, AccessEntry, Control, ErrorCode, Header, JobKind, KhopReply, MoveReply, MoveStep,
-    Op, ProtoError, ReadError, Reply, Request, SlotInFlight, CONTROL_LIST_MAX, DEADLINE_MS_MAX,
-    ERROR_OP, FRAME_BYTES_MAX, FRAME_BYTES_MIN, HEADER_BYTES, HOPS_MAX, IDS_MAX, K_MAX,
-    LIST_ABSENT, LOAD_VERTICES_MAX, MAGIC, REPLY_BIT, STATS_JSON_MAX, VERSION,
+    read_frame, AccessEntry, Control, ErrorCode, Header, JobKind, KhopReply, MoveHint, MoveReply,
+    MoveStep, Op, ProtoError, ReadError, Reply, Request, SlotInFlight, CONTROL_LIST_MAX,
+    DEADLINE_MS_MAX, ERROR_OP, FRAME_BYTES_MAX, FRAME_BYTES_MIN, HEADER_BYTES, HOPS_MAX, IDS_MAX,
+    K_MAX, LIST_ABSENT, LOAD_VERTICES_MAX, MAGIC, REPLY_BIT, STATS_JSON_MAX, VERSION,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -197,7 +197,7 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         Just((Op::Ping, Reply::Pong)),
         (
             any::<[u64; 4]>(),
-            vec((any::<u32>(), any::<bool>(), any::<u8>()), 0..8),
+            vec((any::<u32>(), any::<u8>(), any::<u8>()), 0..8),
             vec(any::<u64>(), 0..8)
         )
             .prop_map(|(n, f, listed)| (
@@ -209,25 +209,49 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
                     slots: n[3],
                     in_flight: f
                         .into_iter()
-                        .map(|(slot, leaving, peer)| SlotInFlight {
+                        .map(|(slot, state, peer)| SlotInFlight {
                             slot,
-                            leaving,
+                            leaving: state & 1 != 0,
+                            handed: state & 2 != 0,
                             peer
                         })
                         .collect(),
                     listed,
                 })
             )),
-        (1..=64u32, 1..=8u16, any::<u64>()).prop_map(|(slots, machines, epoch)| {
-            let t = locus_placement::slots::SlotTable::uniform(slots, machines).unwrap();
-            let t = locus_placement::slots::SlotTable::from_owners(
-                epoch,
-                machines,
-                t.owners().to_vec(),
+        (
+            1..=64u32,
+            1..=8u16,
+            any::<u64>(),
+            vec(
+                (
+                    any::<u8>(),
+                    any::<u8>(),
+                    vec(any::<u8>(), 1..8),
+                    vec(any::<u8>(), 1..8)
+                ),
+                0..3
             )
-            .unwrap();
-            (Op::Slots, Reply::Slots(t.encode()))
-        }),
+        )
+            .prop_map(|(slots, machines, epoch, hints)| {
+                let t = locus_placement::slots::SlotTable::uniform(slots, machines).unwrap();
+                let t = locus_placement::slots::SlotTable::from_owners(
+                    epoch,
+                    machines,
+                    t.owners().to_vec(),
+                )
+                .unwrap();
+                (
+                    Op::Slots,
+                    Reply::Slots {
+                        table: t.encode(),
+                        hints: hints
+                            .into_iter()
+                            .map(|(from, to, bf, cbf)| MoveHint { from, to, bf, cbf })
+                            .collect(),
+                    },
+                )
+            }),
         // Ids below 128 and addresses of 0..=64 chars of at most 4 bytes
         // (within NAME_MAX), as a server lists them.
         vec((0..128u8, "\\PC{0,64}"), 0..8)

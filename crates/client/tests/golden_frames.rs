@@ -6,7 +6,7 @@
 //! (review the diff: a change is a protocol change, see docs/protocol.md).
 
 use locus_client::proto::{
-    AccessEntry, Control, ErrorCode, JobKind, KhopReply, Op, Reply, Request, HEADER_BYTES,
+    AccessEntry, Control, ErrorCode, JobKind, KhopReply, MoveHint, Op, Reply, Request, HEADER_BYTES,
 };
 use locus_placement::slots::SlotTable;
 use serde_json::{json, Value};
@@ -38,6 +38,12 @@ fn control(name: &str, c: Control, fields: Value) -> Value {
 }
 
 fn frames() -> Value {
+    // A hint as a server makes it: slot 5 handed, slot 3 in flight (the
+    // Python client checks its filter look-ups against these bytes).
+    let mut handed = locus_placement::index::BloomFilter::new(8).unwrap();
+    handed.insert(5);
+    let mut in_flight = locus_placement::index::CountingBloomFilter::new(16).unwrap();
+    in_flight.increment(3);
     let khop = KhopReply {
         with_repeats: 10_000,
         elapsed_ns: 123_456,
@@ -266,8 +272,29 @@ fn frames() -> Value {
             "slots_reply",
             Op::Slots,
             14,
-            Reply::Slots(slots.encode()),
-            json!({"epoch": 1u64 << 32 | 7, "machines": 3, "slots": 6, "owners": slots_owners}),
+            Reply::Slots {
+                table: slots.encode(),
+                hints: Vec::new(),
+            },
+            json!({"epoch": 1u64 << 32 | 7, "machines": 3, "slots": 6, "owners": slots_owners,
+                   "hints": []}),
+        ),
+        reply(
+            "slots_reply_hinted",
+            Op::Slots,
+            14,
+            Reply::Slots {
+                table: slots.encode(),
+                hints: vec![MoveHint {
+                    from: 1,
+                    to: 2,
+                    bf: handed.to_bytes(),
+                    cbf: in_flight.as_bytes().to_vec(),
+                }],
+            },
+            json!({"epoch": 1u64 << 32 | 7, "machines": 3, "slots": 6, "owners": slots_owners,
+                   "hints": [{"from": 1, "to": 2, "bf": hex(&handed.to_bytes()),
+                              "cbf": hex(in_flight.as_bytes())}]}),
         ),
         reply(
             "servers_reply",

@@ -176,7 +176,7 @@ fn a_slot_table_installed_in_the_cluster_reaches_every_node() {
     }
     // SLOTS at any node answers the new table.
     for m in 0..MACHINES {
-        let Reply::Slots(raw) = ask(&e, m, Request::Slots) else {
+        let Reply::Slots { table: raw, .. } = ask(&e, m, Request::Slots) else {
             panic!("node {m} did not answer SLOTS")
         };
         assert_eq!(locus_store::SlotTable::decode(&raw).unwrap(), next);

@@ -87,6 +87,23 @@ impl BloomFilter {
     pub fn clear(&mut self) {
         self.words.iter_mut().for_each(|w| *w = 0);
     }
+
+    /// The filter as bytes (bit `b` is bit `b % 8` of byte `b / 8`), as a
+    /// server sends it to clients with the slot table.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out: Vec<u8> = self.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        out.truncate(self.bits / 8);
+        out
+    }
+
+    /// A filter from [`BloomFilter::to_bytes`].
+    pub fn from_bytes(b: &[u8]) -> Result<Self> {
+        let mut f = Self::new(b.len())?;
+        for (i, &byte) in b.iter().enumerate() {
+            f.words[i / 8] |= u64::from(byte) << (8 * (i % 8));
+        }
+        Ok(f)
+    }
 }
 
 /// A counting Bloom filter with 8-bit counters (NetMigrate 5). A counter that reaches 255
@@ -154,6 +171,20 @@ impl CountingBloomFilter {
     pub fn clear(&mut self) {
         self.counters.iter_mut().for_each(|c| *c = 0);
         self.saturated = 0;
+    }
+
+    /// The counters, one byte each.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.counters
+    }
+
+    /// A filter from [`CountingBloomFilter::as_bytes`].
+    pub fn from_bytes(b: &[u8]) -> Result<Self> {
+        check_bytes("cbf_bytes", b.len())?;
+        Ok(Self {
+            counters: b.to_vec(),
+            saturated: b.iter().filter(|&&c| c == u8::MAX).count() as u64,
+        })
     }
 }
 
@@ -274,6 +305,26 @@ mod tests {
     fn sizes_are_checked() {
         assert!(BloomFilter::new(0).is_err());
         assert!(CountingBloomFilter::new(FILTER_BYTES_MAX + 1).is_err());
+    }
+
+    #[test]
+    fn filters_round_trip_through_bytes() {
+        let mut bf = BloomFilter::new(13).unwrap();
+        let mut cbf = CountingBloomFilter::new(7).unwrap();
+        for g in [1u32, 77, 4095] {
+            bf.insert(g);
+            cbf.increment(g);
+        }
+        let (bf2, cbf2) = (
+            BloomFilter::from_bytes(&bf.to_bytes()).unwrap(),
+            CountingBloomFilter::from_bytes(cbf.as_bytes()).unwrap(),
+        );
+        assert_eq!(bf.to_bytes().len(), 13);
+        for g in 0..5000 {
+            assert_eq!(bf.contains(g), bf2.contains(g), "group {g}");
+            assert_eq!(cbf.contains(g), cbf2.contains(g), "group {g}");
+        }
+        assert!(BloomFilter::from_bytes(&[]).is_err());
         assert!(BloomFilter::new(FILTER_BYTES_MAX).is_ok());
     }
 }

@@ -1,15 +1,16 @@
 //! The driver of slot moves across running servers (issue 59; the protocol
-//! and its invariants M1-M5 are in `docs/design.md`, "Moves across
-//! servers"; each server's steps are `locus_node::node::moves`). It keeps
-//! no state of its own: the slot table in etcd says whether a batch
-//! committed, and each server lists the slots in flight through it, so a
-//! driver killed mid-move leaves nothing that the next run's [`Mover::settle`]
-//! does not finish or roll back.
+//! and its invariants M1-M5 and V1-V5 are in `docs/design.md`, "Moves
+//! across servers" and "B serves each group before the commit"; each
+//! server's steps are `locus_node::node::moves`). It keeps no state of its
+//! own: the slot table in etcd says whether a batch committed, and each
+//! server lists the slots in flight through it (and whether handed), so a
+//! driver killed mid-move leaves nothing that the next run's
+//! [`Mover::settle`] does not finish or roll back.
 //!
 //! ```text
 //!  per batch (slots of one owner A, to B):
-//!   GUARD at A ──keys──▶ TAKE at B ──▶ etcd: swap P/slots (epoch e ─▶ e+1) ──▶ INSTALL everywhere
-//!        └────────── any failure before the swap: RELEASE at A, FORGET at B ─────────┘
+//!   GUARD at A ──keys──▶ TAKE at B ──▶ HAND at A ──▶ SERVE at B ──▶ etcd: swap P/slots ──▶ INSTALL (B first)
+//!        └── a failure before HAND: RELEASE at A, FORGET at B ──┘└── from HAND on: only forward ──┘
 //! ```
 
 use std::time::{Duration, Instant};
@@ -219,17 +220,37 @@ impl<'a> Mover<'a> {
         let (_, table) = self.table()?;
         let mut settled = 0;
         let mut committed = false;
+        let mut statuses = Vec::new();
         for a in self.reachable() {
-            let status = match self.step(a, MoveStep::Status, 0, &[], &[], Vec::new()) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(server = a, "cannot ask what is in flight: {e}");
-                    continue;
+            match self.step(a, MoveStep::Status, 0, &[], &[], Vec::new()) {
+                Ok(s) => statuses.push((a, s)),
+                Err(e) => tracing::warn!(server = a, "cannot ask what is in flight: {e}"),
+            }
+        }
+        // Handed batches roll forward (V1), by (A, B).
+        let mut forward: std::collections::BTreeMap<(u8, u8), Vec<u32>> = Default::default();
+        for (a, status) in &statuses {
+            for f in status.in_flight.iter().filter(|f| f.leaving && f.handed) {
+                if table.owner_of_slot(f.slot) == Some(f.peer) {
+                    committed = true;
+                } else {
+                    forward.entry((*a, f.peer)).or_default().push(f.slot);
                 }
-            };
-            // Leaving slots, grouped by target.
+            }
+        }
+        let mut forwarded: std::collections::HashSet<u32> = Default::default();
+        // (server, slot) told to FORGET above, by the roll-back of its batch.
+        let mut forgotten: std::collections::HashSet<(u8, u32)> = Default::default();
+        for ((a, b), slots) in &forward {
+            self.finish(*a, *b, slots, &mut |_| {})?;
+            forwarded.extend(slots.iter().copied());
+            settled += 1;
+        }
+        for (a, status) in &statuses {
+            let a = *a;
+            // Leaving slots not handed, grouped by target: rolled back.
             let mut back: std::collections::BTreeMap<u8, Vec<u32>> = Default::default();
-            for f in status.in_flight.iter().filter(|f| f.leaving) {
+            for f in status.in_flight.iter().filter(|f| f.leaving && !f.handed) {
                 if table.owner_of_slot(f.slot) == Some(f.peer) {
                     committed = true;
                 } else {
@@ -238,6 +259,7 @@ impl<'a> Mover<'a> {
             }
             for (b, slots) in back {
                 self.step(a, MoveStep::Release, b, &slots, &[], Vec::new())?;
+                forgotten.extend(slots.iter().map(|&s| (b, s)));
                 // A target that is down forgets at its restart: its replay
                 // drops slots the table does not give it (M3).
                 if let Err(e) = self.step(b, MoveStep::Forget, a, &slots, &[], Vec::new()) {
@@ -248,11 +270,20 @@ impl<'a> Mover<'a> {
                 }
                 settled += 1;
             }
-            // Arriving slots whose old home no longer guards them.
+        }
+        for (a, status) in &statuses {
+            let a = *a;
+            // Arriving slots whose old home no longer guards them, and
+            // that no batch above just finished or rolled back.
             let stale: Vec<u32> = status
                 .in_flight
                 .iter()
-                .filter(|f| !f.leaving && table.owner_of_slot(f.slot) != Some(a))
+                .filter(|f| {
+                    !f.leaving
+                        && !forwarded.contains(&f.slot)
+                        && !forgotten.contains(&(a, f.slot))
+                        && table.owner_of_slot(f.slot) != Some(a)
+                })
                 .map(|f| f.slot)
                 .collect();
             if !stale.is_empty() {
@@ -429,20 +460,15 @@ impl<'a> Mover<'a> {
         Err(err(why))
     }
 
-    /// One batch from `from` to `to` (see the module doc).
+    /// One batch from `from` to `to` (see the module doc): guard at A,
+    /// take at B, hand at A (the decision), serve at B, commit, install.
+    /// A failure before the hand rolls the batch back; from the hand on it
+    /// only rolls forward ([`Mover::finish`]).
     fn batch(&self, from: u8, to: u8, slots: &[u32]) -> Result<MoveReply> {
         let t0 = Instant::now();
-        // The incarnations that guard and take: the commit is refused if
-        // either restarted meanwhile (an A that restarted owns the slots
-        // again and may serve them; a B that restarted dropped its copies).
-        let epoch = |m: u8| {
-            self.etcd
-                .last_epoch(m)
-                .map_err(|e| err(format!("reading server {m}'s epoch: {e}")))
-        };
-        let fences = [(from, epoch(from)?), (to, epoch(to)?)];
-        // Where the batch's time goes (its log line): guard, take, commit, install.
-        let mut ms = [0u64; 4];
+        // Where the batch's time goes (its log line): guard, take, hand and
+        // serve, commit, install.
+        let mut ms = [0u64; 5];
         let mut lap = Instant::now();
         let mut split = |i: usize| {
             ms[i] = lap.elapsed().as_millis() as u64;
@@ -452,50 +478,18 @@ impl<'a> Mover<'a> {
         split(0);
         let taken = guarded.and_then(|g| self.step(to, MoveStep::Take, from, slots, &[], g.listed));
         split(1);
-        let committed = taken.and_then(|r| {
-            let (raw, table) = self.table()?;
-            let moves: Vec<SlotMove> = slots
-                .iter()
-                .map(|&slot| SlotMove { slot, from, to })
-                .collect();
-            let next = table.after(&moves).map_err(|e| err(e.to_string()))?;
-            if !self
-                .etcd
-                .slots_swap(&raw, &next.encode(), &fences)
-                .map_err(|e| err(format!("committing the table in etcd: {e}")))?
-            {
-                return Err(err(
-                    "the table in etcd changed under the move (another mover?), or server A or B restarted",
-                ));
-            }
-            Ok((r, next))
+        // A refuses to hand a batch it no longer guards (it restarted) or
+        // whose keys are not all B's (B restarted and A took them back):
+        // the state the old epoch fences stood for.
+        let handed = taken.and_then(|r| {
+            self.step(from, MoveStep::Hand, to, slots, &[], Vec::new())
+                .map(|_| r)
         });
-        match committed {
-            Ok((r, next)) => {
-                split(2);
-                // Past the point of no return: the batch is B's.
-                self.install(&next, &[from, to])?;
-                split(3);
-                tracing::info!(
-                    from,
-                    to,
-                    slots = slots.len(),
-                    vertices = r.vertices,
-                    keys = r.keys,
-                    bytes = r.bytes,
-                    table_epoch = next.epoch(),
-                    elapsed_ms = t0.elapsed().as_millis() as u64,
-                    guard_ms = ms[0],
-                    take_ms = ms[1],
-                    commit_ms = ms[2],
-                    install_ms = ms[3],
-                    "slots moved"
-                );
-                Ok(r)
-            }
+        let r = match handed {
+            Ok(r) => r,
             Err(e) => {
                 let e = bare(&e);
-                match self.step(from, MoveStep::Release, to, slots, &[], Vec::new()) {
+                return match self.step(from, MoveStep::Release, to, slots, &[], Vec::new()) {
                     Ok(_) => {
                         // A target that is down forgets at its restart (M3).
                         if let Err(f) = self.step(to, MoveStep::Forget, from, slots, &[], Vec::new()) {
@@ -507,9 +501,83 @@ impl<'a> Mover<'a> {
                         "{e}; rolling the batch back failed too ({}): run the command again to finish it",
                         bare(&b)
                     ))),
-                }
+                };
             }
+        };
+        // Past the decision: the batch is B's, whatever fails from here.
+        let next = self.finish(from, to, slots, &mut split).map_err(|e| {
+            err(format!(
+                "{}; the batch was handed to server {to} and rolls forward: run the command again to finish it",
+                bare(&e)
+            ))
+        })?;
+        tracing::info!(
+            from,
+            to,
+            slots = slots.len(),
+            vertices = r.vertices,
+            keys = r.keys,
+            bytes = r.bytes,
+            table_epoch = next.epoch(),
+            elapsed_ms = t0.elapsed().as_millis() as u64,
+            guard_ms = ms[0],
+            take_ms = ms[1],
+            hand_ms = ms[2],
+            commit_ms = ms[3],
+            install_ms = ms[4],
+            "slots moved"
+        );
+        Ok(r)
+    }
+
+    /// Rolls a handed batch forward: B serves it (from here its writes
+    /// wait no longer), the table naming B is committed in etcd, B then A
+    /// then the rest install it. Every step is idempotent, so a run that
+    /// finds a batch handed (`settle`) calls this again. `split(2..=4)`
+    /// marks the end of serve, commit and install.
+    fn finish(
+        &self,
+        from: u8,
+        to: u8,
+        slots: &[u32],
+        split: &mut dyn FnMut(usize),
+    ) -> Result<SlotTable> {
+        self.step(to, MoveStep::Serve, from, slots, &[], Vec::new())?;
+        split(2);
+        let moves: Vec<SlotMove> = slots
+            .iter()
+            .map(|&slot| SlotMove { slot, from, to })
+            .collect();
+        let mut tries = 0;
+        let next = loop {
+            let (raw, table) = self.table()?;
+            if slots.iter().all(|&s| table.owner_of_slot(s) == Some(to)) {
+                break table; // committed by an earlier attempt
+            }
+            let next = table.after(&moves).map_err(|e| err(e.to_string()))?;
+            if self
+                .etcd
+                .slots_swap(&raw, &next.encode(), &[])
+                .map_err(|e| err(format!("committing the table in etcd: {e}")))?
+            {
+                break next;
+            }
+            tries += 1;
+            if tries >= INSTALL_TRIES {
+                return Err(err(
+                    "the table in etcd kept changing under the move (another mover?)",
+                ));
+            }
+        };
+        split(3);
+        // B first: its writes of the batch need no view once it holds the table.
+        let raw = next.encode();
+        if let Err(e) = self.step(to, MoveStep::Install, 0, &[], &raw, Vec::new()) {
+            tracing::warn!(server = to, "installing the new table at the new home: {e}");
         }
+        self.install(&next, &[from, to])?;
+        split(4);
+        Ok(next)
     }
 }
 

@@ -400,3 +400,106 @@ fn a_new_home_that_dies_before_the_commit_leaves_the_old_home_serving() {
         s.stop();
     }
 }
+
+/// Design V1-V5 over TCP: once the old home A has handed a batch (HANDED
+/// logged) and the new home B serves it (SERVE logged), B takes the
+/// batch's updates before the table names it (the client finds B by the
+/// migration index in A's SLOTS reply), creations wait for the commit,
+/// both survive a restart of every server (A's replay makes markers, B's
+/// keeps its copies and writes), and the next run of the mover commits it.
+#[test]
+fn a_handed_batch_is_served_by_its_new_home_before_the_commit_and_through_restarts() {
+    let (_etcd, _dir, file, servers) = setup("/slot-moves-handed", 3600);
+    let (c, m) = (client(&file), membership(&file));
+    let mover = Mover::new(&c, &m);
+    let (_, t0) = mover.table().unwrap();
+    let a = t0.owner_of_slot(0).unwrap();
+    assert_ne!(a, 2);
+    let Reply::Move(g) = step(&c, a, MoveStep::Guard, 2, &[0], Vec::new()) else {
+        panic!("guard")
+    };
+    step(&c, 2, MoveStep::Take, a, &[0], g.listed);
+    let Reply::Move(h) = step(&c, a, MoveStep::Hand, 2, &[0], Vec::new()) else {
+        panic!("hand")
+    };
+    assert!(h
+        .in_flight
+        .iter()
+        .any(|f| f.slot == 0 && f.leaving && f.handed));
+    let Reply::Move(s) = step(&c, 2, MoveStep::Serve, a, &[0], Vec::new()) else {
+        panic!("serve")
+    };
+    assert!(s
+        .in_flight
+        .iter()
+        .any(|f| f.slot == 0 && !f.leaving && f.handed));
+    // Server 2 takes the slot's updates; the table still names A.
+    let v0 = (0..VERTICES).find(|&v| v % SLOTS == 0).unwrap();
+    assert!(c.insert_edge(v0, 999_999).unwrap());
+    assert!(c.routing().hinted >= 1, "{:?}", c.routing());
+    assert_eq!(mover.table().unwrap().1, t0, "nothing committed yet");
+    assert_eq!(
+        c.slot_table().unwrap().owner_of(v0),
+        a,
+        "the table still names A"
+    );
+    assert_eq!(
+        c.locate(v0).unwrap().home,
+        2,
+        "A answers WHERE with the home serving it"
+    );
+    // A vertex of the slot that does not exist yet is not created before
+    // the commit (V3): refused at both, after the client's bounded retries.
+    let new = (NEW_VERTICES..).find(|&v| v % SLOTS == 0).unwrap();
+    let e = c.insert_edge(new, 1).unwrap_err();
+    assert!(e.to_string().contains("WRONG_HOME"), "{e}");
+    // Every server restarts from its log: A's replay of HANDED makes
+    // markers naming 2, 2's replay keeps its copies and the insert.
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+    let servers = start(&file);
+    let c = client(&file);
+    // Until every server has seen the others' new incarnations (A's
+    // markers send its reads of the slot to server 2).
+    let t = std::time::Instant::now();
+    while let Err(e) = c.neighbors(v0, 0) {
+        assert!(t.elapsed() < Duration::from_secs(30), "vertex {v0}: {e}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut acked = HashMap::from([(v0, vec![999_999])]);
+    check_all(
+        &c,
+        &Arc::new(Mutex::new(acked.clone())),
+        "after a restart, handed",
+    );
+    assert!(
+        c.insert_edge(v0, 999_998).unwrap(),
+        "served by 2 after its restart"
+    );
+    acked.get_mut(&v0).unwrap().push(999_998);
+    // The next run rolls the handed batch forward: committed, installed.
+    let mover = Mover::new(&c, &m);
+    assert!(mover.settle().unwrap() >= 1);
+    assert_eq!(mover.table().unwrap().1.owner_of_slot(0), Some(2));
+    assert_eq!(c.locate(v0).unwrap().home, 2);
+    assert!(
+        c.insert_edge(new, 1).unwrap(),
+        "created once the table names 2"
+    );
+    let acked = Arc::new(Mutex::new(acked));
+    check_all(&c, &acked, "after the commit");
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+    let servers = start(&file);
+    let c = client(&file);
+    check_all(&c, &acked, "after a second restart");
+    assert_eq!(c.neighbors(new, 0).unwrap(), vec![1]);
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+}

@@ -212,6 +212,16 @@ pub enum StoreError {
         /// The machine that still owns it.
         owner: MachineId,
     },
+    /// A key of a slot this machine serves ahead of the slot table (a move
+    /// handed it here, the table not committed yet) would be created or
+    /// removed: that waits for the commit (design V3).
+    #[error("vertex {vertex}'s slot {slot} is moving here and the slot table does not name this machine yet: keys of it are created or removed once it does; retry")]
+    AheadOfTable {
+        /// The vertex.
+        vertex: u32,
+        /// Its slot.
+        slot: u32,
+    },
     /// A configuration that cannot work (the message names the setting).
     #[error("invalid store configuration: {0}")]
     Config(String),

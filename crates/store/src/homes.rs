@@ -9,6 +9,12 @@
 //! not own the slot is refused with `WrongHome`; moves hand each key over
 //! by a marker in its address word, E1-E6), so a torn view costs a retry,
 //! never a wrong answer.
+//!
+//! A slot may also have a *view* on this machine: the server that
+//! coordinates its vertex ops here while a move has handed it over but the
+//! table does not name the new owner yet (`docs/design.md`, "B serves each
+//! group before the commit"). [`Homes::owner`] follows the view; the table
+//! served to clients ([`Homes::table`]) does not.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -18,9 +24,15 @@ pub use locus_placement::slots::{SlotMove, SlotTable, SLOTS_DEFAULT, SLOTS_MAX};
 
 use crate::{Result, StoreError, VertexId};
 
+/// A slot without a view: the table decides.
+const NO_VIEW: u8 = u8::MAX;
+
 /// The live slot table of one store (see the module doc).
 pub struct Homes {
     owners: Box<[AtomicU8]>,
+    /// Per slot: the owner a handed move names on this machine ahead of
+    /// the table, or [`NO_VIEW`].
+    views: Box<[AtomicU8]>,
     machines: u16,
     epoch: AtomicU64,
     /// Serialises installs, so a snapshot taken under it is one table.
@@ -41,6 +53,11 @@ impl Homes {
     pub fn new(table: &SlotTable) -> Homes {
         Homes {
             owners: table.owners().iter().map(|&o| AtomicU8::new(o)).collect(),
+            views: table
+                .owners()
+                .iter()
+                .map(|_| AtomicU8::new(NO_VIEW))
+                .collect(),
             machines: table.machines(),
             epoch: AtomicU64::new(table.epoch()),
             install: Mutex::new(()),
@@ -58,10 +75,58 @@ impl Homes {
         v % self.owners.len() as u32
     }
 
-    /// `v`'s home: its slot's owner.
+    /// `v`'s home on this machine: its slot's view if a handed move set
+    /// one, else the slot's owner by the table.
     #[inline]
     pub fn owner(&self, v: VertexId) -> MachineId {
+        let s = self.slot_of(v) as usize;
+        match self.views[s].load(Ordering::Acquire) {
+            NO_VIEW => self.owners[s].load(Ordering::Relaxed),
+            m => m,
+        }
+    }
+
+    /// `v`'s slot's owner by the table alone (what clients are told).
+    #[inline]
+    pub fn table_owner(&self, v: VertexId) -> MachineId {
         self.owners[self.slot_of(v) as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether `slot` is served ahead of the table: a view names an owner
+    /// the table does not (yet). Keys of such a slot are neither created
+    /// nor removed (design V3: a reader by the table must find every key
+    /// at the old owner, as an entry or a marker).
+    #[inline]
+    pub fn ahead_of_table(&self, slot: u32) -> bool {
+        let s = slot as usize;
+        match self.views[s].load(Ordering::Acquire) {
+            NO_VIEW => false,
+            m => m != self.owners[s].load(Ordering::Relaxed),
+        }
+    }
+
+    /// `slot`'s view, if one is set.
+    pub fn view(&self, slot: u32) -> Option<MachineId> {
+        match self.views.get(slot as usize)?.load(Ordering::Acquire) {
+            NO_VIEW => None,
+            m => Some(m),
+        }
+    }
+
+    /// Sets the view of `slots` to `owner` (a handed move), or clears it
+    /// (`None`: the table decides again).
+    pub fn set_view(&self, slots: &[u32], owner: Option<MachineId>) -> Result<()> {
+        if let Some(&s) = slots.iter().find(|&&s| s >= self.slots()) {
+            return Err(StoreError::Config(format!(
+                "slot {s} is past the table's {} slots",
+                self.slots()
+            )));
+        }
+        let _g = self.install.lock().unwrap_or_else(|e| e.into_inner());
+        for &s in slots {
+            self.views[s as usize].store(owner.unwrap_or(NO_VIEW), Ordering::Release);
+        }
+        Ok(())
     }
 
     /// The epoch of the table installed last.
@@ -137,8 +202,17 @@ impl Homes {
         if table.epoch() <= self.epoch() {
             return Ok(false);
         }
-        for (o, &n) in self.owners.iter().zip(table.owners()) {
+        for ((o, v), &n) in self
+            .owners
+            .iter()
+            .zip(self.views.iter())
+            .zip(table.owners())
+        {
             o.store(n, Ordering::Relaxed);
+            // A view the table now agrees with has done its work.
+            if v.load(Ordering::Relaxed) == n {
+                v.store(NO_VIEW, Ordering::Release);
+            }
         }
         self.epoch.store(table.epoch(), Ordering::Release);
         Ok(true)
@@ -174,5 +248,39 @@ mod tests {
         assert_eq!(h.table(), next);
         let other = SlotTable::uniform(16, 3).unwrap();
         assert!(h.install(&other).is_err(), "the slot count is fixed");
+    }
+
+    #[test]
+    fn a_view_leads_the_table_until_a_table_agrees() {
+        let t = SlotTable::uniform(8, 3).unwrap();
+        let h = Homes::new(&t);
+        h.set_view(&[5], Some(0)).unwrap();
+        assert_eq!((h.owner(5), h.table_owner(5)), (0, 2));
+        assert!(h.ahead_of_table(5) && !h.ahead_of_table(4));
+        assert_eq!(h.table(), t, "clients are served the table, not the view");
+        let other = t
+            .after(&[SlotMove {
+                slot: 4,
+                from: 1,
+                to: 0,
+            }])
+            .unwrap();
+        h.install(&other).unwrap();
+        assert_eq!(
+            h.view(5),
+            Some(0),
+            "a table that does not agree keeps the view"
+        );
+        let next = other
+            .after(&[SlotMove {
+                slot: 5,
+                from: 2,
+                to: 0,
+            }])
+            .unwrap();
+        h.install(&next).unwrap();
+        assert_eq!((h.view(5), h.owner(5)), (None, 0));
+        assert!(!h.ahead_of_table(5));
+        assert!(h.set_view(&[8], Some(1)).is_err());
     }
 }

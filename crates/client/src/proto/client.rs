@@ -115,6 +115,10 @@ pub enum MoveStep {
     /// Any: migrate home every value of this server's keys held at `peer`
     /// (before `peer` leaves the cluster).
     Recall = 7,
+    /// A: hand the taken batch to `peer` (HANDED logged): `peer` owns it.
+    Hand = 8,
+    /// B: serve the handed batch from `peer` ahead of the table (SERVE logged).
+    Serve = 9,
 }
 
 impl MoveStep {
@@ -128,6 +132,8 @@ impl MoveStep {
             5 => Forget,
             6 => Status,
             7 => Recall,
+            8 => Hand,
+            9 => Serve,
             _ => return None,
         })
     }
@@ -171,9 +177,35 @@ pub struct SlotInFlight {
     pub slot: u32,
     /// Whether it is leaving (guarded here) or arriving (taken over here).
     pub leaving: bool,
+    /// Past the group's decision: leaving, handed (HANDED logged here, the
+    /// peer serves it); arriving, served here ahead of the table.
+    pub handed: bool,
     /// The other server.
     pub peer: u8,
 }
+
+/// The migration index of the moves from one server to another (NetMigrate
+/// 4.2 with groups = slots, `locus_placement::index`): a Bloom filter of
+/// the slots handed to `to` (it serves them; state S3) and a counting Bloom
+/// filter of the slots guarded and not handed yet (S2). Sent with SLOTS by
+/// the old home; a client routes updates of an S3 slot to `to`. A false
+/// positive costs a refused request, never a wrong answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoveHint {
+    /// The old home (the server that answered).
+    pub from: u8,
+    /// The new home.
+    pub to: u8,
+    /// The Bloom filter's bytes ([`locus_placement::index::BloomFilter::to_bytes`]).
+    pub bf: Vec<u8>,
+    /// The counting Bloom filter's counters.
+    pub cbf: Vec<u8>,
+}
+
+/// Bytes of one filter in a SLOTS reply's hint.
+pub const HINT_FILTER_BYTES_MAX: usize = 1 << 16;
+/// Hints in one SLOTS reply.
+pub const HINTS_MAX: usize = 255;
 
 /// What a MOVE step did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -475,8 +507,14 @@ pub enum Reply {
     /// STATS JSON.
     Stats(String),
     /// SLOTS: the slot table in its wire form (`locus_placement::slots`),
-    /// checked by the decoder.
-    Slots(Vec<u8>),
+    /// checked by the decoder, and the migration index of the moves leaving
+    /// the answering server (hints: the servers decide).
+    Slots {
+        /// The table.
+        table: Vec<u8>,
+        /// One per move leaving the server, by target.
+        hints: Vec<MoveHint>,
+    },
     /// SERVERS: each server's id and client address (`host:port`), by id.
     Servers(Vec<(u8, String)>),
     /// A MOVE step done.
@@ -575,9 +613,20 @@ impl Reply {
                 e.u32(json.len() as u32);
                 e.0.extend_from_slice(json.as_bytes());
             }
-            Reply::Slots(table) => {
+            Reply::Slots { table, hints } => {
                 e.u32(table.len() as u32);
                 e.0.extend_from_slice(table);
+                assert!(hints.len() <= HINTS_MAX);
+                e.u8(hints.len() as u8);
+                for h in hints {
+                    assert!(
+                        h.bf.len() <= HINT_FILTER_BYTES_MAX && h.cbf.len() <= HINT_FILTER_BYTES_MAX
+                    );
+                    e.u8(h.from).u8(h.to).u32(h.bf.len() as u32);
+                    e.0.extend_from_slice(&h.bf);
+                    e.u32(h.cbf.len() as u32);
+                    e.0.extend_from_slice(&h.cbf);
+                }
             }
             Reply::Servers(servers) => {
                 assert!(servers.len() <= locus_fabric::MACHINES_MAX);
@@ -591,7 +640,9 @@ impl Reply {
                 e.u64(m.vertices).u64(m.keys).u64(m.bytes).u64(m.slots);
                 e.u32(m.in_flight.len() as u32);
                 for f in &m.in_flight {
-                    e.u32(f.slot).u8(f.leaving as u8).u8(f.peer);
+                    e.u32(f.slot)
+                        .u8(f.leaving as u8 | (f.handed as u8) << 1)
+                        .u8(f.peer);
                 }
                 assert!(m.listed.len() <= MOVE_KEYS_MAX);
                 e.u32(m.listed.len() as u32);
@@ -720,7 +771,20 @@ impl Reply {
                 let raw = d.take(n, "table")?.to_vec();
                 locus_placement::slots::SlotTable::decode(&raw)
                     .map_err(|e| d.malformed(format!("slot table: {e}")))?;
-                Reply::Slots(raw)
+                let n = d.u8("hints")? as usize;
+                let mut hints = Vec::new();
+                for _ in 0..n {
+                    let (from, to) = (d.u8("from")?, d.u8("to")?);
+                    let len = d.count("bf", HINT_FILTER_BYTES_MAX, 1)?;
+                    let bf = d.take(len, "bf")?.to_vec();
+                    let len = d.count("cbf", HINT_FILTER_BYTES_MAX, 1)?;
+                    let cbf = d.take(len, "cbf")?.to_vec();
+                    if bf.is_empty() || cbf.is_empty() {
+                        return Err(d.malformed("a hint's filter is empty"));
+                    }
+                    hints.push(MoveHint { from, to, bf, cbf });
+                }
+                Reply::Slots { table: raw, hints }
             }
             Op::Servers => {
                 let n = d.count("servers", locus_fabric::MACHINES_MAX, 3)?;
@@ -746,14 +810,16 @@ impl Reply {
                 let n = d.count("in_flight", MOVE_SLOTS_MAX, 6)?;
                 for _ in 0..n {
                     let slot = d.u32("slot")?;
-                    let leaving = match d.u8("leaving")? {
-                        0 => false,
-                        1 => true,
-                        b => return Err(d.malformed(format!("leaving = {b}, expected 0 or 1"))),
-                    };
+                    let state = d.u8("state")?;
+                    if state > 3 {
+                        return Err(d.malformed(format!(
+                            "slot state = {state}, expected 0..=3 (bit 0 leaving, bit 1 handed)"
+                        )));
+                    }
                     m.in_flight.push(SlotInFlight {
                         slot,
-                        leaving,
+                        leaving: state & 1 != 0,
+                        handed: state & 2 != 0,
                         peer: d.u8("peer")?,
                     });
                 }

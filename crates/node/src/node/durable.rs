@@ -29,6 +29,10 @@
 //!       or  kind u8 = 3 | slots u32 | slots x slot u32 | count u32 | count x list
 //!                                         (SLOT_IN: a move's batch arrives, design M2)
 //!       or  kind u8 = 4 | slots u32 | slots x slot u32   (SLOT_OUT: the batch left, M3)
+//!       or  kind u8 = 5 | slots u32 | slots x slot u32 | to u8
+//!                                         (HANDED: the batch is `to`'s from here, V1)
+//!       or  kind u8 = 6 | slots u32 | slots x slot u32 | from u8
+//!                                         (SERVE: served here ahead of the table, V2)
 //!  entry:   vertex u32 | n u32 | n x id u32
 //! ```
 //!
@@ -82,6 +86,8 @@ const KIND_LISTS: u8 = 1;
 const KIND_REMOVED: u8 = 2;
 const KIND_SLOT_IN: u8 = 3;
 const KIND_SLOT_OUT: u8 = 4;
+const KIND_HANDED: u8 = 5;
+const KIND_SERVE: u8 = 6;
 /// Slots one SLOT_IN or SLOT_OUT record may name (a table has at most 2^16).
 const RECORD_SLOTS_MAX: usize = 1 << 16;
 
@@ -165,6 +171,20 @@ pub(crate) fn encode_slot_out(slots: &[u32]) -> Vec<u8> {
     encode_u32s(KIND_SLOT_OUT, slots)
 }
 
+/// A HANDED record: `slots` are `to`'s from here on (design V1).
+pub(crate) fn encode_handed(slots: &[u32], to: MachineId) -> Vec<u8> {
+    let mut out = encode_u32s(KIND_HANDED, slots);
+    out.push(to);
+    out
+}
+
+/// A SERVE record: `slots`, taken from `from`, are served here (design V2).
+pub(crate) fn encode_serve(slots: &[u32], from: MachineId) -> Vec<u8> {
+    let mut out = encode_u32s(KIND_SERVE, slots);
+    out.push(from);
+    out
+}
+
 /// What one record says.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Rec {
@@ -174,6 +194,10 @@ pub(crate) enum Rec {
     SlotIn(Vec<u32>, Logged),
     /// A move's batch left: these slots hold nothing here.
     SlotOut(Vec<u32>),
+    /// A move handed these slots to this server: it owns them from here.
+    Handed(Vec<u32>, MachineId),
+    /// These slots, taken from this server, are served here ahead of the table.
+    Serve(Vec<u32>, MachineId),
 }
 
 /// Reads `slots u32 | slots x u32` at the front of `b`.
@@ -210,16 +234,54 @@ pub(crate) fn decode_any(b: &[u8]) -> std::result::Result<Rec, String> {
                 rest.len()
             )),
         },
+        Some(&k @ (KIND_HANDED | KIND_SERVE)) => match decode_slots(&b[1..])? {
+            (slots, &[peer]) if k == KIND_HANDED => Ok(Rec::Handed(slots, peer)),
+            (slots, &[peer]) => Ok(Rec::Serve(slots, peer)),
+            (_, rest) => Err(format!(
+                "{} bytes after a HANDED or SERVE record's slots, not 1",
+                rest.len()
+            )),
+        },
         _ => decode_record(b).map(Rec::Vertices),
     }
 }
 
-/// The lists a log gives, record by record (D4, M3).
+/// The lists a log gives, record by record (D4, M3, V2, V5).
 struct Replay<'a> {
     lists: HashMap<u32, Vec<u32>>,
     slot_of: &'a dyn Fn(u32) -> u32,
-    /// Slots a SLOT_IN or SLOT_OUT record named.
+    /// Slots a SLOT_IN, SLOT_OUT or HANDED record named.
     moved: HashSet<u32>,
+    /// Slots a HANDED record gave away, not taken back since: to whom (V5).
+    handed: HashMap<u32, MachineId>,
+    /// The vertices of handed slots and their list lengths when handed:
+    /// their keys become markers naming the new owner (V5).
+    handed_vertices: HashMap<u32, usize>,
+    /// Slots taken over by SLOT_IN and not left since: from whom, and
+    /// whether a SERVE record followed (V2).
+    arrived: HashMap<u32, Arrived>,
+}
+
+/// A slot a SLOT_IN record brought, as the log leaves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrived {
+    /// Copies only: the old home decides (it handed the slot or not).
+    Taken,
+    /// Served here ahead of the table since a SERVE record; from this server.
+    Served(MachineId),
+}
+
+impl<'a> Replay<'a> {
+    fn new(slot_of: &'a dyn Fn(u32) -> u32) -> Replay<'a> {
+        Replay {
+            lists: HashMap::new(),
+            slot_of,
+            moved: HashSet::new(),
+            handed: HashMap::new(),
+            handed_vertices: HashMap::new(),
+            arrived: HashMap::new(),
+        }
+    }
 }
 
 impl Replay<'_> {
@@ -241,11 +303,35 @@ impl Replay<'_> {
             Rec::SlotIn(slots, l) => {
                 self.forget(&slots);
                 self.moved.extend(&slots);
+                for &s in &slots {
+                    self.arrived.insert(s, Arrived::Taken);
+                }
                 self.vertices(l);
             }
             Rec::SlotOut(slots) => {
                 self.forget(&slots);
                 self.moved.extend(&slots);
+            }
+            Rec::Handed(slots, to) => {
+                let set: HashSet<u32> = slots.iter().copied().collect();
+                let slot_of = self.slot_of;
+                for (v, l) in &self.lists {
+                    if set.contains(&slot_of(*v)) {
+                        self.handed_vertices.insert(*v, l.len());
+                    }
+                }
+                self.forget(&slots);
+                self.moved.extend(&slots);
+                for s in slots {
+                    self.handed.insert(s, to);
+                }
+            }
+            Rec::Serve(slots, from) => {
+                for s in slots {
+                    if let Some(a) = self.arrived.get_mut(&s) {
+                        *a = Arrived::Served(from);
+                    }
+                }
             }
         }
     }
@@ -259,10 +345,18 @@ impl Replay<'_> {
         }
     }
 
+    /// Forgets everything said of `slots` before (a later SLOT_IN,
+    /// SLOT_OUT or HANDED supersedes it, M3).
     fn forget(&mut self, slots: &[u32]) {
-        let slots: HashSet<u32> = slots.iter().copied().collect();
+        let set: HashSet<u32> = slots.iter().copied().collect();
         let slot_of = self.slot_of;
-        self.lists.retain(|v, _| !slots.contains(&slot_of(*v)));
+        self.lists.retain(|v, _| !set.contains(&slot_of(*v)));
+        self.handed_vertices
+            .retain(|v, _| !set.contains(&slot_of(*v)));
+        for s in slots {
+            self.handed.remove(s);
+            self.arrived.remove(s);
+        }
     }
 }
 
@@ -328,6 +422,20 @@ pub(crate) struct Durability {
     pub(crate) interval: Duration,
     /// Moves of this server's slots in flight: no checkpoint meanwhile (M4).
     pub(crate) moves_in_flight: AtomicU64,
+    /// Slots the replay left in a move, for the node to take over.
+    pub(crate) resumed: Mutex<Vec<(u32, Resumed)>>,
+}
+
+/// A slot a replay leaves in a move (its log's last word on it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resumed {
+    /// HANDED to this server, the table not naming it yet (V5).
+    Handed(MachineId),
+    /// Taken from this server (SLOT_IN), not served yet: its copies are
+    /// kept until the old home's word decides (SERVE or FORGET).
+    Taken(MachineId),
+    /// Served here ahead of the table since SERVE; taken from this server.
+    Served(MachineId),
 }
 
 impl Durability {
@@ -351,17 +459,45 @@ impl Durability {
         };
         let homes = std::sync::Arc::clone(w.homes());
         let slot_of = |v: u32| homes.slot_of(v);
-        let mut replay = Replay {
-            lists: HashMap::new(),
-            slot_of: &slot_of,
-            moved: HashSet::new(),
-        };
+        let mut replay = Replay::new(&slot_of);
         let flusher = match log.runs_on {
             crate::node::RunsOn::Threads => locus_wal::Flusher::Thread,
             crate::node::RunsOn::Simulation => locus_wal::Flusher::Caller,
         };
         let (wal, r) = Wal::open_with(cfg, flusher, |e| replay.entry(e))?;
         let (mut lists, moved) = (replay.lists, replay.moved);
+        // Moves the log leaves in flight here (design V2, V5), unless the
+        // table already names their target (committed; this server missed
+        // only its SLOT_OUT, or its install).
+        let mut resumed: Vec<(u32, Resumed)> = Vec::new();
+        let table = homes.table();
+        for (&s, &a) in &replay.arrived {
+            let Some(owner) = table.owner_of_slot(s).filter(|&o| o != id) else {
+                continue;
+            };
+            resumed.push((
+                s,
+                match a {
+                    Arrived::Taken => Resumed::Taken(owner),
+                    Arrived::Served(from) => Resumed::Served(from),
+                },
+            ));
+        }
+        let mut marked: HashMap<MachineId, Vec<u32>> = HashMap::new();
+        for (&s, &to) in &replay.handed {
+            if table.owner_of_slot(s) != Some(to) {
+                resumed.push((s, Resumed::Handed(to)));
+                marked.entry(to).or_default().push(s);
+            }
+        }
+        resumed.sort_unstable_by_key(|r| r.0);
+        // The copies of slots taken here are kept (the old home decides
+        // whether they are ours: V2), so a replay puts them back here.
+        let kept: HashSet<u32> = resumed
+            .iter()
+            .filter(|(_, r)| !matches!(r, Resumed::Handed(_)))
+            .map(|(s, _)| *s)
+            .collect();
         // M3: vertices of slots the table gives another server were moved
         // away (or their move rolled back). Outside the slots a move named,
         // at the table's first epoch (no move ever committed) they mean a
@@ -369,7 +505,7 @@ impl Durability {
         let foreign: Vec<u32> = lists
             .keys()
             .copied()
-            .filter(|&v| homes.owner(v) != id)
+            .filter(|&v| homes.owner(v) != id && !kept.contains(&homes.slot_of(v)))
             .collect();
         if let Some(&v) = foreign
             .iter()
@@ -392,15 +528,56 @@ impl Durability {
                 lists.remove(v);
             }
         }
+        let kept: Vec<u32> = kept.into_iter().collect();
+        homes.set_view(&kept, Some(id))?;
+        w.set_replaying(true);
         let mut order: Vec<u32> = lists.keys().copied().collect();
         order.sort_unstable();
-        for v in &order {
-            w.put(*v, &lists[v]).map_err(|e| {
-                NodeError::Recovery(format!(
-                    "cannot put back vertex {v} ({} ids): {e}; raise store.value_region_mb or buckets if the region or table is full",
-                    lists[v].len()
-                ))
-            })?;
+        let put = (|| {
+            for v in &order {
+                w.put(*v, &lists[v]).map_err(|e| {
+                    NodeError::Recovery(format!(
+                        "cannot put back vertex {v} ({} ids): {e}; raise store.value_region_mb or buckets if the region or table is full",
+                        lists[v].len()
+                    ))
+                })?;
+            }
+            Ok::<(), NodeError>(())
+        })();
+        w.set_replaying(false);
+        // Only served slots keep the view: a taken one is the old home's
+        // until it says otherwise.
+        let taken: Vec<u32> = resumed
+            .iter()
+            .filter(|(_, r)| matches!(r, Resumed::Taken(_)))
+            .map(|(s, _)| *s)
+            .collect();
+        homes.set_view(&taken, None)?;
+        put?;
+        // V5: slots handed away are the new owner's: their keys become
+        // markers naming it, guarded and viewed so, until the table agrees.
+        let part_max = w.part_neighbors_max().max(1) as usize;
+        for (to, slots) in &marked {
+            let set: HashSet<u32> = slots.iter().copied().collect();
+            let keys: Vec<locus_store::Key> = replay
+                .handed_vertices
+                .iter()
+                .filter(|(v, _)| set.contains(&homes.slot_of(**v)))
+                .flat_map(|(&v, &len)| {
+                    (0..len.div_ceil(part_max).max(1) as u32)
+                        .map(move |i| locus_store::Key::part(v, i))
+                })
+                .collect();
+            w.put_markers(&keys, *to)?;
+            w.guard_slots(slots, *to)?;
+            homes.set_view(slots, Some(*to))?;
+            tracing::info!(
+                server = id,
+                to,
+                slots = slots.len(),
+                markers = keys.len(),
+                "replay: slots handed to another server before the table named it stay its own"
+            );
         }
         let recovered = Recovered {
             vertices: order.len() as u64,
@@ -432,7 +609,8 @@ impl Durability {
             checkpoint_ms: AtomicU64::new(0),
             recovered,
             interval: Duration::from_secs(d.checkpoint_interval_s),
-            moves_in_flight: AtomicU64::new(0),
+            moves_in_flight: AtomicU64::new(resumed.len() as u64),
+            resumed: Mutex::new(resumed),
         })
     }
 
@@ -451,11 +629,7 @@ impl Durability {
     ) -> Result<R> {
         let _one = self.checkpoint_lock(relax);
         let _all = self.lock_all(relax);
-        let mut replay = Replay {
-            lists: HashMap::new(),
-            slot_of,
-            moved: HashSet::new(),
-        };
+        let mut replay = Replay::new(slot_of);
         self.wal.read_back(|e| replay.entry(e))?;
         let mut lists = replay.lists;
         lists.retain(|v, _| vertices.contains(v));
@@ -506,6 +680,16 @@ impl Durability {
         lists: impl ExactSizeIterator<Item = (u32, &'a [u32])>,
     ) -> locus_wal::Result<Lsn> {
         self.wal.append(&encode_slot_in(slots, lists))
+    }
+
+    /// Appends a HANDED record (V1); durable once [`wait`](Self::wait) returns.
+    pub(crate) fn log_handed(&self, slots: &[u32], to: MachineId) -> locus_wal::Result<Lsn> {
+        self.wal.append(&encode_handed(slots, to))
+    }
+
+    /// Appends a SERVE record (V2); durable once [`wait`](Self::wait) returns.
+    pub(crate) fn log_serve(&self, slots: &[u32], from: MachineId) -> locus_wal::Result<Lsn> {
+        self.wal.append(&encode_serve(slots, from))
     }
 
     /// Appends a SLOT_OUT record (M3); durable once [`wait`](Self::wait) returns.

@@ -53,7 +53,9 @@ pub fn code_of(e: &StoreError) -> ErrorCode {
         | StoreError::ServiceStopped { .. } => ErrorCode::PeerUnavailable,
         StoreError::Overloaded { .. } => ErrorCode::Busy,
         // The client fetches the slot table again and asks the owner.
-        StoreError::Moved { .. } | StoreError::NotOwnedYet { .. } => ErrorCode::WrongHome,
+        StoreError::Moved { .. }
+        | StoreError::NotOwnedYet { .. }
+        | StoreError::AheadOfTable { .. } => ErrorCode::WrongHome,
         StoreError::Forwarded { reason, .. } if reason.contains("full") => ErrorCode::Full,
         _ => ErrorCode::Internal,
     }
@@ -110,7 +112,10 @@ impl<F: Fabric + Fencing> Node<F> {
                 "SERVERS is answered by the server process, not the node",
             )),
             Request::Ping => Ok(Reply::Pong),
-            Request::Slots => Ok(Reply::Slots(self.store.homes().table().encode())),
+            Request::Slots => Ok(Reply::Slots {
+                table: self.store.homes().table().encode(),
+                hints: self.move_hints(),
+            }),
             // Reads are idempotent: one retry after a peer error, since the
             // first operation on a connection to a restarted peer fails and
             // the next one reconnects (Pragh 5 recovery, `recovery.rs`).
@@ -176,7 +181,17 @@ impl<F: Fabric + Fencing> Node<F> {
         let _op = w.enter_home_op(v)?;
         let _stripe = d.lock(v, &mut || w.relax());
         let current = w.get(v)?;
+        // V3: a slot served here ahead of the table creates and removes no
+        // key (a new part counts) until the commit; refused before the log.
+        let max = self.store.config().part_neighbors_max.max(1) as usize;
+        let parts = |l: Option<&Vec<u32>>| l.map_or(0, |l| l.len().div_ceil(max).max(1));
+        let had = parts(current.as_ref());
         let (new, reply) = edit.outcome(current);
+        if let Some(n) = &new {
+            if n.is_none() || parts(n.as_ref()) > had {
+                w.check_not_ahead(locus_store::Key::part(v, 0))?;
+            }
+        }
         let logged = match &new {
             None => Ok(d.last_lsn()),
             Some(Some(list)) => d.log([(v, list.as_slice())].into_iter()),
@@ -343,6 +358,16 @@ impl<F: Fabric + Fencing> Node<F> {
                 return Ok(self.error(
                     ErrorCode::WrongHome,
                     format!("vertex {v} is homed on server {home}, not here; send it there"),
+                ));
+            }
+            if self
+                .store
+                .homes()
+                .ahead_of_table(self.store.homes().slot_of(v))
+            {
+                return Ok(self.error(
+                    ErrorCode::WrongHome,
+                    format!("vertex {v}'s slot is moving here and the slot table does not name this server yet; retry"),
                 ));
             }
             adds.entry(v)

@@ -143,11 +143,16 @@ impl<F: Fabric> Created<F> {
             label: p.label,
             config: p.config,
             store: self.store,
-            durable,
             recovery: Default::default(),
             migrations_in: AtomicU64::new(0),
             migrated_bytes: AtomicU64::new(0),
-            moving: moves::InFlight::default(),
+            moving: durable
+                .as_ref()
+                .map(|d| {
+                    moves::InFlight::resumed(&d.resumed.lock().unwrap_or_else(|p| p.into_inner()))
+                })
+                .unwrap_or_default(),
+            durable,
         })
     }
 }

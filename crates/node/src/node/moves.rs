@@ -1,16 +1,19 @@
 //! A node's steps of a slot move across servers (issue 59; the protocol,
-//! M1-M5, is `docs/design.md`, "Moves across servers"). The driver (`locus
-//! cluster move`) asks the old home A to guard a batch of slots, the new
-//! home B to take them over, commits the new table in etcd, and has every
-//! server install it; on a failure before the commit it asks A to take the
-//! batch back. A node remembers the batches in flight through it so that
-//! an install finishes them and a checkpoint waits for them (M4).
+//! M1-M5 and V1-V5, is `docs/design.md`, "Moves across servers" and "B
+//! serves each group before the commit"). The driver (`locus cluster
+//! move`) asks the old home A to guard a batch of slots, the new home B to
+//! take them over, A to hand them (the decision: HANDED logged at A), B to
+//! serve them (SERVE logged at B), commits the new table in etcd, and has
+//! every server install it. Before HANDED it may ask A to take the batch
+//! back; from HANDED on the batch only rolls forward. A node remembers the
+//! batches in flight through it so that an install finishes them and a
+//! checkpoint waits for them (M4).
 //!
 //! ```text
-//!  A:  idle ──guard(slots, B)──▶ Out(B) ──install(table naming B)──▶ idle (SLOT_OUT logged)
-//!                                  └──release──▶ idle (keys taken back from B)
-//!  B:  idle ──take(slots, A)───▶ In(A)  ──install(table naming B)──▶ idle
-//!                                  └──release (A took them back)──▶ idle (SLOT_OUT logged)
+//!  A:  idle ──guard(slots, B)──▶ Out(B) ──hand──▶ Handed(B) ──install(table naming B)──▶ idle
+//!                                  └──release──▶ idle (keys taken back from B)      (SLOT_OUT logged)
+//!  B:  idle ──take(slots, A)───▶ In(A) ──serve──▶ Served(A) ──install(table naming B)──▶ idle
+//!                                  └──forget (A took them back)──▶ idle (SLOT_OUT logged)
 //! ```
 
 use std::collections::{HashMap, HashSet};
@@ -22,7 +25,16 @@ use locus_fabric::{Fabric, MachineId};
 use locus_store::handoff::Outcome;
 use locus_store::{Key, SlotTable, StoreError, Worker};
 
-use locus_client::proto::{ErrorCode, MoveReply, MoveStep, Reply, SlotInFlight, MOVE_KEYS_MAX};
+use locus_client::proto::{
+    ErrorCode, MoveHint, MoveReply, MoveStep, Reply, SlotInFlight, MOVE_KEYS_MAX,
+};
+
+/// Bytes of a hint's Bloom filter of handed slots: 4,096 bits, for the few
+/// batches of slots a server hands at once (NetMigrate 5 sizes its filters
+/// for a switch's whole key space; a slot table is far smaller).
+const HINT_BF_BYTES: usize = 512;
+/// Counters of a hint's counting Bloom filter of slots in flight.
+const HINT_CBF_BYTES: usize = 1024;
 
 use super::{Node, Session};
 use crate::{NodeError, Result};
@@ -32,8 +44,32 @@ use crate::{NodeError, Result};
 pub enum Moving {
     /// Guarded here, leaving for this server.
     Out(MachineId),
+    /// Handed to this server (HANDED logged): it serves the slot, the
+    /// table not naming it yet (V1).
+    Handed(MachineId),
     /// Taken over here from this server, the table not yet naming us.
     In(MachineId),
+    /// Served here since SERVE (taken from this server), the table not
+    /// naming us yet (V2).
+    Served(MachineId),
+}
+
+impl Moving {
+    /// As MOVE's reply lists it.
+    fn listed(self, slot: u32) -> SlotInFlight {
+        let (leaving, handed, peer) = match self {
+            Moving::Out(p) => (true, false, p),
+            Moving::Handed(p) => (true, true, p),
+            Moving::In(p) => (false, false, p),
+            Moving::Served(p) => (false, true, p),
+        };
+        SlotInFlight {
+            slot,
+            leaving,
+            handed,
+            peer,
+        }
+    }
 }
 
 /// What a step did.
@@ -58,6 +94,23 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
+    /// What a log's replay left in flight (`Durability::resumed`).
+    pub(crate) fn resumed(r: &[(u32, super::durable::Resumed)]) -> InFlight {
+        use super::durable::Resumed;
+        let f = InFlight::default();
+        f.lock().extend(r.iter().map(|&(s, m)| {
+            (
+                s,
+                match m {
+                    Resumed::Handed(to) => Moving::Handed(to),
+                    Resumed::Taken(from) => Moving::In(from),
+                    Resumed::Served(from) => Moving::Served(from),
+                },
+            )
+        }));
+        f
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Moving>> {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -87,6 +140,8 @@ impl<F: Fabric> Node<F> {
                         .map_err(|e| NodeError::Move(format!("the table to install: {e}")))?;
                     self.move_install(w, &t)
                 }
+                MoveStep::Hand => self.move_hand(w, slots, peer),
+                MoveStep::Serve => self.move_serve(slots, peer),
                 MoveStep::Release => self.move_release(w, slots, peer),
                 MoveStep::Forget => self.move_forget(w, slots),
                 MoveStep::Status => Ok(MoveReport::default()),
@@ -102,24 +157,51 @@ impl<F: Fabric> Node<F> {
                 in_flight: self
                     .moves_in_flight()
                     .into_iter()
-                    .map(|(slot, m)| match m {
-                        Moving::Out(to) => SlotInFlight {
-                            slot,
-                            leaving: true,
-                            peer: to,
-                        },
-                        Moving::In(from) => SlotInFlight {
-                            slot,
-                            leaving: false,
-                            peer: from,
-                        },
-                    })
+                    .map(|(slot, m)| m.listed(slot))
                     .collect(),
                 listed: r.listed.iter().map(|k| k.0).collect(),
             }),
             Err(NodeError::Store(e)) => self.store_error(&e),
             Err(e) => self.error(ErrorCode::Invalid, e.to_string()),
         }
+    }
+
+    /// The migration index of the moves leaving this node, one per target
+    /// (SLOTS' hints): handed slots in the Bloom filter, guarded ones not
+    /// handed yet in the counting Bloom filter (NetMigrate 4.2, a group
+    /// being a slot).
+    pub fn move_hints(&self) -> Vec<MoveHint> {
+        use locus_placement::index::{BloomFilter, CountingBloomFilter};
+        let mut by_to: std::collections::BTreeMap<MachineId, (BloomFilter, CountingBloomFilter)> =
+            Default::default();
+        for (s, m) in self.moves_in_flight() {
+            let (to, handed) = match m {
+                Moving::Out(to) => (to, false),
+                Moving::Handed(to) => (to, true),
+                Moving::In(_) | Moving::Served(_) => continue,
+            };
+            let (bf, cbf) = by_to.entry(to).or_insert_with(|| {
+                (
+                    BloomFilter::new(HINT_BF_BYTES).expect("a valid size"),
+                    CountingBloomFilter::new(HINT_CBF_BYTES).expect("a valid size"),
+                )
+            });
+            if handed {
+                bf.insert(s);
+            } else {
+                cbf.increment(s);
+            }
+        }
+        by_to
+            .into_iter()
+            .take(locus_client::proto::HINTS_MAX)
+            .map(|(to, (bf, cbf))| MoveHint {
+                from: self.me,
+                to,
+                bf: bf.to_bytes(),
+                cbf: cbf.as_bytes().to_vec(),
+            })
+            .collect()
     }
 
     /// The slots in flight through this node, sorted.
@@ -139,6 +221,23 @@ impl<F: Fabric> Node<F> {
         }
         if let Some(d) = &self.durable {
             d.moves_in_flight.store(g.len() as u64, Ordering::Release);
+        }
+    }
+
+    /// Refuses the step unless every slot's state here passes `ok`.
+    fn check_states(
+        &self,
+        slots: &[u32],
+        why: &str,
+        ok: impl Fn(Option<Moving>) -> bool,
+    ) -> Result<()> {
+        let held = self.moving.lock();
+        match slots.iter().find(|s| !ok(held.get(s).copied())) {
+            Some(s) => Err(NodeError::Move(format!(
+                "slot {s} {why} ({:?})",
+                held.get(s)
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -181,15 +280,9 @@ impl<F: Fabric> Node<F> {
         to: MachineId,
     ) -> Result<MoveReport> {
         self.check_batch(slots, self.me, to)?;
-        if let Some((s, m)) = slots
-            .iter()
-            .find_map(|s| self.moving.lock().get(s).map(|m| (*s, *m)))
-            .filter(|(_, m)| *m != Moving::Out(to))
-        {
-            return Err(NodeError::Move(format!(
-                "slot {s} is already in a move here ({m:?})"
-            )));
-        }
+        self.check_states(slots, "is already in a move here", |m| {
+            m.is_none() || m == Some(Moving::Out(to))
+        })?;
         self.set_moving(slots, Some(Moving::Out(to)));
         w.guard_slots(slots, to)?;
         // Guarded and drained: no key of the batch is created from here on.
@@ -237,6 +330,11 @@ impl<F: Fabric> Node<F> {
                 k.vertex()
             )));
         }
+        // A served slot's copies have writes since SLOT_IN: a second
+        // SLOT_IN would put the older lists back at a replay (V2).
+        self.check_states(slots, "is already in a move here", |m| {
+            m.is_none() || m == Some(Moving::In(from))
+        })?;
         self.set_moving(slots, Some(Moving::In(from)));
         // Every list read at once (a few round trips for the batch).
         let firsts: Vec<u32> = keys
@@ -289,8 +387,12 @@ impl<F: Fabric> Node<F> {
         let (mut out, mut done) = (Vec::new(), Vec::new());
         for (s, m) in self.moves_in_flight() {
             match m {
-                Moving::Out(to) if now.owner_of_slot(s) == Some(to) => out.push(s),
-                Moving::In(_) if now.owner_of_slot(s) == Some(self.me) => done.push(s),
+                Moving::Out(to) | Moving::Handed(to) if now.owner_of_slot(s) == Some(to) => {
+                    out.push(s)
+                }
+                Moving::In(_) | Moving::Served(_) if now.owner_of_slot(s) == Some(self.me) => {
+                    done.push(s)
+                }
                 _ => {}
             }
         }
@@ -310,6 +412,84 @@ impl<F: Fabric> Node<F> {
         })
     }
 
+    /// A: hands `slots` (guarded here, every key taken over by `to`) to
+    /// `to`: logs HANDED and waits until it is durable, then names `to`
+    /// their home on this machine (V1). From here the batch only rolls
+    /// forward. Refused if a key of it is not `MOVED(to)` here (`to`
+    /// restarted and this server took the key back, M1: take it again).
+    /// Holds every stripe meanwhile, so that a reload after `to`'s failure
+    /// (M1, which holds them too) either ran before (and the check sees
+    /// it) or runs after (and leaves handed slots alone, V4). Idempotent.
+    pub fn move_hand(
+        &self,
+        w: &mut Worker<Counting<F>>,
+        slots: &[u32],
+        to: MachineId,
+    ) -> Result<MoveReport> {
+        self.check_batch(slots, self.me, to)?;
+        let state = |s: &u32| self.moving.lock().get(s).copied();
+        self.check_states(
+            slots,
+            &format!("is not guarded here for a move to server {to}: guard and take it first"),
+            |m| matches!(m, Some(Moving::Out(t) | Moving::Handed(t)) if t == to),
+        )?;
+        let report = MoveReport {
+            slots: slots.len() as u64,
+            ..MoveReport::default()
+        };
+        if slots.iter().all(|s| state(s) == Some(Moving::Handed(to))) {
+            return Ok(report);
+        }
+        let mut w2 = self.store.worker(self.me)?;
+        let _all = self
+            .durable
+            .as_ref()
+            .map(|d| d.lock_all(&mut || w2.relax()));
+        let set: HashSet<u32> = slots.iter().copied().collect();
+        for k in w.keys_in_slots(self.me, &set)? {
+            if w.handed_to(k)? != Some(to) {
+                return Err(NodeError::Move(format!(
+                    "key {:#x} (vertex {}) is not handed to server {to} here (taken back after its failure?): take the batch again",
+                    k.0,
+                    k.vertex()
+                )));
+            }
+        }
+        if let Some(d) = &self.durable {
+            d.log_handed(slots, to)
+                .and_then(|lsn| d.wait(lsn))
+                .map_err(|e| NodeError::Move(format!("HANDED could not be logged: {e}")))?;
+        }
+        self.store.homes().set_view(slots, Some(to))?;
+        self.set_moving(slots, Some(Moving::Handed(to)));
+        Ok(report)
+    }
+
+    /// B: serves `slots`, taken over from `from`, which handed them
+    /// (HANDED is durable there: the driver asks only after A's answer):
+    /// logs SERVE and waits until it is durable, then names this server
+    /// their home here and coordinates their vertex ops (V2); keys are not
+    /// created or removed until the table names it (V3). Idempotent.
+    pub fn move_serve(&self, slots: &[u32], from: MachineId) -> Result<MoveReport> {
+        self.check_batch(slots, from, self.me)?;
+        self.check_states(
+            slots,
+            &format!("was not taken over here from server {from}: take it first"),
+            |m| matches!(m, Some(Moving::In(f) | Moving::Served(f)) if f == from),
+        )?;
+        if let Some(d) = &self.durable {
+            d.log_serve(slots, from)
+                .and_then(|lsn| d.wait(lsn))
+                .map_err(|e| NodeError::Move(format!("SERVE could not be logged: {e}")))?;
+        }
+        self.store.homes().set_view(slots, Some(self.me))?;
+        self.set_moving(slots, Some(Moving::Served(from)));
+        Ok(MoveReport {
+            slots: slots.len() as u64,
+            ..MoveReport::default()
+        })
+    }
+
     /// A: gives a batch up before its commit: takes back every key of
     /// `slots` already handed to `to` (A's log still holds them: nothing
     /// is logged here), then ends the guard. B is told with
@@ -321,6 +501,14 @@ impl<F: Fabric> Node<F> {
         to: MachineId,
     ) -> Result<MoveReport> {
         self.check_batch(slots, self.me, to)?;
+        if let Some(s) = slots
+            .iter()
+            .find(|s| matches!(self.moving.lock().get(s), Some(Moving::Handed(_))))
+        {
+            return Err(NodeError::Move(format!(
+                "slot {s} was handed to server {to}, which serves it: the move only rolls forward now; run it again to commit it"
+            )));
+        }
         let set: HashSet<u32> = slots.iter().copied().collect();
         let keys: Vec<Key> = w.keys_in_slots(self.me, &set)?;
         let mut r = MoveReport {
@@ -378,6 +566,14 @@ impl<F: Fabric> Node<F> {
     /// its SLOT_IN copies (they would be dropped anyway as slots of another
     /// server, M3; the record says it at once).
     pub fn move_forget(&self, w: &mut Worker<Counting<F>>, slots: &[u32]) -> Result<MoveReport> {
+        if let Some(s) = slots
+            .iter()
+            .find(|s| matches!(self.moving.lock().get(s), Some(Moving::Served(_))))
+        {
+            return Err(NodeError::Move(format!(
+                "slot {s} is served here since its old home handed it: the move only rolls forward now"
+            )));
+        }
         let table = self.store.homes().table();
         if let Some(s) = slots
             .iter()

@@ -236,8 +236,14 @@ impl<F: Fabric> Node<F> {
                 let mut w2 = self.store.worker(me)?;
                 let homes = std::sync::Arc::clone(self.store.homes());
                 let slot_of = move |v: u32| homes.slot_of(v);
+                let store = &self.store;
                 d.with_logged_lists(&wanted, &slot_of, &mut || w2.relax(), |lists| {
                     for &v in &vertices {
+                        // Handed to the peer since the scan (V4): the
+                        // peer's log holds its later writes, not ours.
+                        if store.owner(v) != me {
+                            continue;
+                        }
                         match lists.get(&v) {
                             Some(list) => match w.republish_at_home(v, list, peer) {
                                 Ok(parts) => {

@@ -18,6 +18,9 @@ pub(crate) struct Coverage {
     pub(crate) slot_moves: u64,
     pub(crate) slot_moves_rolled_back: u64,
     pub(crate) joins: u64,
+    /// Updates acknowledged by a node the table did not name yet (a slot
+    /// served ahead of the table, V2).
+    pub(crate) served_ahead: u64,
 }
 
 impl Coverage {
@@ -38,5 +41,6 @@ impl Coverage {
         self.slot_moves += o.slot_moves;
         self.slot_moves_rolled_back += o.slot_moves_rolled_back;
         self.joins += o.joins;
+        self.served_ahead += o.served_ahead;
     }
 }

@@ -1,8 +1,10 @@
 //! The simulated twin's mover (issue 59): slot moves across the nodes by
-//! the steps `locus cluster move` sends (`Request::Move`), the table
-//! committed in the shared table (etcd's stand-in) and installed on every
-//! node that is up, a batch given up before its commit rolled back, while
-//! clients update by the table and the nemesis crashes a node; see
+//! the steps `locus cluster move` sends (`Request::Move`): guard, take,
+//! hand (the decision), serve (B coordinates the slot's updates from
+//! here), then the table committed in the shared table (etcd's stand-in)
+//! and installed on every node that is up; a batch A refuses to hand is
+//! rolled back, a handed one only rolls forward. Meanwhile clients update
+//! by the table or at any node, and the nemesis crashes a node; see
 //! `sim_cluster.rs`.
 
 use std::sync::atomic::Ordering;
@@ -56,6 +58,43 @@ fn install_everywhere(s: &Shared) {
     }
 }
 
+/// Rolls a handed slot forward: B serves it (retried while B is down:
+/// the nemesis restarts it), then the table naming B is committed and
+/// installed (B first).
+fn finish(
+    s: &Shared,
+    port: &mut impl Port,
+    a: MachineId,
+    b: MachineId,
+    slot: u32,
+    cov: &mut Coverage,
+) {
+    let slots = [slot];
+    while step(s, b, MoveStep::Serve, a, &slots, Vec::new()).is_none() {
+        for _ in 0..20 {
+            port.relax();
+        }
+    }
+    // Between SERVE and the commit: B serves the slot ahead of the table.
+    for _ in 0..s.serve_lead {
+        port.relax();
+    }
+    {
+        let mut t = s.table.lock().unwrap();
+        let next = t
+            .after(&[SlotMove {
+                slot,
+                from: a,
+                to: b,
+            }])
+            .expect("a handed slot is still its old home's in the table");
+        *t = next;
+    }
+    cov.slot_moves += 1;
+    let _ = step(s, b, MoveStep::Install, 0, &[], Vec::new());
+    install_everywhere(s);
+}
+
 /// Moves random slots of the vertices to random other nodes.
 pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     let mut port = f.port(0).expect("a port");
@@ -89,40 +128,23 @@ pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         let b =
             ((u64::from(a) + 1 + rng.below(MACHINES as u64 - 1)) % MACHINES as u64) as MachineId;
         let slots = [slot];
-        let committed = (|| {
-            let gen_a = s.node(a)?.1;
+        // No fence on A's or B's incarnation: A refuses to hand a slot it
+        // no longer guards (it restarted) or whose keys are not all B's
+        // (B restarted and A took them back), as the driver relies on.
+        let handed = (|| {
             let g = step(s, a, MoveStep::Guard, b, &slots, Vec::new())?;
-            let gen_b = s.node(b)?.1;
             step(s, b, MoveStep::Take, a, &slots, g.listed)?;
-            // Both still the incarnations that guarded and took (no
-            // scheduling point from here to the commit): an A that
-            // restarted owns the slot again and may have served updates,
-            // a B that restarted dropped its copies.
-            if s.node(a)?.1 != gen_a || s.node(b)?.1 != gen_b {
-                return None;
-            }
-            let next = table
-                .after(&[SlotMove {
-                    slot,
-                    from: a,
-                    to: b,
-                }])
-                .expect("a move of the table's slot");
-            let mut t = s.table.lock().unwrap();
-            if *t != table {
-                return None;
-            }
-            *t = next;
-            Some(())
+            step(s, a, MoveStep::Hand, b, &slots, Vec::new())
         })();
-        match committed {
-            Some(()) => {
-                cov.slot_moves += 1;
-                install_everywhere(s);
+        match handed {
+            Some(_) => {
+                *s.handed.lock().unwrap() = Some((slot, b));
+                finish(s, &mut port, a, b, slot, &mut cov);
+                *s.handed.lock().unwrap() = None;
             }
             None => {
-                // Given up before the commit: rolled back (a node that is
-                // down forgets at its restart, by its replay).
+                // Not handed: rolled back (a node that is down forgets at
+                // its restart, by its replay).
                 cov.slot_moves_rolled_back += 1;
                 let _ = step(s, a, MoveStep::Release, b, &slots, Vec::new());
                 let _ = step(s, b, MoveStep::Forget, a, &slots, Vec::new());

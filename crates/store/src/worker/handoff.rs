@@ -361,6 +361,29 @@ impl<F: Fabric> Worker<F> {
         Ok(())
     }
 
+    /// A restarted old home replaying a HANDED record (design V5): puts
+    /// `keys` into this machine's table as `MOVED(to)` markers, so that a
+    /// reader by the table, which still names this machine, goes on to
+    /// `to` instead of finding no entry ("absent"). A key with a word
+    /// already is left as it is. Returns the markers written.
+    pub fn put_markers(&mut self, keys: &[Key], to: MachineId) -> Result<u64> {
+        let me = self.machine;
+        let kr = self.keys_region(me);
+        let mut written = 0;
+        for &k in keys {
+            let slot = self.find_or_claim_at(k, me)?;
+            if slot.addr_word == 0
+                && self
+                    .port
+                    .cas(me, kr, slot.addr_offset, 0, crate::addr::moved_word(to))?
+                    == 0
+            {
+                written += 1;
+            }
+        }
+        Ok(written)
+    }
+
     /// The machine this machine's word of `key` says it was handed to.
     pub fn handed_to(&mut self, key: Key) -> Result<Option<MachineId>> {
         let me = self.machine;

@@ -151,6 +151,10 @@ pub struct Worker<F: Fabric> {
     /// While a read follows a MOVED marker: the vertex and the machine
     /// whose table it reads instead of its home's ([`Worker::neighbors`]).
     home_hint: Option<(VertexId, MachineId)>,
+    /// A log's replay puts back keys of slots served ahead of the table:
+    /// they existed (the old home holds their markers), so V3 does not
+    /// refuse them ([`Worker::set_replaying`]).
+    pub(crate) replaying: bool,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -189,6 +193,7 @@ impl<F: Fabric> Worker<F> {
             lose_reclaims: false,
             held_ops: Arc::new(std::sync::atomic::AtomicU32::new(0)),
             home_hint: None,
+            replaying: false,
             stats: WorkerStats::default(),
         };
         // Every machine's store registers its regions in the same order

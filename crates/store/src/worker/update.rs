@@ -43,6 +43,7 @@ impl<F: Fabric> Worker<F> {
                             this: self.machine,
                         });
                     }
+                    self.check_not_ahead(key)?;
                     (self.find_or_claim(key)?, None)
                 }
             };
@@ -66,7 +67,10 @@ impl<F: Fabric> Worker<F> {
             let r = match (change, old) {
                 (Change::Keep, _) | (Change::Remove, None) => Ok(Some(true)),
                 (Change::Replace, _) => self.publish(key, slot, old, &encode),
-                (Change::Remove, Some(old)) => self.unpublish(key, slot, old),
+                (Change::Remove, Some(old)) => match self.check_not_ahead(key) {
+                    Ok(()) => self.unpublish(key, slot, old),
+                    Err(e) => Err(e),
+                },
             };
             self.encode = encode;
             match r? {
@@ -77,6 +81,34 @@ impl<F: Fabric> Worker<F> {
                 }
             }
         }
+    }
+
+    /// Neighbours one part holds at most (a longer list is decomposed).
+    pub fn part_neighbors_max(&self) -> u32 {
+        self.shared.config.part_neighbors_max
+    }
+
+    /// Marks this worker as putting back a log's lists (see
+    /// [`Worker::check_not_ahead`]): keys of slots served ahead of the
+    /// table existed before the restart, so putting them back is no
+    /// creation that V3 refuses.
+    pub fn set_replaying(&mut self, on: bool) {
+        self.replaying = on;
+    }
+
+    /// Refuses to create or remove `key` at a home that serves its slot
+    /// ahead of the slot table (design V3: a reader by the table must find
+    /// every key of a moving slot at its old owner, as an entry or a marker).
+    pub fn check_not_ahead(&self, key: Key) -> Result<()> {
+        let homes = &self.shared.homes;
+        let slot = homes.slot_of(key.vertex());
+        if !self.replaying && self.shared.shard_map.is_none() && homes.ahead_of_table(slot) {
+            return Err(StoreError::AheadOfTable {
+                vertex: key.vertex(),
+                slot,
+            });
+        }
+        Ok(())
     }
 
     /// Writes `payload` as a new value here and CASes it into `slot`.
@@ -267,7 +299,12 @@ impl<F: Fabric> Worker<F> {
             VertexOp::Put(list) => self.put_at_home(v, &list).map(|_| Reply::Vertex(true)),
             VertexOp::Insert(u) => self.insert_at_home(v, u).map(Reply::Vertex),
             VertexOp::Delete(u) => self.delete_at_home(v, u).map(Reply::Vertex),
-            VertexOp::Remove => self.remove_at_home(v).map(Reply::Removed),
+            VertexOp::Remove => {
+                // Its parts are dropped where they are held, which may not
+                // be here: refuse at the coordinator.
+                self.check_not_ahead(Key::part(v, 0))?;
+                self.remove_at_home(v).map(Reply::Removed)
+            }
         }
     }
 
