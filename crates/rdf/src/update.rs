@@ -61,7 +61,7 @@ impl std::fmt::Display for UpdateReport {
 
 fn unsupported(what: &str) -> RdfError {
     RdfError::Unsupported(format!(
-        "{what} (named graphs: the data is one default graph)"
+        "{what} (updates of named graphs are not built: updates change the default graph only)"
     ))
 }
 
@@ -244,11 +244,27 @@ impl<F: Fabric> RdfStore<F> {
             GraphUpdateOperation::Clear { silent, graph }
             | GraphUpdateOperation::Drop { silent, graph } => {
                 use spargebra::algebra::GraphTarget as G;
+                // With named graphs in the store, NAMED and ALL would
+                // leave them standing: refused rather than half done.
+                let d = self.catalog().dict();
+                let has = |n: &oxrdf::NamedNode| {
+                    d.id(&Term::from(n.clone()))
+                        .is_some_and(|id| d.graphs().binary_search(&id).is_ok())
+                };
                 match graph {
-                    G::DefaultGraph | G::AllGraphs => {}
+                    G::DefaultGraph => {}
+                    G::AllGraphs | G::NamedGraphs if !d.graphs().is_empty() => {
+                        return Err(unsupported(&format!(
+                            "CLEAR or DROP {graph} of a store with {} named graphs",
+                            d.graphs().len()
+                        )))
+                    }
+                    G::AllGraphs => {}
                     G::NamedGraphs => return Ok((Vec::new(), Vec::new())),
-                    G::NamedNode(_) if silent => return Ok((Vec::new(), Vec::new())),
-                    G::NamedNode(n) => return Err(unsupported(&format!("CLEAR GRAPH {n}"))),
+                    G::NamedNode(n) if silent && !has(&n) => return Ok((Vec::new(), Vec::new())),
+                    G::NamedNode(n) => {
+                        return Err(unsupported(&format!("CLEAR or DROP GRAPH {n}")))
+                    }
                 }
                 let v = |n: &str| TermPattern::Variable(Variable::new_unchecked(n));
                 let all = TriplePattern {
@@ -272,6 +288,13 @@ impl<F: Fabric> RdfStore<F> {
     fn load_triples(&self, source: &str) -> Result<Vec<Triple>> {
         let path = load_path(source)?;
         let d = Dataset::parse_file(&path, &())?;
+        if !d.dict.graphs().is_empty() {
+            return Err(unsupported(&format!(
+                "LOAD of {} (it has {} named graphs)",
+                path.display(),
+                d.dict.graphs().len()
+            )));
+        }
         let term = |id: u32| {
             d.dict
                 .term(id)

@@ -300,12 +300,18 @@ fn status_413_for_a_body_over_the_limit() {
 
 #[test]
 fn status_501_for_unsupported_features_and_datasets() {
-    let url = query_url("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }");
+    let url = query_url("SELECT * WHERE { SERVICE <http://ex.org/s> { ?s ?p ?o } }");
     let r = call(&get(&url));
     assert_eq!(r.status, 501);
-    assert!(r.body_text().contains("GRAPH"), "{}", r.body_text());
+    assert!(r.body_text().contains("SERVICE"), "{}", r.body_text());
+    // GRAPH runs (this data has no named graphs: no rows); a dataset by
+    // protocol parameter is refused, naming FROM as the way that works.
+    let url = query_url("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }");
+    assert_eq!(call(&get(&url)).status, 200);
     let url = query_url(SELECT) + "&default-graph-uri=http%3A%2F%2Fex.org%2Fg";
-    assert_eq!(call(&get(&url)).status, 501);
+    let r = call(&get(&url));
+    assert_eq!(r.status, 501);
+    assert!(r.body_text().contains("FROM"), "{}", r.body_text());
 }
 
 #[test]

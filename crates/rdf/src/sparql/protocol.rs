@@ -535,7 +535,7 @@ fn handle_inner(
         if one(dataset)?.is_some() {
             return Err(Response::text(
                 501,
-                format!("the {dataset} parameter: named graphs and datasets are not supported yet (the data is one default graph)"),
+                format!("the {dataset} parameter: datasets given by protocol parameters are not built (name them with FROM and FROM NAMED in the query)"),
             ));
         }
     }
