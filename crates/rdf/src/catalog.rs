@@ -148,6 +148,20 @@ impl Catalog {
     pub fn parts(&self) -> &Parts {
         &self.parts
     }
+    /// The named graphs that hold a triple now (term ids, ascending): a
+    /// graph whose triples were all deleted is no graph of the dataset,
+    /// though its pts stay in the dictionary.
+    pub fn graphs_with_triples(&self) -> Vec<u32> {
+        let d = &self.dict;
+        let mut out: Vec<u32> = (0..d.pts())
+            .filter(|&pt| self.stats.triples.get(pt as usize).is_some_and(|&n| n > 0))
+            .filter_map(|pt| d.pt_graph(pt))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Notes that `key` holds something (an update's first entry of it).
     pub(crate) fn note_key(&mut self, key: VertexId) {
         if let (Err(slot), pt, dir) = self.layout.decode(key) {

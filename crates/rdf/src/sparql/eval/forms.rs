@@ -74,9 +74,10 @@ pub(crate) fn answer<S: Source>(
         // an empty one), FROM NAMED's are the named graphs (none: no named
         // graphs); a graph the store lacks is an empty graph.
         let d = rdf.dict();
+        let graphs = rdf.graphs_with_triples();
         let stored = |n: &NamedNode| {
             d.id(&Term::NamedNode(n.clone()))
-                .filter(|id| d.graphs().binary_search(id).is_ok())
+                .filter(|id| graphs.binary_search(id).is_ok())
         };
         ev.graphs = ds.default.iter().filter_map(stored).map(Some).collect();
         ev.graphs.sort_unstable();

@@ -231,7 +231,7 @@ impl<'a, S: Source> Evaluator<'a, S> {
             extend_slots: HashSet::new(),
             bnode_scopes: HashMap::new(),
             graphs: vec![None],
-            named: rdf.dict().graphs().to_vec(),
+            named: rdf.graphs_with_triples(),
         }
     }
 
