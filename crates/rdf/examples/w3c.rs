@@ -10,8 +10,8 @@
 //! up to blank node renaming). Every `mf:UpdateEvaluationTest` of the
 //! SPARQL 1.1 update folders loads its data, runs its request with
 //! `RdfStore::update` and compares the default graph after it with the
-//! expected one (up to blank node renaming); update tests of named graphs
-//! are skipped. A query test's `qt:graphData` files, and the files its
+//! expected one (up to blank node renaming), and each named graph
+//! (`ut:graphData`, named by its `rdfs:label`) too. A query test's `qt:graphData` files, and the files its
 //! FROM and FROM NAMED name, are loaded as named graphs called by their
 //! file IRIs (the store's FROM picks among its graphs). Prints passed /
 //! failed / skipped per folder,
@@ -200,6 +200,16 @@ fn file_of(t: &Term) -> Option<PathBuf> {
 /// A store of `data` as the default graph and each of `graphs` as a named
 /// graph called by its file IRI.
 fn store(data: &[PathBuf], graphs: &[PathBuf]) -> Result<RdfStore<LocalFabric>, Outcome> {
+    let named: Vec<(PathBuf, String)> = graphs.iter().map(|p| (p.clone(), url(p))).collect();
+    store_named(data, &named)
+}
+
+/// A store of `data` as the default graph and each `(file, name)` of
+/// `graphs` as the named graph `name`.
+fn store_named(
+    data: &[PathBuf],
+    graphs: &[(PathBuf, String)],
+) -> Result<RdfStore<LocalFabric>, Outcome> {
     let mut d = Dataset::new();
     for p in data {
         for t in turtle(p).map_err(Outcome::Fail)? {
@@ -209,8 +219,8 @@ fn store(data: &[PathBuf], graphs: &[PathBuf]) -> Result<RdfStore<LocalFabric>, 
     // Each graph file is a document of its own: its blank nodes are apart
     // from every other file's (RDF 1.1 Concepts 3.4), so labels get the
     // file's number.
-    for (i, p) in graphs.iter().enumerate() {
-        let name = NamedNode::new(url(p)).map_err(|e| Outcome::Fail(e.to_string()))?;
+    for (i, (p, name)) in graphs.iter().enumerate() {
+        let name = NamedNode::new(name).map_err(|e| Outcome::Fail(e.to_string()))?;
         let apart =
             |b: &oxrdf::BlankNode| oxrdf::BlankNode::new_unchecked(format!("g{i}x{}", b.as_str()));
         for t in turtle(p).map_err(Outcome::Fail)? {
@@ -541,13 +551,22 @@ fn run_update_test(g: &Graph, test: &Term) -> Outcome {
     ) else {
         return Outcome::Skip("no action or result".into());
     };
-    if g.one(action, &format!("{UT}graphData")).is_some()
-        || g.one(result, &format!("{UT}graphData")).is_some()
-    {
-        return Outcome::Skip(
-            "update tests of named graphs (updates naming a graph are not built)".into(),
-        );
-    }
+    // Named graphs: `ut:graphData [ ut:graph <file> ; rdfs:label "name" ]`.
+    let graph_data = |n: &Term| -> Option<Vec<(PathBuf, String)>> {
+        g.all(n, &format!("{UT}graphData"))
+            .into_iter()
+            .map(|d| {
+                let file = g.one(d, &format!("{UT}graph")).and_then(file_of)?;
+                match g.one(d, "http://www.w3.org/2000/01/rdf-schema#label")? {
+                    Term::Literal(l) => Some((file, l.value().to_string())),
+                    _ => None,
+                }
+            })
+            .collect()
+    };
+    let (Some(graphs_before), Some(graphs_after)) = (graph_data(action), graph_data(result)) else {
+        return Outcome::Skip("ut:graphData without a file or a label".into());
+    };
     let Some(request) = g.one(action, &format!("{UT}request")).and_then(file_of) else {
         return Outcome::Skip("no request file".into());
     };
@@ -568,7 +587,7 @@ fn run_update_test(g: &Graph, test: &Term) -> Outcome {
         Ok(t) => format!("BASE <{}>\n{t}", url(&request)),
         Err(e) => return Outcome::Fail(format!("{}: {e}", request.display())),
     };
-    let mut rdf = match store(&files(action), &[]) {
+    let mut rdf = match store_named(&files(action), &graphs_before) {
         Ok(r) => r,
         Err(o) => return o,
     };
@@ -587,6 +606,35 @@ fn run_update_test(g: &Graph, test: &Term) -> Outcome {
         Ok(_) => return Outcome::Fail("CONSTRUCT answered no graph".into()),
         Err(e) => return Outcome::Fail(format!("reading the graph back: {e}")),
     };
+    // Every named graph's triples, as rows (graph, s, p, o).
+    let mut want_named = Vec::new();
+    for (f, name) in &graphs_after {
+        let Ok(n) = NamedNode::new(name) else {
+            return Outcome::Fail(format!("graph name {name:?} is no IRI"));
+        };
+        match turtle(f) {
+            Ok(ts) => want_named.extend(triples_rows(&ts).into_iter().map(|mut r| {
+                r.insert(0, Some(n.clone().into()));
+                r
+            })),
+            Err(e) => return Outcome::Fail(e),
+        }
+    }
+    let q = "SELECT ?g ?s ?p ?o WHERE { GRAPH ?g { ?s ?p ?o } }";
+    let got_named: Vec<Vec<Option<Term>>> = match Engine::new(&rdf).and_then(|mut e| e.answer(q)) {
+        Ok((Answer::Solutions(s), _)) => s.rows,
+        Ok(_) => return Outcome::Fail("SELECT answered no solutions".into()),
+        Err(e) => return Outcome::Fail(format!("reading the named graphs back: {e}")),
+    };
+    if !same_rows(&want_named, &got_named, false) {
+        return Outcome::Fail(format!(
+            "named graphs: {} quads expected, {} got\n    expected {}\n    got      {}",
+            want_named.len(),
+            got_named.len(),
+            show(&want_named),
+            show(&got_named)
+        ));
+    }
     if same_rows(&triples_rows(&want), &triples_rows(&got), false) {
         Outcome::Pass
     } else {

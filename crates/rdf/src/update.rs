@@ -147,16 +147,18 @@ impl<F: Fabric> RdfStore<F> {
         readers: &mut [S],
         rows_max: usize,
     ) -> Result<(Quads, Quads)> {
-        let construct = |template: Vec<TriplePattern>,
-                         pattern: GraphPattern,
-                         readers: &mut [S]|
+        // USING and USING NAMED are the WHERE part's FROM and FROM NAMED (3.1.3).
+        let construct_in = |template: Vec<TriplePattern>,
+                            pattern: GraphPattern,
+                            dataset: Option<spargebra::algebra::QueryDataset>,
+                            readers: &mut [S]|
          -> Result<Vec<Triple>> {
             if template.is_empty() {
                 return Ok(Vec::new());
             }
             let q = Query::Construct {
                 template,
-                dataset: None,
+                dataset,
                 pattern,
                 base_iri: None,
             };
@@ -165,6 +167,8 @@ impl<F: Fabric> RdfStore<F> {
                 _ => unreachable!("CONSTRUCT answers with a graph"),
             }
         };
+        let construct =
+            |template, pattern, readers: &mut [S]| construct_in(template, pattern, None, readers);
         let tag = |ts: Vec<Triple>, g: &In| -> Vec<(Triple, In)> {
             ts.into_iter().map(|t| (t, g.clone())).collect()
         };
@@ -215,9 +219,22 @@ impl<F: Fabric> RdfStore<F> {
                 using,
                 pattern,
             } => {
-                if using.is_some() {
-                    return Err(unsupported("USING and USING NAMED"));
-                }
+                // spargebra gives WITH <g> as a dataset of default graph
+                // `g` with no named graphs listed; WITH sets the default
+                // graph only (3.1.3), so the store's named graphs stay.
+                let using = using.map(|mut u| {
+                    if u.named.is_none() {
+                        let c = self.catalog();
+                        let all = c.graphs_with_triples().into_iter().filter_map(|g| {
+                            match c.dict().term(g) {
+                                Some(Term::NamedNode(n)) => Some(n.clone()),
+                                _ => None,
+                            }
+                        });
+                        u.named = Some(all.collect());
+                    }
+                    u
+                });
                 let mut del = Vec::with_capacity(delete.len());
                 for GroundQuadPattern {
                     subject,
@@ -250,10 +267,12 @@ impl<F: Fabric> RdfStore<F> {
                 }
                 let (mut d, mut i) = (Vec::new(), Vec::new());
                 for (g, ts) in by_graph(del) {
-                    d.extend(tag(construct(ts, (*pattern).clone(), readers)?, &g));
+                    let ts = construct_in(ts, (*pattern).clone(), using.clone(), readers)?;
+                    d.extend(tag(ts, &g));
                 }
                 for (g, ts) in by_graph(ins) {
-                    i.extend(tag(construct(ts, (*pattern).clone(), readers)?, &g));
+                    let ts = construct_in(ts, (*pattern).clone(), using.clone(), readers)?;
+                    i.extend(tag(ts, &g));
                 }
                 (d, i)
             }
