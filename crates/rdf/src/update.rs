@@ -337,8 +337,17 @@ impl<F: Fabric> RdfStore<F> {
                 (out, Vec::new())
             }
             GraphUpdateOperation::Create { silent: true, .. } => (Vec::new(), Vec::new()),
+            // A graph exists while it has triples, so a new one needs no
+            // record; creating one that exists is an error (3.2.3).
             GraphUpdateOperation::Create { graph, .. } => {
-                return Err(unsupported(&format!("CREATE GRAPH {graph}")))
+                let c = self.catalog();
+                let id = c.dict().id(&Term::from(graph.clone()));
+                if id.is_some_and(|g| c.graphs_with_triples().contains(&g)) {
+                    return Err(RdfError::Unsupported(format!(
+                        "CREATE GRAPH {graph}: the store has that graph already (add SILENT to ignore)"
+                    )));
+                }
+                (Vec::new(), Vec::new())
             }
         })
     }

@@ -367,6 +367,7 @@ fn updates_of_named_graphs_leave_what_a_fresh_load_of_the_result_holds() {
         // The default graph gets a predicate only g1 had.
         "INSERT DATA { ex:a ex:name \"A\" }",
         "CLEAR SILENT GRAPH ex:none",
+        "CREATE GRAPH ex:empty",
         // WITH sets the graph of the templates and the WHERE's default graph.
         "WITH ex:g2 DELETE { ?s ex:age ?a } WHERE { ?s ex:age ?a }",
         // USING: the WHERE reads g3 as its default graph.
@@ -422,6 +423,7 @@ fn updates_name_what_they_refuse() {
     let mut rdf = stores().remove(0);
     for (u, says) in [
         ("CLEAR GRAPH <http://ex/none>", "no graph <http://ex/none>"),
+        ("CREATE GRAPH <http://ex/g1>", "has that graph already"),
         (
             "INSERT { GRAPH ?g { ?s ?p ?o } } WHERE { ?s ?p ?o BIND(<http://ex/g9> AS ?g) }",
             "GRAPH ?g in an update template",
