@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use common::{stores_of, text, want};
 use locus_fabric::local::LocalFabric;
+use locus_rdf::sparql::protocol::{handle, Limits, Request, StoreService};
 use locus_rdf::sparql::Engine;
 use locus_rdf::{Catalog, Dataset, RdfError, RdfStore};
 
@@ -434,6 +435,80 @@ fn updates_name_what_they_refuse() {
         assert!(e.to_string().contains(says), "{u}: {e}");
     }
     assert_eq!(quads(&rdf).len(), 10, "nothing changed");
+}
+
+/// The SPARQL Protocol's dataset parameters (2.1.4, 2.2.3): they replace
+/// the request's FROM / FROM NAMED, or give its USING.
+#[test]
+fn protocol_parameters_give_the_dataset() {
+    let mut rdf = stores().swap_remove(1);
+    let mut svc = StoreService::new(&mut rdf).unwrap();
+    let limits = Limits::default();
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let mut get = |q: &str, params: &str| {
+        let url = format!("/sparql?query={}{params}&format=csv", enc(q));
+        let r = handle(
+            &Request {
+                method: "GET",
+                url: &url,
+                ..Request::default()
+            },
+            &limits,
+            &mut svc,
+        );
+        (r.status, r.body_text())
+    };
+    let g = |n: &str| enc(&format!("http://ex/{n}"));
+    let q = "SELECT ?o WHERE { <http://ex/b> <http://ex/knows> ?o }";
+    assert_eq!(get(q, ""), (200, "o\r\n".into()), "the default graph");
+    let (st, body) = get(q, &format!("&default-graph-uri={}", g("g2")));
+    assert_eq!((st, body.as_str()), (200, "o\r\nhttp://ex/d\r\n"));
+    // The parameters win over FROM in the query.
+    let from = "SELECT ?o FROM <http://ex/g1> WHERE { <http://ex/b> <http://ex/knows> ?o }";
+    let (_, body) = get(from, &format!("&default-graph-uri={}", g("g2")));
+    assert_eq!(body, "o\r\nhttp://ex/d\r\n");
+    let named = "SELECT ?g WHERE { GRAPH ?g { <http://ex/a> <http://ex/knows> <http://ex/b> } }";
+    let (_, body) = get(named, &format!("&named-graph-uri={}", g("g1")));
+    assert_eq!(body, "g\r\nhttp://ex/g1\r\n");
+    // USING by parameter; with USING in the request too, a 400.
+    let mut post = |body: &str, params: &str| {
+        let url = format!("/sparql?{}", params.trim_start_matches('&'));
+        let r = handle(
+            &Request {
+                method: "POST",
+                url: &url,
+                content_type: Some("application/sparql-update"),
+                body: body.as_bytes(),
+                ..Request::default()
+            },
+            &limits,
+            &mut svc,
+        );
+        (r.status, r.body_text())
+    };
+    let u = "INSERT { ?s <http://ex/seen> <http://ex/yes> } WHERE { ?s a <http://ex/Robot> }";
+    let (st, body) = post(u, &format!("&using-graph-uri={}", g("g2")));
+    assert_eq!(st, 200, "{body}");
+    let u2 =
+        "INSERT { ?s <http://ex/seen> <http://ex/yes> } USING <http://ex/g1> WHERE { ?s ?p ?o }";
+    let (st, body) = post(u2, &format!("&using-graph-uri={}", g("g2")));
+    assert_eq!(st, 400, "{body}");
+    drop(svc);
+    let mut e = Engine::new(&rdf).unwrap();
+    let seen = text(
+        e.answer("SELECT ?s WHERE { ?s <http://ex/seen> ?o }")
+            .unwrap()
+            .0,
+        false,
+    );
+    assert_eq!(seen, want(&["s=<http://ex/d>"]));
 }
 
 fn want_rows(rows: &[&str]) -> Vec<String> {
