@@ -35,7 +35,7 @@ pub enum RdfCommand {
 
 #[derive(Args, Debug)]
 pub struct LoadArgs {
-    /// N-Triples (.nt) or Turtle (.ttl) file.
+    /// N-Triples (.nt), Turtle (.ttl), N-Quads (.nq) or TriG (.trig) file.
     pub file: PathBuf,
     /// Load into the running cluster this file describes (`locus cluster
     /// up` writes it) instead of an embedded one; the catalog (dictionary

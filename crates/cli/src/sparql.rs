@@ -19,7 +19,8 @@ use crate::{CliResult, ClusterFlags};
 pub struct SparqlArgs {
     #[command(subcommand)]
     pub command: Option<SparqlCommand>,
-    /// N-Triples (or Turtle) file to load into an embedded cluster.
+    /// N-Triples file (or Turtle .ttl, N-Quads .nq, TriG .trig) to load into
+    /// an embedded cluster.
     #[arg(
         long,
         value_name = "FILE.nt",

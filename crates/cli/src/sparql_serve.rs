@@ -26,7 +26,8 @@ const TOKEN_ENV: &str = "LOCUS_SPARQL_TOKEN";
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// N-Triples (or Turtle) file to load into an embedded cluster and serve
+    /// N-Triples file (or Turtle .ttl, N-Quads .nq, TriG .trig) to load into
+    /// an embedded cluster and serve
     /// (SPARQL Update by POST changes that store, in memory: the file is not
     /// written).
     #[arg(

@@ -88,10 +88,10 @@ fn generate_load_and_query_lubm() {
         "--data",
         nt,
         "--query",
-        "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }",
+        "SELECT ?s WHERE { SERVICE <http://ex/s> { ?s ?p ?o } }",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("unsupported SPARQL feature: GRAPH"));
+    assert!(text(&o.stderr).contains("unsupported SPARQL feature: SERVICE"));
     // ASK prints true or false; CONSTRUCT prints N-Triples.
     let u = "<http://www.University0.edu>";
     let name = "<http://swat.cse.lehigh.edu/onto/univ-bench.owl#name>";
@@ -133,6 +133,29 @@ fn a_bad_line_is_named_and_nothing_is_loaded() {
     assert_eq!(o.status.code(), Some(2));
     let err = text(&o.stderr);
     assert!(err.contains("bad.nt:3:"), "{err}");
+    // N-Quads and TriG name their bad line too.
+    let nq = dir.path().join("bad.nq");
+    std::fs::write(
+        &nq,
+        "<http://ex/a> <http://ex/p> <http://ex/b> <http://ex/g> .\n<http://ex/a> <http://ex/p> <http://ex/b> \"g\" .\n",
+    )
+    .unwrap();
+    let o = locus(&["rdf", "load", nq.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("bad.nq:2:"), "{}", text(&o.stderr));
+    let trig = dir.path().join("bad.trig");
+    std::fs::write(
+        &trig,
+        "<http://ex/g> {\n <http://ex/a> <http://ex/p> nope:b .\n}\n",
+    )
+    .unwrap();
+    let o = locus(&["rdf", "load", trig.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("bad.trig:2:"),
+        "{}",
+        text(&o.stderr)
+    );
     let o = locus(&["rdf", "load", "/nonexistent/x.nt"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("/nonexistent/x.nt"));

@@ -3,7 +3,8 @@
 //! answers LUBM Q1-Q7 with exactly the rows the embedded store gives, the
 //! coordinator migrates the values the queries read remotely while answers
 //! stay the same, and a second load or a cluster without a catalog is a
-//! clear error.
+//! clear error. A TriG dataset's named graphs answer on a cluster as on
+//! the embedded store.
 
 mod common;
 
@@ -159,6 +160,48 @@ fn lubm_on_a_cluster_answers_as_the_embedded_store_does_while_values_migrate() {
             embedded[n as usize - 1],
             "Q{n} after {moved} migrations"
         );
+    }
+}
+
+/// Named graphs on a cluster: a TriG load, then GRAPH ?g and FROM queries
+/// answer with the rows the embedded store gives (and the hand-worked ones).
+#[test]
+fn named_graphs_on_a_cluster_answer_as_the_embedded_store_does() {
+    let c = Cluster::up_with(&["--no-coordinator"]);
+    let file = c.file();
+    let cluster = file.to_str().unwrap();
+    let trig = c.dir.path().join("data.trig");
+    std::fs::write(
+        &trig,
+        "@prefix ex: <http://ex/> .\n\
+         ex:a ex:knows ex:b .\n\
+         ex:g1 { ex:a ex:knows ex:c . ex:c a ex:Person . }\n\
+         ex:g2 { ex:b ex:knows ex:d . ex:a ex:knows ex:b . }\n",
+    )
+    .unwrap();
+    let trig = trig.to_str().unwrap();
+    let o = locus(&["rdf", "load", trig, "--cluster", cluster]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json = std::fs::read_to_string(c.dir.path().join("rdf/catalog.json")).unwrap();
+    assert!(json.contains("\"format\": 5"), "{json}");
+    let p = "PREFIX ex: <http://ex/> ";
+    for (q, want) in [
+        (
+            "SELECT ?g ?s ?o WHERE { GRAPH ?g { ?s ex:knows ?o } }",
+            3usize,
+        ),
+        ("SELECT ?s ?o WHERE { ?s ex:knows ?o }", 1),
+        (
+            "SELECT ?z FROM ex:g1 FROM ex:g2 WHERE { ex:a ex:knows ?y . ?y ex:knows ?z }",
+            1,
+        ),
+        ("SELECT ?x WHERE { GRAPH ex:g1 { ?x a ex:Person } }", 1),
+    ] {
+        let q = format!("{p}{q}");
+        let embedded = query(&["sparql", "--data", trig, "--query", &q, "--json"]);
+        let got = query(&["sparql", "--cluster", cluster, "--query", &q, "--json"]);
+        assert_eq!(got, embedded, "{q}");
+        assert_eq!(got.len(), want, "{q}: {got:?}");
     }
 }
 

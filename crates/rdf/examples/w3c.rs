@@ -10,8 +10,11 @@
 //! up to blank node renaming). Every `mf:UpdateEvaluationTest` of the
 //! SPARQL 1.1 update folders loads its data, runs its request with
 //! `RdfStore::update` and compares the default graph after it with the
-//! expected one (up to blank node renaming); tests of named graphs are
-//! skipped. Prints passed / failed / skipped per folder,
+//! expected one (up to blank node renaming), and each named graph
+//! (`ut:graphData`, named by its `rdfs:label`) too. A query test's `qt:graphData` files, and the files its
+//! FROM and FROM NAMED name, are loaded as named graphs called by their
+//! file IRIs (the store's FROM picks among its graphs). Prints passed /
+//! failed / skipped per folder,
 //! each skip with its reason (`-v`: each failure too).
 
 use std::collections::{BTreeMap, HashMap};
@@ -194,11 +197,43 @@ fn file_of(t: &Term) -> Option<PathBuf> {
     }
 }
 
-fn store(data: &[PathBuf]) -> Result<RdfStore<LocalFabric>, Outcome> {
+/// A store of `data` as the default graph and each of `graphs` as a named
+/// graph called by its file IRI.
+fn store(data: &[PathBuf], graphs: &[PathBuf]) -> Result<RdfStore<LocalFabric>, Outcome> {
+    let named: Vec<(PathBuf, String)> = graphs.iter().map(|p| (p.clone(), url(p))).collect();
+    store_named(data, &named)
+}
+
+/// A store of `data` as the default graph and each `(file, name)` of
+/// `graphs` as the named graph `name`.
+fn store_named(
+    data: &[PathBuf],
+    graphs: &[(PathBuf, String)],
+) -> Result<RdfStore<LocalFabric>, Outcome> {
     let mut d = Dataset::new();
     for p in data {
         for t in turtle(p).map_err(Outcome::Fail)? {
             d.add(&t).map_err(Outcome::Fail)?;
+        }
+    }
+    // Each graph file is a document of its own: its blank nodes are apart
+    // from every other file's (RDF 1.1 Concepts 3.4), so labels get the
+    // file's number.
+    for (i, (p, name)) in graphs.iter().enumerate() {
+        let name = NamedNode::new(name).map_err(|e| Outcome::Fail(e.to_string()))?;
+        let apart =
+            |b: &oxrdf::BlankNode| oxrdf::BlankNode::new_unchecked(format!("g{i}x{}", b.as_str()));
+        for t in turtle(p).map_err(Outcome::Fail)? {
+            let s = match &t.subject {
+                oxrdf::NamedOrBlankNode::BlankNode(b) => apart(b).into(),
+                other => other.clone(),
+            };
+            let o = match &t.object {
+                Term::BlankNode(b) => apart(b).into(),
+                other => other.clone(),
+            };
+            d.add_quad(&Triple::new(s, t.predicate, o).in_graph(name.clone()))
+                .map_err(Outcome::Fail)?;
         }
     }
     d.finish();
@@ -516,13 +551,22 @@ fn run_update_test(g: &Graph, test: &Term) -> Outcome {
     ) else {
         return Outcome::Skip("no action or result".into());
     };
-    if g.one(action, &format!("{UT}graphData")).is_some()
-        || g.one(result, &format!("{UT}graphData")).is_some()
-    {
-        return Outcome::Skip(
-            "named graphs (GRAPH, FROM NAMED): no graph id in the layout yet".into(),
-        );
-    }
+    // Named graphs: `ut:graphData [ ut:graph <file> ; rdfs:label "name" ]`.
+    let graph_data = |n: &Term| -> Option<Vec<(PathBuf, String)>> {
+        g.all(n, &format!("{UT}graphData"))
+            .into_iter()
+            .map(|d| {
+                let file = g.one(d, &format!("{UT}graph")).and_then(file_of)?;
+                match g.one(d, "http://www.w3.org/2000/01/rdf-schema#label")? {
+                    Term::Literal(l) => Some((file, l.value().to_string())),
+                    _ => None,
+                }
+            })
+            .collect()
+    };
+    let (Some(graphs_before), Some(graphs_after)) = (graph_data(action), graph_data(result)) else {
+        return Outcome::Skip("ut:graphData without a file or a label".into());
+    };
     let Some(request) = g.one(action, &format!("{UT}request")).and_then(file_of) else {
         return Outcome::Skip("no request file".into());
     };
@@ -543,7 +587,7 @@ fn run_update_test(g: &Graph, test: &Term) -> Outcome {
         Ok(t) => format!("BASE <{}>\n{t}", url(&request)),
         Err(e) => return Outcome::Fail(format!("{}: {e}", request.display())),
     };
-    let mut rdf = match store(&files(action)) {
+    let mut rdf = match store_named(&files(action), &graphs_before) {
         Ok(r) => r,
         Err(o) => return o,
     };
@@ -562,6 +606,35 @@ fn run_update_test(g: &Graph, test: &Term) -> Outcome {
         Ok(_) => return Outcome::Fail("CONSTRUCT answered no graph".into()),
         Err(e) => return Outcome::Fail(format!("reading the graph back: {e}")),
     };
+    // Every named graph's triples, as rows (graph, s, p, o).
+    let mut want_named = Vec::new();
+    for (f, name) in &graphs_after {
+        let Ok(n) = NamedNode::new(name) else {
+            return Outcome::Fail(format!("graph name {name:?} is no IRI"));
+        };
+        match turtle(f) {
+            Ok(ts) => want_named.extend(triples_rows(&ts).into_iter().map(|mut r| {
+                r.insert(0, Some(n.clone().into()));
+                r
+            })),
+            Err(e) => return Outcome::Fail(e),
+        }
+    }
+    let q = "SELECT ?g ?s ?p ?o WHERE { GRAPH ?g { ?s ?p ?o } }";
+    let got_named: Vec<Vec<Option<Term>>> = match Engine::new(&rdf).and_then(|mut e| e.answer(q)) {
+        Ok((Answer::Solutions(s), _)) => s.rows,
+        Ok(_) => return Outcome::Fail("SELECT answered no solutions".into()),
+        Err(e) => return Outcome::Fail(format!("reading the named graphs back: {e}")),
+    };
+    if !same_rows(&want_named, &got_named, false) {
+        return Outcome::Fail(format!(
+            "named graphs: {} quads expected, {} got\n    expected {}\n    got      {}",
+            want_named.len(),
+            got_named.len(),
+            show(&want_named),
+            show(&got_named)
+        ));
+    }
     if same_rows(&triples_rows(&want), &triples_rows(&got), false) {
         Outcome::Pass
     } else {
@@ -586,10 +659,12 @@ fn run_test(g: &Graph, test: &Term) -> Outcome {
     let Some(action) = g.one(test, &format!("{MF}action")) else {
         return Outcome::Skip("no action".into());
     };
-    if g.one(action, &format!("{QT}graphData")).is_some() {
-        return Outcome::Skip(
-            "named graphs (GRAPH, FROM NAMED): no graph id in the layout yet".into(),
-        );
+    let mut graphs = Vec::new();
+    for n in g.all(action, &format!("{QT}graphData")) {
+        match file_of(n) {
+            Some(f) => graphs.push(f),
+            None => return Outcome::Skip("qt:graphData naming its graph by a label".into()),
+        }
     }
     let Some(query) = g.one(action, &format!("{QT}query")).and_then(file_of) else {
         return Outcome::Skip("no query file".into());
@@ -610,7 +685,26 @@ fn run_test(g: &Graph, test: &Term) -> Outcome {
         Ok(w) => w,
         Err(e) => return Outcome::Skip(e),
     };
-    let rdf = match store(&data) {
+    // The files FROM and FROM NAMED name are graphs of the dataset too.
+    if let Ok(q) = spargebra::SparqlParser::new().parse_query(&text) {
+        let ds = match &q {
+            spargebra::Query::Select { dataset, .. }
+            | spargebra::Query::Ask { dataset, .. }
+            | spargebra::Query::Construct { dataset, .. }
+            | spargebra::Query::Describe { dataset, .. } => dataset.clone(),
+        };
+        for n in ds
+            .iter()
+            .flat_map(|d| d.default.iter().chain(d.named.iter().flatten()))
+        {
+            if let Some(f) = file_of(&Term::NamedNode(n.clone())) {
+                if !graphs.contains(&f) {
+                    graphs.push(f);
+                }
+            }
+        }
+    }
+    let rdf = match store(&data, &graphs) {
         Ok(r) => r,
         Err(o) => return o,
     };

@@ -116,6 +116,10 @@ struct Header {
 /// machines`, an index part per machine): their keys are not where this
 /// build looks, so they are refused.
 const FORMAT: u32 = 4;
+/// Format 5 is format 4 whose dictionary has named graphs' pts: written
+/// only then, so a build without graphs refuses it by its format instead
+/// of answering from a default graph that lacks the named graphs.
+const FORMAT_GRAPHS: u32 = 5;
 
 /// Just the format, read first so an old file gets the error that names it.
 #[derive(Deserialize)]
@@ -144,6 +148,20 @@ impl Catalog {
     pub fn parts(&self) -> &Parts {
         &self.parts
     }
+    /// The named graphs that hold a triple now (term ids, ascending): a
+    /// graph whose triples were all deleted is no graph of the dataset,
+    /// though its pts stay in the dictionary.
+    pub fn graphs_with_triples(&self) -> Vec<u32> {
+        let d = &self.dict;
+        let mut out: Vec<u32> = (0..d.pts())
+            .filter(|&pt| self.stats.triples.get(pt as usize).is_some_and(|&n| n > 0))
+            .filter_map(|pt| d.pt_graph(pt))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Notes that `key` holds something (an update's first entry of it).
     pub(crate) fn note_key(&mut self, key: VertexId) {
         if let (Err(slot), pt, dir) = self.layout.decode(key) {
@@ -189,7 +207,11 @@ impl Catalog {
         self.dict.save(&dir.join("dict"))?;
         let triples = self.stats.triples.iter().sum();
         let header = Header {
-            format: FORMAT,
+            format: if self.dict.graphs().is_empty() {
+                FORMAT
+            } else {
+                FORMAT_GRAPHS
+            },
             slots: self.layout.slots(),
             type_pt: self.type_pt,
             triples,
@@ -232,14 +254,21 @@ impl Catalog {
                 v.format
             )));
         }
-        if v.format != FORMAT && v.format != 3 {
+        if !(3..=FORMAT_GRAPHS).contains(&v.format) {
             return Err(bad(format!(
-                "format {}, this build reads {FORMAT}",
+                "format {}, this build reads 3 to {FORMAT_GRAPHS}",
                 v.format
             )));
         }
         let h: Header = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
         let dict = Dictionary::load(&dir.join("dict"))?;
+        if (v.format == FORMAT_GRAPHS) == dict.graphs().is_empty() {
+            return Err(bad(format!(
+                "format {} with a dictionary of {} named graphs: the catalog and its dictionary disagree",
+                v.format,
+                dict.graphs().len()
+            )));
+        }
         let pts = dict.pts() as usize;
         let s = &h.stats;
         if s.triples.len() != pts || s.subjects.len() != pts || s.objects.len() != pts {
@@ -290,16 +319,19 @@ impl Lists {
 /// Every (key, neighbour) pair of a dataset in the layout, sorted, without duplicates.
 fn pairs(d: &Dataset, l: &Layout) -> Vec<(VertexId, u32)> {
     let mut out = Vec::with_capacity(d.triples.len() * 4);
+    let type_term = d.dict.id(&oxrdf::vocab::rdf::TYPE.into());
     for &[s, p, o] in &d.triples {
         let (hs, ho) = (l.slot(s), l.slot(o));
         out.push((l.normal(s, p, OUT), o));
         out.push((l.index(hs, p, OUT), s));
         out.push((l.index(ho, p, IN), o));
-        if Some(p) == d.type_pt {
+        // rdf:type by its term: in a named graph it has that graph's pt.
+        let is_type = type_term.is_some() && d.dict.pt(p).map(|x| x.1) == type_term;
+        if is_type {
             let c = d
                 .dict
-                .type_pt(o)
-                .expect("every rdf:type object has a type pt");
+                .type_pt_in(o, d.dict.pt_graph(p))
+                .expect("every rdf:type object has a type pt in its graph");
             out.push((l.index(hs, c, OUT), s));
         } else {
             out.push((l.normal(o, p, IN), s));

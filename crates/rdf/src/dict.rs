@@ -7,18 +7,29 @@
 //! counter; an IRI used both as a predicate and as a class gets two pt ids,
 //! so the predicate index and the type index never share a key.
 //!
+//! A named graph's predicates and classes get pt ids of their own, one per
+//! `(predicate, graph)` and `(class, graph)` pair, so a graph's triples live
+//! in keys apart from the default graph's, which keeps the pts it always had
+//! (`docs/design.md`, "Named graphs"). The graphs are the graph terms of
+//! those pts, listed in term-id order.
+//!
 //! Every term is at most [`TERM_BYTES_MAX`] bytes (value, language tag and
 //! datatype together) and there are at most [`TERMS_MAX`] terms; both are
 //! checked when a term is added and when a file is read.
 //!
 //! File format (little-endian, written by [`Dictionary::write_to`]):
 //! ```text
-//!  "LOCUSDIC" | version u32 = 1 | terms u32 | pts u32
+//!  "LOCUSDIC" | version u32 = 1 or 2 | terms u32 | pts u32
 //!  terms x  ( kind u8 | len u32 | value bytes | [len u32 | lang or datatype bytes] )
 //!           kind 0 IRI, 1 blank node, 2 simple literal, 3 language literal, 4 typed literal
-//!  pts x    ( kind u8 (0 predicate, 1 type) | term id u32 )
+//!  pts x    ( kind u8 | term id u32 | [graph term id u32] )
+//!           kind 0 predicate, 1 type (default graph); version 2 only:
+//!           2 predicate in a graph, 3 type in a graph (followed by the graph's term id)
 //!  checksum u64  (FNV-1a of every byte before it)
 //! ```
+//!
+//! A dictionary without graph pts is written as version 1, byte for byte
+//! as before graphs existed; version 2 only when it has them.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -36,10 +47,11 @@ pub const TERMS_MAX: u64 = 1 << 31;
 pub const PTS_MAX: u32 = 1 << 16;
 
 const MAGIC: &[u8; 8] = b"LOCUSDIC";
-const VERSION: u32 = 1;
+/// The newest version this build writes and reads (it reads 1 too).
+const VERSION: u32 = 2;
 
 /// What a pt id stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PtKind {
     /// A predicate.
     Predicate,
@@ -52,9 +64,14 @@ pub enum PtKind {
 pub struct Dictionary {
     terms: Vec<Term>,
     ids: HashMap<Term, u32>,
-    pts: Vec<(PtKind, u32)>,
+    /// Kind, term id and graph (`None`: the default graph) of each pt.
+    pts: Vec<(PtKind, u32, Option<u32>)>,
     predicate_pt: HashMap<u32, u32>,
     type_pt: HashMap<u32, u32>,
+    /// Pts of named graphs by (kind, term id, graph term id).
+    graph_pt: HashMap<(PtKind, u32, u32), u32>,
+    /// The named graphs' term ids, ascending.
+    graphs: Vec<u32>,
 }
 
 /// Bytes a term takes against [`TERM_BYTES_MAX`].
@@ -109,12 +126,13 @@ impl Dictionary {
         Ok(id)
     }
 
-    fn add_pt(&mut self, kind: PtKind, id: u32) -> std::result::Result<u32, String> {
-        let map = match kind {
-            PtKind::Predicate => &self.predicate_pt,
-            PtKind::Type => &self.type_pt,
-        };
-        if let Some(&pt) = map.get(&id) {
+    fn add_pt(
+        &mut self,
+        kind: PtKind,
+        id: u32,
+        graph: Option<u32>,
+    ) -> std::result::Result<u32, String> {
+        if let Some(pt) = self.pt_in(kind, id, graph) {
             return Ok(pt);
         }
         if self.pts.len() as u32 >= PTS_MAX {
@@ -123,22 +141,89 @@ impl Dictionary {
             ));
         }
         let pt = self.pts.len() as u32;
-        self.pts.push((kind, id));
-        match kind {
-            PtKind::Predicate => self.predicate_pt.insert(id, pt),
-            PtKind::Type => self.type_pt.insert(id, pt),
-        };
+        self.pts.push((kind, id, graph));
+        match (kind, graph) {
+            (PtKind::Predicate, None) => {
+                self.predicate_pt.insert(id, pt);
+            }
+            (PtKind::Type, None) => {
+                self.type_pt.insert(id, pt);
+            }
+            (_, Some(g)) => {
+                self.graph_pt.insert((kind, id, g), pt);
+                if let Err(at) = self.graphs.binary_search(&g) {
+                    self.graphs.insert(at, g);
+                }
+            }
+        }
         Ok(pt)
+    }
+
+    fn pt_in(&self, kind: PtKind, id: u32, graph: Option<u32>) -> Option<u32> {
+        match (kind, graph) {
+            (PtKind::Predicate, None) => self.predicate_pt.get(&id).copied(),
+            (PtKind::Type, None) => self.type_pt.get(&id).copied(),
+            (_, Some(g)) => self.graph_pt.get(&(kind, id, g)).copied(),
+        }
     }
 
     /// The pt id of predicate term `id`, adding it if new.
     pub fn intern_predicate(&mut self, id: u32) -> std::result::Result<u32, String> {
-        self.add_pt(PtKind::Predicate, id)
+        self.add_pt(PtKind::Predicate, id, None)
     }
 
     /// The pt id of class term `id`, adding it if new.
     pub fn intern_type(&mut self, id: u32) -> std::result::Result<u32, String> {
-        self.add_pt(PtKind::Type, id)
+        self.add_pt(PtKind::Type, id, None)
+    }
+
+    /// The pt id of predicate term `id` in `graph` (`None`: the default
+    /// graph), adding it (and the graph) if new.
+    pub fn intern_predicate_in(
+        &mut self,
+        id: u32,
+        graph: Option<u32>,
+    ) -> std::result::Result<u32, String> {
+        self.add_pt(PtKind::Predicate, id, graph)
+    }
+
+    /// The pt id of class term `id` in `graph` (`None`: the default graph),
+    /// adding it if new.
+    pub fn intern_type_in(
+        &mut self,
+        id: u32,
+        graph: Option<u32>,
+    ) -> std::result::Result<u32, String> {
+        self.add_pt(PtKind::Type, id, graph)
+    }
+
+    /// The pt id of predicate term `id` in `graph` (`None`: the default graph).
+    pub fn predicate_pt_in(&self, id: u32, graph: Option<u32>) -> Option<u32> {
+        self.pt_in(PtKind::Predicate, id, graph)
+    }
+
+    /// The pt id of class term `id` in `graph` (`None`: the default graph).
+    pub fn type_pt_in(&self, id: u32, graph: Option<u32>) -> Option<u32> {
+        self.pt_in(PtKind::Type, id, graph)
+    }
+
+    /// The pts of predicate term `id` in each of `graphs` that has it, with
+    /// their graph: the lists whose union is the predicate's in the merge.
+    pub fn predicate_pts(&self, id: u32, graphs: &[Option<u32>]) -> Vec<(u32, Option<u32>)> {
+        graphs
+            .iter()
+            .filter_map(|&g| self.predicate_pt_in(id, g).map(|pt| (pt, g)))
+            .collect()
+    }
+
+    /// The named graphs (term ids of the graphs that have a pt), ascending.
+    pub fn graphs(&self) -> &[u32] {
+        &self.graphs
+    }
+
+    /// The graph of pt `pt` (`None`: the default graph, or no such pt).
+    pub fn pt_graph(&self, pt: u32) -> Option<u32> {
+        self.pts.get(pt as usize).and_then(|p| p.2)
     }
 
     /// The id of `t`, if present.
@@ -163,14 +248,17 @@ impl Dictionary {
 
     /// What pt id `pt` stands for, and its term id.
     pub fn pt(&self, pt: u32) -> Option<(PtKind, u32)> {
-        self.pts.get(pt as usize).copied()
+        self.pts.get(pt as usize).map(|&(k, id, _)| (k, id))
     }
 
     /// Writes the dictionary in the file format of the module doc.
     pub fn write_to(&self, w: &mut impl Write) -> std::io::Result<()> {
         let mut buf = Vec::with_capacity(64 + self.terms.len() * 48);
         buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&VERSION.to_le_bytes());
+        // Version 1 unless a pt names a graph: data without graphs is
+        // written as before them, and older builds read it.
+        let version: u32 = if self.graphs.is_empty() { 1 } else { VERSION };
+        buf.extend_from_slice(&version.to_le_bytes());
         buf.extend_from_slice(&(self.terms.len() as u32).to_le_bytes());
         buf.extend_from_slice(&(self.pts.len() as u32).to_le_bytes());
         let put = |buf: &mut Vec<u8>, s: &str| {
@@ -203,12 +291,17 @@ impl Dictionary {
                 }
             }
         }
-        for &(kind, id) in &self.pts {
-            buf.push(match kind {
-                PtKind::Predicate => 0,
-                PtKind::Type => 1,
+        for &(kind, id, graph) in &self.pts {
+            buf.push(match (kind, graph) {
+                (PtKind::Predicate, None) => 0,
+                (PtKind::Type, None) => 1,
+                (PtKind::Predicate, Some(_)) => 2,
+                (PtKind::Type, Some(_)) => 3,
             });
             buf.extend_from_slice(&id.to_le_bytes());
+            if let Some(g) = graph {
+                buf.extend_from_slice(&g.to_le_bytes());
+            }
         }
         let sum = fnv1a(&buf);
         buf.extend_from_slice(&sum.to_le_bytes());
@@ -262,9 +355,9 @@ impl Dictionary {
         }
         let mut r = Reader { bytes: body, at: 8 };
         let version = r.u32()?;
-        if version != VERSION {
+        if version != 1 && version != VERSION {
             return Err(format!(
-                "offset 8: version {version}, this build reads {VERSION}"
+                "offset 8: version {version}, this build reads 1 and {VERSION}"
             ));
         }
         let terms = r.u32()? as u64;
@@ -309,11 +402,24 @@ impl Dictionary {
             if id as u64 >= terms {
                 return Err(format!("offset {at}: pt {i} names term {id} of {terms}"));
             }
-            let got = match kind {
-                0 => d.intern_predicate(id),
-                1 => d.intern_type(id),
+            let (kind, graph) = match kind {
+                0 => (PtKind::Predicate, None),
+                1 => (PtKind::Type, None),
+                2 | 3 if version >= 2 => {
+                    let g = r.u32()?;
+                    if g as u64 >= terms {
+                        return Err(format!("offset {at}: pt {i} names graph {g} of {terms}"));
+                    }
+                    let k = if kind == 2 {
+                        PtKind::Predicate
+                    } else {
+                        PtKind::Type
+                    };
+                    (k, Some(g))
+                }
                 k => return Err(format!("offset {at}: pt {i}: unknown kind {k}")),
-            }?;
+            };
+            let got = d.add_pt(kind, id, graph)?;
             if got != i {
                 return Err(format!("offset {at}: pt {i} is a duplicate"));
             }
@@ -437,6 +543,42 @@ mod tests {
         let e =
             Dictionary::decode(b"LOCUSDIC\x02\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0").unwrap_err();
         assert!(e.contains("offset"), "{e}");
+    }
+
+    #[test]
+    fn graph_pts_are_apart_and_only_they_make_version_2() {
+        let d = sample();
+        let mut buf = Vec::new();
+        d.write_to(&mut buf).unwrap();
+        assert_eq!(&buf[8..12], &1u32.to_le_bytes(), "no graphs: version 1");
+        let mut g = d.clone();
+        let gid = g
+            .intern(&Term::NamedNode(NamedNode::new("http://ex/g").unwrap()))
+            .unwrap();
+        let p = g.intern_predicate_in(0, Some(gid)).unwrap();
+        let c = g.intern_type_in(0, Some(gid)).unwrap();
+        assert_ne!(
+            Some(p),
+            g.predicate_pt(0),
+            "a graph's predicate has its own pt"
+        );
+        assert_eq!(g.predicate_pt_in(0, Some(gid)), Some(p));
+        assert_eq!(g.predicate_pt_in(0, None), g.predicate_pt(0));
+        assert_eq!(g.type_pt_in(0, Some(gid)), Some(c));
+        assert_eq!(g.pt(p), Some((PtKind::Predicate, 0)));
+        assert_eq!((g.pt_graph(p), g.pt_graph(0)), (Some(gid), None));
+        assert_eq!(g.graphs(), &[gid]);
+        assert_eq!(
+            g.predicate_pts(0, &[None, Some(gid), Some(1)]),
+            vec![(0, None), (p, Some(gid))]
+        );
+        let mut buf = Vec::new();
+        g.write_to(&mut buf).unwrap();
+        assert_eq!(&buf[8..12], &2u32.to_le_bytes());
+        assert_eq!(Dictionary::decode(&buf).unwrap(), g);
+        for cut in 0..buf.len() {
+            assert!(Dictionary::decode(&buf[..cut]).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

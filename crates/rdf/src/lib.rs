@@ -16,8 +16,11 @@
 //!   together when a slot moves between servers, any number of servers reads
 //!   the data, and values migrate, are cached and replicated by the store's
 //!   own mechanisms.
-//! - [`ntriples`]: N-Triples input through `oxttl`, validated line by line,
-//!   every error naming its line, all or nothing.
+//! - [`ntriples`]: N-Triples and N-Quads input through `oxttl`, validated
+//!   line by line, every error naming its line (Turtle and TriG whole, at
+//!   the parser's line), all or nothing. A named graph's triples go under
+//!   pts of their own ([`dict`]), so the default graph lays out as without
+//!   graphs.
 //! - [`catalog`]: [`Catalog`] (dictionary, layout, statistics: what a query
 //!   needs besides the lists, persisted beside a cluster's data) and every
 //!   key's list of a dataset, built once for any store.
@@ -29,8 +32,9 @@
 //!   patterns executed by graph exploration from a constant on the machine
 //!   that homes it, or from an index on every machine over the parts of the
 //!   slots it owns, the algebra around them (OPTIONAL,
-//!   UNION, MINUS, EXISTS, aggregates, paths, the query forms) by an
-//!   evaluator over rows of term ids; anything else is an error naming it.
+//!   UNION, MINUS, EXISTS, aggregates, paths, the query forms, GRAPH, FROM
+//!   and FROM NAMED) by an evaluator over rows of term ids; anything else is
+//!   an error naming it.
 
 #![warn(missing_docs)]
 

@@ -1,5 +1,5 @@
-//! N-Triples and Turtle input: a validated [`Dataset`] (dictionary +
-//! encoded triples), all or nothing.
+//! N-Triples, Turtle, N-Quads and TriG input: a validated [`Dataset`]
+//! (dictionary + encoded triples), all or nothing.
 //!
 //! Lines are fed one at a time to `oxttl`'s N-Triples parser (maintained,
 //! W3C test suite) so every error names its own line: a syntax error, a term
@@ -7,14 +7,19 @@
 //! (N-Triples puts each triple on one line, ending with `.`). Turtle goes
 //! through `oxttl`'s Turtle parser whole (its statements span lines); its
 //! errors carry the parser's own position, reported as a 1-based line.
+//! N-Quads goes line by line as N-Triples does, TriG whole as Turtle does.
+//! A triple of a named graph is stored under its predicate's pt in that
+//! graph ([`crate::dict`]), so a triple's pt carries its graph.
 //! Nothing is returned unless the whole input is valid.
 
 use std::io::{BufRead, Read};
 use std::path::Path;
 
 use oxrdf::vocab::rdf;
-use oxrdf::{NamedOrBlankNode, Term, Triple};
-use oxttl::{NTriplesParser, TurtleParseError, TurtleParser};
+use oxrdf::{GraphName, NamedOrBlankNode, Quad, Term, Triple};
+use oxttl::nquads::LowLevelNQuadsParser;
+use oxttl::ntriples::LowLevelNTriplesParser;
+use oxttl::{NQuadsParser, NTriplesParser, TriGParser, TurtleParseError, TurtleParser};
 
 use crate::dict::Dictionary;
 use crate::fastnt::{FastLines, Outcome};
@@ -28,9 +33,10 @@ pub const LINE_BYTES_MAX: usize = 1 << 20;
 pub struct Dataset {
     /// Terms and pt ids.
     pub dict: Dictionary,
-    /// `(subject, predicate pt, object)`, sorted, without duplicates (an RDF graph is a set).
+    /// `(subject, predicate pt, object)`, sorted, without duplicates (an RDF
+    /// graph is a set); the pt names the triple's graph ([`Dictionary::pt_graph`]).
     pub triples: Vec<[u32; 3]>,
-    /// The pt of `rdf:type`, if the data uses it.
+    /// The pt of `rdf:type` in the default graph, if the data uses it there.
     pub type_pt: Option<u32>,
 }
 
@@ -40,8 +46,23 @@ impl Dataset {
         Self::default()
     }
 
-    /// Adds one triple; `Err(reason)` if a term breaks a limit.
+    /// Adds one triple to the default graph; `Err(reason)` if a term breaks a limit.
     pub fn add(&mut self, t: &Triple) -> std::result::Result<(), String> {
+        self.add_in(t, None)
+    }
+
+    /// Adds one quad (its triple to its graph); `Err(reason)` if a term breaks a limit.
+    pub fn add_quad(&mut self, q: &Quad) -> std::result::Result<(), String> {
+        let g = match &q.graph_name {
+            GraphName::DefaultGraph => None,
+            GraphName::NamedNode(n) => Some(self.dict.intern(&Term::NamedNode(n.clone()))?),
+            GraphName::BlankNode(b) => Some(self.dict.intern(&Term::BlankNode(b.clone()))?),
+        };
+        let t = Triple::new(q.subject.clone(), q.predicate.clone(), q.object.clone());
+        self.add_in(&t, g)
+    }
+
+    fn add_in(&mut self, t: &Triple, graph: Option<u32>) -> std::result::Result<(), String> {
         let s = match &t.subject {
             NamedOrBlankNode::NamedNode(n) => Term::NamedNode(n.clone()),
             NamedOrBlankNode::BlankNode(b) => Term::BlankNode(b.clone()),
@@ -49,7 +70,7 @@ impl Dataset {
         let s = self.dict.intern(&s)?;
         let p = self.dict.intern(&Term::NamedNode(t.predicate.clone()))?;
         let o = self.dict.intern(&t.object)?;
-        self.add_ids([s, p, o], t.predicate == rdf::TYPE)
+        self.add_ids_in([s, p, o], t.predicate == rdf::TYPE, graph)
     }
 
     /// Adds the triple of interned term ids `[s, p, o]` (`is_type`: `p` is `rdf:type`).
@@ -58,10 +79,22 @@ impl Dataset {
         [s, p, o]: [u32; 3],
         is_type: bool,
     ) -> std::result::Result<(), String> {
-        let ppt = self.dict.intern_predicate(p)?;
+        self.add_ids_in([s, p, o], is_type, None)
+    }
+
+    /// [`Dataset::add_ids`] into `graph` (`None`: the default graph).
+    fn add_ids_in(
+        &mut self,
+        [s, p, o]: [u32; 3],
+        is_type: bool,
+        graph: Option<u32>,
+    ) -> std::result::Result<(), String> {
+        let ppt = self.dict.intern_predicate_in(p, graph)?;
         if is_type {
-            self.type_pt = Some(ppt);
-            self.dict.intern_type(o)?;
+            if graph.is_none() {
+                self.type_pt = Some(ppt);
+            }
+            self.dict.intern_type_in(o, graph)?;
         }
         self.triples.push([s, ppt, o]);
         Ok(())
@@ -75,25 +108,35 @@ impl Dataset {
 
     /// Parses N-Triples from `input`; `name` is what errors call it.
     pub fn parse(input: impl Read, name: &str, progress: &dyn Progress) -> Result<Dataset> {
-        Self::parse_lines(input, name, progress, true)
+        Self::parse_lines(input, name, progress, Lines::Fast)
+    }
+
+    /// Parses N-Quads from `input` (a line without a graph is a triple of
+    /// the default graph); `name` is what errors call it.
+    pub fn parse_nquads(input: impl Read, name: &str, progress: &dyn Progress) -> Result<Dataset> {
+        Self::parse_lines(input, name, progress, Lines::Quads)
     }
 
     /// [`Dataset::parse`] with every line through the full parser (the
     /// reference the fast path is tested against).
     pub fn parse_full(input: impl Read, name: &str, progress: &dyn Progress) -> Result<Dataset> {
-        Self::parse_lines(input, name, progress, false)
+        Self::parse_lines(input, name, progress, Lines::Full)
     }
 
     fn parse_lines(
         input: impl Read,
         name: &str,
         progress: &dyn Progress,
-        fast: bool,
+        how: Lines,
     ) -> Result<Dataset> {
+        let fast = how == Lines::Fast;
         let mut lines = FastLines::default();
         let mut reader = std::io::BufReader::with_capacity(1 << 20, input);
         let mut d = Dataset::new();
-        let mut parser = NTriplesParser::new().low_level();
+        let mut parser = match how {
+            Lines::Quads => LowLevel::Quads(NQuadsParser::new().low_level()),
+            _ => LowLevel::Triples(NTriplesParser::new().low_level()),
+        };
         let mut line = Vec::new();
         let mut number = 0u64;
         let syntax = |line: u64, message: String| RdfError::Syntax {
@@ -133,23 +176,22 @@ impl Dataset {
             }
             parser.extend_from_slice(&line);
             let mut got = 0;
-            while let Some(r) = parser.parse_next() {
-                let t = r.map_err(|e| syntax(number, e.message().to_string()))?;
-                d.add(&t).map_err(|e| syntax(number, e))?;
+            while let Some(r) = parser.parse_next(&mut d) {
+                r.map_err(|e| syntax(number, e))?;
                 got += 1;
             }
             let text = line.trim_ascii();
             if got == 0 && !text.is_empty() && text[0] != b'#' {
-                return Err(syntax(
-                    number,
-                    "the triple does not end on this line (N-Triples: one triple per line, ending with '.')"
-                        .into(),
-                ));
+                let why = match how {
+                    Lines::Quads => "the quad does not end on this line (N-Quads: one triple or quad per line, ending with '.')",
+                    _ => "the triple does not end on this line (N-Triples: one triple per line, ending with '.')",
+                };
+                return Err(syntax(number, why.into()));
             }
         }
         parser.end();
-        if let Some(Err(e)) = parser.parse_next() {
-            return Err(syntax(number.max(1), e.message().to_string()));
+        if let Some(Err(e)) = parser.parse_next(&mut d) {
+            return Err(syntax(number.max(1), e));
         }
         if d.triples.is_empty() {
             return Err(RdfError::Empty {
@@ -166,8 +208,28 @@ impl Dataset {
             inner: input,
             progress,
         };
+        let quads = TurtleParser::new()
+            .for_reader(counted)
+            .map(|r| r.map(|t| t.in_graph(GraphName::DefaultGraph)));
+        Self::parse_statements(quads, name)
+    }
+
+    /// Parses TriG from `input`; `name` is what errors call it.
+    pub fn parse_trig(input: impl Read, name: &str, progress: &dyn Progress) -> Result<Dataset> {
+        let counted = Counted {
+            inner: input,
+            progress,
+        };
+        Self::parse_statements(TriGParser::new().for_reader(counted), name)
+    }
+
+    /// Turtle's and TriG's statements, each error at the parser's line.
+    fn parse_statements(
+        quads: impl Iterator<Item = std::result::Result<Quad, TurtleParseError>>,
+        name: &str,
+    ) -> Result<Dataset> {
         let mut d = Dataset::new();
-        for r in TurtleParser::new().for_reader(counted) {
+        for r in quads {
             let t = match r {
                 Ok(t) => t,
                 Err(TurtleParseError::Syntax(e)) => {
@@ -186,7 +248,7 @@ impl Dataset {
             };
             // A term past the dictionary's limits: the statement is not
             // located by the parser's iterator, so the error names the term.
-            d.add(&t).map_err(|message| RdfError::Syntax {
+            d.add_quad(&t).map_err(|message| RdfError::Syntax {
                 file: name.to_string(),
                 line: 0,
                 message: format!("in the triple {t}: {message}"),
@@ -201,22 +263,68 @@ impl Dataset {
         Ok(d)
     }
 
-    /// Parses the file at `path`: Turtle if its name ends in `.ttl`,
-    /// N-Triples otherwise.
+    /// Parses the file at `path` by its name's ending: `.ttl` Turtle, `.nq`
+    /// N-Quads, `.trig` TriG, anything else N-Triples.
     pub fn parse_file(path: &Path, progress: &dyn Progress) -> Result<Dataset> {
         let f = std::fs::File::open(path).map_err(|source| RdfError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         let name = path.display().to_string();
-        if path
+        let ext = path
             .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("ttl"))
-        {
-            Self::parse_turtle(f, &name, progress)
-        } else {
-            Self::parse(f, &name, progress)
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("ttl") => Self::parse_turtle(f, &name, progress),
+            Some("nq" | "nquads") => Self::parse_nquads(f, &name, progress),
+            Some("trig") => Self::parse_trig(f, &name, progress),
+            _ => Self::parse(f, &name, progress),
         }
+    }
+}
+
+/// How [`Dataset::parse_lines`] reads each line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lines {
+    /// N-Triples, the fast path first.
+    Fast,
+    /// N-Triples, every line through the full parser.
+    Full,
+    /// N-Quads.
+    Quads,
+}
+
+/// The line parser of N-Triples or of N-Quads.
+enum LowLevel {
+    Triples(LowLevelNTriplesParser),
+    Quads(LowLevelNQuadsParser),
+}
+
+impl LowLevel {
+    fn extend_from_slice(&mut self, b: &[u8]) {
+        match self {
+            LowLevel::Triples(p) => p.extend_from_slice(b),
+            LowLevel::Quads(p) => p.extend_from_slice(b),
+        }
+    }
+    fn end(&mut self) {
+        match self {
+            LowLevel::Triples(p) => p.end(),
+            LowLevel::Quads(p) => p.end(),
+        }
+    }
+    /// The next statement added to `d`; `Err` the parser's or a limit's message.
+    fn parse_next(&mut self, d: &mut Dataset) -> Option<std::result::Result<(), String>> {
+        Some(match self {
+            LowLevel::Triples(p) => match p.parse_next()? {
+                Ok(t) => d.add(&t),
+                Err(e) => Err(e.message().to_string()),
+            },
+            LowLevel::Quads(p) => match p.parse_next()? {
+                Ok(q) => d.add_quad(&q),
+                Err(e) => Err(e.message().to_string()),
+            },
+        })
     }
 }
 
@@ -306,6 +414,61 @@ mod tests {
             Dataset::parse_turtle("@prefix ex: <http://ex/> .\n".as_bytes(), "t.ttl", &()),
             Err(RdfError::Empty { .. })
         ));
+    }
+
+    #[test]
+    fn nquads_and_trig_put_a_graph_s_triples_under_its_own_pts_and_name_a_bad_line() {
+        let nq = "<http://ex/a> <http://ex/p> <http://ex/b> .\n\
+                  <http://ex/a> <http://ex/p> <http://ex/b> <http://ex/g> .\n\
+                  <http://ex/a> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://ex/C> <http://ex/g> .\n\
+                  <http://ex/a> <http://ex/p> <http://ex/b> <http://ex/g> .\n";
+        let d = Dataset::parse_nquads(nq.as_bytes(), "t.nq", &()).unwrap();
+        assert_eq!(
+            d.triples.len(),
+            3,
+            "one default, two in g (a duplicate dropped)"
+        );
+        assert_eq!(d.type_pt, None, "rdf:type only in a named graph");
+        let g = d
+            .dict
+            .id(&oxrdf::NamedNode::new("http://ex/g").unwrap().into());
+        assert_eq!(d.dict.graphs(), &[g.unwrap()]);
+        let graphs: Vec<_> = d.triples.iter().map(|t| d.dict.pt_graph(t[1])).collect();
+        assert_eq!(graphs.iter().filter(|x| x.is_none()).count(), 1);
+        let trig = "@prefix ex: <http://ex/> .\n\
+                    ex:a ex:p ex:b .\n\
+                    ex:g { ex:a ex:p ex:b . ex:a a ex:C . }\n";
+        let t = Dataset::parse_trig(trig.as_bytes(), "t.trig", &()).unwrap();
+        assert_eq!(t.triples, d.triples);
+        assert_eq!(t.dict.graphs().len(), 1);
+        // Errors name the file and line.
+        let bad = "<http://ex/a> <http://ex/p> <http://ex/b> <http://ex/g> .\n\
+                   <http://ex/a> <http://ex/p> <http://ex/b> \"lit\" .\n";
+        match Dataset::parse_nquads(bad.as_bytes(), "t.nq", &()) {
+            Err(RdfError::Syntax { line, file, .. }) => {
+                assert_eq!((line, file.as_str()), (2, "t.nq"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let split = "<http://ex/a> <http://ex/p>\n<http://ex/b> <http://ex/g> .\n";
+        match Dataset::parse_nquads(split.as_bytes(), "t.nq", &()) {
+            Err(RdfError::Syntax { line, message, .. }) => {
+                assert_eq!(line, 1, "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // A quad is not N-Triples.
+        assert!(matches!(
+            Dataset::parse(bad.as_bytes(), "t.nt", &()),
+            Err(RdfError::Syntax { line: 1, .. })
+        ));
+        let bad = "@prefix ex: <http://ex/> .\nex:g {\n ex:a ex:p ex:b .\n ex:a ex:p nope:x .\n}\n";
+        match Dataset::parse_trig(bad.as_bytes(), "t.trig", &()) {
+            Err(RdfError::Syntax { line, file, .. }) => {
+                assert_eq!((line, file.as_str()), (4, "t.trig"))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! SPARQL 1.1 Update on an embedded [`RdfStore`]: INSERT DATA, DELETE DATA,
-//! DELETE/INSERT ... WHERE, LOAD of a file, CLEAR (and DROP) of the default
-//! graph. Every change is an edge insert or delete of the store
+//! DELETE/INSERT ... WHERE, LOAD of a file, CLEAR (and DROP), of the
+//! default graph and of named graphs (`GRAPH <g>` in data and templates,
+//! LOAD INTO GRAPH, CLEAR GRAPH/NAMED/ALL): a triple of graph `g` is a
+//! triple under `g`'s pts ([`crate::dict`]), so it is the same four keys. Every change is an edge insert or delete of the store
 //! (`Worker::insert_edge`/`delete_edge`, run at the key's home under its
 //! vertex lock), so migration, caches and replicas see it as any update.
 //!
@@ -24,7 +26,7 @@ use std::path::PathBuf;
 
 use locus_fabric::Fabric;
 use locus_store::{VertexId, Worker};
-use oxrdf::{BlankNode, NamedOrBlankNode, Term, Triple};
+use oxrdf::{BlankNode, NamedNode, NamedOrBlankNode, Term, Triple};
 use spargebra::algebra::GraphPattern;
 use spargebra::term::{
     GraphName, GraphNamePattern, GroundQuadPattern, GroundTermPattern, NamedNodePattern, Quad,
@@ -60,22 +62,30 @@ impl std::fmt::Display for UpdateReport {
 }
 
 fn unsupported(what: &str) -> RdfError {
-    RdfError::Unsupported(format!(
-        "{what} (named graphs: the data is one default graph)"
-    ))
+    RdfError::Unsupported(what.to_string())
 }
 
-fn default_graph(g: &GraphName) -> Result<()> {
+/// The graph a triple of an update goes to (`None`: the default graph).
+type In = Option<NamedNode>;
+
+/// Triples with their graphs.
+type Quads = Vec<(Triple, In)>;
+
+fn graph_of(g: GraphName) -> In {
     match g {
-        GraphName::DefaultGraph => Ok(()),
-        GraphName::NamedNode(n) => Err(unsupported(&format!("updating graph {n}"))),
+        GraphName::DefaultGraph => None,
+        GraphName::NamedNode(n) => Some(n),
     }
 }
 
-fn default_graph_pattern(g: &GraphNamePattern) -> Result<()> {
+fn graph_of_pattern(g: &GraphNamePattern) -> Result<In> {
     match g {
-        GraphNamePattern::DefaultGraph => Ok(()),
-        _ => Err(unsupported("GRAPH in an update template")),
+        GraphNamePattern::DefaultGraph => Ok(None),
+        GraphNamePattern::NamedNode(n) => Ok(Some(n.clone())),
+        GraphNamePattern::Variable(v) => Err(unsupported(&format!(
+            "GRAPH ?{} in an update template (a graph named by a variable)",
+            v.as_str()
+        ))),
     }
 }
 
@@ -136,17 +146,19 @@ impl<F: Fabric> RdfStore<F> {
         op: GraphUpdateOperation,
         readers: &mut [S],
         rows_max: usize,
-    ) -> Result<(Vec<Triple>, Vec<Triple>)> {
-        let construct = |template: Vec<TriplePattern>,
-                         pattern: GraphPattern,
-                         readers: &mut [S]|
+    ) -> Result<(Quads, Quads)> {
+        // USING and USING NAMED are the WHERE part's FROM and FROM NAMED (3.1.3).
+        let construct_in = |template: Vec<TriplePattern>,
+                            pattern: GraphPattern,
+                            dataset: Option<spargebra::algebra::QueryDataset>,
+                            readers: &mut [S]|
          -> Result<Vec<Triple>> {
             if template.is_empty() {
                 return Ok(Vec::new());
             }
             let q = Query::Construct {
                 template,
-                dataset: None,
+                dataset,
                 pattern,
                 base_iri: None,
             };
@@ -154,6 +166,22 @@ impl<F: Fabric> RdfStore<F> {
                 Answer::Graph(g) => Ok(g),
                 _ => unreachable!("CONSTRUCT answers with a graph"),
             }
+        };
+        let construct =
+            |template, pattern, readers: &mut [S]| construct_in(template, pattern, None, readers);
+        let tag = |ts: Vec<Triple>, g: &In| -> Vec<(Triple, In)> {
+            ts.into_iter().map(|t| (t, g.clone())).collect()
+        };
+        // A template's triples by graph, each group instantiated apart.
+        let by_graph = |ts: Vec<(TriplePattern, In)>| {
+            let mut groups: Vec<(In, Vec<TriplePattern>)> = Vec::new();
+            for (t, g) in ts {
+                match groups.iter_mut().find(|x| x.0 == g) {
+                    Some(x) => x.1.push(t),
+                    None => groups.push((g, vec![t])),
+                }
+            }
+            groups
         };
         Ok(match op {
             GraphUpdateOperation::InsertData { data } => {
@@ -166,23 +194,22 @@ impl<F: Fabric> RdfStore<F> {
                     graph_name,
                 } in data
                 {
-                    default_graph(&graph_name)?;
                     let s = match fresh(Term::from(subject), &mut map) {
                         Term::NamedNode(n) => NamedOrBlankNode::from(n),
                         Term::BlankNode(b) => NamedOrBlankNode::from(b),
                         Term::Literal(_) => unreachable!("a subject is no literal"),
                     };
-                    out.push(Triple::new(s, predicate, fresh(object, &mut map)));
+                    let t = Triple::new(s, predicate, fresh(object, &mut map));
+                    out.push((t, graph_of(graph_name)));
                 }
                 (Vec::new(), out)
             }
             GraphUpdateOperation::DeleteData { data } => {
                 let mut out = Vec::with_capacity(data.len());
                 for q in data {
-                    default_graph(&q.graph_name)?;
                     let t = Triple::new(q.subject, q.predicate, q.object);
                     // Ground triples: the same types as any triple.
-                    out.push(t);
+                    out.push((t, graph_of(q.graph_name)));
                 }
                 (out, Vec::new())
             }
@@ -192,9 +219,22 @@ impl<F: Fabric> RdfStore<F> {
                 using,
                 pattern,
             } => {
-                if using.is_some() {
-                    return Err(unsupported("USING and USING NAMED"));
-                }
+                // spargebra gives WITH <g> as a dataset of default graph
+                // `g` with no named graphs listed; WITH sets the default
+                // graph only (3.1.3), so the store's named graphs stay.
+                let using = using.map(|mut u| {
+                    if u.named.is_none() {
+                        let c = self.catalog();
+                        let all = c.graphs_with_triples().into_iter().filter_map(|g| {
+                            match c.dict().term(g) {
+                                Some(Term::NamedNode(n)) => Some(n.clone()),
+                                _ => None,
+                            }
+                        });
+                        u.named = Some(all.collect());
+                    }
+                    u
+                });
                 let mut del = Vec::with_capacity(delete.len());
                 for GroundQuadPattern {
                     subject,
@@ -203,12 +243,12 @@ impl<F: Fabric> RdfStore<F> {
                     graph_name,
                 } in delete
                 {
-                    default_graph_pattern(&graph_name)?;
-                    del.push(TriplePattern {
+                    let t = TriplePattern {
                         subject: ground(&subject),
                         predicate,
                         object: ground(&object),
-                    });
+                    };
+                    del.push((t, graph_of_pattern(&graph_name)?));
                 }
                 let mut ins = Vec::with_capacity(insert.len());
                 for QuadPattern {
@@ -218,52 +258,96 @@ impl<F: Fabric> RdfStore<F> {
                     graph_name,
                 } in insert
                 {
-                    default_graph_pattern(&graph_name)?;
-                    ins.push(TriplePattern {
+                    let t = TriplePattern {
                         subject,
                         predicate,
                         object,
-                    });
+                    };
+                    ins.push((t, graph_of_pattern(&graph_name)?));
                 }
-                let d = construct(del, (*pattern).clone(), readers)?;
-                let i = construct(ins, *pattern, readers)?;
+                let (mut d, mut i) = (Vec::new(), Vec::new());
+                for (g, ts) in by_graph(del) {
+                    let ts = construct_in(ts, (*pattern).clone(), using.clone(), readers)?;
+                    d.extend(tag(ts, &g));
+                }
+                for (g, ts) in by_graph(ins) {
+                    let ts = construct_in(ts, (*pattern).clone(), using.clone(), readers)?;
+                    i.extend(tag(ts, &g));
+                }
                 (d, i)
             }
             GraphUpdateOperation::Load {
                 silent,
                 source,
                 destination,
-            } => {
-                default_graph(&destination)?;
-                match self.load_triples(source.as_str()) {
-                    Ok(ts) => (Vec::new(), ts),
-                    Err(_) if silent => (Vec::new(), Vec::new()),
-                    Err(e) => return Err(e),
-                }
-            }
+            } => match self.load_triples(source.as_str()) {
+                Ok(ts) => (Vec::new(), tag(ts, &graph_of(destination))),
+                Err(_) if silent => (Vec::new(), Vec::new()),
+                Err(e) => return Err(e),
+            },
             GraphUpdateOperation::Clear { silent, graph }
             | GraphUpdateOperation::Drop { silent, graph } => {
                 use spargebra::algebra::GraphTarget as G;
-                match graph {
-                    G::DefaultGraph | G::AllGraphs => {}
-                    G::NamedGraphs => return Ok((Vec::new(), Vec::new())),
-                    G::NamedNode(_) if silent => return Ok((Vec::new(), Vec::new())),
-                    G::NamedNode(n) => return Err(unsupported(&format!("CLEAR GRAPH {n}"))),
-                }
+                // The graphs it empties (a graph is gone once empty: the
+                // dataset lists the graphs that have triples).
+                let c = self.catalog();
+                let named: Vec<In> = c
+                    .graphs_with_triples()
+                    .into_iter()
+                    .map(|g| match c.dict().term(g) {
+                        Some(Term::NamedNode(n)) => Ok(Some(n.clone())),
+                        t => Err(unsupported(&format!(
+                            "CLEAR or DROP of the graph named by {t:?} (SPARQL names graphs by IRI)"
+                        ))),
+                    })
+                    .collect::<Result<_>>()?;
+                let targets: Vec<In> = match graph {
+                    G::DefaultGraph => vec![None],
+                    G::NamedGraphs => named,
+                    G::AllGraphs => std::iter::once(None).chain(named).collect(),
+                    G::NamedNode(n) if named.contains(&Some(n.clone())) => vec![Some(n)],
+                    // An absent graph: an error unless SILENT (SPARQL 1.1 Update 3.2.2).
+                    G::NamedNode(_) if silent => Vec::new(),
+                    G::NamedNode(n) => {
+                        return Err(RdfError::Unsupported(format!(
+                            "CLEAR or DROP GRAPH {n}: the store has no graph {n} (add SILENT to ignore)"
+                        )))
+                    }
+                };
                 let v = |n: &str| TermPattern::Variable(Variable::new_unchecked(n));
                 let all = TriplePattern {
                     subject: v("s"),
                     predicate: NamedNodePattern::Variable(Variable::new_unchecked("p")),
                     object: v("o"),
                 };
-                let pattern = GraphPattern::Bgp {
-                    patterns: vec![all.clone()],
-                };
-                (construct(vec![all], pattern, readers)?, Vec::new())
+                let mut out = Vec::new();
+                for g in targets {
+                    let bgp = GraphPattern::Bgp {
+                        patterns: vec![all.clone()],
+                    };
+                    let pattern = match &g {
+                        None => bgp,
+                        Some(n) => GraphPattern::Graph {
+                            name: NamedNodePattern::NamedNode(n.clone()),
+                            inner: Box::new(bgp),
+                        },
+                    };
+                    out.extend(tag(construct(vec![all.clone()], pattern, readers)?, &g));
+                }
+                (out, Vec::new())
             }
             GraphUpdateOperation::Create { silent: true, .. } => (Vec::new(), Vec::new()),
+            // A graph exists while it has triples, so a new one needs no
+            // record; creating one that exists is an error (3.2.3).
             GraphUpdateOperation::Create { graph, .. } => {
-                return Err(unsupported(&format!("CREATE GRAPH {graph}")))
+                let c = self.catalog();
+                let id = c.dict().id(&Term::from(graph.clone()));
+                if id.is_some_and(|g| c.graphs_with_triples().contains(&g)) {
+                    return Err(RdfError::Unsupported(format!(
+                        "CREATE GRAPH {graph}: the store has that graph already (add SILENT to ignore)"
+                    )));
+                }
+                (Vec::new(), Vec::new())
             }
         })
     }
@@ -272,6 +356,13 @@ impl<F: Fabric> RdfStore<F> {
     fn load_triples(&self, source: &str) -> Result<Vec<Triple>> {
         let path = load_path(source)?;
         let d = Dataset::parse_file(&path, &())?;
+        if !d.dict.graphs().is_empty() {
+            return Err(unsupported(&format!(
+                "LOAD of {}, a dataset of {} named graphs (LOAD reads triples into one graph; load a dataset with `locus rdf load`)",
+                path.display(),
+                d.dict.graphs().len()
+            )));
+        }
         let term = |id: u32| {
             d.dict
                 .term(id)
@@ -298,19 +389,22 @@ impl<F: Fabric> RdfStore<F> {
     /// Deletes `delete`, then inserts `insert`.
     fn apply(
         &mut self,
-        delete: &[Triple],
-        insert: &[Triple],
+        delete: &[(Triple, In)],
+        insert: &[(Triple, In)],
         w: &mut [Worker<F>],
     ) -> Result<UpdateReport> {
         let mut report = UpdateReport::default();
         // Deleting needs no new term: a triple with an unknown term is absent.
-        let ids: Vec<[u32; 3]> = delete.iter().filter_map(|t| self.ids_of(t)).collect();
+        let ids: Vec<[u32; 3]> = delete
+            .iter()
+            .filter_map(|(t, g)| self.ids_of(t, g))
+            .collect();
         for [s, p, o] in ids {
             report.deleted += self.delete_one(w, s, p, o)? as u64;
         }
         let ids = insert
             .iter()
-            .map(|t| self.intern(t))
+            .map(|(t, g)| self.intern(t, g))
             .collect::<Result<Vec<_>>>()?;
         for [s, p, o] in ids {
             report.inserted += self.insert_one(w, s, p, o)? as u64;
@@ -318,23 +412,32 @@ impl<F: Fabric> RdfStore<F> {
         Ok(report)
     }
 
-    /// `(s, predicate pt, o)` ids of a triple whose terms are all stored.
-    fn ids_of(&self, t: &Triple) -> Option<[u32; 3]> {
+    /// `(s, predicate pt in graph g, o)` ids of a triple whose terms (and
+    /// graph) are all stored.
+    fn ids_of(&self, t: &Triple, g: &In) -> Option<[u32; 3]> {
         let d = self.catalog().dict();
+        let g = match g {
+            Some(n) => Some(d.id(&Term::from(n.clone()))?),
+            None => None,
+        };
         let s = d.id(&Term::from(t.subject.clone()))?;
-        let p = d.predicate_pt(d.id(&Term::from(t.predicate.clone()))?)?;
+        let p = d.predicate_pt_in(d.id(&Term::from(t.predicate.clone()))?, g)?;
         let o = d.id(&t.object)?;
-        if Some(p) == self.catalog().type_pt() {
-            d.type_pt(o)?;
+        if t.predicate == oxrdf::vocab::rdf::TYPE {
+            d.type_pt_in(o, g)?;
         }
         Some([s, p, o])
     }
 
     /// Interns a triple's terms (and its predicate's or class's pt), checking
     /// that the layout has room: no key moves.
-    fn intern(&mut self, t: &Triple) -> Result<[u32; 3]> {
+    fn intern(&mut self, t: &Triple, g: &In) -> Result<[u32; 3]> {
         let layout_err = |m: String| RdfError::Layout(m);
         let (dict, layout, type_pt, stats) = self.catalog_mut().parts_mut();
+        let g = match g {
+            Some(n) => Some(dict.intern(&Term::from(n.clone())).map_err(layout_err)?),
+            None => None,
+        };
         let s = dict
             .intern(&Term::from(t.subject.clone()))
             .map_err(layout_err)?;
@@ -342,10 +445,12 @@ impl<F: Fabric> RdfStore<F> {
             .intern(&Term::from(t.predicate.clone()))
             .map_err(layout_err)?;
         let o = dict.intern(&t.object).map_err(layout_err)?;
-        let p = dict.intern_predicate(pid).map_err(layout_err)?;
+        let p = dict.intern_predicate_in(pid, g).map_err(layout_err)?;
         if t.predicate == oxrdf::vocab::rdf::TYPE {
-            *type_pt = Some(p);
-            dict.intern_type(o).map_err(layout_err)?;
+            if g.is_none() {
+                *type_pt = Some(p);
+            }
+            dict.intern_type_in(o, g).map_err(layout_err)?;
         }
         let pts = dict.pts() as u64;
         if pts > layout.pts_capacity() {
@@ -427,13 +532,14 @@ impl<F: Fabric> RdfStore<F> {
         Ok(true)
     }
 
-    /// The class pt of object `o` when `p` is `rdf:type`.
+    /// The class pt of object `o` when `p` is `rdf:type` (in `p`'s graph).
     fn class_of(&self, p: u32, o: u32) -> Option<u32> {
-        if Some(p) == self.catalog().type_pt() {
+        let d = self.dict();
+        let type_term = d.id(&oxrdf::vocab::rdf::TYPE.into());
+        if type_term.is_some() && d.pt(p).map(|x| x.1) == type_term {
             Some(
-                self.dict()
-                    .type_pt(o)
-                    .expect("an rdf:type object is interned as a class"),
+                d.type_pt_in(o, d.pt_graph(p))
+                    .expect("an rdf:type object is interned as a class in its graph"),
             )
         } else {
             None

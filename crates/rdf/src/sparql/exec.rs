@@ -17,6 +17,11 @@
 //! query starts, and the rows are joined, as Wukong does. Every slot's part
 //! is read by exactly one fork, so a table that changes under the query
 //! costs locality, never rows (any machine reads any key).
+//!
+//! A pattern over a merge of graphs (FROM, `docs/design.md` "Named
+//! graphs") reads its predicate's pt in each graph that has it and takes
+//! the union of the lists without duplicates; in one graph it is one read,
+//! as without graphs.
 
 use std::collections::HashMap;
 
@@ -55,7 +60,8 @@ enum Via {
 struct Step {
     s: Node,
     o: Node,
-    pt: u32,
+    /// The predicate's pt in each active graph that has it, with the graph.
+    pts: Vec<(u32, Option<u32>)>,
     is_type: bool,
     via: Via,
     text: String,
@@ -90,6 +96,9 @@ pub struct Trace {
 impl Plan {
     /// Whether the first step reads from the constant `id`.
     pub(crate) fn starts_from(&self, id: u32) -> bool {
+        if self.steps.first().is_some_and(|st| st.pts.len() != 1) {
+            return false;
+        }
         self.steps.first().is_some_and(|st| match st.via {
             Via::Subject => st.s == Node::Id(id),
             Via::Object => !st.is_type && st.o == Node::Id(id),
@@ -113,20 +122,21 @@ pub(crate) fn plan(q: &Query, rdf: &Catalog) -> Plan {
         },
     };
     let mut pending: Vec<Step> = Vec::new();
+    let graphs = q.active_graphs();
+    let type_term = dict.id(&oxrdf::vocab::rdf::TYPE.into());
     for p in &q.patterns {
         let (s, o) = (resolve(&p.s, &mut empty), resolve(&p.o, &mut empty));
-        let pt = dict
-            .id(&Term::NamedNode(p.p.clone()))
-            .and_then(|id| dict.predicate_pt(id));
-        if pt.is_none() {
+        let pid = dict.id(&Term::NamedNode(p.p.clone()));
+        let pts = pid.map_or(Vec::new(), |id| dict.predicate_pts(id, graphs));
+        if pts.is_empty() {
             empty = true;
         }
-        let pt = pt.unwrap_or(0);
         pending.push(Step {
             s,
             o,
-            pt,
-            is_type: Some(pt) == rdf.type_pt() && !empty,
+            pts,
+            // rdf:type by its term: in a named graph it has that graph's pt.
+            is_type: pid.is_some() && pid == type_term && !empty,
             via: Via::Index,
             text: p.text.clone(),
             filters: Vec::new(),
@@ -152,22 +162,31 @@ pub(crate) fn plan(q: &Query, rdf: &Catalog) -> Plan {
     while !pending.is_empty() {
         let mut best: Option<(f64, usize, Via)> = None;
         for (i, st) in pending.iter().enumerate() {
-            let p = st.pt as usize;
+            // Over a merge, the sizes of every graph's pt added up.
+            let sum = |v: &[u64]| st.pts.iter().map(|&(pt, _)| v[pt as usize]).sum::<u64>();
+            let (triples, subjects, objects) = (
+                sum(&stats.triples),
+                sum(&stats.subjects),
+                sum(&stats.objects),
+            );
             let (sk, ok) = (known(st.s, &bound), known(st.o, &bound));
             let (cost, via) = if sk && ok {
                 (est * 0.5, Via::Subject)
             } else if sk {
-                (est * per(stats.triples[p], stats.subjects[p]), Via::Subject)
+                (est * per(triples, subjects), Via::Subject)
             } else if ok {
                 let fan = match (st.is_type, st.o) {
-                    (true, Node::Id(c)) => dict
-                        .type_pt(c)
-                        .map_or(0.0, |t| stats.subjects[t as usize] as f64),
-                    _ => per(stats.triples[p], stats.objects[p]),
+                    (true, Node::Id(c)) => st
+                        .pts
+                        .iter()
+                        .filter_map(|&(_, g)| dict.type_pt_in(c, g))
+                        .map(|t| stats.subjects[t as usize] as f64)
+                        .sum(),
+                    _ => per(triples, objects),
                 };
                 (est * fan, Via::Object)
             } else {
-                (est * stats.triples[p].max(1) as f64 * 4.0, Via::Index)
+                (est * triples.max(1) as f64 * 4.0, Via::Index)
             };
             if best.is_none_or(|b| cost < b.0) {
                 best = Some((cost, i, via));
@@ -337,7 +356,8 @@ impl<S: Source> Run<'_, S> {
 
     fn step(&mut self, k: usize, st: &Step, t: Table) -> Result<Table> {
         let l = *self.rdf.layout();
-        let type_pt = st.is_type.then(|| self.rdf.type_pt()).flatten();
+        let is_type = st.is_type;
+        let np = st.pts.len();
         let value = |n: Node, t: &Table, row: &[u32]| match n {
             Node::Id(id) => Some(id),
             Node::Var(v) => t.col_of[v].map(|c| row[c]),
@@ -382,7 +402,7 @@ impl<S: Source> Run<'_, S> {
         // rows at a time, in one call of the source (one round trip on a
         // cluster): `pre` holds the lists of rows `pre_from..`, `ends` where
         // each ends.
-        let batched = st.via != Via::Index && !(st.via == Via::Object && type_pt.is_some());
+        let batched = st.via != Via::Index && !(st.via == Via::Object && is_type);
         let dir = if st.via == Via::Object { IN } else { OUT };
         let (mut pre, mut ends, mut keys) = (Vec::new(), Vec::new(), Vec::new());
         let mut pre_from = 0;
@@ -391,35 +411,59 @@ impl<S: Source> Run<'_, S> {
             // The near ends to explore from for this row.
             starts.clear();
             if st.via == Via::Index {
-                self.read_index(k == 0, st.pt, OUT, &mut starts)?;
+                for &(pt, _) in &st.pts {
+                    self.read_index(k == 0, pt, OUT, &mut starts)?;
+                }
+                if np > 1 {
+                    starts.sort_unstable();
+                    starts.dedup();
+                }
             } else {
                 starts.push(value(near, &t, row).expect("the near end is known"));
             }
-            if batched && r == pre_from + ends.len() {
+            if batched && r == pre_from + ends.len() / np {
                 pre_from = r;
                 keys.clear();
                 pre.clear();
                 ends.clear();
+                // `np` keys a row (a pt per graph of the merge), rows in order.
                 for rr in r..t.rows.min(r + ROWS_PER_READ) {
                     let n = value(near, &t, t.row(rr)).expect("the near end is known");
-                    keys.push(l.normal(n, st.pt, dir));
+                    keys.extend(st.pts.iter().map(|&(pt, _)| l.normal(n, pt, dir)));
                 }
                 self.read_many(&keys, &mut pre, &mut ends)?;
             }
             for &n in &starts {
                 list.clear();
-                match (st.via, type_pt) {
+                match (st.via, is_type) {
                     _ if batched => {
-                        let i = r - pre_from;
+                        let i = (r - pre_from) * np;
                         let from = if i == 0 { 0 } else { ends[i - 1] };
-                        list.extend_from_slice(&pre[from..ends[i]]);
+                        list.extend_from_slice(&pre[from..ends[i + np - 1]]);
                     }
-                    (Via::Object, Some(_)) => match self.rdf.dict().type_pt(n) {
-                        Some(c) => self.read_index(k == 0, c, OUT, &mut list)?,
-                        None => continue,
-                    },
-                    (Via::Object, None) => self.read(l.normal(n, st.pt, IN), &mut list)?,
-                    _ => self.read(l.normal(n, st.pt, OUT), &mut list)?,
+                    (Via::Object, true) => {
+                        for &(_, g) in &st.pts {
+                            if let Some(c) = self.rdf.dict().type_pt_in(n, g) {
+                                self.read_index(k == 0, c, OUT, &mut list)?;
+                            }
+                        }
+                    }
+                    (Via::Object, false) => {
+                        for &(pt, _) in &st.pts {
+                            self.read(l.normal(n, pt, IN), &mut list)?;
+                        }
+                    }
+                    _ => {
+                        for &(pt, _) in &st.pts {
+                            self.read(l.normal(n, pt, OUT), &mut list)?;
+                        }
+                    }
+                }
+                // A merge's lists: one sorted list without duplicates (a
+                // triple in two graphs is one triple of the merge).
+                if np > 1 {
+                    list.sort_unstable();
+                    list.dedup();
                 }
                 let emit = |far_id: u32, out: &mut Table| {
                     out.rows += 1;

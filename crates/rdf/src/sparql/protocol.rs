@@ -27,7 +27,9 @@
 
 use std::time::{Duration, Instant};
 
+use oxrdf::NamedNode;
 use sha2::{Digest, Sha256};
+use spargebra::algebra::QueryDataset;
 
 use locus_fabric::Fabric;
 use locus_store::Worker;
@@ -526,19 +528,28 @@ fn handle_inner(
         .filter(|(k, _)| k == "format")
         .map(|(_, v)| v.as_str())
         .collect();
-    for dataset in [
-        "default-graph-uri",
-        "named-graph-uri",
-        "using-graph-uri",
-        "using-named-graph-uri",
-    ] {
-        if one(dataset)?.is_some() {
-            return Err(Response::text(
-                501,
-                format!("the {dataset} parameter: named graphs and datasets are not supported yet (the data is one default graph)"),
-            ));
+    // A dataset by protocol parameters (2.1.4, 2.2.3) is written into the
+    // request as FROM / FROM NAMED (or USING / USING NAMED) before it runs.
+    let iris = |name: &str| -> std::result::Result<Vec<NamedNode>, Response> {
+        ps.iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| NamedNode::new(v.as_str()).map_err(|e| bad(format!("{name} {v:?}: {e}"))))
+            .collect()
+    };
+    let (default, named) = (iris("default-graph-uri")?, iris("named-graph-uri")?);
+    let (using, using_named) = (iris("using-graph-uri")?, iris("using-named-graph-uri")?);
+    let query = match query {
+        Some(q) if !default.is_empty() || !named.is_empty() => {
+            Some(std::borrow::Cow::Owned(with_dataset(q, default, named)?))
         }
-    }
+        q => q.map(std::borrow::Cow::Borrowed),
+    };
+    let update = match update {
+        Some(u) if !using.is_empty() || !using_named.is_empty() => {
+            Some(std::borrow::Cow::Owned(with_using(u, using, using_named)?))
+        }
+        u => u.map(std::borrow::Cow::Borrowed),
+    };
     let deadline = (
         Instant::now() + Duration::from_millis(limits.timeout_ms),
         limits.timeout_ms,
@@ -553,14 +564,64 @@ fn handle_inner(
             "an update must be sent by POST (SPARQL 1.1 Protocol 2.2)".into(),
         )),
         (None, Some(u)) => {
-            let done = service.update(u, deadline).map_err(failed)?;
+            let done = service.update(&u, deadline).map_err(failed)?;
             Ok(Response::text(200, done))
         }
         (Some(q), None) => {
-            let answer = service.query(q, deadline).map_err(failed)?;
+            let answer = service.query(&q, deadline).map_err(failed)?;
             render(&answer, req.accept, &formats, limits.rows_max)
         }
     }
+}
+
+/// `query` with the protocol's dataset in place of its own (2.1.4: the
+/// parameters take precedence over FROM and FROM NAMED).
+fn with_dataset(
+    query: &str,
+    default: Vec<NamedNode>,
+    named: Vec<NamedNode>,
+) -> std::result::Result<String, Response> {
+    let mut q = spargebra::SparqlParser::new()
+        .parse_query(query)
+        .map_err(|e| Response::text(400, format!("SPARQL syntax: {e}")))?;
+    let ds = Some(QueryDataset {
+        default,
+        named: (!named.is_empty()).then_some(named),
+    });
+    match &mut q {
+        spargebra::Query::Select { dataset, .. }
+        | spargebra::Query::Ask { dataset, .. }
+        | spargebra::Query::Construct { dataset, .. }
+        | spargebra::Query::Describe { dataset, .. } => *dataset = ds,
+    }
+    Ok(q.to_string())
+}
+
+/// `update` with the protocol's USING dataset on each DELETE/INSERT; an
+/// operation with its own USING or WITH is a 400 (2.2.3).
+fn with_using(
+    update: &str,
+    default: Vec<NamedNode>,
+    named: Vec<NamedNode>,
+) -> std::result::Result<String, Response> {
+    let mut u = spargebra::SparqlParser::new()
+        .parse_update(update)
+        .map_err(|e| Response::text(400, format!("SPARQL syntax: {e}")))?;
+    for op in &mut u.operations {
+        if let spargebra::GraphUpdateOperation::DeleteInsert { using, .. } = op {
+            if using.is_some() {
+                return Err(Response::text(
+                    400,
+                    "using-graph-uri or using-named-graph-uri with an update that has USING or WITH (SPARQL 1.1 Protocol 2.2.3)",
+                ));
+            }
+            *using = Some(QueryDataset {
+                default: default.clone(),
+                named: Some(named.clone()),
+            });
+        }
+    }
+    Ok(u.to_string())
 }
 
 /// The answer in the negotiated format, or 503 if it is over `rows_max`.

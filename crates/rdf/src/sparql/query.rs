@@ -60,6 +60,16 @@ pub(crate) struct Query {
     pub distinct: bool,
     pub offset: usize,
     pub limit: Option<usize>,
+    /// The graphs whose merge the patterns match (`None` in the list: the
+    /// store's default graph); `None`: the store's default graph alone.
+    pub graphs: Option<Vec<Option<u32>>>,
+}
+
+impl Query {
+    /// The graphs the patterns match in ([`Query::graphs`]).
+    pub(crate) fn active_graphs(&self) -> &[Option<u32>] {
+        self.graphs.as_deref().unwrap_or(&[None])
+    }
 }
 
 impl Query {

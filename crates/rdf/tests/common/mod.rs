@@ -11,6 +11,11 @@ use locus_rdf::{Dataset, RdfError, RdfStore};
 /// `data` (Turtle) in a store on each machine count.
 pub fn stores(data: &str) -> Vec<RdfStore<LocalFabric>> {
     let d = Dataset::parse_turtle(data.as_bytes(), "data.ttl", &()).unwrap();
+    stores_of(&d)
+}
+
+/// A parsed dataset in a store on each machine count.
+pub fn stores_of(d: &Dataset) -> Vec<RdfStore<LocalFabric>> {
     [1, 3]
         .into_iter()
         .map(|machines| {
@@ -29,7 +34,7 @@ pub fn stores(data: &str) -> Vec<RdfStore<LocalFabric>> {
 
 /// One answer as text: rows `?v=term ...` in order (`ordered`) or sorted,
 /// `true`/`false` for ASK, sorted N-Triples lines for a graph.
-fn text(a: Answer, ordered: bool) -> Vec<String> {
+pub fn text(a: Answer, ordered: bool) -> Vec<String> {
     let mut out: Vec<String> = match a {
         Answer::Solutions(s) => s
             .rows

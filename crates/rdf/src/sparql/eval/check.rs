@@ -61,10 +61,7 @@ pub(crate) fn check(p: &GraphPattern) -> Result<()> {
             }
             check(inner)
         }
-        G::Graph { .. } => no(
-            "GRAPH (named graphs: the key layout has no graph id yet; data is one default graph)"
-                .into(),
-        ),
+        G::Graph { inner, .. } => check(inner),
         G::Service { .. } => no("SERVICE (federated queries)".into()),
         #[allow(unreachable_patterns)]
         _ => no(format!("the graph pattern {p}")),

@@ -11,7 +11,7 @@ use super::{check, decode, Evaluator};
 use crate::catalog::Catalog;
 use crate::sparql::exec::Trace;
 use crate::sparql::{Solutions, Source};
-use crate::{RdfError, Result};
+use crate::Result;
 
 /// A query's answer by form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,14 +66,31 @@ pub(crate) fn answer<S: Source>(
             base_iri,
         } => (dataset, pattern, base_iri),
     };
-    if dataset.is_some() {
-        return Err(RdfError::Unsupported(
-            "FROM and FROM NAMED (datasets: the data is one default graph)".into(),
-        ));
-    }
     check(pattern)?;
     let base = base.as_ref().map(|b| b.as_str().to_string());
     let mut ev = Evaluator::new(rdf, workers, rows_max, base);
+    if let Some(ds) = dataset {
+        // SPARQL 1.1, 13.2: FROM's graphs merge into the default graph (none:
+        // an empty one), FROM NAMED's are the named graphs (none: no named
+        // graphs); a graph the store lacks is an empty graph.
+        let d = rdf.dict();
+        let graphs = rdf.graphs_with_triples();
+        let stored = |n: &NamedNode| {
+            d.id(&Term::NamedNode(n.clone()))
+                .filter(|id| graphs.binary_search(id).is_ok())
+        };
+        ev.graphs = ds.default.iter().filter_map(stored).map(Some).collect();
+        ev.graphs.sort_unstable();
+        ev.graphs.dedup();
+        ev.named = ds
+            .named
+            .iter()
+            .flatten()
+            .filter_map(stored)
+            .collect::<Vec<u32>>();
+        ev.named.sort_unstable();
+        ev.named.dedup();
+    }
     let rows = ev.eval(pattern, &Vec::new())?;
     let answer = match &q {
         spargebra::Query::Select { .. } => {
@@ -189,12 +206,13 @@ fn describe<S: Source>(ev: &mut Evaluator<'_, S>, mut todo: Vec<u32>) -> Result<
         if matches!(subject, Term::Literal(_)) {
             continue;
         }
-        for &(pt, pid) in &preds {
+        for (pts, pid) in &preds {
+            let pid = *pid;
             let p: NamedNode = match ev.terms.term(pid) {
                 Term::NamedNode(n) => n.clone(),
                 _ => continue,
             };
-            for o in ev.objects(s, pt)? {
+            for o in ev.objects(s, pts)? {
                 let object = ev.terms.term(o).clone();
                 if matches!(object, Term::BlankNode(_)) {
                     todo.push(o);

@@ -103,6 +103,12 @@ pub(crate) struct Evaluator<'a, S: Source> {
     /// Slots BIND has bound, and BNODE(str)'s nodes per solution without them.
     extend_slots: HashSet<usize>,
     bnode_scopes: HashMap<Row, HashMap<String, oxrdf::BlankNode>>,
+    /// The active graph: the graphs whose merge patterns match (`None`: the
+    /// store's default graph; empty: an empty graph), `[Some(g)]` inside
+    /// `GRAPH g`.
+    pub(crate) graphs: Vec<Option<u32>>,
+    /// The dataset's named graphs (term ids, ascending).
+    pub(crate) named: Vec<u32>,
 }
 
 /// The environment of an expression over one row.
@@ -224,7 +230,59 @@ impl<'a, S: Source> Evaluator<'a, S> {
             error: None,
             extend_slots: HashSet::new(),
             bnode_scopes: HashMap::new(),
+            graphs: vec![None],
+            named: rdf.graphs_with_triples(),
         }
+    }
+
+    /// `GRAPH name { inner }` (SPARQL 1.1, 18.6 Graph): `inner` with each
+    /// matching named graph as the active graph; a variable name is bound
+    /// to the graph afterwards (a join with `{?g -> g}`, so inside `inner`
+    /// the variable is as unbound as SPARQL has it).
+    fn graph(
+        &mut self,
+        name: &NamedNodePattern,
+        inner: &GraphPattern,
+        seed: &Row,
+    ) -> Result<Vec<Row>> {
+        let (graphs, slot) = match name {
+            NamedNodePattern::NamedNode(n) => {
+                let id = self.rdf.dict().id(&Term::NamedNode(n.clone()));
+                let g = id.filter(|g| self.named.binary_search(g).is_ok());
+                (g.into_iter().collect::<Vec<u32>>(), None)
+            }
+            NamedNodePattern::Variable(v) => {
+                let k = self.slot(v.as_str());
+                let graphs = match seed.get(k).copied().flatten() {
+                    Some(g) if self.named.binary_search(&g).is_ok() => vec![g],
+                    Some(_) => Vec::new(),
+                    None => self.named.clone(),
+                };
+                (graphs, Some(k))
+            }
+        };
+        let outer = std::mem::take(&mut self.graphs);
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for g in graphs {
+            self.graphs = vec![Some(g)];
+            match self.eval(inner, seed) {
+                Ok(rows) => out.extend(rows.into_iter().filter_map(|mut r| {
+                    let ok = slot.is_none_or(|k| path::bind(&mut r, End::Slot(k), g));
+                    ok.then_some(r)
+                })),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+            if let Err(e) = self.check_rows(out.len(), "GRAPH") {
+                result = Err(e);
+                break;
+            }
+        }
+        self.graphs = outer;
+        result.map(|()| out)
     }
 
     /// The slot of variable `name` (blank nodes as `_:label`).
@@ -544,7 +602,8 @@ impl<'a, S: Source> Evaluator<'a, S> {
                 let rows = self.eval(inner, seed)?;
                 self.group(rows, variables, aggregates, seed)?
             }
-            G::Graph { .. } | G::Service { .. } => {
+            G::Graph { name, inner } => self.graph(name, inner, seed)?,
+            G::Service { .. } => {
                 unreachable!("refused by check before the query runs")
             }
             #[allow(unreachable_patterns)]
@@ -661,6 +720,9 @@ impl<'a, S: Source> Evaluator<'a, S> {
             q.filters.push(f);
         }
         q.projection = (0..q.vars.len()).collect();
+        if self.graphs != [None] {
+            q.graphs = Some(self.graphs.clone());
+        }
         let plan = exec::plan(&q, self.rdf);
         let (rows, trace) = exec::execute(self.rdf, &q, &plan, self.workers, self.rows_max)?;
         if self.trace.steps.is_empty() {

@@ -7,6 +7,10 @@
 //! (`?s ?p ?o`) reads every predicate's index vertices (a part per store
 //! slot) and then each subject's lists. Paths step along the same
 //! lists; `*` and `+` are a breadth-first search with a visited set.
+//!
+//! A predicate stands for its pts in the active graphs ([`Pts`]): one in a
+//! single graph, one per graph over a merge (FROM), whose lists are united
+//! without duplicates (a triple in two graphs is one triple of the merge).
 
 use std::collections::HashSet;
 
@@ -14,6 +18,18 @@ use oxrdf::{NamedNode, Term};
 use spargebra::algebra::PropertyPathExpression as Ppe;
 
 use super::{Evaluator, Row};
+
+/// A predicate's pt in each active graph that has it, with the graph.
+pub(super) type Pts = Vec<(u32, Option<u32>)>;
+
+/// Sorts and deduplicates a union of `parts` lists (one list is left as is).
+fn union(mut v: Vec<u32>, parts: usize) -> Vec<u32> {
+    if parts > 1 {
+        v.sort_unstable();
+        v.dedup();
+    }
+    v
+}
 use crate::dict::PtKind;
 use crate::layout::{IN, OUT};
 use crate::sparql::{source_of, Source};
@@ -48,94 +64,111 @@ impl<S: Source> Evaluator<'_, S> {
         (id as usize) < self.rdf.dict().len()
     }
 
-    /// Objects of `s` along predicate pt `pt`.
-    pub(super) fn objects(&mut self, s: u32, pt: u32) -> Result<Vec<u32>> {
+    /// Objects of `s` along a predicate's pts.
+    pub(super) fn objects(&mut self, s: u32, pts: &Pts) -> Result<Vec<u32>> {
         let mut out = Vec::new();
         if self.stored(s) {
             let l = *self.rdf.layout();
-            self.read(l.normal(s, pt, OUT), &mut out)?;
+            for &(pt, _) in pts {
+                self.read(l.normal(s, pt, OUT), &mut out)?;
+            }
         }
-        Ok(out)
+        Ok(union(out, pts.len()))
     }
 
-    /// Subjects of `o` along predicate pt `pt` (for `rdf:type`, the class's type index).
-    pub(super) fn subjects(&mut self, o: u32, pt: u32) -> Result<Vec<u32>> {
+    /// Subjects of `o` along a predicate's pts (for `rdf:type`, the class's
+    /// type index in each graph).
+    pub(super) fn subjects(&mut self, o: u32, pts: &Pts) -> Result<Vec<u32>> {
         let mut out = Vec::new();
         if !self.stored(o) {
             return Ok(out);
         }
         let l = *self.rdf.layout();
-        if Some(pt) == self.rdf.type_pt() {
-            if let Some(c) = self.rdf.dict().type_pt(o) {
-                let keys: Vec<_> = self
-                    .rdf
-                    .parts()
-                    .slots(c, OUT)
-                    .map(|s| l.index(s, c, OUT))
-                    .collect();
-                self.read_many(&keys, &mut out)?;
-                out.sort_unstable();
+        let d = self.rdf.dict();
+        let type_term = d.id(&oxrdf::vocab::rdf::TYPE.into());
+        for &(pt, g) in pts {
+            if type_term.is_some() && d.pt(pt).map(|x| x.1) == type_term {
+                if let Some(c) = d.type_pt_in(o, g) {
+                    let keys: Vec<_> = self
+                        .rdf
+                        .parts()
+                        .slots(c, OUT)
+                        .map(|s| l.index(s, c, OUT))
+                        .collect();
+                    self.read_many(&keys, &mut out)?;
+                    out.sort_unstable();
+                }
+            } else {
+                self.read(l.normal(o, pt, IN), &mut out)?;
             }
-        } else {
-            self.read(l.normal(o, pt, IN), &mut out)?;
         }
-        Ok(out)
+        Ok(union(out, pts.len()))
     }
 
-    /// Every subject (`dir` OUT) or object (IN) of predicate pt `pt`, from its index vertices.
-    pub(super) fn index_all(&mut self, pt: u32, dir: u32) -> Result<Vec<u32>> {
+    /// Every subject (`dir` OUT) or object (IN) of a predicate's pts, from their index vertices.
+    pub(super) fn index_all(&mut self, pts: &Pts, dir: u32) -> Result<Vec<u32>> {
         let l = *self.rdf.layout();
         let mut out = Vec::new();
-        let keys: Vec<_> = self
-            .rdf
-            .parts()
-            .slots(pt, dir)
-            .map(|s| l.index(s, pt, dir))
-            .collect();
-        self.read_many(&keys, &mut out)?;
+        for &(pt, _) in pts {
+            let keys: Vec<_> = self
+                .rdf
+                .parts()
+                .slots(pt, dir)
+                .map(|s| l.index(s, pt, dir))
+                .collect();
+            self.read_many(&keys, &mut out)?;
+        }
         out.sort_unstable();
         out.dedup();
         Ok(out)
     }
 
-    /// The data's predicates: (pt, term id).
-    pub(super) fn predicates(&self) -> Vec<(u32, u32)> {
+    /// The predicates of the active graphs: (their pts, term id), by term id.
+    pub(super) fn predicates(&self) -> Vec<(Pts, u32)> {
         let d = self.rdf.dict();
-        (0..d.pts())
-            .filter_map(|pt| match d.pt(pt) {
-                Some((PtKind::Predicate, id)) => Some((pt, id)),
-                _ => None,
-            })
-            .collect()
+        let mut by: std::collections::BTreeMap<u32, Pts> = Default::default();
+        for pt in 0..d.pts() {
+            if let Some((PtKind::Predicate, id)) = d.pt(pt) {
+                let g = d.pt_graph(pt);
+                if self.graphs.contains(&g) {
+                    by.entry(id).or_default().push((pt, g));
+                }
+            }
+        }
+        by.into_iter().map(|(id, pts)| (pts, id)).collect()
     }
 
     /// Every term in a subject or object position.
     pub(super) fn nodes(&mut self) -> Result<Vec<u32>> {
         let mut all = Vec::new();
-        for (pt, _) in self.predicates() {
-            all.extend(self.index_all(pt, OUT)?);
-            all.extend(self.index_all(pt, IN)?);
+        for (pts, _) in self.predicates() {
+            all.extend(self.index_all(&pts, OUT)?);
+            all.extend(self.index_all(&pts, IN)?);
         }
         all.sort_unstable();
         all.dedup();
         Ok(all)
     }
 
-    fn pt_of(&self, p: &NamedNode) -> Option<u32> {
+    /// The pts of predicate `p` in the active graphs (empty: none has it).
+    fn pt_of(&self, p: &NamedNode) -> Pts {
         let d = self.rdf.dict();
         d.id(&Term::NamedNode(p.clone()))
-            .and_then(|id| d.predicate_pt(id))
+            .map_or(Vec::new(), |id| d.predicate_pts(id, &self.graphs))
     }
 
     /// Nodes one `p` step from `n` (forward: `n` is the subject), with
     /// duplicates where SPARQL counts them (sequences, alternatives).
     pub(super) fn step(&mut self, p: &Ppe, n: u32, forward: bool) -> Result<Vec<u32>> {
         Ok(match p {
-            Ppe::NamedNode(iri) => match self.pt_of(iri) {
-                Some(pt) if forward => self.objects(n, pt)?,
-                Some(pt) => self.subjects(n, pt)?,
-                None => Vec::new(),
-            },
+            Ppe::NamedNode(iri) => {
+                let pts = self.pt_of(iri);
+                if forward {
+                    self.objects(n, &pts)?
+                } else {
+                    self.subjects(n, &pts)?
+                }
+            }
             Ppe::Reverse(q) => self.step(q, n, !forward)?,
             Ppe::Sequence(a, b) => {
                 let (first, second) = if forward { (a, b) } else { (b, a) };
@@ -160,14 +193,18 @@ impl<S: Source> Evaluator<'_, S> {
             Ppe::ZeroOrMore(q) => self.closure(q, n, forward, true)?,
             Ppe::OneOrMore(q) => self.closure(q, n, forward, false)?,
             Ppe::NegatedPropertySet(not) => {
-                let skip: HashSet<u32> = not.iter().filter_map(|i| self.pt_of(i)).collect();
+                let d = self.rdf.dict();
+                let skip: HashSet<u32> = not
+                    .iter()
+                    .filter_map(|i| d.id(&Term::NamedNode(i.clone())))
+                    .collect();
                 let mut out = Vec::new();
-                for (pt, _) in self.predicates() {
-                    if !skip.contains(&pt) {
+                for (pts, pid) in self.predicates() {
+                    if !skip.contains(&pid) {
                         out.extend(if forward {
-                            self.objects(n, pt)?
+                            self.objects(n, &pts)?
                         } else {
-                            self.subjects(n, pt)?
+                            self.subjects(n, &pts)?
                         });
                     }
                 }
@@ -220,10 +257,10 @@ impl<S: Source> Evaluator<'_, S> {
             }
             (None, None) => {
                 let starts = match p {
-                    Ppe::NamedNode(iri) => match self.pt_of(iri) {
-                        Some(pt) => self.index_all(pt, OUT)?,
-                        None => Vec::new(),
-                    },
+                    Ppe::NamedNode(iri) => {
+                        let pts = self.pt_of(iri);
+                        self.index_all(&pts, OUT)?
+                    }
                     _ => self.nodes()?,
                 };
                 for s in starts {
@@ -257,23 +294,25 @@ impl<S: Source> Evaluator<'_, S> {
         }
         let (sv, ov) = (get(s), get(o));
         let pv = row.get(p).copied().flatten();
-        let type_pt = self.rdf.type_pt();
-        for (pt, pid) in self.predicates() {
+        for (pts, pid) in self.predicates() {
             if pv.is_some_and(|v| v != pid) {
                 continue;
             }
             let pairs: Vec<(u32, u32)> = match (sv, ov) {
-                (Some(s), _) => self.objects(s, pt)?.into_iter().map(|x| (s, x)).collect(),
-                (None, Some(o)) => self.subjects(o, pt)?.into_iter().map(|x| (x, o)).collect(),
+                (Some(s), _) => self.objects(s, &pts)?.into_iter().map(|x| (s, x)).collect(),
+                (None, Some(o)) => self
+                    .subjects(o, &pts)?
+                    .into_iter()
+                    .map(|x| (x, o))
+                    .collect(),
                 (None, None) => {
                     let mut v = Vec::new();
-                    for s in self.index_all(pt, OUT)? {
-                        v.extend(self.objects(s, pt)?.into_iter().map(|x| (s, x)));
+                    for s in self.index_all(&pts, OUT)? {
+                        v.extend(self.objects(s, &pts)?.into_iter().map(|x| (s, x)));
                     }
                     v
                 }
             };
-            let _ = type_pt;
             for (x, y) in pairs {
                 if ov.is_some_and(|o| o != y) {
                     continue;
