@@ -107,6 +107,9 @@ pub struct Report {
     pub failed_ops: u64,
     /// Retries after `WRONG_HOME`, over the run.
     pub retries: u64,
+    /// Updates the clients sent to a slot's new home by a move's migration
+    /// index, before the table named it.
+    pub hinted: u64,
     /// Inserts acknowledged.
     pub acknowledged_writes: u64,
     /// Acknowledged inserts missing from the final reads.
@@ -301,6 +304,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         let t0 = Instant::now();
         let mut rows = Vec::new();
         let mut retries = 0;
+        let mut hinted = 0;
         std::thread::scope(|sc| -> Result<()> {
             let mut handles = Vec::new();
             for c in 0..s.clients {
@@ -346,7 +350,8 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                         ));
                     }
                     samples.lock().unwrap().extend(mine);
-                    cl.routing().retries
+                    let r = cl.routing();
+                    (r.retries, r.hinted)
                 }));
             }
             let phase = Duration::from_secs(s.phase_s);
@@ -394,7 +399,9 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             std::thread::sleep(phase);
             stop.store(true, Ordering::Relaxed);
             for h in handles {
-                retries += h.join().expect("a client thread does not panic");
+                let (r, n) = h.join().expect("a client thread does not panic");
+                retries += r;
+                hinted += n;
             }
             Ok(())
         })?;
@@ -445,6 +452,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             ops: samples.iter().filter(|x| x.2).count() as u64,
             failed_ops: samples.iter().filter(|x| !x.2).count() as u64,
             retries,
+            hinted,
             acknowledged_writes: acked.len() as u64,
             lost_acknowledged_writes: lost,
             redis: None,

@@ -99,8 +99,8 @@ pub(crate) fn run(a: ElasticArgs) -> CliResult {
         );
     }
     println!(
-        "{} ops, {} failed, {} retries; {} acknowledged inserts, {} lost",
-        r.ops, r.failed_ops, r.retries, r.acknowledged_writes, r.lost_acknowledged_writes
+        "{} ops, {} failed, {} retries, {} updates sent to a new home by a hint; {} acknowledged inserts, {} lost",
+        r.ops, r.failed_ops, r.retries, r.hinted, r.acknowledged_writes, r.lost_acknowledged_writes
     );
     for (why, n) in &r.failure_reasons {
         println!("  {n:>8} x {why}");

@@ -176,9 +176,23 @@ struct Shared {
     /// Scheduling points the mover waits between B's SERVE and the commit
     /// (B serves the slot ahead of the table meanwhile).
     serve_lead: u64,
-    /// The slot handed and its new home, from HAND to the commit: the hint
-    /// a client's migration index gives (updates of it go to B).
-    handed: Mutex<Option<(u32, MachineId)>>,
+    /// The slot handed, its old and its new home, from HAND to the commit:
+    /// the hint a client's migration index gives (updates of it go to B).
+    handed: Mutex<Option<(u32, MachineId, MachineId)>>,
+    /// Whether the nemesis waits for a slot in a move and strikes its old
+    /// or new home, and when.
+    hunt: Hunt,
+}
+
+/// Where the nemesis strikes a move's old or new home (`Shared::hunt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hunt {
+    /// Anywhere (the nemesis's own choice).
+    No,
+    /// Between TAKE and HAND (A's checks stand for the fences).
+    BeforeHand,
+    /// Between HAND and the commit (V2, V5).
+    BeforeCommit,
 }
 
 impl Shared {
@@ -319,7 +333,14 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
     let favoured: Vec<VertexId> = (0..VERTICES)
         .filter(|&v| home_of(v, MACHINES) == (near + 1) % MACHINES as MachineId)
         .collect();
-    for i in 0..OPS_PER_CLIENT {
+    // Hunting seeds run longer (the fault between HAND and the commit
+    // comes late): their clients keep going through it.
+    let ops = if s.hunt != Hunt::No {
+        3 * OPS_PER_CLIENT
+    } else {
+        OPS_PER_CLIENT
+    };
+    for i in 0..ops {
         let v = if rng.below(10) < 6 {
             favoured[rng.below(favoured.len() as u64) as usize]
         } else {
@@ -331,14 +352,14 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
         let update_at = |rng: &mut SimRng, v: VertexId| {
             let table = s.table.lock().unwrap();
             match *s.handed.lock().unwrap() {
-                Some((slot, b)) if table.slot_of(v) == slot && rng.below(10) < 7 => b,
+                Some((slot, _, b)) if table.slot_of(v) == slot && rng.below(10) < 7 => b,
                 _ if rng.below(10) < 8 => table.owner_of(v),
                 _ => rng.below(MACHINES as u64) as MachineId,
             }
         };
         let (call, req, at) = match rng.below(10) {
             0..=3 => {
-                let u = 1_000 + (id * OPS_PER_CLIENT + i) as VertexId;
+                let u = 1_000 + (id * 3 * OPS_PER_CLIENT + i) as VertexId;
                 inserted.push((v, u));
                 (
                     Call::Insert(u),
@@ -539,6 +560,12 @@ fn simulate(seed: u64, moves: bool, join: bool) -> Result<(Vec<Vec<Event>>, Cove
         join,
         serve_lead: 100 + (seed % 5) * 150,
         handed: Mutex::new(None),
+        hunt: match seed % 4 {
+            _ if !moves => Hunt::No,
+            0 => Hunt::BeforeHand,
+            2 => Hunt::BeforeCommit,
+            _ => Hunt::No,
+        },
         // Joining, node 2 comes later: the slots start over 0 and 1.
         table: Mutex::new(
             SlotTable::uniform_among(

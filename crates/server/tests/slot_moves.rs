@@ -474,6 +474,16 @@ fn a_handed_batch_is_served_by_its_new_home_before_the_commit_and_through_restar
         &Arc::new(Mutex::new(acked.clone())),
         "after a restart, handed",
     );
+    // A server that is neither reads by the table: A's bucket, where A's
+    // replay put a MOVED(2) marker (V5), sends it on to server 2.
+    let third = (0..3u8).find(|&s| s != a && s != 2).unwrap();
+    let Reply::Neighbors(l) = c
+        .call(third, &Request::Neighbors { vertex: v0, k: 0 }, None)
+        .unwrap()
+    else {
+        panic!("neighbors")
+    };
+    assert!(l.contains(&999_999), "read at server {third}: {l:?}");
     assert!(
         c.insert_edge(v0, 999_998).unwrap(),
         "served by 2 after its restart"

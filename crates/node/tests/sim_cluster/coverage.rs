@@ -21,6 +21,8 @@ pub(crate) struct Coverage {
     /// Updates acknowledged by a node the table did not name yet (a slot
     /// served ahead of the table, V2).
     pub(crate) served_ahead: u64,
+    /// Faults struck at a handed slot's old or new home before its commit.
+    pub(crate) hunted: u64,
 }
 
 impl Coverage {
@@ -42,5 +44,6 @@ impl Coverage {
         self.slot_moves_rolled_back += o.slot_moves_rolled_back;
         self.joins += o.joins;
         self.served_ahead += o.served_ahead;
+        self.hunted += o.hunted;
     }
 }

@@ -15,7 +15,7 @@ use locus_fabric::{Fabric, MachineId, Port};
 use locus_node::member::MembershipStore;
 use locus_store::SlotMove;
 
-use super::{Coverage, Shared, JOINER, MACHINES, NO_DEADLINE, VERTICES};
+use super::{Coverage, Hunt, Shared, JOINER, MACHINES, NO_DEADLINE, VERTICES};
 
 /// Slot moves the mover tries in a run.
 const MOVES_PER_RUN: usize = 4;
@@ -58,6 +58,16 @@ fn install_everywhere(s: &Shared) {
     }
 }
 
+/// Waits (a bounded while) until the nemesis has restarted its victim.
+fn wait_for_nemesis(s: &Shared, port: &mut impl Port) {
+    for _ in 0..50_000 {
+        if s.nemesis_done.load(Ordering::Acquire) {
+            break;
+        }
+        port.relax();
+    }
+}
+
 /// Rolls a handed slot forward: B serves it (retried while B is down:
 /// the nemesis restarts it), then the table naming B is committed and
 /// installed (B first).
@@ -78,6 +88,12 @@ fn finish(
     // Between SERVE and the commit: B serves the slot ahead of the table.
     for _ in 0..s.serve_lead {
         port.relax();
+    }
+    // Hunting, the nemesis strikes A or B of a handed slot: the commit
+    // waits until the victim is back, so that it restarts with the move
+    // in flight (A's replay of HANDED, V5; B's of SERVE, V2).
+    if s.hunt == Hunt::BeforeCommit {
+        wait_for_nemesis(s, port);
     }
     {
         let mut t = s.table.lock().unwrap();
@@ -134,17 +150,25 @@ pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         let handed = (|| {
             let g = step(s, a, MoveStep::Guard, b, &slots, Vec::new())?;
             step(s, b, MoveStep::Take, a, &slots, g.listed)?;
+            if s.hunt == Hunt::BeforeHand {
+                // The nemesis strikes A or B between TAKE and HAND, and
+                // HAND comes once the victim is back: A's checks stand
+                // for the incarnation fences the commit no longer has.
+                *s.handed.lock().unwrap() = Some((slot, a, b));
+                wait_for_nemesis(s, &mut port);
+            }
             step(s, a, MoveStep::Hand, b, &slots, Vec::new())
         })();
         match handed {
             Some(_) => {
-                *s.handed.lock().unwrap() = Some((slot, b));
+                *s.handed.lock().unwrap() = Some((slot, a, b));
                 finish(s, &mut port, a, b, slot, &mut cov);
                 *s.handed.lock().unwrap() = None;
             }
             None => {
                 // Not handed: rolled back (a node that is down forgets at
                 // its restart, by its replay).
+                *s.handed.lock().unwrap() = None;
                 cov.slot_moves_rolled_back += 1;
                 let _ = step(s, a, MoveStep::Release, b, &slots, Vec::new());
                 let _ = step(s, b, MoveStep::Forget, a, &slots, Vec::new());

@@ -12,7 +12,7 @@ use super::{Coverage, Fault, Shared, CLIENTS_PER_NODE, MACHINES};
 
 /// The nemesis and the simulated membership: one fault on one node.
 pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
-    let victim = rng.below(MACHINES as u64) as MachineId;
+    let mut victim = rng.below(MACHINES as u64) as MachineId;
     let fault = match rng.below(4) {
         0 => Fault::Crash(Crash::ProcessCrash),
         1 => Fault::Crash(Crash::PowerLoss),
@@ -29,11 +29,32 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         }
     };
     wait(&mut port, &mut rng, 300);
+    let mut hunted = 0;
+    if s.hunt != super::Hunt::No {
+        // Strike a handed slot's old or new home, between HAND and the
+        // commit, if the mover hands one soon.
+        for _ in 0..20_000 {
+            if let Some((_, a, b)) = *s.handed.lock().unwrap() {
+                victim = if rng.below(2) == 0 { a } else { b };
+                hunted = 1;
+                break;
+            }
+            port.relax();
+        }
+        if victim == other {
+            port = f
+                .port((victim + 1) % MACHINES as MachineId)
+                .expect("a port");
+        }
+    }
     // A node not started yet (the mover adds it) is waited for.
     while s.node(victim).is_none() {
         port.relax();
     }
-    let mut cov = Coverage::default();
+    let mut cov = Coverage {
+        hunted,
+        ..Coverage::default()
+    };
     let me = MACHINES * CLIENTS_PER_NODE;
     s.doing(me, format!("{fault:?} of m{victim}"));
     let kill = |s: &Shared, how: Crash| {

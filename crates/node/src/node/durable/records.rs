@@ -240,12 +240,16 @@ impl Replay<'_> {
             Rec::Handed(slots, to) => {
                 let set: HashSet<u32> = slots.iter().copied().collect();
                 let slot_of = self.slot_of;
-                for (v, l) in &self.lists {
-                    if set.contains(&slot_of(*v)) {
-                        self.handed_vertices.insert(*v, l.len());
-                    }
-                }
+                let handed: Vec<(u32, usize)> = self
+                    .lists
+                    .iter()
+                    .filter(|(v, _)| set.contains(&slot_of(**v)))
+                    .map(|(v, l)| (*v, l.len()))
+                    .collect();
+                // (forget drops what was said of the slots, earlier
+                // handed vertices included: these are the slots' now.)
                 self.forget(&slots);
+                self.handed_vertices.extend(handed);
                 self.moved.extend(&slots);
                 for s in slots {
                     self.handed.insert(s, to);
