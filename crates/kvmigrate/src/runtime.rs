@@ -521,6 +521,10 @@ impl Client {
                 }
                 return match out.status {
                     Status::Error => Err(Error::Refused(r.from)),
+                    Status::Lost => Err(Error::DataLost {
+                        server: r.from,
+                        message: String::from_utf8_lossy(&out.value).into_owned(),
+                    }),
                     _ => Ok(out),
                 };
             }

@@ -41,6 +41,14 @@
 //! the source; a MIRROR-ACK refusing a write means the source aborted, and the destination
 //! drops the shard.
 //!
+//! # Source failure
+//! A destination probes a source silent for `ack_timeout_us` (at once after a PULL or MIRROR
+//! given up); a PROBE given up sends SOURCE-LOST to the router, and once the router accepts it,
+//! the shard is served at the destination as orphaned until an operator recovers or rolls it
+//! back (`server/orphan.rs`). Probing only after a silence makes the destination slower to
+//! give up than the source (`ack_timeout_us` once), so a live source cut off by loss aborts
+//! first and the router refuses the SOURCE-LOST.
+//!
 //! # Reliable control plane
 //! Migration and control packets (and pulls and mirrors) go through [`crate::reliable`]: a
 //! server-wide sequence number, resends with backoff, duplicates of answers ignored. Receivers
@@ -50,6 +58,7 @@
 mod config;
 mod dest;
 mod dispatch;
+mod orphan;
 mod source;
 
 pub use config::{ServerConfig, ServerStats};
@@ -118,14 +127,43 @@ struct DestAgent {
     pending: BTreeMap<u32, Packet>,
     pending_keys: BTreeMap<Key, u32>,
     /// A mirrored write went unanswered past its retries: the source may or may not hold it,
-    /// so nothing of the shard is served until the source finishes or aborts the migration.
+    /// so nothing of the shard is served until the source finishes or aborts the migration, or
+    /// the router confirms it dead (a PROBE goes out at once).
     fenced: bool,
+    /// This server's era at MIGRATE-INIT: a version of this era or later was written here.
+    era_in: u16,
+    /// When the source last sent anything about this shard (silent for `ack_timeout_us`, it is
+    /// probed; `server/orphan.rs`).
+    heard_us: u64,
+    /// A PROBE awaits its answer.
+    probing: bool,
+    /// The source stopped answering (`server/orphan.rs`).
+    source_lost: Option<SourceLost>,
+}
+
+/// A destination's dead source (design: "NetMigrate: a dead source").
+#[derive(Debug)]
+struct SourceLost {
+    /// Why the source is taken for dead.
+    reason: String,
+    /// The router accepted SOURCE-LOST: the shard is served here as orphaned.
+    orphaned: bool,
+    since_us: u64,
 }
 
 impl DestAgent {
     fn group_done(&self, key: Key) -> bool {
         let g = self.geometry.group_of(key) as usize;
         self.done[g / 64] & (1 << (g % 64)) != 0
+    }
+
+    /// Whether group `g`'s copy here is final: it had its GROUP-DONE, and the protocol sends
+    /// nothing of a done group later (source-based and stop-and-copy re-send dirty pairs in
+    /// later rounds, so no group of theirs is final before FINISH).
+    fn group_final(&self, g: u32) -> bool {
+        let g = g as usize;
+        !matches!(self.protocol, Protocol::SourceBased | Protocol::StopAndCopy)
+            && self.done[g / 64] & (1 << (g % 64)) != 0
     }
 }
 
@@ -545,6 +583,7 @@ impl<S: ShardStore> Server<S> {
         for shard in shards {
             self.source_step(shard);
         }
+        self.dest_watch();
         std::mem::take(&mut self.out)
     }
 
@@ -592,6 +631,7 @@ impl<S: ShardStore> Server<S> {
                 _ => None,
             })
             .collect();
+        v.extend(self.orphan_status());
         v.extend(self.history.iter().cloned());
         v
     }
@@ -611,6 +651,7 @@ impl<S: ShardStore> Server<S> {
                 self.stats.forwarded += 1;
                 self.out.push((to, q));
             }
+            Role::Dest(d) if d.source_lost.is_some() => self.orphan_query(q),
             Role::Dest(_) => self.dest_query(q),
             Role::Source(a) if a.frozen_since_us.is_some() => {
                 if a.held.len() >= self.cfg.held_queries_max {

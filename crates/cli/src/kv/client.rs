@@ -100,6 +100,7 @@ pub(super) fn get(a: GetArgs) -> Result<(), String> {
             Ok(())
         }
         Status::NotFound => Err(format!("key {} not found in shard {}", a.key, a.shard)),
+        Status::Lost => Err(printable(&o.value)),
         _ => Err(format!("server refused GET {} in shard {}", a.key, a.shard)),
     }
 }
