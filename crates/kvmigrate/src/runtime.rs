@@ -77,6 +77,8 @@ impl ClusterConfig {
 
 enum Command {
     Load(ShardId, Vec<(Key, Vec<u8>)>, Sender<Result<()>>),
+    Recover(ShardId, Sender<Result<()>>),
+    Abandon(ShardId, Sender<Result<()>>),
     Migrate(ShardId, NodeId, Protocol, Sender<Result<()>>),
     Abort(ShardId),
     Peek(ShardId, Key, Sender<Option<Item>>),
@@ -264,6 +266,18 @@ impl Cluster {
             })
     }
 
+    /// Operator: `server` accepts the loss of its orphaned `shard`'s uncopied groups and owns
+    /// the shard (`kv migration recover`; design: "NetMigrate: a dead source").
+    pub fn recover(&self, server: NodeId, shard: ShardId) -> Result<()> {
+        self.command(server, |tx| Command::Recover(shard, tx))?
+    }
+
+    /// Operator: `server` drops its orphaned `shard` and hands it back to the source, which came
+    /// back with its data (`kv migration abort`).
+    pub fn hand_back(&self, server: NodeId, shard: ShardId) -> Result<()> {
+        self.command(server, |tx| Command::Abandon(shard, tx))?
+    }
+
     /// A server's entry for `key` in `shard`, bypassing the router.
     pub fn peek(&self, server: NodeId, shard: ShardId, key: Key) -> Result<Option<Item>> {
         self.command(server, |tx| Command::Peek(shard, key, tx))
@@ -436,6 +450,12 @@ impl<S: ShardStore> NodeHooks<ServerNode<S>> for ServerThread {
     fn poll(&mut self, node: &mut ServerNode<S>) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
+                Command::Recover(shard, tx) => {
+                    let _ = tx.send(node.recover_orphan(shard));
+                }
+                Command::Abandon(shard, tx) => {
+                    let _ = tx.send(node.abandon_orphan(shard));
+                }
                 Command::Load(shard, pairs, tx) => {
                     let _ = tx.send(node.load(shard, pairs));
                 }

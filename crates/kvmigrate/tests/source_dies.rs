@@ -186,3 +186,102 @@ fn only_the_destination_can_declare_its_source_lost() {
     }
     assert_eq!(router.on_packet(get(1, 1))[0].0, DEST);
 }
+
+#[test]
+fn threaded_cluster_orphans_recovers_and_moves_the_shard_on() {
+    use locus_kvmigrate::runtime::{Cluster, ClusterConfig};
+    use locus_kvmigrate::{Error, Geometry, ServerConfig};
+    use std::time::{Duration, Instant};
+
+    let geometry = Geometry::new(12, 2).unwrap();
+    let mut server = ServerConfig::new(0, 0, geometry);
+    server.ack_timeout_us = 200_000;
+    server.retries_max = 3;
+    // One item per batch and in flight (as in `destination_dies.rs`): the copy is still
+    // running when the source dies.
+    server.batch_items_max = 1;
+    server.batches_inflight_max = 1;
+    server.groups_inflight_max = 1;
+    let mut cfg = ClusterConfig::new(3, 2, server);
+    cfg.op_timeout_ms = 300;
+    let cluster = Cluster::start(cfg).unwrap();
+    let keys = 20_000u64;
+    cluster
+        .load(1, (0..keys).map(|k| (k, vec![1; 64])).collect())
+        .unwrap();
+    let mut client = cluster.client().unwrap();
+    cluster.migrate(1, 1, 2, Protocol::NetMigrate).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let wait_for = |phase: MigrationPhase| loop {
+        let s = cluster.migration_status();
+        if let Some(m) = s.iter().find(|m| m.phase == phase && m.destination == DEST) {
+            break m.clone();
+        }
+        assert!(Instant::now() < deadline, "no {phase:?}: {s:?}");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    loop {
+        let s = cluster.migration_status();
+        if s.iter().any(|s| s.groups_done >= 4) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no progress: {s:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cluster.kill(SOURCE);
+    let lost = loop {
+        let m = wait_for(MigrationPhase::SourceLost);
+        if m.last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("orphaned here")
+        {
+            break m;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert!(lost.groups_done < lost.groups_total, "{lost:?}");
+    // Every key answers: its value, or LOST naming the dead source; never absent.
+    let (mut answered, mut lost_keys) = (0, 0);
+    for k in 0..keys {
+        match client.get(SOURCE, k) {
+            Ok(Some(v)) => {
+                assert_eq!(v, vec![1; 64]);
+                answered += 1;
+            }
+            Ok(None) => panic!("key {k} read as absent"),
+            Err(Error::DataLost { server, message }) => {
+                assert_eq!(server, DEST);
+                assert!(message.contains("server 1"), "{message}");
+                lost_keys += 1;
+            }
+            Err(e) => panic!("key {k}: {e}"),
+        }
+    }
+    assert!(answered > 0 && lost_keys > 0, "{answered} {lost_keys}");
+    // A write of a lost key makes it answer.
+    client.set(SOURCE, keys - 1, b"new".to_vec()).unwrap();
+    assert_eq!(client.get(SOURCE, keys - 1).unwrap(), Some(b"new".to_vec()));
+    cluster.recover(DEST, SOURCE).unwrap();
+    wait_for(MigrationPhase::Recovered);
+    for k in (0..keys).step_by(97) {
+        assert!(client.get(SOURCE, k).is_ok(), "key {k} after recover");
+    }
+    // No lasting MigrationBusy: the shard moves on to server 3.
+    cluster
+        .migrate(DEST, SOURCE, 3, Protocol::NetMigrate)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = cluster.migration_status();
+        if s.iter()
+            .any(|m| m.source == DEST && m.phase == MigrationPhase::Done)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no second migration: {s:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(client.get(SOURCE, keys - 1).unwrap(), Some(b"new".to_vec()));
+    cluster.shutdown().unwrap();
+}
