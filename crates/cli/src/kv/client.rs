@@ -10,8 +10,8 @@ use locus_kvmigrate::wire::{Body, NodeId, Packet, Status, DATAGRAM_BYTES_MAX, VA
 use serde_json::{json, Value};
 
 use super::{
-    admin_bytes, parse_admin, parse_protocol, Book, GetArgs, MigrateArgs, SetArgs, StatusArgs,
-    CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
+    admin_bytes, parse_admin, parse_protocol, Book, GetArgs, MigrateArgs, OrphanArgs, SetArgs,
+    StatusArgs, CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
 };
 
 fn bind(addr: SocketAddr, what: &str) -> Result<UdpSocket, String> {
@@ -126,6 +126,48 @@ pub(super) fn set(a: SetArgs) -> Result<(), String> {
         }
         _ => Err(format!("server refused SET {} in shard {}", a.key, a.shard)),
     }
+}
+
+/// `kv migration recover` (`recover`) or `abort`: the operator's decision on a shard whose
+/// source died mid-migration (design: "NetMigrate: a dead source").
+pub(super) fn orphan(a: OrphanArgs, recover: bool) -> Result<(), String> {
+    let book = Book::parse("--router", &a.router)?;
+    for (flag, v) in [("--shard", a.shard), ("--server", a.server)] {
+        if v == 0 || v > SERVERS_MAX {
+            return Err(format!(
+                "{flag} {v}: must be a server id in 1..={SERVERS_MAX}"
+            ));
+        }
+    }
+    let op = if recover { "recover" } else { "abort" };
+    let req = json!({"op": op, "shard": a.shard, "server": a.server});
+    let got = admin(&book, &req, |g| !g.is_empty(), a.timeout_ms)?;
+    let Some(r) = got.first() else {
+        return Err(format!(
+            "no answer within {} ms from the router at {} or server {}",
+            a.timeout_ms,
+            book.router(),
+            a.server
+        ));
+    };
+    if r["ok"] != json!(true) {
+        return Err(format!(
+            "{op} refused: {}",
+            r["error"].as_str().unwrap_or("no reason given")
+        ));
+    }
+    if recover {
+        println!(
+            "shard {} is owned by server {}; keys of the groups not copied read as absent",
+            a.shard, a.server
+        );
+    } else {
+        println!(
+            "server {} dropped shard {}; the router sends it back to its source",
+            a.server, a.shard
+        );
+    }
+    Ok(())
 }
 
 /// Sends an admin request to the router and collects answers until `want` arrived or the timeout.

@@ -1,5 +1,6 @@
 //! `locus kv`: the NetMigrate router and KV servers as separate processes on loopback UDP, and
-//! the commands that drive them (`get`, `set`, `migrate`, `migration status`).
+//! the commands that drive them (`get`, `set`, `migrate`, `migration status`, and
+//! `migration recover|abort` for a shard whose source died mid-migration).
 //!
 //! Addressing: node `n` (router 0, servers 1..=64, clients from 100) receives on
 //! `127.0.0.1:(P + n)`, where `P` is the router's `--listen` port. Every process computes a
@@ -27,7 +28,7 @@ use locus_kvmigrate::wire::NodeId;
 use locus_kvmigrate::Protocol;
 use serde_json::Value;
 
-use client::{get, migrate, set, status};
+use client::{get, migrate, orphan, set, status};
 use nodes::{router, server};
 
 /// Prefix of management datagrams.
@@ -187,6 +188,28 @@ pub struct MigrationArgs {
 pub enum MigrationCmd {
     /// Every migration's progress: groups done/total, rate, errors, phase.
     Status(StatusArgs),
+    /// A shard orphaned by a dead source (phase SourceLost): accept the loss of the groups not
+    /// copied; the destination owns the shard, and their keys read as absent from then on.
+    Recover(OrphanArgs),
+    /// A shard orphaned by a dead source that came back with its data: the destination drops
+    /// its copy (and writes it took since) and the router sends the shard back to the source.
+    Abort(OrphanArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct OrphanArgs {
+    /// The router's address.
+    #[arg(long, value_name = "127.0.0.1:PORT")]
+    pub router: String,
+    /// The orphaned shard.
+    #[arg(long)]
+    pub shard: u16,
+    /// The destination that holds it (`kv migration status` shows it as dst, phase SourceLost).
+    #[arg(long)]
+    pub server: u16,
+    /// Give up after this long.
+    #[arg(long, default_value_t = 2000)]
+    pub timeout_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -209,9 +232,11 @@ pub fn run(a: KvArgs) -> Result<(), String> {
         Kv::Get(g) => get(g),
         Kv::Set(s) => set(s),
         Kv::Migrate(m) => migrate(m),
-        Kv::Migration(MigrationArgs {
-            which: MigrationCmd::Status(s),
-        }) => status(s),
+        Kv::Migration(MigrationArgs { which }) => match which {
+            MigrationCmd::Status(s) => status(s),
+            MigrationCmd::Recover(o) => orphan(o, true),
+            MigrationCmd::Abort(o) => orphan(o, false),
+        },
     }
 }
 

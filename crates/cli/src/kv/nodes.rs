@@ -83,8 +83,9 @@ impl RouterAdmin {
         let _ = self.peer.send_datagram(&admin_bytes(v), to);
     }
 
-    fn relay_migrate(&mut self, req: &Value, from: SocketAddr) {
-        match req["from"].as_u64().and_then(|f| u16::try_from(f).ok()) {
+    /// Relays a request to the server its field `field` names.
+    fn relay(&mut self, req: &Value, field: &str, from: SocketAddr) {
+        match req[field].as_u64().and_then(|f| u16::try_from(f).ok()) {
             Some(src) if self.servers.contains(&src) => {
                 let mut fwd = req.clone();
                 fwd["reply_to"] = json!(from.to_string());
@@ -96,7 +97,7 @@ impl RouterAdmin {
             _ => {
                 let msg = json!({"ok": false, "error": format!(
                     "server {} has not registered with this router (known: {:?})",
-                    req["from"], self.servers)});
+                    req[field], self.servers)});
                 self.send(&msg, from);
             }
         }
@@ -149,7 +150,8 @@ impl NodeHooks<RouterNode> for RouterAdmin {
                 }
                 _ => self.admin_malformed += 1,
             },
-            "migrate" => self.relay_migrate(&req, d.from),
+            "migrate" => self.relay(&req, "from", d.from),
+            "recover" | "abort" => self.relay(&req, "server", d.from),
             "migration_status" => self.status(node, d.from),
             _ => self.admin_malformed += 1,
         }
@@ -285,6 +287,19 @@ impl NodeHooks<ServerNode> for ServerAdmin {
                 Ok(attempt) => json!({"ok": true, "server": id, "attempt": attempt}),
                 Err(e) => json!({"ok": false, "server": id, "error": e}),
             },
+            op @ ("recover" | "abort") => {
+                let done = match req["shard"].as_u64().and_then(|v| u16::try_from(v).ok()) {
+                    None => Err("request field shard missing or not a u16".to_string()),
+                    Some(shard) if op == "recover" => {
+                        node.recover_orphan(shard).map_err(|e| e.to_string())
+                    }
+                    Some(shard) => node.abandon_orphan(shard).map_err(|e| e.to_string()),
+                };
+                match done {
+                    Ok(()) => json!({"ok": true, "server": id}),
+                    Err(e) => json!({"ok": false, "server": id, "error": e}),
+                }
+            }
             "status" => json!({
                 "server": id,
                 "listen": self.me.to_string(),
