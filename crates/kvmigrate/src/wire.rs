@@ -583,6 +583,12 @@ impl Packet {
     }
 }
 
+/// Whether `datagram` starts as a wire packet does (magic and version), so that a driver
+/// sharing its socket can tell its own traffic from packets without decoding.
+pub fn looks_like_packet(datagram: &[u8]) -> bool {
+    datagram.len() >= 3 && datagram[..2] == MAGIC.to_le_bytes() && datagram[2] == VERSION
+}
+
 fn put_value(out: &mut Vec<u8>, value: &[u8]) -> Result<()> {
     if value.len() > VALUE_BYTES_MAX {
         return Err(Error::TooLarge {

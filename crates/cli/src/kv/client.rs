@@ -5,13 +5,14 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use locus_kvmigrate::auth::{Opener, Sealer};
 use locus_kvmigrate::client::{Outcome, ReplyMerger};
 use locus_kvmigrate::wire::{Body, NodeId, Packet, Status, DATAGRAM_BYTES_MAX, VALUE_BYTES_MAX};
 use serde_json::{json, Value};
 
 use super::{
-    admin_bytes, parse_admin, parse_protocol, Book, GetArgs, MigrateArgs, OrphanArgs, SetArgs,
-    StatusArgs, CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
+    admin_bytes, datagram_key, parse_admin, parse_protocol, Book, GetArgs, MigrateArgs, OrphanArgs,
+    SetArgs, StatusArgs, CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
 };
 
 fn bind(addr: SocketAddr, what: &str) -> Result<UdpSocket, String> {
@@ -59,6 +60,12 @@ fn query(router: &str, shard: u16, body: Body, timeout_ms: u64) -> Result<Outcom
     };
     let mut buf = Vec::new();
     p.encode(&mut buf).map_err(|e| e.to_string())?;
+    let key = datagram_key()?;
+    if let Some(k) = &key {
+        Sealer::new(k.clone(), id).seal(&mut buf);
+    }
+    // Replies come from servers (or the router, for a shard it cannot place).
+    let mut opener = key.map(|k| Opener::new(k, 0));
     sock.send_to(&buf, book.router())
         .map_err(|e| format!("send to router {}: {e}", book.router()))?;
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
@@ -72,10 +79,17 @@ fn query(router: &str, shard: u16, body: Body, timeout_ms: u64) -> Result<Outcom
                 book.router()
             ));
         }
-        let Some((n, _)) = recv_timeout(&sock, &mut rbuf, left)? else {
+        let Some((n, from)) = recv_timeout(&sock, &mut rbuf, left)? else {
             continue;
         };
-        let Ok(r) = Packet::decode(&rbuf[..n]) else {
+        let bytes = match opener.as_mut() {
+            Some(o) => match o.open(&rbuf[..n], |sender| book.addr(sender) == Some(from)) {
+                Ok(b) => b,
+                Err(_) => continue,
+            },
+            None => &rbuf[..n],
+        };
+        let Ok(r) = Packet::decode(bytes) else {
             continue;
         };
         if r.seq != seq {
@@ -371,6 +385,22 @@ pub(super) fn status(a: StatusArgs) -> Result<(), String> {
             .map(|s| s.iter().map(|v| v["server"].to_string()).collect::<Vec<_>>().join(","))
             .unwrap_or_default()
     );
+    // Datagram MACs (LOCUS_SECRET): what the router and each server dropped.
+    let nodes = std::iter::once(("router".to_string(), &r["auth"])).chain(
+        st["servers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| (format!("server {}", v["server"]), &v["auth"])),
+    );
+    for (who, a) in nodes {
+        if a.is_object() {
+            println!(
+                "{who}: datagram MACs: {} accepted; dropped {} bad MAC, {} replayed, {} wrong sender, {} short",
+                a["accepted"], a["bad_mac"], a["replayed"], a["wrong_sender"], a["short"]
+            );
+        }
+    }
     if st["servers_not_answering"].as_u64().unwrap_or(0) > 0 {
         println!("{} server(s) did not answer", st["servers_not_answering"]);
     }

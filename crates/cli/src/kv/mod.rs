@@ -7,7 +7,9 @@
 //! peer's address from its id, so no process needs a peer table, and a server replies to a
 //! client (whose id is in each query) directly, as in the paper.
 //!
-//! Data packets are the `locus-kvmigrate` wire format. Management requests are datagrams that
+//! Data packets are the `locus-kvmigrate` wire format, sealed with a MAC keyed from the cluster
+//! secret when [`SECRET_ENV`] is set (every process then drops and counts packets that do not
+//! open: forged, replayed, or from an unexpected sender; `migration status` shows the counts). Management requests are datagrams that
 //! start with [`ADMIN_MAGIC`] followed by JSON; they cannot be mistaken for wire packets (whose
 //! first two bytes are the magic 0x4D4E). The router relays `migrate` to the source server and
 //! `migration_status` to every server that said hello; servers answer the requester directly.
@@ -237,6 +239,21 @@ pub fn run(a: KvArgs) -> Result<(), String> {
             MigrationCmd::Recover(o) => orphan(o, true),
             MigrationCmd::Abort(o) => orphan(o, false),
         },
+    }
+}
+
+/// The environment variable holding the cluster secret; when set, every wire packet carries a
+/// MAC keyed from it (`locus_kvmigrate::auth`), and packets without a valid one are dropped and
+/// counted. Every process of a deployment, and each `kv get`/`set`, needs the same value.
+pub const SECRET_ENV: &str = "LOCUS_SECRET";
+
+/// The datagram key from [`SECRET_ENV`], if it is set and not empty.
+fn datagram_key() -> Result<Option<locus_kvmigrate::auth::DatagramKey>, String> {
+    match std::env::var(SECRET_ENV) {
+        Ok(s) if !s.is_empty() => locus_kvmigrate::auth::DatagramKey::from_secret(s.as_bytes())
+            .map(Some)
+            .map_err(|e| format!("{SECRET_ENV}: {e}")),
+        _ => Ok(None),
     }
 }
 

@@ -21,8 +21,8 @@ use locus_kvmigrate::{Geometry, Router, RouterConfig, Server, ServerConfig};
 use serde_json::{json, Value};
 
 use super::{
-    admin_bytes, parse_admin, parse_protocol, Book, RouterArgs, ServerArgs, ACK_TIMEOUT_MS_MIN,
-    RECORDS_MAX, SERVERS_MAX,
+    admin_bytes, datagram_key, parse_admin, parse_protocol, Book, RouterArgs, ServerArgs,
+    ACK_TIMEOUT_MS_MIN, RECORDS_MAX, SERVERS_MAX,
 };
 
 /// A server announces itself to the router this often, so a restarted router learns it again.
@@ -42,7 +42,11 @@ pub(super) fn router(a: RouterArgs) -> Result<(), String> {
         ..RouterConfig::default()
     })
     .map_err(|e| e.to_string())?;
-    let peer = Arc::new(UdpPeer::bind(book.base, 0).map_err(|e| format!("kv router: {e}"))?);
+    let mut peer = UdpPeer::bind(book.base, 0).map_err(|e| format!("kv router: {e}"))?;
+    if let Some(key) = datagram_key()? {
+        peer = peer.with_auth(key, 0);
+    }
+    let peer = Arc::new(peer);
     let mut node = RouterNode::new(router, peer.clone());
     eprintln!(
         "kv router listening on {} (servers at port + id, bf {} B, cbf {} B)",
@@ -126,6 +130,7 @@ impl RouterAdmin {
                 "unsendable": node.counters().unsendable,
                 "relayed": self.relayed,
                 "instances": instances,
+                "auth": self.peer.auth_counters(),
             },
             "servers": self.servers,
         });
@@ -204,7 +209,11 @@ pub(super) fn server(a: ServerArgs) -> Result<(), String> {
     let book = Book::parse("--router", &a.router)?;
     let cfg = server_config(&a)?;
     let srv = Server::new(cfg).map_err(|e| e.to_string())?;
-    let peer = Arc::new(UdpPeer::bind(book.base, a.id).map_err(|e| format!("kv server: {e}"))?);
+    let mut peer = UdpPeer::bind(book.base, a.id).map_err(|e| format!("kv server: {e}"))?;
+    if let Some(key) = datagram_key()? {
+        peer = peer.with_auth(key, 0);
+    }
+    let peer = Arc::new(peer);
     let me = peer
         .addr_of(a.id)
         .ok_or_else(|| format!("--id {}: port out of range", a.id))?;
@@ -308,6 +317,7 @@ impl NodeHooks<ServerNode> for ServerAdmin {
                 "malformed": node.counters().malformed,
                 "admin_malformed": self.admin_malformed,
                 "unsendable": node.counters().unsendable,
+                "auth": self.peer.auth_counters(),
             }),
             _ => {
                 self.admin_malformed += 1;
