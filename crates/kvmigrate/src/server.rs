@@ -41,6 +41,12 @@
 //! the source; a MIRROR-ACK refusing a write means the source aborted, and the destination
 //! drops the shard.
 //!
+//! # Router restart
+//! A restarted router forgets the instance and sends the shard's queries to the source. A source
+//! that gets a query of a group whose late writes it flushed, not as a double read, knows this
+//! (the FIFO argument above says it never happens otherwise): it aborts, or, once every group is
+//! final at the destination, forwards the query there (`on_query`).
+//!
 //! # Source failure
 //! A destination probes a source silent for `ack_timeout_us` (at once after a PULL or MIRROR
 //! given up); a PROBE given up sends SOURCE-LOST to the router, and once the router accepts it,
@@ -221,6 +227,21 @@ impl Heat {
 }
 
 impl SourceAgent {
+    /// Whether group `g`'s late writes went to the destination (it is complete, or completing):
+    /// from then on the destination holds the group. Source-based and stop-and-copy keep every
+    /// group at the source until the end.
+    fn flushed(&self, g: u32) -> bool {
+        if matches!(self.protocol, Protocol::SourceBased | Protocol::StopAndCopy)
+            || self.phase == MigrationPhase::Registering
+        {
+            return false;
+        }
+        match self.groups.get(&g) {
+            Some(gp) => gp.late_sent,
+            None => self.is_started(g),
+        }
+    }
+
     fn is_started(&self, g: u32) -> bool {
         let g = g as usize;
         self.started
@@ -659,6 +680,31 @@ impl<S: ShardStore> Server<S> {
                     self.reply(&q, Status::Error, 0, vec![], 0);
                 } else {
                     a.held.push_back(q);
+                }
+            }
+            Role::Source(a)
+                if q.flags & FLAG_DOUBLE == 0
+                    && a.flushed(s.table.geometry().group_of(key_of(&q.body))) =>
+            {
+                // Only a router that lost its state (restarted) sends a group here alone once
+                // its late writes are flushed ("Ordering" above: the FIFO argument); executed
+                // here, a write would never reach the copy. Once every group is final at the
+                // destination, the destination answers; before, the migration cannot go on
+                // without the router's filters: it aborts, and this server, holding every
+                // acknowledged write (`mirror_writes`), answers as the owner.
+                self.stats.stale_routes += 1;
+                if a.phase == MigrationPhase::Terminating {
+                    let dst = a.dst;
+                    self.stats.forwarded += 1;
+                    self.out.push((dst, q));
+                } else {
+                    let g = s.table.geometry().group_of(key_of(&q.body));
+                    let why = format!(
+                        "the router sent a query of group {g} here alone after its late writes \
+                         had gone to the destination: it lost its migration state (restarted?)"
+                    );
+                    self.abort(shard, &why);
+                    self.execute(q, 0);
                 }
             }
             Role::Source(_) | Role::Owner => self.execute(q, 0),

@@ -59,6 +59,9 @@ pub struct SimConfig {
     /// Kill the source at this step (the run then ends once the destination has the shard
     /// orphaned, or the migration had ended before).
     pub kill_source_at_step: Option<u64>,
+    /// Restart the router at this step: a fresh one, with no instance or redirect, takes the
+    /// packets in its inbox and everything after (a switch that rebooted).
+    pub restart_router_at_step: Option<u64>,
     /// Give up (an error) after this many steps.
     pub steps_max: u64,
     /// A client abandons a query after this much simulated time.
@@ -102,6 +105,7 @@ impl SimConfig {
             migration_start_step_max: 100,
             kill_destination_at_step: None,
             kill_source_at_step: None,
+            restart_router_at_step: None,
             steps_max: 400_000,
             client_timeout_us: 200_000,
             ack_timeout_us: 100_000,
@@ -216,15 +220,15 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
     let seed = cfg.seed;
     let fail = |m: String| format!("seed {seed}: {m}");
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut router = Router::new(RouterConfig {
+    let router_cfg = RouterConfig {
         id: ROUTER,
         instances_max: 2,
         bf_bytes: cfg.bf_bytes,
         cbf_bytes: cfg.cbf_bytes,
         redirects_max: 4,
         tracked_groups_max: 1 << 10,
-    })
-    .map_err(|e| fail(e.to_string()))?;
+    };
+    let mut router = Router::new(router_cfg.clone()).map_err(|e| fail(e.to_string()))?;
     let server_cfg = |id| ServerConfig {
         batch_items_max: 1,
         batches_inflight_max: 1,
@@ -323,6 +327,9 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
         if cfg.kill_destination_at_step == Some(step) {
             dead[DEST as usize] = true;
             net.set_down(DEST);
+        }
+        if cfg.restart_router_at_step == Some(step) {
+            router = Router::new(router_cfg.clone()).map_err(|e| fail(e.to_string()))?;
         }
         if cfg.kill_source_at_step == Some(step) {
             dead[SOURCE as usize] = true;
