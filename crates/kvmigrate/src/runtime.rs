@@ -322,9 +322,14 @@ impl Cluster {
                 .into_iter()
                 .rfind(|s| s.shard == shard);
             if let Some(s) = &last {
+                // The destination's entry for a dead source is an outcome too.
                 if matches!(
                     s.phase,
-                    crate::MigrationPhase::Done | crate::MigrationPhase::Aborted
+                    crate::MigrationPhase::Done
+                        | crate::MigrationPhase::Aborted
+                        | crate::MigrationPhase::SourceLost
+                        | crate::MigrationPhase::Recovered
+                        | crate::MigrationPhase::RolledBack
                 ) {
                     return Ok(s.clone());
                 }

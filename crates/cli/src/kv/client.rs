@@ -337,6 +337,23 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<(), String> {
                 _ => {}
             }
         }
+        // A dead source answers no status: its destination says what became of the shard.
+        let orphan = st["migrations"].as_array().and_then(|ms| {
+            ms.iter()
+                .find(|m| {
+                    m["shard"] == json!(a.shard)
+                        && m["source"] == json!(a.from)
+                        && m["destination"] == json!(a.to)
+                        && m["phase"] == json!("SourceLost")
+                })
+                .cloned()
+        });
+        if let Some(m) = orphan {
+            return Err(format!(
+                "the source stopped answering: {}",
+                m["last_error"].as_str().unwrap_or("no reason given")
+            ));
+        }
         if Instant::now() >= deadline {
             return Err(format!("migration not finished after {} ms", a.timeout_ms));
         }
