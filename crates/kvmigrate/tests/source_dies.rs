@@ -285,3 +285,40 @@ fn threaded_cluster_orphans_recovers_and_moves_the_shard_on() {
     assert_eq!(client.get(SOURCE, keys - 1).unwrap(), Some(b"new".to_vec()));
     cluster.shutdown().unwrap();
 }
+
+#[test]
+fn the_router_takes_source_lost_only_from_the_instance_destination() {
+    use locus_kvmigrate::{Geometry, Router, RouterConfig, RouterMode};
+    let mut router = Router::new(RouterConfig {
+        bf_bytes: 64,
+        cbf_bytes: 64,
+        ..RouterConfig::default()
+    })
+    .unwrap();
+    let control = |from, body| Packet {
+        from,
+        shard: SOURCE,
+        seq: 1,
+        flags: 0,
+        body,
+    };
+    let register = Body::Register {
+        src: SOURCE,
+        dst: DEST,
+        mode: RouterMode::Filters,
+        geometry: Geometry::new(6, 1).unwrap(),
+    };
+    let ok = |out: Vec<(u16, Packet)>| matches!(out[0].1.body, Body::ControlAck { ok: true, .. });
+    assert!(ok(router.on_packet(control(SOURCE, register))));
+    // From a stranger, or from the source itself: refused, the instance stays.
+    for from in [7, SOURCE] {
+        assert!(!ok(router.on_packet(control(from, Body::SourceLost))));
+        assert_eq!(router.instances().len(), 1);
+    }
+    assert!(ok(router.on_packet(control(DEST, Body::SourceLost))));
+    assert!(router.instances().is_empty());
+    assert_eq!(router.on_packet(get(1, 1))[0].0, DEST);
+    // The source's late ABORT is refused: the router decided.
+    assert!(!ok(router.on_packet(control(SOURCE, Body::Abort))));
+    assert_eq!(router.on_packet(get(1, 2))[0].0, DEST);
+}
