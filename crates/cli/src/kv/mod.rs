@@ -112,7 +112,8 @@ pub struct ServerArgs {
     pub budget_pct: u8,
     /// A source aborts its migration after its destination or the router is silent this long
     /// (60..=3600000; resends, 20 ms doubling to 1 s, at most 8, are fitted
-    /// into it).
+    /// into it). A destination probes a source silent this long, and takes it for dead once
+    /// the probe has gone unanswered as long (`kv migration status`: SourceLost).
     #[arg(long, default_value_t = 2000)]
     pub ack_timeout_ms: u64,
     /// Mirror destination writes to the source before acking (safe abort; the paper does not).
