@@ -43,9 +43,11 @@
 //!
 //! # Router restart
 //! A restarted router forgets the instance and sends the shard's queries to the source. A source
-//! that gets a query of a group whose late writes it flushed, not as a double read, knows this
-//! (the FIFO argument above says it never happens otherwise): it aborts, or, once every group is
-//! final at the destination, forwards the query there (`on_query`).
+//! that gets a write of a group whose late writes it flushed knows this (the ordering above says
+//! it never happens otherwise; reads routed before a GROUP-START may arrive after its ack): it
+//! aborts, or, once every group is final at the destination, forwards the write there
+//! (`on_query`). Reads stay here: with `mirror_writes` the source holds every acknowledged
+//! write.
 //!
 //! # Source failure
 //! A destination probes a source silent for `ack_timeout_us` (at once after a PULL or MIRROR
@@ -683,15 +685,16 @@ impl<S: ShardStore> Server<S> {
                 }
             }
             Role::Source(a)
-                if q.flags & FLAG_DOUBLE == 0
+                if !matches!(q.body, Body::Get { .. })
                     && a.flushed(s.table.geometry().group_of(key_of(&q.body))) =>
             {
-                // Only a router that lost its state (restarted) sends a group here alone once
-                // its late writes are flushed ("Ordering" above: the FIFO argument); executed
-                // here, a write would never reach the copy. Once every group is final at the
-                // destination, the destination answers; before, the migration cannot go on
-                // without the router's filters: it aborts, and this server, holding every
-                // acknowledged write (`mirror_writes`), answers as the owner.
+                // Only a router that lost its state (restarted) sends a write of a group here
+                // once its late writes are flushed ("Ordering" above: a GROUP-START ack waits
+                // behind the group's writes, though it may pass reads); executed here, it would
+                // never reach the copy. Once every group is final at the destination, the
+                // destination takes it; before, the migration cannot go on without the
+                // router's filters: it aborts, and this server, holding every acknowledged
+                // write (`mirror_writes`), takes it as the owner.
                 self.stats.stale_routes += 1;
                 if a.phase == MigrationPhase::Terminating {
                     let dst = a.dst;
@@ -700,8 +703,8 @@ impl<S: ShardStore> Server<S> {
                 } else {
                     let g = s.table.geometry().group_of(key_of(&q.body));
                     let why = format!(
-                        "the router sent a query of group {g} here alone after its late writes \
-                         had gone to the destination: it lost its migration state (restarted?)"
+                        "the router sent a write of group {g} here after its late writes had \
+                         gone to the destination: it lost its migration state (restarted?)"
                     );
                     self.abort(shard, &why);
                     self.execute(q, 0);

@@ -33,7 +33,7 @@ fn a_restarted_router_ends_the_migration_and_loses_nothing_acknowledged() {
                 MigrationPhase::Aborted => {
                     aborted += 1;
                     let why = r.status.last_error.as_deref().unwrap_or("");
-                    // Its next control packet refused, or a query the router would never
+                    // Its next control packet refused, or a write the router would never
                     // have sent it: either way the source learns the router forgot.
                     assert!(
                         why.contains("refused") || why.contains("lost its migration state"),

@@ -151,7 +151,7 @@ pub struct ServerStats {
     pub duplicates: u64,
     /// Packets given up after their retries and patience.
     pub given_up: u64,
-    /// Queries a source got for a group its late writes had left (a restarted router's): the
+    /// Writes a source got for a group its late writes had left (a restarted router's): the
     /// migration aborts, or, every group final at the destination, they go there.
     pub stale_routes: u64,
     /// PROBEs sent to a source silent for `ack_timeout_us` (as a destination).
