@@ -83,6 +83,11 @@ pub struct RouterConfig {
     pub redirects_max: usize,
     /// Groups a Fulva (`ClientTracked`) instance can track exactly, bitmap allocated up front.
     pub tracked_groups_max: u32,
+    /// Fault injection (issue 64 requirement 3: checked runs with teeth): a read the filters
+    /// send to both servers goes to the source alone. With `mirror_writes` off, a read of a
+    /// group in S2 then misses the destination's newer writes, and the measured run's history
+    /// checker must report it. Never on outside tests and the benchmark's broken row.
+    pub fault_double_read_source_only: bool,
 }
 
 impl Default for RouterConfig {
@@ -94,6 +99,7 @@ impl Default for RouterConfig {
             cbf_bytes: 1024 << 10,
             redirects_max: 256,
             tracked_groups_max: 1 << 20,
+            fault_double_read_source_only: false,
         }
     }
 }
@@ -304,6 +310,7 @@ impl Router {
                 self.stats.to_destination += 1;
                 vec![(dst, p)]
             }
+            Route::DoubleRead if self.cfg.fault_double_read_source_only => vec![(src, p)],
             Route::DoubleRead => {
                 self.stats.double_reads += 1;
                 let mut copy = p.clone();

@@ -227,6 +227,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
         cbf_bytes: cfg.cbf_bytes,
         redirects_max: 4,
         tracked_groups_max: 1 << 10,
+        fault_double_read_source_only: false,
     };
     let mut router = Router::new(router_cfg.clone()).map_err(|e| fail(e.to_string()))?;
     let server_cfg = |id| ServerConfig {
