@@ -137,6 +137,23 @@ fn wait_outlives_a_router_that_stops_answering() {
 }
 
 #[test]
+fn wait_reports_a_dead_source_from_its_destination() {
+    // The source stops answering (its attempt vanishes from the lists); the destination lists
+    // the shard as orphaned (attempt 0, phase SourceLost): --wait says so and how to decide.
+    let why = "source server 1 did not answer PROBE; orphaned here: run `locus kv migration \
+               recover` (the data is gone) or `abort`";
+    let (ok, out, err) = migrate_wait(1, |n| {
+        Some(match n {
+            1 => vec![migration(1, "Copying", None)],
+            _ => vec![migration(0, "SourceLost", Some(why))],
+        })
+    });
+    assert!(!ok, "stdout: {out}\nstderr: {err}");
+    assert!(err.contains("source stopped answering"), "{err}");
+    assert!(err.contains("kv migration recover"), "{err}");
+}
+
+#[test]
 fn readme_names_netmigrates_venue_as_usenix_fast24() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
         .expect("README.md");

@@ -53,10 +53,12 @@ impl ReplyMerger {
 /// The newer of two replies (NetMigrate appendix A: "merges two replies ... to the one with a
 /// newer version"). A missing key has version 0 unless it was deleted.
 pub fn merge(a: Outcome, b: Outcome) -> Outcome {
-    if a.status == Status::Error {
+    // An error or a LOST answer is no answer: it wins over a value so a caller never takes a
+    // half-answered double read for the key's latest version.
+    if matches!(a.status, Status::Error | Status::Lost) {
         return a;
     }
-    if b.status == Status::Error {
+    if matches!(b.status, Status::Error | Status::Lost) {
         return b;
     }
     if b.version > a.version {

@@ -98,6 +98,26 @@ pub enum Error {
     /// The server answered a query with an error (busy, aborted migration, ...).
     #[error("server {0} refused the query")]
     Refused(NodeId),
+    /// An operator's `recover` or `abort` named a shard that is not orphaned at that server.
+    #[error(
+        "server {server} holds no orphaned shard {shard} (one whose source died mid-migration): \
+         see `locus kv migration status` for the shard's destination and phase"
+    )]
+    NotOrphaned {
+        /// The shard.
+        shard: ShardId,
+        /// The server asked.
+        server: NodeId,
+    },
+    /// The key's data may exist only on a server that died during a migration (never reported
+    /// as an absent key).
+    #[error("server {server}: {message}")]
+    DataLost {
+        /// The server that answered.
+        server: NodeId,
+        /// What was lost, with whom, and the operator's commands.
+        message: String,
+    },
     /// A server was asked about a shard it does not hold.
     #[error(
         "server {server} holds no shard {shard}: send the request to the server that holds it \

@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod budget;
 pub mod check;
 pub mod client;

@@ -218,6 +218,22 @@ impl<S: ShardStore> ServerNode<S> {
         self.emit(out)
     }
 
+    /// Operator: accepts the loss of an orphaned shard's uncopied groups and owns it
+    /// ([`Server::recover_orphan`]).
+    pub fn recover_orphan(&mut self, shard: ShardId) -> Result<()> {
+        // No install of the dead source's DATA may land after the stale copies are deleted.
+        self.installs_idle()?;
+        self.server.recover_orphan(self.now_us(), shard)
+    }
+
+    /// Operator: drops an orphaned shard and hands it back to its source
+    /// ([`Server::abandon_orphan`]).
+    pub fn abandon_orphan(&mut self, shard: ShardId) -> Result<()> {
+        self.installs_idle()?;
+        let out = self.server.abandon_orphan(self.now_us(), shard)?;
+        self.emit(out)
+    }
+
     /// One turn of the loop (see the module doc).
     pub fn step(&mut self, hooks: &mut impl NodeHooks<Self>) -> Result<Step> {
         hooks.poll(self);

@@ -51,6 +51,13 @@
 //! - REGISTER from the same source to the same destination: acked again. TERMINATE and ABORT
 //!   for a gone instance: refused, which the source takes as done.
 //!
+//! A dead source (design: "NetMigrate: a dead source"): SOURCE-LOST from an instance's
+//! *destination* frees the instance and redirects the shard to the destination, as TERMINATE
+//! does; from anyone else, or for a gone instance, it is refused, and the destination drops its
+//! copy. The router is the one place that decides between a source's ABORT and a destination's
+//! SOURCE-LOST: whichever comes first wins, and the other is refused. HAND-BACK(to), an
+//! operator's rollback relayed by the node the shard is redirected to, points the shard at `to`.
+//!
 //! Fulva (`ClientTracked`): Fulva's clients track exactly which ranges have migrated. The router
 //! stands in for them with an exact bitmap of completed groups per instance, allocated up front
 //! for [`RouterConfig::tracked_groups_max`] groups; a REGISTER of a Fulva shard with more groups
@@ -76,6 +83,11 @@ pub struct RouterConfig {
     pub redirects_max: usize,
     /// Groups a Fulva (`ClientTracked`) instance can track exactly, bitmap allocated up front.
     pub tracked_groups_max: u32,
+    /// Fault injection (issue 64 requirement 3: checked runs with teeth): a read the filters
+    /// send to both servers goes to the source alone. With `mirror_writes` off, a read of a
+    /// group in S2 then misses the destination's newer writes, and the measured run's history
+    /// checker must report it. Never on outside tests and the benchmark's broken row.
+    pub fault_double_read_source_only: bool,
 }
 
 impl Default for RouterConfig {
@@ -87,6 +99,7 @@ impl Default for RouterConfig {
             cbf_bytes: 1024 << 10,
             redirects_max: 256,
             tracked_groups_max: 1 << 20,
+            fault_double_read_source_only: false,
         }
     }
 }
@@ -245,7 +258,9 @@ impl Router {
             | Body::GroupStart { .. }
             | Body::GroupComplete { .. }
             | Body::Terminate
-            | Body::Abort => self.control(p),
+            | Body::Abort
+            | Body::SourceLost
+            | Body::HandBack { .. } => self.control(p),
             _ => {
                 self.stats.unexpected += 1;
                 Vec::new()
@@ -295,6 +310,7 @@ impl Router {
                 self.stats.to_destination += 1;
                 vec![(dst, p)]
             }
+            Route::DoubleRead if self.cfg.fault_double_read_source_only => vec![(src, p)],
             Route::DoubleRead => {
                 self.stats.double_reads += 1;
                 let mut copy = p.clone();
@@ -329,8 +345,43 @@ impl Router {
         )]
     }
 
+    /// Points `shard` at `to` once no instance migrates it; false if the redirect table is full.
+    fn redirect(&mut self, shard: ShardId, to: NodeId) -> bool {
+        let slot = self
+            .redirects
+            .iter()
+            .position(|r| r.is_some_and(|(s, _)| s == shard))
+            .or_else(|| self.redirects.iter().position(Option::is_none));
+        match slot {
+            Some(r) => {
+                self.redirects[r] = Some((shard, to));
+                true
+            }
+            None => false,
+        }
+    }
+
     fn control(&mut self, p: Packet) -> Vec<(NodeId, Packet)> {
         let from = p.from;
+        match p.body {
+            Body::SourceLost => {
+                let i = self.slot_of(p.shard);
+                let ours = i.filter(|&i| self.slots[i].as_ref().is_some_and(|s| s.dst == from));
+                let Some(i) = ours else {
+                    return self.ack(from, &p, false, 0);
+                };
+                self.slots[i] = None;
+                let ok = self.redirect(p.shard, from);
+                return self.ack(from, &p, ok, 0);
+            }
+            Body::HandBack { to } => {
+                let ok = self.slot_of(p.shard).is_none()
+                    && self.home(p.shard) == from
+                    && self.redirect(p.shard, to);
+                return self.ack(from, &p, ok, 0);
+            }
+            _ => {}
+        }
         if let Body::Register {
             src,
             dst,
@@ -423,20 +474,10 @@ impl Router {
             Body::Terminate => {
                 let (shard, dst) = (inst.shard, inst.dst);
                 self.slots[i] = None;
-                let slot = self
-                    .redirects
-                    .iter()
-                    .position(|r| r.is_some_and(|(s, _)| s == shard))
-                    .or_else(|| self.redirects.iter().position(Option::is_none));
-                match slot {
-                    Some(r) => {
-                        self.redirects[r] = Some((shard, dst));
-                        self.ack(from, &p, true, 0)
-                    }
-                    // Full redirect table: the instance is gone, the shard keeps its old home;
-                    // the source then forwards (it remembers where the shard went).
-                    None => self.ack(from, &p, false, 0),
-                }
+                // Full redirect table: the instance is gone, the shard keeps its old home; the
+                // source then forwards (it remembers where the shard went).
+                let ok = self.redirect(shard, dst);
+                self.ack(from, &p, ok, 0)
             }
             Body::Abort => {
                 self.slots[i] = None;

@@ -77,6 +77,8 @@ impl ClusterConfig {
 
 enum Command {
     Load(ShardId, Vec<(Key, Vec<u8>)>, Sender<Result<()>>),
+    Recover(ShardId, Sender<Result<()>>),
+    Abandon(ShardId, Sender<Result<()>>),
     Migrate(ShardId, NodeId, Protocol, Sender<Result<()>>),
     Abort(ShardId),
     Peek(ShardId, Key, Sender<Option<Item>>),
@@ -264,6 +266,18 @@ impl Cluster {
             })
     }
 
+    /// Operator: `server` accepts the loss of its orphaned `shard`'s uncopied groups and owns
+    /// the shard (`kv migration recover`; design: "NetMigrate: a dead source").
+    pub fn recover(&self, server: NodeId, shard: ShardId) -> Result<()> {
+        self.command(server, |tx| Command::Recover(shard, tx))?
+    }
+
+    /// Operator: `server` drops its orphaned `shard` and hands it back to the source, which came
+    /// back with its data (`kv migration abort`).
+    pub fn hand_back(&self, server: NodeId, shard: ShardId) -> Result<()> {
+        self.command(server, |tx| Command::Abandon(shard, tx))?
+    }
+
     /// A server's entry for `key` in `shard`, bypassing the router.
     pub fn peek(&self, server: NodeId, shard: ShardId, key: Key) -> Result<Option<Item>> {
         self.command(server, |tx| Command::Peek(shard, key, tx))
@@ -308,9 +322,14 @@ impl Cluster {
                 .into_iter()
                 .rfind(|s| s.shard == shard);
             if let Some(s) = &last {
+                // The destination's entry for a dead source is an outcome too.
                 if matches!(
                     s.phase,
-                    crate::MigrationPhase::Done | crate::MigrationPhase::Aborted
+                    crate::MigrationPhase::Done
+                        | crate::MigrationPhase::Aborted
+                        | crate::MigrationPhase::SourceLost
+                        | crate::MigrationPhase::Recovered
+                        | crate::MigrationPhase::RolledBack
                 ) {
                     return Ok(s.clone());
                 }
@@ -436,6 +455,12 @@ impl<S: ShardStore> NodeHooks<ServerNode<S>> for ServerThread {
     fn poll(&mut self, node: &mut ServerNode<S>) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
+                Command::Recover(shard, tx) => {
+                    let _ = tx.send(node.recover_orphan(shard));
+                }
+                Command::Abandon(shard, tx) => {
+                    let _ = tx.send(node.abandon_orphan(shard));
+                }
                 Command::Load(shard, pairs, tx) => {
                     let _ = tx.send(node.load(shard, pairs));
                 }
@@ -521,6 +546,10 @@ impl Client {
                 }
                 return match out.status {
                     Status::Error => Err(Error::Refused(r.from)),
+                    Status::Lost => Err(Error::DataLost {
+                        server: r.from,
+                        message: String::from_utf8_lossy(&out.value).into_owned(),
+                    }),
                     _ => Ok(out),
                 };
             }

@@ -41,6 +41,22 @@
 //! the source; a MIRROR-ACK refusing a write means the source aborted, and the destination
 //! drops the shard.
 //!
+//! # Router restart
+//! A restarted router forgets the instance and sends the shard's queries to the source. A source
+//! that gets a write of a group whose late writes it flushed knows this (the ordering above says
+//! it never happens otherwise; reads routed before a GROUP-START may arrive after its ack): it
+//! aborts, or, once every group is final at the destination, forwards the write there
+//! (`on_query`). Reads stay here: with `mirror_writes` the source holds every acknowledged
+//! write.
+//!
+//! # Source failure
+//! A destination probes a source silent for `ack_timeout_us` (at once after a PULL or MIRROR
+//! given up); a PROBE given up sends SOURCE-LOST to the router, and once the router accepts it,
+//! the shard is served at the destination as orphaned until an operator recovers or rolls it
+//! back (`server/orphan.rs`). Probing only after a silence makes the destination slower to
+//! give up than the source (`ack_timeout_us` once), so a live source cut off by loss aborts
+//! first and the router refuses the SOURCE-LOST.
+//!
 //! # Reliable control plane
 //! Migration and control packets (and pulls and mirrors) go through [`crate::reliable`]: a
 //! server-wide sequence number, resends with backoff, duplicates of answers ignored. Receivers
@@ -50,6 +66,7 @@
 mod config;
 mod dest;
 mod dispatch;
+mod orphan;
 mod source;
 
 pub use config::{ServerConfig, ServerStats};
@@ -118,14 +135,43 @@ struct DestAgent {
     pending: BTreeMap<u32, Packet>,
     pending_keys: BTreeMap<Key, u32>,
     /// A mirrored write went unanswered past its retries: the source may or may not hold it,
-    /// so nothing of the shard is served until the source finishes or aborts the migration.
+    /// so nothing of the shard is served until the source finishes or aborts the migration, or
+    /// the router confirms it dead (a PROBE goes out at once).
     fenced: bool,
+    /// This server's era at MIGRATE-INIT: a version of this era or later was written here.
+    era_in: u16,
+    /// When the source last sent anything about this shard (silent for `ack_timeout_us`, it is
+    /// probed; `server/orphan.rs`).
+    heard_us: u64,
+    /// A PROBE awaits its answer.
+    probing: bool,
+    /// The source stopped answering (`server/orphan.rs`).
+    source_lost: Option<SourceLost>,
+}
+
+/// A destination's dead source (design: "NetMigrate: a dead source").
+#[derive(Debug)]
+struct SourceLost {
+    /// Why the source is taken for dead.
+    reason: String,
+    /// The router accepted SOURCE-LOST: the shard is served here as orphaned.
+    orphaned: bool,
+    since_us: u64,
 }
 
 impl DestAgent {
     fn group_done(&self, key: Key) -> bool {
         let g = self.geometry.group_of(key) as usize;
         self.done[g / 64] & (1 << (g % 64)) != 0
+    }
+
+    /// Whether group `g`'s copy here is final: it had its GROUP-DONE, and the protocol sends
+    /// nothing of a done group later (source-based and stop-and-copy re-send dirty pairs in
+    /// later rounds, so no group of theirs is final before FINISH).
+    fn group_final(&self, g: u32) -> bool {
+        let g = g as usize;
+        !matches!(self.protocol, Protocol::SourceBased | Protocol::StopAndCopy)
+            && self.done[g / 64] & (1 << (g % 64)) != 0
     }
 }
 
@@ -183,6 +229,21 @@ impl Heat {
 }
 
 impl SourceAgent {
+    /// Whether group `g`'s late writes went to the destination (it is complete, or completing):
+    /// from then on the destination holds the group. Source-based and stop-and-copy keep every
+    /// group at the source until the end.
+    fn flushed(&self, g: u32) -> bool {
+        if matches!(self.protocol, Protocol::SourceBased | Protocol::StopAndCopy)
+            || self.phase == MigrationPhase::Registering
+        {
+            return false;
+        }
+        match self.groups.get(&g) {
+            Some(gp) => gp.late_sent,
+            None => self.is_started(g),
+        }
+    }
+
     fn is_started(&self, g: u32) -> bool {
         let g = g as usize;
         self.started
@@ -545,6 +606,7 @@ impl<S: ShardStore> Server<S> {
         for shard in shards {
             self.source_step(shard);
         }
+        self.dest_watch();
         std::mem::take(&mut self.out)
     }
 
@@ -592,6 +654,7 @@ impl<S: ShardStore> Server<S> {
                 _ => None,
             })
             .collect();
+        v.extend(self.orphan_status());
         v.extend(self.history.iter().cloned());
         v
     }
@@ -611,6 +674,7 @@ impl<S: ShardStore> Server<S> {
                 self.stats.forwarded += 1;
                 self.out.push((to, q));
             }
+            Role::Dest(d) if d.source_lost.is_some() => self.orphan_query(q),
             Role::Dest(_) => self.dest_query(q),
             Role::Source(a) if a.frozen_since_us.is_some() => {
                 if a.held.len() >= self.cfg.held_queries_max {
@@ -618,6 +682,32 @@ impl<S: ShardStore> Server<S> {
                     self.reply(&q, Status::Error, 0, vec![], 0);
                 } else {
                     a.held.push_back(q);
+                }
+            }
+            Role::Source(a)
+                if !matches!(q.body, Body::Get { .. })
+                    && a.flushed(s.table.geometry().group_of(key_of(&q.body))) =>
+            {
+                // Only a router that lost its state (restarted) sends a write of a group here
+                // once its late writes are flushed ("Ordering" above: a GROUP-START ack waits
+                // behind the group's writes, though it may pass reads); executed here, it would
+                // never reach the copy. Once every group is final at the destination, the
+                // destination takes it; before, the migration cannot go on without the
+                // router's filters: it aborts, and this server, holding every acknowledged
+                // write (`mirror_writes`), takes it as the owner.
+                self.stats.stale_routes += 1;
+                if a.phase == MigrationPhase::Terminating {
+                    let dst = a.dst;
+                    self.stats.forwarded += 1;
+                    self.out.push((dst, q));
+                } else {
+                    let g = s.table.geometry().group_of(key_of(&q.body));
+                    let why = format!(
+                        "the router sent a write of group {g} here after its late writes had \
+                         gone to the destination: it lost its migration state (restarted?)"
+                    );
+                    self.abort(shard, &why);
+                    self.execute(q, 0);
                 }
             }
             Role::Source(_) | Role::Owner => self.execute(q, 0),

@@ -56,6 +56,12 @@ pub struct SimConfig {
     pub migration_start_step_max: u64,
     /// Kill the destination at this step.
     pub kill_destination_at_step: Option<u64>,
+    /// Kill the source at this step (the run then ends once the destination has the shard
+    /// orphaned, or the migration had ended before).
+    pub kill_source_at_step: Option<u64>,
+    /// Restart the router at this step: a fresh one, with no instance or redirect, takes the
+    /// packets in its inbox and everything after (a switch that rebooted).
+    pub restart_router_at_step: Option<u64>,
     /// Give up (an error) after this many steps.
     pub steps_max: u64,
     /// A client abandons a query after this much simulated time.
@@ -98,6 +104,8 @@ impl SimConfig {
             cbf_bytes: 1,
             migration_start_step_max: 100,
             kill_destination_at_step: None,
+            kill_source_at_step: None,
+            restart_router_at_step: None,
             steps_max: 400_000,
             client_timeout_us: 200_000,
             ack_timeout_us: 100_000,
@@ -113,7 +121,7 @@ impl SimConfig {
 }
 
 /// What a run produced.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct SimReport {
     /// Every completed or unknown-outcome operation.
     pub history: Vec<Op>,
@@ -135,6 +143,28 @@ pub struct SimReport {
     pub faults: FaultCounters,
     /// DATA batches the destination took while their group's GROUP-START was held back.
     pub data_before_start: u64,
+    /// Reads answered LOST (their data may be only on a dead source).
+    pub lost_reads: u64,
+    /// Migration instances the router still holds at the end.
+    pub router_instances: usize,
+    /// The destination's status entries (a dead source's orphaned shard).
+    pub destination_status: Vec<MigrationStatus>,
+    /// The end state itself, for a test to go on with (operator commands, reads).
+    pub end: SimEnd,
+}
+
+/// The router and servers as a run left them.
+pub struct SimEnd {
+    /// The router.
+    pub router: Router,
+    /// Source and destination.
+    pub servers: [Server; 2],
+}
+
+impl std::fmt::Debug for SimEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SimEnd")
+    }
 }
 
 /// GROUP-STARTs held back on their way to the router: (step at which it is sent on, packet).
@@ -190,15 +220,16 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
     let seed = cfg.seed;
     let fail = |m: String| format!("seed {seed}: {m}");
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut router = Router::new(RouterConfig {
+    let router_cfg = RouterConfig {
         id: ROUTER,
         instances_max: 2,
         bf_bytes: cfg.bf_bytes,
         cbf_bytes: cfg.cbf_bytes,
         redirects_max: 4,
         tracked_groups_max: 1 << 10,
-    })
-    .map_err(|e| fail(e.to_string()))?;
+        fault_double_read_source_only: false,
+    };
+    let mut router = Router::new(router_cfg.clone()).map_err(|e| fail(e.to_string()))?;
     let server_cfg = |id| ServerConfig {
         batch_items_max: 1,
         batches_inflight_max: 1,
@@ -259,6 +290,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
     let start_step = rng.gen_range(1..=cfg.migration_start_step_max.max(1));
     let mut history = Vec::new();
     let mut failed_ops = 0u64;
+    let mut lost_reads = 0u64;
     let mut now_us = 0u64;
     let mut read_back_queued = false;
     let mut started = false;
@@ -297,11 +329,25 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
             dead[DEST as usize] = true;
             net.set_down(DEST);
         }
+        if cfg.restart_router_at_step == Some(step) {
+            router = Router::new(router_cfg.clone()).map_err(|e| fail(e.to_string()))?;
+        }
+        if cfg.kill_source_at_step == Some(step) {
+            dead[SOURCE as usize] = true;
+            net.set_down(SOURCE);
+        }
         let status = servers[0].migration_status().into_iter().last();
+        let orphaned = dead[SOURCE as usize]
+            && router.instances().is_empty()
+            && servers[1]
+                .migration_status()
+                .iter()
+                .any(|s| s.phase == MigrationPhase::SourceLost);
         let finished = started
-            && status
-                .as_ref()
-                .is_some_and(|s| matches!(s.phase, MigrationPhase::Done | MigrationPhase::Aborted));
+            && (orphaned
+                || status.as_ref().is_some_and(|s| {
+                    matches!(s.phase, MigrationPhase::Done | MigrationPhase::Aborted)
+                }));
         let clients_idle = clients
             .iter()
             .all(|c| c.script.is_empty() && c.outstanding.is_none());
@@ -326,6 +372,10 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                     failed_ops,
                     faults: net.counters(),
                     data_before_start,
+                    lost_reads,
+                    router_instances: router.instances().len(),
+                    destination_status: servers[1].migration_status(),
+                    end: SimEnd { router, servers },
                 });
             }
             read_back_queued = true;
@@ -398,6 +448,12 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, String> {
                     let kind = match (o.kind, outcome.status) {
                         (_, Status::Error) => {
                             failed_ops += 1;
+                            unknown.map(|w| (w, None))
+                        }
+                        // Not an answer: the key's data may be only on a dead source.
+                        (_, Status::Lost) => {
+                            failed_ops += 1;
+                            lost_reads += 1;
                             unknown.map(|w| (w, None))
                         }
                         (OpKind::Read(_), Status::Ok) => {

@@ -22,6 +22,14 @@ pub enum MigrationPhase {
     Done,
     /// Aborted; the source is the owner again.
     Aborted,
+    /// As the destination sees it: the source stopped answering mid-copy. The shard is served
+    /// here as orphaned (copied groups and keys written here; LOST for the rest) until an
+    /// operator runs `recover` or `abort` (design: "NetMigrate: a dead source").
+    SourceLost,
+    /// The operator accepted the loss of the uncopied groups: the destination owns the shard.
+    Recovered,
+    /// The operator sent the shard back to its source: the destination dropped its copy.
+    RolledBack,
 }
 
 /// One migration's progress, as the source agent sees it.

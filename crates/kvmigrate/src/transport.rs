@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::auth::{AuthCounters, DatagramKey, Opener, Sealer};
 use crate::error::{Error, Result};
 use crate::wire::{NodeId, Packet};
 
@@ -311,12 +312,17 @@ impl Transport for Udp {
 /// lost, as on a network) and only ids past the last port are unknown. [`Transport::recv`]
 /// drops and counts datagrams that do not decode; [`Transport::recv_inbound`] hands them to the
 /// driver, which shares the socket with its own traffic ([`UdpPeer::send_datagram`]).
+///
+/// With [`UdpPeer::with_auth`], every wire packet is sealed with a MAC and sequence number
+/// ([`crate::auth`]) and every datagram that starts like a wire packet must open, from the
+/// sender's own address; the rest are dropped and counted ([`UdpPeer::auth_counters`]). The
+/// driver's own datagrams are neither sealed nor checked.
 pub struct UdpPeer {
     node: NodeId,
     base_port: u16,
     socket: UdpSocket,
-    send_buf: Mutex<Vec<u8>>,
-    recv_buf: Mutex<Vec<u8>>,
+    send_buf: Mutex<(Vec<u8>, Option<Sealer>)>,
+    recv_buf: Mutex<(Vec<u8>, Option<Opener>)>,
     down: AtomicBool,
     bytes: AtomicU64,
     malformed: AtomicU64,
@@ -338,8 +344,8 @@ impl UdpPeer {
             node,
             base_port,
             socket,
-            send_buf: Mutex::new(Vec::new()),
-            recv_buf: Mutex::new(vec![0; crate::wire::DATAGRAM_BYTES_MAX]),
+            send_buf: Mutex::new((Vec::new(), None)),
+            recv_buf: Mutex::new((vec![0; crate::wire::DATAGRAM_BYTES_MAX], None)),
             down: AtomicBool::new(false),
             bytes: AtomicU64::new(0),
             malformed: AtomicU64::new(0),
@@ -373,6 +379,33 @@ impl UdpPeer {
         }))
     }
 
+    /// Seals every wire packet this peer sends and accepts only sealed ones from their
+    /// senders' addresses (see the type's doc); `router` is the deployment's router, the one
+    /// node that may send packets authored by others (forwarded queries).
+    pub fn with_auth(mut self, key: DatagramKey, router: NodeId) -> Self {
+        let node = self.node;
+        match self.send_buf.get_mut() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+        .1 = Some(Sealer::new(key.clone(), node));
+        match self.recv_buf.get_mut() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+        .1 = Some(Opener::new(key, router));
+        self
+    }
+
+    /// Datagrams accepted and dropped by the MAC check, if it is on.
+    pub fn auth_counters(&self) -> Option<AuthCounters> {
+        let g = match self.recv_buf.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.1.as_ref().map(|o| o.counters().clone())
+    }
+
     /// The node this socket belongs to.
     pub fn node(&self) -> NodeId {
         self.node
@@ -403,18 +436,33 @@ impl UdpPeer {
         if node != self.node || self.down.load(Ordering::SeqCst) {
             return Err(Error::Unreachable(node));
         }
-        let mut buf = match self.recv_buf.lock() {
+        let mut guard = match self.recv_buf.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        match recv_within(&self.socket, &mut buf, timeout) {
-            Ok(Some((n, from))) => Ok(Some(match Packet::decode(&buf[..n]) {
-                Ok(p) => Inbound::Packet(p),
-                Err(_) => Inbound::Foreign(Foreign {
-                    bytes: buf[..n].to_vec(),
-                    from,
-                }),
-            })),
+        let (buf, opener) = &mut *guard;
+        match recv_within(&self.socket, buf, timeout) {
+            Ok(Some((n, from))) => {
+                let mut bytes = &buf[..n];
+                if let Some(o) = opener
+                    .as_mut()
+                    .filter(|_| crate::wire::looks_like_packet(bytes))
+                {
+                    let base = self.base_port;
+                    match o.open(bytes, |sender| peer_addr(base, sender) == Some(from)) {
+                        Ok(packet) => bytes = packet,
+                        // Counted by the opener; nothing reaches the node.
+                        Err(_) => return Ok(None),
+                    }
+                }
+                Ok(Some(match Packet::decode(bytes) {
+                    Ok(p) => Inbound::Packet(p),
+                    Err(_) => Inbound::Foreign(Foreign {
+                        bytes: bytes.to_vec(),
+                        from,
+                    }),
+                }))
+            }
             Ok(None) => Ok(None),
             Err(source) => Err(Error::Io {
                 what: format!("receiving on node {node}'s UDP socket"),
@@ -435,14 +483,18 @@ impl Transport for UdpPeer {
         if self.down.load(Ordering::SeqCst) {
             return Ok(()); // a dead node sends nothing
         }
-        let mut buf = match self.send_buf.lock() {
+        let mut guard = match self.send_buf.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        packet.encode(&mut buf)?;
+        let (buf, sealer) = &mut *guard;
+        packet.encode(buf)?;
+        if let Some(s) = sealer {
+            s.seal(buf);
+        }
         self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.socket
-            .send_to(&buf, addr)
+            .send_to(buf, addr)
             .map(|_| ())
             .map_err(|_| Error::Unreachable(to))
     }

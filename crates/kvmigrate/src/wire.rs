@@ -17,6 +17,7 @@
 //!  2   SET        key u64 | len u16 | value[len]                     client -> router -> server
 //!  3   DELETE     key u64                                            client -> router -> server
 //!  4   REPLY      status u8 | version u64 | len u16 | value[len]     server -> client
+//!                 (status LOST: value is the message saying which server lost the key)
 //!  10  REGISTER   src u16 | dst u16 | mode u8 | buckets_log2 u8 | group_buckets_log2 u8
 //!  11  GROUP_START     group u32                                     source -> router
 //!  12  GROUP_COMPLETE  group u32                                     source -> router
@@ -33,6 +34,10 @@
 //!  27  PULL_REPLY item                                               source -> dest
 //!  28  MIRROR     item                                               dest -> source
 //!  29  MIRROR_ACK ok u8                                              source -> dest
+//!  30  PROBE      (empty)                                            dest -> source
+//!  31  PROBE_ACK  ok u8 (still migrating this shard to the prober)   source -> dest
+//!  16  SOURCE_LOST (empty)                                           dest -> router
+//!  17  HAND_BACK  to u16                                             dest -> router
 //!
 //!  item = key u64 | version u64 | state u8 (0 absent, 1 deleted, 2 value) | len u16 | value[len]
 //! ```
@@ -82,6 +87,9 @@ pub enum Status {
     NotFound = 1,
     /// The server could not serve it (busy, aborted migration); the outcome of a write is unknown.
     Error = 2,
+    /// The key's data may exist only on a server that died during a migration (the value field
+    /// says which, and what an operator can do); never answered as NotFound.
+    Lost = 3,
 }
 
 /// How the router treats the queries of one migration instance; one per [`crate::Protocol`].
@@ -268,6 +276,14 @@ pub enum Body {
     MirrorAck {
         ok: bool,
     },
+    Probe,
+    ProbeAck {
+        ok: bool,
+    },
+    SourceLost,
+    HandBack {
+        to: NodeId,
+    },
 }
 
 /// Op codes.
@@ -283,6 +299,8 @@ pub mod op {
     pub const TERMINATE: u8 = 13;
     pub const ABORT: u8 = 14;
     pub const CONTROL_ACK: u8 = 15;
+    pub const SOURCE_LOST: u8 = 16;
+    pub const HAND_BACK: u8 = 17;
     pub const INIT: u8 = 20;
     pub const INIT_ACK: u8 = 21;
     pub const DATA: u8 = 22;
@@ -293,6 +311,8 @@ pub mod op {
     pub const PULL_REPLY: u8 = 27;
     pub const MIRROR: u8 = 28;
     pub const MIRROR_ACK: u8 = 29;
+    pub const PROBE: u8 = 30;
+    pub const PROBE_ACK: u8 = 31;
 }
 
 impl Body {
@@ -319,6 +339,10 @@ impl Body {
             Body::PullReply { .. } => op::PULL_REPLY,
             Body::Mirror { .. } => op::MIRROR,
             Body::MirrorAck { .. } => op::MIRROR_ACK,
+            Body::Probe => op::PROBE,
+            Body::ProbeAck { .. } => op::PROBE_ACK,
+            Body::SourceLost => op::SOURCE_LOST,
+            Body::HandBack { .. } => op::HAND_BACK,
         }
     }
 
@@ -348,11 +372,12 @@ impl Packet {
                 | Body::GroupComplete { .. }
                 | Body::GroupDone { .. }
                 | Body::DataAck { .. } => 4,
-                Body::Terminate | Body::Abort | Body::Finish => 0,
+                Body::Terminate | Body::Abort | Body::Finish | Body::Probe | Body::SourceLost => 0,
+                Body::HandBack { .. } => 2,
                 Body::ControlAck { .. } => 6,
                 Body::Init { .. } => 5,
                 Body::InitAck { .. } => 2,
-                Body::MirrorAck { .. } => 1,
+                Body::MirrorAck { .. } | Body::ProbeAck { .. } => 1,
                 Body::Data { items, .. } => 10 + items.iter().map(item_len).sum::<usize>(),
                 Body::PullReply { item } | Body::Mirror { item } => item_len(item),
             }
@@ -411,7 +436,8 @@ impl Packet {
             | Body::GroupComplete { group }
             | Body::GroupDone { group }
             | Body::DataAck { batch: group } => out.extend_from_slice(&group.to_le_bytes()),
-            Body::Terminate | Body::Abort | Body::Finish => {}
+            Body::Terminate | Body::Abort | Body::Finish | Body::Probe | Body::SourceLost => {}
+            Body::HandBack { to } => out.extend_from_slice(&to.to_le_bytes()),
             Body::ControlAck { op, ok, group } => {
                 out.push(*op);
                 out.push(*ok as u8);
@@ -434,7 +460,7 @@ impl Packet {
                 out.push(*ok as u8);
                 out.push(*buckets_log2_max);
             }
-            Body::MirrorAck { ok } => out.push(*ok as u8),
+            Body::MirrorAck { ok } | Body::ProbeAck { ok } => out.push(*ok as u8),
             Body::Data {
                 batch,
                 group,
@@ -484,6 +510,7 @@ impl Packet {
                     0 => Status::Ok,
                     1 => Status::NotFound,
                     2 => Status::Error,
+                    3 => Status::Lost,
                     _ => return Err(Error::Malformed("unknown status")),
                 },
                 version: r.u64()?,
@@ -537,6 +564,10 @@ impl Packet {
             op::PULL_REPLY => Body::PullReply { item: r.item()? },
             op::MIRROR => Body::Mirror { item: r.item()? },
             op::MIRROR_ACK => Body::MirrorAck { ok: r.bool()? },
+            op::PROBE => Body::Probe,
+            op::PROBE_ACK => Body::ProbeAck { ok: r.bool()? },
+            op::SOURCE_LOST => Body::SourceLost,
+            op::HAND_BACK => Body::HandBack { to: r.u16()? },
             _ => return Err(Error::Malformed("unknown op")),
         };
         if r.pos != buf.len() {
@@ -550,6 +581,12 @@ impl Packet {
             body,
         })
     }
+}
+
+/// Whether `datagram` starts as a wire packet does (magic and version), so that a driver
+/// sharing its socket can tell its own traffic from packets without decoding.
+pub fn looks_like_packet(datagram: &[u8]) -> bool {
+    datagram.len() >= 3 && datagram[..2] == MAGIC.to_le_bytes() && datagram[2] == VERSION
 }
 
 fn put_value(out: &mut Vec<u8>, value: &[u8]) -> Result<()> {

@@ -5,13 +5,14 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use locus_kvmigrate::auth::{Opener, Sealer};
 use locus_kvmigrate::client::{Outcome, ReplyMerger};
 use locus_kvmigrate::wire::{Body, NodeId, Packet, Status, DATAGRAM_BYTES_MAX, VALUE_BYTES_MAX};
 use serde_json::{json, Value};
 
 use super::{
-    admin_bytes, parse_admin, parse_protocol, Book, GetArgs, MigrateArgs, SetArgs, StatusArgs,
-    CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
+    admin_bytes, datagram_key, parse_admin, parse_protocol, Book, GetArgs, MigrateArgs, OrphanArgs,
+    SetArgs, StatusArgs, CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
 };
 
 fn bind(addr: SocketAddr, what: &str) -> Result<UdpSocket, String> {
@@ -59,6 +60,12 @@ fn query(router: &str, shard: u16, body: Body, timeout_ms: u64) -> Result<Outcom
     };
     let mut buf = Vec::new();
     p.encode(&mut buf).map_err(|e| e.to_string())?;
+    let key = datagram_key()?;
+    if let Some(k) = &key {
+        Sealer::new(k.clone(), id).seal(&mut buf);
+    }
+    // Replies come from servers (or the router, for a shard it cannot place).
+    let mut opener = key.map(|k| Opener::new(k, 0));
     sock.send_to(&buf, book.router())
         .map_err(|e| format!("send to router {}: {e}", book.router()))?;
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
@@ -72,10 +79,17 @@ fn query(router: &str, shard: u16, body: Body, timeout_ms: u64) -> Result<Outcom
                 book.router()
             ));
         }
-        let Some((n, _)) = recv_timeout(&sock, &mut rbuf, left)? else {
+        let Some((n, from)) = recv_timeout(&sock, &mut rbuf, left)? else {
             continue;
         };
-        let Ok(r) = Packet::decode(&rbuf[..n]) else {
+        let bytes = match opener.as_mut() {
+            Some(o) => match o.open(&rbuf[..n], |sender| book.addr(sender) == Some(from)) {
+                Ok(b) => b,
+                Err(_) => continue,
+            },
+            None => &rbuf[..n],
+        };
+        let Ok(r) = Packet::decode(bytes) else {
             continue;
         };
         if r.seq != seq {
@@ -100,6 +114,7 @@ pub(super) fn get(a: GetArgs) -> Result<(), String> {
             Ok(())
         }
         Status::NotFound => Err(format!("key {} not found in shard {}", a.key, a.shard)),
+        Status::Lost => Err(printable(&o.value)),
         _ => Err(format!("server refused GET {} in shard {}", a.key, a.shard)),
     }
 }
@@ -125,6 +140,48 @@ pub(super) fn set(a: SetArgs) -> Result<(), String> {
         }
         _ => Err(format!("server refused SET {} in shard {}", a.key, a.shard)),
     }
+}
+
+/// `kv migration recover` (`recover`) or `abort`: the operator's decision on a shard whose
+/// source died mid-migration (design: "NetMigrate: a dead source").
+pub(super) fn orphan(a: OrphanArgs, recover: bool) -> Result<(), String> {
+    let book = Book::parse("--router", &a.router)?;
+    for (flag, v) in [("--shard", a.shard), ("--server", a.server)] {
+        if v == 0 || v > SERVERS_MAX {
+            return Err(format!(
+                "{flag} {v}: must be a server id in 1..={SERVERS_MAX}"
+            ));
+        }
+    }
+    let op = if recover { "recover" } else { "abort" };
+    let req = json!({"op": op, "shard": a.shard, "server": a.server});
+    let got = admin(&book, &req, |g| !g.is_empty(), a.timeout_ms)?;
+    let Some(r) = got.first() else {
+        return Err(format!(
+            "no answer within {} ms from the router at {} or server {}",
+            a.timeout_ms,
+            book.router(),
+            a.server
+        ));
+    };
+    if r["ok"] != json!(true) {
+        return Err(format!(
+            "{op} refused: {}",
+            r["error"].as_str().unwrap_or("no reason given")
+        ));
+    }
+    if recover {
+        println!(
+            "shard {} is owned by server {}; keys of the groups not copied read as absent",
+            a.shard, a.server
+        );
+    } else {
+        println!(
+            "server {} dropped shard {}; the router sends it back to its source",
+            a.server, a.shard
+        );
+    }
+    Ok(())
 }
 
 /// Sends an admin request to the router and collects answers until `want` arrived or the timeout.
@@ -280,6 +337,23 @@ pub(super) fn migrate(a: MigrateArgs) -> Result<(), String> {
                 _ => {}
             }
         }
+        // A dead source answers no status: its destination says what became of the shard.
+        let orphan = st["migrations"].as_array().and_then(|ms| {
+            ms.iter()
+                .find(|m| {
+                    m["shard"] == json!(a.shard)
+                        && m["source"] == json!(a.from)
+                        && m["destination"] == json!(a.to)
+                        && m["phase"] == json!("SourceLost")
+                })
+                .cloned()
+        });
+        if let Some(m) = orphan {
+            return Err(format!(
+                "the source stopped answering: {}",
+                m["last_error"].as_str().unwrap_or("no reason given")
+            ));
+        }
         if Instant::now() >= deadline {
             return Err(format!("migration not finished after {} ms", a.timeout_ms));
         }
@@ -328,6 +402,22 @@ pub(super) fn status(a: StatusArgs) -> Result<(), String> {
             .map(|s| s.iter().map(|v| v["server"].to_string()).collect::<Vec<_>>().join(","))
             .unwrap_or_default()
     );
+    // Datagram MACs (LOCUS_SECRET): what the router and each server dropped.
+    let nodes = std::iter::once(("router".to_string(), &r["auth"])).chain(
+        st["servers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| (format!("server {}", v["server"]), &v["auth"])),
+    );
+    for (who, a) in nodes {
+        if a.is_object() {
+            println!(
+                "{who}: datagram MACs: {} accepted; dropped {} bad MAC, {} replayed, {} wrong sender, {} short",
+                a["accepted"], a["bad_mac"], a["replayed"], a["wrong_sender"], a["short"]
+            );
+        }
+    }
     if st["servers_not_answering"].as_u64().unwrap_or(0) > 0 {
         println!("{} server(s) did not answer", st["servers_not_answering"]);
     }

@@ -1,12 +1,15 @@
 //! `locus kv`: the NetMigrate router and KV servers as separate processes on loopback UDP, and
-//! the commands that drive them (`get`, `set`, `migrate`, `migration status`).
+//! the commands that drive them (`get`, `set`, `migrate`, `migration status`, and
+//! `migration recover|abort` for a shard whose source died mid-migration).
 //!
 //! Addressing: node `n` (router 0, servers 1..=64, clients from 100) receives on
 //! `127.0.0.1:(P + n)`, where `P` is the router's `--listen` port. Every process computes a
 //! peer's address from its id, so no process needs a peer table, and a server replies to a
 //! client (whose id is in each query) directly, as in the paper.
 //!
-//! Data packets are the `locus-kvmigrate` wire format. Management requests are datagrams that
+//! Data packets are the `locus-kvmigrate` wire format, sealed with a MAC keyed from the cluster
+//! secret when [`SECRET_ENV`] is set (every process then drops and counts packets that do not
+//! open: forged, replayed, or from an unexpected sender; `migration status` shows the counts). Management requests are datagrams that
 //! start with [`ADMIN_MAGIC`] followed by JSON; they cannot be mistaken for wire packets (whose
 //! first two bytes are the magic 0x4D4E). The router relays `migrate` to the source server and
 //! `migration_status` to every server that said hello; servers answer the requester directly.
@@ -27,7 +30,7 @@ use locus_kvmigrate::wire::NodeId;
 use locus_kvmigrate::Protocol;
 use serde_json::Value;
 
-use client::{get, migrate, set, status};
+use client::{get, migrate, orphan, set, status};
 use nodes::{router, server};
 
 /// Prefix of management datagrams.
@@ -109,7 +112,8 @@ pub struct ServerArgs {
     pub budget_pct: u8,
     /// A source aborts its migration after its destination or the router is silent this long
     /// (60..=3600000; resends, 20 ms doubling to 1 s, at most 8, are fitted
-    /// into it).
+    /// into it). A destination probes a source silent this long, and takes it for dead once
+    /// the probe has gone unanswered as long (`kv migration status`: SourceLost).
     #[arg(long, default_value_t = 2000)]
     pub ack_timeout_ms: u64,
     /// Mirror destination writes to the source before acking (safe abort; the paper does not).
@@ -187,6 +191,28 @@ pub struct MigrationArgs {
 pub enum MigrationCmd {
     /// Every migration's progress: groups done/total, rate, errors, phase.
     Status(StatusArgs),
+    /// A shard orphaned by a dead source (phase SourceLost): accept the loss of the groups not
+    /// copied; the destination owns the shard, and their keys read as absent from then on.
+    Recover(OrphanArgs),
+    /// A shard orphaned by a dead source that came back with its data: the destination drops
+    /// its copy (and writes it took since) and the router sends the shard back to the source.
+    Abort(OrphanArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct OrphanArgs {
+    /// The router's address.
+    #[arg(long, value_name = "127.0.0.1:PORT")]
+    pub router: String,
+    /// The orphaned shard.
+    #[arg(long)]
+    pub shard: u16,
+    /// The destination that holds it (`kv migration status` shows it as dst, phase SourceLost).
+    #[arg(long)]
+    pub server: u16,
+    /// Give up after this long.
+    #[arg(long, default_value_t = 2000)]
+    pub timeout_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -209,9 +235,26 @@ pub fn run(a: KvArgs) -> Result<(), String> {
         Kv::Get(g) => get(g),
         Kv::Set(s) => set(s),
         Kv::Migrate(m) => migrate(m),
-        Kv::Migration(MigrationArgs {
-            which: MigrationCmd::Status(s),
-        }) => status(s),
+        Kv::Migration(MigrationArgs { which }) => match which {
+            MigrationCmd::Status(s) => status(s),
+            MigrationCmd::Recover(o) => orphan(o, true),
+            MigrationCmd::Abort(o) => orphan(o, false),
+        },
+    }
+}
+
+/// The environment variable holding the cluster secret; when set, every wire packet carries a
+/// MAC keyed from it (`locus_kvmigrate::auth`), and packets without a valid one are dropped and
+/// counted. Every process of a deployment, and each `kv get`/`set`, needs the same value.
+pub const SECRET_ENV: &str = "LOCUS_SECRET";
+
+/// The datagram key from [`SECRET_ENV`], if it is set and not empty.
+fn datagram_key() -> Result<Option<locus_kvmigrate::auth::DatagramKey>, String> {
+    match std::env::var(SECRET_ENV) {
+        Ok(s) if !s.is_empty() => locus_kvmigrate::auth::DatagramKey::from_secret(s.as_bytes())
+            .map(Some)
+            .map_err(|e| format!("{SECRET_ENV}: {e}")),
+        _ => Ok(None),
     }
 }
 

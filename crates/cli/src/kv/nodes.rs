@@ -21,8 +21,8 @@ use locus_kvmigrate::{Geometry, Router, RouterConfig, Server, ServerConfig};
 use serde_json::{json, Value};
 
 use super::{
-    admin_bytes, parse_admin, parse_protocol, Book, RouterArgs, ServerArgs, ACK_TIMEOUT_MS_MIN,
-    RECORDS_MAX, SERVERS_MAX,
+    admin_bytes, datagram_key, parse_admin, parse_protocol, Book, RouterArgs, ServerArgs,
+    ACK_TIMEOUT_MS_MIN, RECORDS_MAX, SERVERS_MAX,
 };
 
 /// A server announces itself to the router this often, so a restarted router learns it again.
@@ -42,7 +42,11 @@ pub(super) fn router(a: RouterArgs) -> Result<(), String> {
         ..RouterConfig::default()
     })
     .map_err(|e| e.to_string())?;
-    let peer = Arc::new(UdpPeer::bind(book.base, 0).map_err(|e| format!("kv router: {e}"))?);
+    let mut peer = UdpPeer::bind(book.base, 0).map_err(|e| format!("kv router: {e}"))?;
+    if let Some(key) = datagram_key()? {
+        peer = peer.with_auth(key, 0);
+    }
+    let peer = Arc::new(peer);
     let mut node = RouterNode::new(router, peer.clone());
     eprintln!(
         "kv router listening on {} (servers at port + id, bf {} B, cbf {} B)",
@@ -83,8 +87,9 @@ impl RouterAdmin {
         let _ = self.peer.send_datagram(&admin_bytes(v), to);
     }
 
-    fn relay_migrate(&mut self, req: &Value, from: SocketAddr) {
-        match req["from"].as_u64().and_then(|f| u16::try_from(f).ok()) {
+    /// Relays a request to the server its field `field` names.
+    fn relay(&mut self, req: &Value, field: &str, from: SocketAddr) {
+        match req[field].as_u64().and_then(|f| u16::try_from(f).ok()) {
             Some(src) if self.servers.contains(&src) => {
                 let mut fwd = req.clone();
                 fwd["reply_to"] = json!(from.to_string());
@@ -96,7 +101,7 @@ impl RouterAdmin {
             _ => {
                 let msg = json!({"ok": false, "error": format!(
                     "server {} has not registered with this router (known: {:?})",
-                    req["from"], self.servers)});
+                    req[field], self.servers)});
                 self.send(&msg, from);
             }
         }
@@ -125,6 +130,7 @@ impl RouterAdmin {
                 "unsendable": node.counters().unsendable,
                 "relayed": self.relayed,
                 "instances": instances,
+                "auth": self.peer.auth_counters(),
             },
             "servers": self.servers,
         });
@@ -149,7 +155,8 @@ impl NodeHooks<RouterNode> for RouterAdmin {
                 }
                 _ => self.admin_malformed += 1,
             },
-            "migrate" => self.relay_migrate(&req, d.from),
+            "migrate" => self.relay(&req, "from", d.from),
+            "recover" | "abort" => self.relay(&req, "server", d.from),
             "migration_status" => self.status(node, d.from),
             _ => self.admin_malformed += 1,
         }
@@ -202,7 +209,11 @@ pub(super) fn server(a: ServerArgs) -> Result<(), String> {
     let book = Book::parse("--router", &a.router)?;
     let cfg = server_config(&a)?;
     let srv = Server::new(cfg).map_err(|e| e.to_string())?;
-    let peer = Arc::new(UdpPeer::bind(book.base, a.id).map_err(|e| format!("kv server: {e}"))?);
+    let mut peer = UdpPeer::bind(book.base, a.id).map_err(|e| format!("kv server: {e}"))?;
+    if let Some(key) = datagram_key()? {
+        peer = peer.with_auth(key, 0);
+    }
+    let peer = Arc::new(peer);
     let me = peer
         .addr_of(a.id)
         .ok_or_else(|| format!("--id {}: port out of range", a.id))?;
@@ -285,6 +296,19 @@ impl NodeHooks<ServerNode> for ServerAdmin {
                 Ok(attempt) => json!({"ok": true, "server": id, "attempt": attempt}),
                 Err(e) => json!({"ok": false, "server": id, "error": e}),
             },
+            op @ ("recover" | "abort") => {
+                let done = match req["shard"].as_u64().and_then(|v| u16::try_from(v).ok()) {
+                    None => Err("request field shard missing or not a u16".to_string()),
+                    Some(shard) if op == "recover" => {
+                        node.recover_orphan(shard).map_err(|e| e.to_string())
+                    }
+                    Some(shard) => node.abandon_orphan(shard).map_err(|e| e.to_string()),
+                };
+                match done {
+                    Ok(()) => json!({"ok": true, "server": id}),
+                    Err(e) => json!({"ok": false, "server": id, "error": e}),
+                }
+            }
             "status" => json!({
                 "server": id,
                 "listen": self.me.to_string(),
@@ -293,6 +317,7 @@ impl NodeHooks<ServerNode> for ServerAdmin {
                 "malformed": node.counters().malformed,
                 "admin_malformed": self.admin_malformed,
                 "unsendable": node.counters().unsendable,
+                "auth": self.peer.auth_counters(),
             }),
             _ => {
                 self.admin_malformed += 1;

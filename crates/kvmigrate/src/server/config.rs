@@ -151,6 +151,15 @@ pub struct ServerStats {
     pub duplicates: u64,
     /// Packets given up after their retries and patience.
     pub given_up: u64,
+    /// Writes a source got for a group its late writes had left (a restarted router's): the
+    /// migration aborts, or, every group final at the destination, they go there.
+    pub stale_routes: u64,
+    /// PROBEs sent to a source silent for `ack_timeout_us` (as a destination).
+    pub probes: u64,
+    /// Incoming shards whose source stopped answering (PROBE, PULL or MIRROR given up).
+    pub sources_lost: u64,
+    /// Reads of an orphaned shard answered LOST (the key's data may be only on the dead source).
+    pub lost_answers: u64,
     /// Bytes of first-copy migration data sent.
     pub data_bytes: u64,
     /// Server-to-server bytes beyond the first copy: late/dirty batches, pulls, mirrors.

@@ -134,9 +134,20 @@ impl<S: ShardStore> Server<S> {
         }
     }
 
+    /// The shard migrating in from `from`, noting that the source spoke. An orphaned shard
+    /// (the router confirmed its source dead) takes nothing more from that source.
     pub(super) fn dest_shard(&mut self, shard: ShardId, from: NodeId) -> Option<&mut Shard<S>> {
+        let now = self.now_us;
         match self.shards.get_mut(&shard) {
-            Some(s) if matches!(&s.role, Role::Dest(d) if d.src == from) => Some(s),
+            Some(s)
+                if matches!(&s.role, Role::Dest(d) if d.src == from
+                && !d.source_lost.as_ref().is_some_and(|l| l.orphaned)) =>
+            {
+                if let Role::Dest(d) = &mut s.role {
+                    d.heard_us = now;
+                }
+                Some(s)
+            }
             _ => {
                 self.stats.dropped += 1;
                 None

@@ -55,6 +55,10 @@ impl<S: ShardStore> Server<S> {
                                 pending: BTreeMap::new(),
                                 pending_keys: BTreeMap::new(),
                                 fenced: false,
+                                era_in: self.era,
+                                heard_us: self.now_us,
+                                probing: false,
+                                source_lost: None,
                             })),
                         },
                     );
@@ -108,7 +112,8 @@ impl<S: ShardStore> Server<S> {
                     Some(Role::Dest(d)) => {
                         d.owned = true;
                         // The source finished: this copy is the shard now, whatever became
-                        // of an unanswered mirrored write.
+                        // of an unanswered mirrored write or a SOURCE-LOST on its way.
+                        d.source_lost = None;
                         d.fenced = false;
                         true
                     }
@@ -178,6 +183,20 @@ impl<S: ShardStore> Server<S> {
                 });
                 self.send_extra(p.from, shard, p.seq, 0, Body::PullReply { item });
             }
+            Body::Probe => {
+                // Still migrating this shard to the prober (or finished moving it there).
+                let ok = match self.shards.get(&shard).map(|s| &s.role) {
+                    Some(Role::Source(a)) => a.dst == p.from,
+                    Some(Role::Moved(to)) => *to == p.from,
+                    _ => false,
+                };
+                self.send(p.from, shard, p.seq, 0, Body::ProbeAck { ok });
+            }
+            Body::ProbeAck { ok } => {
+                if self.answered(p.seq, p.from) {
+                    self.on_probe_ack(shard, p.from, ok);
+                }
+            }
             Body::Mirror { item } => {
                 let from = p.from;
                 let ok = match self.shards.get_mut(&shard) {
@@ -219,6 +238,10 @@ impl<S: ShardStore> Server<S> {
                     op::FINISH => self.source_finished(shard),
                     // An abort notice arrived; nothing more to do.
                     op::ABORT => {}
+                    op::SOURCE_LOST if p.from == self.cfg.router => {
+                        self.on_source_lost_ack(shard, ok)
+                    }
+                    op::HAND_BACK => {}
                     _ if p.from == self.cfg.router => self.source_control_ack(shard, o, ok, group),
                     _ => self.stats.dropped += 1,
                 }
@@ -264,11 +287,13 @@ impl<S: ShardStore> Server<S> {
     /// A packet went unanswered past its retries and patience.
     pub(super) fn given_up(&mut self, l: Lost) {
         let shard = l.packet.shard;
+        let (now, patience) = (self.now_us, self.cfg.ack_timeout_us);
         match &l.packet.body {
             // A notice to a peer that stays silent: nothing more can be done (an unanswered
             // TERMINATE leaves the router's filters sending every group to the destination).
-            Body::Abort | Body::Terminate => {}
-            // The reads waiting for this pull fail; a later read pulls again.
+            Body::Abort | Body::Terminate | Body::HandBack { .. } => {}
+            // The reads waiting for this pull fail; a later read pulls again. The source is
+            // probed now (`server/orphan.rs`).
             Body::Pull { key } => {
                 let key = *key;
                 let Some(Role::Dest(d)) = self.shards.get_mut(&shard).map(|s| &mut s.role) else {
@@ -276,18 +301,21 @@ impl<S: ShardStore> Server<S> {
                 };
                 let reads = d.parked.remove(&key).unwrap_or_default();
                 d.parked_count -= reads.len();
+                d.heard_us = now.saturating_sub(patience);
                 for q in reads {
                     self.stats.refused += 1;
                     self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
                 }
             }
             // The source may or may not hold this write: fence the shard (module doc of
-            // `server`), failing every waiting query, until the source finishes or aborts.
+            // `server`), failing every waiting query, until the source finishes or aborts, or
+            // is found dead (probed now).
             Body::Mirror { .. } => {
                 let Some(Role::Dest(d)) = self.shards.get_mut(&shard).map(|s| &mut s.role) else {
                     return;
                 };
                 d.fenced = true;
+                d.heard_us = now.saturating_sub(patience);
                 d.pending_keys.clear();
                 d.parked_count = 0;
                 let waiting: Vec<Packet> = std::mem::take(&mut d.parked)
@@ -302,6 +330,20 @@ impl<S: ShardStore> Server<S> {
                     self.reply(&q, Status::Error, 0, vec![], FLAG_FROM_DEST);
                 }
             }
+            // The source stayed silent through a PROBE's retries: the router decides who
+            // serves the shard (`server/orphan.rs`).
+            Body::Probe => {
+                let what = format!(
+                    "source server {} did not answer {} (op {}) in {} resends over {} us                      (retries_max, ack_timeout_us)",
+                    l.to,
+                    op_name(l.packet.body.op()),
+                    l.packet.body.op(),
+                    l.retries,
+                    l.waited_us
+                );
+                self.source_lost(shard, what);
+            }
+            Body::SourceLost => self.source_lost_unanswered(shard),
             body => {
                 let what = format!(
                     "{} (op {}) to node {} went unanswered: sent {} more times over {} us \
@@ -326,6 +368,9 @@ fn op_name(o: u8) -> &'static str {
         op::GROUP_COMPLETE => "GROUP-COMPLETE",
         op::TERMINATE => "TERMINATE",
         op::FINISH => "FINISH",
+        op::PULL => "PULL",
+        op::MIRROR => "MIRROR",
+        op::PROBE => "PROBE",
         op::DATA => "a DATA batch",
         _ => "a packet",
     }

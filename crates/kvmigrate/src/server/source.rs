@@ -391,7 +391,7 @@ impl<S: ShardStore> Server<S> {
         }
     }
 
-    fn remember(&mut self, status: MigrationStatus) {
+    pub(super) fn remember(&mut self, status: MigrationStatus) {
         if self.history.len() >= self.cfg.status_history_max {
             self.history.pop_front();
         }

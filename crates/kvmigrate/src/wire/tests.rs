@@ -69,6 +69,15 @@ fn samples() -> Vec<Packet> {
             item: item(6, u64::MAX, Some(vec![1])),
         },
         Body::MirrorAck { ok: true },
+        Body::Probe,
+        Body::ProbeAck { ok: false },
+        Body::SourceLost,
+        Body::HandBack { to: u16::MAX },
+        Body::Reply {
+            status: Status::Lost,
+            version: 0,
+            value: b"lost with server 1".to_vec(),
+        },
     ];
     bodies
         .into_iter()
