@@ -417,7 +417,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                 let (during, p99_during) = window(a, b);
                 let (after, _) = window(b, b + phase_ns);
                 Row {
-                    protocol: "locus (guarded batches, etcd commit)",
+                    protocol: "locus (index moves: guarded, handed, served before the etcd commit)",
                     change,
                     move_s: (b - a) as f64 / 1e9,
                     slots: done.slots,

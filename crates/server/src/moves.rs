@@ -476,13 +476,17 @@ impl<'a> Mover<'a> {
         };
         let guarded = self.step(from, MoveStep::Guard, to, slots, &[], Vec::new());
         split(0);
+        let listed = guarded
+            .as_ref()
+            .map(|g| g.listed.clone())
+            .unwrap_or_default();
         let taken = guarded.and_then(|g| self.step(to, MoveStep::Take, from, slots, &[], g.listed));
         split(1);
         // A refuses to hand a batch it no longer guards (it restarted) or
         // whose keys are not all B's (B restarted and A took them back):
         // the state the old epoch fences stood for.
         let handed = taken.and_then(|r| {
-            self.step(from, MoveStep::Hand, to, slots, &[], Vec::new())
+            self.step(from, MoveStep::Hand, to, slots, &[], listed)
                 .map(|_| r)
         });
         let r = match handed {

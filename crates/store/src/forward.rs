@@ -169,6 +169,14 @@ pub enum Reply {
         /// Its owner.
         owner: MachineId,
     },
+    /// The vertex's slot is served by the machine that answered ahead of
+    /// the slot table: keys of it are not created or removed yet (V3).
+    AheadOfTable {
+        /// The vertex.
+        vertex: VertexId,
+        /// Its slot.
+        slot: u32,
+    },
 }
 
 impl Reply {
@@ -182,6 +190,7 @@ impl Reply {
             Reply::Failed(_) => "failed",
             Reply::Handed { .. } => "handed",
             Reply::NotOwnedYet { .. } => "not owned yet",
+            Reply::AheadOfTable { .. } => "ahead of the table",
         }
     }
 }
@@ -347,6 +356,11 @@ pub fn encode_reply(from: MachineId, id: u64, reply: &Reply, out: &mut Vec<u8>) 
             out.extend_from_slice(&[7, *owner]);
             out.extend_from_slice(&key.to_le_bytes());
         }
+        Reply::AheadOfTable { vertex, slot } => {
+            out.push(8);
+            out.extend_from_slice(&vertex.to_le_bytes());
+            out.extend_from_slice(&slot.to_le_bytes());
+        }
         Reply::Failed(e) => {
             let mut end = e.len().min(FAILED_TEXT_BYTES_MAX);
             while !e.is_char_boundary(end) {
@@ -508,6 +522,13 @@ fn decode_body(bytes: &[u8]) -> Decoded<Envelope> {
                         key: r.u64()?,
                     }
                 }
+                8 => {
+                    let vertex = r.u32()?;
+                    Reply::AheadOfTable {
+                        vertex,
+                        slot: r.u32()?,
+                    }
+                }
                 other => return Err(format!("unknown reply kind {other}")),
             };
             Ok(Envelope::Reply { id, reply })
@@ -601,6 +622,10 @@ mod tests {
                 to: 127,
             },
             Reply::NotOwnedYet { key: 9, owner: 0 },
+            Reply::AheadOfTable {
+                vertex: u32::MAX,
+                slot: 65_535,
+            },
             Reply::Vertex(true),
             Reply::Vertex(false),
             Reply::Replica(true),

@@ -121,6 +121,9 @@ pub(crate) struct Durability {
     pub(crate) moves_in_flight: AtomicU64,
     /// Slots the replay left in a move, for the node to take over.
     pub(crate) resumed: Mutex<Vec<(u32, Resumed)>>,
+    /// Held by a move's HAND and by the reload after a peer's failure (M1),
+    /// so that one sees the other's effect whole (V4).
+    handing: Mutex<()>,
 }
 
 /// A slot a replay leaves in a move (its log's last word on it).
@@ -308,6 +311,7 @@ impl Durability {
             interval: Duration::from_secs(d.checkpoint_interval_s),
             moves_in_flight: AtomicU64::new(resumed.len() as u64),
             resumed: Mutex::new(resumed),
+            handing: Mutex::new(()),
         })
     }
 
@@ -350,6 +354,11 @@ impl Durability {
             .iter()
             .map(|m| lock_one(m, self.blocking, relax))
             .collect()
+    }
+
+    /// The lock a move's HAND and a peer failure's reload both take (V4).
+    pub(crate) fn hand_lock(&self, relax: &mut dyn FnMut()) -> MutexGuard<'_, ()> {
+        lock_one(&self.handing, self.blocking, relax)
     }
 
     fn checkpoint_lock(&self, relax: &mut dyn FnMut()) -> MutexGuard<'_, ()> {

@@ -140,7 +140,10 @@ impl<F: Fabric> Node<F> {
                         .map_err(|e| NodeError::Move(format!("the table to install: {e}")))?;
                     self.move_install(w, &t)
                 }
-                MoveStep::Hand => self.move_hand(w, slots, peer),
+                MoveStep::Hand => {
+                    let keys: Vec<Key> = keys.iter().map(|&k| Key(k)).collect();
+                    self.move_hand(w, slots, peer, &keys)
+                }
                 MoveStep::Serve => self.move_serve(slots, peer),
                 MoveStep::Release => self.move_release(w, slots, peer),
                 MoveStep::Forget => self.move_forget(w, slots),
@@ -417,14 +420,18 @@ impl<F: Fabric> Node<F> {
     /// their home on this machine (V1). From here the batch only rolls
     /// forward. Refused if a key of it is not `MOVED(to)` here (`to`
     /// restarted and this server took the key back, M1: take it again).
-    /// Holds every stripe meanwhile, so that a reload after `to`'s failure
-    /// (M1, which holds them too) either ran before (and the check sees
-    /// it) or runs after (and leaves handed slots alone, V4). Idempotent.
+    /// `keys` are the batch's keys as GUARD listed them (no key of a
+    /// guarded slot is created or removed since); empty, the table is
+    /// scanned for them. Holds the hand lock meanwhile, so that a reload
+    /// after `to`'s failure (M1, which holds it too) either ran before (and
+    /// the check sees it) or runs after (and leaves handed slots alone,
+    /// V4). Idempotent.
     pub fn move_hand(
         &self,
         w: &mut Worker<Counting<F>>,
         slots: &[u32],
         to: MachineId,
+        keys: &[Key],
     ) -> Result<MoveReport> {
         self.check_batch(slots, self.me, to)?;
         let state = |s: &u32| self.moving.lock().get(s).copied();
@@ -441,12 +448,28 @@ impl<F: Fabric> Node<F> {
             return Ok(report);
         }
         let mut w2 = self.store.worker(self.me)?;
-        let _all = self
+        let _hand = self
             .durable
             .as_ref()
-            .map(|d| d.lock_all(&mut || w2.relax()));
+            .map(|d| d.hand_lock(&mut || w2.relax()));
         let set: HashSet<u32> = slots.iter().copied().collect();
-        for k in w.keys_in_slots(self.me, &set)? {
+        let homes = std::sync::Arc::clone(self.store.homes());
+        if let Some(k) = keys
+            .iter()
+            .find(|k| !set.contains(&homes.slot_of(k.vertex())))
+        {
+            return Err(NodeError::Move(format!(
+                "key {:#x} (vertex {}) is not in the batch's slots",
+                k.0,
+                k.vertex()
+            )));
+        }
+        let keys = if keys.is_empty() {
+            w.keys_in_slots(self.me, &set)?
+        } else {
+            keys.to_vec()
+        };
+        for k in keys {
             if w.handed_to(k)? != Some(to) {
                 return Err(NodeError::Move(format!(
                     "key {:#x} (vertex {}) is not handed to server {to} here (taken back after its failure?): take the batch again",

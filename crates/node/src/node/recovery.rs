@@ -237,6 +237,9 @@ impl<F: Fabric> Node<F> {
                 let homes = std::sync::Arc::clone(self.store.homes());
                 let slot_of = move |v: u32| homes.slot_of(v);
                 let store = &self.store;
+                // No HAND meanwhile: a vertex handed away is left alone
+                // below, one not handed is not handed until this is done.
+                let _hand = d.hand_lock(&mut || w2.relax());
                 d.with_logged_lists(&wanted, &slot_of, &mut || w2.relax(), |lists| {
                     for &v in &vertices {
                         // Handed to the peer since the scan (V4): the

@@ -149,7 +149,7 @@ pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         // (B restarted and A took them back), as the driver relies on.
         let handed = (|| {
             let g = step(s, a, MoveStep::Guard, b, &slots, Vec::new())?;
-            step(s, b, MoveStep::Take, a, &slots, g.listed)?;
+            step(s, b, MoveStep::Take, a, &slots, g.listed.clone())?;
             if s.hunt == Hunt::BeforeHand {
                 // The nemesis strikes A or B between TAKE and HAND, and
                 // HAND comes once the victim is back: A's checks stand
@@ -157,7 +157,13 @@ pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
                 *s.handed.lock().unwrap() = Some((slot, a, b));
                 wait_for_nemesis(s, &mut port);
             }
-            step(s, a, MoveStep::Hand, b, &slots, Vec::new())
+            // The keys GUARD listed, or (half the seeds) none: A scans.
+            let keys = if (s.seed / 2).is_multiple_of(2) {
+                g.listed
+            } else {
+                Vec::new()
+            };
+            step(s, a, MoveStep::Hand, b, &slots, keys)
         })();
         match handed {
             Some(_) => {

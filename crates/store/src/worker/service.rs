@@ -403,6 +403,7 @@ impl<F: Fabric> Worker<F> {
                 // Typed, so the sender learns whom to ask (issue 59).
                 StoreError::Moved { key, to, .. } => Reply::Handed { key, to },
                 StoreError::NotOwnedYet { key, owner, .. } => Reply::NotOwnedYet { key, owner },
+                StoreError::AheadOfTable { vertex, slot } => Reply::AheadOfTable { vertex, slot },
                 e => Reply::Failed(e.to_string()),
             }
         });
@@ -665,6 +666,7 @@ fn failed_is_error(r: Result<Reply>, target: MachineId) -> Result<Reply> {
             vertex: crate::Key(key).vertex(),
             owner,
         }),
+        Reply::AheadOfTable { vertex, slot } => Err(StoreError::AheadOfTable { vertex, slot }),
         reply => Ok(reply),
     }
 }
