@@ -614,12 +614,14 @@ impl<'a> Dec<'a> {
 
 mod client;
 mod control;
+mod moves;
 
-pub use client::{
-    KhopReply, MoveHint, MoveReply, MoveStep, Reply, Request, SlotInFlight, HINTS_MAX,
-    HINT_FILTER_BYTES_MAX, LISTS_VERTICES_MAX, LIST_ABSENT, MOVE_KEYS_MAX, MOVE_SLOTS_MAX,
-};
+pub use client::{KhopReply, Reply, Request, LISTS_VERTICES_MAX, LIST_ABSENT};
 pub use control::{AccessEntry, Control, JobKind};
+pub use moves::{
+    MoveHint, MoveReply, MoveStep, SlotInFlight, HINTS_MAX, HINT_FILTER_BYTES_MAX, MOVE_KEYS_MAX,
+    MOVE_SLOTS_MAX,
+};
 
 #[cfg(test)]
 mod tests;

@@ -244,6 +244,23 @@ impl<F: Fabric> Node<F> {
         }
     }
 
+    /// Refuses `keys` not all of the batch's `slots`.
+    fn check_keys(&self, slots: &[u32], keys: &[Key]) -> Result<()> {
+        let set: HashSet<u32> = slots.iter().copied().collect();
+        let homes = self.store.homes();
+        match keys
+            .iter()
+            .find(|k| !set.contains(&homes.slot_of(k.vertex())))
+        {
+            Some(k) => Err(NodeError::Move(format!(
+                "key {:#x} (vertex {}) is not in the batch's slots",
+                k.0,
+                k.vertex()
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Checks a batch of `slots` owned by `owner` moving to `to`.
     fn check_batch(&self, slots: &[u32], owner: MachineId, to: MachineId) -> Result<()> {
         if owner == to || owner as usize >= self.machines || to as usize >= self.machines {
@@ -321,18 +338,7 @@ impl<F: Fabric> Node<F> {
         keys: &[Key],
     ) -> Result<MoveReport> {
         self.check_batch(slots, from, self.me)?;
-        let set: HashSet<u32> = slots.iter().copied().collect();
-        let homes = std::sync::Arc::clone(self.store.homes());
-        if let Some(k) = keys
-            .iter()
-            .find(|k| !set.contains(&homes.slot_of(k.vertex())))
-        {
-            return Err(NodeError::Move(format!(
-                "key {:#x} (vertex {}) is not in the batch's slots",
-                k.0,
-                k.vertex()
-            )));
-        }
+        self.check_keys(slots, keys)?;
         // A served slot's copies have writes since SLOT_IN: a second
         // SLOT_IN would put the older lists back at a replay (V2).
         self.check_states(slots, "is already in a move here", |m| {
@@ -453,17 +459,7 @@ impl<F: Fabric> Node<F> {
             .as_ref()
             .map(|d| d.hand_lock(&mut || w2.relax()));
         let set: HashSet<u32> = slots.iter().copied().collect();
-        let homes = std::sync::Arc::clone(self.store.homes());
-        if let Some(k) = keys
-            .iter()
-            .find(|k| !set.contains(&homes.slot_of(k.vertex())))
-        {
-            return Err(NodeError::Move(format!(
-                "key {:#x} (vertex {}) is not in the batch's slots",
-                k.0,
-                k.vertex()
-            )));
-        }
+        self.check_keys(slots, keys)?;
         let keys = if keys.is_empty() {
             w.keys_in_slots(self.me, &set)?
         } else {
