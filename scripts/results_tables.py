@@ -775,15 +775,19 @@ def cluster():
     fam = load_opt("cluster/faults.meta.json")
     faults = None
     if fa is not None:
-        cf = command(fam, f"locus bench faults --duration-s {f0(fa['settings']['duration_s'].num())} --seed {fa['seed'].v}")
+        moving = fa["settings"].has("slot_moves") and bool(fa["settings"]["slot_moves"].v)
+        cf = command(fam, f"locus bench faults --duration-s {f0(fa['settings']['duration_s'].num())}"
+                          f"{' --slot-moves' if moving else ''} --seed {fa['seed'].v}")
         kinds = len(fa["faults_injected"].v)
         windows = fa["windows"].list()
         probes_ok = sum(1 for w in windows if w["probe_ok"].v)
-        rows.append(["Fault lab: one seeded schedule (partitions, pauses, kill -9, etcd and coordinator cut off, a slow link, a server joining and one leaving)",
+        moved = f"; {f0(fa['slot_moves']['committed'].num())} batches of slots moved" if moving else ""
+        rows.append(["Fault lab: one seeded schedule (partitions, pauses, kill -9, etcd and coordinator cut off, a slow link, a server joining and one leaving)"
+                     + (", slots moving all along" if moving else ""),
                      "- (not in the papers)",
                      f"{f0(fa['lost_acknowledged_writes'].num())} of {f0(fa['acknowledged_writes'].num())} acknowledged writes lost, "
                      f"{f0(fa['violations'].num())} violations in {f0(fa['keys_checked'].num())} checked histories; "
-                     f"{len(windows)} windows of {kinds} kinds, {probes_ok} probes positive",
+                     f"{len(windows)} windows of {kinds} kinds, {probes_ok} probes positive{moved}",
                      cf])
         frow = []
         for w in windows:
