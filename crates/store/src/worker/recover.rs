@@ -188,6 +188,12 @@ impl<F: Fabric> Worker<F> {
             if holder == dead {
                 continue;
             }
+            // A key of a slot handed away (a view names its new home,
+            // design V4) is the new home's to repair, and that home may be
+            // the dead peer: not looked up there.
+            if shared.shard_map.is_none() && shared.homes.owner(key.vertex()) != me {
+                continue;
+            }
             let vr = self.values_region(holder);
             let header = self.port.read_word(holder, vr, a.offset_units() * 8)?;
             if Header::decode(header).matches(a) {
@@ -199,9 +205,20 @@ impl<F: Fabric> Worker<F> {
                     None => self.port.relax(),
                 }
             };
-            // Again under the lock: a live migration may have published.
-            let Some(slot) = self.lookup(key)? else {
+            // Again under the lock: a live migration may have published,
+            // or a move handed the slot away since the scan (its new home,
+            // maybe the dead peer, repairs it).
+            if shared.shard_map.is_none() && shared.homes.owner(key.vertex()) != me {
                 continue;
+            }
+            let slot = match self.lookup(key) {
+                Ok(Some(slot)) => slot,
+                Ok(None) => continue,
+                Err(StoreError::Fabric(locus_fabric::FabricError::PeerUnavailable {
+                    machine,
+                    ..
+                })) if machine == dead => continue,
+                Err(e) => return Err(e),
             };
             // A key whose slot moved away since the scan read this table is
             // its new home's to repair (its word is in that home's form).
