@@ -78,9 +78,8 @@ fn threaded_kill_run() -> bool {
     server.retries_max = 3;
     // One item per batch and one batch and group in flight: one acknowledged round trip per
     // key (20,000 keys once took 0.3 s in CI, too short: this is five times as many), so the
-    // migration is still running when the
-    // destination dies. (The source's CPU budget no longer slows the copy: it charges client
-    // queries only, NetMigrate 4.4.)
+    // migration is still running when the destination dies. (The source's CPU budget no longer
+    // slows the copy: it charges client queries only, NetMigrate 4.4.)
     server.batch_items_max = 1;
     server.batches_inflight_max = 1;
     server.groups_inflight_max = 1;
