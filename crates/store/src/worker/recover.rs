@@ -190,7 +190,12 @@ impl<F: Fabric> Worker<F> {
             }
             // A key of a slot handed away (a view names its new home,
             // design V4) is the new home's to repair, and that home may be
-            // the dead peer: not looked up there.
+            // the dead peer: not looked up there. The scan's words can be
+            // that old: the peer's next incarnation may already be up and
+            // take, be handed and serve a batch while this pass runs (twin
+            // seed 405: the scan read a word `Local`, B's TAKE then made it
+            // `MOVED(B)` and invalidated the block, and this pass, reaching
+            // the key after HAND, found the block's header zeroed).
             if shared.shard_map.is_none() && shared.homes.owner(key.vertex()) != me {
                 continue;
             }
