@@ -147,7 +147,12 @@ pub(crate) fn mover<'a>(
         )
         .into());
     }
-    Ok(Mover::new(client, m).with_journal(Journal::new(dir, command)))
+    Ok(Mover::new(client, m)
+        .named(format!(
+            "locus cluster {command} (pid {})",
+            std::process::id()
+        ))
+        .with_journal(Journal::new(dir, command)))
 }
 
 /// Whether process `pid` exists (and is not a zombie).
@@ -395,6 +400,8 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
     let (_, table) = mover.table()?;
     let counts = table.counts();
     let servers = mover.in_flight();
+    // Who drives moves now (docs/design.md "One mover at a time").
+    let driver = m.mover_holder()?;
     if a.json {
         let rows: Vec<_> = servers
             .iter()
@@ -418,7 +425,7 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
         });
         println!(
             "{}",
-            serde_json::json!({"table_epoch": table.epoch(), "settled": settled, "servers": rows, "move": mv})
+            serde_json::json!({"table_epoch": table.epoch(), "settled": settled, "driver": driver, "servers": rows, "move": mv})
         );
         return Ok(());
     }
@@ -427,6 +434,12 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
     }
     if a.settle {
         println!("settled {settled} batch(es) an interrupted move left in flight");
+    }
+    match &driver {
+        Some(d) => println!("moves are driven by {d}"),
+        None => println!(
+            "no mover runs (the coordinator settles a batch left in flight within a few seconds)"
+        ),
     }
     println!(
         "slot table epoch {} (etcd), {} slots",

@@ -49,6 +49,12 @@ pub enum MembershipError {
         /// Why.
         reason: String,
     },
+    /// Another driver holds the slot mover's lock (`P/mover`).
+    #[error("another slot mover is running: {holder} holds the lock (wait for it; a killed one's lock ends with its lease, and the coordinator then settles what it left)")]
+    MoverBusy {
+        /// The holder's token.
+        holder: String,
+    },
     /// Starting or waiting for a private etcd failed.
     #[error("etcd process: {0}")]
     Process(String),

@@ -68,6 +68,7 @@ mod election;
 mod error;
 mod etcd;
 mod lease;
+mod mover;
 mod record;
 mod slots;
 mod watch;
@@ -77,6 +78,7 @@ pub use election::{Leader, Leadership};
 pub use error::{MembershipError, Result};
 pub use etcd::{free_loopback_ports, wait_healthy, Etcd, EtcdSpec};
 pub use lease::{Lease, Registration};
+pub use mover::MoverLock;
 pub use watch::{MemberEvent, Watch};
 
 /// Most puts the record writes in one etcd transaction (etcd's default

@@ -49,17 +49,28 @@ impl Membership {
             })
     }
 
-    /// Replaces the table by `new` if etcd still holds `expected` and each
+    /// Replaces the table by `new` if etcd still holds `expected`, each
     /// `(machine, epoch)` of `fences` is still that machine's last epoch
-    /// (no new incarnation of it started: a slot move's commit point,
-    /// docs/design.md "Moves across servers"); returns whether it did.
-    pub fn slots_swap(&self, expected: &[u8], new: &[u8], fences: &[(u8, u64)]) -> Result<bool> {
+    /// (no new incarnation of it started), and `mover` (a
+    /// [`crate::MoverLock`]'s token) still holds `P/mover` (MV2: a slot
+    /// move's commit point, docs/design.md "Moves across servers");
+    /// returns whether it did.
+    pub fn slots_swap(
+        &self,
+        expected: &[u8],
+        new: &[u8],
+        fences: &[(u8, u64)],
+        mover: Option<&str>,
+    ) -> Result<bool> {
         let key = self.slots_key();
         let mut when = vec![Compare::value(
             key.clone(),
             CompareOp::Equal,
             expected.to_vec(),
         )];
+        if let Some(token) = mover {
+            when.push(self.mover_held(token));
+        }
         for &(m, epoch) in fences {
             when.push(Compare::value(
                 self.key(&format!("epochs/{m:03}")),

@@ -186,6 +186,17 @@ impl CoordinatorProcess {
                 },
             )?);
         }
+        if shared.lead.is_some() {
+            // MV3: batches no driver holds are settled by the leader.
+            let s = Arc::clone(&shared);
+            threads.push(crate::server::spawn("locus-move-settler", move || {
+                let lead = s.lead.as_ref().expect("checked above");
+                let term = lead.leadership.term();
+                let stop = || s.stop.load(Ordering::Acquire);
+                let leading = || lead.may_approve();
+                crate::settler::settle_loop(&s.file, &s.secret, term, &stop, &leading)
+            })?);
+        }
         let metrics_addr = match entry.metrics {
             Some(addr) => {
                 let s = Arc::clone(&shared);

@@ -36,6 +36,7 @@ mod member;
 mod metrics;
 pub mod moves;
 mod server;
+mod settler;
 mod stats;
 pub mod supervise;
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use locus_client::proto::{MoveReply, MoveStep, Reply, Request};
 use locus_client::Client;
-use locus_membership::Membership;
+use locus_membership::{Membership, MoverLock};
 use locus_store::{SlotMove, SlotTable};
 
 use crate::{Result, ServerError};
@@ -60,6 +60,26 @@ pub struct Mover<'a> {
     reachable: std::sync::Mutex<Option<(std::time::Instant, usize, Vec<u8>)>>,
     /// Where progress goes and a cancel request comes from, if anywhere.
     journal: Option<Journal>,
+    /// Who this mover is, in `P/mover` (MV1).
+    who: String,
+    /// `P/mover` while a call holds it, and how many nested calls do.
+    lock: std::sync::Mutex<Option<(MoverLock, usize)>>,
+}
+
+/// `P/mover` held by a call of a [`Mover`] (see [`Mover::hold`]).
+struct Holding<'m, 'a>(&'m Mover<'a>);
+
+impl Drop for Holding<'_, '_> {
+    fn drop(&mut self) {
+        let mut g = self.0.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, depth)) = g.as_mut() {
+            *depth -= 1;
+            if *depth == 0 {
+                // Revokes the lease: the next driver need not wait its TTL.
+                *g = None;
+            }
+        }
+    }
 }
 
 /// How long the servers to install tables on are taken as known.
@@ -85,6 +105,47 @@ impl<'a> Mover<'a> {
             etcd,
             reachable: Default::default(),
             journal: None,
+            who: format!("pid {}", std::process::id()),
+            lock: Default::default(),
+        }
+    }
+
+    /// This mover, named `who` in `P/mover` (the default names the process).
+    pub fn named(mut self, who: impl Into<String>) -> Mover<'a> {
+        self.who = who.into();
+        self
+    }
+
+    /// Holds `P/mover` until the returned guard drops (MV1): the calls that
+    /// change what is in flight or commit tables hold it; nested calls of
+    /// one mover share it. Fails at once, naming the holder, while another
+    /// driver holds it.
+    fn hold(&self) -> Result<Holding<'_, 'a>> {
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_mut() {
+            Some((_, depth)) => *depth += 1,
+            None => {
+                let l = self
+                    .etcd
+                    .mover_acquire(&self.who)
+                    .map_err(|e| err(e.to_string()))?;
+                *g = Some((l, 1));
+            }
+        }
+        Ok(Holding(self))
+    }
+
+    /// The token of `P/mover` as held now, failing if no call holds it or
+    /// its lease may have ended (MV2: commit only under the lock).
+    fn token(&self) -> Result<String> {
+        let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_ref() {
+            Some((l, _)) if l.is_live() => Ok(l.token().to_string()),
+            Some((l, _)) => Err(err(format!(
+                "this mover's lock ({}) may have ended with its lease: it commits nothing more",
+                l.token()
+            ))),
+            None => Err(err("a table is committed only under the mover's lock")),
         }
     }
 
@@ -217,6 +278,7 @@ impl<'a> Mover<'a> {
     /// any other is released at its old home and forgotten at its target.
     /// Returns the batches settled.
     pub fn settle(&self) -> Result<u64> {
+        let _held = self.hold()?;
         let (_, table) = self.table()?;
         let mut settled = 0;
         let mut committed = false;
@@ -313,6 +375,7 @@ impl<'a> Mover<'a> {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<MovesDone> {
         self.check_target(to)?;
+        let _held = self.hold()?;
         let settled = self.settle()?;
         let (_, table) = self.table()?;
         let mut moves = Vec::new();
@@ -343,6 +406,7 @@ impl<'a> Mover<'a> {
         plan_only: bool,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(Vec<SlotMove>, MovesDone)> {
+        let _held = if plan_only { None } else { Some(self.hold()?) };
         let settled = if plan_only { 0 } else { self.settle()? };
         let (_, table) = self.table()?;
         let moves = table.balance(members).map_err(|e| err(e.to_string()))?;
@@ -559,12 +623,23 @@ impl<'a> Mover<'a> {
                 break table; // committed by an earlier attempt
             }
             let next = table.after(&moves).map_err(|e| err(e.to_string()))?;
+            let token = self.token()?;
             if self
                 .etcd
-                .slots_swap(&raw, &next.encode(), &[])
+                .slots_swap(&raw, &next.encode(), &[], Some(&token))
                 .map_err(|e| err(format!("committing the table in etcd: {e}")))?
             {
                 break next;
+            }
+            let holder = self
+                .etcd
+                .mover_holder()
+                .map_err(|e| err(format!("reading the mover's lock: {e}")))?;
+            if holder.as_deref() != Some(token.as_str()) {
+                return Err(err(format!(
+                    "this mover's lock ({token}) ended with its lease and is held by {}: that driver finishes the batch",
+                    holder.as_deref().unwrap_or("nobody now")
+                )));
             }
             tries += 1;
             if tries >= INSTALL_TRIES {

@@ -252,16 +252,40 @@ fn the_slot_table_lives_in_etcd_and_a_file_of_another_shape_is_refused() {
     // the one expected, or a server of the move took a newer epoch (it
     // restarted) since the move read it.
     let e1 = m.last_epoch(1).unwrap();
-    assert!(!m.slots_swap(&next.encode(), &next.encode(), &[]).unwrap());
-    assert!(!m.slots_swap(&raw, &next.encode(), &[(1, e1 + 1)]).unwrap());
+    assert!(!m
+        .slots_swap(&next.encode(), &next.encode(), &[], None)
+        .unwrap());
+    assert!(!m
+        .slots_swap(&raw, &next.encode(), &[(1, e1 + 1)], None)
+        .unwrap());
+    // One mover at a time (MV1), and a commit only under its lock (MV2): a
+    // second driver is refused naming the holder; a token that no longer
+    // holds the lock commits nothing, the holder's does.
+    let first = m.mover_acquire("first driver").unwrap();
+    let busy = m.mover_acquire("second driver").unwrap_err().to_string();
+    assert!(busy.contains(first.token()), "{busy}");
+    let stale = first.token().to_string();
+    drop(first);
+    assert_eq!(
+        m.mover_holder().unwrap(),
+        None,
+        "dropping the lock revokes it"
+    );
+    let held = m.mover_acquire("second driver").unwrap();
+    assert_ne!(held.token(), stale);
+    assert!(!m
+        .slots_swap(&raw, &next.encode(), &[], Some(&stale))
+        .unwrap());
     assert_eq!(m.slots_load().unwrap().unwrap(), raw, "nothing swapped");
     assert!(m
         .slots_swap(
             &raw,
             &next.encode(),
-            &[(0, m.last_epoch(0).unwrap()), (1, e1)]
+            &[(0, m.last_epoch(0).unwrap()), (1, e1)],
+            Some(held.token())
         )
         .unwrap());
+    drop(held);
     let mut servers = servers;
     servers.pop().unwrap().stop();
     let put = |bytes: Vec<u8>| {

@@ -513,3 +513,85 @@ fn a_handed_batch_is_served_by_its_new_home_before_the_commit_and_through_restar
         s.stop();
     }
 }
+
+/// MV1-MV3 over TCP (docs/design.md "One mover at a time"): a driver dies
+/// holding the mover's lock with two batches in flight, one not handed
+/// (slot 0) and one handed (slot 1). The coordinator leaves them alone
+/// while the lock lives (and so must another driver); once the dead
+/// driver's lease ends it rolls the first back and the second forward, and
+/// every acknowledged write reads back.
+#[test]
+fn the_coordinator_settles_what_a_dead_driver_left() {
+    let (_etcd, dir, mut file, servers) = setup("/slot-moves-settler", 3600);
+    file.coordinator = Some(locus_server::config::CoordinatorEntry {
+        control: common::free(),
+        metrics: None,
+        record: dir.path().join("coordinator.redb"),
+    });
+    let (c, m) = (client(&file), membership(&file));
+    let mover = Mover::new(&c, &m);
+    let (_, t0) = mover.table().unwrap();
+    let driver = m.mover_acquire("a driver about to die").unwrap();
+    let (a0, a1) = (t0.owner_of_slot(0).unwrap(), t0.owner_of_slot(1).unwrap());
+    let (b0, b1) = ((a0 + 1) % 3, (a1 + 1) % 3);
+    let guarded = |a: u8, b: u8, slot: u32| {
+        let Reply::Move(g) = step(&c, a, MoveStep::Guard, b, &[slot], Vec::new()) else {
+            panic!("guard")
+        };
+        let Reply::Move(r) = step(&c, b, MoveStep::Take, a, &[slot], g.listed.clone()) else {
+            panic!("take")
+        };
+        assert_eq!(r.keys as usize, g.listed.len());
+        g.listed
+    };
+    guarded(a0, b0, 0);
+    let listed1 = guarded(a1, b1, 1);
+    let Reply::Move(_) = step(&c, a1, MoveStep::Hand, b1, &[1], listed1) else {
+        panic!("hand")
+    };
+    let coordinator = locus_server::CoordinatorProcess::start(file.clone()).unwrap();
+    let in_flight = || {
+        mover
+            .in_flight()
+            .into_iter()
+            .filter_map(|(_, f)| f)
+            .map(|f| f.len())
+            .sum::<usize>()
+    };
+    // MV1: the lock lives, so the batches are its holder's (the settler
+    // looks every 2 s, at once first).
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(in_flight(), 4, "two slots, each at A and at B");
+    let busy = mover.settle().unwrap_err().to_string();
+    assert!(busy.contains("a driver about to die"), "{busy}");
+    // The driver is killed: its lease ends after the TTL (2 s), and MV3.
+    driver.stop_renewing();
+    let t = std::time::Instant::now();
+    while in_flight() > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "still in flight 30 s after the driver died: {:?}",
+            mover.in_flight()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (_, t1) = mover.table().unwrap();
+    assert_eq!(t1.owner_of_slot(0), Some(a0), "not handed: rolled back");
+    assert_eq!(t1.owner_of_slot(1), Some(b1), "handed: rolled forward");
+    let v0 = (0..VERTICES).find(|&v| v % SLOTS == 0).unwrap();
+    let v1 = (0..VERTICES).find(|&v| v % SLOTS == 1).unwrap();
+    assert!(c.insert_edge(v0, 999_990).unwrap());
+    assert!(c.insert_edge(v1, 999_991).unwrap());
+    let acked = Arc::new(Mutex::new(HashMap::from([
+        (v0, vec![999_990]),
+        (v1, vec![999_991]),
+    ])));
+    check_all(&c, &acked, "after the coordinator settled");
+    assert_eq!(c.locate(v1).unwrap().home, b1);
+    drop(driver);
+    coordinator.stop();
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+}

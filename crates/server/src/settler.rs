@@ -1,0 +1,107 @@
+//! The leading coordinator settles slot moves that no driver holds (issue
+//! 59; docs/design.md "One mover at a time, and the coordinator settles
+//! what a dead one left", MV3): at its takeover and every
+//! [`SETTLE_EVERY`], if nobody holds `P/mover` and a server lists slots in
+//! flight, it takes the lock and runs [`Mover::settle`] (a handed batch
+//! rolls forward, any other rolls back), so a batch a killed driver left
+//! does not stay guarded until an operator runs the next command.
+
+use std::time::{Duration, Instant};
+
+use locus_client::{Client, ClientConfig};
+use locus_fabric::auth::Secret;
+use locus_membership::Membership;
+
+use crate::config::ClusterFile;
+use crate::moves::Mover;
+
+/// How often the leader looks for batches left in flight.
+pub const SETTLE_EVERY: Duration = Duration::from_secs(2);
+
+/// What one look did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// A driver holds the lock: its batches are its own.
+    Driven(String),
+    /// Nothing in flight.
+    Idle,
+    /// Batches settled.
+    Settled(u64),
+}
+
+/// Runs until `stop`: looks at once (a takeover settles what the old
+/// leader or a driver left), then every [`SETTLE_EVERY`] while `leading`.
+pub(crate) fn settle_loop(
+    file: &ClusterFile,
+    secret: &Secret,
+    term: i64,
+    stop: &dyn Fn() -> bool,
+    leading: &dyn Fn() -> bool,
+) {
+    let Some(etcd) = &file.etcd else { return };
+    let servers = file.servers.iter().map(|s| s.client).collect();
+    let config = ClientConfig {
+        secret: Some(secret.clone()),
+        deadline: Duration::from_secs(30),
+        connect_timeout: Duration::from_secs(2),
+        ..ClientConfig::default()
+    };
+    let client = match Client::new(servers, config) {
+        Ok(c) => c,
+        Err(e) => return tracing::error!("the move settler has no client: {e}"),
+    };
+    let mut membership: Option<Membership> = None;
+    let mut next = Instant::now();
+    while !stop() {
+        if Instant::now() < next {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        next = Instant::now() + SETTLE_EVERY;
+        if !leading() {
+            continue;
+        }
+        if membership.is_none() {
+            match Membership::connect(&etcd.config()) {
+                Ok(m) => membership = Some(m),
+                Err(e) => {
+                    tracing::warn!("the move settler cannot reach etcd: {e}");
+                    continue;
+                }
+            }
+        }
+        let m = membership.as_ref().expect("connected above");
+        match look(&client, m, term) {
+            Ok(Look::Settled(n)) => {
+                tracing::info!(batches = n, term, "settled slot moves no driver held")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("settling slot moves no driver held: {e}"),
+        }
+    }
+}
+
+/// One look (see the module doc).
+pub(crate) fn look(client: &Client, m: &Membership, term: i64) -> crate::Result<Look> {
+    let busy = |e: &dyn std::fmt::Display| e.to_string().contains("another slot mover is running");
+    if let Some(holder) = m
+        .mover_holder()
+        .map_err(|e| crate::ServerError::Move(e.to_string()))?
+    {
+        return Ok(Look::Driven(holder));
+    }
+    let mover = Mover::new(client, m).named(format!("the coordinator (term {term})"));
+    let in_flight = mover
+        .in_flight()
+        .into_iter()
+        .any(|(_, f)| f.is_some_and(|f| !f.is_empty()));
+    if !in_flight {
+        return Ok(Look::Idle);
+    }
+    match mover.settle() {
+        Ok(n) => Ok(Look::Settled(n)),
+        // A driver started between the two looks: its batches are its own.
+        Err(e) if busy(&e) => Ok(Look::Driven(e.to_string())),
+        Err(e) => Err(e),
+    }
+}
