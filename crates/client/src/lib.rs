@@ -17,6 +17,7 @@ mod error;
 mod file;
 pub mod load;
 pub mod proto;
+pub mod settle;
 
 pub use client::{Client, ClientConfig, Location, Moved, Routing, ROUTE_RETRIES_MAX};
 pub use conn::{Conn, ServerHello};

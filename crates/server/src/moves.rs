@@ -16,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use locus_client::proto::{MoveReply, MoveStep, Reply, Request};
+use locus_client::settle::settle_plan;
 use locus_client::Client;
 use locus_membership::{Membership, MoverLock};
 use locus_store::{SlotMove, SlotTable};
@@ -280,84 +281,37 @@ impl<'a> Mover<'a> {
     pub fn settle(&self) -> Result<u64> {
         let _held = self.hold()?;
         let (_, table) = self.table()?;
-        let mut settled = 0;
-        let mut committed = false;
         let mut statuses = Vec::new();
         for a in self.reachable() {
             match self.step(a, MoveStep::Status, 0, &[], &[], Vec::new()) {
-                Ok(s) => statuses.push((a, s)),
+                Ok(s) => statuses.push((a, s.in_flight)),
                 Err(e) => tracing::warn!(server = a, "cannot ask what is in flight: {e}"),
             }
         }
-        // Handed batches roll forward (V1), by (A, B).
-        let mut forward: std::collections::BTreeMap<(u8, u8), Vec<u32>> = Default::default();
-        for (a, status) in &statuses {
-            for f in status.in_flight.iter().filter(|f| f.leaving && f.handed) {
-                if table.owner_of_slot(f.slot) == Some(f.peer) {
-                    committed = true;
-                } else {
-                    forward.entry((*a, f.peer)).or_default().push(f.slot);
-                }
-            }
-        }
-        let mut forwarded: std::collections::HashSet<u32> = Default::default();
-        // (server, slot) told to FORGET above, by the roll-back of its batch.
-        let mut forgotten: std::collections::HashSet<(u8, u32)> = Default::default();
-        for ((a, b), slots) in &forward {
-            self.finish(*a, *b, slots, &mut |_| {})?;
-            forwarded.extend(slots.iter().copied());
+        let plan = settle_plan(&statuses, &table);
+        let mut settled = 0;
+        // Handed batches roll forward (V1).
+        for b in &plan.forward {
+            self.finish(b.from, b.to, &b.slots, &mut |_| {})?;
             settled += 1;
         }
-        for (a, status) in &statuses {
-            let a = *a;
-            // Leaving slots not handed, grouped by target: rolled back.
-            let mut back: std::collections::BTreeMap<u8, Vec<u32>> = Default::default();
-            for f in status.in_flight.iter().filter(|f| f.leaving && !f.handed) {
-                if table.owner_of_slot(f.slot) == Some(f.peer) {
-                    committed = true;
-                } else {
-                    back.entry(f.peer).or_default().push(f.slot);
-                }
+        for b in &plan.back {
+            self.step(b.from, MoveStep::Release, b.to, &b.slots, &[], Vec::new())?;
+            // A target that is down forgets at its restart: its replay
+            // drops slots the table does not give it (M3).
+            if let Err(e) = self.step(b.to, MoveStep::Forget, b.from, &b.slots, &[], Vec::new()) {
+                tracing::warn!(
+                    server = b.to,
+                    "the rolled-back batch is not forgotten yet: {e}"
+                );
             }
-            for (b, slots) in back {
-                self.step(a, MoveStep::Release, b, &slots, &[], Vec::new())?;
-                forgotten.extend(slots.iter().map(|&s| (b, s)));
-                // A target that is down forgets at its restart: its replay
-                // drops slots the table does not give it (M3).
-                if let Err(e) = self.step(b, MoveStep::Forget, a, &slots, &[], Vec::new()) {
-                    tracing::warn!(
-                        server = b,
-                        "the rolled-back batch is not forgotten yet: {e}"
-                    );
-                }
-                settled += 1;
-            }
+            settled += 1;
         }
-        for (a, status) in &statuses {
-            let a = *a;
-            // Arriving slots whose old home no longer guards them, and
-            // that no batch above just finished or rolled back.
-            let stale: Vec<u32> = status
-                .in_flight
-                .iter()
-                .filter(|f| {
-                    !f.leaving
-                        && !forwarded.contains(&f.slot)
-                        && !forgotten.contains(&(a, f.slot))
-                        && table.owner_of_slot(f.slot) != Some(a)
-                })
-                .map(|f| f.slot)
-                .collect();
-            if !stale.is_empty() {
-                self.step(a, MoveStep::Forget, 0, &stale, &[], Vec::new())?;
-                settled += 1;
-            }
-            committed |= status
-                .in_flight
-                .iter()
-                .any(|f| !f.leaving && table.owner_of_slot(f.slot) == Some(a));
+        for (server, slots) in &plan.stale {
+            self.step(*server, MoveStep::Forget, 0, slots, &[], Vec::new())?;
+            settled += 1;
         }
-        if committed {
+        if plan.install {
             self.install(&table, &[])?;
             settled += 1;
         }
