@@ -182,6 +182,9 @@ struct Shared {
     /// Whether the nemesis waits for a slot in a move and strikes its old
     /// or new home, and when.
     hunt: Hunt,
+    /// Whether the mover dies in the middle of batches (at a seeded step)
+    /// and a new driver settles what it left (design MV3: the coordinator).
+    driver_dies: bool,
 }
 
 /// Where the nemesis strikes a move's old or new home (`Shared::hunt`).
@@ -206,6 +209,13 @@ impl Shared {
         let slot = &self.slots[m as usize];
         let node = slot.node.lock().unwrap().clone()?;
         Some((node, slot.generation.load(Ordering::Acquire)))
+    }
+
+    /// Nodes up now.
+    fn up_nodes(&self) -> usize {
+        (0..MACHINES as MachineId)
+            .filter(|&m| self.node(m).is_some())
+            .count()
     }
 
     fn log_dir() -> std::path::PathBuf {
@@ -566,6 +576,7 @@ fn simulate(seed: u64, moves: bool, join: bool) -> Result<(Vec<Vec<Event>>, Cove
             2 => Hunt::BeforeCommit,
             _ => Hunt::No,
         },
+        driver_dies: moves && seed % 4 == 1,
         // Joining, node 2 comes later: the slots start over 0 and 1.
         table: Mutex::new(
             SlotTable::uniform_among(

@@ -65,6 +65,7 @@ use locus_store::scan::{ScanReport, Scanner};
 use locus_store::{Key, Worker};
 use serde::Serialize;
 
+use super::moves::Moving;
 use super::Node;
 use crate::{NodeError, Result};
 
@@ -240,15 +241,36 @@ impl<F: Fabric> Node<F> {
                 // No HAND meanwhile: a vertex handed away is left alone
                 // below, one not handed is not handed until this is done.
                 let _hand = d.hand_lock(&mut || w2.relax());
+                // Slots taken over here and not committed yet: their keys'
+                // words here are the ones readers follow (the old home's
+                // say MOVED), and this log holds their lists (SLOT_IN), so
+                // a value of theirs the peer held is reloaded here too (twin
+                // seed 161: a value left at its old home, which died before
+                // the commit, was named here and repaired nowhere).
+                let arriving: HashSet<u32> = self
+                    .moves_in_flight()
+                    .into_iter()
+                    .filter(|(_, m)| matches!(m, Moving::In(_) | Moving::Served(_)))
+                    .map(|(s, _)| s)
+                    .collect();
+                let homes = std::sync::Arc::clone(self.store.homes());
                 d.with_logged_lists(&wanted, &slot_of, &mut || w2.relax(), |lists| {
                     for &v in &vertices {
                         // Handed to the peer since the scan (V4): the
                         // peer's log holds its later writes, not ours.
-                        if store.owner(v) != me {
+                        let taken = store.owner(v) != me;
+                        if taken && !arriving.contains(&homes.slot_of(v)) {
                             continue;
                         }
+                        let put = |w: &mut Worker<_>, list: &[u32]| {
+                            if taken {
+                                w.republish_taken(v, list, peer)
+                            } else {
+                                w.republish_at_home(v, list, peer)
+                            }
+                        };
                         match lists.get(&v) {
-                            Some(list) => match w.republish_at_home(v, list, peer) {
+                            Some(list) => match put(&mut w, list) {
                                 Ok(parts) => {
                                     r.vertices_reloaded += 1;
                                     r.parts_written += parts as u64;

@@ -23,6 +23,10 @@ pub(crate) struct Coverage {
     pub(crate) served_ahead: u64,
     /// Faults struck at a handed slot's old or new home before its commit.
     pub(crate) hunted: u64,
+    /// Batches a mover abandoned mid-way (it died) and a new driver settled.
+    pub(crate) driver_deaths: u64,
+    /// Of those, batches the settling driver rolled forward (handed).
+    pub(crate) settled_forward: u64,
 }
 
 impl Coverage {
@@ -45,5 +49,7 @@ impl Coverage {
         self.joins += o.joins;
         self.served_ahead += o.served_ahead;
         self.hunted += o.hunted;
+        self.driver_deaths += o.driver_deaths;
+        self.settled_forward += o.settled_forward;
     }
 }

@@ -10,6 +10,7 @@
 use std::sync::atomic::Ordering;
 
 use locus_client::proto::{MoveReply, MoveStep, Reply, Request};
+use locus_client::settle::settle_plan;
 use locus_fabric::sim::{SimFabric, SimRng};
 use locus_fabric::{Fabric, MachineId, Port};
 use locus_node::member::MembershipStore;
@@ -111,6 +112,119 @@ fn finish(
     install_everywhere(s);
 }
 
+/// Where a dying mover stops (`Shared::driver_dies`): after this step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiesAfter {
+    Guard,
+    Take,
+    Hand,
+    Serve,
+    Commit,
+}
+
+/// Runs a batch as far as `at` and abandons it there (its driver died),
+/// then, after a while, settles it as a new driver would.
+#[allow(clippy::too_many_arguments)]
+fn die_after(
+    s: &Shared,
+    port: &mut impl Port,
+    rng: &mut SimRng,
+    at: DiesAfter,
+    a: MachineId,
+    b: MachineId,
+    slot: u32,
+    cov: &mut Coverage,
+) {
+    let slots = [slot];
+    (|| {
+        let g = step(s, a, MoveStep::Guard, b, &slots, Vec::new())?;
+        if at == DiesAfter::Guard {
+            return None;
+        }
+        step(s, b, MoveStep::Take, a, &slots, g.listed.clone())?;
+        if at == DiesAfter::Take {
+            return None;
+        }
+        step(s, a, MoveStep::Hand, b, &slots, g.listed)?;
+        // Handed: clients' migration index sends the slot's updates to B.
+        *s.handed.lock().unwrap() = Some((slot, a, b));
+        if at == DiesAfter::Hand {
+            return None;
+        }
+        step(s, b, MoveStep::Serve, a, &slots, Vec::new())?;
+        if at == DiesAfter::Serve {
+            return None;
+        }
+        let mut t = s.table.lock().unwrap();
+        let next = t
+            .after(&[SlotMove {
+                slot,
+                from: a,
+                to: b,
+            }])
+            .ok()?;
+        *t = next;
+        None::<()>
+    })();
+    cov.driver_deaths += 1;
+    for _ in 0..rng.below(300) {
+        port.relax();
+    }
+    settle(s, port, cov);
+}
+
+/// A new driver (the coordinator, design MV3) settles what the dead one
+/// left, by the plan `locus_server::moves::Mover::settle` carries out:
+/// every node that is up says what is in flight through it; handed
+/// batches roll forward, guarded ones back, orphaned arrivals are
+/// forgotten, a committed table is installed again. Again until nothing
+/// is in flight (a node that is down answers once the nemesis restarts it).
+fn settle(s: &Shared, port: &mut impl Port, cov: &mut Coverage) {
+    for _ in 0..400 {
+        let table = s.table.lock().unwrap().clone();
+        let statuses: Vec<(MachineId, Vec<_>)> = (0..MACHINES as MachineId)
+            .filter_map(|m| {
+                step(s, m, MoveStep::Status, 0, &[], Vec::new()).map(|r| (m, r.in_flight))
+            })
+            .collect();
+        let plan = settle_plan(&statuses, &table);
+        if plan.is_empty() && statuses.len() == s.up_nodes() {
+            *s.handed.lock().unwrap() = None;
+            return;
+        }
+        for b in &plan.forward {
+            for &slot in &b.slots {
+                *s.handed.lock().unwrap() = Some((slot, b.from, b.to));
+                finish(s, port, b.from, b.to, slot, cov);
+                cov.settled_forward += 1;
+            }
+            *s.handed.lock().unwrap() = None;
+        }
+        for b in &plan.back {
+            if step(s, b.from, MoveStep::Release, b.to, &b.slots, Vec::new()).is_some() {
+                cov.slot_moves_rolled_back += 1;
+                let _ = step(s, b.to, MoveStep::Forget, b.from, &b.slots, Vec::new());
+            }
+        }
+        for (m, slots) in &plan.stale {
+            let _ = step(s, *m, MoveStep::Forget, 0, slots, Vec::new());
+        }
+        if plan.install {
+            install_everywhere(s);
+        }
+        for _ in 0..50 {
+            port.relax();
+        }
+    }
+    panic!(
+        "seed {}: batches still in flight after 400 rounds of settling: {:?}",
+        s.seed,
+        (0..MACHINES as MachineId)
+            .map(|m| step(s, m, MoveStep::Status, 0, &[], Vec::new()).map(|r| r.in_flight))
+            .collect::<Vec<_>>()
+    );
+}
+
 /// Moves random slots of the vertices to random other nodes.
 pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     let mut port = f.port(0).expect("a port");
@@ -144,6 +258,18 @@ pub(crate) fn mover(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         let b =
             ((u64::from(a) + 1 + rng.below(MACHINES as u64 - 1)) % MACHINES as u64) as MachineId;
         let slots = [slot];
+        let dies = s.driver_dies.then(|| match rng.below(5) {
+            0 => DiesAfter::Guard,
+            1 => DiesAfter::Take,
+            2 => DiesAfter::Hand,
+            3 => DiesAfter::Serve,
+            _ => DiesAfter::Commit,
+        });
+        if let Some(at) = dies {
+            // The driver dies after `at`; a new one settles after a while.
+            die_after(s, &mut port, &mut rng, at, a, b, slot, &mut cov);
+            continue;
+        }
         // No fence on A's or B's incarnation: A refuses to hand a slot it
         // no longer guards (it restarted) or whose keys are not all B's
         // (B restarted and A took them back), as the driver relies on.

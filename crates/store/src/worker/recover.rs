@@ -89,6 +89,31 @@ impl<F: Fabric> Worker<F> {
                 this: me,
             });
         }
+        self.republish_here(v, neighbors, dead)
+    }
+
+    /// [`Worker::republish_at_home`] for a vertex whose keys this machine
+    /// took over in a slot move not committed yet (issue 59): the table
+    /// still names its old home, but the words readers follow are this
+    /// machine's (the old home's say `MOVED` here), so they are the ones
+    /// put back.
+    pub fn republish_taken(
+        &mut self,
+        v: VertexId,
+        neighbors: &[VertexId],
+        dead: MachineId,
+    ) -> Result<u32> {
+        self.republish_here(v, neighbors, dead)
+    }
+
+    /// Both of the above: every part written in this machine's table.
+    fn republish_here(
+        &mut self,
+        v: VertexId,
+        neighbors: &[VertexId],
+        dead: MachineId,
+    ) -> Result<u32> {
+        let me = self.machine;
         let shared = Arc::clone(&self.shared);
         let _serial = loop {
             match shared.try_update_lock(me, v) {
@@ -114,7 +139,7 @@ impl<F: Fabric> Worker<F> {
         // they run on until the first key that is absent.
         let mut p = parts.len() as u32;
         while self
-            .lookup(Key::part(v, p))?
+            .lookup_at(Key::part(v, p), me)?
             .is_some_and(|s| s.addr_word != 0)
         {
             self.replace_part(Key::part(v, p), &[], 0, dead)?;
@@ -138,9 +163,9 @@ impl<F: Fabric> Worker<F> {
         let mut payload = Vec::new();
         adjacency::encode(ids, flags, &mut payload);
         for _ in 0..REPUBLISH_RETRIES_MAX {
-            let slot = match self.lookup(key)? {
+            let slot = match self.lookup_at(key, me)? {
                 Some(s) => s,
-                None => self.find_or_claim(key)?,
+                None => self.find_or_claim_at(key, me)?,
             };
             let old = Addr::decode(slot.addr_word);
             let holder = old.map(|a| a.holder(me));
