@@ -267,6 +267,27 @@ pub(crate) fn register(
         live = ?members,
         "registered in etcd"
     );
+    // Tables committed between the adoption at step 1b and now were
+    // installed on the servers live then, not on this one (a mover asks
+    // only live servers): etcd's is taken again, if newer (fault lab seed
+    // 6104: a server that rejoined on an empty disk kept an older table
+    // and refused the join's batches by it).
+    if let Some(raw) = m.slots_load().map_err(etcd_err)? {
+        let t = locus_store::SlotTable::decode(&raw)
+            .map_err(|e| ServerError::Membership(format!("the slot table in etcd: {e}")))?;
+        if node
+            .store()
+            .homes()
+            .install(&t)
+            .map_err(|e| ServerError::Membership(e.to_string()))?
+        {
+            tracing::info!(
+                server = id,
+                epoch = t.epoch(),
+                "a newer slot table from etcd"
+            );
+        }
+    }
     Ok(MemberState {
         membership: m,
         epoch,

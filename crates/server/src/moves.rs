@@ -492,6 +492,15 @@ impl<'a> Mover<'a> {
             ms[i] = lap.elapsed().as_millis() as u64;
             lap = Instant::now();
         };
+        // Both ends judge the batch by the committed table: a server that
+        // started after the last install it was sent may hold an older one
+        // (installing a table no newer than a server's is a no-op there).
+        let (raw, _) = self.table()?;
+        for id in [from, to] {
+            if let Err(e) = self.step(id, MoveStep::Install, 0, &[], &raw, Vec::new()) {
+                tracing::debug!(server = id, "the table before a batch: {e}");
+            }
+        }
         let guarded = self.step(from, MoveStep::Guard, to, slots, &[], Vec::new());
         split(0);
         let listed = guarded

@@ -595,3 +595,64 @@ fn the_coordinator_settles_what_a_dead_driver_left() {
         s.stop();
     }
 }
+
+/// A server that missed an install (its driver died after the commit,
+/// having installed the table on the batch's two servers only) holds an
+/// older table than etcd's; the next batch that involves it is judged by
+/// etcd's, which the mover installs at both ends first (fault lab seed
+/// 6104: a rejoined server refused a join's batches by its older table).
+#[test]
+fn a_server_that_missed_an_install_takes_a_batch_by_the_committed_table() {
+    let (_etcd, _dir, file, servers) = setup("/slot-moves-missed-install", 3600);
+    let (c, m) = (client(&file), membership(&file));
+    let mover = Mover::new(&c, &m);
+    let (raw0, t0) = mover.table().unwrap();
+    let (a, b) = (0u8, 1u8);
+    let slot = (0..SLOTS).find(|&s| t0.owner_of_slot(s) == Some(a)).unwrap();
+    // A driver moves `slot` from 0 to 1, commits, installs at 1 and 0, and dies.
+    let Reply::Move(g) = step(&c, a, MoveStep::Guard, b, &[slot], Vec::new()) else {
+        panic!("guard")
+    };
+    step(&c, b, MoveStep::Take, a, &[slot], g.listed.clone());
+    step(&c, a, MoveStep::Hand, b, &[slot], g.listed);
+    step(&c, b, MoveStep::Serve, a, &[slot], Vec::new());
+    let t1 = t0
+        .after(&[locus_store::SlotMove {
+            slot,
+            from: a,
+            to: b,
+        }])
+        .unwrap();
+    let lock = m.mover_acquire("a driver that installs on two servers").unwrap();
+    assert!(m
+        .slots_swap(&raw0, &t1.encode(), &[], Some(lock.token()))
+        .unwrap());
+    drop(lock);
+    for id in [b, a] {
+        let r = c
+            .call(
+                id,
+                &Request::Move {
+                    step: MoveStep::Install,
+                    peer: 0,
+                    slots: Vec::new(),
+                    table: t1.encode(),
+                    keys: Vec::new(),
+                },
+                None,
+            )
+            .unwrap();
+        assert!(matches!(r, Reply::Move(_)), "{r:?}");
+    }
+    assert_eq!(servers[2].store().homes().table().epoch(), t0.epoch());
+    // Moving the slot on to server 2, whose table still names server 0.
+    let v = (0..VERTICES).find(|&v| v % SLOTS == slot).unwrap();
+    let done = mover.move_slots(&[slot], 2, 1, &mut |_, _| {}).unwrap();
+    assert_eq!(done.slots, 1);
+    assert_eq!(c.locate(v).unwrap().home, 2);
+    assert_eq!(c.neighbors(v, 0).unwrap(), initial(v));
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+}
