@@ -290,6 +290,19 @@ fn step(c: &Client, id: u8, step: MoveStep, peer: u8, slots: &[u32], keys: Vec<u
     .unwrap()
 }
 
+/// A driver's first two steps: GUARD of `slots` at `a`, TAKE at `b`, every
+/// key GUARD listed taken. Returns those keys.
+fn guard_and_take(c: &Client, a: u8, b: u8, slots: &[u32]) -> Vec<u64> {
+    let Reply::Move(g) = step(c, a, MoveStep::Guard, b, slots, Vec::new()) else {
+        panic!("guard")
+    };
+    let Reply::Move(r) = step(c, b, MoveStep::Take, a, slots, g.listed.clone()) else {
+        panic!("take")
+    };
+    assert_eq!(r.keys as usize, g.listed.len());
+    g.listed
+}
+
 #[test]
 fn a_batch_left_in_flight_is_rolled_back_by_the_next_run() {
     let (_etcd, _dir, file, servers) = setup("/slot-moves-rollback", 1);
@@ -300,14 +313,7 @@ fn a_batch_left_in_flight_is_rolled_back_by_the_next_run() {
     // and dies before the commit.
     let a = t0.owner_of_slot(0).unwrap();
     assert_ne!(a, 2);
-    let Reply::Move(g) = step(&c, a, MoveStep::Guard, 2, &[0], Vec::new()) else {
-        panic!("guard")
-    };
-    assert!(!g.listed.is_empty());
-    let Reply::Move(r) = step(&c, 2, MoveStep::Take, a, &[0], g.listed.clone()) else {
-        panic!("take")
-    };
-    assert_eq!(r.keys as usize, g.listed.len());
+    assert!(!guard_and_take(&c, a, 2, &[0]).is_empty());
     // Meanwhile: reads of the slot's vertices are answered (from server 2's
     // copy, which no update can change while A guards the slot), updates
     // are refused, naming the new home (the client gives up after its
@@ -361,13 +367,7 @@ fn a_new_home_that_dies_before_the_commit_leaves_the_old_home_serving() {
     let mover = Mover::new(&c, &m);
     let (_, t0) = mover.table().unwrap();
     let a = t0.owner_of_slot(0).unwrap();
-    let Reply::Move(g) = step(&c, a, MoveStep::Guard, 2, &[0], Vec::new()) else {
-        panic!("guard")
-    };
-    let Reply::Move(r) = step(&c, 2, MoveStep::Take, a, &[0], g.listed.clone()) else {
-        panic!("take")
-    };
-    assert!(r.keys > 0);
+    assert!(!guard_and_take(&c, a, 2, &[0]).is_empty());
     // Server 2 dies holding the only copies of the slot's keys (A's words
     // say MOVED(2)). Its lease ends; A puts them back from its own log
     // (design M1), so the slot reads right while server 2 is down.
@@ -415,10 +415,7 @@ fn a_handed_batch_is_served_by_its_new_home_before_the_commit_and_through_restar
     let (_, t0) = mover.table().unwrap();
     let a = t0.owner_of_slot(0).unwrap();
     assert_ne!(a, 2);
-    let Reply::Move(g) = step(&c, a, MoveStep::Guard, 2, &[0], Vec::new()) else {
-        panic!("guard")
-    };
-    step(&c, 2, MoveStep::Take, a, &[0], g.listed);
+    guard_and_take(&c, a, 2, &[0]);
     let Reply::Move(h) = step(&c, a, MoveStep::Hand, 2, &[0], Vec::new()) else {
         panic!("hand")
     };
@@ -534,18 +531,8 @@ fn the_coordinator_settles_what_a_dead_driver_left() {
     let driver = m.mover_acquire("a driver about to die").unwrap();
     let (a0, a1) = (t0.owner_of_slot(0).unwrap(), t0.owner_of_slot(1).unwrap());
     let (b0, b1) = ((a0 + 1) % 3, (a1 + 1) % 3);
-    let guarded = |a: u8, b: u8, slot: u32| {
-        let Reply::Move(g) = step(&c, a, MoveStep::Guard, b, &[slot], Vec::new()) else {
-            panic!("guard")
-        };
-        let Reply::Move(r) = step(&c, b, MoveStep::Take, a, &[slot], g.listed.clone()) else {
-            panic!("take")
-        };
-        assert_eq!(r.keys as usize, g.listed.len());
-        g.listed
-    };
-    guarded(a0, b0, 0);
-    let listed1 = guarded(a1, b1, 1);
+    guard_and_take(&c, a0, b0, &[0]);
+    let listed1 = guard_and_take(&c, a1, b1, &[1]);
     let Reply::Move(_) = step(&c, a1, MoveStep::Hand, b1, &[1], listed1) else {
         panic!("hand")
     };
@@ -608,13 +595,12 @@ fn a_server_that_missed_an_install_takes_a_batch_by_the_committed_table() {
     let mover = Mover::new(&c, &m);
     let (raw0, t0) = mover.table().unwrap();
     let (a, b) = (0u8, 1u8);
-    let slot = (0..SLOTS).find(|&s| t0.owner_of_slot(s) == Some(a)).unwrap();
+    let slot = (0..SLOTS)
+        .find(|&s| t0.owner_of_slot(s) == Some(a))
+        .unwrap();
     // A driver moves `slot` from 0 to 1, commits, installs at 1 and 0, and dies.
-    let Reply::Move(g) = step(&c, a, MoveStep::Guard, b, &[slot], Vec::new()) else {
-        panic!("guard")
-    };
-    step(&c, b, MoveStep::Take, a, &[slot], g.listed.clone());
-    step(&c, a, MoveStep::Hand, b, &[slot], g.listed);
+    let listed = guard_and_take(&c, a, b, &[slot]);
+    step(&c, a, MoveStep::Hand, b, &[slot], listed);
     step(&c, b, MoveStep::Serve, a, &[slot], Vec::new());
     let t1 = t0
         .after(&[locus_store::SlotMove {
@@ -623,7 +609,9 @@ fn a_server_that_missed_an_install_takes_a_batch_by_the_committed_table() {
             to: b,
         }])
         .unwrap();
-    let lock = m.mover_acquire("a driver that installs on two servers").unwrap();
+    let lock = m
+        .mover_acquire("a driver that installs on two servers")
+        .unwrap();
     assert!(m
         .slots_swap(&raw0, &t1.encode(), &[], Some(lock.token()))
         .unwrap());

@@ -52,6 +52,19 @@ fn step(
     }
 }
 
+/// Commits `slot`'s move from `a` to `b` in the shared table (etcd's stand-in).
+fn commit(s: &Shared, slot: u32, a: MachineId, b: MachineId) -> Result<(), String> {
+    let mut t = s.table.lock().unwrap();
+    *t = t
+        .after(&[SlotMove {
+            slot,
+            from: a,
+            to: b,
+        }])
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 /// Installs the committed table on every node that is up.
 fn install_everywhere(s: &Shared) {
     for m in 0..MACHINES as MachineId {
@@ -96,17 +109,7 @@ fn finish(
     if s.hunt == Hunt::BeforeCommit {
         wait_for_nemesis(s, port);
     }
-    {
-        let mut t = s.table.lock().unwrap();
-        let next = t
-            .after(&[SlotMove {
-                slot,
-                from: a,
-                to: b,
-            }])
-            .expect("a handed slot is still its old home's in the table");
-        *t = next;
-    }
+    commit(s, slot, a, b).expect("a handed slot is still its old home's in the table");
     cov.slot_moves += 1;
     let _ = step(s, b, MoveStep::Install, 0, &[], Vec::new());
     install_everywhere(s);
@@ -155,15 +158,7 @@ fn die_after(
         if at == DiesAfter::Serve {
             return None;
         }
-        let mut t = s.table.lock().unwrap();
-        let next = t
-            .after(&[SlotMove {
-                slot,
-                from: a,
-                to: b,
-            }])
-            .ok()?;
-        *t = next;
+        let _ = commit(s, slot, a, b);
         None::<()>
     })();
     cov.driver_deaths += 1;

@@ -89,25 +89,15 @@ impl<F: Fabric> Worker<F> {
                 this: me,
             });
         }
-        self.republish_here(v, neighbors, dead)
+        self.republish_taken(v, neighbors, dead)
     }
 
     /// [`Worker::republish_at_home`] for a vertex whose keys this machine
     /// took over in a slot move not committed yet (issue 59): the table
     /// still names its old home, but the words readers follow are this
     /// machine's (the old home's say `MOVED` here), so they are the ones
-    /// put back.
+    /// put back. Every part is written in this machine's table.
     pub fn republish_taken(
-        &mut self,
-        v: VertexId,
-        neighbors: &[VertexId],
-        dead: MachineId,
-    ) -> Result<u32> {
-        self.republish_here(v, neighbors, dead)
-    }
-
-    /// Both of the above: every part written in this machine's table.
-    fn republish_here(
         &mut self,
         v: VertexId,
         neighbors: &[VertexId],
