@@ -17,8 +17,13 @@
 //!
 //! `--out DIR` writes the report (`elastic.json`) and a timeline of each
 //! system's throughput in 100 ms bins with its moves marked
-//! (`elastic-timeline.png`). Not yet here (the full form): the
-//! baselines on Locus's own code (stop-and-copy, redirect-on-miss).
+//! (`elastic-timeline.png`). `--protocol stop-and-copy` runs the baseline
+//! on Locus's own code: the same batches, but a new home serves a batch
+//! only once the table names it and clients route by the table alone, so
+//! a batch's updates wait from its GUARD to its commit (reads go on, by
+//! the old home's markers, as with index moves). Not here: a
+//! redirect-on-miss baseline (Redis Cluster's ASK names the target of
+//! each key; Locus's refusals name no target a client could follow).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,9 +41,36 @@ use crate::cluster::rmat_csr;
 use crate::{BenchError, Reporter, Result};
 use locus_node::embedded_config::GraphSection;
 
+/// How a run's moves go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoveProtocol {
+    /// Locus's: a handed batch is served by its new home before the
+    /// commit, found by clients through the migration index.
+    Index,
+    /// The baseline: a batch's updates wait from GUARD to the commit.
+    StopAndCopy,
+}
+
+impl MoveProtocol {
+    /// The row's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            MoveProtocol::Index => {
+                "locus (index moves: guarded, handed, served before the etcd commit)"
+            }
+            MoveProtocol::StopAndCopy => {
+                "locus stop-and-copy (a batch's updates wait from its guard to its commit)"
+            }
+        }
+    }
+}
+
 /// Settings of `locus bench elastic`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
+    /// How the moves go.
+    pub protocol: MoveProtocol,
     /// R-MAT scale of the graph.
     pub scale: u32,
     /// Closed-loop client threads.
@@ -281,6 +313,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             ClusterFile::load(&file_path).map_err(|e| child("the cluster file", e.to_string()))?;
         let config = ClientConfig {
             deadline: Duration::from_secs(10),
+            follow_hints: s.protocol == MoveProtocol::Index,
             ..ClientConfig::default()
         };
         let client = Client::from_file(&file_path, config.clone())?;
@@ -367,7 +400,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                 "1800",
             ])?;
             let client4 = Client::from_file(&file_path, config.clone())?;
-            let mover4 = Mover::new(&client4, &m);
+            let mover4 = Mover::new(&client4, &m).serve_early(s.protocol == MoveProtocol::Index);
             for (change, members, leaving) in [
                 ("add server 3 (3 -> 4 servers)", vec![0u8, 1, 2, 3], None),
                 (
@@ -417,7 +450,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                 let (during, p99_during) = window(a, b);
                 let (after, _) = window(b, b + phase_ns);
                 Row {
-                    protocol: "locus (index moves: guarded, handed, served before the etcd commit)",
+                    protocol: s.protocol.label(),
                     change,
                     move_s: (b - a) as f64 / 1e9,
                     slots: done.slots,

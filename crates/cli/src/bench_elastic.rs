@@ -1,7 +1,7 @@
 //! `locus bench elastic`: flags and printing over `locus_bench::elastic`.
 
 use clap::Args;
-use locus_bench::elastic::{self, Settings};
+use locus_bench::elastic::{self, MoveProtocol, Settings};
 use locus_bench::Reporter;
 
 use crate::CliResult;
@@ -20,6 +20,12 @@ pub struct ElasticArgs {
     /// Slots per batch of a move.
     #[arg(long, default_value_t = 16)]
     pub batch_slots: usize,
+    /// How slots move: `index` (Locus's: a handed batch is served by its
+    /// new home before the commit, clients find it by the migration index)
+    /// or `stop-and-copy` (the baseline: a batch's updates wait from its
+    /// guard to its commit).
+    #[arg(long, default_value = "index", value_parser = ["index", "stop-and-copy"])]
+    pub protocol: String,
     /// Also run the same two changes on Redis Cluster (stock redis-server
     /// nodes, `redis-cli --cluster rebalance`) under the same kind of load,
     /// after Locus's run.
@@ -56,6 +62,11 @@ pub(crate) fn run(a: ElasticArgs) -> CliResult {
         ),
     };
     let s = Settings {
+        protocol: if a.protocol == "index" {
+            MoveProtocol::Index
+        } else {
+            MoveProtocol::StopAndCopy
+        },
         redis_server,
         scale: a.scale,
         clients: a.clients,
@@ -74,7 +85,7 @@ pub(crate) fn run(a: ElasticArgs) -> CliResult {
         return Ok(());
     }
     println!(
-        "{:<14} {:<34} {:>7} {:>6} {:>10} {:>22} {:>22}",
+        "{:<20} {:<34} {:>7} {:>6} {:>10} {:>22} {:>22}",
         "protocol",
         "move",
         "move s",
@@ -85,8 +96,8 @@ pub(crate) fn run(a: ElasticArgs) -> CliResult {
     );
     for row in &r.rows {
         println!(
-            "{:<14} {:<34} {:>7.2} {:>6} {:>10.1} {:>7.0}/{:>6.0}/{:>7.0} {:>11.0}/{:>10.0}",
-            row.protocol.split(' ').next().unwrap_or(""),
+            "{:<20} {:<34} {:>7.2} {:>6} {:>10.1} {:>7.0}/{:>6.0}/{:>7.0} {:>11.0}/{:>10.0}",
+            row.protocol.split(" (").next().unwrap_or(""),
             row.change,
             row.move_s,
             row.slots,

@@ -35,6 +35,11 @@ pub struct ClientConfig {
     pub pool_max_per_server: usize,
     /// Name sent in HELLO (server logs).
     pub name: String,
+    /// Send an update of a slot a move has handed to its new home, by the
+    /// migration index the old home sends with SLOTS (true); false routes
+    /// by the table alone (a baseline: such updates then wait for the
+    /// move's commit).
+    pub follow_hints: bool,
 }
 
 impl Default for ClientConfig {
@@ -45,6 +50,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(3),
             pool_max_per_server: 8,
             name: format!("locus-client/{}", env!("CARGO_PKG_VERSION")),
+            follow_hints: true,
         }
     }
 }
@@ -385,7 +391,8 @@ impl Client {
     /// Returns the server that answered.
     fn routed(&self, v: u32, req: &Request) -> Result<(u8, Reply)> {
         let mut retries = 0;
-        let mut by_hint = is_update(req);
+        let hints = self.config.follow_hints;
+        let mut by_hint = hints && is_update(req);
         loop {
             let home = self.home_or_protocol_error(v)?;
             let id = match by_hint.then(|| self.hinted_home(v, home)).flatten() {
@@ -407,7 +414,7 @@ impl Client {
             };
             match self.call(id, req, None) {
                 Err(e) if e.code() == Some(ErrorCode::WrongHome) && retries < ROUTE_RETRIES_MAX => {
-                    by_hint = is_update(req);
+                    by_hint = hints && is_update(req);
                     let before = self.routing().table_epoch;
                     retries += 1;
                     self.retries.fetch_add(1, Ordering::Relaxed);

@@ -65,6 +65,9 @@ pub struct Mover<'a> {
     who: String,
     /// `P/mover` while a call holds it, and how many nested calls do.
     lock: std::sync::Mutex<Option<(MoverLock, usize)>>,
+    /// Whether B serves a handed batch before the commit (V2; false: a
+    /// baseline whose batches' updates wait for the commit).
+    serve_early: bool,
 }
 
 /// `P/mover` held by a call of a [`Mover`] (see [`Mover::hold`]).
@@ -108,7 +111,17 @@ impl<'a> Mover<'a> {
             journal: None,
             who: format!("pid {}", std::process::id()),
             lock: Default::default(),
+            serve_early: true,
         }
+    }
+
+    /// This mover, with B serving each handed batch before the commit
+    /// (`true`, the default) or only once the table names it (`false`:
+    /// the stop-and-copy baseline of `locus bench elastic`, whose batches'
+    /// updates wait from GUARD to the commit; reads go on as ever).
+    pub fn serve_early(mut self, serve_early: bool) -> Mover<'a> {
+        self.serve_early = serve_early;
+        self
     }
 
     /// This mover, named `who` in `P/mover` (the default names the process).
@@ -573,7 +586,9 @@ impl<'a> Mover<'a> {
         slots: &[u32],
         split: &mut dyn FnMut(usize),
     ) -> Result<SlotTable> {
-        self.step(to, MoveStep::Serve, from, slots, &[], Vec::new())?;
+        if self.serve_early {
+            self.step(to, MoveStep::Serve, from, slots, &[], Vec::new())?;
+        }
         split(2);
         let moves: Vec<SlotMove> = slots
             .iter()

@@ -644,3 +644,38 @@ fn a_server_that_missed_an_install_takes_a_batch_by_the_committed_table() {
         s.stop();
     }
 }
+
+/// The stop-and-copy baseline of `locus bench elastic`: a mover whose new
+/// homes serve a batch only once the table names them commits the same
+/// batches, and everything reads back at the new home.
+#[test]
+fn a_stop_and_copy_mover_commits_batches_served_only_after_the_commit() {
+    let (_etcd, _dir, file, servers) = setup("/slot-moves-stop-and-copy", 3600);
+    let (c, m) = (client(&file), membership(&file));
+    let mover = Mover::new(&c, &m).serve_early(false);
+    let (_, t0) = mover.table().unwrap();
+    let slots: Vec<u32> = (0..SLOTS)
+        .filter(|&s| t0.owner_of_slot(s) != Some(2))
+        .take(4)
+        .collect();
+    let done = mover.move_slots(&slots, 2, 2, &mut |_, _| {}).unwrap();
+    assert_eq!((done.batches, done.slots), (2, 4));
+    for (id, f) in mover.in_flight() {
+        assert_eq!(f.map(|f| f.len()), Some(0), "server {id}");
+    }
+    let mut acked = HashMap::new();
+    for v in (0..VERTICES).filter(|v| slots.contains(&(v % SLOTS))) {
+        assert_eq!(c.locate(v).unwrap().home, 2);
+        assert!(c.insert_edge(v, 999_000 + v).unwrap());
+        acked.insert(v, vec![999_000 + v]);
+    }
+    check_all(
+        &c,
+        &Arc::new(Mutex::new(acked)),
+        "after stop-and-copy moves",
+    );
+    drop(c);
+    for s in servers {
+        s.stop();
+    }
+}
