@@ -795,6 +795,31 @@ def cluster():
                          f"{(w['end_ms'].num() - w['start_ms'].num()) / 1000:.1f}", f0(w["ops"].num()),
                          pct(w["availability"].num()), "yes" if w["probe_ok"].v else "**no**"])
         faults = table(["fault", "target", "start s", "held s", "operations", "answered", "probe positive"], frow)
+    # Ten schedules of five minutes (issue 61's target): one summary row per run.
+    fc = load_opt("cluster/faults-campaign.json")
+    campaign = None
+    if fc is not None:
+        crow_ = []
+        tot = {k: 0 for k in ("ops", "acknowledged_writes", "lost_acknowledged_writes", "violations",
+                              "keys_checked", "windows", "probes_failed", "batches")}
+        for r in fc["runs"].list():
+            kinds = r["faults_injected"].v
+            vals = {"ops": r["ops"].num(), "acknowledged_writes": r["acknowledged_writes"].num(),
+                    "lost_acknowledged_writes": r["lost_acknowledged_writes"].num(),
+                    "violations": r["violations"].num(), "keys_checked": r["keys_checked"].num(),
+                    "windows": r["windows"].num(), "probes_failed": r["probes_failed"].num(),
+                    "batches": r["slot_moves"]["committed"].num()}
+            for k, v in vals.items():
+                tot[k] += v
+            crow_.append([str(r["seed"].v), f0(vals["windows"]), f"{len(kinds)}", f0(vals["ops"]),
+                          f0(vals["acknowledged_writes"]), f0(vals["lost_acknowledged_writes"]),
+                          f0(vals["violations"]), f0(vals["keys_checked"]), f0(vals["probes_failed"]),
+                          f0(vals["batches"])])
+        crow_.append(["all", f0(tot["windows"]), "", f0(tot["ops"]), f0(tot["acknowledged_writes"]),
+                      f0(tot["lost_acknowledged_writes"]), f0(tot["violations"]), f0(tot["keys_checked"]),
+                      f0(tot["probes_failed"]), f0(tot["batches"])])
+        campaign = table(["seed", "windows", "kinds", "operations", "acknowledged writes", "lost", "violations",
+                          "checked histories", "probes failed", "batches of slots moved"], crow_)
     head = table(["figure", "paper's number", "Locus's number, median [min-max]", "command"], rows)
 
     crow = []
@@ -828,6 +853,8 @@ def cluster():
     out = {"cluster": head, "cluster-client": client, "cluster-schemes": schemes, "cluster-durability": dur}
     if faults is not None:
         out["cluster-faults"] = faults
+    if campaign is not None:
+        out["cluster-faults-campaign"] = campaign
     return out
 
 

@@ -437,3 +437,124 @@ fn a_running_move_shows_its_progress_and_cancel_moves_its_slots_back() {
         }
     }
 }
+
+/// Slots in flight through each server, by MOVE's status (0 for a server
+/// that does not answer).
+fn in_flight(c: &locus_client::Client) -> usize {
+    (0..common::SERVERS as u8)
+        .map(|id| {
+            match c.call(
+                id,
+                &locus_client::proto::Request::Move {
+                    step: locus_client::proto::MoveStep::Status,
+                    peer: 0,
+                    slots: Vec::new(),
+                    table: Vec::new(),
+                    keys: Vec::new(),
+                },
+                None,
+            ) {
+                Ok(locus_client::proto::Reply::Move(r)) => r.in_flight.len(),
+                _ => 0,
+            }
+        })
+        .sum()
+}
+
+/// Design MV1-MV3 on real processes: `cluster move` is killed -9 while a
+/// batch is in flight; another command is refused while its lock's lease
+/// lives; the coordinator then settles the batch (no command run), a new
+/// command moves slots again, and every loaded edge and acknowledged
+/// insert reads back.
+#[test]
+fn a_move_command_killed_mid_batch_is_settled_by_the_coordinator() {
+    let cluster = Cluster::up();
+    let d = cluster.dir.path().to_str().unwrap().to_string();
+    let c = cluster.client();
+    let g = graph(61);
+    load(&c, &g);
+    let writer = Writer::start(cluster.client(), 2_000_000);
+    let probe = cluster.client();
+    // Until a kill lands while a batch is in flight (each try moves the
+    // slots the other way, so there is always something to move).
+    let mut caught = false;
+    for attempt in 0..6 {
+        let to = if attempt % 2 == 0 { "2" } else { "1" };
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_locus"))
+            .args([
+                "cluster",
+                "move",
+                "--dir",
+                &d,
+                "--slots",
+                "0-1199",
+                "--to",
+                to,
+                "--batch-slots",
+                "4",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = std::time::Instant::now();
+        while in_flight(&probe) == 0 && t.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if in_flight(&probe) > 0 {
+            caught = true;
+            // MV1: while the dead command's lease lives, another is refused
+            // (if the lease has not ended already on a slow host).
+            let o = locus(&["cluster", "move", "--dir", &d, "--slots", "0", "--to", "0"]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            println!("a second command while the lock lives: {}", err.trim());
+            assert!(
+                !o.status.success() && err.contains("another slot mover is running")
+                    || in_flight(&probe) == 0,
+                "{err}"
+            );
+            break;
+        }
+        // The batch ended before the kill: wait for the lock to go, again.
+        let t = std::time::Instant::now();
+        while json(&["cluster", "moves", "--dir", &d, "--json"])["driver"]
+            != serde_json::Value::Null
+        {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(30),
+                "the lock stayed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    assert!(
+        caught,
+        "no kill landed while a batch was in flight in 6 tries"
+    );
+    // MV3: the coordinator settles it within the lease's TTL and its period.
+    let t = std::time::Instant::now();
+    while in_flight(&probe) > 0 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "still in flight a minute after the kill"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let status = json(&["cluster", "moves", "--dir", &d, "--json"]);
+    assert_eq!(status["driver"], serde_json::Value::Null, "{status}");
+    // A new command runs, and the cluster balances again.
+    let r = json(&[
+        "cluster",
+        "rebalance",
+        "--dir",
+        &d,
+        "--batch-slots",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(r["settled"], 0, "{r}");
+    let (acked, _, _) = writer.stop();
+    check_reads(&cluster.client(), &g, &acked);
+}
