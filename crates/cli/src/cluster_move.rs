@@ -400,8 +400,11 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
     let (_, table) = mover.table()?;
     let counts = table.counts();
     let servers = mover.in_flight();
-    // Who drives moves now (docs/design.md "One mover at a time").
+    // Who drives moves now, and what a driver that died left to finish
+    // (docs/design.md "One mover at a time").
     let driver = m.mover_holder()?;
+    let goal: Option<serde_json::Value> =
+        m.goal_load()?.and_then(|g| serde_json::from_slice(&g).ok());
     if a.json {
         let rows: Vec<_> = servers
             .iter()
@@ -425,7 +428,7 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
         });
         println!(
             "{}",
-            serde_json::json!({"table_epoch": table.epoch(), "settled": settled, "driver": driver, "servers": rows, "move": mv})
+            serde_json::json!({"table_epoch": table.epoch(), "settled": settled, "driver": driver, "goal": goal, "servers": rows, "move": mv})
         );
         return Ok(());
     }
@@ -436,7 +439,11 @@ pub(crate) fn moves(a: MovesArgs) -> CliResult {
         println!("settled {settled} batch(es) an interrupted move left in flight");
     }
     match &driver {
-        Some(d) => println!("moves are driven by {d}"),
+        Some(d) => println!(
+            "moves are driven by {d}{}",
+            goal.as_ref()
+                .map_or(String::new(), |g| format!(", toward {g}"))
+        ),
         None => println!(
             "no mover runs (the coordinator settles a batch left in flight within a few seconds)"
         ),

@@ -86,6 +86,44 @@ impl Membership {
             .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
     }
 
+    fn goal_key(&self) -> String {
+        self.key("moves/goal")
+    }
+
+    /// Puts `goal` (what the driver holding `P/mover` under `token` is
+    /// doing, for the coordinator to finish if it dies: MV4) if `token`
+    /// still holds the lock; returns whether it did.
+    pub fn goal_put(&self, token: &str, goal: &[u8]) -> Result<bool> {
+        let txn = Txn::new()
+            .when([self.mover_held(token)])
+            .and_then([TxnOp::put(self.goal_key(), goal.to_vec(), None)]);
+        let mut c = self.client.clone();
+        Ok(self
+            .block("recording the slot mover's goal", c.txn(txn))?
+            .succeeded())
+    }
+
+    /// Deletes the goal if `token` still holds the lock; returns whether it did.
+    pub fn goal_delete(&self, token: &str) -> Result<bool> {
+        let txn = Txn::new()
+            .when([self.mover_held(token)])
+            .and_then([TxnOp::delete(self.goal_key(), None)]);
+        let mut c = self.client.clone();
+        Ok(self
+            .block("clearing the slot mover's goal", c.txn(txn))?
+            .succeeded())
+    }
+
+    /// The goal a driver left, if any.
+    pub fn goal_load(&self) -> Result<Option<Vec<u8>>> {
+        let mut c = self.client.clone();
+        let r = self.block(
+            "reading the slot mover's goal",
+            c.get(self.goal_key(), None),
+        )?;
+        Ok(r.kvs().first().map(|kv| kv.value().to_vec()))
+    }
+
     /// The comparison that holds while `token` holds `P/mover` (MV2).
     pub(crate) fn mover_held(&self, token: &str) -> Compare {
         Compare::value(

@@ -23,7 +23,9 @@ use locus_store::{SlotMove, SlotTable};
 
 use crate::{Result, ServerError};
 
+pub mod goal;
 pub mod journal;
+pub use goal::Goal;
 pub use journal::{Journal, Progress};
 
 /// How long one step may take at a server (a TAKE copies a batch).
@@ -68,6 +70,10 @@ pub struct Mover<'a> {
     /// Whether B serves a handed batch before the commit (V2; false: a
     /// baseline whose batches' updates wait for the commit).
     serve_early: bool,
+    /// Whether a failed run leaves its goal in etcd (the coordinator
+    /// finishing a dead driver's goal tries again later) or clears it (a
+    /// command: its operator decides).
+    keep_goal_on_error: bool,
 }
 
 /// `P/mover` held by a call of a [`Mover`] (see [`Mover::hold`]).
@@ -112,7 +118,32 @@ impl<'a> Mover<'a> {
             who: format!("pid {}", std::process::id()),
             lock: Default::default(),
             serve_early: true,
+            keep_goal_on_error: false,
         }
+    }
+
+    /// This mover, leaving its goal in etcd when a run fails (the
+    /// coordinator's, finishing a dead driver's goal: MV4).
+    pub fn keeping_goal_on_error(mut self) -> Mover<'a> {
+        self.keep_goal_on_error = true;
+        self
+    }
+
+    /// Runs `f` with `goal` recorded in etcd (MV4), clearing it when `f`
+    /// ends (unless it failed and this mover keeps goals on error). Called
+    /// with the lock held.
+    fn with_goal<T>(&self, goal: &Goal, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let token = self.token()?;
+        self.etcd
+            .goal_put(&token, &goal.encode())
+            .map_err(|e| err(format!("recording the move's goal in etcd: {e}")))?;
+        let r = f();
+        if r.is_ok() || !self.keep_goal_on_error {
+            if let Err(e) = self.etcd.goal_delete(&token) {
+                tracing::warn!("clearing the move's goal in etcd: {e}");
+            }
+        }
+        r
     }
 
     /// This mover, with B serving each handed batch before the commit
@@ -358,7 +389,12 @@ impl<'a> Mover<'a> {
                 Some(from) => moves.push(SlotMove { slot, from, to }),
             }
         }
-        let mut done = self.run(&moves, batch_slots, progress)?;
+        let goal = Goal::Move {
+            slots: slots.to_vec(),
+            to,
+            batch_slots,
+        };
+        let mut done = self.with_goal(&goal, || self.run(&moves, batch_slots, progress))?;
         done.settled = settled;
         Ok(done)
     }
@@ -380,7 +416,11 @@ impl<'a> Mover<'a> {
         if plan_only {
             return Ok((moves, MovesDone::default()));
         }
-        let mut done = self.run(&moves, batch_slots, progress)?;
+        let goal = Goal::Rebalance {
+            members: members.to_vec(),
+            batch_slots,
+        };
+        let mut done = self.with_goal(&goal, || self.run(&moves, batch_slots, progress))?;
         done.settled = settled;
         Ok((moves, done))
     }

@@ -4,7 +4,9 @@
 //! [`SETTLE_EVERY`], if nobody holds `P/mover` and a server lists slots in
 //! flight, it takes the lock and runs [`Mover::settle`] (a handed batch
 //! rolls forward, any other rolls back), so a batch a killed driver left
-//! does not stay guarded until an operator runs the next command.
+//! does not stay guarded until an operator runs the next command; then it
+//! finishes the goal the dead driver left in etcd, if any (MV4), trying
+//! again at each look until it is done.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,7 @@ use locus_fabric::auth::Secret;
 use locus_membership::Membership;
 
 use crate::config::ClusterFile;
-use crate::moves::Mover;
+use crate::moves::{Goal, Mover};
 
 /// How often the leader looks for batches left in flight.
 pub const SETTLE_EVERY: Duration = Duration::from_secs(2);
@@ -25,8 +27,8 @@ pub(crate) enum Look {
     Driven(String),
     /// Nothing in flight.
     Idle,
-    /// Batches settled.
-    Settled(u64),
+    /// Batches settled, and slots a dead driver's goal moved.
+    Settled(u64, u64),
 }
 
 /// Runs until `stop`: looks at once (a takeover settles what the old
@@ -72,9 +74,12 @@ pub(crate) fn settle_loop(
         }
         let m = membership.as_ref().expect("connected above");
         match look(&client, m, term) {
-            Ok(Look::Settled(n)) => {
-                tracing::info!(batches = n, term, "settled slot moves no driver held")
-            }
+            Ok(Look::Settled(n, slots)) => tracing::info!(
+                batches = n,
+                slots,
+                term,
+                "settled slot moves no driver held, and finished their goal"
+            ),
             Ok(_) => {}
             Err(e) => tracing::warn!("settling slot moves no driver held: {e}"),
         }
@@ -90,16 +95,49 @@ pub(crate) fn look(client: &Client, m: &Membership, term: i64) -> crate::Result<
     {
         return Ok(Look::Driven(holder));
     }
-    let mover = Mover::new(client, m).named(format!("the coordinator (term {term})"));
+    let mover = Mover::new(client, m)
+        .named(format!("the coordinator (term {term})"))
+        .keeping_goal_on_error();
     let in_flight = mover
         .in_flight()
         .into_iter()
         .any(|(_, f)| f.is_some_and(|f| !f.is_empty()));
-    if !in_flight {
+    let goal = m
+        .goal_load()
+        .map_err(|e| crate::ServerError::Move(e.to_string()))?
+        .map(|g| Goal::decode(&g).map_err(crate::ServerError::Move))
+        .transpose()?;
+    if !in_flight && goal.is_none() {
         return Ok(Look::Idle);
     }
-    match mover.settle() {
-        Ok(n) => Ok(Look::Settled(n)),
+    let r = (|| -> crate::Result<(u64, u64)> {
+        // Moves and rebalances settle first themselves.
+        let n = if goal.is_none() { mover.settle()? } else { 0 };
+        let slots = match &goal {
+            None => 0,
+            Some(Goal::Move {
+                slots,
+                to,
+                batch_slots,
+            }) => {
+                mover
+                    .move_slots(slots, *to, *batch_slots, &mut |_, _| {})?
+                    .slots
+            }
+            Some(Goal::Rebalance {
+                members,
+                batch_slots,
+            }) => {
+                mover
+                    .rebalance(members, *batch_slots, false, &mut |_, _| {})?
+                    .1
+                    .slots
+            }
+        };
+        Ok((n, slots))
+    })();
+    match r {
+        Ok((n, slots)) => Ok(Look::Settled(n, slots)),
         // A driver started between the two looks: its batches are its own.
         Err(e) if busy(&e) => Ok(Look::Driven(e.to_string())),
         Err(e) => Err(e),

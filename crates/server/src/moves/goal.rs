@@ -1,0 +1,66 @@
+//! What a driver is doing, kept in etcd (`P/moves/goal`, under the mover's
+//! lock) so that the coordinator finishes it if the driver dies (issue 59;
+//! docs/design.md "One mover at a time", MV4). A command's goal is cleared
+//! when it ends, however it ends; only a driver that died leaves one.
+
+use serde::{Deserialize, Serialize};
+
+/// A driver's goal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Goal {
+    /// `slots` to server `to` (`cluster move`).
+    Move {
+        /// The slots.
+        slots: Vec<u32>,
+        /// Their target.
+        to: u8,
+        /// Slots per batch.
+        batch_slots: usize,
+    },
+    /// Every slot over `members`, evenly (`cluster rebalance`,
+    /// `add-server`, `remove-server`'s drain).
+    Rebalance {
+        /// The servers to hold the slots.
+        members: Vec<u8>,
+        /// Slots per batch.
+        batch_slots: usize,
+    },
+}
+
+impl Goal {
+    /// Its bytes in etcd.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a goal serializes")
+    }
+
+    /// From its bytes in etcd.
+    pub fn decode(bytes: &[u8]) -> Result<Goal, String> {
+        serde_json::from_slice(bytes).map_err(|e| format!("the mover's goal in etcd: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Goal;
+
+    #[test]
+    fn goals_round_trip_and_garbage_says_where() {
+        for g in [
+            Goal::Move {
+                slots: vec![0, 7, 4095],
+                to: 2,
+                batch_slots: 16,
+            },
+            Goal::Rebalance {
+                members: vec![1, 2, 3],
+                batch_slots: 64,
+            },
+        ] {
+            assert_eq!(Goal::decode(&g.encode()).unwrap(), g);
+        }
+        assert!(Goal::decode(br#"{"kind":"shuffle"}"#)
+            .unwrap_err()
+            .contains("goal in etcd"));
+    }
+}
