@@ -176,6 +176,78 @@ fn bandwidth_and_budgets_cover_every_write_ratio_and_budget() {
     pngs(dir.path(), "budgets", &["throughput", "p50", "p99", "time"]);
 }
 
+/// Checked runs with teeth (issue 64, requirement 3): with `--fault-skip-double-read` the router
+/// sends S2/S4 double reads to the source only, and the measured runs' history checker (not a
+/// counter) reports violations; every row says it ran under the fault. The control, the same
+/// workload (every write read back) without the fault, reports none. The Fulva-like row
+/// (every CBF counter set: every group in S2 for the whole copy) is where a short run sees the
+/// fault; NetMigrate's own rows keep a key in S2 only while its group is in flight (4 of 512
+/// groups here), so a stale read there is rare (`bench::netmigrate` module doc). Two runs
+/// per configuration, their violations summed, keep a quiet run from hiding it.
+#[test]
+fn a_skipped_double_read_is_reported_by_the_history_checker() {
+    let measured = |flag: &str| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = run(&[
+            "bench",
+            "netmigrate",
+            "overall",
+            "--records",
+            "8192",
+            "--clients",
+            "2",
+            "--phase-ms",
+            "20",
+            "--interval-ms",
+            "10",
+            "--repeat",
+            "2",
+            flag,
+            "--out",
+            dir.path().to_str().expect("utf-8 temp path"),
+        ]);
+        assert!(out.status.success(), "{flag}: {}", text(&out.stderr));
+        let j = read_json(&dir.path().join("netmigrate-overall.json"));
+        let meta = read_json(&dir.path().join("netmigrate-overall.meta.json"));
+        (j, meta, text(&out.stdout))
+    };
+    let (j, meta, table) = measured("--fault-skip-double-read");
+    assert_eq!(meta["settings"]["fault_skip_double_read"], true);
+    assert_eq!(meta["settings"]["read_back_writes"], true);
+    assert!(table.contains("FAULT INJECTED"), "{table}");
+    let rows = j["rows"].as_array().expect("rows");
+    for r in rows {
+        assert!(
+            r["fault"]
+                .as_str()
+                .is_some_and(|f| f.contains("source only")),
+            "{r}"
+        );
+        assert_eq!(r["double_reads"], 0, "{r}");
+        assert_eq!(r["history_keys_unchecked"], 0, "{r}");
+    }
+    let fulva = rows
+        .iter()
+        .find(|r| r["label"] == "fulva")
+        .expect("fulva row");
+    assert!(fulva["violations"].as_u64().unwrap_or(0) > 0, "{fulva}");
+    assert!(j["derived"]["violations_total"].as_u64().unwrap_or(0) > 0);
+
+    let (j, meta, _) = measured("--read-back-writes");
+    assert!(meta["settings"].get("fault_skip_double_read").is_none());
+    assert_eq!(meta["settings"]["read_back_writes"], true);
+    for r in j["rows"].as_array().expect("rows") {
+        assert!(r.get("fault").is_none(), "{r}");
+        assert_eq!(r["violations"], 0, "{r}");
+        assert_eq!(r["history_keys_unchecked"], 0, "{r}");
+    }
+    let fulva = j["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["label"] == "fulva").cloned())
+        .expect("fulva row");
+    assert!(fulva["double_reads"].as_u64().unwrap_or(0) > 0, "{fulva}");
+}
+
 #[test]
 fn bad_flags_are_refused_with_the_flag_named() {
     let cases: &[(&[&str], &str)] = &[
