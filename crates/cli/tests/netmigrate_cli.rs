@@ -4,40 +4,35 @@
 //! datagrams (counted), migrate a shard, and report status. Nothing here depends on speed:
 //! every wait is a poll with a generous bound, and every child is killed at the end.
 
+mod common;
+
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
+use common::kv::{eventually, free_base, run, status_json, text, Procs};
 use serde_json::Value;
-
-fn locus() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_locus"))
-}
-
-fn run(args: &[&str]) -> Output {
-    locus().args(args).output().expect("spawn locus")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn read_json(p: &Path) -> Value {
     let s = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&s).expect("valid JSON")
 }
 
-/// Tiny sizes: a 2048-key shard, one client, 20 ms phases, `repeat` runs per configuration.
-fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
-    let out = run(&[
+/// `locus bench netmigrate EXP` at a tiny size: `records` keys, `clients` clients, 20 ms
+/// phases, `repeat` runs per configuration and `more` flags, writing into `dir`.
+fn bench_run(
+    exp: &str,
+    dir: &Path,
+    (records, clients, repeat): (&str, &str, &str),
+    more: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
         "bench",
         "netmigrate",
         exp,
         "--records",
-        "2048",
+        records,
         "--clients",
-        "1",
+        clients,
         "--phase-ms",
         "20",
         "--interval-ms",
@@ -46,7 +41,14 @@ fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
         repeat,
         "--out",
         dir.to_str().expect("utf-8 temp path"),
-    ]);
+    ];
+    args.extend_from_slice(more);
+    run(&args)
+}
+
+/// Tiny sizes: a 2048-key shard, one client, 20 ms phases, `repeat` runs per configuration.
+fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
+    let out = bench_run(exp, dir, ("2048", "1", repeat), &[]);
     assert!(
         out.status.success(),
         "{exp}: {}\n{}",
@@ -188,24 +190,7 @@ fn bandwidth_and_budgets_cover_every_write_ratio_and_budget() {
 fn a_skipped_double_read_is_reported_by_the_history_checker() {
     let measured = |flag: &str| {
         let dir = tempfile::tempdir().expect("tempdir");
-        let out = run(&[
-            "bench",
-            "netmigrate",
-            "overall",
-            "--records",
-            "8192",
-            "--clients",
-            "2",
-            "--phase-ms",
-            "20",
-            "--interval-ms",
-            "10",
-            "--repeat",
-            "2",
-            flag,
-            "--out",
-            dir.path().to_str().expect("utf-8 temp path"),
-        ]);
+        let out = bench_run("overall", dir.path(), ("8192", "2", "2"), &[flag]);
         assert!(out.status.success(), "{flag}: {}", text(&out.stderr));
         let j = read_json(&dir.path().join("netmigrate-overall.json"));
         let meta = read_json(&dir.path().join("netmigrate-overall.meta.json"));
@@ -366,111 +351,19 @@ fn bad_flags_are_refused_with_the_flag_named() {
     }
 }
 
-/// Children killed (and reaped) when the test ends, however it ends.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A base port whose router, server 1, server 2 and first client ports are free now.
-fn free_base() -> u16 {
-    let seed = std::process::id() as u16;
-    for i in 0..200u16 {
-        let base = 20_000 + (seed.wrapping_mul(7).wrapping_add(i * 131)) % 40_000;
-        let free = [0u16, 1, 2, 100]
-            .iter()
-            .all(|o| UdpSocket::bind(("127.0.0.1", base + o)).is_ok());
-        if free {
-            return base;
-        }
-    }
-    panic!("no free loopback ports found");
-}
-
-fn spawn(args: &[&str]) -> Child {
-    locus()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn locus")
-}
-
-fn status_json(router: &str) -> Option<Value> {
-    let out = run(&["kv", "migration", "status", "--router", router, "--json"]);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).ok())
-        .flatten()
-}
-
-/// Polls `f` for up to a minute (a loaded machine is slow, never wrong).
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn router_and_servers_run_as_processes_and_migrate() {
     let base = free_base();
     let router = format!("127.0.0.1:{base}");
     let r = router.as_str();
-    let life = "120000";
-    let mut procs = Procs(Vec::new());
-    procs.0.push(spawn(&[
-        "kv",
-        "router",
-        "--listen",
-        r,
-        "--lifetime-ms",
-        life,
-    ]));
-    procs.0.push(spawn(&[
-        "kv",
-        "server",
-        "--router",
-        r,
-        "--id",
-        "1",
-        "--records",
-        "1000",
-        "--buckets-log2",
-        "10",
-        // A loaded machine must not turn a slow peer into an abort.
-        "--ack-timeout-ms",
-        "60000",
-        "--lifetime-ms",
-        life,
-    ]));
-    procs.0.push(spawn(&[
-        "kv",
-        "server",
-        "--router",
-        r,
-        "--id",
-        "2",
-        "--buckets-log2",
-        "10",
-        // A loaded machine must not turn a slow peer into an abort.
-        "--ack-timeout-ms",
-        "60000",
-        "--lifetime-ms",
-        life,
-    ]));
+    let mut procs = Procs::new(None);
+    procs.router(r);
+    // A loaded machine must not turn a slow peer into an abort.
+    let patient = ["--buckets-log2", "10", "--ack-timeout-ms", "60000"];
+    procs.server(r, "1", &[&["--records", "1000"][..], &patient].concat());
+    procs.server(r, "2", &patient);
     eventually("both servers registered and answering", || {
-        let s = status_json(r)?;
+        let s = status_json(None, r)?;
         let answered = s["servers"].as_array()?.len();
         (answered == 2).then_some(())
     });
@@ -500,7 +393,7 @@ fn router_and_servers_run_as_processes_and_migrate() {
     }
     junk.send_to(b"LKADM1 {not json", r).expect("send");
     let s = eventually("garbage counted", || {
-        let s = status_json(r)?;
+        let s = status_json(None, r)?;
         (s["router"]["stats"]["malformed"].as_u64()? >= 4
             && s["router"]["admin_malformed"].as_u64()? >= 1)
             .then_some(s)
@@ -510,9 +403,7 @@ fn router_and_servers_run_as_processes_and_migrate() {
         .and_then(|a| a.iter().find(|v| v["server"] == 1))
         .expect("server 1 answered");
     assert!(s1["malformed"].as_u64().unwrap_or(0) >= 4, "{s1}");
-    for c in &mut procs.0 {
-        assert!(c.try_wait().expect("try_wait").is_none(), "a process died");
-    }
+    procs.assert_alive();
     assert_eq!(text(&get("5").stdout).trim(), "hello");
 
     // Migrate shard 1 to server 2 through the router; data follows.
