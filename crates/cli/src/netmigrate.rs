@@ -96,6 +96,15 @@ pub struct NetmigrateArgs {
     /// Timeline bin width, ms, instead of the preset's.
     #[arg(long, hide = true)]
     pub interval_ms: Option<u64>,
+    /// FAULT INJECTION, not a measurement: the router sends S2/S4 double reads to the source
+    /// only, so the history checker must report violations (rows say `fault`). Implies
+    /// --read-back-writes.
+    #[arg(long)]
+    pub fault_skip_double_read: bool,
+    /// Follow every client write with a read of its key (the workload in which a skipped
+    /// double read shows; the control run of --fault-skip-double-read).
+    #[arg(long, hide = true)]
+    pub read_back_writes: bool,
 }
 
 pub fn run(a: NetmigrateArgs) -> CliResult {
@@ -118,6 +127,8 @@ pub fn run(a: NetmigrateArgs) -> CliResult {
     if let Some(i) = a.interval_ms {
         s.interval_ms = i;
     }
+    s.fault_skip_double_read = a.fault_skip_double_read;
+    s.read_back_writes = a.read_back_writes;
     s.resolve()?;
     check_out(a.out.as_deref())?;
     let report = netmigrate::run(&s, &Reporter::terminal())?;
@@ -128,6 +139,9 @@ pub fn run(a: NetmigrateArgs) -> CliResult {
     if a.json {
         println!("{}", serde_json::to_string_pretty(results)?);
     } else {
+        if let Some(fault) = results.rows.iter().find_map(|r| r.fault) {
+            println!("FAULT INJECTED (--fault-skip-double-read), not a measurement: {fault}");
+        }
         print_table(&results.rows);
         if !results.derived.is_null() {
             println!("{}", serde_json::to_string_pretty(&results.derived)?);

@@ -4,40 +4,35 @@
 //! datagrams (counted), migrate a shard, and report status. Nothing here depends on speed:
 //! every wait is a poll with a generous bound, and every child is killed at the end.
 
+mod common;
+
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
+use common::kv::{eventually, free_base, run, status_json, text, Procs};
 use serde_json::Value;
-
-fn locus() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_locus"))
-}
-
-fn run(args: &[&str]) -> Output {
-    locus().args(args).output().expect("spawn locus")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn read_json(p: &Path) -> Value {
     let s = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&s).expect("valid JSON")
 }
 
-/// Tiny sizes: a 2048-key shard, one client, 20 ms phases, `repeat` runs per configuration.
-fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
-    let out = run(&[
+/// `locus bench netmigrate EXP` at a tiny size: `records` keys, `clients` clients, 20 ms
+/// phases, `repeat` runs per configuration and `more` flags, writing into `dir`.
+fn bench_run(
+    exp: &str,
+    dir: &Path,
+    (records, clients, repeat): (&str, &str, &str),
+    more: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
         "bench",
         "netmigrate",
         exp,
         "--records",
-        "2048",
+        records,
         "--clients",
-        "1",
+        clients,
         "--phase-ms",
         "20",
         "--interval-ms",
@@ -46,7 +41,14 @@ fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
         repeat,
         "--out",
         dir.to_str().expect("utf-8 temp path"),
-    ]);
+    ];
+    args.extend_from_slice(more);
+    run(&args)
+}
+
+/// Tiny sizes: a 2048-key shard, one client, 20 ms phases, `repeat` runs per configuration.
+fn bench(exp: &str, dir: &Path, repeat: &str) -> Value {
+    let out = bench_run(exp, dir, ("2048", "1", repeat), &[]);
     assert!(
         out.status.success(),
         "{exp}: {}\n{}",
@@ -176,6 +178,61 @@ fn bandwidth_and_budgets_cover_every_write_ratio_and_budget() {
     pngs(dir.path(), "budgets", &["throughput", "p50", "p99", "time"]);
 }
 
+/// Checked runs with teeth (issue 64, requirement 3): with `--fault-skip-double-read` the router
+/// sends S2/S4 double reads to the source only, and the measured runs' history checker (not a
+/// counter) reports violations; every row says it ran under the fault. The control, the same
+/// workload (every write read back) without the fault, reports none. The Fulva-like row
+/// (every CBF counter set: every group in S2 for the whole copy) is where a short run sees the
+/// fault; NetMigrate's own rows keep a key in S2 only while its group is in flight (4 of 512
+/// groups here), so a stale read there is rare (`bench::netmigrate` module doc). Two runs
+/// per configuration, their violations summed, keep a quiet run from hiding it.
+#[test]
+fn a_skipped_double_read_is_reported_by_the_history_checker() {
+    let measured = |flag: &str| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = bench_run("overall", dir.path(), ("8192", "2", "2"), &[flag]);
+        assert!(out.status.success(), "{flag}: {}", text(&out.stderr));
+        let j = read_json(&dir.path().join("netmigrate-overall.json"));
+        let meta = read_json(&dir.path().join("netmigrate-overall.meta.json"));
+        (j, meta, text(&out.stdout))
+    };
+    let (j, meta, table) = measured("--fault-skip-double-read");
+    assert_eq!(meta["settings"]["fault_skip_double_read"], true);
+    assert_eq!(meta["settings"]["read_back_writes"], true);
+    assert!(table.contains("FAULT INJECTED"), "{table}");
+    let rows = j["rows"].as_array().expect("rows");
+    for r in rows {
+        assert!(
+            r["fault"]
+                .as_str()
+                .is_some_and(|f| f.contains("source only")),
+            "{r}"
+        );
+        assert_eq!(r["double_reads"], 0, "{r}");
+        assert_eq!(r["history_keys_unchecked"], 0, "{r}");
+    }
+    let fulva = rows
+        .iter()
+        .find(|r| r["label"] == "fulva")
+        .expect("fulva row");
+    assert!(fulva["violations"].as_u64().unwrap_or(0) > 0, "{fulva}");
+    assert!(j["derived"]["violations_total"].as_u64().unwrap_or(0) > 0);
+
+    let (j, meta, _) = measured("--read-back-writes");
+    assert!(meta["settings"].get("fault_skip_double_read").is_none());
+    assert_eq!(meta["settings"]["read_back_writes"], true);
+    for r in j["rows"].as_array().expect("rows") {
+        assert!(r.get("fault").is_none(), "{r}");
+        assert_eq!(r["violations"], 0, "{r}");
+        assert_eq!(r["history_keys_unchecked"], 0, "{r}");
+    }
+    let fulva = j["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["label"] == "fulva").cloned())
+        .expect("fulva row");
+    assert!(fulva["double_reads"].as_u64().unwrap_or(0) > 0, "{fulva}");
+}
+
 #[test]
 fn bad_flags_are_refused_with_the_flag_named() {
     let cases: &[(&[&str], &str)] = &[
@@ -294,111 +351,19 @@ fn bad_flags_are_refused_with_the_flag_named() {
     }
 }
 
-/// Children killed (and reaped) when the test ends, however it ends.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A base port whose router, server 1, server 2 and first client ports are free now.
-fn free_base() -> u16 {
-    let seed = std::process::id() as u16;
-    for i in 0..200u16 {
-        let base = 20_000 + (seed.wrapping_mul(7).wrapping_add(i * 131)) % 40_000;
-        let free = [0u16, 1, 2, 100]
-            .iter()
-            .all(|o| UdpSocket::bind(("127.0.0.1", base + o)).is_ok());
-        if free {
-            return base;
-        }
-    }
-    panic!("no free loopback ports found");
-}
-
-fn spawn(args: &[&str]) -> Child {
-    locus()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn locus")
-}
-
-fn status_json(router: &str) -> Option<Value> {
-    let out = run(&["kv", "migration", "status", "--router", router, "--json"]);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).ok())
-        .flatten()
-}
-
-/// Polls `f` for up to a minute (a loaded machine is slow, never wrong).
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn router_and_servers_run_as_processes_and_migrate() {
     let base = free_base();
     let router = format!("127.0.0.1:{base}");
     let r = router.as_str();
-    let life = "120000";
-    let mut procs = Procs(Vec::new());
-    procs.0.push(spawn(&[
-        "kv",
-        "router",
-        "--listen",
-        r,
-        "--lifetime-ms",
-        life,
-    ]));
-    procs.0.push(spawn(&[
-        "kv",
-        "server",
-        "--router",
-        r,
-        "--id",
-        "1",
-        "--records",
-        "1000",
-        "--buckets-log2",
-        "10",
-        // A loaded machine must not turn a slow peer into an abort.
-        "--ack-timeout-ms",
-        "60000",
-        "--lifetime-ms",
-        life,
-    ]));
-    procs.0.push(spawn(&[
-        "kv",
-        "server",
-        "--router",
-        r,
-        "--id",
-        "2",
-        "--buckets-log2",
-        "10",
-        // A loaded machine must not turn a slow peer into an abort.
-        "--ack-timeout-ms",
-        "60000",
-        "--lifetime-ms",
-        life,
-    ]));
+    let mut procs = Procs::new(None);
+    procs.router(r);
+    // A loaded machine must not turn a slow peer into an abort.
+    let patient = ["--buckets-log2", "10", "--ack-timeout-ms", "60000"];
+    procs.server(r, "1", &[&["--records", "1000"][..], &patient].concat());
+    procs.server(r, "2", &patient);
     eventually("both servers registered and answering", || {
-        let s = status_json(r)?;
+        let s = status_json(None, r)?;
         let answered = s["servers"].as_array()?.len();
         (answered == 2).then_some(())
     });
@@ -428,7 +393,7 @@ fn router_and_servers_run_as_processes_and_migrate() {
     }
     junk.send_to(b"LKADM1 {not json", r).expect("send");
     let s = eventually("garbage counted", || {
-        let s = status_json(r)?;
+        let s = status_json(None, r)?;
         (s["router"]["stats"]["malformed"].as_u64()? >= 4
             && s["router"]["admin_malformed"].as_u64()? >= 1)
             .then_some(s)
@@ -438,9 +403,7 @@ fn router_and_servers_run_as_processes_and_migrate() {
         .and_then(|a| a.iter().find(|v| v["server"] == 1))
         .expect("server 1 answered");
     assert!(s1["malformed"].as_u64().unwrap_or(0) >= 4, "{s1}");
-    for c in &mut procs.0 {
-        assert!(c.try_wait().expect("try_wait").is_none(), "a process died");
-    }
+    procs.assert_alive();
     assert_eq!(text(&get("5").stdout).trim(), "hello");
 
     // Migrate shard 1 to server 2 through the router; data follows.

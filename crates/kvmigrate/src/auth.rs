@@ -21,6 +21,13 @@
 //! directly). A driver that knows each node's address also checks that the datagram came from
 //! the sender's address ([`Opener::open`]'s `came_from_sender`).
 //!
+//! Management datagrams (a driver's own, such as `locus kv`'s JSON requests) are sealed the
+//! same way under their own key, HMAC-SHA256(key, "locus-kv-management-key-v1")
+//! ([`DatagramKey::management`], [`Opener::management`]): a wire packet's tag never opens as a
+//! management datagram nor the reverse, and each kind keeps its own replay windows (a node
+//! seals each kind with its own numbering). They have no author field: the sender is the
+//! author, so only its address is checked.
+//!
 //! Replays: a sender numbers its datagrams from the wall clock's nanoseconds at start, so a
 //! restarted sender starts above anything it sent before. A receiver keeps, per sender, the
 //! highest number seen and a 64-wide window below it (as IPsec does): a number seen before,
@@ -44,6 +51,7 @@ pub const SECRET_BYTES_MIN: usize = 16;
 /// Sequence numbers below a sender's highest that are still accepted once (reordering).
 pub const REPLAY_WINDOW: u64 = 64;
 const KEY_LABEL: &[u8] = b"locus-kv-datagram-key-v1";
+const MANAGEMENT_KEY_LABEL: &[u8] = b"locus-kv-management-key-v1";
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -76,12 +84,23 @@ impl DatagramKey {
         Ok(Self(mac.finalize().into_bytes().into()))
     }
 
-    fn mac(&self, packet: &[u8], sender: NodeId, seq: u64) -> HmacSha256 {
+    /// The key of management datagrams, derived from this one (module doc).
+    pub fn management(&self) -> DatagramKey {
+        let mut mac = self.keyed();
+        mac.update(MANAGEMENT_KEY_LABEL);
+        Self(mac.finalize().into_bytes().into())
+    }
+
+    fn keyed(&self) -> HmacSha256 {
         // A 32-byte key always fits HMAC-SHA256.
-        let mut mac = match HmacSha256::new_from_slice(&self.0) {
+        match HmacSha256::new_from_slice(&self.0) {
             Ok(m) => m,
             Err(_) => unreachable!("HMAC takes keys of any length"),
-        };
+        }
+    }
+
+    fn mac(&self, packet: &[u8], sender: NodeId, seq: u64) -> HmacSha256 {
+        let mut mac = self.keyed();
         mac.update(packet);
         mac.update(&sender.to_le_bytes());
         mac.update(&seq.to_le_bytes());
@@ -185,12 +204,21 @@ impl Window {
     }
 }
 
+/// Who may have sent a datagram, given what it carries.
+#[derive(Clone, Copy, Debug)]
+enum Senders {
+    /// Wire packets: the packet's author (its `from`) or this router.
+    AuthorOrRouter(NodeId),
+    /// Management datagrams: any node, as itself (they carry no author).
+    Any,
+}
+
 /// A node's receiving side: checks tags, senders and sequence numbers. Its memory is bounded
 /// by the node id space: one 16-byte window per sender seen (at most 65,536).
 #[derive(Debug)]
 pub struct Opener {
     key: DatagramKey,
-    router: NodeId,
+    senders: Senders,
     windows: BTreeMap<NodeId, Window>,
     counters: AuthCounters,
 }
@@ -200,7 +228,18 @@ impl Opener {
     pub fn new(key: DatagramKey, router: NodeId) -> Self {
         Self {
             key,
-            router,
+            senders: Senders::AuthorOrRouter(router),
+            windows: BTreeMap::new(),
+            counters: AuthCounters::default(),
+        }
+    }
+
+    /// Opening management datagrams (module doc): sealed by a [`Sealer`] made with
+    /// `key.management()`, from any node as itself, whose address `open` checks.
+    pub fn management(key: &DatagramKey) -> Self {
+        Self {
+            key: key.management(),
+            senders: Senders::Any,
             windows: BTreeMap::new(),
             counters: AuthCounters::default(),
         }
@@ -235,7 +274,11 @@ impl Opener {
         datagram: &'a [u8],
         came_from_sender: impl Fn(NodeId) -> bool,
     ) -> std::result::Result<&'a [u8], Rejected> {
-        if datagram.len() < HEADER_BYTES + TRAILER_BYTES {
+        let body_bytes_min = match self.senders {
+            Senders::AuthorOrRouter(_) => HEADER_BYTES,
+            Senders::Any => 1,
+        };
+        if datagram.len() < body_bytes_min + TRAILER_BYTES {
             return Err(Rejected::Short);
         }
         let (packet, trailer) = datagram.split_at(datagram.len() - TRAILER_BYTES);
@@ -248,9 +291,14 @@ impl Opener {
             .mac(packet, sender, seq)
             .verify_truncated_left(&trailer[10..])
             .map_err(|_| Rejected::BadMac)?;
-        // The packet's author: the `from` field of the wire header (bytes 6..8).
-        let author = u16::from_le_bytes([packet[6], packet[7]]);
-        if (sender != author && sender != self.router) || !came_from_sender(sender) {
+        let may_send = match self.senders {
+            // The packet's author: the `from` field of the wire header (bytes 6..8).
+            Senders::AuthorOrRouter(router) => {
+                sender == u16::from_le_bytes([packet[6], packet[7]]) || sender == router
+            }
+            Senders::Any => true,
+        };
+        if !may_send || !came_from_sender(sender) {
             return Err(Rejected::WrongSender);
         }
         if !self.windows.entry(sender).or_default().admit(seq) {

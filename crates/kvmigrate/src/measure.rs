@@ -172,8 +172,11 @@ pub struct MeasureReport {
     pub client_extra_bytes: u64,
     /// First-copy migration bytes.
     pub server_data_bytes: u64,
-    /// Extra server-to-server bytes (late/dirty, pulls, mirrors).
+    /// Extra server-to-server bytes (late/dirty, pulls, mirrors, resends).
     pub server_extra_bytes: u64,
+    /// Of those, packets sent again because an answer was slow (a loaded host's cost, not
+    /// the protocol's).
+    pub server_resent_bytes: u64,
     /// The migration's final status (the agents' runs; `None` for Redis Cluster or a timeout).
     pub status: Option<MigrationStatus>,
     /// Router counters at the end.
@@ -243,6 +246,8 @@ pub struct SubjectCounters {
     pub server_data_bytes: u64,
     /// Extra server-to-server bytes.
     pub server_extra_bytes: u64,
+    /// Of those, packets sent again (`ServerStats::resent_bytes`).
+    pub server_resent_bytes: u64,
 }
 
 impl SubjectClient for crate::runtime::Client {
@@ -295,6 +300,7 @@ impl Subject for Agents {
             router,
             server_data_bytes: s1.data_bytes + s2.data_bytes,
             server_extra_bytes: s1.extra_bytes + s2.extra_bytes,
+            server_resent_bytes: s1.resent_bytes + s2.resent_bytes,
         })
     }
 }
@@ -555,6 +561,7 @@ pub fn drive<S: Subject>(
             + counters.router.double_read_bytes,
         server_data_bytes: counters.server_data_bytes,
         server_extra_bytes: counters.server_extra_bytes,
+        server_resent_bytes: counters.server_resent_bytes,
         status,
         router: counters.router,
     })

@@ -591,6 +591,7 @@ impl<S: ShardStore> Server<S> {
         let lost = self.retx.due(now_us, &mut self.out);
         for (_, p) in &self.out[before..] {
             self.stats.resent += 1;
+            self.stats.resent_bytes += p.encoded_len() as u64;
             self.stats.extra_bytes += p.encoded_len() as u64;
         }
         for l in lost {

@@ -2,28 +2,18 @@
 //! drops the instance, the source is authoritative again, and no acknowledged write is lost
 //! (histories stay linearizable, including the read-back of every key afterwards).
 
+mod dies_common;
+
 use std::time::{Duration, Instant};
 
-use locus_kvmigrate::check::check_history;
-use locus_kvmigrate::runtime::{Cluster, ClusterConfig};
-use locus_kvmigrate::sim::{run, SimConfig};
-use locus_kvmigrate::{Geometry, MigrationPhase, Protocol, ServerConfig};
+use dies_common::{sim_with_a_kill, slow_copy, wait_for_groups_done};
+use locus_kvmigrate::sim::SimReport;
+use locus_kvmigrate::{MigrationPhase, Protocol};
 
-fn kill_run(
-    seed: u64,
-    protocol: Protocol,
-    mirror: bool,
-) -> Result<locus_kvmigrate::sim::SimReport, String> {
-    let mut cfg = SimConfig::small(seed, protocol);
-    cfg.mirror_writes = mirror;
-    cfg.migration_start_step_max = 20;
-    cfg.kill_destination_at_step = Some(300 + seed * 37 % 400);
-    cfg.client_timeout_us = 20_000;
-    cfg.ack_timeout_us = 10_000;
-    let report = run(&cfg)?;
-    check_history(&report.history, |k| report.initial.get(&k).cloned())
-        .map_err(|e| format!("seed {seed}: {e}"))?;
-    Ok(report)
+fn kill_run(seed: u64, protocol: Protocol, mirror: bool) -> Result<SimReport, String> {
+    sim_with_a_kill(seed, protocol, mirror, |cfg| {
+        cfg.kill_destination_at_step = Some(300 + seed * 37 % 400);
+    })
 }
 
 #[test]
@@ -72,36 +62,12 @@ fn without_mirroring_a_dead_destination_loses_writes() {
 /// copy finished before the kill landed (a host too loaded to interleave them): the caller runs
 /// it again.
 fn threaded_kill_run() -> bool {
-    let geometry = Geometry::new(12, 2).unwrap();
-    let mut server = ServerConfig::new(0, 0, geometry);
-    server.ack_timeout_us = 200_000;
-    server.retries_max = 3;
-    // One item per batch and one batch and group in flight: one acknowledged round trip per
-    // key (20,000 keys once took 0.3 s in CI, too short: this is five times as many), so the
-    // migration is still running when the destination dies. (The source's CPU budget no longer
-    // slows the copy: it charges client queries only, NetMigrate 4.4.)
-    server.batch_items_max = 1;
-    server.batches_inflight_max = 1;
-    server.groups_inflight_max = 1;
-    let mut cfg = ClusterConfig::new(2, 2, server);
-    cfg.op_timeout_ms = 300;
-    let cluster = Cluster::start(cfg).unwrap();
+    // 20,000 keys once took 0.3 s in CI, too short: this is five times as many.
     let keys = 100_000u64;
-    let pairs: Vec<(u64, Vec<u8>)> = (0..keys).map(|k| (k, vec![1; 64])).collect();
-    cluster.load(1, pairs).unwrap();
-    let mut client = cluster.client().unwrap();
-    cluster.migrate(1, 1, 2, Protocol::NetMigrate).unwrap();
+    let (cluster, mut client) = slow_copy(2, keys);
     // Kill once the migration has visibly made progress but is far from done, after a few
     // writes that land while it runs.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let s = cluster.migration_status();
-        if s.iter().any(|s| s.groups_done >= 1) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no progress: {s:?}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for_groups_done(&cluster, 1, Instant::now() + Duration::from_secs(20));
     let mut acked = Vec::new();
     for k in 0..20u64 {
         if client.set(1, k, k.to_le_bytes().to_vec()).is_ok() {

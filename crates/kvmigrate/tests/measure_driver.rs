@@ -63,7 +63,8 @@ fn every_protocol_measures_without_losing_writes() {
         match protocol {
             Protocol::StopAndCopy => {
                 assert_eq!(r.client_extra_bytes, 0);
-                assert_eq!(r.server_extra_bytes, 0);
+                // Nothing but resends, which a loaded host's slow answers cause.
+                assert_eq!(r.server_extra_bytes, r.server_resent_bytes);
             }
             Protocol::SourceBased => assert_eq!(r.client_extra_bytes, 0),
             _ => {}

@@ -3,8 +3,10 @@
 //! answers from there or says LOST (never absent: the history checker sees an absent read of a
 //! key that had a value), and an operator's `recover` or `abort` frees the orphaned shard.
 
-use locus_kvmigrate::check::check_history;
-use locus_kvmigrate::sim::{run, SimConfig, SimReport};
+mod dies_common;
+
+use dies_common::{sim_with_a_kill, slow_copy, wait_for_groups_done};
+use locus_kvmigrate::sim::SimReport;
 use locus_kvmigrate::wire::{Body, Packet, Status};
 use locus_kvmigrate::{MigrationPhase, Protocol};
 
@@ -12,16 +14,10 @@ const SOURCE: u16 = 1;
 const DEST: u16 = 2;
 
 fn kill_source(seed: u64, protocol: Protocol) -> SimReport {
-    let mut cfg = SimConfig::small(seed, protocol);
-    cfg.mirror_writes = true;
-    cfg.migration_start_step_max = 20;
-    cfg.kill_source_at_step = Some(300 + seed * 37 % 600);
-    cfg.client_timeout_us = 20_000;
-    cfg.ack_timeout_us = 10_000;
-    let report = run(&cfg).unwrap_or_else(|e| panic!("{}: {e}", protocol.name()));
-    check_history(&report.history, |k| report.initial.get(&k).cloned())
-        .unwrap_or_else(|e| panic!("{} seed {seed}: {e}", protocol.name()));
-    report
+    sim_with_a_kill(seed, protocol, true, |cfg| {
+        cfg.kill_source_at_step = Some(300 + seed * 37 % 600);
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn orphaned(r: &SimReport) -> bool {
@@ -189,28 +185,12 @@ fn only_the_destination_can_declare_its_source_lost() {
 
 #[test]
 fn threaded_cluster_orphans_recovers_and_moves_the_shard_on() {
-    use locus_kvmigrate::runtime::{Cluster, ClusterConfig};
-    use locus_kvmigrate::{Error, Geometry, ServerConfig};
+    use locus_kvmigrate::Error;
     use std::time::{Duration, Instant};
 
-    let geometry = Geometry::new(12, 2).unwrap();
-    let mut server = ServerConfig::new(0, 0, geometry);
-    server.ack_timeout_us = 200_000;
-    server.retries_max = 3;
-    // One item per batch and in flight (as in `destination_dies.rs`): the copy is still
-    // running when the source dies.
-    server.batch_items_max = 1;
-    server.batches_inflight_max = 1;
-    server.groups_inflight_max = 1;
-    let mut cfg = ClusterConfig::new(3, 2, server);
-    cfg.op_timeout_ms = 300;
-    let cluster = Cluster::start(cfg).unwrap();
+    // A slow copy (as in `destination_dies.rs`): still running when the source dies.
     let keys = 20_000u64;
-    cluster
-        .load(1, (0..keys).map(|k| (k, vec![1; 64])).collect())
-        .unwrap();
-    let mut client = cluster.client().unwrap();
-    cluster.migrate(1, 1, 2, Protocol::NetMigrate).unwrap();
+    let (cluster, mut client) = slow_copy(3, keys);
     let deadline = Instant::now() + Duration::from_secs(30);
     let wait_for = |phase: MigrationPhase| loop {
         let s = cluster.migration_status();
@@ -220,14 +200,7 @@ fn threaded_cluster_orphans_recovers_and_moves_the_shard_on() {
         assert!(Instant::now() < deadline, "no {phase:?}: {s:?}");
         std::thread::sleep(Duration::from_millis(2));
     };
-    loop {
-        let s = cluster.migration_status();
-        if s.iter().any(|s| s.groups_done >= 4) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no progress: {s:?}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for_groups_done(&cluster, 4, deadline);
     cluster.kill(SOURCE);
     let lost = loop {
         let m = wait_for(MigrationPhase::SourceLost);

@@ -92,6 +92,10 @@ pub struct Row {
     pub server_extra_bytes: u64,
     /// Reads the router sent to both servers.
     pub double_reads: u64,
+    /// A fault injected on purpose (`--fault-skip-double-read`), if any: this row is not a
+    /// measurement of the protocol but a check that the history checker catches the fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<&'static str>,
     /// Queries the router sent to the destination.
     pub to_destination: u64,
     /// Writes kept at the destination once there (sticky).
@@ -117,9 +121,16 @@ pub struct Row {
     pub timeline: Option<Vec<IntervalStats>>,
 }
 
+/// What a row's `fault` says under `--fault-skip-double-read`.
+pub const FAULT_SKIP_DOUBLE_READ: &str =
+    "the router sent S2/S4 double reads to the source only (injected)";
+
 /// YCSB's `CoreWorkload` for one client: one uniform stream draws the read/write choice, then
 /// the key from a scrambled Zipfian over `records + 1` items, drawing again past the last record.
-fn chooser(records: u64, write_ratio: f64) -> Result<OpChooser> {
+/// With `read_back`, every write is followed by a read of its key (not drawn from the stream):
+/// a write during its group's S2 goes to the destination, and the read right behind it, while
+/// the group is still in S2, is what a skipped double read answers stale.
+fn chooser(records: u64, write_ratio: f64, read_back: bool) -> Result<OpChooser> {
     // Checked once here, so that every client's generator below is valid.
     Workload::with_write_ratio(write_ratio)?.generator(records)?;
     Ok(Arc::new(move |_client, seed| {
@@ -127,9 +138,18 @@ fn chooser(records: u64, write_ratio: f64) -> Result<OpChooser> {
             .and_then(|w| w.generator(records))
             .expect("checked when the chooser was made");
         let mut uniform = FastUniform::new(seed);
-        Box::new(move || match ops.next(&mut uniform) {
-            Op::Read(key) => Draw { key, write: false },
-            Op::Update(key) => Draw { key, write: true },
+        let mut written = None;
+        Box::new(move || {
+            if let Some(key) = written.take() {
+                return Draw { key, write: false };
+            }
+            match ops.next(&mut uniform) {
+                Op::Read(key) => Draw { key, write: false },
+                Op::Update(key) => {
+                    written = read_back.then_some(key);
+                    Draw { key, write: true }
+                }
+            }
         })
     }))
 }
@@ -165,6 +185,7 @@ pub(super) fn run_case(s: &RunSettings, c: &Case, keep_timeline: bool) -> Result
         router: RouterConfig {
             bf_bytes: c.bf_bytes,
             cbf_bytes: c.cbf_bytes,
+            fault_double_read_source_only: s.fault_skip_double_read,
             ..RouterConfig::default()
         },
         server: server.clone(),
@@ -182,7 +203,7 @@ pub(super) fn run_case(s: &RunSettings, c: &Case, keep_timeline: bool) -> Result
         history: HistoryConfig::default(),
     };
     let t = Instant::now();
-    let choose = chooser(s.records, c.write_ratio)?;
+    let choose = chooser(s.records, c.write_ratio, s.read_back_writes)?;
     let r = match &s.redis_server {
         None => measure(&cfg, choose),
         Some(bin) if c.redis_cluster => {
@@ -267,6 +288,7 @@ fn row(
         server_data_bytes: r.server_data_bytes,
         server_extra_bytes: r.server_extra_bytes,
         double_reads: r.router.double_reads,
+        fault: (s.fault_skip_double_read && !c.redis_cluster).then_some(FAULT_SKIP_DOUBLE_READ),
         to_destination: r.router.to_destination,
         sticky_writes: r.router.sticky_writes,
         wall_s,
@@ -378,7 +400,7 @@ mod tests {
     fn the_driver_draws_as_ycsb_one_stream_op_then_key_with_rejection() {
         use locus_workloads::ycsb::{ScrambledZipfian, UniformSource};
         let (records, write_ratio, seed) = (3, 0.25, 42);
-        let mut drawn = chooser(records, write_ratio).unwrap()(0, seed);
+        let mut drawn = chooser(records, write_ratio, false).unwrap()(0, seed);
         let mut u = FastUniform::new(seed);
         let mut zipf = ScrambledZipfian::with_range(0, records).unwrap();
         let mut rejected = 0;
@@ -394,7 +416,30 @@ mod tests {
             assert_eq!(drawn(), Draw { key, write });
         }
         assert!(rejected > 0, "item `records` was drawn and rejected");
-        assert!(chooser(0, 0.5).is_err(), "no records");
-        assert!(chooser(10, 1.5).is_err(), "a ratio past 1");
+        assert!(chooser(0, 0.5, false).is_err(), "no records");
+        assert!(chooser(10, 1.5, false).is_err(), "a ratio past 1");
+    }
+
+    #[test]
+    fn read_back_follows_every_write_with_a_read_of_its_key_and_draws_the_rest_as_ycsb() {
+        let (records, write_ratio, seed) = (100, 0.3, 7);
+        let mut plain = chooser(records, write_ratio, false).unwrap()(0, seed);
+        let mut back = chooser(records, write_ratio, true).unwrap()(0, seed);
+        let mut writes = 0;
+        for _ in 0..1000 {
+            let d = plain();
+            assert_eq!(back(), d);
+            if d.write {
+                writes += 1;
+                assert_eq!(
+                    back(),
+                    Draw {
+                        key: d.key,
+                        write: false
+                    }
+                );
+            }
+        }
+        assert!(writes > 0);
     }
 }

@@ -66,6 +66,13 @@ pub struct Settings {
     pub phase_ms: u64,
     /// Timeline bin width, ms.
     pub interval_ms: u64,
+    /// Fault injection, not a measurement: the router sends S2/S4 double reads to the source
+    /// alone (`RouterConfig::fault_double_read_source_only`), so that the history checker has
+    /// a broken protocol to catch (issue 64, requirement 3).
+    pub fault_skip_double_read: bool,
+    /// Every client write is followed by a read of its key (a read-your-writes probe; the
+    /// workload in which a skipped double read shows, so the fault implies it).
+    pub read_back_writes: bool,
 }
 
 impl Settings {
@@ -108,6 +115,8 @@ impl Settings {
             },
             phase_ms,
             interval_ms,
+            fault_skip_double_read: false,
+            read_back_writes: false,
         }
     }
 
@@ -224,6 +233,8 @@ impl Settings {
             },
             backend: self.backend,
             redis_server,
+            fault_skip_double_read: self.fault_skip_double_read,
+            read_back_writes: self.read_back_writes || self.fault_skip_double_read,
         })
     }
 }
@@ -284,6 +295,13 @@ pub struct RunSettings {
     /// The redis-server binary (Redis backend).
     #[serde(skip)]
     pub redis_server: Option<PathBuf>,
+    /// A fault injected on purpose: double reads went to the source only (written only when
+    /// set, so that measured runs' metadata is unchanged).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fault_skip_double_read: bool,
+    /// Every write was followed by a read of its key (written only when set).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_back_writes: bool,
 }
 
 impl RunSettings {

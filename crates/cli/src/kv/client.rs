@@ -2,7 +2,7 @@
 //! `set` (wire queries from a client socket at router port + a free client id), `migrate` and
 //! `migration status` (management datagrams from an ephemeral socket).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use locus_kvmigrate::auth::{Opener, Sealer};
@@ -11,13 +11,9 @@ use locus_kvmigrate::wire::{Body, NodeId, Packet, Status, DATAGRAM_BYTES_MAX, VA
 use serde_json::{json, Value};
 
 use super::{
-    admin_bytes, datagram_key, parse_admin, parse_protocol, Book, GetArgs, MigrateArgs, OrphanArgs,
-    SetArgs, StatusArgs, CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
+    datagram_key, parse_protocol, Admin, Book, GetArgs, MigrateArgs, OrphanArgs, SetArgs,
+    StatusArgs, CLIENT_IDS_TRIED, CLIENT_ID_MIN, SERVERS_MAX,
 };
-
-fn bind(addr: SocketAddr, what: &str) -> Result<UdpSocket, String> {
-    UdpSocket::bind(addr).map_err(|e| format!("{what}: cannot bind {addr}: {e}"))
-}
 
 fn recv_timeout(
     sock: &UdpSocket,
@@ -185,17 +181,17 @@ pub(super) fn orphan(a: OrphanArgs, recover: bool) -> Result<(), String> {
 }
 
 /// Sends an admin request to the router and collects answers until `want` arrived or the timeout.
+/// The request goes from a client port, so that its seal names a node whose address the
+/// router can check (module doc of `kv`).
 fn admin(
     router: &Book,
     req: &Value,
     want: impl Fn(&[Value]) -> bool,
     timeout_ms: u64,
 ) -> Result<Vec<Value>, String> {
-    let sock = bind(
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-        "admin client",
-    )?;
-    sock.send_to(&admin_bytes(req), router.router())
+    let (sock, id) = client_socket(router)?;
+    let mut seal = Admin::new(*router, id)?;
+    sock.send_to(&seal.bytes(req), router.router())
         .map_err(|e| format!("send to router {}: {e}", router.router()))?;
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let mut got = Vec::new();
@@ -205,8 +201,8 @@ fn admin(
         if left.is_zero() {
             break;
         }
-        if let Some((n, _)) = recv_timeout(&sock, &mut buf, left)? {
-            if let Some(Ok(v)) = parse_admin(&buf[..n]) {
+        if let Some((n, from)) = recv_timeout(&sock, &mut buf, left)? {
+            if let Some(Ok(v)) = seal.parse(&buf[..n], from) {
                 got.push(v);
             }
         }
@@ -402,20 +398,26 @@ pub(super) fn status(a: StatusArgs) -> Result<(), String> {
             .map(|s| s.iter().map(|v| v["server"].to_string()).collect::<Vec<_>>().join(","))
             .unwrap_or_default()
     );
-    // Datagram MACs (LOCUS_SECRET): what the router and each server dropped.
-    let nodes = std::iter::once(("router".to_string(), &r["auth"])).chain(
+    // Datagram MACs (LOCUS_SECRET): what the router and each server dropped, of wire packets
+    // and of management datagrams.
+    let nodes = std::iter::once(("router".to_string(), r)).chain(
         st["servers"]
             .as_array()
             .into_iter()
             .flatten()
-            .map(|v| (format!("server {}", v["server"]), &v["auth"])),
+            .map(|v| (format!("server {}", v["server"]), v)),
     );
-    for (who, a) in nodes {
-        if a.is_object() {
-            println!(
-                "{who}: datagram MACs: {} accepted; dropped {} bad MAC, {} replayed, {} wrong sender, {} short",
-                a["accepted"], a["bad_mac"], a["replayed"], a["wrong_sender"], a["short"]
-            );
+    for (who, n) in nodes {
+        for (what, a) in [
+            ("datagram MACs", &n["auth"]),
+            ("management MACs", &n["admin_auth"]),
+        ] {
+            if a.is_object() {
+                println!(
+                    "{who}: {what}: {} accepted; dropped {} bad MAC, {} replayed, {} wrong sender, {} short",
+                    a["accepted"], a["bad_mac"], a["replayed"], a["wrong_sender"], a["short"]
+                );
+            }
         }
     }
     if st["servers_not_answering"].as_u64().unwrap_or(0) > 0 {

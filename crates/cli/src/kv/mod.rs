@@ -11,7 +11,10 @@
 //! secret when [`SECRET_ENV`] is set (every process then drops and counts packets that do not
 //! open: forged, replayed, or from an unexpected sender; `migration status` shows the counts). Management requests are datagrams that
 //! start with [`ADMIN_MAGIC`] followed by JSON; they cannot be mistaken for wire packets (whose
-//! first two bytes are the magic 0x4D4E). The router relays `migrate` to the source server and
+//! first two bytes are the magic 0x4D4E). With the secret set they are sealed too, under the
+//! management key (`locus_kvmigrate::auth::Opener::management`), each sender as its own node id
+//! (a command binds a client port for one), and a forged, replayed or misaddressed one is
+//! dropped and counted (`admin_auth` in `migration status`) before its JSON is read. The router relays `migrate` to the source server and
 //! `migration_status` to every server that said hello; servers answer the requester directly.
 //! Anything else that does not decode is dropped and counted, never fatal.
 //!
@@ -26,6 +29,7 @@ mod nodes;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use clap::{Args, Subcommand};
+use locus_kvmigrate::auth::{AuthCounters, Opener, Sealer};
 use locus_kvmigrate::wire::NodeId;
 use locus_kvmigrate::Protocol;
 use serde_json::Value;
@@ -294,15 +298,64 @@ impl Book {
     }
 }
 
-fn admin_bytes(v: &Value) -> Vec<u8> {
-    let mut b = ADMIN_MAGIC.to_vec();
-    b.extend_from_slice(v.to_string().as_bytes());
-    b
+/// Why a management datagram was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AdminDrop {
+    /// Its JSON did not parse (counted as `admin_malformed`).
+    Malformed,
+    /// It did not open under the management key (counted by the opener: `admin_auth`).
+    Unauthenticated,
 }
 
-fn parse_admin(d: &[u8]) -> Option<Result<Value, ()>> {
-    let rest = d.strip_prefix(ADMIN_MAGIC)?;
-    Some(serde_json::from_slice(rest).map_err(|_| ()))
+/// One node's management datagrams: [`ADMIN_MAGIC`] + JSON, sealed and checked when the
+/// cluster secret is set ([`SECRET_ENV`]; the module doc).
+struct Admin {
+    book: Book,
+    seal: Option<(Sealer, Opener)>,
+}
+
+impl Admin {
+    /// Management datagrams of node `node` (its socket at `book.addr(node)`).
+    fn new(book: Book, node: NodeId) -> Result<Self, String> {
+        let seal =
+            datagram_key()?.map(|k| (Sealer::new(k.management(), node), Opener::management(&k)));
+        Ok(Self { book, seal })
+    }
+
+    fn bytes(&mut self, v: &Value) -> Vec<u8> {
+        let mut b = ADMIN_MAGIC.to_vec();
+        b.extend_from_slice(v.to_string().as_bytes());
+        if let Some((sealer, _)) = &mut self.seal {
+            sealer.seal(&mut b);
+        }
+        b
+    }
+
+    /// `None` if `d` is not a management datagram at all; the request or answer in it, or why
+    /// it was dropped. With the secret, the seal is checked first (sender at its own
+    /// address, not replayed), so a forged datagram is never parsed.
+    fn parse(&mut self, d: &[u8], from: SocketAddr) -> Option<Result<Value, AdminDrop>> {
+        if !d.starts_with(ADMIN_MAGIC) {
+            return None;
+        }
+        let d = match &mut self.seal {
+            Some((_, opener)) => {
+                let book = self.book;
+                match opener.open(d, |sender| book.addr(sender) == Some(from)) {
+                    Ok(d) => d,
+                    Err(_) => return Some(Err(AdminDrop::Unauthenticated)),
+                }
+            }
+            None => d,
+        };
+        let rest = d.strip_prefix(ADMIN_MAGIC)?;
+        Some(serde_json::from_slice(rest).map_err(|_| AdminDrop::Malformed))
+    }
+
+    /// Management datagrams accepted and dropped by the seal check, if it is on.
+    fn counters(&self) -> Option<AuthCounters> {
+        self.seal.as_ref().map(|(_, o)| o.counters().clone())
+    }
 }
 
 fn parse_protocol(s: &str) -> Result<Protocol, String> {

@@ -21,7 +21,7 @@ use locus_kvmigrate::{Geometry, Router, RouterConfig, Server, ServerConfig};
 use serde_json::{json, Value};
 
 use super::{
-    admin_bytes, datagram_key, parse_admin, parse_protocol, Book, RouterArgs, ServerArgs,
+    datagram_key, parse_protocol, Admin, AdminDrop, Book, RouterArgs, ServerArgs,
     ACK_TIMEOUT_MS_MIN, RECORDS_MAX, SERVERS_MAX,
 };
 
@@ -56,6 +56,7 @@ pub(super) fn router(a: RouterArgs) -> Result<(), String> {
     );
     let mut admin = RouterAdmin {
         peer,
+        seal: Admin::new(book, 0)?,
         book,
         start: Instant::now(),
         servers: BTreeSet::new(),
@@ -73,6 +74,7 @@ pub(super) fn router(a: RouterArgs) -> Result<(), String> {
 /// The router's management side.
 struct RouterAdmin {
     peer: Arc<UdpPeer>,
+    seal: Admin,
     book: Book,
     start: Instant,
     /// Servers that said hello.
@@ -82,9 +84,9 @@ struct RouterAdmin {
 }
 
 impl RouterAdmin {
-    fn send(&self, v: &Value, to: SocketAddr) {
+    fn send(&mut self, v: &Value, to: SocketAddr) {
         // Best effort, like every datagram: the requester times out and says so.
-        let _ = self.peer.send_datagram(&admin_bytes(v), to);
+        let _ = self.peer.send_datagram(&self.seal.bytes(v), to);
     }
 
     /// Relays a request to the server its field `field` names.
@@ -108,7 +110,7 @@ impl RouterAdmin {
     }
 
     fn status(&mut self, node: &RouterNode, from: SocketAddr) {
-        for &id in &self.servers {
+        for id in self.servers.clone() {
             let fwd = json!({"op": "status", "reply_to": from.to_string()});
             if let Some(addr) = self.book.addr(id) {
                 self.relayed += 1;
@@ -131,6 +133,7 @@ impl RouterAdmin {
                 "relayed": self.relayed,
                 "instances": instances,
                 "auth": self.peer.auth_counters(),
+                "admin_auth": self.seal.counters(),
             },
             "servers": self.servers,
         });
@@ -140,10 +143,13 @@ impl RouterAdmin {
 
 impl NodeHooks<RouterNode> for RouterAdmin {
     fn foreign(&mut self, node: &mut RouterNode, d: Foreign) -> Option<Foreign> {
-        let req = match parse_admin(&d.bytes) {
+        let req = match self.seal.parse(&d.bytes, d.from) {
             None => return Some(d), // garbage: counted in the router's `malformed`
-            Some(Err(())) => {
-                self.admin_malformed += 1;
+            Some(Err(drop)) => {
+                // Unauthenticated ones are counted by the seal (`admin_auth`).
+                if drop == AdminDrop::Malformed {
+                    self.admin_malformed += 1;
+                }
                 return None;
             }
             Some(Ok(req)) => req,
@@ -229,7 +235,7 @@ pub(super) fn server(a: ServerArgs) -> Result<(), String> {
     )
     .map_err(|e| format!("--records {}: preloading failed: {e}", a.records))?;
     let mut admin = ServerAdmin {
-        hello: admin_bytes(&json!({"op": "hello", "id": a.id})),
+        seal: Admin::new(book, a.id)?,
         last_hello: Instant::now(),
         peer,
         book,
@@ -256,9 +262,9 @@ pub(super) fn server(a: ServerArgs) -> Result<(), String> {
 /// A server's management side.
 struct ServerAdmin {
     peer: Arc<UdpPeer>,
+    seal: Admin,
     book: Book,
     me: SocketAddr,
-    hello: Vec<u8>,
     last_hello: Instant,
     admin_malformed: u64,
 }
@@ -266,7 +272,11 @@ struct ServerAdmin {
 impl ServerAdmin {
     fn announce(&mut self) {
         self.last_hello = Instant::now();
-        let _ = self.peer.send_datagram(&self.hello, self.book.router());
+        // Sealed afresh each time: a sealed datagram opens once.
+        let hello = self
+            .seal
+            .bytes(&json!({"op": "hello", "id": self.peer.node()}));
+        let _ = self.peer.send_datagram(&hello, self.book.router());
     }
 }
 
@@ -278,10 +288,13 @@ impl NodeHooks<ServerNode> for ServerAdmin {
     }
 
     fn foreign(&mut self, node: &mut ServerNode, d: Foreign) -> Option<Foreign> {
-        let req = match parse_admin(&d.bytes) {
+        let req = match self.seal.parse(&d.bytes, d.from) {
             None => return Some(d), // garbage: counted in the node's `malformed`
-            Some(Err(())) => {
-                self.admin_malformed += 1;
+            Some(Err(drop)) => {
+                // Unauthenticated ones are counted by the seal (`admin_auth`).
+                if drop == AdminDrop::Malformed {
+                    self.admin_malformed += 1;
+                }
                 return None;
             }
             Some(Ok(req)) => req,
@@ -318,13 +331,15 @@ impl NodeHooks<ServerNode> for ServerAdmin {
                 "admin_malformed": self.admin_malformed,
                 "unsendable": node.counters().unsendable,
                 "auth": self.peer.auth_counters(),
+                "admin_auth": self.seal.counters(),
             }),
             _ => {
                 self.admin_malformed += 1;
                 return None;
             }
         };
-        let _ = self.peer.send_datagram(&admin_bytes(&answer), reply_to);
+        let answer = self.seal.bytes(&answer);
+        let _ = self.peer.send_datagram(&answer, reply_to);
         None
     }
 }

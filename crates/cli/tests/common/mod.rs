@@ -1,8 +1,10 @@
 //! What the tests that run real cluster processes share: `locus` itself, a
 //! cluster started by `locus cluster up` (stopped on drop), a random graph
-//! and its k-hop reference.
+//! and its k-hop reference; [`kv`], the `locus kv` router and servers.
 
 #![allow(dead_code)] // Each test file uses its own share of these.
+
+pub mod kv;
 
 use std::collections::HashMap;
 use std::process::Command;

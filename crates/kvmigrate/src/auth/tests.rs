@@ -134,3 +134,55 @@ fn a_short_secret_is_refused_with_its_name() {
     let e = DatagramKey::from_secret(b"short").unwrap_err();
     assert!(e.to_string().contains("secret"), "{e}");
 }
+
+#[test]
+fn management_datagrams_open_once_only_under_their_own_key_and_from_their_sender() {
+    let k = key("0123456789abcdef");
+    let mut o = Opener::management(&k);
+    let seal = |key: DatagramKey, sender: NodeId, seq: u64| {
+        let mut d = b"LKADM1 {\"op\":\"migration_status\"}".to_vec();
+        Sealer::starting_at(key, sender, seq).seal(&mut d);
+        d
+    };
+    let d = seal(k.management(), 100, 9);
+    // From any node as itself, at its address; then never again.
+    assert_eq!(
+        o.open(&d, |n| n == 100),
+        Ok(&b"LKADM1 {\"op\":\"migration_status\"}"[..])
+    );
+    assert_eq!(o.open(&d, |n| n == 100), Err(Rejected::Replayed));
+    // From another address than the sender's.
+    let d = seal(k.management(), 100, 10);
+    assert_eq!(o.open(&d, |n| n == 101), Err(Rejected::WrongSender));
+    // Sealed with the wire key, or another secret's management key: forged.
+    assert_eq!(
+        o.open(&seal(k.clone(), 100, 11), |_| true),
+        Err(Rejected::BadMac)
+    );
+    let other = key("fedcba9876543210").management();
+    assert_eq!(
+        o.open(&seal(other, 100, 12), |_| true),
+        Err(Rejected::BadMac)
+    );
+    // Unsealed.
+    assert_eq!(
+        o.open(
+            b"LKADM1 {\"op\":\"abort\",\"shard\":1,\"server\":2}",
+            |_| true
+        ),
+        Err(Rejected::BadMac)
+    );
+    assert_eq!(o.open(b"LKADM1 {}", |_| true), Err(Rejected::Short));
+    // And a management seal never opens as a wire packet.
+    let mut wire = packet(1);
+    Sealer::starting_at(k.management(), 1, 1).seal(&mut wire);
+    assert_eq!(
+        Opener::new(k.clone(), ROUTER).open(&wire, |_| true),
+        Err(Rejected::BadMac)
+    );
+    let c = o.counters();
+    assert_eq!(
+        (c.accepted, c.replayed, c.wrong_sender, c.bad_mac, c.short),
+        (1, 1, 1, 3, 1)
+    );
+}

@@ -147,6 +147,9 @@ pub struct ServerStats {
     pub inits_too_large: u64,
     /// Packets sent again because their answer had not come (see `reliable`).
     pub resent: u64,
+    /// Bytes of those packets (counted in `extra_bytes` too): a slow peer's cost, not the
+    /// protocol's own extra traffic.
+    pub resent_bytes: u64,
     /// Answers that came twice (or after their packet was given up), ignored.
     pub duplicates: u64,
     /// Packets given up after their retries and patience.
