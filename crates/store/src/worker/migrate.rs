@@ -281,7 +281,13 @@ impl<F: Fabric> Worker<F> {
                         f.block.take().expect("a published copy").published();
                         pass.moved
                             .push((f.job.key(), p.new_word, p.addr_offset, p.cas_ns));
-                        self.reclaim_queue.push((p.from, p.old_entry));
+                        // The old copy goes to its holder's ring unless
+                        // an open snapshot keeps it as a pre-image (S3).
+                        let key = f.job.key();
+                        let home = self.home(key);
+                        if !self.snapshot_keeps(key, home, f.job.seen_word(), p.from, p.old_entry) {
+                            self.reclaim_queue.push((p.from, p.old_entry));
+                        }
                         self.stats.migrated += 1;
                     }
                     return Ok(Some(outcome.migration()));
