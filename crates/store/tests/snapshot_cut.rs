@@ -17,10 +17,11 @@
 //!   clients pass before each update and waits until none is in flight
 //!   (design S1, which is a node's job; here it makes BEGIN one instant),
 //!   copies the models (the graph at the cut), BEGINs at every home, opens
-//!   the gate, reads the cut of every vertex with `Worker::read_cut`
-//!   (fetching every home's pre-images after a seeded wait, so updates,
-//!   migrations and reclaim leases pass between the reads and the fetch),
-//!   checks it equals the copy, and ENDs at every home.
+//!   the gate, reads the cut of every vertex with `Worker::read_cut` (in
+//!   seeded chunks of a seeded order, each fetching every home's
+//!   pre-images at once or after a seeded wait, so updates, migrations and
+//!   reclaim leases pass between the reads and the fetch), checks it equals
+//!   the copy, and ENDs at every home.
 //!
 //! Leases are 1 ms of simulated time (200 scheduling points) and the GC runs
 //! often, so a block retired during a snapshot is reused within the run.
@@ -30,7 +31,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use locus_fabric::sim::{Actor, Sim, SimConfig, SimFabric, SimRng};
@@ -41,18 +42,22 @@ use locus_store::{home_of, Key, Store, StoreConfig, VertexId, Worker, WorkerStat
 const MACHINES: usize = 3;
 const CLIENTS: usize = MACHINES;
 const VERTICES: u32 = 9;
-const OPS_PER_CLIENT: usize = 40;
+const OPS_PER_CLIENT: usize = 30;
 const MIGRATIONS_PER_RUN: usize = 60;
-const CUTS_PER_RUN: usize = 2;
+const CUTS_PER_RUN: usize = 6;
+/// Reads of the whole cut while one snapshot is open.
+const READS_PER_CUT: usize = 2;
+/// Single-vertex reads aimed at vertices being updated, per aimed round.
+const AIMED_READS: usize = 16;
 /// Neighbour ids come from a small range so inserts and deletes collide.
 const NEIGHBOR_IDS: std::ops::Range<u32> = 100..106;
 const PUT_LEN_MAX: u64 = 5;
-const SEEDS_DEFAULT: u64 = 300;
+const SEEDS_DEFAULT: u64 = 200;
 const CLOCK_STEP_NS: u64 = 5_000;
 const STEPS_MAX: u64 = 400_000;
 /// Scheduling points the snapshot actor waits before a BEGIN, and between
 /// its live reads and the fetch of pre-images, at most (a lease is 200).
-const WAIT_POINTS_MAX: u64 = 1_500;
+const WAIT_POINTS_MAX: u64 = 1_000;
 
 fn store_config() -> StoreConfig {
     StoreConfig {
@@ -106,6 +111,9 @@ struct Shared {
     in_flight: AtomicUsize,
     /// Each client's model of the vertices it owns.
     models: Vec<Mutex<Graph>>,
+    /// The vertex each client is updating (u32::MAX: none), for the
+    /// snapshot actor's aimed reads.
+    updating: Vec<AtomicU32>,
     /// Actors the services wait for.
     done: AtomicUsize,
     coverage: Mutex<Coverage>,
@@ -137,7 +145,9 @@ fn client(
     mut w: Worker<SimFabric>,
     mut rng: SimRng,
 ) -> Result<(), String> {
-    let mine: Vec<VertexId> = (0..VERTICES).filter(|v| *v as usize % CLIENTS == id).collect();
+    let mine: Vec<VertexId> = (0..VERTICES)
+        .filter(|v| *v as usize % CLIENTS == id)
+        .collect();
     for _ in 0..OPS_PER_CLIENT {
         let v = mine[rng.below(mine.len() as u64) as usize];
         let dice = rng.below(100);
@@ -145,6 +155,7 @@ fn client(
             w.relax();
         }
         shared.in_flight.fetch_add(1, Ordering::Relaxed);
+        shared.updating[id].store(v, Ordering::Relaxed);
         let mut model = shared.models[id].lock().unwrap().get(&v).cloned().flatten();
         let what = match dice {
             0..=24 => {
@@ -190,6 +201,7 @@ fn client(
             }
         };
         shared.models[id].lock().unwrap().insert(v, model);
+        shared.updating[id].store(u32::MAX, Ordering::Relaxed);
         shared.in_flight.fetch_sub(1, Ordering::Relaxed);
         shared.doing(id, format!("done with {what}"));
         shared.coverage.lock().unwrap().updates += 1;
@@ -219,7 +231,9 @@ fn migrator(
                 .map_err(|e| format!("migrate_batch({keys:?}) to m{m}: {e}"))?;
         }
         if i % 4 == 0 {
-            freed += w.collect_garbage().map_err(|e| format!("GC on m{m}: {e}"))? as u64;
+            freed += w
+                .collect_garbage()
+                .map_err(|e| format!("GC on m{m}: {e}"))? as u64;
         }
     }
     for w in &workers {
@@ -238,6 +252,92 @@ fn fetch_all(homes: &mut [Worker<SimFabric>], id: u64) -> locus_store::Result<Ve
     Ok(all)
 }
 
+/// Reads aimed at vertices being updated: [`AIMED_READS`] single-vertex
+/// cuts, each of a vertex some client is updating right then (else a random
+/// one), its pre-images fetched right after its read: a first update whose
+/// CAS the read sees must have recorded by then (S2).
+fn aimed_reads(
+    shared: &Shared,
+    reader: &mut Worker<SimFabric>,
+    homes: &mut [Worker<SimFabric>],
+    rng: &mut SimRng,
+    id: u64,
+) -> Result<locus_store::Cut, String> {
+    let mut got = locus_store::Cut {
+        lists: Vec::new(),
+        pre_images_used: 0,
+        live_reads: 0,
+        fetches: 0,
+    };
+    for _ in 0..AIMED_READS {
+        let busy: Vec<VertexId> = shared
+            .updating
+            .iter()
+            .map(|u| u.load(Ordering::Relaxed))
+            .filter(|v| *v != u32::MAX)
+            .collect();
+        let v = match busy.len() {
+            0 => rng.below(u64::from(VERTICES)) as VertexId,
+            n => busy[rng.below(n as u64) as usize],
+        };
+        let part = reader
+            .read_cut(&[v], |_| fetch_all(homes, id))
+            .map_err(|e| format!("aimed read of vertex {v} in cut {id}: {e}"))?;
+        got.lists.extend(part.lists);
+        got.pre_images_used += part.pre_images_used;
+        got.live_reads += part.live_reads;
+        got.fetches += part.fetches.saturating_sub(1);
+    }
+    Ok(got)
+}
+
+/// One read of the whole cut, in seeded chunks (see [`snapshotter`]).
+fn read_in_chunks(
+    reader: &mut Worker<SimFabric>,
+    homes: &mut [Worker<SimFabric>],
+    rng: &mut SimRng,
+    id: u64,
+) -> Result<locus_store::Cut, String> {
+    let mut order: Vec<VertexId> = (0..VERTICES).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut got = locus_store::Cut {
+        lists: Vec::new(),
+        pre_images_used: 0,
+        live_reads: 0,
+        fetches: 0,
+    };
+    let mut rest = &order[..];
+    while !rest.is_empty() {
+        // One vertex at a time half the time: its fetch follows its read at once.
+        let n = match rng.below(2) {
+            0 => 1,
+            _ => 1 + rng.below(rest.len() as u64) as usize,
+        };
+        let (chunk, after) = rest.split_at(n);
+        rest = after;
+        let wait = match rng.below(4) {
+            0..=2 => 0,
+            _ => rng.below(WAIT_POINTS_MAX),
+        };
+        let part = reader
+            .read_cut(chunk, |r| {
+                for _ in 0..wait {
+                    r.relax();
+                }
+                fetch_all(homes, id)
+            })
+            .map_err(|e| format!("read of cut {id} ({chunk:?}): {e}"))?;
+        got.lists.extend(part.lists);
+        got.pre_images_used += part.pre_images_used;
+        got.live_reads += part.live_reads;
+        // Fetches beyond the first of each read_cut.
+        got.fetches += part.fetches.saturating_sub(1);
+    }
+    Ok(got)
+}
+
 /// The snapshot actor: [`CUTS_PER_RUN`] times gate, BEGIN, read, check, END.
 fn snapshotter(
     shared: &Shared,
@@ -245,7 +345,6 @@ fn snapshotter(
     mut reader: Worker<SimFabric>,
     mut rng: SimRng,
 ) -> Result<(), String> {
-    let vertices: Vec<VertexId> = (0..VERTICES).collect();
     for cut in 0..CUTS_PER_RUN as u64 {
         for _ in 0..rng.below(WAIT_POINTS_MAX) {
             reader.relax();
@@ -265,15 +364,36 @@ fn snapshotter(
                 .map_err(|e| format!("BEGIN {id} at m{}: {e}", h.machine()))?;
         }
         shared.gate_closed.store(false, Ordering::Relaxed);
-        let wait = rng.below(WAIT_POINTS_MAX);
-        let got = reader
-            .read_cut(&vertices, |r| {
-                for _ in 0..wait {
-                    r.relax();
+        // The whole cut is read READS_PER_CUT times while the snapshot is
+        // open, each time in a seeded order, in chunks of seeded sizes, each
+        // chunk one `read_cut` whose fetch comes at once (half the chunks)
+        // or after a seeded wait. Every read must give the graph at BEGIN.
+        for round in 0..READS_PER_CUT * 2 {
+            let got = if round % 2 == 0 {
+                read_in_chunks(&mut reader, &mut homes, &mut rng, id)?
+            } else {
+                aimed_reads(shared, &mut reader, &mut homes, &mut rng, id)?
+            };
+            let mut c = shared.coverage.lock().unwrap();
+            c.pre_images_used += got.pre_images_used as u64;
+            c.live_reads += got.live_reads as u64;
+            c.fetches_after_the_first += u64::from(got.fetches);
+            drop(c);
+            let mut msg = String::new();
+            for (v, list) in &got.lists {
+                if expected.get(v) != Some(list) {
+                    let _ = write!(
+                        msg,
+                        "\n  vertex {v}: read {list:?}, at the cut {:?}",
+                        expected.get(v).cloned().flatten()
+                    );
                 }
-                fetch_all(&mut homes, id)
-            })
-            .map_err(|e| format!("read of cut {id}: {e}"))?;
+            }
+            if !msg.is_empty() {
+                let msg = format!("cut {id} differs from the graph at BEGIN:{msg}");
+                return Err(msg);
+            }
+        }
         let mut kept = 0;
         for h in homes.iter_mut() {
             kept += h
@@ -283,25 +403,6 @@ fn snapshotter(
         let mut c = shared.coverage.lock().unwrap();
         c.cuts += 1;
         c.blocks_kept += kept as u64;
-        c.pre_images_used += got.pre_images_used as u64;
-        c.live_reads += got.live_reads as u64;
-        c.fetches_after_the_first += u64::from(got.fetches.saturating_sub(1));
-        drop(c);
-        let got: Graph = got.lists.into_iter().collect();
-        if got != expected {
-            let mut msg = format!("cut {id} differs from the graph at BEGIN:");
-            for v in &vertices {
-                if got.get(v) != expected.get(v) {
-                    let _ = write!(
-                        msg,
-                        "\n  vertex {v}: read {:?}, at the cut {:?}",
-                        got.get(v).cloned().flatten(),
-                        expected.get(v).cloned().flatten()
-                    );
-                }
-            }
-            return Err(msg);
-        }
     }
     Ok(())
 }
@@ -314,9 +415,9 @@ fn service(shared: &Shared, waited_for: usize, mut w: Worker<SimFabric>) -> Resu
         w.serve().map_err(|e| format!("service of m{m}: {e}"))?;
         round += 1;
         if round.is_multiple_of(16) {
-            freed += w
-                .collect_garbage()
-                .map_err(|e| format!("GC in the service of m{m}: {e}"))? as u64;
+            freed +=
+                w.collect_garbage()
+                    .map_err(|e| format!("GC in the service of m{m}: {e}"))? as u64;
         }
     }
     shared.add_stats(&w.stats, freed);
@@ -353,6 +454,7 @@ fn simulate(seed: u64) -> Result<Coverage, String> {
         gate_closed: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
         models: models.into_iter().map(Mutex::new).collect(),
+        updating: (0..CLIENTS).map(|_| AtomicU32::new(u32::MAX)).collect(),
         done: AtomicUsize::new(0),
         coverage: Mutex::new(Coverage::default()),
         doing: Mutex::new(vec![String::new(); actors_count]),
@@ -464,12 +566,22 @@ fn cuts_equal_the_graph_at_begin_under_updates_and_migration() {
         }
     }
     eprintln!("{} seeds: {total:?}", seeds.len());
-    assert!(failed.is_empty(), "{} seeds failed: {failed:?}", failed.len());
+    assert!(
+        failed.is_empty(),
+        "{} seeds failed: {failed:?}",
+        failed.len()
+    );
     if seeds.len() >= 30 {
         // The races this test is for were reached.
         assert_eq!(total.cuts, seeds.len() as u64 * CUTS_PER_RUN as u64);
-        assert!(total.pre_images_used > 0 && total.blocks_kept > 0, "{total:?}");
-        assert!(total.migrated > 0 && total.migrate_conflicts > 0, "{total:?}");
+        assert!(
+            total.pre_images_used > 0 && total.blocks_kept > 0,
+            "{total:?}"
+        );
+        assert!(
+            total.migrated > 0 && total.migrate_conflicts > 0,
+            "{total:?}"
+        );
         assert!(total.blocks_freed > 0, "{total:?}");
     }
 }
