@@ -128,6 +128,26 @@ pub struct PinnedBlock {
     pub entry: u64,
 }
 
+/// What [`SnapshotRecord::keeps`] decided about a replaced block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Not kept: retire it as usual.
+    No,
+    /// Kept: its word was recorded before (by the write's S2 record; for a
+    /// MIGRATE, a write in flight recorded it and then lost its CAS).
+    Recorded,
+    /// Kept, and its word recorded just now (a MIGRATE of a key no write
+    /// had recorded yet).
+    RecordedNow,
+}
+
+impl Kept {
+    /// Whether the record keeps the block (the caller must not retire it).
+    pub fn kept(self) -> bool {
+        self != Kept::No
+    }
+}
+
 /// One recorded pre-image: `key`'s address word at the cut, as its home's
 /// table held it (0: the key had no value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,31 +279,35 @@ impl SnapshotRecord {
     }
 
     /// S3: a CAS (an update's or a MIGRATE's) replaced `key`'s word `old`,
-    /// whose block `block` would now be retired. Returns true if the record
-    /// keeps the block instead (pinned until END): `old` is the key's
-    /// recorded word. A key with no record yet records `old` first (a
-    /// MIGRATE's CAS: the value was the cut's; see the module doc).
-    pub fn keeps(&mut self, key: Key, old: u64, block: PinnedBlock) -> bool {
+    /// whose block `block` would now be retired. The record keeps the block
+    /// instead (pinned until END) if `old` is the key's recorded word. A key
+    /// with no record yet records `old` first (a MIGRATE's CAS: the value
+    /// was the cut's; see the module doc).
+    pub fn keeps(&mut self, key: Key, old: u64, block: PinnedBlock) -> Kept {
         let Some(o) = &mut self.open else {
-            return false;
+            return Kept::No;
         };
-        let recorded = match o.words.get(&key) {
-            Some(w) => *w,
+        let (recorded, now) = match o.words.get(&key) {
+            Some(w) => (*w, false),
             None if o.words.len() < o.config.entries_max => {
                 o.words.insert(key, old);
-                old
+                (old, true)
             }
-            None => return false, // the next note_write ends the snapshot
+            None => return Kept::No, // the next note_write ends the snapshot
         };
         if recorded != old || Addr::decode(old).is_none() {
-            return false;
+            return Kept::No;
         }
         debug_assert!(
             !o.pinned.contains(&block),
             "block {block:?} of key {key:?} pinned twice"
         );
         o.pinned.push(block);
-        true
+        if now {
+            Kept::RecordedNow
+        } else {
+            Kept::Recorded
+        }
     }
 
     /// Whether the open snapshot keeps `block` (the value-region scan must

@@ -11,7 +11,8 @@
 //!   to the client's model of its vertices when it returns. Vertices are
 //!   owned, so each vertex's ops take effect in its client's order;
 //! - one migrator doing `migrate_vertex` and `migrate_batch` of random
-//!   vertices to random machines, and garbage collection, all along;
+//!   vertices (half the time one a client is updating) to random machines,
+//!   and garbage collection, all along;
 //! - per machine one service actor (forwarded vertex and part ops, GC);
 //! - the snapshot actor, [`CUTS_PER_RUN`] times: it closes a gate the
 //!   clients pass before each update and waits until none is in flight
@@ -98,6 +99,7 @@ struct Coverage {
     live_reads: u64,
     fetches_after_the_first: u64,
     blocks_kept: u64,
+    migrate_races: u64,
     migrated: u64,
     migrate_conflicts: u64,
     cas_conflicts: u64,
@@ -124,6 +126,7 @@ impl Shared {
     fn add_stats(&self, s: &WorkerStats, freed: u64) {
         let mut c = self.coverage.lock().unwrap();
         c.migrated += s.migrated;
+        c.migrate_races += s.snapshot_migrate_races;
         c.migrate_conflicts += s.migrate_conflicts;
         c.cas_conflicts += s.cas_conflicts;
         c.blocks_freed += freed;
@@ -221,7 +224,18 @@ fn migrator(
     for i in 0..MIGRATIONS_PER_RUN {
         let m = rng.below(MACHINES as u64) as usize;
         let w = &mut workers[m];
-        let v = rng.below(u64::from(VERTICES)) as VertexId;
+        // Half the time a vertex a client is updating right then: its
+        // first update's record races the migration's CAS (S3).
+        let busy: Vec<VertexId> = shared
+            .updating
+            .iter()
+            .map(|u| u.load(Ordering::Relaxed))
+            .filter(|v| *v != u32::MAX)
+            .collect();
+        let v = match (busy.len(), rng.below(2)) {
+            (0, _) | (_, 0) => rng.below(u64::from(VERTICES)) as VertexId,
+            (n, _) => busy[rng.below(n as u64) as usize],
+        };
         if rng.below(2) == 0 {
             w.migrate_vertex(v)
                 .map_err(|e| format!("migrate_vertex({v}) to m{m}: {e}"))?;
@@ -553,6 +567,7 @@ fn cuts_equal_the_graph_at_begin_under_updates_and_migration() {
                 total.live_reads += c.live_reads;
                 total.fetches_after_the_first += c.fetches_after_the_first;
                 total.blocks_kept += c.blocks_kept;
+                total.migrate_races += c.migrate_races;
                 total.migrated += c.migrated;
                 total.migrate_conflicts += c.migrate_conflicts;
                 total.cas_conflicts += c.cas_conflicts;

@@ -21,17 +21,18 @@ fn key(v: u32) -> Key {
 fn the_first_write_records_and_later_ones_do_not() {
     let mut r = SnapshotRecord::new(0);
     assert!(r.note_write(key(1), word(10)).is_empty());
-    assert!(!r.keeps(key(1), word(10), block(10)), "nothing open");
+    assert!(!r.keeps(key(1), word(10), block(10)).kept(), "nothing open");
     r.begin(7, SnapshotConfig::default(), 0).unwrap();
     r.note_write(key(1), word(10));
     r.note_write(key(2), 0); // absent at the cut
+    assert_eq!(r.keeps(key(2), 0, block(99)), Kept::No, "nothing to keep");
     assert!(
-        r.keeps(key(1), word(10), block(10)),
+        r.keeps(key(1), word(10), block(10)).kept(),
         "the recorded block is kept"
     );
     r.note_write(key(1), word(20));
     assert!(
-        !r.keeps(key(1), word(20), block(20)),
+        !r.keeps(key(1), word(20), block(20)).kept(),
         "a later block is retired"
     );
     let mut pre = r.pre_images(7).unwrap();
@@ -65,13 +66,13 @@ fn a_migration_that_won_the_race_records_and_pins_the_old_copy() {
     let mut r = SnapshotRecord::new(0);
     r.begin(1, SnapshotConfig::default(), 0).unwrap();
     // No update published since the cut: the migrated value was the cut's.
-    assert!(r.keeps(key(3), word(30), block(30)));
+    assert!(r.keeps(key(3), word(30), block(30)).kept());
     // The update that lost its CAS to it records nothing more.
     r.note_write(key(3), word(31));
     assert_eq!(r.pre_images(1).unwrap()[0].word, word(30));
     // A migration of a key recorded with another word retires as usual.
     r.note_write(key(4), word(40));
-    assert!(!r.keeps(key(4), word(41), block(41)));
+    assert!(!r.keeps(key(4), word(41), block(41)).kept());
 }
 
 #[test]
@@ -104,7 +105,7 @@ fn a_snapshot_open_too_long_is_ended_and_says_so() {
     };
     r.begin(9, config, 10 * S).unwrap();
     r.note_write(key(1), word(10));
-    assert!(r.keeps(key(1), word(10), block(10)));
+    assert!(r.keeps(key(1), word(10), block(10)).kept());
     assert!(r.expire(12 * S).is_empty(), "exactly the bound is allowed");
     assert_eq!(r.expire(12 * S + 1), vec![block(10)]);
     assert!(!r.is_open());
@@ -124,7 +125,7 @@ fn a_snapshot_open_too_long_is_ended_and_says_so() {
     assert!(matches!(r.end(9), Err(StoreError::SnapshotEnded { .. })));
     // Writes go on unrecorded.
     r.note_write(key(2), word(20));
-    assert!(!r.keeps(key(2), word(20), block(20)));
+    assert!(!r.keeps(key(2), word(20), block(20)).kept());
 }
 
 #[test]
@@ -136,7 +137,7 @@ fn too_many_records_end_the_snapshot_not_the_write() {
     };
     r.begin(3, config, 0).unwrap();
     r.note_write(key(1), word(10));
-    assert!(r.keeps(key(1), word(10), block(10)));
+    assert!(r.keeps(key(1), word(10), block(10)).kept());
     assert_eq!(r.note_write(key(2), word(20)), vec![block(10)]);
     let e = r.end(3).unwrap_err();
     assert!(e.to_string().contains("more than 1 changed keys"), "{e}");

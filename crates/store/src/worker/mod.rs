@@ -96,6 +96,12 @@ pub struct WorkerStats {
     pub replicas_created: u64,
     /// Replicas invalidated by updates this worker coordinated (as a home).
     pub replica_invalidations: u64,
+    /// Replaced blocks this worker's CASes handed to an open snapshot
+    /// instead of retiring them (pre-images, design S3).
+    pub snapshot_blocks_kept: u64,
+    /// MIGRATEs whose CAS replaced a word a write had recorded for a
+    /// snapshot and was about to CAS itself (S3's race: the old copy kept).
+    pub snapshot_migrate_races: u64,
 }
 
 /// Where a key's slot is.

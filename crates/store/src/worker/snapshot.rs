@@ -15,7 +15,7 @@ use locus_fabric::{Fabric, MachineId, Port};
 use super::Worker;
 use crate::addr::Addr;
 use crate::adjacency::PartView;
-use crate::snapshot::{CutAssembler, PartValue, PinnedBlock, PreImage, SnapshotConfig};
+use crate::snapshot::{CutAssembler, Kept, PartValue, PinnedBlock, PreImage, SnapshotConfig};
 use crate::table::Key;
 use crate::{Result, StoreError, VertexId};
 
@@ -101,21 +101,26 @@ impl<F: Fabric> Worker<F> {
     }
 
     /// S3's hook: a CAS replaced `key`'s word `old` (homed at `home`), whose
-    /// block is `entry` at `holder`. True if the home's open snapshot keeps
-    /// the block (the caller must not retire it).
+    /// block is `entry` at `holder`. If the home's open snapshot keeps the
+    /// block (`kept()`), the caller must not retire it.
     #[inline]
     pub(super) fn snapshot_keeps(
-        &self,
+        &mut self,
         key: Key,
         home: MachineId,
         old: u64,
         holder: MachineId,
         entry: u64,
-    ) -> bool {
+    ) -> Kept {
         let Some(snap) = self.shared.snapshots[home as usize].as_ref() else {
-            return false;
+            return Kept::No;
         };
-        snap.is_open() && snap.with(|r| r.keeps(key, old, PinnedBlock { holder, entry }))
+        if !snap.is_open() {
+            return Kept::No;
+        }
+        let kept = snap.with(|r| r.keeps(key, old, PinnedBlock { holder, entry }));
+        self.stats.snapshot_blocks_kept += kept.kept() as u64;
+        kept
     }
 
     /// Retires blocks a snapshot kept: a hosted holder's at once (its lease

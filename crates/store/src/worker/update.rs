@@ -169,7 +169,10 @@ impl<F: Fabric> Worker<F> {
         if let Some(old) = old {
             // Unless an open snapshot keeps it as a pre-image (S3).
             let entry = Addr::local(old.size_units(), old.offset_units())?.encode();
-            if !self.snapshot_keeps(key, slot.home, slot.addr_word, me, entry) {
+            if !self
+                .snapshot_keeps(key, slot.home, slot.addr_word, me, entry)
+                .kept()
+            {
                 shared
                     .alloc(me)?
                     .retire(old.offset_units(), old.size_units(), self.port.now_ns());
@@ -204,7 +207,10 @@ impl<F: Fabric> Worker<F> {
             return Ok(None);
         }
         let entry = Addr::local(old.size_units(), old.offset_units())?.encode();
-        if !self.snapshot_keeps(key, slot.home, slot.addr_word, me, entry) {
+        if !self
+            .snapshot_keeps(key, slot.home, slot.addr_word, me, entry)
+            .kept()
+        {
             self.shared
                 .alloc(me)?
                 .retire(old.offset_units(), old.size_units(), self.port.now_ns());
