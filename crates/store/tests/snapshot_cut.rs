@@ -18,11 +18,18 @@
 //!   clients pass before each update and waits until none is in flight
 //!   (design S1, which is a node's job; here it makes BEGIN one instant),
 //!   copies the models (the graph at the cut), BEGINs at every home, opens
-//!   the gate, reads the cut of every vertex with `Worker::read_cut` (in
-//!   seeded chunks of a seeded order, each fetching every home's
-//!   pre-images at once or after a seeded wait, so updates, migrations and
-//!   reclaim leases pass between the reads and the fetch), checks it equals
-//!   the copy, and ENDs at every home.
+//!   the gate, then reads the cut with `Worker::read_cut` [`READS_PER_CUT`]
+//!   times two ways: every vertex in seeded chunks of a seeded order, each
+//!   chunk fetching every home's pre-images at once or after a seeded wait
+//!   (so updates, migrations and reclaim leases pass between the reads and
+//!   the fetch); and [`AIMED_READS`] single vertices being updated right
+//!   then, each fetching at once (a record made late, after the CAS, is
+//!   missed only in a window of a few scheduling points). Each read must
+//!   equal the copy; then it ENDs at every home.
+//!
+//! Breaking S2 (recording after the CAS), or S3 (an update or a MIGRATE
+//! retiring a recorded block) fails seeds of the default 200: see
+//! `docs/design.md`, "Analytics over a running cluster", for which.
 //!
 //! Leases are 1 ms of simulated time (200 scheduling points) and the GC runs
 //! often, so a block retired during a snapshot is reused within the run.
