@@ -115,3 +115,31 @@ fn a_migrate_keeps_the_old_copy_of_a_key_no_write_recorded() {
     assert_eq!(cut.lists, vec![(v, Some(vec![1, 2]))]);
     assert_eq!(home.snapshot_end(9).unwrap(), 1);
 }
+
+#[test]
+fn begin_is_refused_where_another_process_holds_machines() {
+    // A store hosting machine 0 only (as a server's): a write or MIGRATE
+    // of machine 1 would neither record nor keep, so no snapshot begins.
+    let sim = locus_fabric::sim::Sim::new(locus_fabric::sim::SimConfig {
+        machines: 2,
+        ..locus_fabric::sim::SimConfig::default()
+    })
+    .unwrap();
+    let view = sim.fabric().hosting_only(0).unwrap();
+    let s = Store::create(
+        view,
+        StoreConfig {
+            buckets_per_machine: 16,
+            value_region_bytes: 1 << 20,
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap();
+    let e = s
+        .worker(0)
+        .unwrap()
+        .snapshot_begin(1, SnapshotConfig::default())
+        .unwrap_err();
+    assert!(matches!(e, StoreError::FeatureOff { .. }), "{e}");
+    assert!(e.to_string().contains("across processes"), "{e}");
+}

@@ -8,7 +8,8 @@
 //! this process's shared state, so a key's home and the machine holding its
 //! value must be hosted by one process (every in-process store). Across
 //! processes the home would record before forwarding a part op and the holder
-//! would hand it the replaced block: not built (`docs/design.md`).
+//! would hand it the replaced block: not built (`docs/design.md`), so BEGIN
+//! is refused unless this process's store hosts every machine.
 
 use locus_fabric::{Fabric, MachineId, Port};
 
@@ -42,7 +43,20 @@ impl<F: Fabric> Worker<F> {
     /// caller makes this the cut: no vertex op may be in flight anywhere
     /// (S1, the node's gate). A snapshot open longer than
     /// `config.open_s_max` is ended by the home.
+    ///
+    /// Refused unless this process hosts every machine: the write paths
+    /// reach a key's record through the process's shared state, and a
+    /// write or MIGRATE in another process would neither record nor keep
+    /// (see the module doc); a wrong cut must not pass for a right one.
     pub fn snapshot_begin(&mut self, id: u64, config: SnapshotConfig) -> Result<()> {
+        let machines = self.shared.machines as MachineId;
+        if (0..machines).any(|m| !self.shared.fabric.hosts(m)) {
+            return Err(StoreError::FeatureOff {
+                operation: "a snapshot's BEGIN",
+                setting: "every machine of the cluster hosted by this process's store \
+                          (pre-images across processes are not built)",
+            });
+        }
         self.snapshot_expire()?;
         let now = self.port.now_ns();
         self.home_snapshot(self.machine)?
