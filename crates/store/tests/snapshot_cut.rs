@@ -12,7 +12,9 @@
 //!   owned, so each vertex's ops take effect in its client's order;
 //! - one migrator doing `migrate_vertex` and `migrate_batch` of random
 //!   vertices (half the time one a client is updating) to random machines,
-//!   and garbage collection, all along;
+//!   and garbage collection;
+//! - clients and migrator go on until the snapshot actor is done (or their
+//!   limits), so every cut is read among updates and migrations;
 //! - per machine one service actor (forwarded vertex and part ops, GC);
 //! - the snapshot actor, [`CUTS_PER_RUN`] times: it closes a gate the
 //!   clients pass before each update and waits until none is in flight
@@ -50,8 +52,12 @@ use locus_store::{home_of, Key, Store, StoreConfig, VertexId, Worker, WorkerStat
 const MACHINES: usize = 3;
 const CLIENTS: usize = MACHINES;
 const VERTICES: u32 = 9;
-const OPS_PER_CLIENT: usize = 30;
-const MIGRATIONS_PER_RUN: usize = 60;
+/// Updates a client makes at most; it stops sooner once the snapshot
+/// actor is done.
+const OPS_PER_CLIENT: usize = 80;
+/// Migrations the migrator makes at most; it stops sooner once the
+/// snapshot actor is done.
+const MIGRATIONS_PER_RUN: usize = 200;
 const CUTS_PER_RUN: usize = 6;
 /// Reads of the whole cut while one snapshot is open.
 const READS_PER_CUT: usize = 2;
@@ -116,6 +122,8 @@ struct Coverage {
 struct Shared {
     /// Closed while the snapshot actor takes its cut (S1's gate).
     gate_closed: AtomicBool,
+    /// The snapshot actor is done: clients and the migrator stop.
+    snapshots_done: AtomicBool,
     /// Updates between the gate and their return.
     in_flight: AtomicUsize,
     /// Each client's model of the vertices it owns.
@@ -159,6 +167,9 @@ fn client(
         .filter(|v| *v as usize % CLIENTS == id)
         .collect();
     for _ in 0..OPS_PER_CLIENT {
+        if shared.snapshots_done.load(Ordering::Relaxed) {
+            break;
+        }
         let v = mine[rng.below(mine.len() as u64) as usize];
         let dice = rng.below(100);
         while shared.gate_closed.load(Ordering::Relaxed) {
@@ -229,6 +240,9 @@ fn migrator(
 ) -> Result<(), String> {
     let mut freed = 0u64;
     for i in 0..MIGRATIONS_PER_RUN {
+        if shared.snapshots_done.load(Ordering::Relaxed) {
+            break;
+        }
         let m = rng.below(MACHINES as u64) as usize;
         let w = &mut workers[m];
         // Half the time a vertex a client is updating right then: its
@@ -473,6 +487,7 @@ fn simulate(seed: u64) -> Result<Coverage, String> {
     let actors_count = CLIENTS + 2;
     let shared = Shared {
         gate_closed: AtomicBool::new(false),
+        snapshots_done: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
         models: models.into_iter().map(Mutex::new).collect(),
         updating: (0..CLIENTS).map(|_| AtomicU32::new(u32::MAX)).collect(),
@@ -517,6 +532,7 @@ fn simulate(seed: u64) -> Result<Coverage, String> {
         let shared = &shared;
         actors.push(Box::new(move |_: &SimFabric| {
             let r = snapshotter(shared, homes, reader, rng);
+            shared.snapshots_done.store(true, Ordering::Relaxed);
             shared.done.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = r {
                 panic!("{e}");
