@@ -222,6 +222,38 @@ pub enum StoreError {
         /// Its slot.
         slot: u32,
     },
+    /// BEGIN of a snapshot while another one is open at this home (one at
+    /// a time, `crate::snapshot`).
+    #[error(
+        "machine {machine} cannot begin snapshot {id}: snapshot {open} is open there; end it first"
+    )]
+    SnapshotBusy {
+        /// The snapshot asked for.
+        id: u64,
+        /// The one open.
+        open: u64,
+        /// The home.
+        machine: MachineId,
+    },
+    /// The home ended the snapshot on its own before its END (design S3's
+    /// bound): its pre-images are gone; run the analytics again.
+    #[error("snapshot {id} was ended by machine {machine} because {why}; its pre-images are gone: run again (and raise the limit if the run is that long)")]
+    SnapshotEnded {
+        /// The snapshot.
+        id: u64,
+        /// The home.
+        machine: MachineId,
+        /// What ended it.
+        why: String,
+    },
+    /// PRE-IMAGES or END of a snapshot this home does not have open.
+    #[error("snapshot {id} is not open at machine {machine}: BEGIN it there first")]
+    SnapshotNotOpen {
+        /// The snapshot.
+        id: u64,
+        /// The home.
+        machine: MachineId,
+    },
     /// A configuration that cannot work (the message names the setting).
     #[error("invalid store configuration: {0}")]
     Config(String),

@@ -38,6 +38,7 @@ pub mod replica;
 pub mod scan;
 pub mod shard;
 pub mod slotmove;
+pub mod snapshot;
 mod store;
 mod stores;
 pub mod table;
@@ -52,9 +53,9 @@ pub use store::{MachineUsage, Store, KEYS_REGION, VALUES_REGION};
 pub use stores::Stores;
 pub use table::{home_of, Key};
 pub use worker::{
-    HomeSummary, HopReads, Khop, KhopLimits, Replication, ServiceStats, Services, VertexMoved,
-    Worker, WorkerStats, DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX, FORWARD_HOPS_MAX,
-    FRONTIER_MAX, PIPELINE_WINDOW, READ_RETRIES_MAX,
+    Cut, HomeSummary, HopReads, Khop, KhopLimits, Replication, ServiceStats, Services, VertexMoved,
+    Worker, WorkerStats, CUT_ROUNDS_MAX, DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX,
+    FORWARD_HOPS_MAX, FRONTIER_MAX, PIPELINE_WINDOW, READ_RETRIES_MAX,
 };
 
 /// A vertex id.

@@ -67,6 +67,8 @@ pub(crate) struct Shared<F: Fabric> {
     /// Per hosted machine, its service thread, woken when a request is sent
     /// to it (an idle service parks instead of polling).
     pub(crate) wakers: Vec<std::sync::Mutex<Option<std::thread::Thread>>>,
+    /// Per hosted machine as a home, its snapshot record (`crate::snapshot`).
+    pub(crate) snapshots: Vec<Option<crate::snapshot::HomeSnapshot>>,
     /// Values read (GETs, one per part fetched) and those read from another
     /// machine than the reader, added by each worker when it is dropped.
     pub(crate) gets: [std::sync::atomic::AtomicU64; 2],
@@ -238,6 +240,13 @@ impl<F: Fabric> Store<F> {
                         a.as_ref()
                             .filter(|_| config.replica_bytes_max > 0)
                             .map(|_| ReplicaDirectory::new(DIRECTORY_ENTRIES_MAX))
+                    })
+                    .collect(),
+                snapshots: (0..machines)
+                    .map(|m| {
+                        allocs[m]
+                            .as_ref()
+                            .map(|_| crate::snapshot::HomeSnapshot::new(m as MachineId))
                     })
                     .collect(),
                 wakers: (0..machines).map(|_| std::sync::Mutex::new(None)).collect(),

@@ -93,6 +93,8 @@ impl<F: Fabric> Worker<F> {
         let Some(alloc) = shared.allocs[me as usize].as_ref() else {
             return Ok(0);
         };
+        // A snapshot open too long is ended here too, with no caller (S3's bound).
+        self.snapshot_expire()?;
         let mut freed = alloc.collect(self.port.now_ns());
         let Some(slot) = shared.collectors[me as usize].as_ref() else {
             return Ok(freed);

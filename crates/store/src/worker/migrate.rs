@@ -11,6 +11,7 @@ use super::{Worker, PIPELINE_WINDOW, READ_RETRIES_MAX};
 use crate::alloc::ValueAllocator;
 use crate::block::Unpublished;
 use crate::migrate::{Access, Cached, MigrateJob, Migration, Outcome, Restart, Step};
+use crate::snapshot::Kept;
 use crate::table::{Key, BUCKET_BYTES};
 use crate::{Result, StoreError, VertexId};
 
@@ -281,7 +282,18 @@ impl<F: Fabric> Worker<F> {
                         f.block.take().expect("a published copy").published();
                         pass.moved
                             .push((f.job.key(), p.new_word, p.addr_offset, p.cas_ns));
-                        self.reclaim_queue.push((p.from, p.old_entry));
+                        // The old copy goes to its holder's ring unless
+                        // an open snapshot keeps it as a pre-image (S3).
+                        let key = f.job.key();
+                        let home = self.home(key);
+                        match self.snapshot_keeps(key, home, f.job.seen_word(), p.from, p.old_entry)
+                        {
+                            Kept::No => self.reclaim_queue.push((p.from, p.old_entry)),
+                            // A write of the key recorded this word, then
+                            // lost its CAS to this MIGRATE: the race S3 is for.
+                            Kept::Recorded => self.stats.snapshot_migrate_races += 1,
+                            Kept::RecordedNow => {}
+                        }
                         self.stats.migrated += 1;
                     }
                     return Ok(Some(outcome.migration()));

@@ -14,6 +14,7 @@
 //! | `gc.rs` | reclaim-ring appends and garbage collection |
 //! | `replicas.rs` | read-only replicas: make, list at the home, invalidate, sweep |
 //! | `shard.rs` | the shard-based baseline's stop-the-world shard moves |
+//! | `snapshot.rs` | a snapshot at a home (BEGIN, PRE-IMAGES, END), its write hooks, the cut reader |
 //! | `scan.rs` | the value-region scan's I/O (decisions in [`crate::scan`]) |
 //! | `recover.rs` | a survivor's side of a peer's failure (Pragh 5; protocol in [`crate::recover`]) |
 
@@ -28,6 +29,7 @@ mod replicas;
 mod scan;
 mod service;
 pub(crate) mod shard;
+mod snapshot;
 mod table;
 mod update;
 
@@ -50,6 +52,7 @@ pub use migrate::VertexMoved;
 pub use replicas::Replication;
 pub(crate) use service::Mailroom;
 pub use service::{ServiceStats, Services, DEFERRED_VERTEX_OPS_MAX, FORWARDS_WAITING_MAX};
+pub use snapshot::{Cut, CUT_ROUNDS_MAX};
 pub use table::HomeSummary;
 
 /// Reads a pipelined hop, and migrations a batch, keep in flight at most.
@@ -93,6 +96,12 @@ pub struct WorkerStats {
     pub replicas_created: u64,
     /// Replicas invalidated by updates this worker coordinated (as a home).
     pub replica_invalidations: u64,
+    /// Replaced blocks this worker's CASes handed to an open snapshot
+    /// instead of retiring them (pre-images, design S3).
+    pub snapshot_blocks_kept: u64,
+    /// MIGRATEs whose CAS replaced a word a write had recorded for a
+    /// snapshot and was about to CAS itself (S3's race: the old copy kept).
+    pub snapshot_migrate_races: u64,
 }
 
 /// Where a key's slot is.

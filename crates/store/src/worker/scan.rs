@@ -41,6 +41,11 @@ impl<F: Fabric> Worker<F> {
                 }
             }
         }
+        // Blocks an open snapshot keeps for its pre-images (design S3): no
+        // word names them, and they must outlive the snapshot.
+        for snap in shared.snapshots.iter().flatten() {
+            excluded.extend(snap.pinned_offsets(me));
+        }
         // The ring and the collector's FIFO, read under the collector's lock
         // and freed under it too (S3): the collector cannot take an entry
         // between the read and the free.

@@ -136,6 +136,10 @@ impl<F: Fabric> Worker<F> {
         self.value = bytes;
         let block = block?;
         let new_addr = Addr::at(slot.home, me, size_units, block.offset_units())?;
+        // A snapshot's pre-image is recorded before anything of the old
+        // value changes (design S2): a reader that sees the new value finds
+        // the old word in the record it fetches after its reads.
+        self.snapshot_note(key, slot.home, slot.addr_word)?;
         // Invalidate the old value *before* publishing the new one (a
         // deliberate change of Fig. 9's order, see the protocol notes in
         // ARCHITECTURE.md): a reader holding the old address, even a cached
@@ -163,9 +167,16 @@ impl<F: Fabric> Worker<F> {
             return Ok(None);
         }
         if let Some(old) = old {
-            shared
-                .alloc(me)?
-                .retire(old.offset_units(), old.size_units(), self.port.now_ns());
+            // Unless an open snapshot keeps it as a pre-image (S3).
+            let entry = Addr::local(old.size_units(), old.offset_units())?.encode();
+            if !self
+                .snapshot_keeps(key, slot.home, slot.addr_word, me, entry)
+                .kept()
+            {
+                shared
+                    .alloc(me)?
+                    .retire(old.offset_units(), old.size_units(), self.port.now_ns());
+            }
         }
         Ok(Some(true))
     }
@@ -177,6 +188,7 @@ impl<F: Fabric> Worker<F> {
     fn unpublish(&mut self, key: Key, slot: Slot, old: Addr) -> Result<Option<bool>> {
         let me = self.machine;
         debug_assert_eq!(old.holder(slot.home), me);
+        self.snapshot_note(key, slot.home, slot.addr_word)?; // S2, as in publish
         let vr = self.values_region(me);
         self.port.write_word(me, vr, old.offset_units() * 8, 0)?;
         let kr = self.keys_region(slot.home);
@@ -194,9 +206,15 @@ impl<F: Fabric> Worker<F> {
             }
             return Ok(None);
         }
-        self.shared
-            .alloc(me)?
-            .retire(old.offset_units(), old.size_units(), self.port.now_ns());
+        let entry = Addr::local(old.size_units(), old.offset_units())?.encode();
+        if !self
+            .snapshot_keeps(key, slot.home, slot.addr_word, me, entry)
+            .kept()
+        {
+            self.shared
+                .alloc(me)?
+                .retire(old.offset_units(), old.size_units(), self.port.now_ns());
+        }
         Ok(Some(true))
     }
 
