@@ -49,8 +49,11 @@ mod membership;
 mod mover;
 #[path = "sim_cluster/nemesis.rs"]
 mod nemesis;
+#[path = "sim_cluster/seeds.rs"]
+mod seeds;
 
 use coverage::Coverage;
+use seeds::run_seeds;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -747,45 +750,6 @@ fn run_seed(seed: u64, moves: bool, join: bool) -> Result<Coverage, String> {
     Ok(coverage)
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-    })
-}
-
-/// Runs the seeds (`LOCUS_SIM_SEED`, `LOCUS_SIM_SEEDS`), with or without
-/// slot moves; panics with the first failure; returns what they exercised.
-fn run_seeds(moves: bool, join: bool) -> Option<Coverage> {
-    let seeds: Vec<u64> = match env_u64("LOCUS_SIM_SEED") {
-        Some(s) => vec![s],
-        None => (0..env_u64("LOCUS_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT)).collect(),
-    };
-    let mut total = Coverage::default();
-    let mut failures = Vec::new();
-    for &seed in &seeds {
-        match run_seed(seed, moves, join) {
-            Ok(c) => total.add(&c),
-            Err(e) => {
-                failures.push(seed);
-                if failures.len() == 1 {
-                    eprintln!("{e}");
-                }
-                if std::env::var("LOCUS_SIM_KEEP_GOING").is_err() {
-                    panic!("{e}");
-                }
-            }
-        }
-    }
-    assert!(failures.is_empty(), "failing seeds: {failures:?}");
-    eprintln!(
-        "{} seeds (moves: {moves}, join: {join}): {total:?}",
-        seeds.len()
-    );
-    // Enough seeds for what the test is for to be reached.
-    (seeds.len() >= 50).then_some(total)
-}
-
 #[test]
 fn a_cluster_of_nodes_survives_a_crash_or_a_lost_lease_with_every_history_linearizable() {
     if let Some(total) = run_seeds(false, false) {
@@ -814,6 +778,10 @@ fn slots_move_between_nodes_through_crashes_with_every_history_linearizable() {
         assert!(total.crashes > 0 && total.restarts > 0, "{total:?}");
         assert!(total.unknown > 0 && total.acknowledged > 0, "{total:?}");
         assert!(total.served_ahead > 0, "{total:?}");
+        assert!(
+            total.driver_deaths > 0 && total.settled_forward > 0,
+            "{total:?}"
+        );
     }
 }
 
