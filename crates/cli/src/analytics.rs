@@ -9,15 +9,16 @@
 //! (Slightly over 800 lines: every flag of `run` is checked and reported
 //! here, next to the one place that turns them into a `RunConfig`.)
 
+mod serve;
+
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use locus_analytics::algo::{
     self, Algo, Params, Precision, PAGERANK_ITERATIONS_DEFAULT, RADII_SEED_DEFAULT,
 };
-use locus_analytics::control::{self, Table};
+use locus_analytics::control::Table;
 use locus_analytics::grid::{LayoutChoice, NO_STRIPES};
 use locus_analytics::input::EdgeMode;
 use locus_analytics::input::{self as graph_input, IdMap, LoadLimits, Loaded};
@@ -341,8 +342,8 @@ pub fn run_command(a: AnalyticsArgs) -> CliResult {
     match a.which {
         AnalyticsCommand::Run(r) => run_one(*r),
         AnalyticsCommand::Prepare(p) => prepare(p),
-        AnalyticsCommand::Serve(s) => serve(s),
-        AnalyticsCommand::Profile(p) => profile(p),
+        AnalyticsCommand::Serve(s) => serve::serve(s),
+        AnalyticsCommand::Profile(p) => serve::profile(p),
     }
 }
 
@@ -757,63 +758,4 @@ fn tcp_client(addr: SocketAddr) -> CliResult<TcpFabric> {
         TcpConfig::new(vec![0], vec![me, addr]),
         listener,
     )?)
-}
-
-fn serve(a: ServeArgs) -> CliResult {
-    use std::io::Write;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let memory = parse_bytes("--memory", &a.memory)?;
-    let listener =
-        TcpListener::bind(&a.listen).map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
-    let addr = listener.local_addr()?;
-    // Machine 1 of a two-machine cluster; the client (machine 0) is never called.
-    let unused = SocketAddr::from(([127, 0, 0, 1], 9));
-    let config = TcpConfig {
-        pin_memory: true,
-        ..TcpConfig::new(vec![1], vec![unused, addr])
-    };
-    let fabric = TcpFabric::from_listener(config, listener)?;
-    println!("listening on {addr}");
-    std::io::stdout().flush()?;
-    let stop = AtomicBool::new(false);
-    let lifetime = Duration::from_secs(a.lifetime_s);
-    std::thread::scope(|s| -> CliResult {
-        let daemon = s.spawn(|| locus_analytics::server::serve(&fabric, 1, memory, &stop));
-        crate::wait_for_lifetime_or_parent(lifetime);
-        stop.store(true, Ordering::Release);
-        let r = daemon
-            .join()
-            .map_err(|_| "the server thread panicked".to_string())?;
-        fabric.shutdown();
-        Ok(r?)
-    })
-}
-
-fn profile(a: ProfileArgs) -> CliResult {
-    let cores = cores();
-    let mut threads: Vec<usize> = (1..=cores).collect();
-    threads.push(cores * 2);
-    let spec = match a.preset {
-        ProfileSize::Quick => control::Collect {
-            scales: vec![14, 16],
-            algos: Algo::ALL.to_vec(),
-            threads,
-            ratios: vec![0.0, 0.8],
-        },
-        ProfileSize::Full => control::Collect {
-            scales: vec![16, 18, 20],
-            algos: Algo::ALL.to_vec(),
-            threads,
-            ratios: vec![0.0, 0.5, 0.8],
-        },
-    };
-    let table = control::collect(&spec, &mut |r| {
-        eprintln!(
-            "{:<8} {:>10} edges  {:>2} threads  ratio {:.2}  {:>8.3} s",
-            r.algo, r.edges, r.threads, r.far_ratio, r.time_s
-        )
-    })?;
-    table.save(&a.out)?;
-    println!("wrote {} ({} rows)", a.out.display(), table.rows.len());
-    Ok(())
 }
