@@ -27,7 +27,8 @@
 //!
 //! # Control acks
 //! The router's GROUP-START and GROUP-COMPLETE acks come once per group, and the source keeps at
-//! most `groups_inflight_max` groups open, so an ack that waits for budget stalls the copy: each
+//! most `groups_inflight_max` groups copying and `completing_max` awaiting their COMPLETE ack,
+//! so an ack that waits for budget stalls the copy: each
 //! group would wait up to a budget interval behind the queries ahead of it, and a lower budget
 //! would make the migration *longer* (issue 16's results: NetMigrate-short slower than -long).
 //! So control acks wait only for what they depend on:

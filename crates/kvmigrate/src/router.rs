@@ -108,7 +108,8 @@ impl Default for RouterConfig {
 pub use locus_placement::index::{classify, decide, GroupState, Route};
 
 /// Groups one instance can have counted in its CBF at once (see the module doc); a source's
-/// `groups_inflight_max` is bounded by it.
+/// copy and completing windows together (`groups_inflight_max + completing_max`) are bounded
+/// by it.
 pub const GROUPS_INFLIGHT_MAX: usize = 32;
 
 #[derive(Clone, Debug)]

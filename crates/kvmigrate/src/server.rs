@@ -123,6 +123,18 @@ struct SourceAgent {
     terminate_sent: bool,
 }
 
+impl SourceAgent {
+    /// Groups in the copy window: started, GROUP-COMPLETE not sent.
+    fn copying(&self) -> usize {
+        self.groups.values().filter(|g| !g.complete_sent).count()
+    }
+
+    /// Groups in the completing window: GROUP-COMPLETE sent, not acknowledged.
+    fn completing(&self) -> usize {
+        self.groups.values().filter(|g| g.complete_sent).count()
+    }
+}
+
 #[derive(Debug)]
 struct DestAgent {
     src: NodeId,
@@ -621,8 +633,7 @@ impl<S: ShardStore> Server<S> {
                         | MigrationPhase::DirtyRounds
                         | MigrationPhase::FinalPause
                 ) && (!a.queue.is_empty() && a.batches.len() < self.cfg.batches_inflight_max
-                    || a.next_group < a.groups_total
-                        && a.groups.len() < self.cfg.groups_inflight_max
+                    || a.next_group < a.groups_total && a.copying() < self.cfg.groups_inflight_max
                     || a.queue.is_empty() && a.batches.is_empty() && a.groups.is_empty())
             }
             _ => false,

@@ -13,11 +13,17 @@ fn run_seeds(
     seeds
         .map(|seed| {
             let mut cfg = SimConfig::small(seed, protocol);
-            // Odd seeds: a roomier BF and one group at a time, so the single CBF counter drops
-            // to zero between groups and CBF false positives are not masked by BF ones.
+            // Odd seeds: a roomier BF and one group copying at a time, so CBF false positives
+            // (the single counter) are not masked by BF ones. Seeds 2 mod 4: 16 CBF counters,
+            // so groups not in flight read CBF 0 and the 1-byte BF sends them to the
+            // destination alone (S3, pulls). A single counter no longer drops to zero between
+            // groups: with the completing window the next group is counted before the previous
+            // COMPLETE lands, so with it every BF-positive group reads S4 and nothing pulls.
             if seed % 2 == 1 {
                 cfg.bf_bytes = 64;
                 cfg.groups_inflight_max = 1;
+            } else if seed % 4 == 2 {
+                cfg.cbf_bytes = 16;
             }
             // Every third seed mirrors destination writes to the source (fault-tolerant mode).
             cfg.mirror_writes = seed % 3 == 0;

@@ -44,7 +44,8 @@ pub struct Row {
     pub bf_bits_per_group: f64,
     /// Upper bound of a BF false positive with every group inserted (4 hashes).
     pub bf_fp_bound: f64,
-    /// Upper bound of a CBF false positive with `groups_inflight_max` groups migrating.
+    /// Upper bound of a CBF false positive with both of a source's windows full:
+    /// `groups_inflight_max` groups copying and `completing_max` awaiting GROUP-COMPLETE acks.
     pub cbf_fp_bound: f64,
     /// done, aborted or timeout ("not all done" if any repeat was not done).
     pub outcome: &'static str,
@@ -264,7 +265,10 @@ fn row(
         keys_per_group: s.records as f64 / groups as f64,
         bf_bits_per_group: c.bf_bytes as f64 * 8.0 / groups as f64,
         bf_fp_bound: bloom_fp(c.bf_bytes as f64 * 8.0, groups as f64),
-        cbf_fp_bound: bloom_fp(c.cbf_bytes as f64, server.groups_inflight_max as f64),
+        cbf_fp_bound: bloom_fp(
+            c.cbf_bytes as f64,
+            (server.groups_inflight_max + server.completing_max) as f64,
+        ),
         outcome,
         migration_ms: r.migration_ms,
         pause_ms: r.pause_ms,

@@ -18,8 +18,15 @@ pub struct ServerConfig {
     pub batch_items_max: usize,
     /// Unacked DATA packets per migration.
     pub batches_inflight_max: usize,
-    /// Groups migrating at once (the paper's parallel migration threads, 6.3: 4).
+    /// Groups migrating at once (the paper's parallel migration threads, 6.3: 4): the copy
+    /// window, of groups whose START, DATA or late writes are not all acknowledged.
     pub groups_inflight_max: usize,
+    /// Groups whose DATA is all acknowledged awaiting their GROUP-COMPLETE ack (NetMigrate and
+    /// Fulva): the completing window. A group leaves the copy window when it enters this one,
+    /// so the router's COMPLETE round trip overlaps the next group's copy; the CBF then holds
+    /// at most `groups_inflight_max + completing_max` groups (design: "NetMigrate: the copy
+    /// window and the completing window").
+    pub completing_max: usize,
     /// Reads parked at a destination waiting for a PriorityPull or a mirrored write.
     pub parked_reads_max: usize,
     /// Queries held by a frozen source (stop-and-copy, source-based final pause).
@@ -56,6 +63,7 @@ impl ServerConfig {
             batch_items_max: 32,
             batches_inflight_max: 16,
             groups_inflight_max: 4,
+            completing_max: 4,
             parked_reads_max: 4096,
             held_queries_max: 4096,
             dirty_rounds_max: 8,
@@ -73,7 +81,7 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<()> {
         let per_batch = crate::wire::DATAGRAM_BYTES_MAX
             / (crate::wire::ITEM_BYTES_MIN + crate::wire::VALUE_BYTES_MAX);
-        let checks: [(&str, usize, usize, usize); 5] = [
+        let checks: [(&str, usize, usize, usize); 6] = [
             ("batch_items_max", self.batch_items_max, 1, per_batch),
             (
                 "batches_inflight_max",
@@ -88,6 +96,12 @@ impl ServerConfig {
                 1,
                 crate::router::GROUPS_INFLIGHT_MAX,
             ),
+            (
+                "completing_max",
+                self.completing_max,
+                1,
+                crate::router::GROUPS_INFLIGHT_MAX,
+            ),
             ("parked_reads_max", self.parked_reads_max, 1, 1 << 20),
             ("held_queries_max", self.held_queries_max, 1, 1 << 20),
         ];
@@ -99,6 +113,21 @@ impl ServerConfig {
                     expected: format!("{lo}..={hi}"),
                 });
             }
+        }
+        // Every group of both windows may be counted in the router's CBF at once.
+        let counted = self.groups_inflight_max + self.completing_max;
+        if counted > crate::router::GROUPS_INFLIGHT_MAX {
+            return Err(Error::InvalidSetting {
+                key: "completing_max",
+                value: self.completing_max.to_string(),
+                expected: format!(
+                    "at most {} - groups_inflight_max ({}): the router counts at most {} \
+                     groups of an instance at once",
+                    crate::router::GROUPS_INFLIGHT_MAX,
+                    self.groups_inflight_max,
+                    crate::router::GROUPS_INFLIGHT_MAX
+                ),
+            });
         }
         if self.incoming_buckets_log2_max > Geometry::BUCKETS_LOG2_MAX {
             return Err(Error::InvalidSetting {

@@ -1,4 +1,4 @@
-//! The source agent of a [`Server`]: group streaming and its window, late
+//! The source agent of a [`Server`]: group streaming and its copy and completing windows, late
 //! writes, dirty rounds, freezes, termination, abort, and its status.
 
 use super::{GroupProgress, Role, Server, Shard, SourceAgent};
@@ -118,8 +118,22 @@ impl<S: ShardStore> Server<S> {
                     self.abort(shard, "the router refused GROUP-COMPLETE");
                     return;
                 }
-                if a.groups.remove(&group).is_some() {
+                // Only a completing group leaves here: a duplicate ack of a group already done
+                // (or never completed) changes nothing.
+                if a.groups.get(&group).is_some_and(|gp| gp.complete_sent) {
+                    a.groups.remove(&group);
                     a.groups_done += 1;
+                }
+                // A slot of the completing window is free: groups waiting for one in the copy
+                // window complete now, which frees their copy slots for `source_step`.
+                let ready: Vec<u32> = a
+                    .groups
+                    .iter()
+                    .filter(|(_, gp)| gp.start_acked && gp.unacked == 0 && !gp.complete_sent)
+                    .map(|(&g, _)| g)
+                    .collect();
+                for g in ready {
+                    self.try_finish_group(shard, g);
                 }
                 self.source_step(shard);
             }
@@ -140,8 +154,12 @@ impl<S: ShardStore> Server<S> {
         n
     }
 
+    /// Moves group `g` from the copy window to the completing window once its START, DATA and
+    /// late writes are acknowledged and the completing window has room (design: "NetMigrate:
+    /// the copy window and the completing window"; a full one keeps `g` in the copy window).
     fn try_finish_group(&mut self, shard: ShardId, g: u32) {
         let (router, per) = (self.cfg.router, self.cfg.batch_items_max);
+        let completing_max = self.cfg.completing_max;
         let Some((table, a)) = self.source(shard) else {
             return;
         };
@@ -169,6 +187,13 @@ impl<S: ShardStore> Server<S> {
                 return;
             }
         }
+        let waits_for_complete = matches!(protocol, Protocol::NetMigrate | Protocol::Fulva);
+        if waits_for_complete && a.completing() >= completing_max {
+            return;
+        }
+        let Some(gp) = a.groups.get_mut(&g) else {
+            return;
+        };
         gp.complete_sent = true;
         // Only spares the destination pulls (for keys it lacks, and past NetMigrate copies it
         // holds); a lost one costs nothing else.
@@ -176,14 +201,14 @@ impl<S: ShardStore> Server<S> {
         let Some((_, a)) = self.source(shard) else {
             return;
         };
-        match protocol {
-            Protocol::NetMigrate | Protocol::Fulva => {
-                self.send_reliable(router, shard, 0, Body::GroupComplete { group: g });
-            }
-            _ => {
-                a.groups.remove(&g);
-                a.groups_done += 1;
-            }
+        if waits_for_complete {
+            // The group now holds a completing slot, not a copy slot (4.3: the router sets
+            // its BF bits and decrements the CBF when this lands).
+            debug_assert!(a.completing() <= completing_max);
+            self.send_reliable(router, shard, 0, Body::GroupComplete { group: g });
+        } else {
+            a.groups.remove(&g);
+            a.groups_done += 1;
         }
     }
 
@@ -209,7 +234,7 @@ impl<S: ShardStore> Server<S> {
         let mut starts = Vec::new();
         while a.phase == MigrationPhase::Copying
             && a.next_group < a.groups_total
-            && a.groups.len() < cfg.groups_inflight_max
+            && a.copying() < cfg.groups_inflight_max
         {
             let g = a.start_next(heat);
             let items = table.scan_group(g);
