@@ -13,7 +13,14 @@ import pytest
 from fakeserver import SECRET, FakeCluster
 from locus_client import ROUTE_RETRIES_MAX, Client, ConfigError, LocusError, ProtocolError, SlotTable
 from locus_client import protocol as p
-from locus_client.slots import SLOTS_DEFAULT, TABLE_BYTES_MAX
+from locus_client.slots import (
+    REPLICATION_MAX,
+    SLOTS_DEFAULT,
+    SLOTS_MAX,
+    TABLE_BYTES_MAX,
+    TABLE_ENCODED_BYTES_MAX,
+    TABLE_HEADER_BYTES,
+)
 
 VERTEX_OPS = ("put", "neighbors", "insert_edge", "delete_edge", "khop", "where", "delete_vertex")
 
@@ -94,7 +101,9 @@ def table_bytes(magic=b"LSLT", version=1, machines=3, epoch=9, slots=4, owners=b
     [
         (table_bytes()[:19], 19, "19 bytes, shorter than the 20-byte header"),
         (table_bytes(magic=b"LSLX"), 0, "magic b'LSLX', not \"LSLT\""),
-        (table_bytes(version=2), 4, "version 2, this client reads 1"),
+        (table_bytes(version=3), 4, "version 3, this client reads 1 and 2"),
+        (table_bytes(version=0), 4, "version 0, this client reads 1 and 2"),
+        (table_bytes(version=2), 24, "no replication byte after the owners (version 2)"),
         (table_bytes(machines=0), 6, "machines = 0: expected 1..=128"),
         (table_bytes(machines=129), 6, "machines = 129: expected 1..=128"),
         (table_bytes(slots=0, owners=b""), 6, "slots = 0: expected 1..=65536"),
@@ -122,6 +131,121 @@ def test_a_table_past_the_limit_is_too_large():
     frame = p.encode_reply(p.Op.SLOTS, 1, big.fields())
     h, body = p.split_frame(frame)
     assert SlotTable.from_fields(p.decode_reply(p.Op.SLOTS, h.op, body)) == big
+
+
+# ------------------------------------------------------- replication (issue 60)
+
+#: ``a_version_2_table_is_pinned_for_the_other_clients`` in
+#: crates/placement/src/slots/tests.rs encodes this table to these bytes.
+RUST_V2 = bytes.fromhex(
+    "4c534c54020004000700000001000000050000000001020301"  # header, owners
+    "03"  # R
+    "01000000020102"  # slot 0: primary epoch 1, backups 1 and 2
+    "020000000102"  # slot 1: primary epoch 2, backup 2
+    "0100000000"  # slot 2: no backup
+    "07000000020001"  # slot 3: primary epoch 7, backups 0 and 1
+    "010000000103"  # slot 4: backup 3
+)
+
+
+def test_a_version_2_table_from_rust_decodes():
+    t = SlotTable.decode(RUST_V2)
+    assert (t.epoch, t.machines, t.slots, t.replication) == (1 << 32 | 7, 4, 5, 3)
+    assert t.owners == (0, 1, 2, 3, 1)
+    assert t.backups == ((1, 2), (2,), (), (0, 1), (3,))
+    assert t.primary_epochs == (1, 2, 1, 7, 1)
+    assert t.backups_of(5 + 3) == (0, 1) and t.owner_of(5 + 3) == 3
+    assert t.encode() == RUST_V2
+    assert t == SlotTable(1 << 32 | 7, 4, t.owners, 3, t.backups, t.primary_epochs)
+
+
+def test_a_table_without_replication_keeps_version_1_and_its_defaults():
+    t = SlotTable.decode(table_bytes())
+    assert (t.replication, t.backups, t.primary_epochs) == (1, ((),) * 4, (1,) * 4)
+    assert t.encode() == table_bytes() and "replication" not in t.fields()
+    # R = 1 with a slot failed over once still round-trips, as version 2.
+    failed_over = SlotTable(9, 3, [0, 1, 2, 0], 1, None, [1, 2, 1, 1])
+    raw = failed_over.encode()
+    assert raw[4] == 2 and len(raw) == 20 + 4 + 1 + 4 * 5
+    assert SlotTable.decode(raw) == failed_over
+    assert SlotTable.from_fields(failed_over.fields()) == failed_over
+    assert REPLICATION_MAX == 3 and TABLE_ENCODED_BYTES_MAX == 20 + 1 + 8 * SLOTS_MAX
+
+
+def test_a_replicated_table_travels_in_a_slots_reply():
+    t = SlotTable.decode(RUST_V2)
+    frame = p.encode_reply(p.Op.SLOTS, 1, dict(t.fields(), hints=[]))
+    h, body = p.split_frame(frame)
+    f = p.decode_reply(p.Op.SLOTS, h.op, body)
+    assert (f["replication"], f["backups"][3], f["primary_epochs"][3]) == (3, [0, 1], 7)
+    assert SlotTable.from_fields(f) == t
+
+
+def test_a_move_keeps_backups_refuses_one_and_bumps_the_primary_epoch():
+    t = SlotTable.decode(RUST_V2)
+    moved = t.with_owners({2: 0})
+    assert (moved.epoch, moved.owners[2], moved.primary_epochs[2]) == (t.epoch + 1, 0, 2)
+    assert moved.backups == t.backups
+    with pytest.raises(ValueError, match="onto its backup 1"):
+        t.with_owners({0: 1})
+    plain = SlotTable.uniform(4, 2).with_owners({1: 0})
+    assert plain.primary_epochs == (1,) * 4 and plain.encode()[4] == 1, "R = 1 stays version 1"
+
+
+#: 3 machines, slots owned by 0 and 1, R = 3, slot 0 backed by 1 and 2 at
+#: primary epoch 4, slot 1 by 2: the table of Rust's
+#: ``a_malformed_version_2_table_names_the_byte``, with the same offsets.
+V2 = SlotTable(9, 3, [0, 1], 3, [[1, 2], [2]], [4, 1]).encode()
+R_AT = TABLE_HEADER_BYTES + 2
+S0 = R_AT + 1
+S1 = S0 + 5 + 2
+
+
+def with_byte(at: int, v: int) -> bytes:
+    b = bytearray(V2)
+    b[at] = v
+    return bytes(b)
+
+
+@pytest.mark.parametrize(
+    "raw,byte,why",
+    [
+        (with_byte(R_AT, 0), R_AT, "replication = 0: expected 1..=3"),
+        (with_byte(R_AT, 4), R_AT, "replication = 4: expected 1..=3"),
+        (with_byte(R_AT, 2), S0 + 4, "slot 0 has 2 backups, more than R - 1 = 1"),
+        (V2[:S0] + bytes(4) + V2[S0 + 4 :], S0, "slot 0's primary epoch is 0, not at least 1"),
+        (with_byte(S0 + 5, 0), S0 + 5, "slot 0's backup 0 is its owner"),
+        (with_byte(S0 + 6, 1), S0 + 6, "slot 0's backup 1 is named twice"),
+        (with_byte(S1 + 5, 3), S1 + 5, "slot 1's backup 3 is not below 3 machines"),
+        (with_byte(TABLE_HEADER_BYTES + 1, 5), TABLE_HEADER_BYTES + 1, "slot 1's owner 5 is not below 3 machines"),
+        (V2 + b"\x00", len(V2), "1 bytes past the last slot"),
+        (V2[: TABLE_HEADER_BYTES + 1], TABLE_HEADER_BYTES, "1 owner bytes for 2 slots"),
+        (V2[:R_AT], R_AT, "no replication byte after the owners (version 2)"),
+        (V2[: S0 + 3], S0 + 3, f"slot 0's entry at byte {S0}: 3 bytes left, 5 needed"),
+        (V2[: S0 + 6], S0 + 6, f"slot 0's 2 backups at byte {S0 + 5}: 1 bytes left"),
+    ],
+)
+def test_a_malformed_version_2_table_names_the_byte(raw, byte, why):
+    with pytest.raises(ProtocolError) as e:
+        SlotTable.decode(raw)
+    assert str(e.value) == f"slot table, byte {byte}: {why}"
+
+
+@pytest.mark.parametrize("good", [V2, RUST_V2], ids=["v2", "rust_v2"])
+def test_every_truncation_and_byte_of_a_version_2_table_decodes_or_fails_cleanly(good):
+    for n in range(len(good)):
+        with pytest.raises(ProtocolError):
+            SlotTable.decode(good[:n])
+    for at in range(len(good)):
+        for v in (0, 1, 2, 3, 4, 0x7F, 0x80, 0xFF, good[at] ^ 1):
+            b = bytearray(good)
+            b[at] = v
+            try:
+                t = SlotTable.decode(bytes(b))
+            except ProtocolError:
+                continue
+            # A decoded table passed every check of the constructor too.
+            assert SlotTable.decode(t.encode()) == t
 
 
 # ---------------------------------------------------------------- routing
