@@ -3,7 +3,8 @@
 //! key-value store (`locus-kvmigrate`).
 //!
 //! - [`slots`]: the slot table: `slot(v) = v % slots`, an owner per slot, an
-//!   epoch; its wire form and a balancing plan.
+//!   epoch; with replication, up to two backups and a primary epoch per slot
+//!   and fail-over; its wire form and a balancing plan.
 //! - [`index`]: NetMigrate 4.2's migration index: a Bloom filter of groups
 //!   done and a counting Bloom filter of groups in flight, 4 hash functions
 //!   each (NetMigrate 5), and the routing decision of NetMigrate Fig. 3

@@ -250,6 +250,20 @@ impl SlotTable {
         Ok(())
     }
 
+    /// Whether every rule of the module doc holds: tables change only by
+    /// the checked steps here, so a `false` is a bug (`debug_assert!`s).
+    fn rules_hold(&self) -> bool {
+        let slots = self.owners.len();
+        (1..=REPLICATION_MAX).contains(&self.replication)
+            && self.backups.len() == slots
+            && self.primary_epochs.len() == slots
+            && self.primary_epochs.iter().all(|&e| e >= 1)
+            && self.backups.iter().enumerate().all(|(s, b)| {
+                self.check_backups(s as u32, b.as_slice(), self.replication)
+                    .is_ok()
+            })
+    }
+
     /// The owner of every slot, in slot order.
     pub fn owners(&self) -> &[Machine] {
         &self.owners
@@ -381,6 +395,7 @@ impl SlotTable {
             next.owners[s] = m.to;
         }
         next.epoch = self.epoch + 1;
+        debug_assert!(next.rules_hold());
         Ok(next)
     }
 
@@ -468,6 +483,7 @@ impl SlotTable {
         }
         next.replication = r;
         next.epoch = self.epoch + 1;
+        debug_assert!(next.rules_hold());
         Ok(next)
     }
 
@@ -501,6 +517,7 @@ impl SlotTable {
             }
         }
         next.epoch = self.epoch + 1;
+        debug_assert!(next.rules_hold());
         Ok((next, failovers))
     }
 
@@ -521,6 +538,7 @@ impl SlotTable {
         let mut next = self.clone();
         next.backups[slot as usize] = Backups::of(&list);
         next.epoch = self.epoch + 1;
+        debug_assert!(next.rules_hold());
         Ok(next)
     }
 
@@ -533,6 +551,7 @@ impl SlotTable {
             *b = b.without(machine);
         }
         next.epoch = self.epoch + 1;
+        debug_assert!(next.rules_hold());
         Ok(next)
     }
 

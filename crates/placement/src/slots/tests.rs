@@ -207,6 +207,7 @@ fn a_cluster_with_room_starts_over_its_first_servers() {
 
 /// Checks every rule of a table's replication (the module doc's).
 fn assert_valid(t: &SlotTable) {
+    assert!(t.rules_hold());
     assert!((1..=REPLICATION_MAX).contains(&t.replication()));
     for s in 0..t.slots() {
         let b = t.backups_of_slot(s);

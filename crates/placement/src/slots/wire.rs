@@ -102,6 +102,7 @@ impl SlotTable {
         if version == VERSION_REPLICATED {
             t.decode_replication(b, HEADER_BYTES + slots)?;
         }
+        debug_assert!(t.rules_hold());
         Ok(t)
     }
 
