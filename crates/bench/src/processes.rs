@@ -159,6 +159,7 @@ impl Processes {
             durability,
             recovery: Default::default(),
             etcd: None,
+            replication: Default::default(),
         };
         drop(ports);
         file.validate()?;

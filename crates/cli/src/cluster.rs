@@ -246,6 +246,12 @@ pub struct UpArgs {
     /// How often each server checkpoints what it homes (bounds recovery time).
     #[arg(long, default_value_t = 60)]
     pub checkpoint_interval_s: u64,
+    /// Servers holding each slot (1, 2 or 3): a primary and R-1 backups;
+    /// when a primary dies, the leading coordinator fails its slots over
+    /// to their backups (issue 60). Above 1 needs etcd, the log and the
+    /// coordinator.
+    #[arg(long, default_value_t = 1)]
+    pub replication: u8,
 }
 
 #[derive(Args, Debug)]
@@ -345,6 +351,9 @@ fn up(a: UpArgs) -> CliResult {
         durability: None,
         recovery: Default::default(),
         etcd: None,
+        replication: locus_server::config::ReplicationSection {
+            factor: a.replication,
+        },
     };
     if !a.no_coordinator {
         file.coordinator = Some(CoordinatorEntry {

@@ -24,7 +24,7 @@ pub mod node;
 pub mod progress;
 
 pub use config::NodeConfig;
-pub use node::{Created, LogParts, Node, NodeParts, Session};
+pub use node::{Created, Faults, LogParts, Node, NodeParts, Session};
 
 /// What a node's configuration can be wrong about.
 #[derive(Debug, thiserror::Error)]

@@ -36,6 +36,17 @@
 //! added: a first epoch, an empty disk, the table adopted, joined) before
 //! its moves.
 //!
+//! A fourth test keeps every slot on two nodes (issue 60, replication
+//! factor 2): an update is acknowledged once its record is durable at the
+//! slot's primary and its backup; when the nemesis's victim is down, a
+//! failover driver (`sim_cluster/failover.rs`) commits the failed-over
+//! table and has every live node take the FAIL_OVER and PROMOTE steps the
+//! leading coordinator sends, so the victim's slots are served by their
+//! backups before it restarts (with no slots: its former slots are the
+//! backups' now). `LOCUS_SIM_FAULT=skip-backups` (acknowledge without the
+//! backup's record) or `accept-stale` (a backup takes any primary epoch)
+//! breaks a rule on purpose.
+//!
 //! `LOCUS_SIM_SEED=N` replays one seed; `LOCUS_SIM_SEEDS=K` runs K seeds
 //! (default [`SEEDS_DEFAULT`]); a failure starts with `seed N:`.
 
@@ -43,6 +54,8 @@
 mod coordinator;
 #[path = "sim_cluster/coverage.rs"]
 mod coverage;
+#[path = "sim_cluster/failover.rs"]
+mod failover;
 #[path = "sim_cluster/membership.rs"]
 mod membership;
 #[path = "sim_cluster/mover.rs"]
@@ -91,6 +104,28 @@ const NO_DEADLINE: u64 = u64::MAX;
 /// A vertex's list before the run.
 fn initial_list(v: VertexId) -> Vec<VertexId> {
     (0..v % 3).map(|i| 100 + v * 10 + i).collect()
+}
+
+/// A node's settings; with replication, cache and reclaim leases that
+/// outlive a failover (as Pragh's 60 s lease does on a real cluster), so a
+/// location cached before the death may still be used after it (R4).
+fn node_config_for(replicated: bool) -> NodeConfig {
+    let mut c = node_config();
+    if replicated {
+        c.store.cache_lease_ms = Some(100);
+        c.store.reclaim_lease_ms = 100;
+    }
+    c
+}
+
+/// Creates a node by its settings; a value invalid for longer than 4 ms
+/// (a migration whose target died) is an error whatever the reclaim lease
+/// (by default two leases: with replication's long ones, a read would
+/// spin through most of a run).
+fn create_node(parts: NodeParts<SimFabric>) -> locus_node::Result<locus_node::Created<SimFabric>> {
+    let mut store = parts.config.store.store_config();
+    store.read_stall_ms = 4;
+    Node::create_with(parts, store)
 }
 
 fn node_config() -> NodeConfig {
@@ -188,6 +223,34 @@ struct Shared {
     /// Whether the mover dies in the middle of batches (at a seeded step)
     /// and a new driver settles what it left (design MV3: the coordinator).
     driver_dies: bool,
+    /// Whether every slot has a backup, and the victim's slots fail over
+    /// (issue 60).
+    replicated: bool,
+    /// Whether the vertices' first lists are in: with replication they are
+    /// put during the run (a primary's put waits for its backup's
+    /// service), and every other actor waits for them.
+    loaded: std::sync::atomic::AtomicBool,
+}
+
+/// What a run has: slot moves, a node joining, replication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Scenario {
+    pub(crate) moves: bool,
+    pub(crate) join: bool,
+    pub(crate) replicated: bool,
+}
+
+/// The rules `LOCUS_SIM_FAULT` breaks on purpose (see the module doc).
+fn faults_from_env() -> locus_node::Faults {
+    let mut f = locus_node::Faults::default();
+    if let Ok(v) = std::env::var("LOCUS_SIM_FAULT") {
+        match v.as_str() {
+            "skip-backups" => f.skip_backups = true,
+            "accept-stale" => f.accept_stale_primary = true,
+            other => panic!("LOCUS_SIM_FAULT={other}: skip-backups or accept-stale"),
+        }
+    }
+    f
 }
 
 /// Where the nemesis strikes a move's old or new home (`Shared::hunt`).
@@ -236,10 +299,10 @@ impl Shared {
             .set_own_epoch(m, epoch)
             .map_err(|e| format!("m{m}: own epoch: {e}"))?;
         let disk = self.slots[m as usize].disk.lock().unwrap().clone();
-        let created = Node::create(NodeParts {
+        let created = create_node(NodeParts {
             fabric,
             me: m,
-            config: node_config(),
+            config: node_config_for(self.replicated),
             log: Some(LogParts {
                 storage: Arc::new(disk),
                 dir: Self::log_dir(),
@@ -259,9 +322,10 @@ impl Shared {
             .store()
             .worker(m)
             .map_err(|e| format!("m{m}: worker: {e}"))?;
-        let node = created
+        let mut node = created
             .recover(&mut w)
             .map_err(|e| format!("m{m}: recover: {e}"))?;
+        node.set_faults(faults_from_env());
         Ok(Arc::new(node))
     }
 
@@ -280,6 +344,34 @@ impl Shared {
         *slot.node.lock().unwrap() = Some(node);
         slot.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
+    }
+}
+
+/// Puts every vertex's first list at its home.
+fn load(s: &Shared) -> Result<(), String> {
+    for v in 0..VERTICES {
+        let home = s.table.lock().unwrap().owner_of(v);
+        let (node, _) = s.node(home).expect("up");
+        let mut sess = node.session();
+        match node.handle(
+            &mut sess,
+            Request::Put {
+                vertex: v,
+                ids: initial_list(v),
+            },
+            NO_DEADLINE,
+        ) {
+            Reply::Put => {}
+            r => return Err(format!("setup put of {v}: {r:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the first lists are in (see [`Shared::loaded`]).
+fn wait_loaded(s: &Shared, port: &mut <SimFabric as Fabric>::Port) {
+    while !s.loaded.load(Ordering::Acquire) {
+        port.relax();
     }
 }
 
@@ -322,7 +414,8 @@ fn outcome(call: &Call, reply: &Reply) -> Option<Ret> {
         }
         (_, Reply::Error { message, .. }) => {
             assert!(!message.contains("bypassed"), "{message}");
-            if message.contains("is logged but applying it failed") {
+            if message.contains("is logged but applying it failed") || message.contains("in doubt")
+            {
                 Ret::Unknown
             } else {
                 return None;
@@ -336,6 +429,7 @@ fn outcome(call: &Call, reply: &Reply) -> Option<Ret> {
 /// request on a session of that node.
 fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
     let mut port = f.port((id % MACHINES) as MachineId).expect("a port");
+    wait_loaded(s, &mut port);
     let mut sessions: Vec<Option<(u64, Session<SimFabric>)>> =
         (0..MACHINES).map(|_| None).collect();
     let mut inserted: Vec<(VertexId, VertexId)> = Vec::new();
@@ -461,6 +555,7 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
 /// migration: the value comes to the node that asks).
 fn migrator(f: &SimFabric, s: &Shared, m: MachineId, mut rng: SimRng) {
     let mut port = f.port(m).expect("a port");
+    wait_loaded(s, &mut port);
     let mut cov = Coverage::default();
     for _ in 0..MIGRATIONS_PER_NODE {
         for _ in 0..rng.below(20) {
@@ -521,16 +616,12 @@ fn service(f: &SimFabric, s: &Shared, m: MachineId, clients: usize) {
         }
         let served = w.serve();
         let _ = w.collect_garbage();
-        if rounds.is_multiple_of(CHECKPOINT_EVERY) {
-            match node.checkpoint(w) {
-                Ok(Some(_)) => cov.checkpoints += 1,
-                Ok(None) => {}
-                // A checkpoint reads every list this node homes, wherever its
-                // value lives: one held by a dead peer fails it until Pragh 5
-                // has put that value back; it is retried later (D3 holds: the
-                // log keeps everything until a checkpoint commits).
-                Err(_) => cov.checkpoint_failures += 1,
-            }
+        // With replication an update waits, under its stripe lock, for its
+        // backup's service: a checkpoint (which takes every stripe) runs in
+        // an actor of its own, as a server's checkpointer thread does, or
+        // two services checkpointing would each wait for the other.
+        if !s.replicated && rounds.is_multiple_of(CHECKPOINT_EVERY) {
+            checkpoint(node, w, &mut cov);
         }
         if !matches!(served, Ok(n) if n > 0) {
             port.relax();
@@ -539,7 +630,48 @@ fn service(f: &SimFabric, s: &Shared, m: MachineId, clients: usize) {
     s.coverage.lock().unwrap().add(&cov);
 }
 
-fn simulate(seed: u64, moves: bool, join: bool) -> Result<(Vec<Vec<Event>>, Coverage), String> {
+/// One checkpoint of `node` (D3), counted.
+fn checkpoint(
+    node: &Node<SimFabric>,
+    w: &mut locus_store::Worker<locus_fabric::counting::Counting<SimFabric>>,
+    cov: &mut Coverage,
+) {
+    match node.checkpoint(w) {
+        Ok(Some(_)) => cov.checkpoints += 1,
+        Ok(None) => {}
+        // A checkpoint reads every list this node homes, wherever its
+        // value lives: one held by a dead peer fails it until Pragh 5
+        // has put that value back; it is retried later (D3 holds: the
+        // log keeps everything until a checkpoint commits).
+        Err(_) => cov.checkpoint_failures += 1,
+    }
+}
+
+/// A node's checkpointer, apart from its service (with replication; see
+/// [`service`]): every [`CHECKPOINT_EVERY`] of its own turns.
+fn checkpointer(f: &SimFabric, s: &Shared, m: MachineId, clients: usize) {
+    let mut port = f.port(m).expect("a port");
+    let mut cov = Coverage::default();
+    while s.clients_done.load(Ordering::Acquire) < clients {
+        for _ in 0..CHECKPOINT_EVERY {
+            port.relax();
+        }
+        let Some((node, _)) = s.node(m) else {
+            continue;
+        };
+        if let Ok(mut w) = node.store().worker(m) {
+            checkpoint(&node, &mut w, &mut cov);
+        }
+    }
+    s.coverage.lock().unwrap().add(&cov);
+}
+
+fn simulate(seed: u64, sc: Scenario) -> Result<(Vec<Vec<Event>>, Coverage), String> {
+    let Scenario {
+        moves,
+        join,
+        replicated,
+    } = sc;
     let mut sim = Sim::new(SimConfig {
         machines: MACHINES,
         seed,
@@ -580,15 +712,23 @@ fn simulate(seed: u64, moves: bool, join: bool) -> Result<(Vec<Vec<Event>>, Cove
             _ => Hunt::No,
         },
         driver_dies: moves && seed % 4 == 1,
+        replicated,
+        loaded: std::sync::atomic::AtomicBool::new(!replicated),
         // Joining, node 2 comes later: the slots start over 0 and 1.
-        table: Mutex::new(
-            SlotTable::uniform_among(
+        table: Mutex::new({
+            let t = SlotTable::uniform_among(
                 node_config().store.store_config().slots,
                 MACHINES as u16,
                 MACHINES as u16 - u16::from(join),
             )
-            .map_err(|e| format!("seed {seed}: {e}"))?,
-        ),
+            .map_err(|e| format!("seed {seed}: {e}"))?;
+            if replicated {
+                t.with_replication(2, &[0, 1, 2])
+                    .map_err(|e| format!("seed {seed}: {e}"))?
+            } else {
+                t
+            }
+        }),
     };
     // Setup, outside the run: every node there from the start created
     // first, then recovered, then the lists loaded.
@@ -604,10 +744,10 @@ fn simulate(seed: u64, moves: bool, join: bool) -> Result<(Vec<Vec<Event>>, Cove
         f.set_own_epoch(m, epoch)
             .map_err(|e| format!("seed {seed}: {e}"))?;
         created.push(
-            Node::create(NodeParts {
+            create_node(NodeParts {
                 fabric: f,
                 me: m,
-                config: node_config(),
+                config: node_config_for(replicated),
                 log: Some(LogParts {
                     storage: Arc::new(shared.slots[m as usize].disk.lock().unwrap().clone()),
                     dir: Shared::log_dir(),
@@ -631,31 +771,33 @@ fn simulate(seed: u64, moves: bool, join: bool) -> Result<(Vec<Vec<Event>>, Cove
             .store()
             .worker(m as MachineId)
             .map_err(|e| e.to_string())?;
-        let node = c.recover(&mut w).map_err(|e| format!("seed {seed}: {e}"))?;
+        let mut node = c.recover(&mut w).map_err(|e| format!("seed {seed}: {e}"))?;
+        node.set_faults(faults_from_env());
         shared
             .join(m as MachineId, Arc::new(node))
             .map_err(|e| format!("seed {seed}: {e}"))?;
     }
-    for v in 0..VERTICES {
-        let home = shared.table.lock().unwrap().owner_of(v);
-        let (node, _) = shared.node(home).expect("up");
-        let mut sess = node.session();
-        match node.handle(
-            &mut sess,
-            Request::Put {
-                vertex: v,
-                ids: initial_list(v),
-            },
-            NO_DEADLINE,
-        ) {
-            Reply::Put => {}
-            r => return Err(format!("seed {seed}: setup put of {v}: {r:?}")),
-        }
+    if !replicated {
+        load(&shared).map_err(|e| format!("seed {seed}: {e}"))?;
     }
     // The mover counts as a client: services serve until it is done too.
     let clients = MACHINES * CLIENTS_PER_NODE + usize::from(moves);
     let mut actors: Vec<Actor> = Vec::new();
     let s = &shared;
+    if replicated {
+        actors.push(Box::new(move |f: &SimFabric| {
+            let mut port = f.port(0).expect("a port");
+            while let Err(e) = load(s) {
+                assert!(
+                    e.contains("in doubt") || e.contains("backup"),
+                    "seed {}: {e}",
+                    s.seed
+                );
+                port.relax();
+            }
+            s.loaded.store(true, Ordering::Release);
+        }));
+    }
     if moves {
         let rng = fabric.rng(777);
         actors.push(Box::new(move |f: &SimFabric| mover::mover(f, s, rng)));
@@ -671,6 +813,11 @@ fn simulate(seed: u64, moves: bool, join: bool) -> Result<(Vec<Vec<Event>>, Cove
         let rng = fabric.rng(100 + m as u64);
         actors.push(Box::new(move |f: &SimFabric| migrator(f, s, m, rng)));
         actors.push(Box::new(move |f: &SimFabric| service(f, s, m, clients)));
+        if replicated {
+            actors.push(Box::new(move |f: &SimFabric| {
+                checkpointer(f, s, m, clients)
+            }));
+        }
         actors.push(Box::new(move |f: &SimFabric| nemesis::member(f, s, m)));
     }
     actors.push(Box::new(move |f: &SimFabric| {
@@ -738,9 +885,9 @@ fn simulate(seed: u64, moves: bool, join: bool) -> Result<(Vec<Vec<Event>>, Cove
     Ok((histories, coverage))
 }
 
-fn run_seed(seed: u64, moves: bool, join: bool) -> Result<Coverage, String> {
-    let (histories, coverage) = simulate(seed, moves, join)?;
-    if coverage.joins != u64::from(join) {
+fn run_seed(seed: u64, sc: Scenario) -> Result<Coverage, String> {
+    let (histories, coverage) = simulate(seed, sc)?;
+    if coverage.joins != u64::from(sc.join) {
         return Err(format!(
             "seed {seed}: node {JOINER} joined {} times",
             coverage.joins
@@ -752,7 +899,7 @@ fn run_seed(seed: u64, moves: bool, join: bool) -> Result<Coverage, String> {
 
 #[test]
 fn a_cluster_of_nodes_survives_a_crash_or_a_lost_lease_with_every_history_linearizable() {
-    if let Some(total) = run_seeds(false, false) {
+    if let Some(total) = run_seeds(Scenario::default()) {
         assert!(
             total.crashes > 0 && total.fenced > 0 && total.restarts > 0,
             "{total:?}"
@@ -770,7 +917,10 @@ fn a_cluster_of_nodes_survives_a_crash_or_a_lost_lease_with_every_history_linear
 /// refuses to hand them (a node of theirs died before).
 #[test]
 fn slots_move_between_nodes_through_crashes_with_every_history_linearizable() {
-    if let Some(total) = run_seeds(true, false) {
+    if let Some(total) = run_seeds(Scenario {
+        moves: true,
+        ..Scenario::default()
+    }) {
         assert!(
             total.slot_moves > 0 && total.slot_moves_rolled_back > 0,
             "{total:?}"
@@ -790,22 +940,49 @@ fn slots_move_between_nodes_through_crashes_with_every_history_linearizable() {
 /// and away while the nemesis crashes a node, maybe the new one.
 #[test]
 fn a_node_joins_and_slots_move_to_it_through_crashes_with_every_history_linearizable() {
-    if let Some(total) = run_seeds(true, true) {
+    if let Some(total) = run_seeds(Scenario {
+        moves: true,
+        join: true,
+        ..Scenario::default()
+    }) {
         assert!(total.joins > 0 && total.slot_moves > 0, "{total:?}");
         assert!(total.crashes > 0 && total.restarts > 0, "{total:?}");
+    }
+}
+
+/// The same with every slot on two nodes (issue 60): the victim's slots
+/// fail over to their backups while it is down, and it comes back with
+/// none.
+#[test]
+fn a_dead_primary_fails_over_to_its_backup_with_every_history_linearizable() {
+    if let Some(total) = run_seeds(Scenario {
+        replicated: true,
+        ..Scenario::default()
+    }) {
+        assert!(total.failovers > 0 && total.promoted > 0, "{total:?}");
+        assert!(total.crashes > 0 && total.fenced > 0, "{total:?}");
+        assert!(total.unknown > 0 && total.acknowledged > 0, "{total:?}");
+        assert!(total.migrated > 0 && total.moved > 0, "{total:?}");
     }
 }
 
 #[test]
 fn a_seed_replays_the_same_histories() {
     for seed in [5, 41] {
-        for (moves, join) in [(false, false), (true, false), (true, true)] {
-            let a = simulate(seed, moves, join).unwrap().0;
-            let b = simulate(seed, moves, join).unwrap().0;
-            assert_eq!(
-                a, b,
-                "seed {seed} (moves: {moves}, join: {join}) ran two different histories"
-            );
+        for (moves, join, replicated) in [
+            (false, false, false),
+            (true, false, false),
+            (true, true, false),
+            (false, false, true),
+        ] {
+            let sc = Scenario {
+                moves,
+                join,
+                replicated,
+            };
+            let a = simulate(seed, sc).unwrap().0;
+            let b = simulate(seed, sc).unwrap().0;
+            assert_eq!(a, b, "seed {seed} ({sc:?}) ran two different histories");
         }
     }
 }

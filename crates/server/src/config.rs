@@ -31,6 +31,9 @@
 //! prefix = "/locus"                 # every key of this cluster lives under it
 //! lease_ttl_s = 3                   # a server that stops renewing is dead after this
 //!
+//! [replication]                     # optional: each slot on `factor` servers (issue 60)
+//! factor = 2                        # 1..=3; above 1 needs [etcd], [durability], a [coordinator]
+//!
 //! [durability]                      # optional: without it, nothing is logged
 //! dir = "data"                      # relative to this file; server N uses DIR/server-N
 //! sync = "always"                   # or "interval": fdatasync at most every interval_ms
@@ -86,6 +89,30 @@ pub struct ClusterFile {
     /// (all 0), the coordinator at its fixed address, its record in redb.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<EtcdSection>,
+    /// Each slot kept on more than one server (issue 60).
+    #[serde(default, skip_serializing_if = "ReplicationSection::is_default")]
+    pub replication: ReplicationSection,
+}
+
+/// `[replication]`: each slot on a primary and `factor - 1` backups (issue
+/// 60; `docs/design.md`, "Replication and failover").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplicationSection {
+    /// Servers holding each slot: 1 (no backups), 2 or 3.
+    pub factor: u8,
+}
+
+impl Default for ReplicationSection {
+    fn default() -> Self {
+        ReplicationSection { factor: 1 }
+    }
+}
+
+impl ReplicationSection {
+    fn is_default(&self) -> bool {
+        *self == ReplicationSection::default()
+    }
 }
 
 /// `[etcd]`: where the membership lives.
@@ -314,6 +341,44 @@ impl ClusterFile {
         if let Some(e) = &self.etcd {
             e.validate()?;
         }
+        let r = self.replication.factor;
+        if !(1..=locus_placement::slots::REPLICATION_MAX).contains(&r) {
+            return Err(ServerError::setting(
+                "replication.factor",
+                r.to_string(),
+                format!("must be 1..={}", locus_placement::slots::REPLICATION_MAX),
+            ));
+        }
+        if r > 1 {
+            let missing = [
+                (
+                    self.etcd.is_none(),
+                    "[etcd] (a dead primary is found by its lease)",
+                ),
+                (
+                    self.durability.is_none(),
+                    "[durability] (backups keep what they back in a log)",
+                ),
+                (
+                    self.coordinator.is_none(),
+                    "a [coordinator] (the leading one fails slots over)",
+                ),
+            ];
+            if let Some((_, what)) = missing.iter().find(|m| m.0) {
+                return Err(ServerError::setting(
+                    "replication.factor",
+                    r.to_string(),
+                    format!("above 1 needs {what}"),
+                ));
+            }
+            if usize::from(r) > n {
+                return Err(ServerError::setting(
+                    "replication.factor",
+                    r.to_string(),
+                    format!("must be at most the {n} servers listed: each slot needs {r} servers"),
+                ));
+            }
+        }
         self.node().validate()?;
         if self.coordinator.is_some() && self.store.cache_mb == 0 {
             return Err(ServerError::setting(
@@ -352,13 +417,38 @@ impl ClusterFile {
     /// slot dealt over the servers listed, owners below
     /// [`ClusterFile::machines`]. (A cluster on etcd keeps its table there;
     /// servers added later take it from etcd.)
+    /// With `[replication] factor` above 1, each slot's backups are the
+    /// next servers after its owner (still epoch 1).
     pub fn initial_table(&self, slots: u32) -> Result<locus_store::SlotTable> {
-        locus_store::SlotTable::uniform_among(
+        let bad = |e: locus_placement::PlacementError| {
+            ServerError::setting("store.slots", slots.to_string(), e.to_string())
+        };
+        let t = locus_store::SlotTable::uniform_among(
             slots,
             self.machines() as u16,
             self.servers.len() as u16,
         )
-        .map_err(|e| ServerError::setting("store.slots", slots.to_string(), e.to_string()))
+        .map_err(bad)?;
+        let r = self.replication.factor;
+        if r <= 1 {
+            return Ok(t);
+        }
+        let servers: Vec<u8> = self.servers.iter().map(|s| s.id).collect();
+        let bad = |e: locus_placement::PlacementError| {
+            ServerError::setting("replication.factor", r.to_string(), e.to_string())
+        };
+        let r_table = t.with_replication(r, &servers).map_err(bad)?;
+        locus_store::SlotTable::from_parts(
+            1,
+            r_table.machines(),
+            r_table.owners().to_vec(),
+            r,
+            (0..slots)
+                .map(|s| r_table.backups_of_slot(s).to_vec())
+                .collect(),
+            vec![1; slots as usize],
+        )
+        .map_err(bad)
     }
 
     /// The entry of server `id`.

@@ -23,8 +23,10 @@ use locus_store::{SlotMove, SlotTable};
 
 use crate::{Result, ServerError};
 
+pub mod failover;
 pub mod goal;
 pub mod journal;
+pub use failover::FailedOver;
 pub use goal::Goal;
 pub use journal::{Journal, Progress};
 

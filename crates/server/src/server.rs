@@ -152,7 +152,7 @@ impl Server {
             label: format!("server {id}"),
             counters: None,
         })?;
-        if file.machines() > file.servers.len() {
+        if file.machines() > file.servers.len() || file.replication.factor > 1 {
             let homes = created.store().homes();
             homes.set_initial(&file.initial_table(homes.slots())?)?;
         }

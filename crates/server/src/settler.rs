@@ -7,6 +7,11 @@
 //! does not stay guarded until an operator runs the next command; then it
 //! finishes the goal the dead driver left in etcd, if any (MV4), trying
 //! again at each look until it is done.
+//!
+//! With replication (issue 60) it also fails over the slots of a server
+//! whose lease ended (`moves/failover.rs`), looking every
+//! [`FAILOVER_EVERY`] so that a dead primary's slots answer again about
+//! one look after its lease ends.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +24,8 @@ use crate::moves::{Goal, Mover};
 
 /// How often the leader looks for batches left in flight.
 pub const SETTLE_EVERY: Duration = Duration::from_secs(2);
+/// How often the leader looks for dead servers to fail over.
+pub const FAILOVER_EVERY: Duration = Duration::from_millis(250);
 
 /// What one look did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +36,8 @@ pub(crate) enum Look {
     Idle,
     /// Batches settled, and slots a dead driver's goal moved.
     Settled(u64, u64),
+    /// A dead server's slots failed over.
+    FailedOver(u8, crate::moves::FailedOver),
 }
 
 /// Runs until `stop`: looks at once (a takeover settles what the old
@@ -54,12 +63,18 @@ pub(crate) fn settle_loop(
     };
     let mut membership: Option<Membership> = None;
     let mut next = Instant::now();
+    let mut next_failover = Instant::now();
     while !stop() {
-        if Instant::now() < next {
-            std::thread::sleep(Duration::from_millis(100));
+        let now = Instant::now();
+        if now < next && (file.replication.factor <= 1 || now < next_failover) {
+            std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        next = Instant::now() + SETTLE_EVERY;
+        next_failover = now + FAILOVER_EVERY;
+        let settle = now >= next;
+        if settle {
+            next = now + SETTLE_EVERY;
+        }
         if !leading() {
             continue;
         }
@@ -73,6 +88,23 @@ pub(crate) fn settle_loop(
             }
         }
         let m = membership.as_ref().expect("connected above");
+        if file.replication.factor > 1 {
+            match look_for_dead(&client, m, term) {
+                Ok(Look::FailedOver(dead, r)) => tracing::info!(
+                    dead,
+                    slots = r.slots,
+                    vertices = r.vertices,
+                    table_epoch = r.table_epoch,
+                    term,
+                    "failed a dead server's slots over to their backups"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("failing over a dead server: {e}"),
+            }
+        }
+        if !settle {
+            continue;
+        }
         match look(&client, m, term) {
             Ok(Look::Settled(n, slots)) => tracing::info!(
                 batches = n,
@@ -83,6 +115,24 @@ pub(crate) fn settle_loop(
             Ok(_) => {}
             Err(e) => tracing::warn!("settling slot moves no driver held: {e}"),
         }
+    }
+}
+
+/// One look for a dead server to fail over (with replication): the first
+/// the table still gives slots with backups, or backups.
+pub(crate) fn look_for_dead(client: &Client, m: &Membership, term: i64) -> crate::Result<Look> {
+    if let Some(holder) = m
+        .mover_holder()
+        .map_err(|e| crate::ServerError::Move(e.to_string()))?
+    {
+        return Ok(Look::Driven(holder));
+    }
+    let mover = Mover::new(client, m)
+        .named(format!("the coordinator (term {term})"))
+        .keeping_goal_on_error();
+    match mover.dead_holders()?.first() {
+        Some(&dead) => Ok(Look::FailedOver(dead, mover.fail_over(dead)?)),
+        None => Ok(Look::Idle),
     }
 }
 
@@ -133,6 +183,7 @@ pub(crate) fn look(client: &Client, m: &Membership, term: i64) -> crate::Result<
                     .1
                     .slots
             }
+            Some(Goal::FailOver { dead }) => mover.fail_over(*dead)?.slots,
         };
         Ok((n, slots))
     })();

@@ -43,6 +43,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8) -> ClusterFile {
         durability: None,
         recovery: Default::default(),
         etcd: None,
+        replication: Default::default(),
     };
     f.store.value_region_mb = Some(16);
     f.store.cache_mb = 16;

@@ -47,6 +47,7 @@ fn cluster_file(dir: &std::path::Path, machines: u8, sync: &str) -> ClusterFile 
         }),
         recovery: Default::default(),
         etcd: None,
+        replication: Default::default(),
     };
     f.store.value_region_mb = Some(16);
     f.store.cache_mb = 4;

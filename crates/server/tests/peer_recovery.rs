@@ -60,6 +60,7 @@ fn cluster_file(dir: &std::path::Path) -> ClusterFile {
         }),
         recovery: Default::default(),
         etcd: None,
+        replication: Default::default(),
     };
     f.store.value_region_mb = Some(16);
     f.store.cache_mb = 4;

@@ -13,6 +13,11 @@
 //! a machine that copied a value to the key's home, which lists the replica
 //! if the key's address word is still the one the copy came from.
 //!
+//! A fourth, **node request** ([`Request::Node`]), carries bytes the store
+//! does not read to the node above it ([`crate::NodeHandler`]): a primary's
+//! replication record to a backup (issue 60). Its reply carries the node's
+//! answer, or `Failed`.
+//!
 //! A part op never waits for anything, so a service that is coordinating a
 //! vertex op (and waits for part-op replies) can always be answered: there is
 //! no cycle of waiting machines.
@@ -26,8 +31,10 @@
 //!  kind 1 = request, 2 = reply
 //!  request body:  key u64 (part ops) or vertex u32 (vertex ops), then the op's arguments;
 //!                 op 21 (replica registration): key u64, seen word u64, offset_units u64
+//!                 op 31 (node request): the node's bytes, to the end of the message
 //!  reply body:    outcome u8 (1 part, 2 vertex, 3 replica, 4 failed, 5 removed,
-//!                 6 handed, 7 not owned yet), then outcome fields;
+//!                 6 handed, 7 not owned yet, 8 ahead of the table, 9 node),
+//!                 then outcome fields; node: the node's bytes, to the end;
 //!                 failed: UTF-8 text of at most FAILED_TEXT_BYTES_MAX bytes;
 //!                 handed / not owned yet: machine u8, key u64 (a slot move's markers, issue 59)
 //! ```
@@ -138,6 +145,8 @@ pub enum Request {
         /// The replica block in the sender's value region, in 8-byte units.
         offset_units: u64,
     },
+    /// Bytes for the node above the receiving store ([`crate::NodeHandler`]).
+    Node(Vec<u8>),
 }
 
 /// A reply as carried.
@@ -177,6 +186,8 @@ pub enum Reply {
         /// Its slot.
         slot: u32,
     },
+    /// The receiving node's answer to a [`Request::Node`].
+    Node(Vec<u8>),
 }
 
 impl Reply {
@@ -191,6 +202,7 @@ impl Reply {
             Reply::Handed { .. } => "handed",
             Reply::NotOwnedYet { .. } => "not owned yet",
             Reply::AheadOfTable { .. } => "ahead of the table",
+            Reply::Node(_) => "node",
         }
     }
 }
@@ -202,6 +214,7 @@ impl Request {
             Request::Part { .. } => "part",
             Request::Vertex { .. } => "vertex",
             Request::Replica { .. } => "replica",
+            Request::Node(_) => "node",
         }
     }
 }
@@ -317,6 +330,10 @@ pub fn encode_request(from: MachineId, id: u64, request: &Request, out: &mut Vec
                 out.extend_from_slice(&w.to_le_bytes());
             }
         }
+        Request::Node(bytes) => {
+            header(KIND_REQUEST, from, 31, id, out);
+            out.extend_from_slice(bytes);
+        }
     }
 }
 
@@ -360,6 +377,10 @@ pub fn encode_reply(from: MachineId, id: u64, reply: &Reply, out: &mut Vec<u8>) 
             out.push(8);
             out.extend_from_slice(&vertex.to_le_bytes());
             out.extend_from_slice(&slot.to_le_bytes());
+        }
+        Reply::Node(bytes) => {
+            out.push(9);
+            out.extend_from_slice(bytes);
         }
         Reply::Failed(e) => {
             let mut end = e.len().min(FAILED_TEXT_BYTES_MAX);
@@ -477,6 +498,7 @@ fn decode_body(bytes: &[u8]) -> Decoded<Envelope> {
                     seen: r.u64()?,
                     offset_units: r.u64()?,
                 },
+                31 => Request::Node(bytes[r.at..].to_vec()),
                 other => return Err(format!("unknown request op {other}")),
             };
             Ok(Envelope::Request { from, id, request })
@@ -529,6 +551,7 @@ fn decode_body(bytes: &[u8]) -> Decoded<Envelope> {
                         slot: r.u32()?,
                     }
                 }
+                9 => Reply::Node(bytes[r.at..].to_vec()),
                 other => return Err(format!("unknown reply kind {other}")),
             };
             Ok(Envelope::Reply { id, reply })
@@ -556,6 +579,8 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
+        round_trip_request(Request::Node(vec![]));
+        round_trip_request(Request::Node(vec![0, 1, 2, 255]));
         round_trip_request(Request::Part {
             key: u64::MAX >> 1,
             op: PartOp::Replace {
@@ -632,6 +657,8 @@ mod tests {
             Reply::Replica(false),
             Reply::Failed("region full".into()),
             Reply::Failed(String::new()),
+            Reply::Node(vec![]),
+            Reply::Node(vec![7; 300]),
             Reply::Removed(None),
             Reply::Removed(Some(vec![])),
             Reply::Removed(Some(vec![3, u32::MAX])),

@@ -17,7 +17,7 @@
 //! served to clients ([`Homes::table`]) does not.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use locus_fabric::MachineId;
 pub use locus_placement::slots::{SlotMove, SlotTable, SLOTS_DEFAULT, SLOTS_MAX};
@@ -37,6 +37,9 @@ pub struct Homes {
     epoch: AtomicU64,
     /// Serialises installs, so a snapshot taken under it is one table.
     install: Mutex<()>,
+    /// The table installed last, whole: with replication (issue 60) each
+    /// slot's backups and primary epoch, which the update path reads.
+    current: Mutex<Arc<SlotTable>>,
 }
 
 impl std::fmt::Debug for Homes {
@@ -61,7 +64,14 @@ impl Homes {
             machines: table.machines(),
             epoch: AtomicU64::new(table.epoch()),
             install: Mutex::new(()),
+            current: Mutex::new(Arc::new(table.clone())),
         }
+    }
+
+    /// The table installed last, whole (owners, and with replication each
+    /// slot's backups and primary epoch). Views are not in it.
+    pub fn current(&self) -> Arc<SlotTable> {
+        Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Slots (fixed for the store's life).
@@ -137,13 +147,7 @@ impl Homes {
     /// A copy of the table.
     pub fn table(&self) -> SlotTable {
         let _g = self.install.lock().unwrap_or_else(|e| e.into_inner());
-        let owners = self
-            .owners
-            .iter()
-            .map(|o| o.load(Ordering::Relaxed))
-            .collect();
-        SlotTable::from_owners(self.epoch(), self.machines, owners)
-            .expect("installed tables were checked")
+        (*self.current()).clone()
     }
 
     /// Replaces the table a new store starts with (epoch 1: each slot's
@@ -170,6 +174,7 @@ impl Homes {
         for (o, &n) in self.owners.iter().zip(table.owners()) {
             o.store(n, Ordering::Relaxed);
         }
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(table.clone());
         Ok(())
     }
 
@@ -214,6 +219,7 @@ impl Homes {
                 v.store(NO_VIEW, Ordering::Release);
             }
         }
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(table.clone());
         self.epoch.store(table.epoch(), Ordering::Release);
         Ok(true)
     }

@@ -46,6 +46,21 @@ pub mod track;
 mod worker;
 
 pub use config::{StoreConfig, FORWARD_TIMEOUT_MS};
+
+/// The node above a store, answering the bytes other machines' nodes send
+/// it through the store's messaging ([`forward::Request::Node`];
+/// `Worker::node_requests` sends them). It runs in the machine's service
+/// (never in a worker waiting for a reply of its own), so it may wait,
+/// e.g. for its log.
+pub trait NodeHandler: Send + Sync {
+    /// The answer to `bytes` from machine `from`, or why there is none
+    /// (sent back as a failure).
+    fn handle(
+        &self,
+        from: locus_fabric::MachineId,
+        bytes: &[u8],
+    ) -> std::result::Result<Vec<u8>, String>;
+}
 pub use error::{Result, StoreError};
 pub use homes::{Homes, SlotMove, SlotTable};
 pub use migrate::Migration;

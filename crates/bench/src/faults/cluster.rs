@@ -144,6 +144,7 @@ impl LabCluster {
                 prefix: "/locus".into(),
                 lease_ttl_s: LEASE_TTL_S,
             }),
+            replication: Default::default(),
         };
         file.validate()?;
         let membership = file

@@ -24,6 +24,12 @@ pub enum MoveStep {
     Hand = 8,
     /// B: serve the handed batch from `peer` ahead of the table (SERVE logged).
     Serve = 9,
+    /// Any live server but a new primary: `peer` failed; forget it and
+    /// install the failed-over table (issue 60, R4).
+    FailOver = 10,
+    /// A new primary: serve the slots the failed-over table gives it from
+    /// its backup lists (issue 60, R2).
+    Promote = 11,
 }
 
 impl MoveStep {
@@ -39,6 +45,8 @@ impl MoveStep {
             7 => Recall,
             8 => Hand,
             9 => Serve,
+            10 => FailOver,
+            11 => Promote,
             _ => return None,
         })
     }

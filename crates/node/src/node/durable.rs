@@ -53,10 +53,12 @@
 //! - D2: for each vertex, records are appended in the order its updates
 //!   are applied: read, append, wait and apply happen under the vertex's
 //!   stripe lock, and every update of it runs at its home through here.
-//! - D3: a checkpoint rotates the log first, then reads each home vertex
-//!   under its stripe lock. A record in a segment below the rotation point
-//!   was appended (so applied) before the rotation returned, before the
-//!   read: the checkpoint holds its effect or a later one. Records after
+//! - D3: a checkpoint rotates the log first, under every stripe lock (no
+//!   update is then between its record and its apply), then reads each
+//!   home vertex under its stripe lock. A record in a segment below the
+//!   rotation point was applied (or failed, in doubt) before the rotation,
+//!   before the read: the checkpoint holds its effect or a later one, and
+//!   a vertex it created is among the home vertices listed. Records after
 //!   the rotation point are replayed over the checkpoint; each is a whole
 //!   list, so replaying one the checkpoint already holds is harmless.
 //! - D4: recovery applies, per vertex, the checkpoint's list and then every
@@ -80,7 +82,7 @@ use locus_wal::{Lsn, Wal, WalConfig};
 use crate::config::DurabilitySection;
 use crate::{NodeError, Result};
 
-mod records;
+pub(crate) mod records;
 pub(crate) use records::record_bytes;
 use records::{
     encode_handed, encode_list, encode_record, encode_removed, encode_serve, encode_slot_in,
@@ -453,7 +455,20 @@ impl Durability {
             return Ok(None);
         }
         let t0 = Instant::now();
-        let first = self.wal.rotate()?;
+        // D3: rotated under every stripe lock, so that no update is between
+        // its record and its apply (a vertex it creates would be missing
+        // from the list below while its record is dropped with the old
+        // segments; the twin with replication, whose updates wait for a
+        // backup between the two, found it).
+        let first = {
+            let _all = self.lock_all(&mut || w.relax());
+            // M4 again: a move may have begun while the locks were awaited.
+            if self.moves_in_flight.load(Ordering::Acquire) > 0 {
+                tracing::debug!("checkpoint put off: a slot move is in flight");
+                return Ok(None);
+            }
+            self.wal.rotate()?
+        };
         let mut ck = self.wal.checkpoint_writer(first)?;
         let mut buf = Vec::new();
         for v in w.home_vertices()? {

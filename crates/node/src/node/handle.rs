@@ -101,6 +101,19 @@ impl<F: Fabric + Fencing> Node<F> {
         if let Some(r) = self.past(s, deadline_ns, "before the request started") {
             return r;
         }
+        // While a PROMOTE puts a failed-over slot's lists in (issue 60),
+        // this node answers no data request: some lists are in, some not.
+        let _gate =
+            match &req {
+                Request::Move { .. } | Request::Ping | Request::Slots => None,
+                _ => match self.promoting.enter() {
+                    Some(g) => Some(g),
+                    None => return self.error(
+                        ErrorCode::WrongHome,
+                        "this server is taking over slots of a failed server (a failover); retry",
+                    ),
+                },
+            };
         let r = match req {
             Request::Hello { .. } => Ok(self.error(ErrorCode::Invalid, "HELLO was already said")),
             Request::Stats => Ok(self.error(
@@ -192,6 +205,11 @@ impl<F: Fabric + Fencing> Node<F> {
                 w.check_not_ahead(locus_store::Key::part(v, 0))?;
             }
         }
+        if new.is_some() {
+            if let Some(why) = self.backups_down(w, std::iter::once(v)) {
+                return Ok(self.error(ErrorCode::PeerUnavailable, why));
+            }
+        }
         let logged = match &new {
             None => Ok(d.last_lsn()),
             Some(Some(list)) => d.log([(v, list.as_slice())].into_iter()),
@@ -205,8 +223,16 @@ impl<F: Fabric + Fencing> Node<F> {
                 ),
             ));
         }
-        if new.is_none() {
-            return Ok(reply);
+        let change = match &new {
+            None => return Ok(reply),
+            Some(l) => [(v, l.as_deref())],
+        };
+        // R1: every backup of v's slot has the record before anyone sees it.
+        if let Err(why) = self.replicate(w, &change) {
+            return Ok(self.error(
+                ErrorCode::Internal,
+                format!("vertex {v}: the update is logged here but {why}; not applied (in doubt: it takes effect only if this server's log is replayed while it still homes the vertex)"),
+            ));
         }
         match edit.apply(w, v) {
             Ok(r) if r == reply => Ok(r),
@@ -438,6 +464,9 @@ impl<F: Fabric + Fencing> Node<F> {
         ) {
             return Ok(r);
         }
+        if let Some(why) = self.backups_down(s.worker(self)?, plan.iter().map(|(v, _, _)| *v)) {
+            return Ok(self.error(ErrorCode::PeerUnavailable, why));
+        }
         // Logged and durable before it is applied (D1: no reader sees a
         // batch a crash could lose).
         if let Some(d) = &self.durable {
@@ -450,6 +479,16 @@ impl<F: Fabric + Fencing> Node<F> {
             }
         }
         let w = s.worker(self)?;
+        let changes: Vec<(u32, Option<&[u32]>)> = plan
+            .iter()
+            .map(|(v, _, m)| (*v, Some(m.as_slice())))
+            .collect();
+        if let Err(why) = self.replicate(w, &changes) {
+            return Ok(self.error(
+                ErrorCode::Internal,
+                format!("the batch is logged here but {why}; nothing applied (in doubt: it takes effect only if this server's log is replayed while it still homes the vertices)"),
+            ));
+        }
         for (i, (v, _, merged)) in plan.iter().enumerate() {
             if let Err(e) = w.put(*v, merged) {
                 // Put back what this batch changed, newest first.
@@ -493,6 +532,13 @@ impl<F: Fabric + Fencing> Node<F> {
         let lists: Vec<(u32, Vec<u32>)> = vertices
             .filter_map(|u| w.get(u).ok().flatten().map(|l| (u, l)))
             .collect();
+        let changes: Vec<(u32, Option<&[u32]>)> = lists
+            .iter()
+            .map(|(u, l)| (*u, Some(l.as_slice())))
+            .collect();
+        if let Err(why) = self.replicate(w, &changes) {
+            tracing::warn!(server = self.me, "a batch put back in part: {why}");
+        }
         if let Err(e) = d.log(lists.iter().map(|(u, l)| (*u, l.as_slice()))) {
             tracing::warn!(
                 server = self.me,

@@ -21,10 +21,12 @@
 //! - `recovery.rs`: Pragh 5 at a survivor ([`Node::peer_failed`],
 //!   [`Node::peer_rejoined`]) and the value-region scan.
 
+mod backup;
 mod durable;
 mod handle;
 pub mod moves;
 pub mod recovery;
+mod replicate;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,6 +113,16 @@ pub struct NodeParts<F> {
     pub counters: Option<Arc<Counters>>,
 }
 
+/// Protocol rules a node breaks on purpose, so that a test can show it
+/// catches the break (never set outside tests and the fault lab).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Acknowledge updates without the backups' records (breaks R1).
+    pub skip_backups: bool,
+    /// A backup takes records whatever their primary epoch (breaks R2).
+    pub accept_stale_primary: bool,
+}
+
 /// A node whose regions exist and whose log is not replayed yet.
 pub struct Created<F: Fabric> {
     store: Store<Counting<F>>,
@@ -137,7 +149,34 @@ impl<F: Fabric> Created<F> {
             }
             (None, _) => None,
         };
-        Ok(Node {
+        // With a log, a node can back other servers' slots (issue 60): its
+        // backup log sits beside the main one, replayed here too.
+        let backup = match (&p.config.durability, &p.log) {
+            (Some(d), Some(log)) => {
+                let cfg = locus_wal::WalConfig {
+                    storage: log.storage.clone(),
+                    dir: log.dir.join("backup"),
+                    sync: d.sync_mode()?,
+                    identity: String::new(),
+                    segment_bytes_max: d.segment_mb << 20,
+                };
+                let flusher = match log.runs_on {
+                    RunsOn::Threads => locus_wal::Flusher::Thread,
+                    RunsOn::Simulation => locus_wal::Flusher::Caller,
+                };
+                let b = Arc::new(backup::Backup::open(
+                    p.me,
+                    Arc::clone(w.homes()),
+                    cfg,
+                    flusher,
+                )?);
+                self.store
+                    .set_node_handler(p.me, Arc::clone(&b) as Arc<dyn locus_store::NodeHandler>)?;
+                Some(b)
+            }
+            _ => None,
+        };
+        let node = Node {
             me: p.me,
             machines: self.store.machines(),
             label: p.label,
@@ -153,7 +192,18 @@ impl<F: Fabric> Created<F> {
                 })
                 .unwrap_or_default(),
             durable,
-        })
+            backup,
+            faults: Faults::default(),
+            promoting: Default::default(),
+        };
+        // A failover committed before this node promoted the slots it
+        // backed: they are served from its backup log now, before anyone
+        // is answered (issue 60, R2).
+        if node.backup.is_some() {
+            let table = node.store.homes().current();
+            node.promote(w, &table)?;
+        }
+        Ok(node)
     }
 }
 
@@ -165,6 +215,12 @@ pub struct Node<F: Fabric> {
     config: NodeConfig,
     store: Store<Counting<F>>,
     durable: Option<durable::Durability>,
+    /// This node's side of replication: the slots it backs (with a log).
+    backup: Option<Arc<backup::Backup>>,
+    /// Rules broken on purpose, for the tests that must catch them.
+    faults: Faults,
+    /// Closed while a PROMOTE puts lists in (`replicate.rs`).
+    promoting: replicate::Gate,
     recovery: recovery::RecoveryState,
     migrations_in: AtomicU64,
     migrated_bytes: AtomicU64,
@@ -218,6 +274,15 @@ impl<F: Fabric> Node<F> {
         })
     }
 
+    /// Breaks protocol rules on purpose (tests only; see [`Faults`]).
+    pub fn set_faults(&mut self, faults: Faults) {
+        self.faults = faults;
+        if let Some(b) = &self.backup {
+            b.accept_stale
+                .store(faults.accept_stale_primary, Ordering::Relaxed);
+        }
+    }
+
     /// Changes the store settings that live only in memory (see
     /// [`Store::reconfigure`]: no other handle on the store may exist).
     pub fn reconfigure(&mut self, store_config: StoreConfig) -> Result<()> {
@@ -269,6 +334,9 @@ impl<F: Fabric> Node<F> {
     /// Writes a checkpoint (with `[durability]`, when something was logged
     /// since the last one) through `w`; the vertices written, if any (D3).
     pub fn checkpoint(&self, w: &mut Worker<Counting<F>>) -> Result<Option<u64>> {
+        if let Some(b) = &self.backup {
+            b.checkpoint()?;
+        }
         match &self.durable {
             Some(d) => d.checkpoint(w),
             None => Ok(None),

@@ -149,6 +149,15 @@ impl<F: Fabric> Node<F> {
                 MoveStep::Forget => self.move_forget(w, slots),
                 MoveStep::Status => Ok(MoveReport::default()),
                 MoveStep::Recall => self.move_recall(w, peer),
+                MoveStep::FailOver | MoveStep::Promote => {
+                    let t = SlotTable::decode(table)
+                        .map_err(|e| NodeError::Move(format!("the failed-over table: {e}")))?;
+                    if step == MoveStep::Promote {
+                        self.promote(w, &t)
+                    } else {
+                        self.fail_over_install(w, &t, peer)
+                    }
+                }
             }
         })();
         match r {

@@ -27,6 +27,10 @@ pub(crate) struct Coverage {
     pub(crate) driver_deaths: u64,
     /// Of those, batches the settling driver rolled forward (handed).
     pub(crate) settled_forward: u64,
+    /// Failovers committed (replication).
+    pub(crate) failovers: u64,
+    /// Vertices new primaries served from their backup lists.
+    pub(crate) promoted: u64,
 }
 
 impl Coverage {
@@ -51,5 +55,7 @@ impl Coverage {
         self.hunted += o.hunted;
         self.driver_deaths += o.driver_deaths;
         self.settled_forward += o.settled_forward;
+        self.failovers += o.failovers;
+        self.promoted += o.promoted;
     }
 }

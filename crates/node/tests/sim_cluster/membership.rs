@@ -65,6 +65,11 @@ impl SimMembership {
         }
     }
 
+    /// Whether an event of watch `w` is waiting.
+    pub(crate) fn pending(&self, w: usize) -> bool {
+        !self.state.lock().unwrap().watches[w].is_empty()
+    }
+
     /// The next event of watch `w`, if one is waiting.
     pub(crate) fn next(&self, w: usize) -> Option<PeerEvent> {
         self.state.lock().unwrap().watches[w].pop_front()

@@ -23,6 +23,7 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     };
     let other = (victim + 1) % MACHINES as MachineId;
     let mut port = f.port(other).expect("a port");
+    super::wait_loaded(s, &mut port);
     let wait = |port: &mut <SimFabric as Fabric>::Port, rng: &mut SimRng, n: u64| {
         for _ in 0..rng.below(n) {
             port.relax();
@@ -85,6 +86,15 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     // actors, each learn it is down when their turn comes.
     wait(&mut port, &mut rng, 200);
     s.membership.end_lease(victim);
+    if s.replicated {
+        // Dead as far as the cluster knows (a fenced one still runs): its
+        // slots fail over to their backups, and the clients go on a while
+        // without it.
+        wait(&mut port, &mut rng, 100);
+        s.doing(me, format!("{fault:?} of m{victim}: failing it over"));
+        cov.add(&super::failover::fail_over(s, &mut port, victim));
+        wait(&mut port, &mut rng, 400);
+    }
     if fault == Fault::LeaseLost {
         // Then it runs a while fenced, and is killed (its supervisor saw
         // the fence) and restarted.
@@ -118,6 +128,21 @@ pub(crate) fn member(f: &SimFabric, s: &Shared, m: MachineId) {
     let mut port = f.port(m).expect("a port");
     loop {
         let slot = &s.slots[m as usize];
+        let waiting = slot
+            .watch
+            .lock()
+            .unwrap()
+            .is_some_and(|w| s.membership.pending(w));
+        if s.replicated && waiting {
+            // A slow watcher (etcd delivers to each server in its own
+            // time): a failover may run before this node hears of the
+            // death, so the failover itself must make it forget (R4).
+            // (The event is taken after the wait, by whichever incarnation
+            // serves then.)
+            for _ in 0..(s.seed * 7 + u64::from(m) * 131) % 150 {
+                port.relax();
+            }
+        }
         let node = slot.node.lock().unwrap().clone();
         let watch = *slot.watch.lock().unwrap();
         let next = match (&node, watch) {

@@ -26,6 +26,12 @@ pub enum Goal {
         /// Slots per batch.
         batch_slots: usize,
     },
+    /// The slots of dead server `dead` failed over to their backups
+    /// (issue 60; `failover.rs`).
+    FailOver {
+        /// The dead server.
+        dead: u8,
+    },
 }
 
 impl Goal {
@@ -56,6 +62,7 @@ mod tests {
                 members: vec![1, 2, 3],
                 batch_slots: 64,
             },
+            Goal::FailOver { dead: 2 },
         ] {
             assert_eq!(Goal::decode(&g.encode()).unwrap(), g);
         }

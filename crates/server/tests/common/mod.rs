@@ -52,6 +52,7 @@ pub fn small_cluster(secret: &str, machines: u8) -> locus_server::ClusterFile {
         durability: None,
         recovery: Default::default(),
         etcd: None,
+        replication: Default::default(),
     };
     f.store.value_region_mb = Some(16);
     f.store.cache_mb = 4;

@@ -87,9 +87,11 @@ pub(crate) struct Mailroom {
     next_id: AtomicU64,
     /// Forwards waiting for their replies: id, and the reply once filed.
     waiting: Mutex<HashMap<u64, Option<Reply>>>,
-    /// Vertex ops read by a worker that was only waiting for a reply; the
-    /// machine's service runs them. (from, id, request).
+    /// Vertex ops and node requests read by a worker that was only waiting
+    /// for a reply; the machine's service runs them. (from, id, request).
     deferred: Mutex<VecDeque<(MachineId, u64, Request)>>,
+    /// The node above this machine's store, answering [`Request::Node`].
+    pub(crate) node: std::sync::OnceLock<Arc<dyn crate::NodeHandler>>,
     /// Why this machine's service stopped, once it has (cleared when services start).
     stopped: Mutex<Option<String>>,
     counts: Counts,
@@ -208,6 +210,34 @@ impl<F: Fabric> Worker<F> {
                 let r = self.await_reply(mail, *target, id);
                 lock(&mail.waiting).remove(&id);
                 failed_is_error(r, *target)
+            })
+            .collect()
+    }
+
+    /// Fails at once if the fabric knows `target` is down (its membership
+    /// ended that incarnation); Ok says only that it is not known down.
+    pub fn check_peer(&self, target: MachineId) -> Result<()> {
+        Ok(self.port.check_peer(target)?)
+    }
+
+    /// Sends each `(target, bytes)` to the node above `target`'s store as a
+    /// [`Request::Node`], all before any reply is awaited, and returns each
+    /// node's answer (or the error: a `Failed` reply, a peer the fabric
+    /// knows is down, no reply within the forward timeout), in order.
+    pub fn node_requests(&mut self, requests: Vec<(MachineId, Vec<u8>)>) -> Vec<Result<Vec<u8>>> {
+        let requests: Vec<(MachineId, Request)> = requests
+            .into_iter()
+            .map(|(m, b)| (m, Request::Node(b)))
+            .collect();
+        self.forward_all(&requests)
+            .into_iter()
+            .zip(&requests)
+            .map(|(r, (target, _))| match r? {
+                Reply::Node(answer) => Ok(answer),
+                other => Err(StoreError::Forwarded {
+                    machine: *target,
+                    reason: format!("a {} reply to a node request", other.kind()),
+                }),
             })
             .collect()
     }
@@ -352,10 +382,13 @@ impl<F: Fabric> Worker<F> {
             } => self
                 .list_replica(Key(key), from, seen, offset_units)
                 .map(Reply::Replica),
-            vertex @ Request::Vertex { .. } if vertex_ops => {
+            vertex @ (Request::Vertex { .. } | Request::Node(_)) if vertex_ops => {
                 return self.run_vertex_request(mail, from, id, vertex);
             }
-            vertex @ Request::Vertex { .. } => {
+            // A node request may wait (a backup's log sync): like a vertex
+            // op, it is left for the service, never run by a worker that is
+            // waiting for a reply of its own.
+            vertex @ (Request::Vertex { .. } | Request::Node(_)) => {
                 let mut deferred = lock(&mail.deferred);
                 if deferred.len() < DEFERRED_VERTEX_OPS_MAX {
                     deferred.push_back((from, id, vertex));
@@ -383,10 +416,20 @@ impl<F: Fabric> Worker<F> {
         id: u64,
         request: Request,
     ) {
-        let Request::Vertex { vertex, op } = request else {
-            unreachable!("only vertex requests are deferred")
+        let outcome = match request {
+            Request::Vertex { vertex, op } => self.vertex_op_here(vertex, op),
+            Request::Node(bytes) => Ok(match mail.node.get() {
+                Some(node) => match node.handle(from, &bytes) {
+                    Ok(answer) => Reply::Node(answer),
+                    Err(why) => Reply::Failed(why),
+                },
+                None => Reply::Failed(format!(
+                    "machine {}: no node answers node requests here",
+                    self.machine
+                )),
+            }),
+            _ => unreachable!("only vertex ops and node requests are deferred"),
         };
-        let outcome = self.vertex_op_here(vertex, op);
         self.answer_outcome(mail, from, id, outcome);
     }
 
@@ -551,6 +594,18 @@ impl<F: Fabric> Store<F> {
             }
         }));
         Ok(())
+    }
+
+    /// Sets the node that answers `machine`'s node requests (once; a second
+    /// call is an error).
+    pub fn set_node_handler(
+        &self,
+        machine: MachineId,
+        node: Arc<dyn crate::NodeHandler>,
+    ) -> Result<()> {
+        self.shared.mailroom(machine)?.node.set(node).map_err(|_| {
+            StoreError::Config(format!("machine {machine} has a node handler already"))
+        })
     }
 
     /// What `machine`'s messaging has handled, if this process hosts it.

@@ -1,0 +1,283 @@
+//! A primary's side of replication and a failover's steps at a node
+//! (issue 60; `docs/design.md`, "Replication and failover", R1-R4; the
+//! backup's side and the request's bytes are `backup.rs`).
+//!
+//! ```text
+//!  update at the primary (under v's stripe lock):
+//!    log v's new list ─▶ durable ─▶ send (slot, primary epoch, v, list) to every backup
+//!    the installed table names ─▶ every backup answered STORED ─▶ apply ─▶ reply
+//!                                  └─ any refused / down / silent ─▶ error, in doubt (D1)
+//!  failover of dead server D (the driver, after T' = T.fail_over(D) is committed):
+//!    PROMOTE(T') at each new primary P (its gate closed meanwhile):
+//!        the slots' lists from P's backup map ─▶ SLOT_IN logged ─▶ put at home
+//!        ─▶ SLOT_OUT in the backup log; P's table still names D
+//!    FAIL_OVER(T', D) at every live server: Pragh 5's forget of D (cache
+//!        entries, replicas of D's keys), then install T' (not at a new primary)
+//!    INSTALL(T') at every live server: P serves the slots from here
+//! ```
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use locus_fabric::counting::Counting;
+use locus_fabric::{Fabric, MachineId};
+use locus_store::{SlotTable, Worker};
+
+use super::backup::{encode_requests, Entry1, STORED};
+use super::moves::MoveReport;
+use super::Node;
+use crate::{NodeError, Result};
+
+/// A gate data requests pass while it is open; PROMOTE closes it and
+/// waits for the requests inside to leave (spinning through the worker's
+/// `relax`: the simulation runs one actor at a time, so nothing here
+/// blocks).
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    closed: AtomicBool,
+    inside: AtomicU64,
+}
+
+/// A request inside the [`Gate`].
+pub(crate) struct Inside<'a>(&'a Gate);
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        self.0.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Gate {
+    /// Enters, unless the gate is closed.
+    pub(crate) fn enter(&self) -> Option<Inside<'_>> {
+        self.inside.fetch_add(1, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            self.inside.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Inside(self))
+    }
+
+    /// Closes, then waits until no request is inside.
+    fn close(&self, relax: &mut dyn FnMut()) {
+        self.closed.store(true, Ordering::SeqCst);
+        while self.inside.load(Ordering::SeqCst) > 0 {
+            relax();
+        }
+    }
+
+    fn open(&self) {
+        self.closed.store(false, Ordering::SeqCst);
+    }
+}
+
+impl<F: Fabric> Node<F> {
+    /// Why updates of `vertices` are refused before anything is logged: a
+    /// backup of their slots that the fabric knows is down (its lease
+    /// ended) would fail them in doubt; they wait for the failover that
+    /// drops it from the table. None: go on.
+    pub(super) fn backups_down(
+        &self,
+        w: &Worker<Counting<F>>,
+        vertices: impl Iterator<Item = u32>,
+    ) -> Option<String> {
+        self.backup.as_ref()?;
+        let t = self.store.homes().current();
+        if t.replication() <= 1 {
+            return None;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for v in vertices {
+            let slot = t.slot_of(v);
+            if !seen.insert(slot) {
+                continue;
+            }
+            for &b in t.backups_of_slot(slot) {
+                if let Err(e) = w.check_peer(b) {
+                    return Some(format!(
+                        "vertex {v}: slot {slot}'s backup, server {b}, is down ({e}); nothing was logged: the update waits for the failover that drops it (table epoch {})",
+                        t.epoch()
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// Sends `changes` (vertices homed here and their new lists, None:
+    /// removed) to every backup the installed table names for their
+    /// slots, and waits until each has answered that they are durable
+    /// there (R1). Nothing to send (no backups) is done at once. An error
+    /// names the backup that did not store them; the caller answers the
+    /// update in doubt.
+    pub(super) fn replicate(
+        &self,
+        w: &mut Worker<Counting<F>>,
+        changes: &[(u32, Option<&[u32]>)],
+    ) -> std::result::Result<(), String> {
+        if self.backup.is_none() {
+            return Ok(());
+        }
+        let t = self.store.homes().current();
+        if t.replication() <= 1 {
+            return Ok(());
+        }
+        let mut per_backup: HashMap<MachineId, Vec<Entry1>> = HashMap::new();
+        for &(v, list) in changes {
+            let slot = t.slot_of(v);
+            for &b in t.backups_of_slot(slot) {
+                per_backup.entry(b).or_default().push(Entry1 {
+                    slot,
+                    primary_epoch: t.primary_epoch(slot),
+                    vertex: v,
+                    list: list.map(<[u32]>::to_vec),
+                });
+            }
+        }
+        if per_backup.is_empty() {
+            return Ok(());
+        }
+        if self.faults.skip_backups {
+            // Broken on purpose (tests of R1 only): acknowledged without
+            // the backups' records.
+            return Ok(());
+        }
+        let mut requests: Vec<(MachineId, Vec<u8>)> = Vec::new();
+        for (b, entries) in &per_backup {
+            for r in encode_requests(entries) {
+                requests.push((*b, r));
+            }
+        }
+        let targets: Vec<MachineId> = requests.iter().map(|r| r.0).collect();
+        for (answer, b) in w.node_requests(requests).into_iter().zip(targets) {
+            match answer {
+                Ok(a) if a == [STORED] => {}
+                Ok(a) => return Err(format!("backup server {b} answered {a:?}, not STORED")),
+                Err(e) => {
+                    return Err(format!(
+                        "backup server {b} did not store the record (table epoch {}): {e}",
+                        t.epoch()
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// PROMOTE at a new primary: the lists this node backs of the slots
+    /// `table` gives it are logged (SLOT_IN) and put into its key table at
+    /// home, and leave the backup map (SLOT_OUT in the backup log). The
+    /// table is *not* installed here: until the driver's INSTALL, after
+    /// every live server's FAIL_OVER, this node's table still names the
+    /// old primary, so it takes no update of the slots and no other server
+    /// reads them here (R2, R4). Meanwhile this node answers no data
+    /// request (its gate is closed: some lists are in, some not).
+    /// Idempotent: a slot promoted is no longer in the map. A node whose
+    /// installed table already names it (a restart after the commit)
+    /// serves the slots from here.
+    pub fn promote(&self, w: &mut Worker<Counting<F>>, table: &SlotTable) -> Result<MoveReport> {
+        let Some(b) = &self.backup else {
+            return Err(NodeError::Move(
+                "PROMOTE needs a node with [durability]: it has no backups".into(),
+            ));
+        };
+        let homes = std::sync::Arc::clone(self.store.homes());
+        let slots: Vec<u32> = b
+            .slots()
+            .into_iter()
+            .filter(|&s| table.owner_of_slot(s) == Some(self.me))
+            .collect();
+        if slots.is_empty() {
+            return Ok(MoveReport::default());
+        }
+        let me = self.me;
+        self.promoting.close(&mut || w.relax());
+        let vertices = b.hand_over(&slots, |lists| {
+            if let Some(d) = &self.durable {
+                d.log_slot_in(&slots, lists.iter().map(|(v, l)| (*v, l.as_slice())))
+                    .and_then(|lsn| d.wait(lsn))
+                    .map_err(|e| NodeError::Move(format!("PROMOTE's SLOT_IN: {e}")))?;
+            }
+            // Put at home here: this node's view names it the slots' home
+            // while it writes them (its gate keeps requests out meanwhile).
+            let views: Vec<Option<MachineId>> = slots.iter().map(|&s| homes.view(s)).collect();
+            homes.set_view(&slots, Some(me))?;
+            let mut order: Vec<&u32> = lists.keys().collect();
+            order.sort_unstable();
+            // Created under the view, ahead of the table, as a replay does.
+            w.set_replaying(true);
+            let put = order.iter().try_for_each(|&&v| {
+                w.put(v, &lists[&v]).map_err(|e| {
+                    NodeError::Move(format!("PROMOTE cannot put vertex {v} at home: {e}"))
+                })
+            });
+            w.set_replaying(false);
+            for (s, v) in slots.iter().zip(views) {
+                homes.set_view(&[*s], v)?;
+            }
+            put.map(|()| lists.len() as u64)
+        });
+        self.promoting.open();
+        let vertices = vertices?;
+        b.drop_unbacked()?;
+        tracing::info!(
+            server = me,
+            slots = slots.len(),
+            vertices,
+            table_epoch = table.epoch(),
+            "promoted: the slots' backup lists are at home here, served once the table names this server"
+        );
+        Ok(MoveReport {
+            vertices,
+            slots: slots.len() as u64,
+            ..MoveReport::default()
+        })
+    }
+
+    /// The backup's counters, for STATS (None without a log).
+    pub fn backup_json(&self) -> Option<serde_json::Value> {
+        self.backup.as_ref().map(|b| b.stats_json())
+    }
+
+    /// `v`'s list as this node backs it (a stale-ok read), if it does.
+    pub fn backup_list(&self, v: u32) -> Option<Vec<u32>> {
+        self.backup.as_ref()?.list(v)
+    }
+
+    /// FAIL_OVER at a live server: drops what it holds that refers to
+    /// `dead` (Pragh 5's forget: cache entries of its keys or naming its
+    /// memory, replicas of its keys), then installs `table` unless `table`
+    /// makes this node the new primary of slots `dead` held (the driver's
+    /// INSTALL does there, last), then drops the backups the table no
+    /// longer gives it. R4: after this, nothing here can serve a copy of a
+    /// failed-over slot other than its new primary's.
+    pub fn fail_over_install(
+        &self,
+        w: &mut Worker<Counting<F>>,
+        table: &SlotTable,
+        dead: MachineId,
+    ) -> Result<MoveReport> {
+        if dead == self.me {
+            return Err(NodeError::Move(format!(
+                "server {dead} is told it failed: FAIL_OVER names another server"
+            )));
+        }
+        let forgotten = w.forget_peer(dead)?;
+        // A new primary installs the table last, by INSTALL, once every
+        // other server has forgotten `dead` (R4).
+        let held = self.store.homes().current();
+        let new_primary = (0..table.slots()).any(|s| {
+            table.owner_of_slot(s) == Some(self.me) && held.owner_of_slot(s) == Some(dead)
+        });
+        if !new_primary {
+            self.store.homes().install(table)?;
+            if let Some(b) = &self.backup {
+                b.drop_unbacked()?;
+            }
+        }
+        Ok(MoveReport {
+            keys: forgotten.cache_entries + forgotten.replicas,
+            ..MoveReport::default()
+        })
+    }
+}
