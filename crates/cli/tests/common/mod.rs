@@ -1,10 +1,12 @@
 //! What the tests that run real cluster processes share: `locus` itself, a
 //! cluster started by `locus cluster up` (stopped on drop), a random graph
-//! and its k-hop reference; [`kv`], the `locus kv` router and servers.
+//! and its k-hop reference; [`kv`], the `locus kv` router and servers;
+//! [`writer`], a writer of unique edges and the check that they read back.
 
 #![allow(dead_code)] // Each test file uses its own share of these.
 
 pub mod kv;
+pub mod writer;
 
 use std::collections::HashMap;
 use std::process::Command;

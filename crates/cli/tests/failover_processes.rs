@@ -1,0 +1,89 @@
+//! Replication and failover on real processes (issue 60): `cluster up
+//! --replication 2` (etcd, two coordinators, three servers with
+//! write-ahead logs), a graph loaded and a writer inserting unique edges;
+//! one server is killed -9 and, with no restart, every vertex answers
+//! again once the leading coordinator has failed its slots over to their
+//! backups; every loaded edge and every acknowledged insert reads back.
+//! The dead server then restarts and rejoins with no slots, and reads
+//! still hold.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::writer::{check_reads, Writer};
+use common::{graph, load, Cluster, VERTICES};
+
+/// Longest wait for every vertex to answer after the kill: the lease (3 s)
+/// and the failover, with room for a loaded 2-core host.
+const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
+fn kill9(pid: u32) {
+    // SAFETY: a signal to a process this test's cluster started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+}
+
+/// How long after the kill every vertex of the graph answered a read.
+fn every_vertex_answers(c: &locus_client::Client, since: Instant) -> Duration {
+    let mut v = 0;
+    while v < VERTICES {
+        match c.neighbors(v, 0) {
+            Ok(_) => v += 1,
+            Err(e) => {
+                assert!(
+                    since.elapsed() < ANSWER_WITHIN,
+                    "vertex {v} does not answer {ANSWER_WITHIN:?} after the kill: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    since.elapsed()
+}
+
+#[test]
+fn a_killed_server_fails_over_and_every_acknowledged_write_reads_back() {
+    let cluster = Cluster::up_with(&["--replication", "2"]);
+    let c = cluster.client();
+    let t = c.refresh_slot_table(0).unwrap();
+    assert_eq!(
+        t.replication(),
+        2,
+        "the table keeps each slot on two servers"
+    );
+    let g = graph(60);
+    load(&c, &g);
+    let writer = Writer::start(cluster.client(), 3_000_000);
+    std::thread::sleep(Duration::from_millis(500));
+    let victim = 1u8;
+    let pid = cluster.pid(victim);
+    kill9(pid);
+    let killed = Instant::now();
+    // Every slot fails over: the table names no dead owner.
+    let after = loop {
+        let t = c.refresh_slot_table(0).unwrap();
+        if (0..t.slots()).all(|s| t.owner_of_slot(s) != Some(victim)) {
+            break t;
+        }
+        assert!(
+            killed.elapsed() < ANSWER_WITHIN,
+            "server {victim}'s slots did not fail over"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let answered = every_vertex_answers(&c, killed);
+    println!(
+        "every vertex answered {answered:?} after the kill (table epoch {})",
+        after.epoch()
+    );
+    // Writes go on at the new primaries.
+    std::thread::sleep(Duration::from_millis(500));
+    let (acked, _, _) = writer.stop();
+    assert!(!acked.is_empty());
+    check_reads(&c, &g, &acked);
+    // The dead server comes back with no slots; every read still holds.
+    cluster.restart_victim(victim, pid);
+    let t = c.refresh_slot_table(0).unwrap();
+    assert!((0..t.slots()).all(|s| t.owner_of_slot(s) != Some(victim)));
+    check_reads(&cluster.client(), &g, &acked);
+}
