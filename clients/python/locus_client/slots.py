@@ -57,11 +57,11 @@ TABLE_VERSION = 1
 #: Owners, R, and per slot a primary epoch and backups.
 TABLE_VERSION_REPLICATED = 2
 TABLE_HEADER_BYTES = 20
-#: Largest table in a SLOTS reply: the header and one byte per slot (a
-#: version 1 table; the Rust client's ``SLOTS_TABLE_BYTES_MAX`` is the same).
-TABLE_BYTES_MAX = TABLE_HEADER_BYTES + SLOTS_MAX
 #: Longest encoding: version 2, every slot with REPLICATION_MAX - 1 backups.
 TABLE_ENCODED_BYTES_MAX = TABLE_HEADER_BYTES + 1 + SLOTS_MAX * (1 + 4 + 1 + REPLICATION_MAX - 1)
+#: Largest table in a SLOTS reply: the longest encoding (the Rust client's
+#: ``SLOTS_TABLE_BYTES_MAX`` is the same).
+TABLE_BYTES_MAX = TABLE_ENCODED_BYTES_MAX
 #: Bytes of one filter of a SLOTS reply's hint, and hints per reply.
 HINT_FILTER_BYTES_MAX = 1 << 16
 HINTS_MAX = 255

@@ -38,9 +38,9 @@ pub const LOAD_VERTICES_MAX: usize = 1 << 20;
 pub const ERROR_MESSAGE_MAX: usize = 4096;
 /// Bytes of a STATS reply's JSON.
 pub const STATS_JSON_MAX: usize = 1 << 20;
-/// Largest slot table in a SLOTS reply: the wire form's header and one byte
-/// per slot at the most slots a table may have.
-pub const SLOTS_TABLE_BYTES_MAX: usize = 20 + locus_placement::slots::SLOTS_MAX as usize;
+/// Largest slot table in a SLOTS reply (or a MOVE): the longest wire form,
+/// version 2 at the most slots, each with the most backups.
+pub const SLOTS_TABLE_BYTES_MAX: usize = locus_placement::slots::ENCODED_BYTES_MAX;
 /// Bytes of a HELLO name (client or server).
 pub const NAME_MAX: usize = 256;
 /// Longest deadline a request may carry.
