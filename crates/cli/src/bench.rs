@@ -77,6 +77,11 @@ pub struct FaultsArgs {
     /// second), through every fault.
     #[arg(long)]
     pub slot_moves: bool,
+    /// Servers per slot (1-3; issue 60): above 1, a server down past its
+    /// lease has its slots failed over to their backups; no joins or
+    /// leaves then, and no --slot-moves.
+    #[arg(long, default_value_t = 1)]
+    pub replication: u8,
 }
 
 #[derive(Args, Debug)]
@@ -330,6 +335,7 @@ fn run_faults(a: FaultsArgs) -> CliResult {
     s.clients = a.clients;
     s.duration_s = a.duration_s;
     s.slot_moves = a.slot_moves;
+    s.replication = a.replication;
     let report = faults::run(&s, &Reporter::terminal())?;
     if let Some(dir) = &a.out {
         print_written(&report.write(dir)?);

@@ -169,12 +169,24 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
         }
     }
     match &table {
-        Some(t) => println!(
-            "slot table: epoch {}, {} slots (a vertex's home is the owner of slot vertex % {})",
-            t.epoch(),
-            t.slots(),
-            t.slots()
-        ),
+        Some(t) => {
+            println!(
+                "slot table: epoch {}, {} slots (a vertex's home is the owner of slot vertex % {})",
+                t.epoch(),
+                t.slots(),
+                t.slots()
+            );
+            if t.replication() > 1 {
+                let r = usize::from(t.replication());
+                let short = (0..t.slots())
+                    .filter(|&s| t.backups_of_slot(s).len() + 1 < r)
+                    .count();
+                println!(
+                    "replication: {r} servers per slot (a primary and its backups); {short} slots short of a backup{}",
+                    if short > 0 { " (they failed over and have one copy)" } else { "" }
+                );
+            }
+        }
         None => println!("slot table: no server answered SLOTS"),
     }
     println!(

@@ -74,6 +74,7 @@ pub(crate) fn reply(c: &mut Connection<'_>) -> Reply {
         "coordinator": coordinator,
         "durability": s.node.durability_json(),
         "recovery": s.node.recovery_json(),
+        "backup": s.node.backup_json(),
         "membership": s.membership.as_ref().map(|m| m.stats_json(store.fabric().inner(), me)),
         "clients": s.clients.load(Ordering::Relaxed),
         "requests": requests,

@@ -144,7 +144,9 @@ impl LabCluster {
                 prefix: "/locus".into(),
                 lease_ttl_s: LEASE_TTL_S,
             }),
-            replication: Default::default(),
+            replication: locus_server::config::ReplicationSection {
+                factor: s.replication,
+            },
         };
         file.validate()?;
         let membership = file

@@ -61,6 +61,9 @@ pub struct Settings {
     /// Slots move between the servers all along (issue 59), by
     /// `locus_server::moves`, a batch of 4 slots about every second.
     pub slot_moves: bool,
+    /// Servers per slot (issue 60): above 1, the coordinator fails a dead
+    /// server's slots over to their backups, and no server joins or leaves.
+    pub replication: u8,
     /// The `locus` executable.
     #[serde(skip)]
     pub exe: PathBuf,
@@ -75,6 +78,7 @@ impl Settings {
             duration_s: 60,
             seed,
             slot_moves: false,
+            replication: 1,
             exe,
         }
     }
@@ -93,6 +97,20 @@ impl Settings {
                 "--clients",
                 self.clients,
                 "must be 1..=64",
+            ));
+        }
+        if !(1..=3).contains(&self.replication) || usize::from(self.replication) > self.servers {
+            return Err(BenchError::setting(
+                "--replication",
+                self.replication,
+                "must be 1..=3 and at most --servers",
+            ));
+        }
+        if self.replication > 1 && self.slot_moves {
+            return Err(BenchError::setting(
+                "--slot-moves",
+                "with --replication above 1",
+                "slot moves of a replicated cluster are not built: leave one out",
             ));
         }
         if !(10..=3600).contains(&self.duration_s) {
@@ -127,12 +145,16 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         "seed {} (replay the schedule with --seed {})",
         s.seed, s.seed
     ));
-    let plan = nemesis::schedule(
-        s.seed,
-        s.duration_s,
-        s.servers,
-        s.servers + cluster::JOIN_IDS,
-    );
+    let plan = if s.replication > 1 {
+        nemesis::schedule_replicated(s.seed, s.duration_s, s.servers)
+    } else {
+        nemesis::schedule(
+            s.seed,
+            s.duration_s,
+            s.servers,
+            s.servers + cluster::JOIN_IDS,
+        )
+    };
     let mut c = LabCluster::start(s, r)?;
     load(&c, s)?;
     r.note(format!(

@@ -111,14 +111,35 @@ pub struct Planned {
 /// [`MEMBERS_MIN`] members left becomes a join, a join with no id free a
 /// leave; a join takes back the id that left longest ago, else a new one.
 pub fn schedule(seed: u64, duration_s: u64, servers: usize, room: usize) -> Vec<Planned> {
+    schedule_of(&Kind::ALL, seed, duration_s, servers, room)
+}
+
+/// [`schedule`] of a replicated cluster (issue 60): no join or leave (slot
+/// moves of a replicated cluster are not built), so a kill or a cut
+/// longer than the lease fails the victim's slots over instead.
+pub fn schedule_replicated(seed: u64, duration_s: u64, servers: usize) -> Vec<Planned> {
+    let kinds: Vec<Kind> = Kind::ALL
+        .into_iter()
+        .filter(|k| !matches!(k, Kind::Join | Kind::Leave))
+        .collect();
+    schedule_of(&kinds, seed, duration_s, servers, servers)
+}
+
+fn schedule_of(
+    all: &[Kind],
+    seed: u64,
+    duration_s: u64,
+    servers: usize,
+    room: usize,
+) -> Vec<Planned> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let slots = duration_s.saturating_sub(WARM_S) / (FAULT_S + QUIET_S);
-    let mut kinds: Vec<Kind> = Kind::ALL.to_vec();
+    let mut kinds: Vec<Kind> = all.to_vec();
     let first = (slots as usize).min(kinds.len());
     kinds.truncate(first);
     kinds.shuffle(&mut rng);
     while (kinds.len() as u64) < slots {
-        kinds.push(Kind::ALL[rng.gen_range(0..Kind::ALL.len())]);
+        kinds.push(all[rng.gen_range(0..all.len())]);
     }
     let mut members: Vec<usize> = (0..servers).collect();
     let mut gone: std::collections::VecDeque<usize> = Default::default();
@@ -479,6 +500,16 @@ mod tests {
                 assert!(s.iter().any(|p| p.kind == k), "{k:?} missing from {s:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_replicated_schedule_has_no_join_or_leave() {
+        let s = schedule_replicated(3, 120, 3);
+        assert!(s
+            .iter()
+            .all(|p| !matches!(p.kind, Kind::Join | Kind::Leave)));
+        assert!(s.iter().any(|p| p.kind == Kind::KillRestart), "{s:?}");
+        assert!(s.iter().all(|p| p.server < 3));
     }
 
     /// Played out from the first servers, every window's server is a
