@@ -38,6 +38,7 @@ use locus_server::ClusterFile;
 use serde::Serialize;
 
 use crate::cluster::rmat_csr;
+use crate::processes::UpCluster;
 use crate::{BenchError, Reporter, Result};
 use locus_node::embedded_config::GraphSection;
 
@@ -172,18 +173,9 @@ pub struct Timeline {
 impl Timeline {
     /// The timeline of `samples`, with `moves` (ns from the start).
     pub(crate) fn of(system: &'static str, samples: &[Sample], moves: &[(u64, u64)]) -> Timeline {
-        let bin_ns = BIN_MS * 1_000_000;
-        let end = samples.iter().map(|x| x.0).max().unwrap_or(0);
-        let mut ops = vec![0u64; (end / bin_ns + 1) as usize];
-        for x in samples.iter().filter(|x| x.2) {
-            ops[(x.0 / bin_ns) as usize] += 1;
-        }
         Timeline {
             system,
-            ops_per_s: ops
-                .iter()
-                .map(|&n| n as f64 * 1e3 / BIN_MS as f64)
-                .collect(),
+            ops_per_s: ops_per_s(samples),
             moves: moves
                 .iter()
                 .map(|&(a, b)| (a as f64 / 1e9, b as f64 / 1e9))
@@ -192,10 +184,24 @@ impl Timeline {
     }
 }
 
+/// Operations of `samples` that succeeded per second, in [`BIN_MS`] bins
+/// from the start of the load.
+pub(crate) fn ops_per_s(samples: &[Sample]) -> Vec<f64> {
+    let bin_ns = BIN_MS * 1_000_000;
+    let end = samples.iter().map(|x| x.0).max().unwrap_or(0);
+    let mut ops = vec![0u64; (end / bin_ns + 1) as usize];
+    for x in samples.iter().filter(|x| x.2) {
+        ops[(x.0 / bin_ns) as usize] += 1;
+    }
+    ops.iter()
+        .map(|&n| n as f64 * 1e3 / BIN_MS as f64)
+        .collect()
+}
+
 impl Report {
     /// Writes `elastic.json` and `elastic-timeline.png` into `dir`.
     pub fn write(&self, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
-        use locus_plot::{LineChart, Series};
+        use locus_plot::Series;
         let mut out = crate::output::OutDir::create(dir)?;
         out.json("elastic.json", self)?;
         let png = out.path("elastic-timeline.png");
@@ -222,20 +228,39 @@ impl Report {
                 points: moves,
             });
         }
-        LineChart {
-            title: format!(
-                "locus bench elastic, R-MAT {}: add a server, then remove one",
-                self.settings.scale
-            ),
-            x_label: "time since the load started (s)".into(),
-            y_label: "operations that succeeded per s".into(),
+        let title = format!(
+            "locus bench elastic, R-MAT {}: add a server, then remove one",
+            self.settings.scale
+        );
+        write_timeline(
+            &mut out,
+            png,
+            title,
+            "time since the load started (s)",
             series,
-            ..LineChart::default()
-        }
-        .write_png(&png)?;
-        out.wrote(png);
-        Ok(out.written().to_vec())
+        )
     }
+}
+
+/// Draws a throughput timeline (`series` of operations per second) as
+/// `png` and returns every file `out` holds.
+pub(crate) fn write_timeline(
+    out: &mut crate::output::OutDir,
+    png: PathBuf,
+    title: String,
+    x_label: &str,
+    series: Vec<locus_plot::Series>,
+) -> Result<Vec<PathBuf>> {
+    locus_plot::LineChart {
+        title,
+        x_label: x_label.into(),
+        y_label: "operations that succeeded per s".into(),
+        series,
+        ..locus_plot::LineChart::default()
+    }
+    .write_png(&png)?;
+    out.wrote(png);
+    Ok(out.written().to_vec())
 }
 
 /// The next step of a client's xorshift generator (which vertex, and
@@ -249,15 +274,22 @@ pub(crate) fn xorshift(x: &mut u64) {
 /// One operation: when it ended (ns since the start), its latency, whether it succeeded.
 pub(crate) type Sample = (u64, u64, bool);
 
-/// Throughput (successful operations per second) and p99 latency (µs) of
-/// the operations of `samples` that ended in `[a, b)` ns.
-pub(crate) fn window(samples: &[Sample], a: u64, b: u64) -> (f64, f64) {
+/// The latencies (ns, sorted) of the operations of `samples` that
+/// succeeded and ended in `[a, b)` ns.
+pub(crate) fn ok_latencies_ns(samples: &[Sample], a: u64, b: u64) -> Vec<u64> {
     let mut lat: Vec<u64> = samples
         .iter()
         .filter(|x| x.2 && x.0 >= a && x.0 < b)
         .map(|x| x.1)
         .collect();
     lat.sort_unstable();
+    lat
+}
+
+/// Throughput (successful operations per second) and p99 latency (µs) of
+/// the operations of `samples` that ended in `[a, b)` ns.
+pub(crate) fn window(samples: &[Sample], a: u64, b: u64) -> (f64, f64) {
+    let lat = ok_latencies_ns(samples, a, b);
     let secs = (b.saturating_sub(a)) as f64 / 1e9;
     let p99 = lat
         .get((lat.len() as f64 * 0.99) as usize)
@@ -266,49 +298,139 @@ pub(crate) fn window(samples: &[Sample], a: u64, b: u64) -> (f64, f64) {
     (lat.len() as f64 / secs.max(1e-9), p99)
 }
 
+/// A closed-loop load of two-hop queries (`KHOP 2 x 10`) with 5% inserts
+/// of unique edges `v -> n + i`, shared by its client threads (`locus
+/// bench elastic` and `locus bench failover`). Every operation is a
+/// [`Sample`]; every acknowledged insert is kept for the read-back.
+pub(crate) struct Load {
+    n: u32,
+    t0: Instant,
+    stop: AtomicBool,
+    next_id: AtomicU64,
+    khops: Mutex<Vec<Sample>>,
+    inserts: Mutex<Vec<Sample>>,
+    acked: Mutex<Vec<(u32, u32)>>,
+    reasons: Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+/// What a [`Load`] did.
+pub(crate) struct Done {
+    /// Two-hop queries.
+    pub khops: Vec<Sample>,
+    /// Inserts.
+    pub inserts: Vec<Sample>,
+    /// Inserts acknowledged.
+    pub acked: Vec<(u32, u32)>,
+    /// Failures by reason (digits masked), most frequent first, at most 8.
+    pub reasons: Vec<(String, u64)>,
+}
+
+impl Load {
+    /// A load over the `n` vertices of a loaded graph; its clock starts now.
+    pub(crate) fn new(n: u32) -> Load {
+        Load {
+            n,
+            t0: Instant::now(),
+            stop: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            khops: Mutex::default(),
+            inserts: Mutex::default(),
+            acked: Mutex::default(),
+            reasons: Mutex::default(),
+        }
+    }
+
+    /// Nanoseconds since the load's clock started.
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.t0.elapsed().as_nanos() as u64
+    }
+
+    /// Client thread `c`'s loop through `cl`, until [`Load::stop`].
+    pub(crate) fn client(&self, c: usize, cl: &Client) {
+        let n = self.n;
+        let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ c as u64;
+        let (mut khops, mut inserts) = (Vec::new(), Vec::new());
+        while !self.stop.load(Ordering::Relaxed) {
+            xorshift(&mut x);
+            let v = (x % u64::from(n)) as u32;
+            let t = Instant::now();
+            let insert = x % 100 < 5;
+            let err = if insert {
+                let u = n + self.next_id.fetch_add(1, Ordering::Relaxed) as u32;
+                match cl.insert_edge(v, u) {
+                    Ok(true) => {
+                        self.acked.lock().unwrap().push((v, u));
+                        None
+                    }
+                    Ok(false) => None,
+                    Err(e) => Some(format!("insert: {e}")),
+                }
+            } else {
+                match cl.khop(v, 2, 10) {
+                    // R-MAT leaves some vertices without an edge: a right answer.
+                    Err(e) if e.code() == Some(ErrorCode::UnknownVertex) => None,
+                    r => r.err().map(|e| format!("two-hop: {e}")),
+                }
+            };
+            let ok = err.is_none();
+            if let Some(e) = err {
+                let masked: String = e
+                    .chars()
+                    .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                    .collect();
+                *self.reasons.lock().unwrap().entry(masked).or_insert(0) += 1;
+            }
+            let sample = (self.now_ns(), t.elapsed().as_nanos() as u64, ok);
+            if insert { &mut inserts } else { &mut khops }.push(sample);
+        }
+        self.khops.lock().unwrap().extend(khops);
+        self.inserts.lock().unwrap().extend(inserts);
+    }
+
+    /// Asks every client loop to end after its current operation.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// What the load did (once its clients have returned).
+    pub(crate) fn done(self) -> Done {
+        let mut reasons: Vec<(String, u64)> =
+            self.reasons.into_inner().unwrap().into_iter().collect();
+        reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+        reasons.truncate(8);
+        Done {
+            khops: self.khops.into_inner().unwrap(),
+            inserts: self.inserts.into_inner().unwrap(),
+            acked: self.acked.into_inner().unwrap(),
+            reasons,
+        }
+    }
+}
+
+/// The acknowledged inserts of `acked` that do not read back through
+/// `client`: (read, but the edge is missing; the read failed).
+pub(crate) fn unread(client: &Client, acked: &[(u32, u32)]) -> (u64, u64) {
+    let (mut missing, mut failed) = (0, 0);
+    for (v, u) in acked {
+        match client.neighbors(*v, 0) {
+            Ok(l) if l.contains(u) => {}
+            Ok(_) => missing += 1,
+            Err(_) => failed += 1,
+        }
+    }
+    (missing, failed)
+}
+
 /// Runs `locus bench elastic`.
 pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
     let child = |what: &str, e: String| BenchError::Measurement {
         experiment: "elastic",
         what: format!("{what}: {e}"),
     };
-    let dir = tempfile::Builder::new()
-        .prefix("locus-elastic-")
-        .tempdir()
-        .map_err(|e| child("a temporary directory", e.to_string()))?;
-    let d = dir
-        .path()
-        .to_str()
-        .expect("a UTF-8 temporary path")
-        .to_string();
-    let locus = |args: &[&str]| -> Result<()> {
-        let o = std::process::Command::new(&s.exe)
-            .args(args)
-            .output()
-            .map_err(|e| child("running locus", e.to_string()))?;
-        if !o.status.success() {
-            return Err(child(
-                &format!("locus {}", args.join(" ")),
-                String::from_utf8_lossy(&o.stderr).into_owned(),
-            ));
-        }
-        Ok(())
-    };
-    r.note(format!("cluster up: 3 servers, etcd, a coordinator in {d}"));
-    locus(&[
-        "cluster",
-        "up",
-        "--servers",
-        "3",
-        "--dir",
-        &d,
-        "--lifetime-s",
-        "1800",
-        "--sync",
-        "off",
-    ])?;
+    let cluster = UpCluster::up(&s.exe, "elastic", &["--servers", "3", "--sync", "off"], r)?;
+    let d = cluster.dir_str().to_string();
     let out = (|| -> Result<(Report, locus_graph::Csr)> {
-        let file_path = dir.path().join("cluster.toml");
+        let file_path = cluster.file_path();
         let file =
             ClusterFile::load(&file_path).map_err(|e| child("the cluster file", e.to_string()))?;
         let config = ClientConfig {
@@ -328,61 +450,17 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         })?;
         r.note(format!("loading R-MAT {} over the client", s.scale));
         crate::client_bench::load_csr(&client, &csr, 2, r)?;
-        let n = csr.vertex_count() as u32;
-        let stop = AtomicBool::new(false);
-        let samples: Mutex<Vec<Sample>> = Mutex::default();
-        let acked: Mutex<Vec<(u32, u32)>> = Mutex::default();
-        let next_id = AtomicU64::new(0);
-        let reasons: Mutex<std::collections::BTreeMap<String, u64>> = Mutex::default();
-        let t0 = Instant::now();
+        let load = Load::new(csr.vertex_count() as u32);
         let mut rows = Vec::new();
         let mut retries = 0;
         let mut hinted = 0;
         std::thread::scope(|sc| -> Result<()> {
             let mut handles = Vec::new();
             for c in 0..s.clients {
-                let (stop, samples, acked, next_id, reasons) =
-                    (&stop, &samples, &acked, &next_id, &reasons);
+                let load = &load;
                 let cl = Client::from_file(&file_path, config.clone())?;
                 handles.push(sc.spawn(move || {
-                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ c as u64;
-                    let mut mine = Vec::new();
-                    while !stop.load(Ordering::Relaxed) {
-                        xorshift(&mut x);
-                        let v = (x % u64::from(n)) as u32;
-                        let t = Instant::now();
-                        let err = if x % 100 < 5 {
-                            let u = n + next_id.fetch_add(1, Ordering::Relaxed) as u32;
-                            match cl.insert_edge(v, u) {
-                                Ok(true) => {
-                                    acked.lock().unwrap().push((v, u));
-                                    None
-                                }
-                                Ok(false) => None,
-                                Err(e) => Some(format!("insert: {e}")),
-                            }
-                        } else {
-                            match cl.khop(v, 2, 10) {
-                                // R-MAT leaves some vertices without an edge: a right answer.
-                                Err(e) if e.code() == Some(ErrorCode::UnknownVertex) => None,
-                                r => r.err().map(|e| format!("two-hop: {e}")),
-                            }
-                        };
-                        let ok = err.is_none();
-                        if let Some(e) = err {
-                            let masked: String = e
-                                .chars()
-                                .map(|c| if c.is_ascii_digit() { '#' } else { c })
-                                .collect();
-                            *reasons.lock().unwrap().entry(masked).or_insert(0) += 1;
-                        }
-                        mine.push((
-                            t0.elapsed().as_nanos() as u64,
-                            t.elapsed().as_nanos() as u64,
-                            ok,
-                        ));
-                    }
-                    samples.lock().unwrap().extend(mine);
+                    load.client(c, &cl);
                     let r = cl.routing();
                     (r.retries, r.hinted)
                 }));
@@ -390,7 +468,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             let phase = Duration::from_secs(s.phase_s);
             // Server 3 starts (untimed: no slot moves while it does); the
             // mover's client reads the file again to know it.
-            locus(&[
+            cluster.locus(&[
                 "cluster",
                 "add-server",
                 "--dir",
@@ -410,7 +488,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                 ),
             ] {
                 std::thread::sleep(phase);
-                let start = t0.elapsed();
+                let start = load.now_ns();
                 let (_, mut done) = mover4
                     .rebalance(&members, s.batch_slots, false, &mut |_, _| {})
                     .map_err(|e| child("the move", e.to_string()))?;
@@ -420,17 +498,17 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                         .map_err(|e| child("the recall", e.to_string()))?;
                     done.bytes += bytes;
                 }
-                let end = t0.elapsed();
+                let end = load.now_ns();
                 r.note(format!(
                     "{change}: {} slots, {} bytes in {:.2} s",
                     done.slots,
                     done.bytes,
-                    (end - start).as_secs_f64()
+                    (end - start) as f64 / 1e9
                 ));
                 rows.push((change, start, end, done));
             }
             std::thread::sleep(phase);
-            stop.store(true, Ordering::Relaxed);
+            load.stop();
             for h in handles {
                 let (r, n) = h.join().expect("a client thread does not panic");
                 retries += r;
@@ -438,14 +516,18 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             }
             Ok(())
         })?;
-        let samples = samples.into_inner().unwrap();
-        let acked = acked.into_inner().unwrap();
+        let Done {
+            khops,
+            inserts,
+            acked,
+            reasons,
+        } = load.done();
+        let samples = [khops, inserts].concat();
         let phase_ns = s.phase_s * 1_000_000_000;
         let window = |a: u64, b: u64| window(&samples, a, b);
         let out_rows = rows
             .iter()
-            .map(|(change, start, end, done)| {
-                let (a, b) = (start.as_nanos() as u64, end.as_nanos() as u64);
+            .map(|&(change, a, b, ref done)| {
                 let (before, p99_before) = window(a.saturating_sub(phase_ns), a);
                 let (during, p99_during) = window(a, b);
                 let (after, _) = window(b, b + phase_ns);
@@ -463,21 +545,9 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
                 }
             })
             .collect();
-        let mut lost = 0;
-        for (v, u) in &acked {
-            match client.neighbors(*v, 0) {
-                Ok(l) if l.contains(u) => {}
-                _ => lost += 1,
-            }
-        }
-        let moves: Vec<(u64, u64)> = rows
-            .iter()
-            .map(|(_, a, b, _)| (a.as_nanos() as u64, b.as_nanos() as u64))
-            .collect();
+        let (missing, unreadable) = unread(&client, &acked);
+        let moves: Vec<(u64, u64)> = rows.iter().map(|&(_, a, b, _)| (a, b)).collect();
         let timeline = Timeline::of("locus", &samples, &moves);
-        let mut reasons: Vec<(String, u64)> = reasons.into_inner().unwrap().into_iter().collect();
-        reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
-        reasons.truncate(8);
         Ok(Report {
             failure_reasons: reasons,
             settings: s.clone(),
@@ -487,13 +557,13 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
             retries,
             hinted,
             acknowledged_writes: acked.len() as u64,
-            lost_acknowledged_writes: lost,
+            lost_acknowledged_writes: missing + unreadable,
             redis: None,
             timelines: vec![timeline],
         })
         .map(|rep| (rep, csr))
     })();
-    let _ = locus(&["cluster", "down", "--dir", &d]);
+    drop(cluster);
     let (mut rep, csr) = out?;
     if let Some(bin) = &s.redis_server {
         let phase = Duration::from_secs(s.phase_s);

@@ -26,6 +26,12 @@
 //! - [`faults`]: the fault lab (issue 61): servers, etcd and a coordinator
 //!   in network namespaces, clients under a seeded nemesis, every history
 //!   checked (`locus bench faults`).
+//! - [`elastic`]: slot moves under a closed-loop load on processes started
+//!   by `locus cluster up` (`locus bench elastic`); its load and timeline
+//!   serve [`failover`] too.
+//! - [`failover`]: a kill -9 of a server under that load, for each
+//!   replication factor: how long until every vertex answers, what was
+//!   lost (`locus bench failover`).
 //! - [`foundation`]: fabric and store micro-figures, TCP round trips against
 //!   a `locus serve` process, two-hop throughput (`locus bench foundation`).
 //! - [`migrate_speed`]: split-migration speed by payload and threads (Pragh
@@ -47,6 +53,7 @@ pub mod durability;
 pub mod elastic;
 mod elastic_redis;
 mod error;
+pub mod failover;
 pub mod fargraph;
 pub mod faults;
 pub mod foundation;

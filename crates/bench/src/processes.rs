@@ -19,7 +19,7 @@
 //! every server answers PING and, with a coordinator, says in its STATS that
 //! its control link is up.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use locus_client::{Client, ClientConfig};
@@ -39,6 +39,18 @@ pub const START_ATTEMPTS_MAX: usize = 3;
 /// How long every server gets to answer PING (and, with a coordinator, to
 /// link to it) after it was started.
 pub const UP_WAIT: Duration = Duration::from_secs(90);
+
+/// A new temporary directory named `prefix...`.
+fn temp_dir(prefix: &str) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|source| BenchError::Io {
+            action: "creating a temporary directory in",
+            path: std::env::temp_dir(),
+            source,
+        })
+}
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -117,14 +129,7 @@ impl Processes {
         spec: &Spec,
         durability: Option<DurabilitySection>,
     ) -> std::result::Result<Processes, StartError> {
-        let dir = tempfile::Builder::new()
-            .prefix("locus-bench-")
-            .tempdir()
-            .map_err(|source| BenchError::Io {
-                action: "creating a temporary directory in",
-                path: std::env::temp_dir(),
-                source,
-            })?;
+        let dir = temp_dir("locus-bench-")?;
         let mut ports = FreePorts::default();
         let mut servers = Vec::with_capacity(spec.machines);
         for id in 0..spec.machines {
@@ -237,6 +242,105 @@ impl Processes {
     /// Kills and reaps every child (also done on drop).
     pub fn stop(mut self) {
         self.supervisor.kill_all();
+    }
+}
+
+/// A cluster that `locus cluster up` started in a temporary directory
+/// (etcd, coordinators, servers, as a user would start it), for the
+/// benchmarks that move slots or kill servers under load; `locus cluster
+/// down` stops it on drop.
+pub struct UpCluster {
+    exe: PathBuf,
+    experiment: &'static str,
+    dir: tempfile::TempDir,
+}
+
+impl UpCluster {
+    /// `locus cluster up --dir TMP --lifetime-s 1800` with `extra` flags.
+    pub fn up(
+        exe: &Path,
+        experiment: &'static str,
+        extra: &[&str],
+        r: &Reporter,
+    ) -> Result<UpCluster> {
+        let dir = temp_dir(&format!("locus-{experiment}-"))?;
+        let c = UpCluster {
+            exe: exe.to_path_buf(),
+            experiment,
+            dir,
+        };
+        r.note(format!(
+            "cluster up {} in {}",
+            extra.join(" "),
+            c.dir().display()
+        ));
+        let d = c.dir_str().to_string();
+        let mut args = vec!["cluster", "up", "--dir", &d, "--lifetime-s", "1800"];
+        args.extend_from_slice(extra);
+        c.locus(&args)?;
+        Ok(c)
+    }
+
+    /// Runs `locus ARGS`; an exit other than success is an error quoting
+    /// its stderr.
+    pub fn locus(&self, args: &[&str]) -> Result<()> {
+        let failed = |what: String, e: String| BenchError::Measurement {
+            experiment: self.experiment,
+            what: format!("{what}: {e}"),
+        };
+        let o = std::process::Command::new(&self.exe)
+            .args(args)
+            .output()
+            .map_err(|e| failed("running locus".into(), e.to_string()))?;
+        if !o.status.success() {
+            return Err(failed(
+                format!("locus {}", args.join(" ")),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The cluster's directory (cluster file, logs, `pids.json`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The directory as a `--dir` argument.
+    pub fn dir_str(&self) -> &str {
+        self.dir.path().to_str().expect("a UTF-8 temporary path")
+    }
+
+    /// Its cluster file.
+    pub fn file_path(&self) -> PathBuf {
+        self.dir.path().join("cluster.toml")
+    }
+
+    /// The process id of server `id`, from `pids.json`.
+    pub fn server_pid(&self, id: u8) -> Result<u32> {
+        let path = self.dir.path().join("pids.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| BenchError::Io {
+            action: "reading",
+            path: path.clone(),
+            source,
+        })?;
+        let pids: serde_json::Value = serde_json::from_str(&text)?;
+        pids.as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["id"] == id)
+            .and_then(|p| p["pid"].as_u64())
+            .and_then(|p| u32::try_from(p).ok())
+            .ok_or_else(|| BenchError::Measurement {
+                experiment: self.experiment,
+                what: format!("{} names no server {id}", path.display()),
+            })
+    }
+}
+
+impl Drop for UpCluster {
+    fn drop(&mut self) {
+        let _ = self.locus(&["cluster", "down", "--dir", self.dir_str()]);
     }
 }
 

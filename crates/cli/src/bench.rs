@@ -50,6 +50,10 @@ pub enum Bench {
     /// inserts on 3 server processes (issue 59; a first form: Locus's own
     /// moves only, one run).
     Elastic(crate::bench_elastic::ElasticArgs),
+    /// A kill -9 of a server under the same load, for each replication
+    /// factor (issue 60): steady throughput and latency, seconds until
+    /// every vertex answers, failed operations and lost acknowledged writes.
+    Failover(crate::bench_failover::FailoverArgs),
 }
 
 #[derive(Args, Debug)]
@@ -175,6 +179,7 @@ pub fn run(a: BenchArgs) -> CliResult {
         Bench::Durability(d) => run_durability(d),
         Bench::Faults(f) => run_faults(f),
         Bench::Elastic(e) => crate::bench_elastic::run(e),
+        Bench::Failover(f) => crate::bench_failover::run(f),
     }
 }
 

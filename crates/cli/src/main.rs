@@ -5,6 +5,7 @@
 mod analytics;
 mod bench;
 mod bench_elastic;
+mod bench_failover;
 mod bench_sparql;
 mod cluster;
 mod cluster_add;
