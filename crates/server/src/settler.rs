@@ -118,18 +118,31 @@ pub(crate) fn settle_loop(
     }
 }
 
-/// One look for a dead server to fail over (with replication): the first
-/// the table still gives slots with backups, or backups.
-pub(crate) fn look_for_dead(client: &Client, m: &Membership, term: i64) -> crate::Result<Look> {
+/// The leading coordinator's mover, or the look's answer if a driver holds
+/// the lock (its batches and failovers are its own).
+fn coordinator_mover<'a>(
+    client: &'a Client,
+    m: &'a Membership,
+    term: i64,
+) -> crate::Result<std::result::Result<Mover<'a>, Look>> {
     if let Some(holder) = m
         .mover_holder()
         .map_err(|e| crate::ServerError::Move(e.to_string()))?
     {
-        return Ok(Look::Driven(holder));
+        return Ok(Err(Look::Driven(holder)));
     }
-    let mover = Mover::new(client, m)
+    Ok(Ok(Mover::new(client, m)
         .named(format!("the coordinator (term {term})"))
-        .keeping_goal_on_error();
+        .keeping_goal_on_error()))
+}
+
+/// One look for a dead server to fail over (with replication): the first
+/// the table still gives slots with backups, or backups.
+pub(crate) fn look_for_dead(client: &Client, m: &Membership, term: i64) -> crate::Result<Look> {
+    let mover = match coordinator_mover(client, m, term)? {
+        Ok(mover) => mover,
+        Err(driven) => return Ok(driven),
+    };
     match mover.dead_holders()?.first() {
         Some(&dead) => Ok(Look::FailedOver(dead, mover.fail_over(dead)?)),
         None => Ok(Look::Idle),
@@ -139,15 +152,10 @@ pub(crate) fn look_for_dead(client: &Client, m: &Membership, term: i64) -> crate
 /// One look (see the module doc).
 pub(crate) fn look(client: &Client, m: &Membership, term: i64) -> crate::Result<Look> {
     let busy = |e: &dyn std::fmt::Display| e.to_string().contains("another slot mover is running");
-    if let Some(holder) = m
-        .mover_holder()
-        .map_err(|e| crate::ServerError::Move(e.to_string()))?
-    {
-        return Ok(Look::Driven(holder));
-    }
-    let mover = Mover::new(client, m)
-        .named(format!("the coordinator (term {term})"))
-        .keeping_goal_on_error();
+    let mover = match coordinator_mover(client, m, term)? {
+        Ok(mover) => mover,
+        Err(driven) => return Ok(driven),
+    };
     let in_flight = mover
         .in_flight()
         .into_iter()
