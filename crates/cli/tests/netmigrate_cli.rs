@@ -185,7 +185,10 @@ fn bandwidth_and_budgets_cover_every_write_ratio_and_budget() {
 /// (every CBF counter set: every group in S2 for the whole copy) is where a short run sees the
 /// fault; NetMigrate's own rows keep a key in S2 only while its group is in flight (4 of 512
 /// groups here), so a stale read there is rare (`bench::netmigrate` module doc). Two runs
-/// per configuration, their violations summed, keep a quiet run from hiding it.
+/// per configuration, their violations summed, keep a quiet run from hiding it; on a loaded
+/// host a 20 ms phase can still pass with no write landing in the copy window, so the faulted
+/// configuration is run up to four times and must be caught in at least one; the control
+/// likewise until its Fulva-like row has made a double read, clean in every run.
 #[test]
 fn a_skipped_double_read_is_reported_by_the_history_checker() {
     let measured = |flag: &str| {
@@ -196,41 +199,65 @@ fn a_skipped_double_read_is_reported_by_the_history_checker() {
         let meta = read_json(&dir.path().join("netmigrate-overall.meta.json"));
         (j, meta, text(&out.stdout))
     };
-    let (j, meta, table) = measured("--fault-skip-double-read");
-    assert_eq!(meta["settings"]["fault_skip_double_read"], true);
-    assert_eq!(meta["settings"]["read_back_writes"], true);
-    assert!(table.contains("FAULT INJECTED"), "{table}");
-    let rows = j["rows"].as_array().expect("rows");
-    for r in rows {
-        assert!(
-            r["fault"]
-                .as_str()
-                .is_some_and(|f| f.contains("source only")),
-            "{r}"
-        );
-        assert_eq!(r["double_reads"], 0, "{r}");
-        assert_eq!(r["history_keys_unchecked"], 0, "{r}");
+    let mut caught = Vec::new();
+    for _attempt in 0..4 {
+        let (j, meta, table) = measured("--fault-skip-double-read");
+        assert_eq!(meta["settings"]["fault_skip_double_read"], true);
+        assert_eq!(meta["settings"]["read_back_writes"], true);
+        assert!(table.contains("FAULT INJECTED"), "{table}");
+        let rows = j["rows"].as_array().expect("rows");
+        for r in rows {
+            assert!(
+                r["fault"]
+                    .as_str()
+                    .is_some_and(|f| f.contains("source only")),
+                "{r}"
+            );
+            assert_eq!(r["double_reads"], 0, "{r}");
+            assert_eq!(r["history_keys_unchecked"], 0, "{r}");
+        }
+        let fulva = rows
+            .iter()
+            .find(|r| r["label"] == "fulva")
+            .expect("fulva row");
+        let fulva_violations = fulva["violations"].as_u64().unwrap_or(0);
+        let total = j["derived"]["violations_total"].as_u64().unwrap_or(0);
+        assert!(total >= fulva_violations, "{fulva} {}", j["derived"]);
+        caught.push(fulva_violations);
+        if fulva_violations > 0 {
+            break;
+        }
     }
-    let fulva = rows
-        .iter()
-        .find(|r| r["label"] == "fulva")
-        .expect("fulva row");
-    assert!(fulva["violations"].as_u64().unwrap_or(0) > 0, "{fulva}");
-    assert!(j["derived"]["violations_total"].as_u64().unwrap_or(0) > 0);
+    assert!(
+        caught.iter().any(|&v| v > 0),
+        "the checker saw no violation of the skipped double read in {} runs: {caught:?}",
+        caught.len()
+    );
 
-    let (j, meta, _) = measured("--read-back-writes");
-    assert!(meta["settings"].get("fault_skip_double_read").is_none());
-    assert_eq!(meta["settings"]["read_back_writes"], true);
-    for r in j["rows"].as_array().expect("rows") {
-        assert!(r.get("fault").is_none(), "{r}");
-        assert_eq!(r["violations"], 0, "{r}");
-        assert_eq!(r["history_keys_unchecked"], 0, "{r}");
+    let mut double_reads = Vec::new();
+    for _attempt in 0..4 {
+        let (j, meta, _) = measured("--read-back-writes");
+        assert!(meta["settings"].get("fault_skip_double_read").is_none());
+        assert_eq!(meta["settings"]["read_back_writes"], true);
+        for r in j["rows"].as_array().expect("rows") {
+            assert!(r.get("fault").is_none(), "{r}");
+            assert_eq!(r["violations"], 0, "{r}");
+            assert_eq!(r["history_keys_unchecked"], 0, "{r}");
+        }
+        let fulva = j["rows"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["label"] == "fulva").cloned())
+            .expect("fulva row");
+        double_reads.push(fulva["double_reads"].as_u64().unwrap_or(0));
+        if double_reads.last() > Some(&0) {
+            break;
+        }
     }
-    let fulva = j["rows"]
-        .as_array()
-        .and_then(|rows| rows.iter().find(|r| r["label"] == "fulva").cloned())
-        .expect("fulva row");
-    assert!(fulva["double_reads"].as_u64().unwrap_or(0) > 0, "{fulva}");
+    assert!(
+        double_reads.iter().any(|&d| d > 0),
+        "the control's Fulva-like row made no double read in {} runs",
+        double_reads.len()
+    );
 }
 
 #[test]
