@@ -174,6 +174,11 @@ enum Fault {
     /// The node's lease ends while it runs on (fenced, N1); it is then
     /// killed and restarted as a crash would be.
     LeaseLost,
+    /// Replicated only: the node's process dies, and so does the first
+    /// backup of its slots, which restarts (its replay done, not joined
+    /// yet) while the victim's slots fail over to it: it must promote them
+    /// when it joins (the fault lab's seed 6060, after etcd was cut off).
+    BackupRestarting,
 }
 
 /// One machine's slot: the node serving now, and its incarnation.
@@ -206,6 +211,10 @@ struct Shared {
     /// What each client and the nemesis is doing (shown when a run fails).
     doing: Mutex<Vec<String>>,
     nemesis_done: std::sync::atomic::AtomicBool,
+    /// Set while two nodes are down at once (`Fault::BackupRestarting`): a
+    /// survivor's Pragh 5 recovery may then fail for want of the other,
+    /// which a server logs and lives with (`server/src/member.rs`).
+    two_down: std::sync::atomic::AtomicBool,
     /// The committed slot table (etcd's `P/slots`): clients update by it,
     /// the mover commits moves in it, a node starts with it.
     table: Mutex<SlotTable>,
@@ -247,7 +256,10 @@ fn faults_from_env() -> locus_node::Faults {
         match v.as_str() {
             "skip-backups" => f.skip_backups = true,
             "accept-stale" => f.accept_stale_primary = true,
-            other => panic!("LOCUS_SIM_FAULT={other}: skip-backups or accept-stale"),
+            "adopt-without-promote" => f.adopt_without_promote = true,
+            other => panic!(
+                "LOCUS_SIM_FAULT={other}: skip-backups, accept-stale or adopt-without-promote"
+            ),
         }
     }
     f
@@ -339,6 +351,15 @@ impl Shared {
             .map_err(|e| format!("m{m}: own epoch: {e}"))?;
         let joined = member::join(&node, &self.membership, epoch, "sim")
             .map_err(|e| format!("m{m}: join: {e}"))?;
+        // Tables committed since it adopted one before its replay, as a
+        // server takes etcd's at its registration.
+        let committed = self.table.lock().unwrap().clone();
+        let mut session = node.session();
+        let w = session
+            .worker(&node)
+            .map_err(|e| format!("m{m}: worker: {e}"))?;
+        node.adopt_committed(w, &committed)
+            .map_err(|e| format!("m{m}: the committed table: {e}"))?;
         let slot = &self.slots[m as usize];
         *slot.watch.lock().unwrap() = Some(joined.watch);
         *slot.node.lock().unwrap() = Some(node);
@@ -702,6 +723,7 @@ fn simulate(seed: u64, sc: Scenario) -> Result<(Vec<Vec<Event>>, Coverage), Stri
         stats: DriverStats::default(),
         doing: Mutex::new(vec![String::new(); MACHINES * CLIENTS_PER_NODE + 1]),
         nemesis_done: std::sync::atomic::AtomicBool::new(false),
+        two_down: std::sync::atomic::AtomicBool::new(false),
         join,
         serve_lead: 100 + (seed % 5) * 150,
         handed: Mutex::new(None),
@@ -960,6 +982,7 @@ fn a_dead_primary_fails_over_to_its_backup_with_every_history_linearizable() {
         ..Scenario::default()
     }) {
         assert!(total.failovers > 0 && total.promoted > 0, "{total:?}");
+        assert!(total.to_restarting > 0, "{total:?}");
         assert!(total.crashes > 0 && total.fenced > 0, "{total:?}");
         assert!(total.unknown > 0 && total.acknowledged > 0, "{total:?}");
         assert!(total.migrated > 0 && total.moved > 0, "{total:?}");

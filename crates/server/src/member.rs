@@ -271,14 +271,18 @@ pub(crate) fn register(
     // installed on the servers live then, not on this one (a mover asks
     // only live servers): etcd's is taken again, if newer (fault lab seed
     // 6104: a server that rejoined on an empty disk kept an older table
-    // and refused the join's batches by it).
+    // and refused the join's batches by it). A failover among them that
+    // made this server a slot's primary is promoted here first
+    // (`Node::adopt_committed`; seed 6060 of the lab with replication).
     if let Some(raw) = m.slots_load().map_err(etcd_err)? {
         let t = locus_store::SlotTable::decode(&raw)
             .map_err(|e| ServerError::Membership(format!("the slot table in etcd: {e}")))?;
+        let mut session = node.session();
+        let w = session
+            .worker(node)
+            .map_err(|e| ServerError::Membership(e.to_string()))?;
         if node
-            .store()
-            .homes()
-            .install(&t)
+            .adopt_committed(w, &t)
             .map_err(|e| ServerError::Membership(e.to_string()))?
         {
             tracing::info!(

@@ -121,6 +121,9 @@ pub struct Faults {
     pub skip_backups: bool,
     /// A backup takes records whatever their primary epoch (breaks R2).
     pub accept_stale_primary: bool,
+    /// A newer table that makes this node a slot's primary is installed
+    /// without promoting its backup lists first (breaks R3).
+    pub adopt_without_promote: bool,
 }
 
 /// A node whose regions exist and whose log is not replayed yet.

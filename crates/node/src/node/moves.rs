@@ -400,6 +400,12 @@ impl<F: Fabric> Node<F> {
         w: &mut Worker<Counting<F>>,
         table: &SlotTable,
     ) -> Result<MoveReport> {
+        // A new primary of a failover that missed its PROMOTE (it was not
+        // live when the driver asked) puts its backup lists in first: it
+        // never serves a slot from an empty key table (issue 60, R3).
+        if self.backup.is_some() && !self.faults.adopt_without_promote {
+            self.promote(w, table)?;
+        }
         self.store.homes().install(table)?;
         let now = self.store.homes().table();
         let (mut out, mut done) = (Vec::new(), Vec::new());

@@ -234,6 +234,30 @@ impl<F: Fabric> Node<F> {
         })
     }
 
+    /// Installs `table`, committed in etcd, if it is newer than the one
+    /// installed here: a server's registration after its recovery, which
+    /// adopted an older one. Slots `table` gives this node that its backup
+    /// map still holds (a failover committed while it recovered, whose
+    /// PROMOTE it missed: the driver asks live servers only) are promoted
+    /// first, so that it never serves them from an empty key table (the
+    /// fault lab, seed 6060: every server restarted after etcd was cut off,
+    /// a failover committed in between, and the new primary answered from
+    /// nothing until its next restart promoted the old lists over the
+    /// updates taken since). Returns whether it installed.
+    pub fn adopt_committed(&self, w: &mut Worker<Counting<F>>, table: &SlotTable) -> Result<bool> {
+        if table.epoch() <= self.store.homes().current().epoch() {
+            return Ok(false);
+        }
+        if !self.faults.adopt_without_promote {
+            self.promote(w, table)?;
+        }
+        let installed = self.store.homes().install(table)?;
+        if let Some(b) = &self.backup {
+            b.drop_unbacked()?;
+        }
+        Ok(installed)
+    }
+
     /// The backup's counters, for STATS (None without a log).
     pub fn backup_json(&self) -> Option<serde_json::Value> {
         self.backup.as_ref().map(|b| b.stats_json())

@@ -31,6 +31,11 @@ pub(crate) struct Coverage {
     pub(crate) failovers: u64,
     /// Vertices new primaries served from their backup lists.
     pub(crate) promoted: u64,
+    /// Failovers to a backup that was restarting (it joined after).
+    pub(crate) to_restarting: u64,
+    /// Membership events whose handling failed because a second node was
+    /// down, or the handling node was killed meanwhile.
+    pub(crate) recovery_errors: u64,
 }
 
 impl Coverage {
@@ -57,5 +62,7 @@ impl Coverage {
         self.settled_forward += o.settled_forward;
         self.failovers += o.failovers;
         self.promoted += o.promoted;
+        self.to_restarting += o.to_restarting;
+        self.recovery_errors += o.recovery_errors;
     }
 }
