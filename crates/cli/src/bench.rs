@@ -366,6 +366,12 @@ fn run_faults(a: FaultsArgs) -> CliResult {
                 m.committed, m.slots, m.vertices, m.failed, m.settled
             );
         }
+        if let Some(f) = &report.failovers {
+            println!(
+                "  failovers: {} of a slot ({} slots), {} slots short of a backup at the end, table epoch {}",
+                f.slot_failovers, f.slots, f.slots_short_of_backups, f.table_epoch
+            );
+        }
         for w in &report.windows {
             println!(
                 "  {:>6}-{:<6} ms  {:<20} {:<40} availability {:>5.1}% of {:>5} ops  probe {}",

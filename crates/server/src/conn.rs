@@ -204,7 +204,22 @@ fn serve(s: &Shared, mut stream: TcpStream, peer: SocketAddr) {
             c.error_and_close(h.id, op, ErrorCode::NotReady, why); // fenced (member.rs)
             return;
         }
+        let control = matches!(
+            req,
+            Request::Move { .. }
+                | Request::Slots
+                | Request::Servers
+                | Request::Stats
+                | Request::Ping
+                | Request::Hello { .. }
+        );
+        let waiting = (!control)
+            .then(|| s.membership.as_ref().and_then(|m| m.awaits_failover(s.id)))
+            .flatten();
         let reply = match req {
+            _ if waiting.is_some() => s
+                .node
+                .error(ErrorCode::NotReady, waiting.expect("checked by the guard")),
             Request::Stats => crate::stats::reply(&mut c),
             Request::Servers => Reply::Servers(s.servers_reply()),
             req => {

@@ -64,6 +64,9 @@ pub(crate) struct MemberState {
     pub(crate) hook_calls: AtomicU64,
     recent: Mutex<VecDeque<Value>>,
     fenced: Mutex<Option<String>>,
+    /// Set from registration until no failover goal is pending in etcd
+    /// (`await_failovers`): data requests are refused meanwhile.
+    failover_pending: std::sync::atomic::AtomicBool,
 }
 
 fn etcd_err(e: locus_membership::MembershipError) -> ServerError {
@@ -292,6 +295,22 @@ pub(crate) fn register(
             );
         }
     }
+    // A failover committed but not finished (its goal still in etcd): its
+    // new primaries may not hold their slots' lists yet (PROMOTE comes
+    // after the commit), and this server, which took the committed table,
+    // would read them there and find nothing (fault lab seed 6062: a
+    // server restarted after a split answered "vertex missing"). Live
+    // servers take the table only at the driver's FAIL_OVER, after every
+    // PROMOTE; one that registers in between serves no data until the
+    // goal is gone (`await_failovers`), answering the driver's steps
+    // meanwhile.
+    let failover_pending = failover_goal(&m).map_err(etcd_err)?;
+    if failover_pending {
+        tracing::info!(
+            server = id,
+            "a failover is finishing: data requests wait for it"
+        );
+    }
     Ok(MemberState {
         membership: m,
         epoch,
@@ -302,7 +321,54 @@ pub(crate) fn register(
         hook_calls: AtomicU64::new(0),
         recent: Mutex::new(VecDeque::new()),
         fenced: Mutex::new(None),
+        failover_pending: failover_pending.into(),
     })
+}
+
+/// Whether etcd holds a failover's goal (committed or about to be, its
+/// steps not all done).
+fn failover_goal(m: &Membership) -> std::result::Result<bool, locus_membership::MembershipError> {
+    Ok(m.goal_load()?.is_some_and(|g| {
+        matches!(
+            crate::moves::Goal::decode(&g),
+            Ok(crate::moves::Goal::FailOver { .. })
+        )
+    }))
+}
+
+/// Until no failover goal is pending: polls etcd, then takes its table
+/// (if the driver's steps missed this server) and lets data requests in.
+fn await_failovers(s: &Shared) {
+    let Some(ms) = &s.membership else { return };
+    while !s.stop.load(Ordering::Acquire) {
+        match failover_goal(&ms.membership) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => tracing::warn!(server = s.id, "reading the failover goal: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    match ms.membership.slots_load() {
+        Ok(Some(raw)) => match locus_store::SlotTable::decode(&raw) {
+            Ok(t) => {
+                let mut session = s.node.session();
+                let r = session
+                    .worker(&s.node)
+                    .map_err(|e| e.to_string())
+                    .and_then(|w| s.node.adopt_committed(w, &t).map_err(|e| e.to_string()));
+                if let Err(e) = r {
+                    // Served anyway: the table it holds is one the driver
+                    // installed or one committed before its registration.
+                    tracing::error!(server = s.id, "taking etcd's table after a failover: {e}");
+                }
+            }
+            Err(e) => tracing::error!(server = s.id, "the slot table in etcd: {e}"),
+        },
+        Ok(None) => {}
+        Err(e) => tracing::warn!(server = s.id, "reading the slot table: {e}"),
+    }
+    ms.failover_pending.store(false, Ordering::Release);
+    tracing::info!(server = s.id, "no failover pending: serving data");
 }
 
 /// Steps 3 and 4: the watch and fence threads.
@@ -320,12 +386,20 @@ pub(crate) fn start(s: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
     let id = s.id;
     let a = Arc::clone(s);
     let b = Arc::clone(s);
-    Ok(vec![
+    let mut threads = vec![
         crate::server::spawn(&format!("locus-membership-{id}"), move || {
             watch_loop(&a, &watch)
         })?,
         crate::server::spawn(&format!("locus-fence-{id}"), move || fence_loop(&b))?,
-    ])
+    ];
+    if ms.failover_pending.load(Ordering::Acquire) {
+        let c = Arc::clone(s);
+        threads.push(crate::server::spawn(
+            &format!("locus-failover-wait-{id}"),
+            move || await_failovers(&c),
+        )?);
+    }
+    Ok(threads)
 }
 
 fn watch_loop(s: &Shared, watch: &Watch) {
@@ -448,6 +522,16 @@ impl MemberState {
             ));
         }
         None
+    }
+
+    /// Why a data request is refused while a failover finishes (see
+    /// `register`), if it is.
+    pub(crate) fn awaits_failover(&self, id: MachineId) -> Option<String> {
+        self.failover_pending.load(Ordering::Acquire).then(|| {
+            format!(
+                "server {id} restarted during a failover and serves data once it has finished (its new primaries are taking their slots); retry"
+            )
+        })
     }
 
     /// Whether fenced, and why.

@@ -96,6 +96,39 @@ pub fn slots_of(etcd: &Membership, id: u8) -> Option<usize> {
     Some(t.owners().iter().filter(|&&o| o == id).count())
 }
 
+/// Failovers by etcd's table at the end of a replicated run.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct FailedOver {
+    /// Failovers of one slot each (a slot's primary epoch grows by one
+    /// with each; the lab moves no slot with replication).
+    pub slot_failovers: u64,
+    /// Slots failed over at least once.
+    pub slots: u64,
+    /// Slots with fewer backups than R - 1 (a failed-over slot keeps none
+    /// until rejoin as a backup is built).
+    pub slots_short_of_backups: u64,
+    /// The table's epoch.
+    pub table_epoch: u64,
+}
+
+/// What failed over, by etcd's table (`None`: etcd did not answer).
+pub fn failed_over(etcd: &Membership) -> Option<FailedOver> {
+    let raw = etcd.slots_load().ok()??;
+    let t = SlotTable::decode(&raw).ok()?;
+    let mut f = FailedOver {
+        table_epoch: t.epoch(),
+        ..FailedOver::default()
+    };
+    let want = usize::from(t.replication()).saturating_sub(1);
+    for s in 0..t.slots() {
+        let pe = u64::from(t.primary_epoch(s));
+        f.slot_failovers += pe.saturating_sub(1);
+        f.slots += u64::from(pe > 1);
+        f.slots_short_of_backups += u64::from(t.backups_of_slot(s).len() < want);
+    }
+    Some(f)
+}
+
 /// Rebalances the slots over `members`, retrying a failed attempt (the
 /// next settles what it left). Returns slots moved, or the last error.
 fn rebalance(

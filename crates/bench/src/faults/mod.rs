@@ -218,6 +218,9 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
     let finals = final_reads(&c, &rec, window.used())?;
     c.check()?;
     let migrations = migrations(&c);
+    let failovers = (s.replication > 1)
+        .then(|| elastic::failed_over(c.membership()))
+        .flatten();
     drop(c);
     let (ops, retries) = rec.finish();
     let mut finals = finals;
@@ -236,6 +239,7 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         window.exhausted.load(Ordering::SeqCst),
     );
     report.slot_moves = moves.transpose()?;
+    report.failovers = failovers;
     Ok(report)
 }
 

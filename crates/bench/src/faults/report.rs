@@ -79,6 +79,9 @@ pub struct Report {
     pub timeline: Vec<u64>,
     /// Slot moves made all along (`--slot-moves`).
     pub slot_moves: Option<super::SlotMoves>,
+    /// With `--replication` above 1: what failed over, by etcd's table at
+    /// the end (None: etcd did not answer).
+    pub failovers: Option<super::elastic::FailedOver>,
 }
 
 impl Report {
@@ -252,5 +255,6 @@ pub fn build(
         ops_end_ms,
         timeline,
         slot_moves: None,
+        failovers: None,
     }
 }
