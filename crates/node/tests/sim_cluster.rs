@@ -121,10 +121,15 @@ fn node_config_for(replicated: bool) -> NodeConfig {
 /// Creates a node by its settings; a value invalid for longer than 4 ms
 /// (a migration whose target died) is an error whatever the reclaim lease
 /// (by default two leases: with replication's long ones, a read would
-/// spin through most of a run).
+/// spin through most of a run). A forward unanswered for 50 ms fails (a
+/// reply refused by a restarted sender's new incarnation, which the
+/// replier's slow watcher still knows at its old epoch, is lost: a server
+/// fails the update in doubt at its forward timeout, 30 s, longer than a
+/// whole run here).
 fn create_node(parts: NodeParts<SimFabric>) -> locus_node::Result<locus_node::Created<SimFabric>> {
     let mut store = parts.config.store.store_config();
     store.read_stall_ms = 4;
+    store.forward_timeout_ms = 50;
     Node::create_with(parts, store)
 }
 
@@ -179,6 +184,11 @@ enum Fault {
     /// yet) while the victim's slots fail over to it: it must promote them
     /// when it joins (the fault lab's seed 6060, after etcd was cut off).
     BackupRestarting,
+    /// Replicated only: the node's process dies (an update of it may be in
+    /// its log but not at its backups), comes back before any failover and
+    /// serves a while (its replay applied that update), then dies again
+    /// and its slots fail over: its backups must hold what it served.
+    CrashTwice,
 }
 
 /// One machine's slot: the node serving now, and its incarnation.

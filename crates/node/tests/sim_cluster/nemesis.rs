@@ -10,17 +10,29 @@ use locus_wal::Crash;
 
 use super::{Coverage, Fault, Shared, CLIENTS_PER_NODE, MACHINES};
 
+/// Set (to anything) to draw `Fault::CrashTwice` too in the replicated
+/// scenario.
+const CRASH_TWICE_ENV: &str = "LOCUS_SIM_CRASH_TWICE";
+
 /// The nemesis and the simulated membership: one fault on one node.
 pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     let mut victim = rng.below(MACHINES as u64) as MachineId;
-    let fault = match rng.below(if s.replicated { 5 } else { 4 }) {
+    // `Fault::CrashTwice` is drawn only when asked for: it fails seeds
+    // not yet diagnosed (docs/design.md, "Replication and failover").
+    let kinds = match (s.replicated, std::env::var_os(CRASH_TWICE_ENV).is_some()) {
+        (false, _) => 4,
+        (true, false) => 5,
+        (true, true) => 6,
+    };
+    let fault = match rng.below(kinds) {
         0 => Fault::Crash(Crash::ProcessCrash),
         1 => Fault::Crash(Crash::PowerLoss),
         2 => Fault::Crash(Crash::PowerLossTorn {
             seed: rng.next_u64(),
         }),
         3 => Fault::LeaseLost,
-        _ => Fault::BackupRestarting,
+        4 => Fault::BackupRestarting,
+        _ => Fault::CrashTwice,
     };
     let other = (victim + 1) % MACHINES as MachineId;
     let mut port = f.port(other).expect("a port");
@@ -92,6 +104,24 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
             cov.crashes += 1;
         }
         Fault::BackupRestarting => {
+            kill(s, Crash::ProcessCrash);
+            cov.crashes += 1;
+        }
+        Fault::CrashTwice => {
+            kill(s, Crash::ProcessCrash);
+            cov.crashes += 1;
+            wait(&mut port, &mut rng, 100);
+            s.membership.end_lease(victim);
+            s.doing(
+                me,
+                format!("{fault:?} of m{victim}: back before a failover"),
+            );
+            let node = restart(s, victim);
+            s.join(victim, node)
+                .unwrap_or_else(|e| panic!("seed {}: rejoin: {e}", s.seed));
+            cov.restarts += 1;
+            wait(&mut port, &mut rng, 400);
+            s.doing(me, format!("{fault:?} of m{victim}: dies again"));
             kill(s, Crash::ProcessCrash);
             cov.crashes += 1;
         }
