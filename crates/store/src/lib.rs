@@ -60,6 +60,19 @@ pub trait NodeHandler: Send + Sync {
         from: locus_fabric::MachineId,
         bytes: &[u8],
     ) -> std::result::Result<Vec<u8>, String>;
+
+    /// The answers to several requests that arrived together, in order (a
+    /// backup makes their log records durable with one sync: issue 60's
+    /// group commit). By default, one [`NodeHandler::handle`] after another.
+    fn handle_many(
+        &self,
+        requests: &[(locus_fabric::MachineId, &[u8])],
+    ) -> Vec<std::result::Result<Vec<u8>, String>> {
+        requests
+            .iter()
+            .map(|&(from, bytes)| self.handle(from, bytes))
+            .collect()
+    }
 }
 pub use error::{Result, StoreError};
 pub use homes::{Homes, SlotMove, SlotTable};

@@ -281,6 +281,52 @@ impl Backup {
     /// SLOT_OUT, and a record in the map but not yet durable is one no
     /// primary has acknowledged (it may take effect or not).
     pub(crate) fn take(&self, from: MachineId, bytes: &[u8]) -> std::result::Result<(), String> {
+        let lsn = self.stage(from, bytes)?;
+        if lsn > 0 {
+            self.wal
+                .wait(lsn)
+                .map_err(|e| format!("server {}'s backup log: {e}", self.me))?;
+        }
+        Ok(())
+    }
+
+    /// Several requests that arrived together ([`Backup::take`] each, with
+    /// one wait for the last record: the backup's group commit). A refused
+    /// request fails alone; a failed sync fails every request it covered.
+    pub(crate) fn take_many(
+        &self,
+        requests: &[(MachineId, &[u8])],
+    ) -> Vec<std::result::Result<(), String>> {
+        let staged: Vec<std::result::Result<u64, String>> = requests
+            .iter()
+            .map(|&(from, bytes)| self.stage(from, bytes))
+            .collect();
+        let last = staged
+            .iter()
+            .filter_map(|r| r.as_ref().ok().copied())
+            .max()
+            .unwrap_or(0);
+        let synced = if last > 0 {
+            self.wal
+                .wait(last)
+                .map_err(|e| format!("server {}'s backup log: {e}", self.me))
+        } else {
+            Ok(())
+        };
+        staged
+            .into_iter()
+            .map(|r| match (r, &synced) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(e)) => Err(e.clone()),
+                (Ok(_), Ok(())) => Ok(()),
+            })
+            .collect()
+    }
+
+    /// [`Backup::take`]'s first half: under the map's lock, checks the
+    /// request, appends its record and applies it to the map; returns the
+    /// record's LSN (0: nothing logged), not waited for.
+    fn stage(&self, from: MachineId, bytes: &[u8]) -> std::result::Result<u64, String> {
         let entries = decode_request(bytes)?;
         let lsn = {
             let mut map = self.map();
@@ -330,12 +376,7 @@ impl Backup {
             }
             lsn
         };
-        if lsn > 0 {
-            self.wal
-                .wait(lsn)
-                .map_err(|e| format!("server {}'s backup log: {e}", self.me))?;
-        }
-        Ok(())
+        Ok(lsn)
     }
 
     /// Slots held here.
@@ -455,6 +496,16 @@ impl locus_store::NodeHandler for Backup {
     fn handle(&self, from: MachineId, bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
         self.take(from, bytes).map(|()| vec![STORED])
     }
+
+    fn handle_many(
+        &self,
+        requests: &[(MachineId, &[u8])],
+    ) -> Vec<std::result::Result<Vec<u8>, String>> {
+        self.take_many(requests)
+            .into_iter()
+            .map(|r| r.map(|()| vec![STORED]))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -499,6 +550,46 @@ mod tests {
             .contains("is in slot"));
         let ahead = e(slot, t.primary_epoch(slot) + 1, slot, None);
         assert!(refusal(&t, backup, owner, &ahead).is_some());
+    }
+
+    /// The group commit: requests taken together are stored with one
+    /// wait, a refused one fails alone, and what was stored is in the
+    /// backup log when it is opened again.
+    #[test]
+    fn requests_taken_together_are_stored_or_refused_each_on_its_own() {
+        let t = SlotTable::uniform(8, 3)
+            .unwrap()
+            .with_replication(2, &[0, 1, 2])
+            .unwrap();
+        let slot = 4u32;
+        let (owner, me) = (t.owner_of_slot(slot).unwrap(), t.backups_of_slot(slot)[0]);
+        let storage: Arc<dyn locus_wal::Storage> = Arc::new(locus_wal::MemStorage::new());
+        let open = || {
+            let homes = Arc::new(Homes::new(&t));
+            let cfg = WalConfig {
+                storage: Arc::clone(&storage),
+                dir: "backup".into(),
+                sync: locus_wal::SyncMode::Always,
+                identity: String::new(),
+                segment_bytes_max: 1 << 20,
+            };
+            Backup::open(me, homes, cfg, locus_wal::Flusher::Caller).unwrap()
+        };
+        let b = open();
+        let pe = t.primary_epoch(slot);
+        let one = &encode_requests(&[e(slot, pe, slot, Some(vec![1, 2]))])[0];
+        let two = &encode_requests(&[e(slot, pe, slot + 8, Some(vec![3]))])[0];
+        let stale = &encode_requests(&[e(slot, pe + 1, slot + 16, Some(vec![4]))])[0];
+        let got = b.take_many(&[(owner, one), (owner, stale), (owner, two)]);
+        assert!(got[0].is_ok() && got[2].is_ok(), "{got:?}");
+        assert!(got[1].as_ref().unwrap_err().contains("refuses"), "{got:?}");
+        assert_eq!(b.list(slot), Some(vec![1, 2]));
+        assert_eq!(b.list(slot + 16), None);
+        drop(b);
+        let again = open();
+        assert_eq!(again.list(slot), Some(vec![1, 2]));
+        assert_eq!(again.list(slot + 8), Some(vec![3]));
+        assert_eq!(again.list(slot + 16), None);
     }
 
     #[test]

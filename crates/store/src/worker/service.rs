@@ -382,12 +382,13 @@ impl<F: Fabric> Worker<F> {
             } => self
                 .list_replica(Key(key), from, seen, offset_units)
                 .map(Reply::Replica),
-            vertex @ (Request::Vertex { .. } | Request::Node(_)) if vertex_ops => {
+            vertex @ Request::Vertex { .. } if vertex_ops => {
                 return self.run_vertex_request(mail, from, id, vertex);
             }
             // A node request may wait (a backup's log sync): like a vertex
             // op, it is left for the service, never run by a worker that is
-            // waiting for a reply of its own.
+            // waiting for a reply of its own; the service runs those that
+            // wait together as one batch (`serve`), even the ones it pumps.
             vertex @ (Request::Vertex { .. } | Request::Node(_)) => {
                 let mut deferred = lock(&mail.deferred);
                 if deferred.len() < DEFERRED_VERTEX_OPS_MAX {
@@ -471,16 +472,53 @@ impl<F: Fabric> Worker<F> {
     pub fn serve(&mut self) -> Result<usize> {
         let shared = Arc::clone(&self.shared);
         let mail = shared.mailroom(self.machine)?;
-        let mut done = 0;
-        loop {
-            let next = lock(&mail.deferred).pop_front();
-            let Some((from, id, request)) = next else {
-                break;
-            };
-            self.run_vertex_request(mail, from, id, request);
-            done += 1;
+        let mut done = self.run_deferred(mail);
+        let pumped = self.pump(true)?;
+        // Node requests the pump deferred, answered now as one batch.
+        done += self.run_deferred(mail);
+        Ok(done + pumped)
+    }
+
+    /// Runs the deferred vertex ops one by one and the deferred node
+    /// requests as one batch ([`crate::NodeHandler::handle_many`]: a
+    /// backup syncs its log once for all of them). Returns how many ran.
+    fn run_deferred(&mut self, mail: &Mailroom) -> usize {
+        let waiting: Vec<(MachineId, u64, Request)> = lock(&mail.deferred).drain(..).collect();
+        let done = waiting.len();
+        let mut nodes: Vec<(MachineId, u64, Vec<u8>)> = Vec::new();
+        for (from, id, request) in waiting {
+            match request {
+                Request::Node(bytes) => nodes.push((from, id, bytes)),
+                r => self.run_vertex_request(mail, from, id, r),
+            }
         }
-        Ok(done + self.pump(true)?)
+        if nodes.is_empty() {
+            return done;
+        }
+        let answers = match mail.node.get() {
+            Some(node) => {
+                let requests: Vec<(MachineId, &[u8])> =
+                    nodes.iter().map(|(f, _, b)| (*f, b.as_slice())).collect();
+                node.handle_many(&requests)
+            }
+            None => nodes
+                .iter()
+                .map(|_| {
+                    Err(format!(
+                        "machine {}: no node answers node requests here",
+                        self.machine
+                    ))
+                })
+                .collect(),
+        };
+        for ((from, id, _), answer) in nodes.iter().zip(answers) {
+            let reply = match answer {
+                Ok(a) => Reply::Node(a),
+                Err(why) => Reply::Failed(why),
+            };
+            self.answer_outcome(mail, *from, *id, Ok(reply));
+        }
+        done
     }
 }
 
