@@ -8,8 +8,8 @@
 //! inserts, [`Load`]) for `phase_s` seconds: the steady phase, whose
 //! throughput and latency of each kind are the row's. Then server
 //! [`VICTIM`] is killed with SIGKILL while the load runs, and a probe
-//! thread sweeps reads over every vertex until one full sweep succeeds with
-//! every read (`answer_s`, from the kill to the end of that sweep; the
+//! thread sweeps reads over every vertex (in batches, at a survivor) until
+//! one full sweep succeeds with every read (`answer_s`, from the kill to the end of that sweep; the
 //! sweep's own length is `probe_sweep_s`). With R = 1 no sweep can
 //! succeed: the probe gives up after [`LEASE_S`] x 3 + `phase_s` and the row
 //! says `answer_s: null`. The load goes on `phase_s` more seconds, then
@@ -43,6 +43,8 @@ pub const LEASE_S: u64 = 3;
 /// Deadline of the probe's reads: a read of a dead server fails at once
 /// (nothing listens), a read of a live one answers well within this.
 const PROBE_DEADLINE: Duration = Duration::from_secs(1);
+/// Vertices per read of the probe (one LISTS request).
+const PROBE_BATCH: usize = 1024;
 /// Pause after a failed probe read before the next sweep.
 const PROBE_PAUSE: Duration = Duration::from_millis(20);
 /// What `violations` counts.
@@ -281,16 +283,24 @@ fn answered<T>(r: &locus_client::Result<T>) -> bool {
 
 /// Seconds from `killed` to the end of the first sweep of reads over all
 /// `n` vertices in which every read answered, and that sweep's seconds;
-/// `None` if no sweep did within `cap`. A sweep that meets a failure
-/// ends there; the next one starts at the vertex that failed (so it is
-/// asked first) and wraps around.
-fn probe(c: &Client, n: u32, killed: Instant, cap: Duration) -> Option<(f64, f64)> {
-    let mut first = 0u32;
+/// `None` if no sweep did within `cap`. A sweep reads [`PROBE_BATCH`]
+/// vertices per LISTS request at `reader` (a survivor; it reads each
+/// vertex at its primary, as any read does), so the sweep is short beside
+/// the failover it times. A sweep that meets a failure ends there; the
+/// next one starts at the batch that failed (so it is asked first) and
+/// wraps around.
+fn probe(c: &Client, reader: u8, n: u32, killed: Instant, cap: Duration) -> Option<(f64, f64)> {
+    let batches: Vec<Vec<u32>> = (0..n)
+        .collect::<Vec<u32>>()
+        .chunks(PROBE_BATCH)
+        .map(<[u32]>::to_vec)
+        .collect();
+    let mut first = 0usize;
     loop {
         let began = Instant::now();
-        let failed = (0..n)
-            .map(|i| (first + i) % n)
-            .find(|&v| !answered(&c.neighbors(v, 0)));
+        let failed = (0..batches.len())
+            .map(|i| (first + i) % batches.len())
+            .find(|&b| !answered(&c.lists(reader, &batches[b])));
         match failed {
             None => {
                 return Some((
@@ -390,8 +400,9 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
             kill9(pid)?;
             let (kill_ns, killed) = (load.now_ns(), Instant::now());
             let cap = s.answer_cap();
+            let reader = ((usize::from(VICTIM) + 1) % s.servers) as u8;
             let answer = sc
-                .spawn(move || probe(&prober, n, killed, cap))
+                .spawn(move || probe(&prober, reader, n, killed, cap))
                 .join()
                 .expect("the probe does not panic");
             match answer {
