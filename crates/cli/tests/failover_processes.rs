@@ -87,3 +87,64 @@ fn a_killed_server_fails_over_and_every_acknowledged_write_reads_back() {
     assert!((0..t.slots()).all(|s| t.owner_of_slot(s) != Some(victim)));
     check_reads(&cluster.client(), &g, &acked);
 }
+
+/// A server that registers while a failover's goal is in etcd (its driver
+/// between the commit and the last step) answers no data request until the
+/// goal is gone: the new primaries may not have put their lists in yet,
+/// and it holds the committed table (the fault lab, seed 6062: a server
+/// restarted after a split read a new primary before it promoted, "vertex
+/// missing"). The test plays that driver: it holds the mover's lock (the
+/// coordinator then leaves the goal alone) and records a failover goal,
+/// then a server is killed and restarted; its data requests are refused
+/// with NOT_READY (nothing run) while PING and STATS answer, and once the
+/// goal is cleared it serves every list as loaded.
+#[test]
+fn a_server_restarted_during_a_failover_serves_data_once_the_failover_ends() {
+    use locus_client::proto::ErrorCode;
+    let cluster = Cluster::up_with(&["--replication", "2"]);
+    let c = cluster.client();
+    let g = graph(61);
+    load(&c, &g);
+    let file = locus_server::ClusterFile::load(&cluster.file()).unwrap();
+    let m = locus_membership::Membership::connect(&file.etcd.as_ref().unwrap().config()).unwrap();
+    let lock = m.mover_acquire("the test, as a failover's driver").unwrap();
+    let goal = locus_server::moves::Goal::FailOver { dead: 2 }.encode();
+    assert!(m.goal_put(lock.token(), &goal).unwrap());
+    let victim = 0u8;
+    let pid = cluster.pid(victim);
+    kill9(pid);
+    cluster.restart_victim(victim, pid);
+    let vertices: Vec<u32> = (0..VERTICES).collect();
+    for _ in 0..3 {
+        let Err(e) = c.lists(victim, &vertices) else {
+            panic!("server {victim} served data while a failover's goal was in etcd");
+        };
+        assert_eq!(e.code(), Some(ErrorCode::NotReady), "{e}");
+        assert!(e.to_string().contains("during a failover"), "{e}");
+        assert!(c.ping(victim).is_ok());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(m.goal_delete(lock.token()).unwrap());
+    let since = Instant::now();
+    let lists = loop {
+        match c.lists(victim, &vertices) {
+            Ok(l) => break l,
+            Err(e) => {
+                assert_eq!(e.code(), Some(ErrorCode::NotReady), "{e}");
+                assert!(
+                    since.elapsed() < ANSWER_WITHIN,
+                    "still refused {ANSWER_WITHIN:?} after the goal was cleared: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    for (v, l) in lists.iter().enumerate() {
+        let mut got = l.clone().unwrap_or_default();
+        let mut want = g[v].clone();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "vertex {v}");
+    }
+    drop(lock);
+}
