@@ -93,7 +93,7 @@ _CLOSING_CODES = frozenset(
 #: Requests that update a vertex (coordinated by its home, so routed by the
 #: migration index's write decision).
 _UPDATES = frozenset({Op.PUT, Op.INSERT_EDGE, Op.DELETE_EDGE, Op.DELETE_VERTEX})
-_IDEMPOTENT = frozenset({Op.PING, Op.NEIGHBORS, Op.KHOP, Op.WHERE, Op.STATS, Op.PUT, Op.SLOTS, Op.SERVERS})
+_IDEMPOTENT = frozenset({Op.PING, Op.NEIGHBORS, Op.STALE_NEIGHBORS, Op.KHOP, Op.WHERE, Op.STATS, Op.PUT, Op.SLOTS, Op.SERVERS})
 
 
 @dataclass(frozen=True)
@@ -427,6 +427,21 @@ class Client:
         v = _vertex(v)
         k = _vertex(k, "k")
         return self._routed(v, Op.NEIGHBORS, {"vertex": v, "k": k}, timeout)["ids"]
+
+    def neighbors_stale_ok(self, v: int, k: int = 0, timeout: float | None = None) -> tuple[list[int], bool, int]:
+        """Up to ``k`` neighbours of ``v`` (0: all), read by a backup of its slot
+        if one answers (its copy may lag the primary: ``--read stale-ok``), else
+        at its primary as :meth:`neighbors` reads. Returns ``(ids, from_backup,
+        server)``: whether a backup's copy answered, and which server read."""
+        v = _vertex(v)
+        k = _vertex(k, "k")
+        for b in self.slot_table(timeout).backups_of(v):
+            try:
+                r = self._call(b, Op.STALE_NEIGHBORS, {"vertex": v, "k": k}, timeout)
+            except (LocusUnavailable, LocusTimeout):
+                continue
+            return r["ids"], r["from_backup"], b
+        return self.neighbors(v, k, timeout), False, self.home(v, timeout)
 
     def lists(self, server: int, vertices: Sequence[int], timeout: float | None = None) -> list[list[int] | None]:
         """The whole lists of ``vertices`` in their order (``None``: no entry), read by

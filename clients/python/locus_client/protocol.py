@@ -80,6 +80,7 @@ class Op(IntEnum):
     SLOTS = 0x0D
     SERVERS = 0x0F
     LISTS = 0x10
+    STALE_NEIGHBORS = 0x11
     REGISTER = 0x20
     REPORT = 0x21
     HOT = 0x22
@@ -250,7 +251,7 @@ def _request_body(op: Op, f: Mapping[str, Any]) -> bytes:
         return _str(f["client"], NAME_MAX)
     if op in (Op.PING, Op.STATS, Op.SLOTS, Op.SERVERS):
         return b""
-    if op is Op.NEIGHBORS:
+    if op in (Op.NEIGHBORS, Op.STALE_NEIGHBORS):
         return _pack("II", f["vertex"], f["k"], what="vertex, k")
     if op is Op.LISTS:
         return _ids(f["vertices"], "vertices", LISTS_VERTICES_MAX)
@@ -370,6 +371,8 @@ def encode_reply(op: int | str, id: int, fields: Mapping[str, Any] | None = None
         body = b"".join(parts)
     elif o is Op.NEIGHBORS:
         body = _ids(f["ids"], "ids", FRAME_BYTES_MAX // 4)
+    elif o is Op.STALE_NEIGHBORS:
+        body = bytes([1 if f["from_backup"] else 0]) + _ids(f["ids"], "ids", FRAME_BYTES_MAX // 4)
     elif o is Op.LISTS:
         total = sum(n for n in f["lens"] if n != LIST_ABSENT)
         if total != len(f["ids"]):
@@ -574,7 +577,7 @@ def decode_request(op_byte: int, body: bytes) -> tuple[int, dict[str, Any]]:
         f = {"client": d.str("client", NAME_MAX)}
     elif op in (Op.PING, Op.STATS, Op.SLOTS, Op.SERVERS):
         f = {}
-    elif op is Op.NEIGHBORS:
+    elif op in (Op.NEIGHBORS, Op.STALE_NEIGHBORS):
         f = {"vertex": d.u32("vertex"), "k": d.u32("k")}
     elif op is Op.LISTS:
         f = {"vertices": d.ids("vertices", LISTS_VERTICES_MAX)}
@@ -635,6 +638,11 @@ def decode_reply(op: int | str, op_byte: int, body: bytes) -> dict[str, Any] | E
         f = {}
     elif req is Op.NEIGHBORS:
         f = {"ids": d.ids("ids", FRAME_BYTES_MAX // 4)}
+    elif req is Op.STALE_NEIGHBORS:
+        b = d.u8("from_backup")
+        if b not in (0, 1):
+            raise d.malformed(f"from_backup = {b}, expected 0 or 1")
+        f = {"from_backup": b == 1, "ids": d.ids("ids", FRAME_BYTES_MAX // 4)}
     elif req is Op.LISTS:
         f = {"lens": d.ids("lens", LISTS_VERTICES_MAX), "ids": d.ids("ids", FRAME_BYTES_MAX // 4)}
         total = sum(n for n in f["lens"] if n != LIST_ABSENT)

@@ -27,7 +27,7 @@ import random
 
 import pytest
 
-from locus_client import Client, LocusError
+from locus_client import Client, LocusError, LocusUnavailable
 
 CLUSTER_FILE = os.environ.get("LOCUS_CLUSTER_FILE")
 pytestmark = pytest.mark.skipif(not CLUSTER_FILE, reason="set LOCUS_CLUSTER_FILE to a running cluster's file")
@@ -307,3 +307,31 @@ def test_a_server_added_while_the_client_runs_is_followed(client, loaded):
     assert client.routing().retries > retries
     assert client.where(w).home != 0
     assert client.neighbors(w) == [BASE + 951]
+
+
+def test_stale_ok_reads_say_where_they_read(client, loaded):
+    """``neighbors_stale_ok`` (``--read stale-ok``) reads a backup of the
+    vertex's slot if the cluster has replication, else the primary; either
+    way it says which, and STALE_NEIGHBORS sent to any server answers (from
+    its backup copy only if it backs the slot)."""
+    from locus_client.protocol import Op
+
+    adj, _, _ = loaded
+    t = client.slot_table()
+    for v in sorted(adj)[:10]:
+        ids, from_backup, server = client.neighbors_stale_ok(v)
+        assert ids == adj[v]
+        if t.backups_of(v):
+            assert from_backup and server in t.backups_of(v)
+        else:
+            assert not from_backup and server == t.owner_of(v)
+        answered = 0
+        for s in range(client.machines):
+            try:
+                r = client._call(s, Op.STALE_NEIGHBORS, {"vertex": v, "k": 0}, TIMEOUT_S)
+            except LocusUnavailable:
+                continue  # a server an earlier test stopped
+            answered += 1
+            assert r["ids"] == adj[v]
+            assert r["from_backup"] == (s in t.backups_of(v))
+        assert answered > 0

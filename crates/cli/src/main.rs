@@ -129,7 +129,7 @@ enum Command {
     Migrate(remote::MigrateArgs),
     /// Insert or delete an edge of a running cluster.
     Edge(remote::EdgeArgs),
-    /// Delete a vertex of a running cluster.
+    /// Read or delete a vertex of a running cluster.
     Vertex(remote::VertexArgs),
     /// Statistics of every server of a running cluster.
     Stats(remote::StatsArgs),

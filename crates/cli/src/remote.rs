@@ -428,7 +428,7 @@ pub fn edge(a: EdgeArgs) -> CliResult {
     Ok(())
 }
 
-/// `locus vertex delete`.
+/// `locus vertex get` and `locus vertex delete`.
 #[derive(Args, Debug)]
 pub struct VertexArgs {
     #[command(subcommand)]
@@ -437,9 +437,41 @@ pub struct VertexArgs {
 
 #[derive(clap::Subcommand, Debug)]
 enum VertexOp {
+    /// Read a vertex's neighbours: at its primary (linearizable), or with
+    /// --read stale-ok from a backup of its slot (replication, issue 60),
+    /// saying which.
+    Get(VertexGet),
     /// Delete a vertex: its adjacency list, and with --both the edges of its
     /// neighbours that point at it.
     Delete(VertexDelete),
+}
+
+/// How a read may be answered.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadMode {
+    /// At the slot's primary: sees every acknowledged update.
+    Linearizable,
+    /// By a backup of the slot if one answers (it may lag the primary),
+    /// else at the primary; the answer says which.
+    StaleOk,
+}
+
+#[derive(Args, Debug)]
+struct VertexGet {
+    /// The cluster file.
+    #[arg(long, value_name = "FILE")]
+    cluster: PathBuf,
+    /// The vertex.
+    vertex: u32,
+    /// Neighbours wanted (0: all).
+    #[arg(long, default_value_t = 0)]
+    k: u32,
+    /// Where the read may be answered.
+    #[arg(long, value_enum, default_value_t = ReadMode::Linearizable)]
+    read: ReadMode,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -459,8 +491,42 @@ struct VertexDelete {
     json: bool,
 }
 
+fn vertex_get(g: &VertexGet) -> CliResult {
+    let c = client(&g.cluster)?;
+    let (ids, from) = match g.read {
+        ReadMode::Linearizable => (
+            c.neighbors(g.vertex, g.k)?,
+            locus_client::ReadFrom::Primary(c.home(g.vertex)),
+        ),
+        ReadMode::StaleOk => c.neighbors_stale_ok(g.vertex, g.k)?,
+    };
+    let (stale, server) = match from {
+        locus_client::ReadFrom::Primary(id) => (false, id),
+        locus_client::ReadFrom::Backup(id) => (true, id),
+    };
+    if g.json {
+        println!(
+            "{}",
+            serde_json::json!({"vertex": g.vertex, "neighbors": ids,
+                "from_backup": stale, "server": server})
+        );
+        return Ok(());
+    }
+    println!(
+        "vertex {}: {} neighbours, read at {from}",
+        g.vertex,
+        ids.len()
+    );
+    let shown: Vec<String> = ids.iter().map(u32::to_string).collect();
+    println!("  {}", shown.join(" "));
+    Ok(())
+}
+
 pub fn vertex(a: VertexArgs) -> CliResult {
-    let VertexOp::Delete(d) = a.op;
+    let d = match a.op {
+        VertexOp::Get(g) => return vertex_get(&g),
+        VertexOp::Delete(d) => d,
+    };
     let c = client(&d.cluster)?;
     let (list, reverse) = if d.both {
         c.delete_vertex_both(d.vertex)?

@@ -148,3 +148,91 @@ fn a_server_restarted_during_a_failover_serves_data_once_the_failover_ends() {
     }
     drop(lock);
 }
+
+/// `--read stale-ok` (issue 60, requirement 4): a read a backup of the
+/// vertex's slot answers from its copy, and says so; it still answers
+/// while the primary is dead and its slots are not failed over yet, and
+/// once they are, the former backup answers as the primary.
+#[test]
+fn stale_ok_reads_answer_from_a_backup_and_say_so() {
+    use locus_client::ReadFrom;
+    let cluster = Cluster::up_with(&["--replication", "2"]);
+    let c = cluster.client();
+    let g = graph(62);
+    load(&c, &g);
+    let t = c.refresh_slot_table(0).unwrap();
+    let sorted = |mut l: Vec<u32>| {
+        l.sort_unstable();
+        l
+    };
+    let v = (0..VERTICES)
+        .find(|&v| !g[v as usize].is_empty() && t.owner_of(v) == 1)
+        .unwrap();
+    let backup = t.backups_of_slot(t.slot_of(v))[0];
+    let (ids, from) = c.neighbors_stale_ok(v, 0).unwrap();
+    assert_eq!(from, ReadFrom::Backup(backup));
+    assert_eq!(sorted(ids), sorted(g[v as usize].clone()));
+    // The CLI says where it read.
+    let out = common::locus(&[
+        "vertex",
+        "get",
+        "--cluster",
+        cluster.file().to_str().unwrap(),
+        &v.to_string(),
+        "--read",
+        "stale-ok",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["from_backup"], true, "{j}");
+    assert_eq!(j["server"], backup, "{j}");
+    let bad = common::locus(&[
+        "vertex",
+        "get",
+        "--cluster",
+        cluster.file().to_str().unwrap(),
+        &v.to_string(),
+        "--read",
+        "sometimes",
+    ]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("stale-ok"), "{err}");
+    // The primary dies: the backup answers at once, before any failover.
+    let pid = cluster.pid(1);
+    kill9(pid);
+    let (ids, from) = c.neighbors_stale_ok(v, 0).unwrap();
+    assert_eq!(sorted(ids), sorted(g[v as usize].clone()));
+    assert!(
+        matches!(from, ReadFrom::Backup(b) | ReadFrom::Primary(b) if b == backup),
+        "{from:?}"
+    );
+    // Once failed over, the former backup is the primary.
+    let since = Instant::now();
+    loop {
+        let t = c.refresh_slot_table(0).unwrap();
+        if t.owner_of(v) == backup {
+            break;
+        }
+        assert!(
+            since.elapsed() < ANSWER_WITHIN,
+            "vertex {v} did not fail over"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ids, from) = loop {
+        match c.neighbors_stale_ok(v, 0) {
+            Ok(r) => break r,
+            Err(e) => {
+                assert!(since.elapsed() < ANSWER_WITHIN, "{e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    assert_eq!(from, ReadFrom::Primary(backup));
+    assert_eq!(sorted(ids), sorted(g[v as usize].clone()));
+}

@@ -531,7 +531,7 @@ impl Client {
         r
     }
 
-    fn unexpected(&self, id: u8, r: Reply) -> ClientError {
+    pub(crate) fn unexpected(&self, id: u8, r: Reply) -> ClientError {
         ClientError::Protocol {
             server: self.server_ref(id),
             error: crate::proto::ProtoError::Malformed {

@@ -18,8 +18,10 @@ mod file;
 pub mod load;
 pub mod proto;
 pub mod settle;
+mod stale;
 
 pub use client::{Client, ClientConfig, Location, Moved, Routing, ROUTE_RETRIES_MAX};
 pub use conn::{Conn, ServerHello};
 pub use error::{ClientError, Result, ServerRef};
 pub use file::ClientFile;
+pub use stale::ReadFrom;

@@ -93,6 +93,9 @@ pub enum Op {
     Servers = 0x0F,
     /// The whole lists of many vertices at once (reads posted together).
     Lists = 0x10,
+    /// A vertex's neighbours, from the receiving server's backup of its
+    /// slot if it holds one (may be stale; `--read stale-ok`, issue 60).
+    StaleNeighbors = 0x11,
     /// Control: a server introduces itself.
     Register = 0x20,
     /// Control: periodic report.
@@ -113,7 +116,7 @@ pub enum Op {
 
 impl Op {
     /// Every op, client ops first (in code order), then the control link's.
-    pub const ALL: [Op; 24] = [
+    pub const ALL: [Op; 25] = [
         Op::Hello,
         Op::Ping,
         Op::Neighbors,
@@ -130,6 +133,7 @@ impl Op {
         Op::Move,
         Op::Servers,
         Op::Lists,
+        Op::StaleNeighbors,
         Op::Register,
         Op::Report,
         Op::Hot,
@@ -160,6 +164,7 @@ impl Op {
             0x0E => Move,
             0x0F => Servers,
             0x10 => Lists,
+            0x11 => StaleNeighbors,
             0x20 => Register,
             0x21 => Report,
             0x22 => Hot,
@@ -197,6 +202,7 @@ impl Op {
             Move => "move",
             Servers => "servers",
             Lists => "lists",
+            StaleNeighbors => "stale_neighbors",
             Register => "register",
             Report => "report",
             Hot => "hot",

@@ -78,7 +78,7 @@ const ALLOC_PER_BODY_BYTE: usize = 4;
 const ALLOC_SLACK_BYTES: usize = 512;
 
 /// Every op the protocol defines.
-const OPS: [Op; 24] = Op::ALL;
+const OPS: [Op; 25] = Op::ALL;
 
 /// Frame limit of the `read_frame` properties: small, so that length fields past it
 /// are common.
@@ -101,6 +101,7 @@ fn request() -> impl Strategy<Value = Request> {
         "\\PC{0,64}".prop_map(|client| Request::Hello { client }),
         Just(Request::Ping),
         (any::<u32>(), any::<u32>()).prop_map(|(vertex, k)| Request::Neighbors { vertex, k }),
+        (any::<u32>(), any::<u32>()).prop_map(|(vertex, k)| Request::StaleNeighbors { vertex, k }),
         vec(any::<u32>(), 0..16).prop_map(|vertices| Request::Lists { vertices }),
         (any::<u32>(), ids()).prop_map(|(vertex, ids)| Request::Put { vertex, ids }),
         (any::<u32>(), any::<u32>())
@@ -164,6 +165,7 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         Op::Hello,
         Op::Ping,
         Op::Neighbors,
+        Op::StaleNeighbors,
         Op::Put,
         Op::InsertEdge,
         Op::DeleteEdge,
@@ -257,6 +259,10 @@ fn reply() -> impl Strategy<Value = (Op, Reply)> {
         vec((0..128u8, "\\PC{0,64}"), 0..8)
             .prop_map(|servers| (Op::Servers, Reply::Servers(servers))),
         ids().prop_map(|ids| (Op::Neighbors, Reply::Neighbors(ids))),
+        (any::<bool>(), ids()).prop_map(|(from_backup, ids)| (
+            Op::StaleNeighbors,
+            Reply::StaleNeighbors { from_backup, ids }
+        )),
         // Lists of vertices with and without an entry, back to back.
         vec(proptest::option::of(vec(any::<u32>(), 0..6)), 0..8).prop_map(|lists| {
             let lens = lists

@@ -76,6 +76,13 @@ fn frames() -> Value {
             json!({"vertex": 5, "k": 0}),
         ),
         request(
+            "stale_neighbors",
+            17,
+            1000,
+            Request::StaleNeighbors { vertex: 5, k: 3 },
+            json!({"vertex": 5, "k": 3}),
+        ),
+        request(
             "lists",
             16,
             1000,
@@ -178,6 +185,16 @@ fn frames() -> Value {
             2,
             Reply::Neighbors(vec![8, 9]),
             json!({"ids": [8, 9]}),
+        ),
+        reply(
+            "stale_neighbors_reply",
+            Op::StaleNeighbors,
+            17,
+            Reply::StaleNeighbors {
+                from_backup: true,
+                ids: vec![8, 9],
+            },
+            json!({"from_backup": true, "ids": [8, 9]}),
         ),
         reply(
             "lists_reply",

@@ -25,6 +25,15 @@ pub enum Request {
         /// Neighbours wanted; 0 for all.
         k: u32,
     },
+    /// Up to `k` neighbours (0: all), read from the receiving server's
+    /// backup of the vertex's slot if it holds one (may be stale), else as
+    /// [`Request::Neighbors`] reads them.
+    StaleNeighbors {
+        /// The vertex.
+        vertex: u32,
+        /// Neighbours wanted; 0 for all.
+        k: u32,
+    },
     /// Replace the adjacency list.
     Put {
         /// The vertex.
@@ -130,6 +139,7 @@ impl Request {
             Request::Hello { .. } => Op::Hello,
             Request::Ping => Op::Ping,
             Request::Neighbors { .. } => Op::Neighbors,
+            Request::StaleNeighbors { .. } => Op::StaleNeighbors,
             Request::Put { .. } => Op::Put,
             Request::InsertEdge { .. } => Op::InsertEdge,
             Request::DeleteEdge { .. } => Op::DeleteEdge,
@@ -157,7 +167,7 @@ impl Request {
                 e.str(client, NAME_MAX);
             }
             Request::Ping | Request::Stats | Request::Slots | Request::Servers => {}
-            Request::Neighbors { vertex, k } => {
+            Request::Neighbors { vertex, k } | Request::StaleNeighbors { vertex, k } => {
                 e.u32(*vertex).u32(*k);
             }
             Request::Lists { vertices } => {
@@ -233,6 +243,10 @@ impl Request {
             Op::Slots => Request::Slots,
             Op::Servers => Request::Servers,
             Op::Neighbors => Request::Neighbors {
+                vertex: d.u32("vertex")?,
+                k: d.u32("k")?,
+            },
+            Op::StaleNeighbors => Request::StaleNeighbors {
                 vertex: d.u32("vertex")?,
                 k: d.u32("k")?,
             },
@@ -357,6 +371,14 @@ pub enum Reply {
     Pong,
     /// Neighbours.
     Neighbors(Vec<u32>),
+    /// STALE_NEIGHBORS: neighbours, and whether they came from a backup's
+    /// copy (possibly stale) rather than a read at the primary.
+    StaleNeighbors {
+        /// Read from the answering server's backup of the slot.
+        from_backup: bool,
+        /// The neighbours.
+        ids: Vec<u32>,
+    },
     /// LISTS: each vertex's list length in the request's order
     /// ([`LIST_ABSENT`]: no entry), then every list back to back.
     Lists {
@@ -464,6 +486,9 @@ impl Reply {
             Reply::Pong | Reply::Put => {}
             Reply::Neighbors(ids) => {
                 e.ids(ids);
+            }
+            Reply::StaleNeighbors { from_backup, ids } => {
+                e.u8(*from_backup as u8).ids(ids);
             }
             Reply::Lists { lens, ids } => {
                 assert!(lens.len() <= LISTS_VERTICES_MAX);
@@ -597,6 +622,14 @@ impl Reply {
             Op::Ping => Reply::Pong,
             Op::Put => Reply::Put,
             Op::Neighbors => Reply::Neighbors(d.ids("ids", FRAME_BYTES_MAX / 4)?),
+            Op::StaleNeighbors => Reply::StaleNeighbors {
+                from_backup: match d.u8("from_backup")? {
+                    0 => false,
+                    1 => true,
+                    b => return Err(d.malformed(format!("from_backup = {b}, expected 0 or 1"))),
+                },
+                ids: d.ids("ids", FRAME_BYTES_MAX / 4)?,
+            },
             Op::Lists => {
                 let lens = d.ids("lens", LISTS_VERTICES_MAX)?;
                 let ids = d.ids("ids", FRAME_BYTES_MAX / 4)?;

@@ -136,6 +136,10 @@ impl<F: Fabric + Fencing> Node<F> {
                 Err(e) if peer_error(&e) => self.neighbors(s, vertex, k),
                 r => r,
             },
+            Request::StaleNeighbors { vertex, k } => match self.stale_neighbors(s, vertex, k) {
+                Err(e) if peer_error(&e) => self.stale_neighbors(s, vertex, k),
+                r => r,
+            },
             Request::Lists { vertices } => match self.lists(s, &vertices) {
                 Err(e) if peer_error(&e) => self.lists(s, &vertices),
                 r => r,
@@ -267,6 +271,43 @@ impl<F: Fabric + Fencing> Node<F> {
             ));
         }
         Ok(Reply::Neighbors(out))
+    }
+
+    /// STALE_NEIGHBORS (`--read stale-ok`, issue 60 requirement 4): from
+    /// this node's backup map if the installed table has it back `v`'s
+    /// slot (a copy that may lag the primary by the updates in flight, and
+    /// that a failover may have left behind), else as NEIGHBORS reads it,
+    /// at the primary. The reply says which.
+    fn stale_neighbors(&self, s: &mut Session<F>, v: u32, k: u32) -> locus_store::Result<Reply> {
+        let t = self.store.homes().current();
+        if self.backup.is_none() || !t.is_backup(t.slot_of(v), self.me) {
+            return Ok(match self.neighbors(s, v, k)? {
+                Reply::Neighbors(ids) => Reply::StaleNeighbors {
+                    from_backup: false,
+                    ids,
+                },
+                other => other,
+            });
+        }
+        let Some(mut ids) = self.backup_list(v) else {
+            return Ok(self.unknown(v));
+        };
+        if k > 0 {
+            ids.truncate(k as usize);
+        }
+        if ids.len() * 4 + 64 > FRAME_BYTES_MAX {
+            return Ok(self.error(
+                ErrorCode::TooLarge,
+                format!(
+                    "vertex {v} has {} neighbours, past one reply frame; ask for fewer (k)",
+                    ids.len()
+                ),
+            ));
+        }
+        Ok(Reply::StaleNeighbors {
+            from_backup: true,
+            ids,
+        })
     }
 
     /// LISTS: every list read with the reads posted together
