@@ -183,7 +183,11 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
                     .count();
                 println!(
                     "replication: {r} servers per slot (a primary and its backups); {short} slots short of a backup{}",
-                    if short > 0 { " (they failed over and have one copy)" } else { "" }
+                    if short > 0 {
+                        " (they failed over; the leading coordinator makes live servers back them again)"
+                    } else {
+                        ""
+                    }
                 );
             }
         }

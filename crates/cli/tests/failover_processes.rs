@@ -4,8 +4,9 @@
 //! one server is killed -9 and, with no restart, every vertex answers
 //! again once the leading coordinator has failed its slots over to their
 //! backups; every loaded edge and every acknowledged insert reads back.
-//! The dead server then restarts and rejoins with no slots, and reads
-//! still hold.
+//! The dead server then restarts with no slots, and the coordinator makes
+//! it a backup again of the slots the failover left short of one; then
+//! the next server is killed, each in turn.
 
 mod common;
 
@@ -41,8 +42,32 @@ fn every_vertex_answers(c: &locus_client::Client, since: Instant) -> Duration {
     since.elapsed()
 }
 
+/// Until every slot has R - 1 backups again (the coordinator's rejoins).
+fn wait_whole(c: &locus_client::Client, since: Instant) -> std::sync::Arc<locus_store::SlotTable> {
+    loop {
+        let t = c.refresh_slot_table(0).unwrap();
+        let short = (0..t.slots())
+            .filter(|&s| t.backups_of_slot(s).len() + 1 < usize::from(t.replication()))
+            .count();
+        if short == 0 {
+            return t;
+        }
+        assert!(
+            since.elapsed() < ANSWER_WITHIN,
+            "{short} slots still short of a backup {ANSWER_WITHIN:?} after the restart (table epoch {})",
+            t.epoch()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Each server in turn is killed -9 under a write load, its slots fail
+/// over, it restarts and is made a backup again; after each round every
+/// loaded edge and every acknowledged insert so far reads back. From the
+/// second round on, a killed server's slots fail over to backups that a
+/// rejoin made (a copy and the updates learned during it).
 #[test]
-fn a_killed_server_fails_over_and_every_acknowledged_write_reads_back() {
+fn each_server_killed_in_turn_fails_over_rejoins_as_a_backup_and_loses_nothing() {
     let cluster = Cluster::up_with(&["--replication", "2"]);
     let c = cluster.client();
     let t = c.refresh_slot_table(0).unwrap();
@@ -53,39 +78,48 @@ fn a_killed_server_fails_over_and_every_acknowledged_write_reads_back() {
     );
     let g = graph(60);
     load(&c, &g);
-    let writer = Writer::start(cluster.client(), 3_000_000);
-    std::thread::sleep(Duration::from_millis(500));
-    let victim = 1u8;
-    let pid = cluster.pid(victim);
-    kill9(pid);
-    let killed = Instant::now();
-    // Every slot fails over: the table names no dead owner.
-    let after = loop {
-        let t = c.refresh_slot_table(0).unwrap();
-        if (0..t.slots()).all(|s| t.owner_of_slot(s) != Some(victim)) {
-            break t;
-        }
-        assert!(
-            killed.elapsed() < ANSWER_WITHIN,
-            "server {victim}'s slots did not fail over"
+    let mut acked_all = Vec::new();
+    for (round, victim) in [1u8, 2, 0].into_iter().enumerate() {
+        let writer = Writer::start(cluster.client(), 3_000_000 + round as u32 * 1_000_000);
+        std::thread::sleep(Duration::from_millis(500));
+        let pid = cluster.pid(victim);
+        kill9(pid);
+        let killed = Instant::now();
+        // Every slot fails over: the table names no dead owner.
+        let after = loop {
+            let t = c.refresh_slot_table(0).unwrap();
+            if (0..t.slots()).all(|s| t.owner_of_slot(s) != Some(victim)) {
+                break t;
+            }
+            assert!(
+                killed.elapsed() < ANSWER_WITHIN,
+                "round {round}: server {victim}'s slots did not fail over"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let answered = every_vertex_answers(&c, killed);
+        println!(
+            "round {round}: every vertex answered {answered:?} after server {victim}'s kill (table epoch {})",
+            after.epoch()
         );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let answered = every_vertex_answers(&c, killed);
-    println!(
-        "every vertex answered {answered:?} after the kill (table epoch {})",
-        after.epoch()
-    );
-    // Writes go on at the new primaries.
-    std::thread::sleep(Duration::from_millis(500));
-    let (acked, _, _) = writer.stop();
-    assert!(!acked.is_empty());
-    check_reads(&c, &g, &acked);
-    // The dead server comes back with no slots; every read still holds.
-    cluster.restart_victim(victim, pid);
-    let t = c.refresh_slot_table(0).unwrap();
-    assert!((0..t.slots()).all(|s| t.owner_of_slot(s) != Some(victim)));
-    check_reads(&cluster.client(), &g, &acked);
+        // Writes go on at the new primaries, and through the restart and
+        // the rejoin that follow.
+        std::thread::sleep(Duration::from_millis(300));
+        cluster.restart_victim(victim, pid);
+        let whole = wait_whole(&c, Instant::now());
+        assert!(
+            (0..whole.slots()).any(|s| whole.is_backup(s, victim)),
+            "round {round}: server {victim} backs nothing after its restart"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let (acked, _, _) = writer.stop();
+        assert!(
+            !acked.is_empty(),
+            "round {round}: no write was acknowledged"
+        );
+        acked_all.extend(acked);
+        check_reads(&c, &g, &acked_all);
+    }
 }
 
 /// A server that registers while a failover's goal is in etcd (its driver
@@ -108,7 +142,11 @@ fn a_server_restarted_during_a_failover_serves_data_once_the_failover_ends() {
     let file = locus_server::ClusterFile::load(&cluster.file()).unwrap();
     let m = locus_membership::Membership::connect(&file.etcd.as_ref().unwrap().config()).unwrap();
     let lock = m.mover_acquire("the test, as a failover's driver").unwrap();
-    let goal = locus_server::moves::Goal::FailOver { dead: 2 }.encode();
+    let goal = locus_server::moves::Goal::FailOver {
+        dead: 2,
+        to: vec![1],
+    }
+    .encode();
     assert!(m.goal_put(lock.token(), &goal).unwrap());
     let victim = 0u8;
     let pid = cluster.pid(victim);

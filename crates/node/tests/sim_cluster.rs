@@ -43,12 +43,18 @@
 //! table and has every live node take the FAIL_OVER and PROMOTE steps the
 //! leading coordinator sends, so the victim's slots are served by their
 //! backups before it restarts (with no slots: its former slots are the
-//! backups' now). `LOCUS_SIM_FAULT=skip-backups` (acknowledge without the
-//! backup's record) or `accept-stale` (a backup takes any primary epoch)
-//! breaks a rule on purpose.
+//! backups' now). Then the rejoin driver (`sim_cluster/rejoin.rs`) makes it
+//! a backup again of the slots left short of one, while the clients go on,
+//! and the primary of some of them dies in turn and fails over to it.
+//! `LOCUS_SIM_FAULT=skip-backups` (acknowledge without the backup's
+//! record), `accept-stale` (a backup takes any primary epoch),
+//! `adopt-without-promote`, `skip-learner` (a primary does not send a
+//! learner its updates) or `copy-overwrites` breaks a rule on purpose.
 //!
 //! `LOCUS_SIM_SEED=N` replays one seed; `LOCUS_SIM_SEEDS=K` runs K seeds
 //! (default [`SEEDS_DEFAULT`]); a failure starts with `seed N:`.
+//! `LOCUS_SIM_TRACE=1` prints each step of the nemesis and the drivers
+//! with the history's sequence number when it began.
 
 #[path = "sim_cluster/coordinator.rs"]
 mod coordinator;
@@ -62,6 +68,8 @@ mod membership;
 mod mover;
 #[path = "sim_cluster/nemesis.rs"]
 mod nemesis;
+#[path = "sim_cluster/rejoin.rs"]
+mod rejoin;
 #[path = "sim_cluster/seeds.rs"]
 mod seeds;
 
@@ -267,8 +275,10 @@ fn faults_from_env() -> locus_node::Faults {
             "skip-backups" => f.skip_backups = true,
             "accept-stale" => f.accept_stale_primary = true,
             "adopt-without-promote" => f.adopt_without_promote = true,
+            "skip-learner" => f.skip_learner = true,
+            "copy-overwrites" => f.copy_overwrites = true,
             other => panic!(
-                "LOCUS_SIM_FAULT={other}: skip-backups, accept-stale or adopt-without-promote"
+                "LOCUS_SIM_FAULT={other}: skip-backups, accept-stale, adopt-without-promote, skip-learner or copy-overwrites"
             ),
         }
     }
@@ -288,6 +298,9 @@ enum Hunt {
 
 impl Shared {
     fn doing(&self, who: usize, what: String) {
+        if who == MACHINES * CLIENTS_PER_NODE && std::env::var_os("LOCUS_SIM_TRACE").is_some() {
+            eprintln!("seq {}: {what}", self.seq.load(Ordering::Acquire));
+        }
         self.doing.lock().unwrap()[who] = what;
     }
 }
@@ -370,6 +383,20 @@ impl Shared {
             .map_err(|e| format!("m{m}: worker: {e}"))?;
         node.adopt_committed(w, &committed)
             .map_err(|e| format!("m{m}: the committed table: {e}"))?;
+        // Updates in doubt that its replay made visible reach its backups
+        // before it serves (the twin, seed 45 of the rejoin scenario).
+        let mut tries = 0;
+        while let Err(e) = node.resend_replayed(w) {
+            // A backup's service that is slow to answer: again, a while
+            // later, as a server's registration retries.
+            tries += 1;
+            if tries >= 100 {
+                return Err(format!("m{m}: resending the replayed: {e}"));
+            }
+            for _ in 0..20 {
+                w.relax();
+            }
+        }
         let slot = &self.slots[m as usize];
         *slot.watch.lock().unwrap() = Some(joined.watch);
         *slot.node.lock().unwrap() = Some(node);
@@ -472,13 +499,19 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
         .filter(|&v| home_of(v, MACHINES) == (near + 1) % MACHINES as MachineId)
         .collect();
     // Hunting seeds run longer (the fault between HAND and the commit
-    // comes late): their clients keep going through it.
-    let ops = if s.hunt != Hunt::No {
+    // comes late): their clients keep going through it. Replicated ones go
+    // on while the nemesis works (a failover, a rejoin whose learner must
+    // take their updates, a second failover), up to the same bound (the
+    // inserted ids below are unique up to it).
+    let ops = if s.hunt != Hunt::No || s.replicated {
         3 * OPS_PER_CLIENT
     } else {
         OPS_PER_CLIENT
     };
     for i in 0..ops {
+        if s.replicated && i >= OPS_PER_CLIENT && s.nemesis_done.load(Ordering::Acquire) {
+            break;
+        }
         let v = if rng.below(10) < 6 {
             favoured[rng.below(favoured.len() as u64) as usize]
         } else {
@@ -577,6 +610,12 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
         } = reply
         {
             cov.fenced_refusals += 1;
+        }
+        if s.replicated {
+            // Paced, so that its updates span the nemesis's steps.
+            for _ in 0..rng.below(12) {
+                port.relax();
+            }
         }
     }
     s.coverage.lock().unwrap().add(&cov);
@@ -812,8 +851,10 @@ fn simulate(seed: u64, sc: Scenario) -> Result<(Vec<Vec<Event>>, Coverage), Stri
     if !replicated {
         load(&shared).map_err(|e| format!("seed {seed}: {e}"))?;
     }
-    // The mover counts as a client: services serve until it is done too.
-    let clients = MACHINES * CLIENTS_PER_NODE + usize::from(moves);
+    // The mover counts as a client: services serve until it is done too;
+    // so does a replicated run's nemesis (its rejoins' copies are node
+    // requests the learners' services answer).
+    let clients = MACHINES * CLIENTS_PER_NODE + usize::from(moves) + usize::from(replicated);
     let mut actors: Vec<Actor> = Vec::new();
     let s = &shared;
     if replicated {
@@ -856,7 +897,12 @@ fn simulate(seed: u64, sc: Scenario) -> Result<(Vec<Vec<Event>>, Coverage), Stri
         coordinator::coordinator(f, s, clients)
     }));
     let rng = fabric.rng(999);
-    actors.push(Box::new(move |f: &SimFabric| nemesis::nemesis(f, s, rng)));
+    actors.push(Box::new(move |f: &SimFabric| {
+        nemesis::nemesis(f, s, rng);
+        if replicated {
+            s.clients_done.fetch_add(1, Ordering::AcqRel);
+        }
+    }));
     let report = sim.run(actors).map_err(|failure| {
         let mut msg = failure.to_string();
         for (who, what) in shared.doing.lock().unwrap().iter().enumerate() {

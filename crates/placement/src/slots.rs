@@ -542,6 +542,78 @@ impl SlotTable {
         Ok(next)
     }
 
+    /// The same table at the next epoch: what a rejoin that did not commit
+    /// leaves, so that every learning it began ends (they end with the
+    /// table they began at) and its commit can never land.
+    pub fn next_epoch(&self) -> SlotTable {
+        let mut next = self.clone();
+        next.epoch = self.epoch + 1;
+        next
+    }
+
+    /// The table with `backup` added to the backups of each of `slots`, at
+    /// one next epoch (a rejoin's commit; each as [`SlotTable::add_backup`]).
+    pub fn add_backups(&self, slots: &[u32], backup: Machine) -> Result<SlotTable> {
+        let mut next = self.clone();
+        for &slot in slots {
+            let Some(b) = self.backups.get(slot as usize) else {
+                return Err(invalid(
+                    "slot",
+                    slot.to_string(),
+                    format!("below {}", self.slots()),
+                ));
+            };
+            let mut list = b.as_slice().to_vec();
+            list.push(backup);
+            self.check_backups(slot, &list, self.replication)?;
+            next.backups[slot as usize] = Backups::of(&list);
+        }
+        next.epoch = self.epoch + 1;
+        debug_assert!(next.rules_hold());
+        Ok(next)
+    }
+
+    /// Slots short of backups whose owner is in `live`, each with the
+    /// member of `live` to learn it (neither its owner nor a backup of it:
+    /// the one backing fewest slots so far, lowest id first), grouped by
+    /// (owner, learner) in that order: what rejoins make whole, one backup
+    /// per slot at a time. Empty without replication.
+    pub fn short_of_backups(&self, live: &[Machine]) -> Vec<(Machine, Machine, Vec<u32>)> {
+        if self.replication <= 1 {
+            return Vec::new();
+        }
+        let mut live: Vec<Machine> = live.to_vec();
+        live.sort_unstable();
+        live.dedup();
+        let mut backs: std::collections::HashMap<Machine, usize> =
+            live.iter().map(|&m| (m, 0)).collect();
+        for b in &self.backups {
+            for m in b.as_slice() {
+                if let Some(n) = backs.get_mut(m) {
+                    *n += 1;
+                }
+            }
+        }
+        let mut groups: std::collections::BTreeMap<(Machine, Machine), Vec<u32>> =
+            Default::default();
+        for (s, &owner) in self.owners.iter().enumerate() {
+            let backups = self.backups[s].as_slice();
+            if !live.contains(&owner) || backups.len() + 1 >= usize::from(self.replication) {
+                continue;
+            }
+            let learner = live
+                .iter()
+                .copied()
+                .filter(|&m| m != owner && !backups.contains(&m))
+                .min_by_key(|m| (backs[m], *m));
+            if let Some(l) = learner {
+                *backs.get_mut(&l).expect("live") += 1;
+                groups.entry((owner, l)).or_default().push(s as u32);
+            }
+        }
+        groups.into_iter().map(|((o, l), s)| (o, l, s)).collect()
+    }
+
     /// The table with `machine` removed from every slot's backups, at the
     /// next epoch: e.g. a backup that stopped answering.
     pub fn without_backup(&self, machine: Machine) -> Result<SlotTable> {

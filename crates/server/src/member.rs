@@ -69,6 +69,10 @@ pub(crate) struct MemberState {
     failover_pending: std::sync::atomic::AtomicBool,
 }
 
+/// How long a registration tries to send its backups the lists its log
+/// replayed before the start fails.
+const RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn etcd_err(e: locus_membership::MembershipError) -> ServerError {
     ServerError::Membership(e.to_string())
 }
@@ -292,6 +296,33 @@ pub(crate) fn register(
                 server = id,
                 epoch = t.epoch(),
                 "a newer slot table from etcd"
+            );
+        }
+    }
+    // Updates in doubt that the replay made visible here reach the
+    // backups before anyone is served (`Node::resend_replayed`); a backup
+    // that cannot take them fails the start (the supervisor restarts it).
+    {
+        let mut session = node.session();
+        let w = session
+            .worker(node)
+            .map_err(|e| ServerError::Membership(e.to_string()))?;
+        let since = std::time::Instant::now();
+        let sent = loop {
+            match node.resend_replayed(w) {
+                Ok(n) => break n,
+                Err(e) if since.elapsed() < RESEND_FOR => {
+                    tracing::warn!(server = id, "{e}; trying again");
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                Err(e) => return Err(ServerError::Membership(e.to_string())),
+            }
+        };
+        if sent > 0 {
+            tracing::info!(
+                server = id,
+                vertices = sent,
+                "sent the backups the lists the log replayed"
             );
         }
     }

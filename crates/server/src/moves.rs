@@ -26,9 +26,11 @@ use crate::{Result, ServerError};
 pub mod failover;
 pub mod goal;
 pub mod journal;
+pub mod rejoin;
 pub use failover::FailedOver;
 pub use goal::Goal;
 pub use journal::{Journal, Progress};
+pub use rejoin::{Rejoined, Shortfall};
 
 /// How long one step may take at a server (a TAKE copies a batch).
 const STEP_DEADLINE: Duration = Duration::from_secs(600);

@@ -11,7 +11,9 @@
 //! With replication (issue 60) it also fails over the slots of a server
 //! whose lease ended (`moves/failover.rs`), looking every
 //! [`FAILOVER_EVERY`] so that a dead primary's slots answer again about
-//! one look after its lease ends.
+//! one look after its lease ends; and, at each look for batches, when no
+//! server is dead, makes live servers backups of slots short of backups
+//! (`moves/rejoin.rs`), one primary and learner at a time.
 
 use std::time::{Duration, Instant};
 
@@ -38,6 +40,8 @@ pub(crate) enum Look {
     Settled(u64, u64),
     /// A dead server's slots failed over.
     FailedOver(u8, crate::moves::FailedOver),
+    /// A live server made a backup of a primary's slots short of one.
+    Rejoined(crate::moves::Shortfall, crate::moves::Rejoined),
 }
 
 /// Runs until `stop`: looks at once (a takeover settles what the old
@@ -105,6 +109,11 @@ pub(crate) fn settle_loop(
         if !settle {
             continue;
         }
+        if file.replication.factor > 1 {
+            if let Err(e) = look_for_short(&client, m, term) {
+                tracing::warn!("making a server a backup again: {e}");
+            }
+        }
         match look(&client, m, term) {
             Ok(Look::Settled(n, slots)) => tracing::info!(
                 batches = n,
@@ -149,6 +158,33 @@ pub(crate) fn look_for_dead(client: &Client, m: &Membership, term: i64) -> crate
     }
 }
 
+/// One look for slots short of a backup, once no server is to fail over:
+/// each rejoin planned is made in turn, until one fails.
+pub(crate) fn look_for_short(client: &Client, m: &Membership, term: i64) -> crate::Result<Look> {
+    let mover = match coordinator_mover(client, m, term)? {
+        Ok(mover) => mover,
+        Err(driven) => return Ok(driven),
+    };
+    if !mover.dead_holders()?.is_empty() {
+        return Ok(Look::Idle);
+    }
+    let mut last = Look::Idle;
+    for f in mover.short_of_backups()? {
+        let r = mover.rejoin(&f)?;
+        tracing::info!(
+            primary = f.primary,
+            learner = f.learner,
+            slots = r.slots,
+            vertices = r.vertices,
+            table_epoch = r.table_epoch,
+            term,
+            "made a live server a backup of slots short of one"
+        );
+        last = Look::Rejoined(f, r);
+    }
+    Ok(last)
+}
+
 /// One look (see the module doc).
 pub(crate) fn look(client: &Client, m: &Membership, term: i64) -> crate::Result<Look> {
     let busy = |e: &dyn std::fmt::Display| e.to_string().contains("another slot mover is running");
@@ -191,7 +227,19 @@ pub(crate) fn look(client: &Client, m: &Membership, term: i64) -> crate::Result<
                     .1
                     .slots
             }
-            Some(Goal::FailOver { dead }) => mover.fail_over(*dead)?.slots,
+            Some(Goal::FailOver { dead, to }) => mover.fail_over_to(*dead, to)?.slots,
+            Some(Goal::Rejoin {
+                primary,
+                learner,
+                slots,
+            }) => {
+                mover.abandon_rejoin(&crate::moves::Shortfall {
+                    primary: *primary,
+                    learner: *learner,
+                    slots: slots.clone(),
+                })?;
+                0
+            }
         };
         Ok((n, slots))
     })();

@@ -30,6 +30,12 @@ pub enum MoveStep {
     /// A new primary: serve the slots the failed-over table gives it from
     /// its backup lists (issue 60, R2).
     Promote = 11,
+    /// A rejoin (issue 60): at the slots' owner, `peer` learns them (their
+    /// updates go to it too); at `peer`, it takes the owner's records.
+    Learn = 12,
+    /// A rejoin: the slots' owner copies their lists to `peer`, which
+    /// learns them.
+    Copy = 13,
 }
 
 impl MoveStep {
@@ -47,6 +53,8 @@ impl MoveStep {
             9 => Serve,
             10 => FailOver,
             11 => Promote,
+            12 => Learn,
+            13 => Copy,
             _ => return None,
         })
     }

@@ -15,7 +15,7 @@
 //! ```text
 //!  magic u8 = 0x52 | count u32 | count x entry
 //!  entry:  slot u32 | primary epoch u32 | vertex u32 | flag u8 (1 list, 0 removed)
-//!          | [n u32 | n x id u32]  (a list only)
+//!          | [n u32 | n x id u32]  (a list only; flag 2: a copied list, to a learner)
 //!  answer: u8 = 1 (every entry durable in this backup's log and applied to its map)
 //! ```
 //!
@@ -24,6 +24,13 @@
 //! slot at exactly the entry's primary epoch, and this machine must back it
 //! (R2: a stale primary, or one ahead of this backup's table, is refused;
 //! the primary's update then fails in doubt and its client retries).
+//!
+//! A *learner* (a server rejoining as a backup, `learn.rs`) takes records of
+//! the slots it learns from their owner though the table does not name it
+//! yet, while the table installed here is the one it began learning at.
+//! Besides live records (flag 1 or 0) it takes the primary's copy of each
+//! vertex (flag 2), which never overwrites a live record taken since it
+//! began learning: the copy may have been read before that record's update.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,6 +59,8 @@ pub(crate) struct Entry1 {
     pub(crate) vertex: u32,
     /// Its whole list, or None: removed.
     pub(crate) list: Option<Vec<u32>>,
+    /// A rejoin's copy of the list (to a learner), not a live update.
+    pub(crate) copied: bool,
 }
 
 /// Encodes `entries` into requests of at most [`REQUEST_BYTES_MAX`] bytes
@@ -80,7 +89,7 @@ pub(crate) fn encode_requests(entries: &[Entry1]) -> Vec<Vec<u8>> {
         }
         match &e.list {
             Some(l) => {
-                cur.push(1);
+                cur.push(if e.copied { 2 } else { 1 });
                 cur.extend_from_slice(&(l.len() as u32).to_le_bytes());
                 for id in l {
                     cur.extend_from_slice(&id.to_le_bytes());
@@ -128,7 +137,7 @@ pub(crate) fn decode_request(b: &[u8]) -> std::result::Result<Vec<Entry1>, Strin
         at += 1;
         let list = match flag {
             0 => None,
-            1 => {
+            1 | 2 => {
                 let n = u32_at(&mut at)? as usize;
                 if n > (b.len() - at) / 4 {
                     return Err(format!(
@@ -141,13 +150,14 @@ pub(crate) fn decode_request(b: &[u8]) -> std::result::Result<Vec<Entry1>, Strin
                 }
                 Some(l)
             }
-            f => return Err(format!("entry flag {f} at byte {}, not 0 or 1", at - 1)),
+            f => return Err(format!("entry flag {f} at byte {}, not 0, 1 or 2", at - 1)),
         };
         out.push(Entry1 {
             slot,
             primary_epoch,
             vertex,
             list,
+            copied: flag == 2,
         });
     }
     if at != b.len() {
@@ -159,8 +169,15 @@ pub(crate) fn decode_request(b: &[u8]) -> std::result::Result<Vec<Entry1>, Strin
     Ok(out)
 }
 
-/// Why `from` may not write `e` here by `t` (R2), if it may not.
-pub(crate) fn refusal(t: &SlotTable, me: MachineId, from: MachineId, e: &Entry1) -> Option<String> {
+/// Why `from` may not write `e` here by `t` (R2), if it may not;
+/// `learns`: this machine learns `e`'s slot from `from` at `t`'s epoch.
+pub(crate) fn refusal(
+    t: &SlotTable,
+    me: MachineId,
+    from: MachineId,
+    e: &Entry1,
+    learns: bool,
+) -> Option<String> {
     if t.slot_of(e.vertex) != e.slot {
         return Some(format!(
             "vertex {} is in slot {}, not {}",
@@ -179,14 +196,32 @@ pub(crate) fn refusal(t: &SlotTable, me: MachineId, from: MachineId, e: &Entry1)
             e.primary_epoch
         ));
     }
-    if !t.is_backup(e.slot, me) {
+    if e.copied && !learns {
         return Some(format!(
-            "server {me} does not back slot {} by table epoch {}",
+            "server {me} does not learn slot {} from server {from} at table epoch {}: a copy goes to a learner only",
+            e.slot,
+            t.epoch()
+        ));
+    }
+    if !t.is_backup(e.slot, me) && !learns {
+        return Some(format!(
+            "server {me} does not back slot {} by table epoch {}, nor learn it",
             e.slot,
             t.epoch()
         ));
     }
     None
+}
+
+/// A slot this machine learns (a rejoin, before the table names it).
+#[derive(Debug)]
+struct Learning {
+    /// The slot's owner.
+    from: MachineId,
+    /// The table epoch it learns at: a newer table ends it.
+    table_epoch: u64,
+    /// Vertices a live record wrote since it began: a copy skips them.
+    touched: std::collections::HashSet<u32>,
 }
 
 /// What a backup holds: per slot, its vertices' lists; and the slots a
@@ -195,6 +230,16 @@ pub(crate) fn refusal(t: &SlotTable, me: MachineId, from: MachineId, e: &Entry1)
 struct Held {
     lists: HashMap<u32, HashMap<u32, Vec<u32>>>,
     promoting: std::collections::HashSet<u32>,
+    learning: HashMap<u32, Learning>,
+}
+
+impl Held {
+    /// Whether this machine learns `slot` from `from` at table epoch `epoch`.
+    fn learns(&self, slot: u32, from: MachineId, epoch: u64) -> bool {
+        self.learning
+            .get(&slot)
+            .is_some_and(|l| l.from == from && l.table_epoch == epoch)
+    }
 }
 
 /// A backup's side: its log and map (see the module doc).
@@ -211,6 +256,9 @@ pub(crate) struct Backup {
     /// Break on purpose (tests of R2 only): take records whatever their
     /// primary epoch.
     pub(crate) accept_stale: AtomicBool,
+    /// Break on purpose (tests of the rejoin only): a copy overwrites what
+    /// a live record wrote since the learning began.
+    pub(crate) copy_overwrites: AtomicBool,
 }
 
 impl Backup {
@@ -257,11 +305,13 @@ impl Backup {
             map: Mutex::new(Held {
                 lists: map,
                 promoting: Default::default(),
+                learning: Default::default(),
             }),
             stored: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             checkpoint_lsn: AtomicU64::new(0),
             accept_stale: AtomicBool::new(false),
+            copy_overwrites: AtomicBool::new(false),
         })
     }
 
@@ -330,8 +380,8 @@ impl Backup {
         let entries = decode_request(bytes)?;
         let lsn = {
             let mut map = self.map();
+            let t = self.homes.current();
             if !self.accept_stale.load(Ordering::Relaxed) {
-                let t = self.homes.current();
                 let why = entries.iter().find_map(|e| {
                     if map.promoting.contains(&e.slot) {
                         return Some(format!(
@@ -339,18 +389,32 @@ impl Backup {
                             e.slot, self.me
                         ));
                     }
-                    refusal(&t, self.me, from, e)
+                    refusal(&t, self.me, from, e, map.learns(e.slot, from, t.epoch()))
                 });
                 if let Some(why) = why {
                     self.refused.fetch_add(1, Ordering::Relaxed);
                     return Err(format!("server {} refuses the record: {why}", self.me));
                 }
             }
-            let lists: Vec<(u32, &[u32])> = entries
+            // A copy skips a vertex a live record wrote since the learning
+            // began (that record is newer than the copy may be).
+            let overwrite = self.copy_overwrites.load(Ordering::Relaxed);
+            let kept: Vec<&Entry1> = entries
+                .iter()
+                .filter(|e| {
+                    !e.copied
+                        || overwrite
+                        || !map
+                            .learning
+                            .get(&e.slot)
+                            .is_some_and(|l| l.touched.contains(&e.vertex))
+                })
+                .collect();
+            let lists: Vec<(u32, &[u32])> = kept
                 .iter()
                 .filter_map(|e| e.list.as_deref().map(|l| (e.vertex, l)))
                 .collect();
-            let removed: Vec<u32> = entries
+            let removed: Vec<u32> = kept
                 .iter()
                 .filter(|e| e.list.is_none())
                 .map(|e| e.vertex)
@@ -366,10 +430,15 @@ impl Backup {
             if !removed.is_empty() {
                 lsn = self.wal.append(&encode_removed(&removed)).map_err(log)?;
             }
-            for e in entries {
+            for e in kept {
+                if !e.copied {
+                    if let Some(l) = map.learning.get_mut(&e.slot) {
+                        l.touched.insert(e.vertex);
+                    }
+                }
                 let s = map.lists.entry(e.slot).or_default();
-                match e.list {
-                    Some(l) => s.insert(e.vertex, l),
+                match &e.list {
+                    Some(l) => s.insert(e.vertex, l.clone()),
                     None => s.remove(&e.vertex),
                 };
                 self.stored.fetch_add(1, Ordering::Relaxed);
@@ -377,6 +446,41 @@ impl Backup {
             lsn
         };
         Ok(lsn)
+    }
+
+    /// A rejoin's first step here: from now on takes records of `slots`
+    /// from their owner `from` while the installed table is at
+    /// `table_epoch` (the table does not name this machine yet), having
+    /// dropped whatever it held of them (SLOT_OUT, durable): what it holds
+    /// of them is what it is sent from here on. Idempotent (learning them
+    /// from `from` at that epoch already: nothing is dropped again).
+    pub(crate) fn learn(&self, slots: &[u32], from: MachineId, table_epoch: u64) -> Result<()> {
+        let lsn = {
+            let mut map = self.map();
+            let fresh: Vec<u32> = slots
+                .iter()
+                .copied()
+                .filter(|&s| !map.learns(s, from, table_epoch))
+                .collect();
+            if fresh.is_empty() {
+                return Ok(());
+            }
+            for &s in &fresh {
+                map.lists.remove(&s);
+                map.learning.insert(
+                    s,
+                    Learning {
+                        from,
+                        table_epoch,
+                        touched: Default::default(),
+                    },
+                );
+            }
+            self.wal.append(&encode_slot_out(&fresh))
+        };
+        lsn.and_then(|lsn| self.wal.wait(lsn))
+            .map_err(|e| NodeError::Recovery(format!("the backup log's SLOT_OUT: {e}")))?;
+        Ok(())
     }
 
     /// Slots held here.
@@ -437,11 +541,18 @@ impl Backup {
         let t = self.homes.current();
         let (gone, lsn) = {
             let mut map = self.map();
+            // A learning ends with any newer table (the rejoin's commit, or
+            // a change that makes its commit fail).
+            map.learning.retain(|_, l| l.table_epoch == t.epoch());
             let gone: Vec<u32> = map
                 .lists
                 .keys()
                 .copied()
-                .filter(|&s| !t.is_backup(s, self.me) && t.owner_of_slot(s) != Some(self.me))
+                .filter(|&s| {
+                    !t.is_backup(s, self.me)
+                        && t.owner_of_slot(s) != Some(self.me)
+                        && !map.learning.contains_key(&s)
+                })
                 .collect();
             if gone.is_empty() {
                 return Ok(0);
@@ -485,6 +596,7 @@ impl Backup {
         let map = self.map();
         serde_json::json!({
             "slots": map.lists.len(),
+            "learning_slots": map.learning.len(),
             "vertices": map.lists.values().map(|m| m.len()).sum::<usize>(),
             "entries_stored": self.stored.load(Ordering::Relaxed),
             "requests_refused": self.refused.load(Ordering::Relaxed),
@@ -518,6 +630,7 @@ mod tests {
             primary_epoch: pe,
             vertex,
             list,
+            copied: false,
         }
     }
 
@@ -533,23 +646,23 @@ mod tests {
         let (owner, backup) = (t.owner_of_slot(slot).unwrap(), t.backups_of_slot(slot)[0]);
         let other = (0..3u8).find(|&m| m != owner && m != backup).unwrap();
         let ok = e(slot, t.primary_epoch(slot), slot, Some(vec![1]));
-        assert_eq!(refusal(&t, backup, owner, &ok), None);
+        assert_eq!(refusal(&t, backup, owner, &ok, false), None);
         let (after, _) = t.fail_over(owner).unwrap();
         // The old primary, at the old epoch, once the backup holds the new table.
-        assert!(refusal(&after, backup, owner, &ok).is_some());
+        assert!(refusal(&after, backup, owner, &ok, false).is_some());
         let stale = e(slot, t.primary_epoch(slot), slot + 8, None);
-        assert!(refusal(&t, other, owner, &stale)
+        assert!(refusal(&t, other, owner, &stale, false)
             .unwrap()
             .contains("does not back"));
-        assert!(refusal(&t, backup, other, &ok)
+        assert!(refusal(&t, backup, other, &ok, false)
             .unwrap()
             .contains("not server"));
         let wrong_slot = e(slot + 1, t.primary_epoch(slot), slot, None);
-        assert!(refusal(&t, backup, owner, &wrong_slot)
+        assert!(refusal(&t, backup, owner, &wrong_slot, false)
             .unwrap()
             .contains("is in slot"));
         let ahead = e(slot, t.primary_epoch(slot) + 1, slot, None);
-        assert!(refusal(&t, backup, owner, &ahead).is_some());
+        assert!(refusal(&t, backup, owner, &ahead, false).is_some());
     }
 
     /// The group commit: requests taken together are stored with one
@@ -590,6 +703,98 @@ mod tests {
         assert_eq!(again.list(slot), Some(vec![1, 2]));
         assert_eq!(again.list(slot + 8), Some(vec![3]));
         assert_eq!(again.list(slot + 16), None);
+    }
+
+    /// A learner (a rejoin) takes its slot's live records and the
+    /// primary's copy, a copy never undoes a live record taken before it
+    /// (an update after the copy's read, or a removal), and the learning
+    /// ends with any newer table unless that table names it a backup.
+    #[test]
+    fn a_learner_takes_live_records_over_older_copies_until_the_table_moves_on() {
+        let full = SlotTable::uniform(8, 3)
+            .unwrap()
+            .with_replication(2, &[0, 1, 2])
+            .unwrap();
+        let slot = 4u32;
+        let (owner, gone) = (
+            full.owner_of_slot(slot).unwrap(),
+            full.backups_of_slot(slot)[0],
+        );
+        // Its backup failed over: the slot is short of one.
+        let (t, _) = full.fail_over(gone).unwrap();
+        let me = (0..3u8).find(|&m| m != owner && m != gone).unwrap();
+        let storage: Arc<dyn locus_wal::Storage> = Arc::new(locus_wal::MemStorage::new());
+        let homes = Arc::new(Homes::new(&t));
+        let cfg = WalConfig {
+            storage: Arc::clone(&storage),
+            dir: "backup".into(),
+            sync: locus_wal::SyncMode::Always,
+            identity: String::new(),
+            segment_bytes_max: 1 << 20,
+        };
+        let b = Backup::open(me, Arc::clone(&homes), cfg, locus_wal::Flusher::Caller).unwrap();
+        let pe = t.primary_epoch(slot);
+        let copy = |v: u32, l: Vec<u32>| Entry1 {
+            copied: true,
+            ..e(slot, pe, v, Some(l))
+        };
+        let send = |from: MachineId, es: &[Entry1]| b.take(from, &encode_requests(es)[0]);
+        // Not learning: neither live records nor copies are taken.
+        let live = e(slot, pe, slot, Some(vec![1]));
+        assert!(send(owner, &[live]).unwrap_err().contains("nor learn"));
+        let refused = send(owner, &[copy(slot, vec![1])]).unwrap_err();
+        assert!(
+            refused.contains("a copy goes to a learner only"),
+            "{refused}"
+        );
+        b.learn(&[slot], owner, t.epoch()).unwrap();
+        // Live: `slot` gets [2], `slot + 8` is removed; then the copy, read
+        // before those updates, arrives: it fills `slot + 16` only.
+        send(
+            owner,
+            &[
+                e(slot, pe, slot, Some(vec![2])),
+                e(slot, pe, slot + 8, None),
+            ],
+        )
+        .unwrap();
+        send(
+            owner,
+            &[
+                copy(slot, vec![1]),
+                copy(slot + 8, vec![9]),
+                copy(slot + 16, vec![3]),
+            ],
+        )
+        .unwrap();
+        assert_eq!(b.list(slot), Some(vec![2]));
+        assert_eq!(b.list(slot + 8), None);
+        assert_eq!(b.list(slot + 16), Some(vec![3]));
+        // Only the slot's owner teaches it.
+        assert!(send(gone, &[e(slot, pe, slot, Some(vec![5]))]).is_err());
+        // The commit names it a backup: what it learned stays, and it takes
+        // records as a backup.
+        let named = t.add_backup(slot, me).unwrap();
+        homes.install(&named).unwrap();
+        b.drop_unbacked().unwrap();
+        assert_eq!(b.list(slot + 16), Some(vec![3]));
+        send(owner, &[e(slot, pe, slot + 16, Some(vec![4]))]).unwrap();
+        assert_eq!(b.list(slot + 16), Some(vec![4]));
+        // A learning at a table that moved on ends without a commit.
+        let other = (0..8u32)
+            .find(|&s| named.owner_of_slot(s) != Some(me) && !named.is_backup(s, me))
+            .expect("a slot `me` neither owns nor backs");
+        let o = named.owner_of_slot(other).unwrap();
+        b.learn(&[other], o, named.epoch()).unwrap();
+        let ope = named.primary_epoch(other);
+        send(o, &[e(other, ope, other, Some(vec![7]))]).unwrap();
+        assert_eq!(b.list(other), Some(vec![7]));
+        let moved_on = named.without_backup(gone).unwrap();
+        homes.install(&moved_on).unwrap();
+        b.drop_unbacked().unwrap();
+        assert_eq!(b.list(other), None);
+        assert_eq!(b.list(slot), Some(vec![2]), "a slot it backs stays");
+        assert!(send(o, &[e(other, ope, other, Some(vec![8]))]).is_err());
     }
 
     #[test]

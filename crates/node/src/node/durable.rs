@@ -123,6 +123,11 @@ pub(crate) struct Durability {
     pub(crate) moves_in_flight: AtomicU64,
     /// Slots the replay left in a move, for the node to take over.
     pub(crate) resumed: Mutex<Vec<(u32, Resumed)>>,
+    /// Vertices homed here that a record after the checkpoint wrote, as
+    /// the replay found them: their last update may be in doubt, so they
+    /// are sent to the backups again before anyone is served
+    /// (`Node::resend_replayed`).
+    pub(crate) replayed: Mutex<Vec<u32>>,
     /// Held by a move's HAND and by the reload after a peer's failure (M1),
     /// so that one sees the other's effect whole (V4).
     handing: Mutex<()>,
@@ -230,6 +235,13 @@ impl Durability {
                 lists.remove(v);
             }
         }
+        let mut replayed: Vec<u32> = replay
+            .logged
+            .iter()
+            .copied()
+            .filter(|&v| homes.owner(v) == id)
+            .collect();
+        replayed.sort_unstable();
         let kept: Vec<u32> = kept.into_iter().collect();
         homes.set_view(&kept, Some(id))?;
         w.set_replaying(true);
@@ -313,6 +325,7 @@ impl Durability {
             interval: Duration::from_secs(d.checkpoint_interval_s),
             moves_in_flight: AtomicU64::new(resumed.len() as u64),
             resumed: Mutex::new(resumed),
+            replayed: Mutex::new(replayed),
             handing: Mutex::new(()),
         })
     }

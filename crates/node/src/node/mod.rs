@@ -24,6 +24,7 @@
 mod backup;
 mod durable;
 mod handle;
+mod learn;
 pub mod moves;
 pub mod recovery;
 mod replicate;
@@ -124,6 +125,12 @@ pub struct Faults {
     /// A newer table that makes this node a slot's primary is installed
     /// without promoting its backup lists first (breaks R3).
     pub adopt_without_promote: bool,
+    /// A primary sends its updates to the backups the table names but not
+    /// to a learner (breaks R1 once a rejoin commits).
+    pub skip_learner: bool,
+    /// A learner lets a copy overwrite a live record taken since it began
+    /// learning (breaks R1 once a rejoin commits).
+    pub copy_overwrites: bool,
 }
 
 /// A node whose regions exist and whose log is not replayed yet.
@@ -198,6 +205,7 @@ impl<F: Fabric> Created<F> {
             backup,
             faults: Faults::default(),
             promoting: Default::default(),
+            learners: Default::default(),
         };
         // A failover committed before this node promoted the slots it
         // backed: they are served from its backup log now, before anyone
@@ -224,6 +232,8 @@ pub struct Node<F: Fabric> {
     faults: Faults,
     /// Closed while a PROMOTE puts lists in (`replicate.rs`).
     promoting: replicate::Gate,
+    /// Slots whose updates also go to a rejoining server (`learn.rs`).
+    learners: learn::Learners,
     recovery: recovery::RecoveryState,
     migrations_in: AtomicU64,
     migrated_bytes: AtomicU64,
@@ -283,6 +293,8 @@ impl<F: Fabric> Node<F> {
         if let Some(b) = &self.backup {
             b.accept_stale
                 .store(faults.accept_stale_primary, Ordering::Relaxed);
+            b.copy_overwrites
+                .store(faults.copy_overwrites, Ordering::Relaxed);
         }
     }
 

@@ -158,6 +158,15 @@ impl<F: Fabric> Node<F> {
                         self.fail_over_install(w, &t, peer)
                     }
                 }
+                MoveStep::Learn | MoveStep::Copy => {
+                    let t = SlotTable::decode(table)
+                        .map_err(|e| NodeError::Move(format!("the rejoin's table: {e}")))?;
+                    if step == MoveStep::Learn {
+                        self.learn(&t, slots, peer)
+                    } else {
+                        self.copy_to_learner(w, &t, slots, peer)
+                    }
+                }
             }
         })();
         match r {
@@ -407,6 +416,11 @@ impl<F: Fabric> Node<F> {
             self.promote(w, table)?;
         }
         self.store.homes().install(table)?;
+        // A rejoin's learning ends with a newer table: what it learned stays
+        // only if the table names this node a backup of it.
+        if let Some(b) = &self.backup {
+            b.drop_unbacked()?;
+        }
         let now = self.store.homes().table();
         let (mut out, mut done) = (Vec::new(), Vec::new());
         for (s, m) in self.moves_in_flight() {

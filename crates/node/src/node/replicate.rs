@@ -100,6 +100,14 @@ impl<F: Fabric> Node<F> {
                     ));
                 }
             }
+            if let Some(l) = self.learners.of(&t, slot) {
+                if let Err(e) = w.check_peer(l) {
+                    return Some(format!(
+                        "vertex {v}: slot {slot}'s rejoining backup, server {l}, is down ({e}); nothing was logged: the update waits until its rejoin is abandoned (table epoch {})",
+                        t.epoch()
+                    ));
+                }
+            }
         }
         None
     }
@@ -125,12 +133,19 @@ impl<F: Fabric> Node<F> {
         let mut per_backup: HashMap<MachineId, Vec<Entry1>> = HashMap::new();
         for &(v, list) in changes {
             let slot = t.slot_of(v);
-            for &b in t.backups_of_slot(slot) {
+            // A rejoining server learns the slot's updates as a backup does
+            // (`learn.rs`), before the table names it.
+            let learner = self
+                .learners
+                .of(&t, slot)
+                .filter(|_| !self.faults.skip_learner);
+            for &b in t.backups_of_slot(slot).iter().chain(learner.iter()) {
                 per_backup.entry(b).or_default().push(Entry1 {
                     slot,
                     primary_epoch: t.primary_epoch(slot),
                     vertex: v,
                     list: list.map(<[u32]>::to_vec),
+                    copied: false,
                 });
             }
         }
@@ -256,6 +271,52 @@ impl<F: Fabric> Node<F> {
             b.drop_unbacked()?;
         }
         Ok(installed)
+    }
+
+    /// Sends the backups, again, the lists of the vertices homed here that
+    /// the log's replay found written after its checkpoint (under every
+    /// stripe lock: no update interleaves). An update of one of them may
+    /// have been logged here and not stored by a backup (in doubt: its
+    /// client got an error or nothing); the replay made it visible here,
+    /// so the backups must hold it before anyone reads it, or a later
+    /// failover would take it back. Called once the node is registered
+    /// (its peers take its requests) and before it serves; on an error the
+    /// vertices stay to send and the caller must not serve. Returns the
+    /// vertices sent.
+    pub fn resend_replayed(&self, w: &mut Worker<Counting<F>>) -> Result<usize> {
+        let Some(d) = &self.durable else {
+            return Ok(0);
+        };
+        let pending = std::mem::take(&mut *d.replayed.lock().unwrap_or_else(|p| p.into_inner()));
+        let t = self.store.homes().current();
+        if pending.is_empty() || t.replication() <= 1 || self.backup.is_none() {
+            return Ok(0);
+        }
+        let mine: Vec<u32> = pending
+            .iter()
+            .copied()
+            .filter(|&v| t.owner_of(v) == self.me && !t.backups_of(v).is_empty())
+            .collect();
+        let r = (|| {
+            let _stripes = d.lock_all(&mut || w.relax());
+            let mut lists = Vec::with_capacity(mine.len());
+            for &v in &mine {
+                lists.push((v, w.get(v)?));
+            }
+            let changes: Vec<(u32, Option<&[u32]>)> =
+                lists.iter().map(|(v, l)| (*v, l.as_deref())).collect();
+            self.replicate(w, &changes).map_err(|why| {
+                NodeError::Recovery(format!(
+                    "the {} vertices the log replayed could not be sent to their backups again: {why}",
+                    changes.len()
+                ))
+            })
+        })();
+        if let Err(e) = r {
+            *d.replayed.lock().unwrap_or_else(|p| p.into_inner()) = pending;
+            return Err(e);
+        }
+        Ok(mine.len())
     }
 
     /// The backup's counters, for STATS (None without a log).

@@ -36,6 +36,12 @@ pub(crate) struct Coverage {
     /// Membership events whose handling failed because a second node was
     /// down, or the handling node was killed meanwhile.
     pub(crate) recovery_errors: u64,
+    /// Slots a rejoin made a live node back.
+    pub(crate) rejoined: u64,
+    /// Rejoins that did not commit (a node died or restarted meanwhile).
+    pub(crate) rejoins_abandoned: u64,
+    /// Failovers to a backup a rejoin made.
+    pub(crate) to_rejoined: u64,
 }
 
 impl Coverage {
@@ -64,5 +70,8 @@ impl Coverage {
         self.promoted += o.promoted;
         self.to_restarting += o.to_restarting;
         self.recovery_errors += o.recovery_errors;
+        self.rejoined += o.rejoined;
+        self.rejoins_abandoned += o.rejoins_abandoned;
+        self.to_rejoined += o.to_rejoined;
     }
 }

@@ -154,22 +154,32 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
             me,
             format!("{fault:?} of m{victim}: failing it over to m{b}"),
         );
-        cov.add(&super::failover::fail_over(s, &mut port, victim));
+        let (failed, pending) = super::failover::fail_over(s, &mut port, victim);
+        cov.add(&failed);
         cov.to_restarting += 1;
         wait(&mut port, &mut rng, 100);
         s.doing(me, format!("{fault:?} of m{victim}: m{b} joins"));
         s.join(b, node)
             .unwrap_or_else(|e| panic!("seed {}: rejoin of m{b}: {e}", s.seed));
         cov.restarts += 1;
-        wait(&mut port, &mut rng, 400);
+        // The failover's steps go on once the new primary is back.
+        if let Some(p) = pending {
+            wait(&mut port, &mut rng, 100);
+            let done = super::failover::finish(s, &mut port, &p)
+                .unwrap_or_else(|| panic!("seed {}: m{b} joined but is down", s.seed));
+            cov.add(&done);
+        }
+        wait(&mut port, &mut rng, 150);
     } else if s.replicated {
         // Dead as far as the cluster knows (a fenced one still runs): its
         // slots fail over to their backups, and the clients go on a while
         // without it.
         wait(&mut port, &mut rng, 100);
         s.doing(me, format!("{fault:?} of m{victim}: failing it over"));
-        cov.add(&super::failover::fail_over(s, &mut port, victim));
-        wait(&mut port, &mut rng, 400);
+        let (failed, pending) = super::failover::fail_over(s, &mut port, victim);
+        assert!(pending.is_none(), "seed {}: a new primary is down", s.seed);
+        cov.add(&failed);
+        wait(&mut port, &mut rng, 150);
     }
     if fault == Fault::LeaseLost {
         // Then it runs a while fenced, and is killed (its supervisor saw
@@ -185,6 +195,44 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
     s.join(victim, node)
         .unwrap_or_else(|e| panic!("seed {}: rejoin: {e}", s.seed));
     cov.restarts += 1;
+    if s.replicated {
+        // It is made a backup again of the slots its failover left short;
+        // then the primary of some of them dies in turn, and fails over
+        // to it: what it learned (a copy and the updates during it) must
+        // be every acknowledged write (R1, R3).
+        wait(&mut port, &mut rng, 50);
+        cov.add(&super::rejoin::rejoin(s, &mut port));
+        let next = {
+            let t = s.table.lock().unwrap();
+            (0..t.slots())
+                .find(|&sl| t.is_backup(sl, victim) && t.backups_of_slot(sl)[0] == victim)
+                .and_then(|sl| t.owner_of_slot(sl))
+        };
+        if let Some(y) = next {
+            if y == other {
+                port = f.port(victim).expect("a port");
+            }
+            wait(&mut port, &mut rng, 50);
+            s.doing(me, format!("{fault:?} of m{victim}: m{y} dies in turn"));
+            kill_one(s, y, Crash::ProcessCrash);
+            cov.crashes += 1;
+            wait(&mut port, &mut rng, 50);
+            s.membership.end_lease(y);
+            wait(&mut port, &mut rng, 50);
+            s.doing(me, format!("{fault:?} of m{victim}: failing m{y} over"));
+            let (failed, pending) = super::failover::fail_over(s, &mut port, y);
+            assert!(pending.is_none(), "seed {}: a new primary is down", s.seed);
+            cov.to_rejoined += 1;
+            cov.add(&failed);
+            wait(&mut port, &mut rng, 100);
+            s.doing(me, format!("{fault:?} of m{victim}: restarting m{y}"));
+            let node = restart(s, y);
+            s.join(y, node)
+                .unwrap_or_else(|e| panic!("seed {}: restart of m{y}: {e}", s.seed));
+            cov.restarts += 1;
+            cov.add(&super::rejoin::rejoin(s, &mut port));
+        }
+    }
     s.doing(me, format!("{fault:?} of m{victim}: done"));
     s.nemesis_done.store(true, Ordering::Release);
     s.coverage.lock().unwrap().add(&cov);

@@ -781,3 +781,56 @@ fn a_version_2_table_is_pinned_for_the_other_clients() {
     assert_eq!(hex, pinned);
     assert_eq!(SlotTable::decode(&t.encode()).unwrap(), t);
 }
+
+/// A rejoin's plan: after a failover, the slots short of a backup go to
+/// live servers that neither own nor back them, evenly, grouped by owner
+/// and learner; committing the plan makes every slot whole at one epoch.
+#[test]
+fn short_of_backups_plans_rejoins_evenly_and_add_backups_makes_them_whole() {
+    let t = SlotTable::uniform(64, 4)
+        .unwrap()
+        .with_replication(2, &[0, 1, 2, 3])
+        .unwrap();
+    assert!(t.short_of_backups(&[0, 1, 2, 3]).is_empty());
+    let (after, _) = t.fail_over(2).unwrap();
+    // Server 2 is dead: only the other three may learn, and slots it now
+    // owns nothing of are planned; server 2 itself is never chosen.
+    let plan = after.short_of_backups(&[0, 1, 3]);
+    assert!(!plan.is_empty());
+    let mut per_learner = std::collections::HashMap::new();
+    let mut next = after.clone();
+    for (owner, learner, slots) in &plan {
+        assert_ne!(owner, learner);
+        assert_ne!(*learner, 2);
+        for &s in slots {
+            assert_eq!(after.owner_of_slot(s), Some(*owner));
+            assert!(after.backups_of_slot(s).is_empty());
+        }
+        *per_learner.entry(*learner).or_insert(0usize) += slots.len();
+        next = next.add_backups(slots, *learner).unwrap();
+    }
+    assert_eq!(next.epoch(), after.epoch() + plan.len() as u64);
+    assert!(next.short_of_backups(&[0, 1, 3]).is_empty());
+    let backs: Vec<usize> = [0u8, 1, 3]
+        .iter()
+        .map(|m| (0..64).filter(|&s| next.is_backup(s, *m)).count())
+        .collect();
+    // Server 3 took 2's 32 slots and may back only server 1's 16 that lost
+    // their backup (0's are backed by 1): it gets them all, and the 16 it
+    // now owns without a backup are split between 0 and 1.
+    assert_eq!(backs, [24, 24, 16], "backups per server 0, 1, 3");
+    // Server 2 back: nothing is short any more, so it is planned nothing
+    // until a rebalance; a slot whose owner is dead is not planned.
+    assert!(next.short_of_backups(&[0, 1, 2, 3]).is_empty());
+    assert!(after
+        .short_of_backups(&[1, 3])
+        .iter()
+        .all(|(o, _, _)| *o != 0));
+    // Unreplicated: nothing to plan.
+    assert!(SlotTable::uniform(8, 2)
+        .unwrap()
+        .short_of_backups(&[0, 1])
+        .is_empty());
+    // A slot already at R - 1 backups cannot take another.
+    assert!(t.add_backups(&[0], 3).is_err() || t.is_backup(0, 3));
+}

@@ -7,10 +7,17 @@
 //!  D registered once and not live now, the table gives it slots or backups:
 //!   goal FailOver(D) ─▶ etcd: swap P/slots to T.fail_over(D), fenced by D's last epoch
 //!   ─▶ PROMOTE(T') at every reachable server but D (a new primary puts its backup
-//!      lists in at home; others do nothing) ─▶ FAIL_OVER(T', D) at each (forget D;
-//!      install T' unless T' makes it a new primary) ─▶ INSTALL(T') at each (a new
-//!      primary serves its slots from here) ─▶ goal cleared
+//!      lists in at home; others do nothing) ─▶ every new primary promoted?
+//!      no (one is restarting): stop; the goal's next run goes on from PROMOTE
+//!   ─▶ FAIL_OVER(T', D) at each (forget D; install T' unless T' makes it a new
+//!      primary) ─▶ INSTALL(T') at each (a new primary serves its slots from
+//!      here) ─▶ goal cleared
 //! ```
+//!
+//! No server installs T' before every new primary has promoted: one that
+//! did would read the slots one-sidedly in a new primary's key table that
+//! does not hold them yet (the twin, a backup restarting during its
+//! failover: "vertex missing" at a survivor as soon as it registered).
 //!
 //! Every step is idempotent, so a driver that dies anywhere leaves a goal
 //! whose rerun finishes it. A new incarnation of D that took its epoch
@@ -68,10 +75,30 @@ impl Mover<'_> {
     /// `dead` is live (it came back before the failover committed).
     pub fn fail_over(&self, dead: u8) -> Result<FailedOver> {
         let _lock = self.hold()?;
-        self.with_goal(&Goal::FailOver { dead }, || self.fail_over_held(dead))
+        let (_, t) = self.table()?;
+        let mut to: Vec<u8> = if fails_over(&t, dead) {
+            let (_, moved) = t.fail_over(dead).map_err(|e| err(e.to_string()))?;
+            moved.iter().map(|f| f.to).collect()
+        } else {
+            Vec::new()
+        };
+        to.sort_unstable();
+        to.dedup();
+        self.fail_over_to(dead, &to)
     }
 
-    fn fail_over_held(&self, dead: u8) -> Result<FailedOver> {
+    /// [`Mover::fail_over`] whose new primaries are `to` (a goal's rerun:
+    /// the table committed may not say which they are).
+    pub fn fail_over_to(&self, dead: u8, to: &[u8]) -> Result<FailedOver> {
+        let _lock = self.hold()?;
+        let goal = Goal::FailOver {
+            dead,
+            to: to.to_vec(),
+        };
+        self.with_goal(&goal, || self.fail_over_held(dead, to))
+    }
+
+    fn fail_over_held(&self, dead: u8, to: &[u8]) -> Result<FailedOver> {
         let (raw, t) = self.table()?;
         let mut report = FailedOver::default();
         let table = if fails_over(&t, dead) {
@@ -119,8 +146,16 @@ impl Mover<'_> {
             .filter(|&id| id != dead)
             .collect();
         // R4: every server forgets the dead one before any new primary
-        // serves a failed-over slot.
+        // serves a failed-over slot; and none installs the table before
+        // every new primary promoted (see the module doc).
         for step in [MoveStep::Promote, MoveStep::FailOver, MoveStep::Install] {
+            if step == MoveStep::FailOver {
+                if let Some(p) = to.iter().find(|p| !reachable.contains(p)) {
+                    return Err(err(format!(
+                        "server {p}, a new primary of server {dead}'s slots, is not live (restarting?): the failover is finished by its goal's next run, once it promoted"
+                    )));
+                }
+            }
             for &id in &reachable {
                 let r = self
                     .step(id, step, dead, &[], &raw, Vec::new())

@@ -31,6 +31,20 @@ pub enum Goal {
     FailOver {
         /// The dead server.
         dead: u8,
+        /// The new primaries (every one must PROMOTE before any server
+        /// installs the table).
+        #[serde(default)]
+        to: Vec<u8>,
+    },
+    /// Server `learner` made a backup of `primary`'s `slots` (issue 60;
+    /// `rejoin.rs`). Its rerun abandons the rejoin: UNLEARN at both.
+    Rejoin {
+        /// The slots' owner.
+        primary: u8,
+        /// The server learning them.
+        learner: u8,
+        /// The slots.
+        slots: Vec<u32>,
     },
 }
 
@@ -62,10 +76,26 @@ mod tests {
                 members: vec![1, 2, 3],
                 batch_slots: 64,
             },
-            Goal::FailOver { dead: 2 },
+            Goal::FailOver {
+                dead: 2,
+                to: vec![0, 1],
+            },
+            Goal::Rejoin {
+                primary: 0,
+                learner: 2,
+                slots: vec![1, 4, 7],
+            },
         ] {
             assert_eq!(Goal::decode(&g.encode()).unwrap(), g);
         }
+        // A goal written before `to` existed.
+        assert_eq!(
+            Goal::decode(br#"{"kind":"fail-over","dead":1}"#).unwrap(),
+            Goal::FailOver {
+                dead: 1,
+                to: Vec::new()
+            }
+        );
         assert!(Goal::decode(br#"{"kind":"shuffle"}"#)
             .unwrap_err()
             .contains("goal in etcd"));

@@ -185,6 +185,9 @@ pub(super) struct Replay<'a> {
     /// Slots taken over by SLOT_IN and not left since: from whom, and
     /// whether a SERVE record followed (V2).
     pub(super) arrived: HashMap<u32, Arrived>,
+    /// Vertices a record after the checkpoint wrote (their last update
+    /// may be in doubt: logged, but not known to the backups).
+    pub(super) logged: HashSet<u32>,
 }
 
 /// A slot a SLOT_IN record brought, as the log leaves it.
@@ -205,6 +208,7 @@ impl<'a> Replay<'a> {
             handed: HashMap::new(),
             handed_vertices: HashMap::new(),
             arrived: HashMap::new(),
+            logged: HashSet::new(),
         }
     }
 }
@@ -212,13 +216,20 @@ impl<'a> Replay<'a> {
 impl Replay<'_> {
     /// Takes one entry of the checkpoint or the log.
     pub(super) fn entry(&mut self, e: Entry<'_>) -> std::result::Result<(), String> {
-        self.take(match e {
+        let rec = match e {
             Entry::Checkpoint(b) => match decode_list(b)? {
                 ((v, ids), []) => Rec::Vertices(vec![(v, Some(ids))]),
                 (_, rest) => return Err(format!("{} bytes after the list", rest.len())),
             },
-            Entry::Record(b) => decode_any(b)?,
-        });
+            Entry::Record(b) => {
+                let rec = decode_any(b)?;
+                if let Rec::Vertices(l) = &rec {
+                    self.logged.extend(l.iter().map(|(v, _)| *v));
+                }
+                rec
+            }
+        };
+        self.take(rec);
         Ok(())
     }
 

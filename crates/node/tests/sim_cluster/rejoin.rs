@@ -1,0 +1,83 @@
+//! The twin's rejoin driver (issue 60 requirement 3; `sim_cluster.rs`):
+//! what the leading coordinator does for slots short of a backup
+//! (`crates/server/src/moves/rejoin.rs`), by the same MOVE steps, on the
+//! shared table (etcd's `P/slots` stand-in). The commit is fenced by the
+//! primary's and the learner's incarnations (a node killed or restarted
+//! meanwhile fails it), as etcd's swap is by their epochs.
+
+use locus_client::proto::MoveStep;
+use locus_fabric::sim::SimFabric;
+use locus_fabric::{Fabric, MachineId, Port};
+
+use super::failover::step_at;
+use super::{Coverage, Shared, CLIENTS_PER_NODE, MACHINES};
+
+/// Tries at a rejoin's step before it is given up (a node not at the
+/// table's epoch yet, or busy).
+const TRIES: u32 = 200;
+
+/// Makes live nodes backups of the slots short of one (each rejoin the
+/// table plans, in turn): LEARN at the learner and the primary, COPY at
+/// the primary, then the commit in the shared table if it and both
+/// incarnations are unchanged, else the table at its next epoch (every
+/// learning ends); then INSTALL at every live node.
+pub(crate) fn rejoin(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> Coverage {
+    let mut cov = Coverage::default();
+    let live: Vec<MachineId> = (0..MACHINES as MachineId)
+        .filter(|&m| s.node(m).is_some())
+        .collect();
+    let plan = s.table.lock().unwrap().short_of_backups(&live);
+    let me = MACHINES * CLIENTS_PER_NODE;
+    for (p, d, slots) in plan {
+        let t = s.table.lock().unwrap().clone();
+        let (Some((_, gp)), Some((_, gd))) = (s.node(p), s.node(d)) else {
+            continue;
+        };
+        let raw = t.encode();
+        s.doing(
+            me,
+            format!(
+                "rejoin of m{d} as a backup of {} of m{p}'s slots",
+                slots.len()
+            ),
+        );
+        let step = |port: &mut <SimFabric as Fabric>::Port, at, what, peer| {
+            step_at(s, port, at, what, peer, &slots, &raw, TRIES)
+        };
+        let mut taught = false;
+        let copied = step(port, d, MoveStep::Learn, p).and_then(|_| {
+            taught = true;
+            step(port, p, MoveStep::Learn, d)?;
+            // A while for updates to reach the learner live before the copy.
+            for _ in 0..s.seed % 60 {
+                port.relax();
+            }
+            step(port, p, MoveStep::Copy, d)
+        });
+        for _ in 0..s.seed % 30 {
+            port.relax();
+        }
+        let now = {
+            let mut held = s.table.lock().unwrap();
+            let same = |m: MachineId, g: u64| s.node(m).is_some_and(|(_, now)| now == g);
+            if copied.is_some() && held.epoch() == t.epoch() && same(p, gp) && same(d, gd) {
+                *held = t
+                    .add_backups(&slots, d)
+                    .unwrap_or_else(|e| panic!("seed {}: add_backups: {e}", s.seed));
+                cov.rejoined += slots.len() as u64;
+            } else if taught && held.epoch() == t.epoch() {
+                *held = t.next_epoch();
+                cov.rejoins_abandoned += 1;
+            } else if taught {
+                cov.rejoins_abandoned += 1;
+            }
+            held.clone()
+        };
+        let raw = now.encode();
+        for m in 0..MACHINES as MachineId {
+            s.doing(me, format!("rejoin of m{d}: INSTALL at m{m}"));
+            step_at(s, port, m, MoveStep::Install, 0, &[], &raw, TRIES);
+        }
+    }
+    cov
+}
