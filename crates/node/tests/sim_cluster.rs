@@ -375,12 +375,16 @@ impl Shared {
         let joined = member::join(&node, &self.membership, epoch, "sim")
             .map_err(|e| format!("m{m}: join: {e}"))?;
         // Tables committed since it adopted one before its replay, as a
-        // server takes etcd's at its registration.
-        let committed = self.table.lock().unwrap().clone();
+        // server takes etcd's at its registration: a while after it, as a
+        // server's next etcd call is (its peers may read it meanwhile).
         let mut session = node.session();
         let w = session
             .worker(&node)
             .map_err(|e| format!("m{m}: worker: {e}"))?;
+        for _ in 0..self.seed % 40 {
+            w.relax();
+        }
+        let committed = self.table.lock().unwrap().clone();
         node.adopt_committed(w, &committed)
             .map_err(|e| format!("m{m}: the committed table: {e}"))?;
         // Updates in doubt that its replay made visible reach its backups

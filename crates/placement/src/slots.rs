@@ -614,6 +614,101 @@ impl SlotTable {
         groups.into_iter().map(|((o, l), s)| (o, l, s)).collect()
     }
 
+    /// The table with backup `from` of each of `slots` replaced by `to`, at
+    /// one next epoch (a rejoin that evens out the backups).
+    pub fn replace_backups(&self, slots: &[u32], from: Machine, to: Machine) -> Result<SlotTable> {
+        let mut next = self.clone();
+        for &slot in slots {
+            let Some(b) = self.backups.get(slot as usize) else {
+                return Err(invalid(
+                    "slot",
+                    slot.to_string(),
+                    format!("below {}", self.slots()),
+                ));
+            };
+            if !b.as_slice().contains(&from) {
+                return Err(invalid(
+                    "slot",
+                    slot.to_string(),
+                    format!("a slot server {from} backs"),
+                ));
+            }
+            let list: Vec<Machine> = b
+                .as_slice()
+                .iter()
+                .map(|&m| if m == from { to } else { m })
+                .collect();
+            self.check_backups(slot, &list, self.replication)?;
+            next.backups[slot as usize] = Backups::of(&list);
+        }
+        next.epoch = self.epoch + 1;
+        debug_assert!(next.rules_hold());
+        Ok(next)
+    }
+
+    /// What rejoins should make of the backups, over the `live` servers:
+    /// the slots short of a backup first ([`SlotTable::short_of_backups`]);
+    /// when none is, backups moved from the live server backing most slots
+    /// to the one backing fewest until no two differ by more than one (a
+    /// server back after its failover takes its share again). Each entry is
+    /// (owner, learner, the backup it replaces, if any, slots).
+    pub fn backup_plan(
+        &self,
+        live: &[Machine],
+    ) -> Vec<(Machine, Machine, Option<Machine>, Vec<u32>)> {
+        let short = self.short_of_backups(live);
+        if !short.is_empty() || self.replication <= 1 {
+            return short.into_iter().map(|(o, l, s)| (o, l, None, s)).collect();
+        }
+        let mut live: Vec<Machine> = live.to_vec();
+        live.sort_unstable();
+        live.dedup();
+        let mut backups: Vec<Vec<Machine>> =
+            self.backups.iter().map(|b| b.as_slice().to_vec()).collect();
+        let backs = |backups: &Vec<Vec<Machine>>, m: Machine| {
+            backups.iter().filter(|b| b.contains(&m)).count()
+        };
+        let mut groups: std::collections::BTreeMap<(Machine, Machine, Machine), Vec<u32>> =
+            Default::default();
+        for _ in 0..self.owners.len() {
+            let (Some(&most), Some(&fewest)) = (
+                live.iter()
+                    .max_by_key(|&&m| (backs(&backups, m), std::cmp::Reverse(m))),
+                live.iter().min_by_key(|&&m| (backs(&backups, m), m)),
+            ) else {
+                break;
+            };
+            if backs(&backups, most) <= backs(&backups, fewest) + 1 {
+                break;
+            }
+            // A slot `most` backs, of a live owner, that `fewest` may back.
+            let slot = (0..self.owners.len()).rev().find(|&s| {
+                let owner = self.owners[s];
+                backups[s].contains(&most)
+                    && !backups[s].contains(&fewest)
+                    && owner != fewest
+                    && live.contains(&owner)
+            });
+            let Some(s) = slot else { break };
+            for m in &mut backups[s] {
+                if *m == most {
+                    *m = fewest;
+                }
+            }
+            groups
+                .entry((self.owners[s], fewest, most))
+                .or_default()
+                .push(s as u32);
+        }
+        groups
+            .into_iter()
+            .map(|((o, l, r), mut s)| {
+                s.sort_unstable();
+                (o, l, Some(r), s)
+            })
+            .collect()
+    }
+
     /// The table with `machine` removed from every slot's backups, at the
     /// next epoch: e.g. a backup that stopped answering.
     pub fn without_backup(&self, machine: Machine) -> Result<SlotTable> {

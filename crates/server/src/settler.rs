@@ -165,7 +165,13 @@ pub(crate) fn look_for_short(client: &Client, m: &Membership, term: i64) -> crat
         Ok(mover) => mover,
         Err(driven) => return Ok(driven),
     };
-    if !mover.dead_holders()?.is_empty() {
+    // A goal left in etcd (a dead driver's, or a failover waiting for a
+    // new primary) is finished first: a rejoin's own goal would replace it.
+    let pending = m
+        .goal_load()
+        .map_err(|e| crate::ServerError::Move(e.to_string()))?
+        .is_some();
+    if pending || !mover.dead_holders()?.is_empty() {
         return Ok(Look::Idle);
     }
     let mut last = Look::Idle;
@@ -231,11 +237,13 @@ pub(crate) fn look(client: &Client, m: &Membership, term: i64) -> crate::Result<
             Some(Goal::Rejoin {
                 primary,
                 learner,
+                replaces,
                 slots,
             }) => {
                 mover.abandon_rejoin(&crate::moves::Shortfall {
                     primary: *primary,
                     learner: *learner,
+                    replaces: *replaces,
                     slots: slots.clone(),
                 })?;
                 0

@@ -261,16 +261,20 @@ impl<F: Fabric + Fencing> Node<F> {
         if !s.worker(self)?.neighbors(v, k, &mut out)? {
             return Ok(self.unknown(v));
         }
-        if out.len() * 4 + 64 > FRAME_BYTES_MAX {
-            return Ok(self.error(
-                ErrorCode::TooLarge,
-                format!(
-                    "vertex {v} has {} neighbours, past one reply frame; ask for fewer (k)",
-                    out.len()
-                ),
-            ));
+        if let Some(too_large) = self.past_a_frame(v, out.len()) {
+            return Ok(too_large);
         }
         Ok(Reply::Neighbors(out))
+    }
+
+    /// TOO_LARGE if `n` neighbours of `v` do not fit one reply frame.
+    fn past_a_frame(&self, v: u32, n: usize) -> Option<Reply> {
+        (n * 4 + 64 > FRAME_BYTES_MAX).then(|| {
+            self.error(
+                ErrorCode::TooLarge,
+                format!("vertex {v} has {n} neighbours, past one reply frame; ask for fewer (k)"),
+            )
+        })
     }
 
     /// STALE_NEIGHBORS (`--read stale-ok`, issue 60 requirement 4): from
@@ -295,14 +299,8 @@ impl<F: Fabric + Fencing> Node<F> {
         if k > 0 {
             ids.truncate(k as usize);
         }
-        if ids.len() * 4 + 64 > FRAME_BYTES_MAX {
-            return Ok(self.error(
-                ErrorCode::TooLarge,
-                format!(
-                    "vertex {v} has {} neighbours, past one reply frame; ask for fewer (k)",
-                    ids.len()
-                ),
-            ));
+        if let Some(too_large) = self.past_a_frame(v, ids.len()) {
+            return Ok(too_large);
         }
         Ok(Reply::StaleNeighbors {
             from_backup: true,

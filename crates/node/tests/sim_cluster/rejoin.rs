@@ -16,8 +16,8 @@ use super::{Coverage, Shared, CLIENTS_PER_NODE, MACHINES};
 /// table's epoch yet, or busy).
 const TRIES: u32 = 200;
 
-/// Makes live nodes backups of the slots short of one (each rejoin the
-/// table plans, in turn): LEARN at the learner and the primary, COPY at
+/// Makes live nodes backups of the slots short of one, or evens the
+/// backups out (each rejoin the table plans, in turn): LEARN at the learner and the primary, COPY at
 /// the primary, then the commit in the shared table if it and both
 /// incarnations are unchanged, else the table at its next epoch (every
 /// learning ends); then INSTALL at every live node.
@@ -26,9 +26,9 @@ pub(crate) fn rejoin(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> Cove
     let live: Vec<MachineId> = (0..MACHINES as MachineId)
         .filter(|&m| s.node(m).is_some())
         .collect();
-    let plan = s.table.lock().unwrap().short_of_backups(&live);
+    let plan = s.table.lock().unwrap().backup_plan(&live);
     let me = MACHINES * CLIENTS_PER_NODE;
-    for (p, d, slots) in plan {
+    for (p, d, replaces, slots) in plan {
         let t = s.table.lock().unwrap().clone();
         let (Some((_, gp)), Some((_, gd))) = (s.node(p), s.node(d)) else {
             continue;
@@ -61,9 +61,11 @@ pub(crate) fn rejoin(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> Cove
             let mut held = s.table.lock().unwrap();
             let same = |m: MachineId, g: u64| s.node(m).is_some_and(|(_, now)| now == g);
             if copied.is_some() && held.epoch() == t.epoch() && same(p, gp) && same(d, gd) {
-                *held = t
-                    .add_backups(&slots, d)
-                    .unwrap_or_else(|e| panic!("seed {}: add_backups: {e}", s.seed));
+                *held = match replaces {
+                    Some(r) => t.replace_backups(&slots, r, d),
+                    None => t.add_backups(&slots, d),
+                }
+                .unwrap_or_else(|e| panic!("seed {}: the rejoin's table: {e}", s.seed));
                 cov.rejoined += slots.len() as u64;
             } else if taught && held.epoch() == t.epoch() {
                 *held = t.next_epoch();

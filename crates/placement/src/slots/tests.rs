@@ -834,3 +834,50 @@ fn short_of_backups_plans_rejoins_evenly_and_add_backups_makes_them_whole() {
     // A slot already at R - 1 backups cannot take another.
     assert!(t.add_backups(&[0], 3).is_err() || t.is_backup(0, 3));
 }
+
+/// Once no slot is short, the plan evens the backups out: a server back
+/// after its failover (backing nothing) takes slots from those backing
+/// most, each move replacing one backup, until counts are within one.
+#[test]
+fn backup_plan_gives_a_returning_server_its_share_of_backups() {
+    let t = SlotTable::uniform(60, 3)
+        .unwrap()
+        .with_replication(2, &[0, 1, 2])
+        .unwrap();
+    let (after, _) = t.fail_over(1).unwrap();
+    // Server 1 dead: the short slots are made whole by 0 and 2.
+    let mut whole = after.clone();
+    for (o, l, r, slots) in after.backup_plan(&[0, 2]) {
+        assert_eq!(r, None);
+        assert_ne!(o, l);
+        whole = whole.add_backups(&slots, l).unwrap();
+    }
+    assert!(whole.short_of_backups(&[0, 2]).is_empty());
+    assert!(
+        whole.backup_plan(&[0, 2]).is_empty(),
+        "two servers: nothing to even out"
+    );
+    // Server 1 back: it takes a share, each slot keeping one backup that is
+    // not its owner.
+    let plan = whole.backup_plan(&[0, 1, 2]);
+    assert!(!plan.is_empty());
+    let mut next = whole.clone();
+    for (o, l, r, slots) in &plan {
+        assert_eq!(*l, 1);
+        let r = r.expect("a backup replaced");
+        for &s in slots {
+            assert_eq!(whole.owner_of_slot(s), Some(*o));
+            assert!(whole.is_backup(s, r));
+        }
+        next = next.replace_backups(slots, r, *l).unwrap();
+    }
+    let backs: Vec<usize> = (0..3u8)
+        .map(|m| (0..60).filter(|&s| next.is_backup(s, m)).count())
+        .collect();
+    assert!(
+        backs.iter().max().unwrap() - backs.iter().min().unwrap() <= 1,
+        "{backs:?}"
+    );
+    assert!(next.backup_plan(&[0, 1, 2]).is_empty());
+    assert!(next.replace_backups(&[0], 1, 1).is_err() || !next.is_backup(0, 1));
+}

@@ -43,6 +43,9 @@ pub enum Goal {
         primary: u8,
         /// The server learning them.
         learner: u8,
+        /// The backup it replaces, if any.
+        #[serde(default)]
+        replaces: Option<u8>,
         /// The slots.
         slots: Vec<u32>,
     },
@@ -83,6 +86,7 @@ mod tests {
             Goal::Rejoin {
                 primary: 0,
                 learner: 2,
+                replaces: Some(1),
                 slots: vec![1, 4, 7],
             },
         ] {

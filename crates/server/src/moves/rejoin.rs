@@ -6,7 +6,8 @@
 //! in etcd whose rerun abandons a rejoin its driver left half done.
 //!
 //! ```text
-//!  slots S of primary P short of a backup, learner D (live, neither owner nor backup):
+//!  slots S of primary P short of a backup (or whose backup B backs more than
+//!  its share), learner D (live, neither owner nor backup):
 //!   goal Rejoin(P, D, S) ─▶ LEARN at D ─▶ LEARN at P ─▶ COPY at P
 //!   ─▶ etcd: swap P/slots to T.add_backups(S, D), fenced by P's and D's epochs
 //!   ─▶ INSTALL everywhere ─▶ UNLEARN at both ─▶ goal cleared
@@ -19,13 +20,16 @@ use locus_client::proto::MoveStep;
 use super::{bare, err, Goal, Mover};
 use crate::Result;
 
-/// Slots of one primary, short of a backup, to be learned by one server.
+/// Slots of one primary, short of a backup (or backed by a server that
+/// backs more than its share), to be learned by one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shortfall {
     /// The slots' owner.
     pub primary: u8,
     /// The live server to back them.
     pub learner: u8,
+    /// The backup it replaces (the backups evened out), if any.
+    pub replaces: Option<u8>,
     /// The slots.
     pub slots: Vec<u32>,
 }
@@ -45,8 +49,8 @@ pub struct Rejoined {
 
 impl Mover<'_> {
     /// The rejoins that would make every slot of a live primary whole, one
-    /// backup per slot at a time ([`locus_store::SlotTable::short_of_backups`]
-    /// over the live servers).
+    /// backup per slot at a time, or else even the backups out over the live
+    /// servers ([`locus_store::SlotTable::backup_plan`]).
     pub fn short_of_backups(&self) -> Result<Vec<Shortfall>> {
         let (_, t) = self.table()?;
         if t.replication() <= 1 {
@@ -57,11 +61,12 @@ impl Mover<'_> {
             .members()
             .map_err(|e| err(format!("reading the membership: {e}")))?;
         let live: Vec<u8> = live.iter().map(|m| m.machine).collect();
-        Ok(t.short_of_backups(&live)
+        Ok(t.backup_plan(&live)
             .into_iter()
-            .map(|(primary, learner, slots)| Shortfall {
+            .map(|(primary, learner, replaces, slots)| Shortfall {
                 primary,
                 learner,
+                replaces,
                 slots,
             })
             .collect())
@@ -73,6 +78,7 @@ impl Mover<'_> {
         let goal = Goal::Rejoin {
             primary: f.primary,
             learner: f.learner,
+            replaces: f.replaces,
             slots: f.slots.clone(),
         };
         let r = self.with_goal(&goal, || {
@@ -112,6 +118,7 @@ impl Mover<'_> {
         let goal = Goal::Rejoin {
             primary: f.primary,
             learner: f.learner,
+            replaces: f.replaces,
             slots: f.slots.clone(),
         };
         self.with_goal(&goal, || {
@@ -145,12 +152,14 @@ impl Mover<'_> {
         taught: &std::cell::Cell<bool>,
     ) -> Result<Rejoined> {
         if let Some(s) = f.slots.iter().find(|&&s| {
-            t.owner_of_slot(s) != Some(f.primary)
-                || t.is_backup(s, f.learner)
-                || t.backups_of_slot(s).len() + 1 >= usize::from(t.replication())
+            let room = match f.replaces {
+                Some(r) => t.is_backup(s, r),
+                None => t.backups_of_slot(s).len() + 1 < usize::from(t.replication()),
+            };
+            t.owner_of_slot(s) != Some(f.primary) || t.is_backup(s, f.learner) || !room
         }) {
             return Err(err(format!(
-                "slot {s} is no longer server {}'s and short of a backup server {} could be (table epoch {})",
+                "slot {s} is no longer server {}'s with room for server {} as a backup (table epoch {})",
                 f.primary,
                 f.learner,
                 t.epoch()
@@ -180,9 +189,11 @@ impl Mover<'_> {
         taught.set(true);
         step(f.primary, MoveStep::Learn, f.learner)?;
         let copied = step(f.primary, MoveStep::Copy, f.learner)?;
-        let next = t
-            .add_backups(&f.slots, f.learner)
-            .map_err(|e| err(e.to_string()))?;
+        let next = match f.replaces {
+            Some(r) => t.replace_backups(&f.slots, r, f.learner),
+            None => t.add_backups(&f.slots, f.learner),
+        }
+        .map_err(|e| err(e.to_string()))?;
         let token = self.token()?;
         let swapped = self
             .etcd
