@@ -181,13 +181,22 @@ pub(crate) fn status(a: StatusArgs) -> CliResult {
                 let short = (0..t.slots())
                     .filter(|&s| t.backups_of_slot(s).len() + 1 < r)
                     .count();
+                let backs: Vec<String> = (0..t.machines().min(256))
+                    .map(|m| m as u8)
+                    .map(|m| (m, (0..t.slots()).filter(|&s| t.is_backup(s, m)).count()))
+                    .filter(|&(m, n)| {
+                        n > 0 || (0..t.slots()).any(|s| t.owner_of_slot(s) == Some(m))
+                    })
+                    .map(|(m, n)| format!("{m}: {n}"))
+                    .collect();
                 println!(
-                    "replication: {r} servers per slot (a primary and its backups); {short} slots short of a backup{}",
+                    "replication: {r} servers per slot (a primary and its backups); {short} slots short of a backup{}; slots backed by server: {}",
                     if short > 0 {
                         " (they failed over; the leading coordinator makes live servers back them again)"
                     } else {
                         ""
-                    }
+                    },
+                    backs.join(", ")
                 );
             }
         }

@@ -116,7 +116,9 @@ fn each_server_killed_in_turn_fails_over_rejoins_as_a_backup_and_loses_nothing()
         let whole = wait_whole(&c, victim, Instant::now());
         println!(
             "round {round}: server {victim} backs {} slots after its restart (table epoch {})",
-            (0..whole.slots()).filter(|&s| whole.is_backup(s, victim)).count(),
+            (0..whole.slots())
+                .filter(|&s| whole.is_backup(s, victim))
+                .count(),
             whole.epoch()
         );
         std::thread::sleep(Duration::from_millis(300));

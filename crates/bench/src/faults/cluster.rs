@@ -14,6 +14,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Set (to anything) to keep the lab's directory (the processes' logs,
+/// logs and etcd data) after the run, for a post-mortem.
+pub const KEEP_ENV: &str = "LOCUS_FAULTS_KEEP";
+
 use locus_client::{Client, ClientConfig};
 use locus_fabric::auth::Secret;
 use locus_membership::{Etcd, EtcdSpec, Membership};
@@ -84,14 +88,22 @@ impl LabCluster {
             lab.addr(room),
             lab.addr(room + 1)
         ));
+        let keep = std::env::var_os(KEEP_ENV).is_some();
         let dir = tempfile::Builder::new()
             .prefix("locus-faults-")
+            .disable_cleanup(keep)
             .tempdir()
             .map_err(|source| BenchError::Io {
                 action: "creating a temporary directory in",
                 path: std::env::temp_dir(),
                 source,
             })?;
+        if keep {
+            r.note(format!(
+                "{KEEP_ENV}: the processes' logs and data stay in {}",
+                dir.path().display()
+            ));
+        }
         let etcd_node = room;
         let spec = EtcdSpec {
             data_dir: dir.path().join("etcd"),

@@ -104,8 +104,9 @@ pub struct FailedOver {
     pub slot_failovers: u64,
     /// Slots failed over at least once.
     pub slots: u64,
-    /// Slots with fewer backups than R - 1 (a failed-over slot keeps none
-    /// until rejoin as a backup is built).
+    /// Slots with fewer backups than R - 1 when the run ended (a
+    /// failed-over slot keeps none until the coordinator's rejoin, a
+    /// settle period or two after the servers are back).
     pub slots_short_of_backups: u64,
     /// The table's epoch.
     pub table_epoch: u64,
