@@ -185,6 +185,13 @@ impl Mover<'_> {
             self.step(id, step, peer, &f.slots, raw, Vec::new())
                 .map_err(|e| err(format!("a rejoin's {}", bare(&e))))
         };
+        // Both ends at the table the learning begins at (a server that
+        // registered as a table was committed, or missed an INSTALL, holds
+        // an older one and would refuse LEARN at every look).
+        for id in [f.learner, f.primary] {
+            self.step(id, MoveStep::Install, 0, &[], raw, Vec::new())
+                .map_err(|e| err(format!("a rejoin's {}", bare(&e))))?;
+        }
         step(f.learner, MoveStep::Learn, f.primary)?;
         taught.set(true);
         step(f.primary, MoveStep::Learn, f.learner)?;
