@@ -525,21 +525,7 @@ impl SlotTable {
     /// once `backup` holds a copy. It must be in range, not the owner, not a
     /// backup already, and the slot must have fewer than R - 1 backups.
     pub fn add_backup(&self, slot: u32, backup: Machine) -> Result<SlotTable> {
-        let Some(b) = self.backups.get(slot as usize) else {
-            return Err(invalid(
-                "slot",
-                slot.to_string(),
-                format!("below {}", self.slots()),
-            ));
-        };
-        let mut list = b.as_slice().to_vec();
-        list.push(backup);
-        self.check_backups(slot, &list, self.replication)?;
-        let mut next = self.clone();
-        next.backups[slot as usize] = Backups::of(&list);
-        next.epoch = self.epoch + 1;
-        debug_assert!(next.rules_hold());
-        Ok(next)
+        self.add_backups(&[slot], backup)
     }
 
     /// The same table at the next epoch: what a rejoin that did not commit

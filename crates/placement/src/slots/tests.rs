@@ -1,3 +1,6 @@
+// Past 800 lines: one test module for one type (the slot table's rules,
+// its wire form, failover and the rejoins' plan); split it by concern
+// if it grows further.
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
