@@ -53,9 +53,15 @@ pub struct RebalanceArgs {
     /// Print the moves without making them.
     #[arg(long)]
     pub plan: bool,
-    /// Slots per batch (see `cluster move`).
-    #[arg(long, default_value_t = 1)]
-    pub batch_slots: usize,
+    /// Give primaries back instead of moving slots: with replication, hand
+    /// slots from the servers owning most to backups of theirs owning
+    /// fewest (after failovers), no data copied.
+    #[arg(long)]
+    pub primaries: bool,
+    /// Slots per batch (see `cluster move`; default 1, with --primaries 64:
+    /// a handover's updates wait only while its table is committed).
+    #[arg(long)]
+    pub batch_slots: Option<usize>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -265,7 +271,11 @@ pub(crate) fn up_servers(client: &Client) -> Vec<u8> {
 
 /// `cluster rebalance`.
 pub(crate) fn rebalance(a: RebalanceArgs) -> CliResult {
-    check_batch(a.batch_slots)?;
+    if a.primaries {
+        return crate::cluster_primaries::run(a);
+    }
+    let batch_slots = a.batch_slots.unwrap_or(1);
+    check_batch(batch_slots)?;
     let (client, m, dir) = open(&a.at)?;
     let mover = if a.plan {
         Mover::new(&client, &m)
@@ -275,7 +285,7 @@ pub(crate) fn rebalance(a: RebalanceArgs) -> CliResult {
     let members = up_servers(&client);
     let t0 = Instant::now();
     let (moves, done) = with_bar(a.json || a.plan, |p| {
-        mover.rebalance(&members, a.batch_slots, a.plan, p)
+        mover.rebalance(&members, batch_slots, a.plan, p)
     })?;
     let secs = t0.elapsed().as_secs_f64();
     if !a.plan {

@@ -11,6 +11,7 @@ mod cluster;
 mod cluster_add;
 mod cluster_etcd;
 mod cluster_move;
+mod cluster_primaries;
 mod cluster_status;
 mod commands;
 mod demo;

@@ -49,7 +49,10 @@
 //! `LOCUS_SIM_FAULT=skip-backups` (acknowledge without the backup's
 //! record), `accept-stale` (a backup takes any primary epoch),
 //! `adopt-without-promote`, `skip-learner` (a primary does not send a
-//! learner its updates) or `copy-overwrites` breaks a rule on purpose.
+//! learner its updates), `copy-overwrites`, `skip-resend-in-doubt` (a
+//! handover leaves the backups without the old primary's lists of vertices
+//! in doubt) or `skip-handover-markers` (an old primary gives its slots to
+//! their backup without marking its keys MOVED) breaks a rule on purpose.
 //!
 //! `LOCUS_SIM_SEED=N` replays one seed; `LOCUS_SIM_SEEDS=K` runs K seeds
 //! (default [`SEEDS_DEFAULT`]); a failure starts with `seed N:`.
@@ -62,6 +65,8 @@ mod coordinator;
 mod coverage;
 #[path = "sim_cluster/failover.rs"]
 mod failover;
+#[path = "sim_cluster/handover.rs"]
+mod handover;
 #[path = "sim_cluster/membership.rs"]
 mod membership;
 #[path = "sim_cluster/mover.rs"]
@@ -277,8 +282,10 @@ fn faults_from_env() -> locus_node::Faults {
             "adopt-without-promote" => f.adopt_without_promote = true,
             "skip-learner" => f.skip_learner = true,
             "copy-overwrites" => f.copy_overwrites = true,
+            "skip-resend-in-doubt" => f.skip_resend_in_doubt = true,
+            "skip-handover-markers" => f.skip_handover_markers = true,
             other => panic!(
-                "LOCUS_SIM_FAULT={other}: skip-backups, accept-stale, adopt-without-promote, skip-learner or copy-overwrites"
+                "LOCUS_SIM_FAULT={other}: skip-backups, accept-stale, adopt-without-promote, skip-learner, copy-overwrites, skip-resend-in-doubt or skip-handover-markers"
             ),
         }
     }
@@ -616,8 +623,10 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
             cov.fenced_refusals += 1;
         }
         if s.replicated {
-            // Paced, so that its updates span the nemesis's steps.
-            for _ in 0..rng.below(12) {
+            // Paced, so that its updates span the nemesis's steps (its
+            // later ones, rejoins and handovers, take longer each).
+            let pace = if i < OPS_PER_CLIENT { 12 } else { 120 };
+            for _ in 0..rng.below(pace) {
                 port.relax();
             }
         }
@@ -1043,6 +1052,7 @@ fn a_dead_primary_fails_over_to_its_backup_with_every_history_linearizable() {
     }) {
         assert!(total.failovers > 0 && total.promoted > 0, "{total:?}");
         assert!(total.to_restarting > 0, "{total:?}");
+        assert!(total.handed_over > 0, "{total:?}");
         assert!(total.crashes > 0 && total.fenced > 0, "{total:?}");
         assert!(total.unknown > 0 && total.acknowledged > 0, "{total:?}");
         assert!(total.migrated > 0 && total.moved > 0, "{total:?}");

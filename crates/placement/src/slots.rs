@@ -591,6 +591,44 @@ impl SlotTable {
         Ok(next)
     }
 
+    /// The table with each of `slots` handed from its owner to its backup
+    /// `to`, at one next epoch (`cluster rebalance --primaries`; design
+    /// "Primaries given back"): `to` owns it at primary epoch + 1, and the
+    /// old owner is a backup in `to`'s place (it holds every list, H3).
+    pub fn hand_primaries(&self, slots: &[u32], to: Machine) -> Result<SlotTable> {
+        self.check_machine("to", to)?;
+        let mut next = self.clone();
+        for &slot in slots {
+            let Some(b) = self.backups.get(slot as usize) else {
+                return Err(invalid(
+                    "slot",
+                    slot.to_string(),
+                    format!("below {}", self.slots()),
+                ));
+            };
+            if !b.as_slice().contains(&to) {
+                return Err(invalid(
+                    "slot",
+                    slot.to_string(),
+                    format!("a slot server {to} backs (only a backup takes a primary over)"),
+                ));
+            }
+            let s = slot as usize;
+            let from = self.owners[s];
+            let list: Vec<Machine> = b
+                .as_slice()
+                .iter()
+                .map(|&m| if m == to { from } else { m })
+                .collect();
+            next.owners[s] = to;
+            next.backups[s] = Backups::of(&list);
+            next.primary_epochs[s] = next_primary_epoch(self.primary_epochs[s], slot)?;
+        }
+        next.epoch = self.epoch + 1;
+        debug_assert!(next.rules_hold());
+        Ok(next)
+    }
+
     /// The table with `machine` removed from every slot's backups, at the
     /// next epoch: e.g. a backup that stopped answering.
     pub fn without_backup(&self, machine: Machine) -> Result<SlotTable> {

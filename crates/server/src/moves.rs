@@ -25,10 +25,12 @@ use crate::{Result, ServerError};
 
 pub mod failover;
 pub mod goal;
+pub mod handover;
 pub mod journal;
 pub mod rejoin;
 pub use failover::FailedOver;
 pub use goal::Goal;
+pub use handover::{HandedOver, Handover};
 pub use journal::{Journal, Progress};
 pub use rejoin::{Rejoined, Shortfall};
 

@@ -248,6 +248,15 @@ pub(crate) fn look(client: &Client, m: &Membership, term: i64) -> crate::Result<
                 })?;
                 0
             }
+            Some(Goal::HandOver { from, to, slots }) => {
+                mover
+                    .resume_handover(&crate::moves::Handover {
+                        from: *from,
+                        to: *to,
+                        slots: slots.clone(),
+                    })?
+                    .slots
+            }
         };
         Ok((n, slots))
     })();

@@ -36,6 +36,12 @@ pub enum MoveStep {
     /// A rejoin: the slots' owner copies their lists to `peer`, which
     /// learns them.
     Copy = 13,
+    /// A handover (issue 60): the slots' owner guards them for `peer`, a
+    /// backup of them, and snapshots their lists into its backup log.
+    HandOver = 14,
+    /// A handover given up before its commit: the owner drops its snapshot
+    /// and ends the guard.
+    Unhand = 15,
 }
 
 impl MoveStep {
@@ -55,6 +61,8 @@ impl MoveStep {
             11 => Promote,
             12 => Learn,
             13 => Copy,
+            14 => HandOver,
+            15 => Unhand,
             _ => return None,
         })
     }

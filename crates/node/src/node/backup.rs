@@ -483,6 +483,56 @@ impl Backup {
         Ok(())
     }
 
+    /// A handover's snapshot at the slots' old primary (H3): `lists` (per
+    /// slot, its vertices' lists) replace whatever the map held of those
+    /// slots, durably in the backup log (SLOT_OUT, then the lists) before
+    /// it returns.
+    pub(crate) fn snapshot(&self, lists: HashMap<u32, HashMap<u32, Vec<u32>>>) -> Result<()> {
+        let mut slots: Vec<u32> = lists.keys().copied().collect();
+        slots.sort_unstable();
+        let lsn = {
+            let mut map = self.map();
+            let log = |e: locus_wal::WalError| {
+                NodeError::Recovery(format!("the backup log's handover snapshot: {e}"))
+            };
+            let mut lsn = self.wal.append(&encode_slot_out(&slots)).map_err(log)?;
+            let all: Vec<(u32, &[u32])> = lists
+                .values()
+                .flat_map(|l| l.iter().map(|(v, l)| (*v, l.as_slice())))
+                .collect();
+            if !all.is_empty() {
+                lsn = self
+                    .wal
+                    .append(&encode_record(all.into_iter()))
+                    .map_err(log)?;
+            }
+            for (s, l) in lists {
+                map.lists.insert(s, l);
+            }
+            lsn
+        };
+        self.wal
+            .wait(lsn)
+            .map_err(|e| NodeError::Recovery(format!("the backup log's handover snapshot: {e}")))
+    }
+
+    /// Drops `slots` from the map, their SLOT_OUT durable (a handover given
+    /// up: its snapshot goes).
+    pub(crate) fn forget(&self, slots: &[u32]) -> Result<()> {
+        if slots.is_empty() {
+            return Ok(());
+        }
+        let lsn = {
+            let mut map = self.map();
+            for s in slots {
+                map.lists.remove(s);
+            }
+            self.wal.append(&encode_slot_out(slots))
+        };
+        lsn.and_then(|lsn| self.wal.wait(lsn))
+            .map_err(|e| NodeError::Recovery(format!("the backup log's SLOT_OUT: {e}")))
+    }
+
     /// Slots held here.
     pub(crate) fn slots(&self) -> Vec<u32> {
         let mut s: Vec<u32> = self.map().lists.keys().copied().collect();

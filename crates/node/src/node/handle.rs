@@ -244,10 +244,13 @@ impl<F: Fabric + Fencing> Node<F> {
                 "vertex {v}: the update answered {r:?} where its logged outcome is {reply:?}: \
                  an update of it bypassed its home's stripe lock"
             ))),
-            Err(e) => Ok(self.error(
-                code_of(&e),
-                format!("vertex {v}: the update is logged but applying it failed ({e}); it takes effect when the log is replayed"),
-            )),
+            Err(e) => {
+                self.in_doubt.note(std::iter::once(v));
+                Ok(self.error(
+                    code_of(&e),
+                    format!("vertex {v}: the update is logged but applying it failed ({e}); it takes effect when the log is replayed"),
+                ))
+            }
         }
     }
 

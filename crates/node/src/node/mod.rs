@@ -24,6 +24,7 @@
 mod backup;
 mod durable;
 mod handle;
+mod handover;
 mod learn;
 pub mod moves;
 pub mod recovery;
@@ -131,6 +132,12 @@ pub struct Faults {
     /// A learner lets a copy overwrite a live record taken since it began
     /// learning (breaks R1 once a rejoin commits).
     pub copy_overwrites: bool,
+    /// A handover does not send the backups the lists of vertices whose
+    /// last update is in doubt (breaks H2).
+    pub skip_resend_in_doubt: bool,
+    /// An old primary installs the table that hands its slots to their
+    /// backup without marking their keys `MOVED` (breaks H4).
+    pub skip_handover_markers: bool,
 }
 
 /// A node whose regions exist and whose log is not replayed yet.
@@ -206,6 +213,8 @@ impl<F: Fabric> Created<F> {
             faults: Faults::default(),
             promoting: Default::default(),
             learners: Default::default(),
+            handing: Default::default(),
+            in_doubt: Default::default(),
         };
         // A failover committed before this node promoted the slots it
         // backed: they are served from its backup log now, before anyone
@@ -234,6 +243,10 @@ pub struct Node<F: Fabric> {
     promoting: replicate::Gate,
     /// Slots whose updates also go to a rejoining server (`learn.rs`).
     learners: learn::Learners,
+    /// Slots guarded here for a handover to their backup (`handover.rs`).
+    handing: handover::Handing,
+    /// Vertices whose last update here is in doubt (`handover.rs`).
+    in_doubt: handover::InDoubt,
     recovery: recovery::RecoveryState,
     migrations_in: AtomicU64,
     migrated_bytes: AtomicU64,

@@ -158,6 +158,12 @@ impl<F: Fabric> Node<F> {
                         self.fail_over_install(w, &t, peer)
                     }
                 }
+                MoveStep::HandOver => {
+                    let t = SlotTable::decode(table)
+                        .map_err(|e| NodeError::Move(format!("the handover's table: {e}")))?;
+                    self.hand_over(w, &t, slots, peer)
+                }
+                MoveStep::Unhand => self.unhand(w, slots),
                 MoveStep::Learn | MoveStep::Copy => {
                     let t = SlotTable::decode(table)
                         .map_err(|e| NodeError::Move(format!("the rejoin's table: {e}")))?;
@@ -415,7 +421,15 @@ impl<F: Fabric> Node<F> {
         if self.backup.is_some() && !self.faults.adopt_without_promote {
             self.promote(w, table)?;
         }
+        // Slots handed from here to their backup: marked MOVED before the
+        // table that gives them away is installed (H4).
+        let handed = if self.faults.skip_handover_markers {
+            Vec::new()
+        } else {
+            self.demote_handed(w, table)?
+        };
         self.store.homes().install(table)?;
+        self.end_handed(w, &handed)?;
         // A rejoin's learning ends with a newer table: what it learned stays
         // only if the table names this node a backup of it.
         if let Some(b) = &self.backup {

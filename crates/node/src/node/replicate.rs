@@ -164,19 +164,30 @@ impl<F: Fabric> Node<F> {
             }
         }
         let targets: Vec<MachineId> = requests.iter().map(|r| r.0).collect();
+        let mut failed = None;
         for (answer, b) in w.node_requests(requests).into_iter().zip(targets) {
             match answer {
                 Ok(a) if a == [STORED] => {}
-                Ok(a) => return Err(format!("backup server {b} answered {a:?}, not STORED")),
+                Ok(a) => {
+                    failed.get_or_insert(format!("backup server {b} answered {a:?}, not STORED"));
+                }
                 Err(e) => {
-                    return Err(format!(
+                    failed.get_or_insert(format!(
                         "backup server {b} did not store the record (table epoch {}): {e}",
                         t.epoch()
-                    ))
+                    ));
                 }
             }
         }
-        Ok(())
+        match failed {
+            None => Ok(()),
+            Some(why) => {
+                // Some backups may hold these lists and this node will not
+                // apply them: in doubt (a handover sends them again, H2).
+                self.in_doubt.note(changes.iter().map(|c| c.0));
+                Err(why)
+            }
+        }
     }
 
     /// PROMOTE at a new primary: the lists this node backs of the slots
@@ -197,10 +208,15 @@ impl<F: Fabric> Node<F> {
             ));
         };
         let homes = std::sync::Arc::clone(self.store.homes());
+        // A handover's snapshot stays while the table has not decided it
+        // (H5); a failover back here promotes it.
         let slots: Vec<u32> = b
             .slots()
             .into_iter()
-            .filter(|&s| table.owner_of_slot(s) == Some(self.me))
+            .filter(|&s| {
+                table.owner_of_slot(s) == Some(self.me)
+                    && !self.handing.undecided(table, s, self.me)
+            })
             .collect();
         if slots.is_empty() {
             return Ok(MoveReport::default());
@@ -217,6 +233,9 @@ impl<F: Fabric> Node<F> {
             // while it writes them (its gate keeps requests out meanwhile).
             let views: Vec<Option<MachineId>> = slots.iter().map(|&s| homes.view(s)).collect();
             homes.set_view(&slots, Some(me))?;
+            // An earlier handover of them from here left MOVED markers.
+            let set: std::collections::HashSet<u32> = slots.iter().copied().collect();
+            w.clear_moved_markers(&set)?;
             let mut order: Vec<&u32> = lists.keys().collect();
             order.sort_unstable();
             // Created under the view, ahead of the table, as a replay does.

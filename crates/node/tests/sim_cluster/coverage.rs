@@ -42,6 +42,10 @@ pub(crate) struct Coverage {
     pub(crate) rejoins_abandoned: u64,
     /// Failovers to a backup a rejoin made.
     pub(crate) to_rejoined: u64,
+    /// Slots handed from their primary to a backup (primaries given back).
+    pub(crate) handed_over: u64,
+    /// Handovers that did not commit.
+    pub(crate) handovers_abandoned: u64,
 }
 
 impl Coverage {
@@ -73,5 +77,7 @@ impl Coverage {
         self.rejoined += o.rejoined;
         self.rejoins_abandoned += o.rejoins_abandoned;
         self.to_rejoined += o.to_rejoined;
+        self.handed_over += o.handed_over;
+        self.handovers_abandoned += o.handovers_abandoned;
     }
 }

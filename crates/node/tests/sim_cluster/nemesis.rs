@@ -232,6 +232,10 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
             cov.restarts += 1;
             cov.add(&super::rejoin::rejoin(s, &mut port));
         }
+        // After the failovers the primaries are uneven: they are given back
+        // (`cluster rebalance --primaries`) while the clients run.
+        wait(&mut port, &mut rng, 50);
+        cov.add(&super::handover::give_back(s, &mut port));
     }
     s.doing(me, format!("{fault:?} of m{victim}: done"));
     s.nemesis_done.store(true, Ordering::Release);

@@ -49,6 +49,17 @@ pub enum Goal {
         /// The slots.
         slots: Vec<u32>,
     },
+    /// `from`'s `slots` handed to their backup `to` (issue 60,
+    /// `cluster rebalance --primaries`; `handover.rs`). Its rerun finishes
+    /// it if the table names `to`, else gives it up (UNHAND at `from`).
+    HandOver {
+        /// The slots' owner when it began.
+        from: u8,
+        /// The backup to own them.
+        to: u8,
+        /// The slots.
+        slots: Vec<u32>,
+    },
 }
 
 impl Goal {
@@ -88,6 +99,11 @@ mod tests {
                 learner: 2,
                 replaces: Some(1),
                 slots: vec![1, 4, 7],
+            },
+            Goal::HandOver {
+                from: 0,
+                to: 2,
+                slots: vec![3, 9],
             },
         ] {
             assert_eq!(Goal::decode(&g.encode()).unwrap(), g);

@@ -20,6 +20,7 @@
 
 mod gc;
 mod handoff;
+mod handover;
 mod khop;
 mod migrate;
 mod read;
