@@ -259,6 +259,10 @@ pub(crate) struct Backup {
     /// Break on purpose (tests of the rejoin only): a copy overwrites what
     /// a live record wrote since the learning began.
     pub(crate) copy_overwrites: AtomicBool,
+    /// A fault (tests only): the next this many requests stored here are
+    /// answered with an error, as if the answer were lost on the way (the
+    /// primary's update is then in doubt while this backup holds it).
+    pub(crate) lose_acks: AtomicU64,
 }
 
 impl Backup {
@@ -312,6 +316,7 @@ impl Backup {
             checkpoint_lsn: AtomicU64::new(0),
             accept_stale: AtomicBool::new(false),
             copy_overwrites: AtomicBool::new(false),
+            lose_acks: AtomicU64::new(0),
         })
     }
 
@@ -481,6 +486,22 @@ impl Backup {
         lsn.and_then(|lsn| self.wal.wait(lsn))
             .map_err(|e| NodeError::Recovery(format!("the backup log's SLOT_OUT: {e}")))?;
         Ok(())
+    }
+
+    /// The answer to a request stored here: STORED, unless answers are
+    /// being lost on purpose ([`Backup::lose_acks`]).
+    fn answer(&self) -> std::result::Result<Vec<u8>, String> {
+        let lost = self
+            .lose_acks
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        if lost {
+            return Err(format!(
+                "server {}: the answer was lost (a fault injected by a test)",
+                self.me
+            ));
+        }
+        Ok(vec![STORED])
     }
 
     /// A handover's snapshot at the slots' old primary (H3): `lists` (per
@@ -656,7 +677,7 @@ impl Backup {
 
 impl locus_store::NodeHandler for Backup {
     fn handle(&self, from: MachineId, bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
-        self.take(from, bytes).map(|()| vec![STORED])
+        self.take(from, bytes).and_then(|()| self.answer())
     }
 
     fn handle_many(
@@ -665,7 +686,7 @@ impl locus_store::NodeHandler for Backup {
     ) -> Vec<std::result::Result<Vec<u8>, String>> {
         self.take_many(requests)
             .into_iter()
-            .map(|r| r.map(|()| vec![STORED]))
+            .map(|r| r.and_then(|()| self.answer()))
             .collect()
     }
 }

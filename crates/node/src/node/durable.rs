@@ -121,6 +121,12 @@ pub(crate) struct Durability {
     pub(crate) interval: Duration,
     /// Moves of this server's slots in flight: no checkpoint meanwhile (M4).
     pub(crate) moves_in_flight: AtomicU64,
+    /// The epoch of the newest table a PROMOTE put slots in by (their
+    /// SLOT_IN logged): until the installed table is that new, the
+    /// checkpoint, which keeps only vertices the table homes here, would
+    /// leave them out and drop their SLOT_IN with the log (the twin's
+    /// handovers, a PROMOTE long before its INSTALL, then a restart).
+    pub(crate) promoted_at: AtomicU64,
     /// Slots the replay left in a move, for the node to take over.
     pub(crate) resumed: Mutex<Vec<(u32, Resumed)>>,
     /// Vertices homed here that a record after the checkpoint wrote, as
@@ -224,6 +230,8 @@ impl Durability {
                 homes.slots()
             )));
         }
+        // Their lengths, for the markers below (with replication).
+        let mut foreign_lens: Vec<(u32, usize)> = Vec::new();
         if !foreign.is_empty() {
             tracing::info!(
                 server = id,
@@ -232,7 +240,9 @@ impl Durability {
                 "replay drops the vertices of slots the table gives other servers"
             );
             for v in &foreign {
-                lists.remove(v);
+                if let Some(l) = lists.remove(v) {
+                    foreign_lens.push((*v, l.len()));
+                }
             }
         }
         let mut replayed: Vec<u32> = replay
@@ -293,6 +303,23 @@ impl Durability {
                 "replay: slots handed to another server before the table named it stay its own"
             );
         }
+        // With replication, the keys of slots the table gives another
+        // server (a failover or handover committed while this server was
+        // down, or before it marked them) become markers naming their owner:
+        // a reader whose table still names this server goes on there, and
+        // never reads "absent" here (design H4; a PROMOTE clears them).
+        if homes.current().replication() > 1 && !foreign_lens.is_empty() {
+            let mut by_owner: HashMap<MachineId, Vec<locus_store::Key>> = HashMap::new();
+            for &(v, len) in &foreign_lens {
+                let keys = by_owner.entry(homes.owner(v)).or_default();
+                keys.extend(
+                    (0..len.div_ceil(part_max).max(1) as u32).map(|i| locus_store::Key::part(v, i)),
+                );
+            }
+            for (to, keys) in &by_owner {
+                w.put_markers(keys, *to)?;
+            }
+        }
         let recovered = Recovered {
             vertices: order.len() as u64,
             checkpoint_entries: r.checkpoint_entries,
@@ -324,6 +351,7 @@ impl Durability {
             recovered,
             interval: Duration::from_secs(d.checkpoint_interval_s),
             moves_in_flight: AtomicU64::new(resumed.len() as u64),
+            promoted_at: AtomicU64::new(0),
             resumed: Mutex::new(resumed),
             replayed: Mutex::new(replayed),
             handing: Mutex::new(()),
@@ -461,6 +489,10 @@ impl Durability {
         if lsn == self.checkpoint_lsn.load(Ordering::Acquire) {
             return Ok(None);
         }
+        if self.promoted_at.load(Ordering::Acquire) > w.homes().epoch() {
+            tracing::debug!("checkpoint put off: promoted slots wait for their table");
+            return Ok(None);
+        }
         if self.moves_in_flight.load(Ordering::Acquire) > 0 {
             // M4: the log holds a batch's SLOT_IN (or the lists a rolled
             // back batch needs) that the table does not yet name here.
@@ -476,8 +508,10 @@ impl Durability {
         let first = {
             let _all = self.lock_all(&mut || w.relax());
             // M4 again: a move may have begun while the locks were awaited.
-            if self.moves_in_flight.load(Ordering::Acquire) > 0 {
-                tracing::debug!("checkpoint put off: a slot move is in flight");
+            if self.moves_in_flight.load(Ordering::Acquire) > 0
+                || self.promoted_at.load(Ordering::Acquire) > w.homes().epoch()
+            {
+                tracing::debug!("checkpoint put off: a slot move or a promotion is in flight");
                 return Ok(None);
             }
             self.wal.rotate()?

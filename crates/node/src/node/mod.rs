@@ -311,6 +311,16 @@ impl<F: Fabric> Node<F> {
         }
     }
 
+    /// A fault for tests (message loss): the next `n` requests this node
+    /// stores as a backup are answered with an error, as if the answer
+    /// were lost on the way; the primary's update is then in doubt while
+    /// this backup holds it. No effect without a backup log.
+    pub fn lose_backup_acks(&self, n: u64) {
+        if let Some(b) = &self.backup {
+            b.lose_acks.store(n, Ordering::Relaxed);
+        }
+    }
+
     /// Changes the store settings that live only in memory (see
     /// [`Store::reconfigure`]: no other handle on the store may exist).
     pub fn reconfigure(&mut self, store_config: StoreConfig) -> Result<()> {

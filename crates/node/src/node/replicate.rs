@@ -225,6 +225,10 @@ impl<F: Fabric> Node<F> {
         self.promoting.close(&mut || w.relax());
         let vertices = b.hand_over(&slots, |lists| {
             if let Some(d) = &self.durable {
+                // No checkpoint drops this SLOT_IN before the table names
+                // this node (`Durability::promoted_at`).
+                d.promoted_at
+                    .fetch_max(table.epoch(), std::sync::atomic::Ordering::AcqRel);
                 d.log_slot_in(&slots, lists.iter().map(|(v, l)| (*v, l.as_slice())))
                     .and_then(|lsn| d.wait(lsn))
                     .map_err(|e| NodeError::Move(format!("PROMOTE's SLOT_IN: {e}")))?;

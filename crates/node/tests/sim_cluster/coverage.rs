@@ -46,6 +46,8 @@ pub(crate) struct Coverage {
     pub(crate) handed_over: u64,
     /// Handovers that did not commit.
     pub(crate) handovers_abandoned: u64,
+    /// Handovers struck by a fault (`sim_cluster/handover.rs` `Strike`).
+    pub(crate) handover_strikes: u64,
 }
 
 impl Coverage {
@@ -79,5 +81,6 @@ impl Coverage {
         self.to_rejoined += o.to_rejoined;
         self.handed_over += o.handed_over;
         self.handovers_abandoned += o.handovers_abandoned;
+        self.handover_strikes += o.handover_strikes;
     }
 }

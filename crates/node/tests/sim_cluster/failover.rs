@@ -32,12 +32,27 @@ pub(crate) fn fail_over(
     port: &mut <SimFabric as Fabric>::Port,
     victim: MachineId,
 ) -> (Coverage, Option<Pending>) {
+    fail_over_any(s, port, victim, true)
+}
+
+/// [`fail_over`]; unless `owns`, `victim` may own no slot (it only leaves
+/// the backups).
+pub(crate) fn fail_over_any(
+    s: &Shared,
+    port: &mut <SimFabric as Fabric>::Port,
+    victim: MachineId,
+    owns: bool,
+) -> (Coverage, Option<Pending>) {
     let (next, moved) = {
         let mut t = s.table.lock().unwrap();
         let (next, moved) = t
             .fail_over(victim)
             .unwrap_or_else(|e| panic!("seed {}: fail_over: {e}", s.seed));
-        assert!(!moved.is_empty(), "seed {}: m{victim} had slots", s.seed);
+        assert!(
+            !owns || !moved.is_empty(),
+            "seed {}: m{victim} had slots",
+            s.seed
+        );
         *t = next.clone();
         (next, moved)
     };

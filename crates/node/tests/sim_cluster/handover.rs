@@ -9,7 +9,10 @@ use locus_client::proto::MoveStep;
 use locus_fabric::sim::SimFabric;
 use locus_fabric::{Fabric, MachineId, Port};
 
+use locus_wal::Crash;
+
 use super::failover::step_at;
+use super::nemesis::{kill_one, restart};
 use super::{Coverage, Shared, CLIENTS_PER_NODE, MACHINES};
 
 /// Tries at a handover's step before it is given up.
@@ -21,6 +24,54 @@ const TRIES: u32 = 200;
 /// primary, INSTALL at the old one, then at every other node, the new
 /// primary first.
 pub(crate) fn give_back(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> Coverage {
+    give_back_with(s, port, None)
+}
+
+/// A fault in one handover (the first whose slots hold a vertex).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Strike {
+    /// The new primary loses the answers to a few records before the
+    /// handover (the old primary's updates are in doubt while it holds
+    /// them), and dies after it: its slots fail over back to the old
+    /// primary, which must hold what the new one served (H2).
+    LostAcks,
+    /// The old primary dies after the commit, before it marks its keys,
+    /// and restarts at once (no failover): a backup from its log (H3);
+    /// then the new primary dies and its slots fail over back to it.
+    OldAfterCommit,
+    /// The new primary dies after HANDOVER, before the commit: the commit
+    /// is refused and the old primary gives the handover up (UNHAND).
+    NewBeforeCommit,
+}
+
+/// [`give_back`] with a seeded [`Strike`] (or none) in one handover, then
+/// the primaries given back again; the nemesis's actor moves to a node the
+/// strike leaves alone.
+pub(crate) fn give_back_struck(
+    f: &SimFabric,
+    s: &Shared,
+    port: &mut <SimFabric as Fabric>::Port,
+    rng: &mut locus_fabric::sim::SimRng,
+) -> Coverage {
+    let strike = match rng.below(4) {
+        0 => None,
+        1 => Some(Strike::LostAcks),
+        2 => Some(Strike::OldAfterCommit),
+        _ => Some(Strike::NewBeforeCommit),
+    };
+    let mut cov = Coverage::default();
+    if let Some(strike) = strike {
+        cov.add(&give_back_with(s, port, Some((f, strike))));
+    }
+    cov.add(&give_back(s, port));
+    cov
+}
+
+fn give_back_with(
+    s: &Shared,
+    port: &mut <SimFabric as Fabric>::Port,
+    mut strike: Option<(&SimFabric, Strike)>,
+) -> Coverage {
     let mut cov = Coverage::default();
     let live: Vec<MachineId> = (0..MACHINES as MachineId)
         .filter(|&m| s.node(m).is_some())
@@ -34,9 +85,30 @@ pub(crate) fn give_back(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> C
     };
     for (p, b, slots) in plan {
         let t = s.table.lock().unwrap().clone();
-        let (Some((_, gp)), Some((_, gb))) = (s.node(p), s.node(b)) else {
+        let (Some((np, gp)), Some((nb, gb))) = (s.node(p), s.node(b)) else {
             continue;
         };
+        let _ = np;
+        // The strike goes to the first handover of slots with vertices.
+        let struck = match strike {
+            Some((f, k)) if slots.iter().any(|&sl| sl < super::VERTICES) => {
+                strike = None;
+                let third = (0..MACHINES as MachineId)
+                    .find(|&m| m != p && m != b)
+                    .expect("three nodes");
+                *port = f.port(third).expect("a port");
+                cov.handover_strikes += 1;
+                Some(k)
+            }
+            _ => None,
+        };
+        if struck == Some(Strike::LostAcks) {
+            s.doing(me, format!("handover to m{b}: m{b} loses acks"));
+            nb.lose_backup_acks(1 + s.seed % 3);
+            pause(port, 100 + s.seed % 200);
+            nb.lose_backup_acks(0);
+        }
+        drop(nb);
         let raw = t.encode();
         s.doing(
             me,
@@ -47,6 +119,12 @@ pub(crate) fn give_back(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> C
         }
         let guarded = step_at(s, port, p, MoveStep::HandOver, b, &slots, &raw, TRIES);
         pause(port, s.seed % 40);
+        if struck == Some(Strike::NewBeforeCommit) {
+            s.doing(me, format!("handover to m{b}: m{b} dies before the commit"));
+            kill_one(s, b, Crash::ProcessCrash);
+            pause(port, s.seed % 30);
+            s.membership.end_lease(b);
+        }
         let next = {
             let mut held = s.table.lock().unwrap();
             let same = |m: MachineId, g: u64| s.node(m).is_some_and(|(_, now)| now == g);
@@ -63,6 +141,10 @@ pub(crate) fn give_back(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> C
             s.doing(me, format!("handover to m{b}: UNHAND at m{p}"));
             step_at(s, port, p, MoveStep::Unhand, b, &slots, &[], TRIES);
             cov.handovers_abandoned += 1;
+            if struck.is_some() {
+                cov.add(&dies_and_comes_back(s, port, b, false));
+                break;
+            }
             continue;
         };
         cov.handed_over += slots.len() as u64;
@@ -72,6 +154,19 @@ pub(crate) fn give_back(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> C
             cov.promoted += r.vertices;
         }
         pause(port, s.seed % 50);
+        if struck == Some(Strike::OldAfterCommit) {
+            s.doing(me, format!("handover to m{b}: m{p} dies before it marks its keys"));
+            kill_one(s, p, Crash::ProcessCrash);
+            pause(port, s.seed % 30);
+            s.membership.end_lease(p);
+            pause(port, s.seed % 30);
+            deaths_processed(s, port);
+            s.doing(me, format!("handover to m{b}: m{p} restarts"));
+            let node = restart(s, p);
+            s.join(p, node)
+                .unwrap_or_else(|e| panic!("seed {}: restart of m{p}: {e}", s.seed));
+            cov.restarts += 1;
+        }
         s.doing(me, format!("handover to m{b}: INSTALL at m{p}"));
         step_at(s, port, p, MoveStep::Install, 0, &[], &raw, TRIES);
         let mut order: Vec<MachineId> = (0..MACHINES as MachineId).filter(|&m| m != p).collect();
@@ -86,6 +181,73 @@ pub(crate) fn give_back(s: &Shared, port: &mut <SimFabric as Fabric>::Port) -> C
             s.doing(me, format!("handover to m{b}: INSTALL at m{m}"));
             step_at(s, port, m, MoveStep::Install, 0, &[], &raw, TRIES);
         }
+        if matches!(struck, Some(Strike::LostAcks | Strike::OldAfterCommit)) {
+            // The new primary dies: its slots fail over back to the old one.
+            pause(port, 50 + s.seed % 100);
+            cov.add(&dies_and_comes_back(s, port, b, true));
+            break;
+        }
     }
+    cov
+}
+
+/// Waits until every live node's watch has delivered what it holds (a
+/// death among it): a node restarted before a survivor processed its old
+/// incarnation's death hits the open CrashTwice case (docs/design.md,
+/// "Replication and failover", Open), which this scenario does not test.
+fn deaths_processed(s: &Shared, port: &mut <SimFabric as Fabric>::Port) {
+    for _ in 0..100_000 {
+        let waiting = (0..MACHINES).any(|m| {
+            s.node(m as MachineId).is_some()
+                && s.slots[m]
+                    .watch
+                    .lock()
+                    .unwrap()
+                    .is_some_and(|w| s.membership.pending(w))
+        });
+        if !waiting {
+            return;
+        }
+        port.relax();
+    }
+    panic!("seed {}: a watch never delivered its events", s.seed);
+}
+
+/// Node `m` dies (killed unless `kill` is false: dead already), its lease
+/// ends, its slots fail over, it restarts and is made a backup again.
+fn dies_and_comes_back(
+    s: &Shared,
+    port: &mut <SimFabric as Fabric>::Port,
+    m: MachineId,
+    kill: bool,
+) -> Coverage {
+    let me = MACHINES * CLIENTS_PER_NODE;
+    let mut cov = Coverage::default();
+    if kill {
+        s.doing(me, format!("handover's strike: m{m} dies"));
+        kill_one(s, m, Crash::ProcessCrash);
+        cov.crashes += 1;
+        for _ in 0..s.seed % 50 {
+            port.relax();
+        }
+        s.membership.end_lease(m);
+    }
+    for _ in 0..s.seed % 50 {
+        port.relax();
+    }
+    s.doing(me, format!("handover's strike: failing m{m} over"));
+    let (failed, pending) = super::failover::fail_over_any(s, port, m, false);
+    assert!(pending.is_none(), "seed {}: a new primary is down", s.seed);
+    cov.add(&failed);
+    for _ in 0..s.seed % 80 {
+        port.relax();
+    }
+    deaths_processed(s, port);
+    s.doing(me, format!("handover's strike: m{m} restarts"));
+    let node = restart(s, m);
+    s.join(m, node)
+        .unwrap_or_else(|e| panic!("seed {}: restart of m{m}: {e}", s.seed));
+    cov.restarts += 1;
+    cov.add(&super::rejoin::rejoin(s, port));
     cov
 }
