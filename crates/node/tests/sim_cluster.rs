@@ -46,6 +46,8 @@
 //! backups' now). Then the rejoin driver (`sim_cluster/rejoin.rs`) makes it
 //! a backup again of the slots left short of one, while the clients go on,
 //! and the primary of some of them dies in turn and fails over to it.
+//! Then the primaries are given back (`sim_cluster/handover.rs`), one
+//! handover struck by a fault in three seeds of four.
 //! `LOCUS_SIM_FAULT=skip-backups` (acknowledge without the backup's
 //! record), `accept-stale` (a backup takes any primary epoch),
 //! `adopt-without-promote`, `skip-learner` (a primary does not send a

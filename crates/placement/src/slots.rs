@@ -559,25 +559,31 @@ impl SlotTable {
         Ok(next)
     }
 
+    /// `slot`'s backups, which must name `backup` (`why` ends the error).
+    fn backed_by(&self, slot: u32, backup: Machine, why: &str) -> Result<&Backups> {
+        let Some(b) = self.backups.get(slot as usize) else {
+            return Err(invalid(
+                "slot",
+                slot.to_string(),
+                format!("below {}", self.slots()),
+            ));
+        };
+        if !b.as_slice().contains(&backup) {
+            return Err(invalid(
+                "slot",
+                slot.to_string(),
+                format!("a slot server {backup} backs{why}"),
+            ));
+        }
+        Ok(b)
+    }
+
     /// The table with backup `from` of each of `slots` replaced by `to`, at
     /// one next epoch (a rejoin that evens out the backups).
     pub fn replace_backups(&self, slots: &[u32], from: Machine, to: Machine) -> Result<SlotTable> {
         let mut next = self.clone();
         for &slot in slots {
-            let Some(b) = self.backups.get(slot as usize) else {
-                return Err(invalid(
-                    "slot",
-                    slot.to_string(),
-                    format!("below {}", self.slots()),
-                ));
-            };
-            if !b.as_slice().contains(&from) {
-                return Err(invalid(
-                    "slot",
-                    slot.to_string(),
-                    format!("a slot server {from} backs"),
-                ));
-            }
+            let b = self.backed_by(slot, from, "")?;
             let list: Vec<Machine> = b
                 .as_slice()
                 .iter()
@@ -599,20 +605,7 @@ impl SlotTable {
         self.check_machine("to", to)?;
         let mut next = self.clone();
         for &slot in slots {
-            let Some(b) = self.backups.get(slot as usize) else {
-                return Err(invalid(
-                    "slot",
-                    slot.to_string(),
-                    format!("below {}", self.slots()),
-                ));
-            };
-            if !b.as_slice().contains(&to) {
-                return Err(invalid(
-                    "slot",
-                    slot.to_string(),
-                    format!("a slot server {to} backs (only a backup takes a primary over)"),
-                ));
-            }
+            let b = self.backed_by(slot, to, " (only a backup takes a primary over)")?;
             let s = slot as usize;
             let from = self.owners[s];
             let list: Vec<Machine> = b

@@ -239,6 +239,23 @@ impl<'a> Mover<'a> {
         .collect()
     }
 
+    /// The live incarnations of `ids` (membership epochs) that a commit
+    /// is fenced by: one that restarts since forgot its part in `what`.
+    fn fences(&self, ids: &[u8], what: &str) -> Result<Vec<(u8, u64)>> {
+        let (live, _) = self
+            .etcd
+            .members()
+            .map_err(|e| err(format!("reading the membership: {e}")))?;
+        ids.iter()
+            .map(|&id| {
+                live.iter()
+                    .find(|m| m.machine == id)
+                    .map(|m| (id, m.epoch))
+                    .ok_or_else(|| err(format!("server {id} is not live: no {what} through it")))
+            })
+            .collect()
+    }
+
     /// The committed table and its bytes, as etcd holds them.
     pub fn table(&self) -> Result<(Vec<u8>, SlotTable)> {
         let raw = self

@@ -834,6 +834,14 @@ impl LocationCache {
                 let changed = e.word != addr_word;
                 e.word = addr_word;
                 e.cached_at_ns = now_ns;
+                if changed {
+                    // The position named where the old word lived, maybe
+                    // in another home's table (cached while another server
+                    // homed the key): a CAS there would miss the key, after
+                    // a MIGRATE had invalidated its value (the twin's
+                    // handovers, seed 100). Unknown from here on.
+                    e.position = u64::MAX;
+                }
                 let before = e.add(interval, 1);
                 let after = e.count;
                 if changed {

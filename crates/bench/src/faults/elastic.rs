@@ -151,6 +151,48 @@ fn rebalance(
     Err(last)
 }
 
+/// The `give_primaries_back` window (issue 60): the handovers that even
+/// the primaries out over the live servers, each tried again while the
+/// coordinator's own drivers hold the mover's lock. The probe: nothing
+/// left to hand over afterwards.
+pub fn give_back(c: &mut LabCluster) -> Result<Outcome> {
+    let client = client(c)?;
+    let etcd = c.membership().clone();
+    let mover = Mover::new(&client, &etcd);
+    let t = Instant::now();
+    let (mut handed, mut last) = (0u64, None);
+    for attempt in 0..REBALANCE_TRIES {
+        match mover.primary_plan(BATCH_SLOTS) {
+            Ok(plan) if plan.is_empty() => break,
+            Ok(plan) => {
+                for h in &plan {
+                    match mover.hand_over(h) {
+                        Ok(r) => handed += r.slots,
+                        Err(e) => {
+                            last = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => last = Some(e.to_string()),
+        }
+        std::thread::sleep(Duration::from_millis(500 << attempt));
+    }
+    let left: std::result::Result<usize, String> = mover
+        .primary_plan(BATCH_SLOTS)
+        .map(|p| p.iter().map(|h| h.slots.len()).sum())
+        .map_err(|e| e.to_string());
+    Ok((
+        "primaries".into(),
+        left == Ok(0),
+        format!(
+            "{handed} slots handed to a backup in {} ms; left to hand over: {left:?}; last error: {last:?}",
+            t.elapsed().as_millis()
+        ),
+    ))
+}
+
 /// A client that knows every server listed now.
 fn client(c: &LabCluster) -> Result<Client> {
     c.client(Duration::from_secs(10))

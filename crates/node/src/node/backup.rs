@@ -517,10 +517,11 @@ impl Backup {
                 NodeError::Recovery(format!("the backup log's handover snapshot: {e}"))
             };
             let mut lsn = self.wal.append(&encode_slot_out(&slots)).map_err(log)?;
-            let all: Vec<(u32, &[u32])> = lists
+            let mut all: Vec<(u32, &[u32])> = lists
                 .values()
                 .flat_map(|l| l.iter().map(|(v, l)| (*v, l.as_slice())))
                 .collect();
+            all.sort_unstable_by_key(|(v, _)| *v);
             if !all.is_empty() {
                 lsn = self
                     .wal

@@ -309,7 +309,9 @@ impl Durability {
         // a reader whose table still names this server goes on there, and
         // never reads "absent" here (design H4; a PROMOTE clears them).
         if homes.current().replication() > 1 && !foreign_lens.is_empty() {
-            let mut by_owner: HashMap<MachineId, Vec<locus_store::Key>> = HashMap::new();
+            foreign_lens.sort_unstable();
+            let mut by_owner: std::collections::BTreeMap<MachineId, Vec<locus_store::Key>> =
+                Default::default();
             for &(v, len) in &foreign_lens {
                 let keys = by_owner.entry(homes.owner(v)).or_default();
                 keys.extend(

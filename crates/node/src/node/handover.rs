@@ -67,11 +67,14 @@ impl InDoubt {
     /// Takes the vertices of `slots` out.
     fn take(&self, t: &SlotTable, slots: &HashSet<u32>) -> Vec<u32> {
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let out: Vec<u32> = m
+        let mut out: Vec<u32> = m
             .iter()
             .copied()
             .filter(|&v| slots.contains(&t.slot_of(v)))
             .collect();
+        // In order: what is sent must not depend on a hash's seed (the
+        // twin replays a seed exactly).
+        out.sort_unstable();
         for v in &out {
             m.remove(v);
         }
@@ -232,12 +235,13 @@ impl<F: Fabric> Node<F> {
         w: &mut Worker<Counting<F>>,
         table: &SlotTable,
     ) -> Result<Vec<u32>> {
-        let handing: Vec<(u32, (MachineId, u32))> =
+        let mut handing: Vec<(u32, (MachineId, u32))> =
             self.handing.lock().iter().map(|(&s, &h)| (s, h)).collect();
         if handing.is_empty() {
             return Ok(Vec::new());
         }
-        let mut by_to: HashMap<MachineId, HashSet<u32>> = HashMap::new();
+        handing.sort_unstable();
+        let mut by_to: std::collections::BTreeMap<MachineId, HashSet<u32>> = Default::default();
         let mut decided = Vec::new();
         for (s, (to, pe)) in handing {
             let owner = table.owner_of_slot(s);
@@ -253,7 +257,8 @@ impl<F: Fabric> Node<F> {
             let keys = w.keys_in_slots(self.me, set)?;
             w.mark_handed_over(&keys, *to)?;
             if let Some(d) = &self.durable {
-                let out: Vec<u32> = set.iter().copied().collect();
+                let mut out: Vec<u32> = set.iter().copied().collect();
+                out.sort_unstable();
                 d.log_slot_out(&out)
                     .and_then(|lsn| d.wait(lsn))
                     .map_err(|e| NodeError::Move(format!("a handover's SLOT_OUT: {e}")))?;

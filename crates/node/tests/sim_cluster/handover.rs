@@ -110,9 +110,13 @@ fn give_back_with(
         }
         drop(nb);
         let raw = t.encode();
+        let with_vertices: Vec<&u32> = slots.iter().filter(|&&sl| sl < super::VERTICES).collect();
         s.doing(
             me,
-            format!("handover of {} of m{p}'s slots to m{b}", slots.len()),
+            format!(
+                "handover of {} of m{p}'s slots to m{b} (of the vertices' slots {with_vertices:?})",
+                slots.len()
+            ),
         );
         for m in [b, p] {
             step_at(s, port, m, MoveStep::Install, 0, &[], &raw, TRIES);
@@ -155,7 +159,10 @@ fn give_back_with(
         }
         pause(port, s.seed % 50);
         if struck == Some(Strike::OldAfterCommit) {
-            s.doing(me, format!("handover to m{b}: m{p} dies before it marks its keys"));
+            s.doing(
+                me,
+                format!("handover to m{b}: m{p} dies before it marks its keys"),
+            );
             kill_one(s, p, Crash::ProcessCrash);
             pause(port, s.seed % 30);
             s.membership.end_lease(p);

@@ -241,7 +241,9 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         // With a fault in one handover (its old or new primary killed, or
         // its new primary's acks lost before it and the new primary killed
         // after it) in three seeds of four, then again without.
-        cov.add(&super::handover::give_back_struck(f, s, &mut port, &mut rng));
+        cov.add(&super::handover::give_back_struck(
+            f, s, &mut port, &mut rng,
+        ));
     }
     s.doing(me, format!("{fault:?} of m{victim}: done"));
     s.nemesis_done.store(true, Ordering::Release);

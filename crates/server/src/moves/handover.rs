@@ -147,17 +147,7 @@ impl Mover<'_> {
                 t.epoch()
             )));
         }
-        let (live, _) = self
-            .etcd
-            .members()
-            .map_err(|e| err(format!("reading the membership: {e}")))?;
-        let epoch_of = |id: u8| {
-            live.iter()
-                .find(|m| m.machine == id)
-                .map(|m| m.epoch)
-                .ok_or_else(|| err(format!("server {id} is not live: no handover through it")))
-        };
-        let fences = [(h.from, epoch_of(h.from)?), (h.to, epoch_of(h.to)?)];
+        let fences = self.fences(&[h.from, h.to], "handover")?;
         let step = |id: u8, step: MoveStep, peer: u8, slots: &[u32], table: &[u8]| {
             self.step(id, step, peer, slots, table, Vec::new())
                 .map_err(|e| err(format!("a handover's {}", bare(&e))))

@@ -167,20 +167,7 @@ impl Mover<'_> {
         }
         // The commit is fenced by the incarnations that learn and teach:
         // one that restarts since forgot its learning.
-        let (live, _) = self
-            .etcd
-            .members()
-            .map_err(|e| err(format!("reading the membership: {e}")))?;
-        let epoch_of = |id: u8| {
-            live.iter()
-                .find(|m| m.machine == id)
-                .map(|m| m.epoch)
-                .ok_or_else(|| err(format!("server {id} is not live: no rejoin through it")))
-        };
-        let fences = [
-            (f.primary, epoch_of(f.primary)?),
-            (f.learner, epoch_of(f.learner)?),
-        ];
+        let fences = self.fences(&[f.primary, f.learner], "rejoin")?;
         let step = |id: u8, step: MoveStep, peer: u8| {
             self.step(id, step, peer, &f.slots, raw, Vec::new())
                 .map_err(|e| err(format!("a rejoin's {}", bare(&e))))

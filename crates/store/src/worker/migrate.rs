@@ -316,7 +316,9 @@ impl<F: Fabric> Worker<F> {
     /// lookups and has a live entry with the position of the address word.
     #[inline]
     fn cached_address(&self, key: Key, now_ns: u64) -> Option<Cached> {
-        if !self.shared.config.cache_lookups {
+        // A key homed here is looked up in the local table: an entry cached
+        // while another server homed it names a place in that server's.
+        if !self.shared.config.cache_lookups || self.home(key) == self.machine {
             return None;
         }
         let (word, position, stamped_ns) = self.cache()?.get_stamped(key, now_ns)?;
