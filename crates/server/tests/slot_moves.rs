@@ -474,11 +474,21 @@ fn a_handed_batch_is_served_by_its_new_home_before_the_commit_and_through_restar
     // A server that is neither reads by the table: A's bucket, where A's
     // replay put a MOVED(2) marker (V5), sends it on to server 2.
     let third = (0..3u8).find(|&s| s != a && s != 2).unwrap();
-    let Reply::Neighbors(l) = c
-        .call(third, &Request::Neighbors { vertex: v0, k: 0 }, None)
-        .unwrap()
-    else {
-        panic!("neighbors")
+    // It too may not have seen A's new incarnation yet (its watch is its
+    // own): PEER_UNAVAILABLE until it has.
+    let t = std::time::Instant::now();
+    let l = loop {
+        match c.call(third, &Request::Neighbors { vertex: v0, k: 0 }, None) {
+            Ok(Reply::Neighbors(l)) => break l,
+            Ok(r) => panic!("neighbors: {r:?}"),
+            Err(e) => {
+                assert!(
+                    t.elapsed() < Duration::from_secs(30) && e.to_string().contains("unavailable"),
+                    "read at server {third}: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
     };
     assert!(l.contains(&999_999), "read at server {third}: {l:?}");
     assert!(
