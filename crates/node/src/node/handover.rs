@@ -97,20 +97,10 @@ impl<F: Fabric> Node<F> {
         slots: &[u32],
         to: MachineId,
     ) -> Result<MoveReport> {
+        let t = self.step_table(table, slots, "HANDOVER")?;
         let (Some(b), Some(d)) = (&self.backup, &self.durable) else {
-            return Err(refused(
-                "HANDOVER needs a node with [durability]: it has no backups".into(),
-            ));
+            unreachable!("step_table checked both");
         };
-        let t = self.store.homes().current();
-        if t.epoch() != table.epoch() {
-            return Err(refused(format!(
-                "HANDOVER at table epoch {}: server {} holds epoch {} (install it first)",
-                table.epoch(),
-                self.me,
-                t.epoch()
-            )));
-        }
         if let Some(s) = slots
             .iter()
             .find(|&&s| t.owner_of_slot(s) != Some(self.me) || !t.is_backup(s, to))

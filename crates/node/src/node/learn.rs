@@ -66,8 +66,14 @@ fn refused(what: String) -> NodeError {
 
 impl<F: Fabric> Node<F> {
     /// The installed table, if `table` is it: the driver's steps of a
-    /// rejoin are taken at one table epoch at both ends.
-    fn learning_table(&self, table: &SlotTable, slots: &[u32], step: &str) -> Result<SlotTable> {
+    /// rejoin (or a handover) are taken at one table epoch at both ends;
+    /// `slots` must be some of its slots, and the node keep backups.
+    pub(super) fn step_table(
+        &self,
+        table: &SlotTable,
+        slots: &[u32],
+        step: &str,
+    ) -> Result<SlotTable> {
         if self.backup.is_none() || self.durable.is_none() {
             return Err(refused(format!(
                 "{step} needs a node with [durability]: it has no backups"
@@ -98,7 +104,7 @@ impl<F: Fabric> Node<F> {
     /// update of them goes to it too); at `peer`'s learner, it takes
     /// `peer`'s records of them. Idempotent.
     pub fn learn(&self, table: &SlotTable, slots: &[u32], peer: MachineId) -> Result<MoveReport> {
-        let t = self.learning_table(table, slots, "LEARN")?;
+        let t = self.step_table(table, slots, "LEARN")?;
         if peer == self.me || usize::from(peer) >= self.machines {
             return Err(refused(format!(
                 "LEARN names server {peer}: it must be another of the {} servers",
@@ -130,7 +136,7 @@ impl<F: Fabric> Node<F> {
                 m.insert(s, (learner, t.epoch()));
             }
         } else {
-            let b = self.backup.as_ref().expect("checked by learning_table");
+            let b = self.backup.as_ref().expect("checked by step_table");
             b.learn(slots, owner, t.epoch())?;
         }
         Ok(MoveReport {
@@ -151,7 +157,7 @@ impl<F: Fabric> Node<F> {
         slots: &[u32],
         peer: MachineId,
     ) -> Result<MoveReport> {
-        let t = self.learning_table(table, slots, "COPY")?;
+        let t = self.step_table(table, slots, "COPY")?;
         if let Some(s) = slots
             .iter()
             .find(|&&s| self.learners.of(&t, s) != Some(peer))
@@ -161,7 +167,7 @@ impl<F: Fabric> Node<F> {
                 t.epoch()
             )));
         }
-        let d = self.durable.as_ref().expect("checked by learning_table");
+        let d = self.durable.as_ref().expect("checked by step_table");
         let set: HashSet<u32> = slots.iter().copied().collect();
         let mut vertices: Vec<u32> = w
             .keys_in_slots(self.me, &set)?
