@@ -319,6 +319,29 @@ fn mover(
 /// Loads every checked vertex with its marker, and each marker with its target.
 fn load(c: &LabCluster, s: &Settings) -> Result<()> {
     let client = c.client(Duration::from_secs(30))?;
+    // On a loaded host a server may have been failed over and restarted
+    // before the load (NOT_READY until its failover ends), or its slots
+    // moved (WRONG_HOME): the load is tried again with the table held then
+    // (loading a list again changes nothing), a bounded number of times.
+    let mut tries = 0;
+    loop {
+        match load_once(&client, s) {
+            Ok(()) => return Ok(()),
+            Err(e) if tries < LOAD_TRIES => {
+                tries += 1;
+                tracing::info!("the lab's load is tried again ({tries} of {LOAD_TRIES}): {e}");
+                std::thread::sleep(Duration::from_millis(500));
+                let _ = client.refresh_slot_table(0);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Attempts at the lab's load before the run fails.
+const LOAD_TRIES: u32 = 40;
+
+fn load_once(client: &locus_client::Client, s: &Settings) -> Result<()> {
     let machines = client.machines() as u32;
     let mut batches: Vec<Vec<(u32, Vec<u32>)>> = vec![Vec::new(); machines as usize];
     for v in (0..s.pool()).map(checked_vertex) {
