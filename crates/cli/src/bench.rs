@@ -368,7 +368,7 @@ fn run_faults(a: FaultsArgs) -> CliResult {
         }
         if let Some(f) = &report.failovers {
             println!(
-                "  failovers: {} of a slot ({} slots), {} slots short of a backup at the end, table epoch {}",
+                "  primaries changed (failovers and handovers): {} times a slot ({} slots), {} slots short of a backup at the end, table epoch {}",
                 f.slot_failovers, f.slots, f.slots_short_of_backups, f.table_epoch
             );
         }

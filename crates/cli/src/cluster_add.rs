@@ -22,7 +22,9 @@ use locus_server::supervise::{FreePorts, Role, Supervisor, Tie};
 use locus_server::ClusterFile;
 
 use crate::cluster::{Started, CLUSTER_FILE, LINK_WAIT, UP_WAIT};
-use crate::cluster_move::{check_batch, done_json, print_done, up_servers, with_bar};
+use crate::cluster_move::{
+    batch_or_default, check_batch, done_json, print_done, up_servers, with_bar,
+};
 use crate::CliResult;
 
 #[derive(Args, Debug)]
@@ -39,9 +41,9 @@ pub struct AddArgs {
     /// `cluster rebalance` (e.g. once several servers are added).
     #[arg(long)]
     pub no_rebalance: bool,
-    /// Slots per batch (see `cluster move`).
-    #[arg(long, default_value_t = 1)]
-    pub batch_slots: usize,
+    /// Slots per batch (see `cluster move`; default 1, with replication 64).
+    #[arg(long)]
+    pub batch_slots: Option<usize>,
     /// Stop the new server after this many seconds (as `cluster up --lifetime-s`).
     #[arg(long)]
     pub lifetime_s: Option<u64>,
@@ -52,7 +54,9 @@ pub struct AddArgs {
 
 /// `cluster add-server`.
 pub(crate) fn add_server(a: AddArgs) -> CliResult {
-    check_batch(a.batch_slots)?;
+    if let Some(b) = a.batch_slots {
+        check_batch(b)?;
+    }
     let path = a.dir.join(CLUSTER_FILE);
     let mut file = ClusterFile::load(&path)?;
     let Some(etcd) = file.etcd.clone() else {
@@ -166,9 +170,12 @@ pub(crate) fn add_server(a: AddArgs) -> CliResult {
         let out = std::fs::File::create(&log)
             .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let err = out.try_clone()?;
-        Command::new(&exe)
-            .args(["cluster", "rebalance", "--json", "--batch-slots"])
-            .arg(a.batch_slots.to_string())
+        let mut rebalance = Command::new(&exe);
+        rebalance.args(["cluster", "rebalance", "--json"]);
+        if let Some(b) = a.batch_slots {
+            rebalance.arg("--batch-slots").arg(b.to_string());
+        }
+        rebalance
             .arg("--dir")
             .arg(&a.dir)
             .stdin(Stdio::null())
@@ -194,10 +201,26 @@ pub(crate) fn add_server(a: AddArgs) -> CliResult {
     let m = Membership::connect(&etcd.config())?;
     let mover = crate::cluster_move::mover(&client, &m, &a.dir, "add-server")?;
     let members = up_servers(&client);
+    let replicated = crate::cluster_reshape::replicated(&mover)?;
+    let batch_slots = batch_or_default(a.batch_slots, replicated)?;
+    if replicated {
+        // Its share of copies first, then of primaries (handed to it once
+        // it backs them).
+        let what = format!("slots balanced over servers {members:?}");
+        let extra = serde_json::json!({"id": id, "pid": pid, "started_s": started_s,
+                                       "members": members});
+        return crate::cluster_reshape::reshape_and_report(
+            mover,
+            &client,
+            &members,
+            batch_slots,
+            a.json,
+            &what,
+            extra,
+        );
+    }
     let t1 = Instant::now();
-    let (_, done) = with_bar(a.json, |p| {
-        mover.rebalance(&members, a.batch_slots, false, p)
-    })?;
+    let (_, done) = with_bar(a.json, |p| mover.rebalance(&members, batch_slots, false, p))?;
     let secs = t1.elapsed().as_secs_f64();
     if a.json {
         let mut j = done_json(&done, secs);

@@ -38,9 +38,10 @@ pub struct MoveArgs {
     #[arg(long)]
     pub to: u8,
     /// Slots per batch: each batch's updates wait while it moves, and each
-    /// commits the table once.
-    #[arg(long, default_value_t = 1)]
-    pub batch_slots: usize,
+    /// commits the table once (default 1; with replication 64, each batch
+    /// a copy to a new backup or a handover).
+    #[arg(long)]
+    pub batch_slots: Option<usize>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -58,8 +59,9 @@ pub struct RebalanceArgs {
     /// fewest (after failovers), no data copied.
     #[arg(long)]
     pub primaries: bool,
-    /// Slots per batch (see `cluster move`; default 1, with --primaries 64:
-    /// a handover's updates wait only while its table is committed).
+    /// Slots per batch (see `cluster move`; default 1, with replication or
+    /// --primaries 64: a handover's updates wait only while its table is
+    /// committed).
     #[arg(long)]
     pub batch_slots: Option<usize>,
     /// Print the result as JSON.
@@ -80,8 +82,8 @@ pub struct RemoveArgs {
     #[arg(long)]
     pub wait: bool,
     /// Slots per batch (see `cluster move`).
-    #[arg(long, default_value_t = 1)]
-    pub batch_slots: usize,
+    #[arg(long)]
+    pub batch_slots: Option<usize>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -198,6 +200,18 @@ fn journal_line(p: &Progress) -> String {
     }
 }
 
+/// `--batch-slots` as given, or its default: 1, or with replication
+/// [`crate::cluster_reshape::BATCH_SLOTS`]; checked.
+pub(crate) fn batch_or_default(given: Option<usize>, replicated: bool) -> CliResult<usize> {
+    let b = given.unwrap_or(if replicated {
+        crate::cluster_reshape::BATCH_SLOTS
+    } else {
+        1
+    });
+    check_batch(b)?;
+    Ok(b)
+}
+
 pub(crate) fn check_batch(batch_slots: usize) -> CliResult {
     if batch_slots == 0 {
         return Err("--batch-slots must be at least 1".into());
@@ -244,13 +258,26 @@ pub(crate) fn print_done(what: &str, done: &MovesDone, secs: f64) {
 
 /// `cluster move`.
 pub(crate) fn run(a: MoveArgs) -> CliResult {
-    check_batch(a.batch_slots)?;
+    if let Some(b) = a.batch_slots {
+        check_batch(b)?;
+    }
     let (client, m, dir) = open(&a.at)?;
     let mover = mover(&client, &m, &dir, "move")?;
     let (_, table) = mover.table()?;
     let slots = parse_slots(&a.slots, table.slots())?;
+    let replicated = table.replication() > 1;
+    let batch_slots = batch_or_default(a.batch_slots, replicated)?;
     let t0 = Instant::now();
-    let done = with_bar(a.json, |p| mover.move_slots(&slots, a.to, a.batch_slots, p))?;
+    if replicated {
+        let mover = mover.keeping_goal_on_error();
+        let r = with_bar(a.json, |p| {
+            mover.move_replicated(&slots, a.to, batch_slots, p)
+        })?;
+        let what = format!("primaries given to server {}", a.to);
+        let extra = serde_json::json!({"to": a.to});
+        return crate::cluster_reshape::report(&mover, &client, &r, t0, a.json, &what, extra);
+    }
+    let done = with_bar(a.json, |p| mover.move_slots(&slots, a.to, batch_slots, p))?;
     let secs = t0.elapsed().as_secs_f64();
     if a.json {
         let mut j = done_json(&done, secs);
@@ -274,8 +301,9 @@ pub(crate) fn rebalance(a: RebalanceArgs) -> CliResult {
     if a.primaries {
         return crate::cluster_primaries::run(a);
     }
-    let batch_slots = a.batch_slots.unwrap_or(1);
-    check_batch(batch_slots)?;
+    if let Some(b) = a.batch_slots {
+        check_batch(b)?;
+    }
     let (client, m, dir) = open(&a.at)?;
     let mover = if a.plan {
         Mover::new(&client, &m)
@@ -283,6 +311,24 @@ pub(crate) fn rebalance(a: RebalanceArgs) -> CliResult {
         mover(&client, &m, &dir, "rebalance")?
     };
     let members = up_servers(&client);
+    let replicated = crate::cluster_reshape::replicated(&mover)?;
+    let batch_slots = batch_or_default(a.batch_slots, replicated)?;
+    if replicated && a.plan {
+        return crate::cluster_reshape::print_plan(&mover, &client, &members, a.json);
+    }
+    if replicated {
+        let what = format!("rebalanced over servers {members:?}");
+        let extra = serde_json::json!({ "members": members });
+        return crate::cluster_reshape::reshape_and_report(
+            mover,
+            &client,
+            &members,
+            batch_slots,
+            a.json,
+            &what,
+            extra,
+        );
+    }
     let t0 = Instant::now();
     let (moves, done) = with_bar(a.json || a.plan, |p| {
         mover.rebalance(&members, batch_slots, a.plan, p)
@@ -320,7 +366,9 @@ pub(crate) fn rebalance(a: RebalanceArgs) -> CliResult {
 
 /// `cluster remove-server`.
 pub(crate) fn remove_server(a: RemoveArgs) -> CliResult {
-    check_batch(a.batch_slots)?;
+    if let Some(b) = a.batch_slots {
+        check_batch(b)?;
+    }
     let (client, m, dir) = open(&a.at)?;
     if a.id as usize >= client.machines() {
         return Err(format!("no server {} in a cluster of {}", a.id, client.machines()).into());
@@ -337,10 +385,13 @@ pub(crate) fn remove_server(a: RemoveArgs) -> CliResult {
         )
         .into());
     }
+    let replicated = crate::cluster_reshape::replicated(&mover)?;
+    let batch_slots = batch_or_default(a.batch_slots, replicated)?;
+    if replicated {
+        return crate::cluster_reshape::remove(&a, &client, mover, &members, batch_slots);
+    }
     let t0 = Instant::now();
-    let (_, done) = with_bar(a.json, |p| {
-        mover.rebalance(&members, a.batch_slots, false, p)
-    })?;
+    let (_, done) = with_bar(a.json, |p| mover.rebalance(&members, batch_slots, false, p))?;
     // The values Pragh migrated onto it go back to their homes.
     let (recalled, recalled_bytes) = mover.recall(a.id)?;
     let stopped = stop_server(&a.at.dir, a.id);
@@ -372,7 +423,7 @@ pub(crate) fn remove_server(a: RemoveArgs) -> CliResult {
 }
 
 /// Stops server `id` if `cluster up` in `dir` started it; whether it did.
-fn stop_server(dir: &Path, id: u8) -> bool {
+pub(crate) fn stop_server(dir: &Path, id: u8) -> bool {
     let pid = crate::cluster::read_pids(dir)
         .unwrap_or_default()
         .into_iter()

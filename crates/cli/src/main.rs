@@ -12,6 +12,7 @@ mod cluster_add;
 mod cluster_etcd;
 mod cluster_move;
 mod cluster_primaries;
+mod cluster_reshape;
 mod cluster_status;
 mod commands;
 mod demo;

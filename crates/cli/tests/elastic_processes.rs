@@ -9,19 +9,7 @@
 mod common;
 
 use common::writer::{check_reads, Writer};
-use common::{graph, load, locus, Cluster};
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let o = locus(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)))
-}
+use common::{graph, load, locus, locus_json as json, Cluster};
 
 #[test]
 fn slots_move_rebalance_and_a_server_leaves_while_edges_are_inserted() {

@@ -77,6 +77,8 @@ mod mover;
 mod nemesis;
 #[path = "sim_cluster/rejoin.rs"]
 mod rejoin;
+#[path = "sim_cluster/reshape.rs"]
+mod reshape;
 #[path = "sim_cluster/seeds.rs"]
 mod seeds;
 
@@ -236,6 +238,8 @@ struct Shared {
     /// What each client and the nemesis is doing (shown when a run fails).
     doing: Mutex<Vec<String>>,
     nemesis_done: std::sync::atomic::AtomicBool,
+    /// While a node leaves and comes back (`sim_cluster/reshape.rs`).
+    reshaping: std::sync::atomic::AtomicBool,
     /// Set while two nodes are down at once (`Fault::BackupRestarting`): a
     /// survivor's Pragh 5 recovery may then fail for want of the other,
     /// which a server logs and lives with (`server/src/member.rs`).
@@ -286,8 +290,10 @@ fn faults_from_env() -> locus_node::Faults {
             "copy-overwrites" => f.copy_overwrites = true,
             "skip-resend-in-doubt" => f.skip_resend_in_doubt = true,
             "skip-handover-markers" => f.skip_handover_markers = true,
+            // The twin's rejoin driver reads it (`sim_cluster/rejoin.rs`).
+            "replace-without-copy" => {}
             other => panic!(
-                "LOCUS_SIM_FAULT={other}: skip-backups, accept-stale, adopt-without-promote, skip-learner, copy-overwrites, skip-resend-in-doubt or skip-handover-markers"
+                "LOCUS_SIM_FAULT={other}: skip-backups, accept-stale, adopt-without-promote, skip-learner, copy-overwrites, skip-resend-in-doubt, skip-handover-markers or replace-without-copy"
             ),
         }
     }
@@ -611,6 +617,9 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
             }
             Some(ret) => {
                 cov.acknowledged += 1;
+                if s.reshaping.load(Ordering::Acquire) {
+                    cov.acked_reshaping += 1;
+                }
                 if !matches!(call, Call::Read { .. }) && s.table.lock().unwrap().owner_of(v) != at {
                     cov.served_ahead += 1;
                 }
@@ -787,6 +796,7 @@ fn simulate(seed: u64, sc: Scenario) -> Result<(Vec<Vec<Event>>, Coverage), Stri
         stats: DriverStats::default(),
         doing: Mutex::new(vec![String::new(); MACHINES * CLIENTS_PER_NODE + 1]),
         nemesis_done: std::sync::atomic::AtomicBool::new(false),
+        reshaping: std::sync::atomic::AtomicBool::new(false),
         two_down: std::sync::atomic::AtomicBool::new(false),
         join,
         serve_lead: 100 + (seed % 5) * 150,
@@ -1055,6 +1065,8 @@ fn a_dead_primary_fails_over_to_its_backup_with_every_history_linearizable() {
         assert!(total.failovers > 0 && total.promoted > 0, "{total:?}");
         assert!(total.to_restarting > 0, "{total:?}");
         assert!(total.handed_over > 0, "{total:?}");
+        assert!(total.reshaped > 0 && total.reshape_strikes > 0, "{total:?}");
+        assert!(total.left > 0 && total.acked_reshaping > 0, "{total:?}");
         assert!(total.crashes > 0 && total.fenced > 0, "{total:?}");
         assert!(total.unknown > 0 && total.acknowledged > 0, "{total:?}");
         assert!(total.migrated > 0 && total.moved > 0, "{total:?}");

@@ -759,5 +759,7 @@ fn check_shape(slots: u32, machines: u16) -> Result<()> {
 mod wire;
 
 mod plan;
+mod reshape;
+pub use reshape::{ReshapePlan, ReshapeStep, RESHAPE_ROUNDS};
 #[cfg(test)]
 mod tests;

@@ -28,11 +28,14 @@ pub mod goal;
 pub mod handover;
 pub mod journal;
 pub mod rejoin;
+pub mod reshape;
 pub use failover::FailedOver;
 pub use goal::Goal;
 pub use handover::{HandedOver, Handover};
 pub use journal::{Journal, Progress};
+pub use locus_placement::slots::{ReshapePlan, ReshapeStep};
 pub use rejoin::{Rejoined, Shortfall};
+pub use reshape::Reshaped;
 
 /// How long one step may take at a server (a TAKE copies a batch).
 const STEP_DEADLINE: Duration = Duration::from_secs(600);
@@ -399,6 +402,7 @@ impl<'a> Mover<'a> {
         let _held = self.hold()?;
         let settled = self.settle()?;
         let (_, table) = self.table()?;
+        refuse_replicated(&table)?;
         let mut moves = Vec::new();
         for &slot in slots {
             match table.owner_of_slot(slot) {
@@ -435,6 +439,7 @@ impl<'a> Mover<'a> {
         let _held = if plan_only { None } else { Some(self.hold()?) };
         let settled = if plan_only { 0 } else { self.settle()? };
         let (_, table) = self.table()?;
+        refuse_replicated(&table)?;
         let moves = table.balance(members).map_err(|e| err(e.to_string()))?;
         if plan_only {
             return Ok((moves, MovesDone::default()));
@@ -699,6 +704,19 @@ impl<'a> Mover<'a> {
         split(4);
         Ok(next)
     }
+}
+
+/// A plain slot move cannot serve a replicated slot (its new home's
+/// updates would go to backups that follow the old owner): a replicated
+/// cluster changes shape by rejoins and handovers ([`Mover::reshape`]).
+fn refuse_replicated(t: &SlotTable) -> Result<()> {
+    if t.replication() > 1 {
+        return Err(err(format!(
+            "the cluster keeps each slot on {} servers: its slots move by copies to new backups and handovers (Mover::reshape, Mover::move_replicated), not by plain slot moves",
+            t.replication()
+        )));
+    }
+    Ok(())
 }
 
 /// Parses a slot list: `0-99,200,300-310`.

@@ -96,13 +96,34 @@ pub fn slots_of(etcd: &Membership, id: u8) -> Option<usize> {
     Some(t.owners().iter().filter(|&&o| o == id).count())
 }
 
+/// Slots server `id` owns or backs in etcd's table (`None`: etcd did not
+/// answer).
+pub fn held_by(etcd: &Membership, id: u8) -> Option<usize> {
+    let raw = etcd.slots_load().ok()??;
+    let t = SlotTable::decode(&raw).ok()?;
+    Some(
+        (0..t.slots())
+            .filter(|&s| t.owner_of_slot(s) == Some(id) || t.is_backup(s, id))
+            .count(),
+    )
+}
+
+/// Whether etcd's table keeps each slot on more than one server.
+fn replicated(etcd: &Membership) -> bool {
+    etcd.slots_load()
+        .ok()
+        .flatten()
+        .and_then(|raw| SlotTable::decode(&raw).ok())
+        .is_some_and(|t| t.replication() > 1)
+}
+
 /// Failovers by etcd's table at the end of a replicated run.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct FailedOver {
-    /// Failovers of one slot each (a slot's primary epoch grows by one
-    /// with each; the lab moves no slot with replication).
+    /// Changes of one slot's primary each, by failover or handover (a
+    /// slot's primary epoch grows by one with each).
     pub slot_failovers: u64,
-    /// Slots failed over at least once.
+    /// Slots whose primary changed at least once.
     pub slots: u64,
     /// Slots with fewer backups than R - 1 when the run ended (a
     /// failed-over slot keeps none until the coordinator's rejoin, a
@@ -137,11 +158,29 @@ fn rebalance(
     etcd: &Membership,
     members: &[u8],
 ) -> std::result::Result<u64, String> {
-    let mover = Mover::new(client, etcd);
+    let replicated = replicated(etcd);
+    let mover = if replicated {
+        // A rejoin whose learning could not be ended leaves its goal for
+        // the coordinator.
+        Mover::new(client, etcd).keeping_goal_on_error()
+    } else {
+        Mover::new(client, etcd)
+    };
     let mut last = String::new();
     for t in 0..REBALANCE_TRIES {
-        match mover.rebalance(members, BATCH_SLOTS, false, &mut |_, _| {}) {
-            Ok((_, done)) => return Ok(done.slots),
+        let done = if replicated {
+            // Copies and handovers (design "A replicated cluster changes
+            // shape"); a try released the lock for a failover to run.
+            mover
+                .reshape(members, BATCH_SLOTS, &mut |_, _| {})
+                .map(|d| d.slots_copied + d.slots_handed)
+        } else {
+            mover
+                .rebalance(members, BATCH_SLOTS, false, &mut |_, _| {})
+                .map(|(_, d)| d.slots)
+        };
+        match done {
+            Ok(slots) => return Ok(slots),
             Err(e) => {
                 last = e.to_string();
                 std::thread::sleep(Duration::from_millis(500 << t));
@@ -212,6 +251,9 @@ pub fn leave(c: &mut LabCluster, id: u8) -> Result<Outcome> {
     let others: Vec<u8> = members.ids().into_iter().filter(|&m| m != id).collect();
     let t = Instant::now();
     let moved = rebalance(&client, &etcd, &others);
+    if replicated(&etcd) {
+        return leave_replicated(c, id, &client, &etcd, &others, moved, t);
+    }
     let left = slots_of(&etcd, id);
     if left != Some(0) {
         // Never stop a server that still owns slots: its keys would be
@@ -233,6 +275,65 @@ pub fn leave(c: &mut LabCluster, id: u8) -> Result<Outcome> {
         format!(
             "{} slots moved off in {drained_ms} ms, owns {left:?} after; values recalled {recalled:?}; pid {pid:?} gone: {gone}",
             moved.unwrap_or(0)
+        ),
+    ))
+}
+
+/// The rest of a leave of a replicated cluster: under the mover's lock, a
+/// last reshaping (the coordinator may have made `id` a backup again
+/// since), then `id` out of the members, its Pragh values recalled and
+/// the server stopped, so that no rejoin makes it a backup in between.
+fn leave_replicated(
+    c: &mut LabCluster,
+    id: u8,
+    client: &Client,
+    etcd: &Membership,
+    others: &[u8],
+    moved: std::result::Result<u64, String>,
+    t: Instant,
+) -> Result<Outcome> {
+    let target = format!("server {id}");
+    let members = c.members().clone();
+    let mover = Mover::new(client, etcd).keeping_goal_on_error();
+    let last = mover.holding(|| {
+        let again = mover.reshape(others, BATCH_SLOTS, &mut |_, _| {})?;
+        let left = held_by(etcd, id);
+        if left != Some(0) {
+            return Ok((left, again, None));
+        }
+        members.remove(id);
+        let recalled = mover.recall(id).map_err(|e| e.to_string());
+        let drained_ms = t.elapsed().as_millis();
+        let pid = c.stop_server(id);
+        Ok((left, again, Some((recalled, drained_ms, pid))))
+    });
+    let (left, again, stopped) = match last {
+        Ok(l) => l,
+        Err(e) => {
+            return Ok((
+                target,
+                false,
+                format!("drain failed ({moved:?}; then {e}): server {id} stays"),
+            ))
+        }
+    };
+    let Some((recalled, drained_ms, pid)) = stopped else {
+        // Never stop a server that still holds a copy: with its slots'
+        // last copy it would be unreachable until it came back.
+        return Ok((
+            target,
+            false,
+            format!("drain failed ({moved:?}); server {id} still holds {left:?} slots"),
+        ));
+    };
+    let gone = pid.is_some_and(|p| !pid_alive(p));
+    Ok((
+        target,
+        gone,
+        format!(
+            "{} slots copied or handed off in {drained_ms} ms ({} more at the last look), holds {left:?} after; values recalled {recalled:?}; pid {pid:?} gone: {gone}",
+            moved.unwrap_or(0),
+            again.slots_copied + again.slots_handed
         ),
     ))
 }

@@ -115,21 +115,29 @@ pub struct Planned {
 /// [`MEMBERS_MIN`] members left becomes a join, a join with no id free a
 /// leave; a join takes back the id that left longest ago, else a new one.
 pub fn schedule(seed: u64, duration_s: u64, servers: usize, room: usize) -> Vec<Planned> {
-    schedule_of(&Kind::ALL, seed, duration_s, servers, room)
+    schedule_of(&Kind::ALL, seed, duration_s, servers, room, MEMBERS_MIN)
 }
 
-/// [`schedule`] of a replicated cluster (issue 60): no join or leave (slot
-/// moves of a replicated cluster are not built), so a kill or a cut
-/// longer than the lease fails the victim's slots over instead; and the
-/// primaries given back, last among the kinds (so schedules of 40 s and
-/// less replay as they did before it existed).
-pub fn schedule_replicated(seed: u64, duration_s: u64, servers: usize) -> Vec<Planned> {
+/// [`schedule`] of a replicated cluster (issue 60): a kill or a cut
+/// longer than the lease fails the victim's slots over; the primaries
+/// given back, and the joins and leaves (by copies and handovers: design
+/// "A replicated cluster changes shape"), come last among the kinds (so
+/// schedules of 40 s and less replay as they did before they existed),
+/// and a leave keeps at least `replication` members.
+pub fn schedule_replicated(
+    seed: u64,
+    duration_s: u64,
+    servers: usize,
+    room: usize,
+    replication: usize,
+) -> Vec<Planned> {
     let kinds: Vec<Kind> = Kind::ALL
         .into_iter()
         .filter(|k| !matches!(k, Kind::Join | Kind::Leave))
-        .chain([Kind::GiveBack])
+        .chain([Kind::GiveBack, Kind::Join, Kind::Leave])
         .collect();
-    schedule_of(&kinds, seed, duration_s, servers, servers)
+    let min = MEMBERS_MIN.max(replication);
+    schedule_of(&kinds, seed, duration_s, servers, room, min)
 }
 
 fn schedule_of(
@@ -138,6 +146,7 @@ fn schedule_of(
     duration_s: u64,
     servers: usize,
     room: usize,
+    members_min: usize,
 ) -> Vec<Planned> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let slots = duration_s.saturating_sub(WARM_S) / (FAULT_S + QUIET_S);
@@ -157,7 +166,7 @@ fn schedule_of(
         .map(|(i, kind)| {
             let free = !gone.is_empty() || !fresh.is_empty();
             let kind = match kind {
-                Kind::Leave if members.len() <= MEMBERS_MIN => Kind::Join,
+                Kind::Leave if members.len() <= members_min => Kind::Join,
                 Kind::Join if !free => Kind::Leave,
                 k => k,
             };
@@ -515,14 +524,32 @@ mod tests {
     }
 
     #[test]
-    fn a_replicated_schedule_has_no_join_or_leave() {
-        let s = schedule_replicated(3, 120, 3);
-        assert!(s
-            .iter()
-            .all(|p| !matches!(p.kind, Kind::Join | Kind::Leave)));
+    fn a_replicated_schedule_keeps_its_short_form_and_enough_members() {
+        // The first kinds as before joins and leaves existed there.
+        for seed in 0..50 {
+            let s = schedule_replicated(seed, 40, 3, 4, 2);
+            assert!(s
+                .iter()
+                .all(|p| !matches!(p.kind, Kind::Join | Kind::Leave | Kind::GiveBack)));
+        }
+        let s = schedule_replicated(3, 200, 3, 4, 2);
         assert!(s.iter().any(|p| p.kind == Kind::KillRestart), "{s:?}");
         assert!(s.iter().any(|p| p.kind == Kind::GiveBack), "{s:?}");
-        assert!(s.iter().all(|p| p.server < 3));
+        assert!(s.iter().any(|p| p.kind == Kind::Leave), "{s:?}");
+        assert!(s.iter().all(|p| p.server < 4));
+        // R = 3 on 3 servers: a leave would leave too few; it is a join.
+        for seed in 0..50 {
+            let s = schedule_replicated(seed, 300, 3, 4, 3);
+            let mut members = 3i32;
+            for p in &s {
+                match p.kind {
+                    Kind::Join => members += 1,
+                    Kind::Leave => members -= 1,
+                    _ => {}
+                }
+                assert!(members >= 3, "{s:?}");
+            }
+        }
     }
 
     /// Played out from the first servers, every window's server is a

@@ -23,6 +23,19 @@ pub fn locus(args: &[&str]) -> std::process::Output {
 }
 
 /// `locus` with more environment variables (inherited by what it starts).
+/// `locus args` that must succeed, its stdout parsed as JSON.
+pub fn locus_json(args: &[&str]) -> serde_json::Value {
+    let o = locus(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
 pub fn locus_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_locus"))
         .args(args)
@@ -43,7 +56,7 @@ impl Cluster {
     }
 
     /// As [`Cluster::up`], with more `cluster up` flags (a `--value-region-mb`
-    /// among them replaces the default 32).
+    /// or `--servers` among them replaces the default 32 or 3).
     pub fn up_with(extra: &[&str]) -> Cluster {
         Cluster::up_with_env(extra, &[])
     }
@@ -53,16 +66,10 @@ impl Cluster {
     pub fn up_with_env(extra: &[&str], env: &[(&str, &str)]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_str().unwrap();
-        let mut args = vec![
-            "cluster",
-            "up",
-            "--servers",
-            "3",
-            "--dir",
-            d,
-            "--lifetime-s",
-            "300",
-        ];
+        let mut args = vec!["cluster", "up", "--dir", d, "--lifetime-s", "300"];
+        if !extra.contains(&"--servers") {
+            args.extend(["--servers", "3"]);
+        }
         if !extra.contains(&"--value-region-mb") {
             args.extend(["--value-region-mb", "32"]);
         }

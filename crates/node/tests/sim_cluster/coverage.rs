@@ -48,6 +48,14 @@ pub(crate) struct Coverage {
     pub(crate) handovers_abandoned: u64,
     /// Handovers struck by a fault (`sim_cluster/handover.rs` `Strike`).
     pub(crate) handover_strikes: u64,
+    /// Slots copied or handed by reshapings (a node leaving, coming back).
+    pub(crate) reshaped: u64,
+    /// Reshapings' rejoins struck by a fault.
+    pub(crate) reshape_strikes: u64,
+    /// Nodes that left (drained, stopped) and came back.
+    pub(crate) left: u64,
+    /// Operations acknowledged while a node left and came back.
+    pub(crate) acked_reshaping: u64,
 }
 
 impl Coverage {
@@ -82,5 +90,9 @@ impl Coverage {
         self.handed_over += o.handed_over;
         self.handovers_abandoned += o.handovers_abandoned;
         self.handover_strikes += o.handover_strikes;
+        self.reshaped += o.reshaped;
+        self.reshape_strikes += o.reshape_strikes;
+        self.left += o.left;
+        self.acked_reshaping += o.acked_reshaping;
     }
 }

@@ -244,6 +244,16 @@ pub(crate) fn nemesis(f: &SimFabric, s: &Shared, mut rng: SimRng) {
         cov.add(&super::handover::give_back_struck(
             f, s, &mut port, &mut rng,
         ));
+        // Then, in odd seeds (it doubles a seed's time), a node leaves (its
+        // primaries handed off, its copies made on the others, one rejoin
+        // struck in two seeds of three), is stopped, and comes back to
+        // take its share again.
+        if s.seed % 2 == 1 {
+            wait(&mut port, &mut rng, 50);
+            cov.add(&super::reshape::leave_and_come_back(
+                f, s, &mut port, &mut rng,
+            ));
+        }
     }
     s.doing(me, format!("{fault:?} of m{victim}: done"));
     s.nemesis_done.store(true, Ordering::Release);
