@@ -313,6 +313,17 @@ pub(crate) struct Load {
     reasons: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
+/// What one client thread of a [`Load`] sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mix {
+    /// Two-hops with 5% inserts.
+    Mixed,
+    /// Two-hops only.
+    Reads,
+    /// Inserts only.
+    Writes,
+}
+
 /// What a [`Load`] did.
 pub(crate) struct Done {
     /// Two-hop queries.
@@ -347,6 +358,11 @@ impl Load {
 
     /// Client thread `c`'s loop through `cl`, until [`Load::stop`].
     pub(crate) fn client(&self, c: usize, cl: &Client) {
+        self.client_as(c, cl, Mix::Mixed);
+    }
+
+    /// [`Load::client`] sending only what `mix` says.
+    pub(crate) fn client_as(&self, c: usize, cl: &Client, mix: Mix) {
         let n = self.n;
         let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ c as u64;
         let (mut khops, mut inserts) = (Vec::new(), Vec::new());
@@ -354,7 +370,11 @@ impl Load {
             xorshift(&mut x);
             let v = (x % u64::from(n)) as u32;
             let t = Instant::now();
-            let insert = x % 100 < 5;
+            let insert = match mix {
+                Mix::Mixed => x % 100 < 5,
+                Mix::Reads => false,
+                Mix::Writes => true,
+            };
             let err = if insert {
                 let u = n + self.next_id.fetch_add(1, Ordering::Relaxed) as u32;
                 match cl.insert_edge(v, u) {

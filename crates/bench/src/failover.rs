@@ -30,7 +30,7 @@ use locus_node::embedded_config::GraphSection;
 use serde::Serialize;
 
 use crate::cluster::rmat_csr;
-use crate::elastic::{ok_latencies_ns, ops_per_s, unread, write_timeline, Load, BIN_MS};
+use crate::elastic::{ok_latencies_ns, ops_per_s, unread, write_timeline, Load, Mix, BIN_MS};
 use crate::output::{MachineMeta, OutDir, Spread};
 use crate::processes::UpCluster;
 use crate::{BenchError, Reporter, Result};
@@ -62,6 +62,10 @@ pub struct Settings {
     pub scale: u32,
     /// Closed-loop client threads.
     pub clients: usize,
+    /// Whether each thread sends one kind only (two-hops in even threads,
+    /// inserts in odd ones), so that a two-hop never waits behind its
+    /// thread's insert; else every thread sends two-hops with 5% inserts.
+    pub split: bool,
     /// Seconds of load before the kill, and after every vertex answers.
     pub phase_s: u64,
     /// Runs (at least 3 for a median with a spread).
@@ -97,6 +101,13 @@ impl Settings {
                 "--clients, --phase-s",
                 format!("{}, {}", self.clients, self.phase_s),
                 "clients must be 1..=64, phase 1..=600 s",
+            ));
+        }
+        if self.split && self.clients < 2 {
+            return Err(BenchError::setting(
+                "--clients",
+                self.clients,
+                "must be at least 2 unless --mixed (one thread of two-hops, one of inserts)",
             ));
         }
         if !(1..=20).contains(&self.runs) {
@@ -390,7 +401,12 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
         let mut timed = || -> Result<(u64, Option<(f64, f64)>)> {
             for c in 0..s.clients {
                 let (load, cl) = (&load, Client::from_file(&file, config.clone())?);
-                handles.push(sc.spawn(move || load.client(c, &cl)));
+                let mix = match (s.split, c % 2) {
+                    (false, _) => Mix::Mixed,
+                    (true, 0) => Mix::Reads,
+                    (true, _) => Mix::Writes,
+                };
+                handles.push(sc.spawn(move || load.client_as(c, &cl, mix)));
             }
             let prober = Client::from_file(&file, probe_config.clone())?;
             std::thread::sleep(phase);

@@ -18,9 +18,14 @@ pub struct FailoverArgs {
     /// R-MAT scale of the graph.
     #[arg(long, default_value_t = 14)]
     pub scale: u32,
-    /// Closed-loop client threads (two-hop queries, 5% inserts).
+    /// Closed-loop client threads: two-hop queries in even ones, inserts
+    /// in odd ones (or, with --mixed, two-hops with 5% inserts in each).
     #[arg(long, default_value_t = 4)]
     pub clients: usize,
+    /// Every thread sends two-hops with 5% inserts (each two-hop then
+    /// waits behind its thread's inserts) instead of one kind per thread.
+    #[arg(long)]
+    pub mixed: bool,
     /// Seconds of load before the kill, and after every vertex answers.
     #[arg(long, default_value_t = 5)]
     pub phase_s: u64,
@@ -43,6 +48,7 @@ pub(crate) fn run(a: FailoverArgs) -> CliResult {
         servers: a.servers,
         scale: a.scale,
         clients: a.clients,
+        split: !a.mixed,
         phase_s: a.phase_s,
         runs: a.runs,
         exe: std::env::current_exe()?,
@@ -56,8 +62,17 @@ pub(crate) fn run(a: FailoverArgs) -> CliResult {
         return Ok(());
     }
     println!(
-        "R-MAT scale {}, {} servers, {} client threads (two-hop, 5% inserts), kill -9 of server {} after {} s; steady phase before the kill",
-        s.scale, s.servers, s.clients, r.victim, s.phase_s
+        "R-MAT scale {}, {} servers, {} client threads ({}), kill -9 of server {} after {} s; steady phase before the kill",
+        s.scale,
+        s.servers,
+        s.clients,
+        if s.split {
+            "two-hops in half, inserts in the other half"
+        } else {
+            "two-hop, 5% inserts"
+        },
+        r.victim,
+        s.phase_s
     );
     println!(
         "{:>2} {:>4} {:>10} {:>10} {:>16} {:>16} {:>9} {:>7} {:>10} {:>8} {:>6} {:>10}",
