@@ -339,11 +339,17 @@ pub(crate) struct Done {
 impl Load {
     /// A load over the `n` vertices of a loaded graph; its clock starts now.
     pub(crate) fn new(n: u32) -> Load {
+        Load::from_id(n, 0)
+    }
+
+    /// [`Load::new`] whose unique inserted ids start at `n + first_id`
+    /// (two loads on one graph must not insert the same edges).
+    pub(crate) fn from_id(n: u32, first_id: u64) -> Load {
         Load {
             n,
             t0: Instant::now(),
             stop: AtomicBool::new(false),
-            next_id: AtomicU64::new(0),
+            next_id: AtomicU64::new(first_id),
             khops: Mutex::default(),
             inserts: Mutex::default(),
             acked: Mutex::default(),

@@ -31,6 +31,10 @@ use serde::Serialize;
 
 use crate::cluster::rmat_csr;
 use crate::elastic::{ok_latencies_ns, ops_per_s, unread, write_timeline, Load, Mix, BIN_MS};
+
+/// The first unique id of the mixed phase's inserts (the writes-only
+/// phase's start at 0 and stay far below it).
+const FAILOVER_FIRST_ID: u64 = 1 << 28;
 use crate::output::{MachineMeta, OutDir, Spread};
 use crate::processes::UpCluster;
 use crate::{BenchError, Reporter, Result};
@@ -60,13 +64,10 @@ pub struct Settings {
     pub servers: usize,
     /// R-MAT scale of the graph.
     pub scale: u32,
-    /// Closed-loop client threads.
+    /// Closed-loop client threads of each phase.
     pub clients: usize,
-    /// Whether each thread sends one kind only (two-hops in even threads,
-    /// inserts in odd ones), so that a two-hop never waits behind its
-    /// thread's insert; else every thread sends two-hops with 5% inserts.
-    pub split: bool,
-    /// Seconds of load before the kill, and after every vertex answers.
+    /// Seconds of each phase: inserts alone, two-hops alone, the mixed load
+    /// before the kill, and after every vertex answers.
     pub phase_s: u64,
     /// Runs (at least 3 for a median with a spread).
     pub runs: usize,
@@ -103,13 +104,6 @@ impl Settings {
                 "clients must be 1..=64, phase 1..=600 s",
             ));
         }
-        if self.split && self.clients < 2 {
-            return Err(BenchError::setting(
-                "--clients",
-                self.clients,
-                "must be at least 2 unless --mixed (one thread of two-hops, one of inserts)",
-            ));
-        }
         if !(1..=20).contains(&self.runs) {
             return Err(BenchError::setting("--runs", self.runs, "must be 1..=20"));
         }
@@ -131,15 +125,15 @@ pub struct Row {
     pub run: usize,
     /// Servers of the cluster.
     pub servers: usize,
-    /// Acknowledged inserts per second, steady phase.
+    /// Acknowledged inserts per second, inserts alone.
     pub update_ops_s: f64,
-    /// Two-hop queries answered per second, steady phase.
+    /// Two-hop queries answered per second, two-hops alone.
     pub khop_ops_s: f64,
-    /// Insert latency, steady phase: median (ms).
+    /// Insert latency, inserts alone: median (ms).
     pub update_p50_ms: f64,
     /// 99th percentile (ms).
     pub update_p99_ms: f64,
-    /// Two-hop latency, steady phase: median (ms).
+    /// Two-hop latency, two-hops alone: median (ms).
     pub khop_p50_ms: f64,
     /// 99th percentile (ms).
     pub khop_p99_ms: f64,
@@ -150,9 +144,12 @@ pub struct Row {
     pub probe_sweep_s: Option<f64>,
     /// Whether the slot table names no slot of the killed server at the end.
     pub failed_over: bool,
-    /// Operations of the load that failed, over the run.
+    /// Operations per second of the mixed load (two-hops, 5% inserts)
+    /// before the kill.
+    pub mixed_ops_s: f64,
+    /// Operations that failed, over the run (every phase).
     pub failed_ops: u64,
-    /// Operations of the load that succeeded, over the run.
+    /// Operations of the mixed load that succeeded.
     pub ops: u64,
     /// Inserts acknowledged.
     pub acknowledged_writes: u64,
@@ -389,8 +386,41 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
     crate::client_bench::load_csr(&client, csr, 2, r)?;
     let pid = cluster.server_pid(VICTIM)?;
     let n = csr.vertex_count() as u32;
-    let load = Load::new(n);
     let phase = Duration::from_secs(s.phase_s);
+    // Each kind alone first (a two-hop then never waits behind its
+    // thread's insert, and the inserts have the servers to themselves).
+    let alone = |mix: Mix, first_id: u64| -> Result<crate::elastic::Done> {
+        r.note(format!(
+            "run {run}, R={rf}: {mix:?} alone for {} s",
+            s.phase_s
+        ));
+        let load = Load::from_id(n, first_id);
+        let clients = (0..s.clients)
+            .map(|_| Client::from_file(&file, config.clone()))
+            .collect::<locus_client::Result<Vec<_>>>()?;
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = clients
+                .iter()
+                .enumerate()
+                .map(|(c, cl)| {
+                    let load = &load;
+                    sc.spawn(move || load.client_as(c, cl, mix))
+                })
+                .collect();
+            std::thread::sleep(phase);
+            load.stop();
+            for h in handles {
+                h.join().expect("a client thread does not panic");
+            }
+        });
+        Ok(load.done())
+    };
+    // Two-hops first: each factor's reads then see the same graph (the
+    // inserts alone add more edges where they are faster).
+    let reads = alone(Mix::Reads, 0)?;
+    let writes = alone(Mix::Writes, 0)?;
+    let phase_ns = phase.as_nanos() as u64;
+    let load = Load::from_id(n, FAILOVER_FIRST_ID);
     let probe_config = ClientConfig {
         deadline: PROBE_DEADLINE,
         connect_timeout: PROBE_DEADLINE,
@@ -401,12 +431,7 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
         let mut timed = || -> Result<(u64, Option<(f64, f64)>)> {
             for c in 0..s.clients {
                 let (load, cl) = (&load, Client::from_file(&file, config.clone())?);
-                let mix = match (s.split, c % 2) {
-                    (false, _) => Mix::Mixed,
-                    (true, 0) => Mix::Reads,
-                    (true, _) => Mix::Writes,
-                };
-                handles.push(sc.spawn(move || load.client_as(c, &cl, mix)));
+                handles.push(sc.spawn(move || load.client(c, &cl)));
             }
             let prober = Client::from_file(&file, probe_config.clone())?;
             std::thread::sleep(phase);
@@ -444,11 +469,18 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
     let done = load.done();
     let table = client.refresh_slot_table(0)?;
     let failed_over = (0..table.slots()).all(|x| table.owner_of_slot(x) != Some(VICTIM));
-    let (missing, unreadable) = unread(&client, &done.acked);
+    // The inserts of the writes-only phase must survive the kill too.
+    let acked = [writes.acked.as_slice(), &done.acked].concat();
+    let (missing, unreadable) = unread(&client, &acked);
     let (violations, unreadable_vertices) = check_graph(&client, csr);
     drop(cluster);
-    let (update_ops_s, update_p50_ms, update_p99_ms) = steady(&done.inserts, 0, kill_ns);
-    let (khop_ops_s, khop_p50_ms, khop_p99_ms) = steady(&done.khops, 0, kill_ns);
+    let (update_ops_s, update_p50_ms, update_p99_ms) = steady(&writes.inserts, 0, phase_ns);
+    let (khop_ops_s, khop_p50_ms, khop_p99_ms) = steady(&reads.khops, 0, phase_ns);
+    let (mixed_ops_s, _, _) = steady(&[done.khops.as_slice(), &done.inserts].concat(), 0, kill_ns);
+    let failed_alone = [&writes.inserts, &reads.khops]
+        .iter()
+        .map(|x| x.iter().filter(|o| !o.2).count() as u64)
+        .sum::<u64>();
     let all = [done.khops, done.inserts].concat();
     let row = Row {
         replication: rf,
@@ -463,9 +495,10 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
         answer_s: answer.map(|a| a.0),
         probe_sweep_s: answer.map(|a| a.1),
         failed_over,
-        failed_ops: all.iter().filter(|x| !x.2).count() as u64,
+        mixed_ops_s,
+        failed_ops: all.iter().filter(|x| !x.2).count() as u64 + failed_alone,
         ops: all.iter().filter(|x| x.2).count() as u64,
-        acknowledged_writes: done.acked.len() as u64,
+        acknowledged_writes: acked.len() as u64,
         lost_acknowledged_writes: missing + unreadable,
         unreadable_acknowledged_writes: unreadable,
         violations,

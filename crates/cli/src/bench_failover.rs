@@ -18,15 +18,12 @@ pub struct FailoverArgs {
     /// R-MAT scale of the graph.
     #[arg(long, default_value_t = 14)]
     pub scale: u32,
-    /// Closed-loop client threads: two-hop queries in even ones, inserts
-    /// in odd ones (or, with --mixed, two-hops with 5% inserts in each).
+    /// Closed-loop client threads of each phase: inserts alone, two-hops
+    /// alone, then two-hops with 5% inserts through the kill.
     #[arg(long, default_value_t = 4)]
     pub clients: usize,
-    /// Every thread sends two-hops with 5% inserts (each two-hop then
-    /// waits behind its thread's inserts) instead of one kind per thread.
-    #[arg(long)]
-    pub mixed: bool,
-    /// Seconds of load before the kill, and after every vertex answers.
+    /// Seconds of each phase: inserts alone, two-hops alone, the mixed load
+    /// before the kill, and after every vertex answers.
     #[arg(long, default_value_t = 5)]
     pub phase_s: u64,
     /// Runs (each a fresh cluster per factor); medians with min and max from 3.
@@ -48,7 +45,6 @@ pub(crate) fn run(a: FailoverArgs) -> CliResult {
         servers: a.servers,
         scale: a.scale,
         clients: a.clients,
-        split: !a.mixed,
         phase_s: a.phase_s,
         runs: a.runs,
         exe: std::env::current_exe()?,
@@ -62,17 +58,8 @@ pub(crate) fn run(a: FailoverArgs) -> CliResult {
         return Ok(());
     }
     println!(
-        "R-MAT scale {}, {} servers, {} client threads ({}), kill -9 of server {} after {} s; steady phase before the kill",
-        s.scale,
-        s.servers,
-        s.clients,
-        if s.split {
-            "two-hops in half, inserts in the other half"
-        } else {
-            "two-hop, 5% inserts"
-        },
-        r.victim,
-        s.phase_s
+        "R-MAT scale {}, {} servers, {} client threads: {} s of inserts alone (updates/s), {} s of two-hops alone (2-hop/s), then two-hops with 5% inserts and kill -9 of server {} after {} s",
+        s.scale, s.servers, s.clients, s.phase_s, s.phase_s, r.victim, s.phase_s
     );
     println!(
         "{:>2} {:>4} {:>10} {:>10} {:>16} {:>16} {:>9} {:>7} {:>10} {:>8} {:>6} {:>10}",

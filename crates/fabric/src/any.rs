@@ -336,6 +336,11 @@ impl Port for AnyPort {
     }
 
     #[inline]
+    fn back_off(&mut self, round: u32) {
+        each!(AnyPort, self, p => p.back_off(round))
+    }
+
+    #[inline]
     fn now_ns(&self) -> u64 {
         each!(AnyPort, self, p => p.now_ns())
     }

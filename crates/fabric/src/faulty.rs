@@ -290,6 +290,9 @@ impl<P: Port> Port for FaultyPort<P> {
     fn relax(&mut self) {
         self.inner.relax()
     }
+    fn back_off(&mut self, round: u32) {
+        self.inner.back_off(round)
+    }
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }

@@ -315,6 +315,16 @@ pub trait Port: Send {
         std::thread::yield_now()
     }
 
+    /// [`Port::relax`] for a wait that has already relaxed `round` times
+    /// without what it waits for: a fabric whose waits can last
+    /// milliseconds (TCP: a reply behind another process's log sync) sleeps
+    /// once the wait is long, so that waiting threads do not keep the
+    /// cores the awaited ones need; the others relax.
+    fn back_off(&mut self, round: u32) {
+        let _ = round;
+        self.relax()
+    }
+
     /// Nanoseconds on this fabric's clock (monotonic; its origin is
     /// unspecified). Leases are measured with it; the simulated fabric makes
     /// it simulated time, so lease expiry is deterministic there.

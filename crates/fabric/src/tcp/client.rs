@@ -331,6 +331,11 @@ impl Drop for TcpPort {
     }
 }
 
+/// Rounds a long wait yields before it sleeps ([`Port::back_off`]).
+const BACK_OFF_YIELDS: u32 = 32;
+/// A long wait's sleep per round.
+const BACK_OFF_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
+
 impl Port for TcpPort {
     fn machine(&self) -> MachineId {
         self.machine
@@ -338,6 +343,20 @@ impl Port for TcpPort {
 
     fn check_peer(&self, target: MachineId) -> Result<()> {
         self.inner.route(target).map(|_| ())
+    }
+
+    /// Yields for the first [`BACK_OFF_YIELDS`] rounds (a reply over
+    /// loopback takes tens of microseconds), then sleeps
+    /// [`BACK_OFF_SLEEP`] a round: a primary's workers waiting for a
+    /// backup's log sync kept yielding, and on a 2-core host they starved
+    /// the backup's own threads (inserts alone at R = 2: 1,100/s with p99
+    /// 34 ms yielding, 3,500/s with p99 2.6 ms so; docs/results/cluster.md).
+    fn back_off(&mut self, round: u32) {
+        if round < BACK_OFF_YIELDS {
+            std::thread::yield_now()
+        } else {
+            std::thread::sleep(BACK_OFF_SLEEP)
+        }
     }
 
     fn machine_count(&self) -> usize {

@@ -277,6 +277,7 @@ impl<F: Fabric> Worker<F> {
     ) -> Result<Reply> {
         let timeout_ms = self.shared.config.forward_timeout_ms;
         let deadline = self.port.now_ns() + timeout_ms * 1_000_000;
+        let mut round = 0u32;
         loop {
             if let Some(r) = mail.take_reply(id) {
                 return Ok(r);
@@ -300,7 +301,11 @@ impl<F: Fabric> Worker<F> {
                         ),
                     });
                 }
-                self.port.relax();
+                // A long wait gives the cores away (`Port::back_off`).
+                self.port.back_off(round);
+                round = round.saturating_add(1);
+            } else {
+                round = 0;
             }
         }
     }
