@@ -522,13 +522,20 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
     // on while the nemesis works (a failover, a rejoin whose learner must
     // take their updates, a second failover), up to the same bound (the
     // inserted ids below are unique up to it).
-    let ops = if s.hunt != Hunt::No || s.replicated {
+    // Replicated ones then go on while a node leaves and comes back (the
+    // reshaping, in odd seeds), up to one bound more.
+    let ops = if s.replicated {
+        4 * OPS_PER_CLIENT
+    } else if s.hunt != Hunt::No {
         3 * OPS_PER_CLIENT
     } else {
         OPS_PER_CLIENT
     };
     for i in 0..ops {
         if s.replicated && i >= OPS_PER_CLIENT && s.nemesis_done.load(Ordering::Acquire) {
+            break;
+        }
+        if i >= 3 * OPS_PER_CLIENT && !s.reshaping.load(Ordering::Acquire) {
             break;
         }
         let v = if rng.below(10) < 6 {
@@ -549,7 +556,13 @@ fn client(f: &SimFabric, s: &Shared, id: usize, mut rng: SimRng) {
         };
         let (call, req, at) = match rng.below(10) {
             0..=3 => {
-                let u = 1_000 + (id * 3 * OPS_PER_CLIENT + i) as VertexId;
+                // Unique ids: the first 3 bounds' below 100,000, the
+                // reshaping's fourth above.
+                let u = if i < 3 * OPS_PER_CLIENT {
+                    1_000 + (id * 3 * OPS_PER_CLIENT + i) as VertexId
+                } else {
+                    100_000 + (id * OPS_PER_CLIENT + i - 3 * OPS_PER_CLIENT) as VertexId
+                };
                 inserted.push((v, u));
                 (
                     Call::Insert(u),
