@@ -196,7 +196,7 @@ impl Durability {
                 },
             ));
         }
-        let mut marked: HashMap<MachineId, Vec<u32>> = HashMap::new();
+        let mut marked: std::collections::BTreeMap<MachineId, Vec<u32>> = Default::default();
         for (&s, &to) in &replay.handed {
             if table.owner_of_slot(s) != Some(to) {
                 resumed.push((s, Resumed::Handed(to)));

@@ -16,7 +16,7 @@
 //!    INSTALL(T') at every live server: P serves the slots from here
 //! ```
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use locus_fabric::counting::Counting;
@@ -130,7 +130,7 @@ impl<F: Fabric> Node<F> {
         if t.replication() <= 1 {
             return Ok(());
         }
-        let mut per_backup: HashMap<MachineId, Vec<Entry1>> = HashMap::new();
+        let mut per_backup: BTreeMap<MachineId, Vec<Entry1>> = BTreeMap::new();
         for &(v, list) in changes {
             let slot = t.slot_of(v);
             // A rejoining server learns the slot's updates as a backup does
