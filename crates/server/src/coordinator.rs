@@ -131,18 +131,16 @@ impl CoordinatorProcess {
         })?;
         let secret = file.secret()?;
         let policy = file.policy.policy_config()?;
-        let listener = TcpListener::bind(entry.control).map_err(|e| {
-            ServerError::io(
-                format!(
-                    "coordinator: cannot listen for servers on {}",
-                    entry.control
-                ),
-                e,
-            )
-        })?;
+        let listener = crate::server::bind(entry.control, "coordinator", "servers")?;
         let control_addr = listener
             .local_addr()
             .map_err(|e| ServerError::io("control listener address", e))?;
+        // Bound before leading: a standby may wait long, and its port must
+        // stay its own meanwhile.
+        let metrics_listener = match entry.metrics {
+            Some(addr) => Some(crate::server::bind(addr, "coordinator", "metrics")?),
+            None => None,
+        };
         // With [etcd]: blocks until this process leads (election.rs).
         let (record, lead) = crate::election::lead(&file, &control_addr.to_string())?;
         let restored = record.load()?;
@@ -197,10 +195,10 @@ impl CoordinatorProcess {
                 crate::settler::settle_loop(&s.file, &s.secret, term, &stop, &leading)
             })?);
         }
-        let metrics_addr = match entry.metrics {
-            Some(addr) => {
+        let metrics_addr = match metrics_listener {
+            Some(listener) => {
                 let s = Arc::clone(&shared);
-                let (addr, t) = crate::metrics::serve(addr, "coordinator", move || gauges(&s))?;
+                let (addr, t) = crate::metrics::serve(listener, move || gauges(&s))?;
                 threads.push(t);
                 Some(addr)
             }

@@ -62,17 +62,16 @@ fn handle() -> Result<&'static PrometheusHandle> {
     Ok(HANDLE.get().expect("set above"))
 }
 
-/// Serves `GET /metrics` on `addr`; `refresh` sets gauges before each render.
-/// Returns the bound address and the thread, which ends at the first request
-/// after `refresh` returns false (the server is stopping).
+/// Serves `GET /metrics` on `listener` (bound at the start of the process,
+/// so that no other process can take the port while it starts up);
+/// `refresh` sets gauges before each render. Returns the bound address and
+/// the thread, which ends at the first request after `refresh` returns false
+/// (the server is stopping).
 pub(crate) fn serve(
-    addr: SocketAddr,
-    who: &str,
+    listener: TcpListener,
     refresh: impl Fn() -> bool + Send + 'static,
 ) -> Result<(SocketAddr, JoinHandle<()>)> {
     let h = handle()?;
-    let listener = TcpListener::bind(addr)
-        .map_err(|e| ServerError::io(format!("{who}: cannot serve metrics on {addr}"), e))?;
     let bound = listener
         .local_addr()
         .map_err(|e| ServerError::io("metrics listener address", e))?;

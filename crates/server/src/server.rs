@@ -1,7 +1,8 @@
 //! [`Server`]: one machine of the store as a process.
 //!
 //! Start-up, in order (each step's failure names what and why):
-//! 1. bind the fabric listener; build the TCP fabric hosting this machine,
+//! 1. bind the fabric listener (and the metrics listener, served at step 7,
+//!    so that its port stays this server's); build the TCP fabric hosting this machine,
 //!    with the cluster secret (every peer connection proves it);
 //! 2. create this machine's regions (`Store::create`);
 //! 3. wait for every peer's regions, retrying within `limits.peer_wait_ms`
@@ -117,7 +118,13 @@ impl Server {
         let entry = file.server(id)?.clone();
         let secret = file.secret()?;
         let machines = file.machines();
-        let listener = bind(entry.fabric, id, "peers")?;
+        let listener = bind(entry.fabric, &format!("server {id}"), "peers")?;
+        // Bound now, served at step 7: a port chosen by `cluster up` and left
+        // free through the start-up could be taken by another process.
+        let metrics_listener = match entry.metrics {
+            Some(addr) => Some(bind(addr, &format!("server {id}"), "metrics")?),
+            None => None,
+        };
         // Machines with no server listed yet learn their addresses from
         // etcd when their servers join (`member.rs`).
         let mut peers = vec![locus_fabric::tcp::UNASSIGNED; machines];
@@ -168,7 +175,7 @@ impl Server {
             let mut w = created.store().worker(id)?;
             created.recover(&mut w)?
         };
-        let client_listener = bind(entry.client, id, "clients")?;
+        let client_listener = bind(entry.client, &format!("server {id}"), "clients")?;
         let client_addr = client_listener
             .local_addr()
             .map_err(|e| ServerError::io("client listener address", e))?;
@@ -214,12 +221,11 @@ impl Server {
                 checkpointer(&s)
             })?);
         }
-        let metrics_addr = match entry.metrics {
-            Some(addr) => {
+        let metrics_addr = match metrics_listener {
+            Some(listener) => {
                 let s = Arc::clone(&shared);
-                let (addr, t) = crate::metrics::serve(addr, &format!("server {id}"), move || {
-                    crate::metrics::server_gauges(&s)
-                })?;
+                let (addr, t) =
+                    crate::metrics::serve(listener, move || crate::metrics::server_gauges(&s))?;
                 threads.push(t);
                 Some(addr)
             }
@@ -384,19 +390,19 @@ const BIND_RETRY: Duration = Duration::from_secs(10);
 /// Binds `addr`, retrying while it is in use for at most [`BIND_RETRY`]: a
 /// server restarted at once after `kill -9` can find its old sockets not yet
 /// released (the killed process's threads still exiting).
-fn bind(addr: SocketAddr, id: MachineId, whom: &str) -> Result<TcpListener> {
+pub(crate) fn bind(addr: SocketAddr, who: &str, whom: &str) -> Result<TcpListener> {
     let t0 = Instant::now();
     loop {
         match TcpListener::bind(addr) {
             Ok(l) => return Ok(l),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < BIND_RETRY => {
-                tracing::debug!(server = id, %addr, "address in use, retrying: {e}");
+                tracing::debug!(%addr, "{who}: address in use, retrying: {e}");
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(e) => {
                 return Err(ServerError::io(
                     format!(
-                        "server {id}: cannot listen for {whom} on {addr} (retried {} ms)",
+                        "{who}: cannot listen for {whom} on {addr} (retried {} ms)",
                         t0.elapsed().as_millis()
                     ),
                     e,
