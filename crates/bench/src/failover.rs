@@ -69,6 +69,8 @@ pub struct Settings {
     /// Seconds of each phase: inserts alone, two-hops alone, the mixed load
     /// before the kill, and after every vertex answers.
     pub phase_s: u64,
+    /// The clusters' `cluster up --sync` (`always` or `interval`).
+    pub sync: String,
     /// Runs (at least 3 for a median with a spread).
     pub runs: usize,
     /// The `locus` executable.
@@ -102,6 +104,13 @@ impl Settings {
                 "--clients, --phase-s",
                 format!("{}, {}", self.clients, self.phase_s),
                 "clients must be 1..=64, phase 1..=600 s",
+            ));
+        }
+        if !["always", "interval"].contains(&self.sync.as_str()) {
+            return Err(BenchError::setting(
+                "--sync",
+                &self.sync,
+                "must be always or interval",
             ));
         }
         if !(1..=20).contains(&self.runs) {
@@ -370,7 +379,14 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
     let cluster = UpCluster::up(
         &s.exe,
         "failover",
-        &["--servers", &servers, "--replication", &factor],
+        &[
+            "--servers",
+            &servers,
+            "--replication",
+            &factor,
+            "--sync",
+            &s.sync,
+        ],
         r,
     )?;
     let file = cluster.file_path();

@@ -26,6 +26,11 @@ pub struct FailoverArgs {
     /// before the kill, and after every vertex answers.
     #[arg(long, default_value_t = 5)]
     pub phase_s: u64,
+    /// The clusters' `--sync` (`always`: an fdatasync before each
+    /// acknowledgement, at the primary and at every backup; `interval`:
+    /// written before it, synced every 10 ms), to see what the disk costs.
+    #[arg(long, default_value = "always", value_parser = ["always", "interval"])]
+    pub sync: String,
     /// Runs (each a fresh cluster per factor); medians with min and max from 3.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
@@ -46,6 +51,7 @@ pub(crate) fn run(a: FailoverArgs) -> CliResult {
         scale: a.scale,
         clients: a.clients,
         phase_s: a.phase_s,
+        sync: a.sync,
         runs: a.runs,
         exe: std::env::current_exe()?,
     };
@@ -58,8 +64,8 @@ pub(crate) fn run(a: FailoverArgs) -> CliResult {
         return Ok(());
     }
     println!(
-        "R-MAT scale {}, {} servers, {} client threads: {} s of inserts alone (updates/s), {} s of two-hops alone (2-hop/s), then two-hops with 5% inserts and kill -9 of server {} after {} s",
-        s.scale, s.servers, s.clients, s.phase_s, s.phase_s, r.victim, s.phase_s
+        "R-MAT scale {}, {} servers, sync {}, {} client threads: {} s of inserts alone (updates/s), {} s of two-hops alone (2-hop/s), then two-hops with 5% inserts and kill -9 of server {} after {} s",
+        s.scale, s.servers, s.sync, s.clients, s.phase_s, s.phase_s, r.victim, s.phase_s
     );
     println!(
         "{:>2} {:>4} {:>10} {:>10} {:>16} {:>16} {:>9} {:>7} {:>10} {:>8} {:>6} {:>10}",

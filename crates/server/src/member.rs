@@ -67,6 +67,9 @@ pub(crate) struct MemberState {
     /// Set from registration until no failover goal is pending in etcd
     /// (`await_failovers`): data requests are refused meanwhile.
     failover_pending: std::sync::atomic::AtomicBool,
+    /// Set from registration until the lists the replay made visible are
+    /// at the backups (`get_ready`): data requests are refused meanwhile.
+    resend_pending: std::sync::atomic::AtomicBool,
 }
 
 fn etcd_err(e: locus_membership::MembershipError) -> ServerError {
@@ -295,11 +298,12 @@ pub(crate) fn register(
             );
         }
     }
-    // Not here: `Node::resend_replayed` (the twin's registration runs it).
-    // A peer that has not yet taken this incarnation's registration from
-    // its watch cannot answer it (its replies go to an incarnation it has
-    // marked down), so a resend at registration waited out the 30 s forward
-    // timeout and failed the start (CI, stop 76); see docs/design.md.
+    // The updates in doubt that the replay made visible are sent to the
+    // backups again (`Node::resend_replayed`) by `get_ready`, behind the
+    // data gate, not here: a peer that has not yet taken this incarnation's
+    // registration from its watch cannot answer it (its replies go to an
+    // incarnation it has marked down), so a resend at registration waited
+    // out the 30 s forward timeout and failed the start (CI, stop 76).
     // A failover committed but not finished (its goal still in etcd): its
     // new primaries may not hold their slots' lists yet (PROMOTE comes
     // after the commit), and this server, which took the committed table,
@@ -327,6 +331,7 @@ pub(crate) fn register(
         recent: Mutex::new(VecDeque::new()),
         fenced: Mutex::new(None),
         failover_pending: failover_pending.into(),
+        resend_pending: (file.replication.factor > 1).into(),
     })
 }
 
@@ -339,6 +344,74 @@ fn failover_goal(m: &Membership) -> std::result::Result<bool, locus_membership::
             Ok(crate::moves::Goal::FailOver { .. })
         )
     }))
+}
+
+/// A restarted server's last steps before it serves data, behind the gate
+/// of `MemberState::awaits_failover`: a pending failover finished
+/// (`await_failovers`), then the lists its replay made visible sent to
+/// their backups (`resend_replayed`).
+fn get_ready(s: &Shared) {
+    if s.membership
+        .as_ref()
+        .is_some_and(|ms| ms.failover_pending.load(Ordering::Acquire))
+    {
+        await_failovers(s);
+    }
+    resend_replayed(s);
+}
+
+/// A resend's wait for each backup's answer: a reply to this incarnation
+/// that a peer drops (it has not taken the registration yet) is retried
+/// after this, not after the 30 s forward timeout.
+const RESEND_REPLY_MS: u64 = 1_000;
+
+/// Sends the backups the lists of the vertices the log's replay made
+/// visible here (`Node::resend_replayed`, design "An update in doubt made
+/// visible by a replay"), again until they all answer, then lets data
+/// requests in. A backup that stays down keeps the gate closed until the
+/// table no longer names it (its failover or `without_backup`).
+fn resend_replayed(s: &Shared) {
+    let Some(ms) = &s.membership else { return };
+    if !ms.resend_pending.load(Ordering::Acquire) {
+        return;
+    }
+    let mut tries = 0u32;
+    while !s.stop.load(Ordering::Acquire) {
+        let mut session = s.node.session();
+        let r = session
+            .worker(&s.node)
+            .map_err(|e| e.to_string())
+            .and_then(|w| {
+                w.set_forward_timeout_ms(Some(RESEND_REPLY_MS));
+                let r = s.node.resend_replayed(w).map_err(|e| e.to_string());
+                w.set_forward_timeout_ms(None);
+                r
+            });
+        match r {
+            Ok(n) => {
+                tracing::info!(
+                    server = s.id,
+                    vertices = n,
+                    tries,
+                    "the lists the log replayed are at the backups: serving data"
+                );
+                break;
+            }
+            Err(e) => {
+                tries += 1;
+                let level_warn = tries % 20 == 1;
+                if level_warn {
+                    tracing::warn!(
+                        server = s.id,
+                        tries,
+                        "sending the replayed lists to the backups: {e}; retrying"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    ms.resend_pending.store(false, Ordering::Release);
 }
 
 /// Until no failover goal is pending: polls etcd, then takes its table
@@ -397,11 +470,11 @@ pub(crate) fn start(s: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
         })?,
         crate::server::spawn(&format!("locus-fence-{id}"), move || fence_loop(&b))?,
     ];
-    if ms.failover_pending.load(Ordering::Acquire) {
+    if ms.failover_pending.load(Ordering::Acquire) || ms.resend_pending.load(Ordering::Acquire) {
         let c = Arc::clone(s);
         threads.push(crate::server::spawn(
-            &format!("locus-failover-wait-{id}"),
-            move || await_failovers(&c),
+            &format!("locus-get-ready-{id}"),
+            move || get_ready(&c),
         )?);
     }
     Ok(threads)
@@ -529,12 +602,17 @@ impl MemberState {
         None
     }
 
-    /// Why a data request is refused while a failover finishes (see
-    /// `register`), if it is.
+    /// Why a data request is refused while a failover finishes or the
+    /// replayed lists go to the backups (see `register`), if it is.
     pub(crate) fn awaits_failover(&self, id: MachineId) -> Option<String> {
-        self.failover_pending.load(Ordering::Acquire).then(|| {
-            format!(
+        if self.failover_pending.load(Ordering::Acquire) {
+            return Some(format!(
                 "server {id} restarted during a failover and serves data once it has finished (its new primaries are taking their slots); retry"
+            ));
+        }
+        self.resend_pending.load(Ordering::Acquire).then(|| {
+            format!(
+                "server {id} has restarted and serves data once its backups hold what its log replayed; retry"
             )
         })
     }

@@ -251,6 +251,10 @@ pub(crate) struct Backup {
     /// Entries stored and requests refused, for STATS.
     pub(crate) stored: AtomicU64,
     pub(crate) refused: AtomicU64,
+    /// Batches of requests made durable by one wait (group commit), for STATS.
+    batches: AtomicU64,
+    /// Requests those batches held.
+    batched: AtomicU64,
     /// The last LSN a checkpoint covered.
     checkpoint_lsn: AtomicU64,
     /// Break on purpose (tests of R2 only): take records whatever their
@@ -313,6 +317,8 @@ impl Backup {
             }),
             stored: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            batched: AtomicU64::new(0),
             checkpoint_lsn: AtomicU64::new(0),
             accept_stale: AtomicBool::new(false),
             copy_overwrites: AtomicBool::new(false),
@@ -361,6 +367,9 @@ impl Backup {
             .filter_map(|r| r.as_ref().ok().copied())
             .max()
             .unwrap_or(0);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.batched
+            .fetch_add(requests.len() as u64, Ordering::Relaxed);
         let synced = if last > 0 {
             self.wal
                 .wait(last)
@@ -672,6 +681,10 @@ impl Backup {
             "vertices": map.lists.values().map(|m| m.len()).sum::<usize>(),
             "entries_stored": self.stored.load(Ordering::Relaxed),
             "requests_refused": self.refused.load(Ordering::Relaxed),
+            "request_batches": self.batches.load(Ordering::Relaxed),
+            "requests_in_batches": self.batched.load(Ordering::Relaxed),
+            "log_groups": self.wal.stats().groups.load(Ordering::Relaxed),
+            "log_syncs": self.wal.stats().syncs.load(Ordering::Relaxed),
         })
     }
 }

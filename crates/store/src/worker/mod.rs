@@ -165,6 +165,9 @@ pub struct Worker<F: Fabric> {
     /// they existed (the old home holds their markers), so V3 does not
     /// refuse them ([`Worker::set_replaying`]).
     pub(crate) replaying: bool,
+    /// A forward's timeout instead of the store's, while set
+    /// ([`Worker::set_forward_timeout_ms`]).
+    forward_timeout_ms: Option<u64>,
     /// Counts of what this worker did.
     pub stats: WorkerStats,
 }
@@ -204,6 +207,7 @@ impl<F: Fabric> Worker<F> {
             held_ops: Arc::new(std::sync::atomic::AtomicU32::new(0)),
             home_hint: None,
             replaying: false,
+            forward_timeout_ms: None,
             stats: WorkerStats::default(),
         };
         // Every machine's store registers its regions in the same order

@@ -214,6 +214,15 @@ impl<F: Fabric> Worker<F> {
             .collect()
     }
 
+    /// Waits at most `ms` for each forward's reply (None: the store's
+    /// `forward_timeout_ms`) until set again: for a caller that retries
+    /// what is idempotent, where a reply may be lost rather than late (a
+    /// restarted node's first requests, before its peers took its new
+    /// incarnation).
+    pub fn set_forward_timeout_ms(&mut self, ms: Option<u64>) {
+        self.forward_timeout_ms = ms;
+    }
+
     /// Fails at once if the fabric knows `target` is down (its membership
     /// ended that incarnation); Ok says only that it is not known down.
     pub fn check_peer(&self, target: MachineId) -> Result<()> {
@@ -275,7 +284,9 @@ impl<F: Fabric> Worker<F> {
         target: MachineId,
         id: u64,
     ) -> Result<Reply> {
-        let timeout_ms = self.shared.config.forward_timeout_ms;
+        let timeout_ms = self
+            .forward_timeout_ms
+            .unwrap_or(self.shared.config.forward_timeout_ms);
         let deadline = self.port.now_ns() + timeout_ms * 1_000_000;
         let mut round = 0u32;
         loop {
