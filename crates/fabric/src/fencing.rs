@@ -22,7 +22,18 @@
 //!    not admit `a` at its own epoch (older than the epoch `b` knows for it,
 //!    or the epoch `b` knows to be down).
 //!
-//! Operations of a port on its own machine's memory skip rule 2 and the down
+//! 3. if it changes `b`'s memory (WRITE, CAS, fetch-add), is refused at `b`
+//!    with `PeerUnavailable` if `b` has an epoch and `a`'s is newer than the
+//!    one `b`'s table knows for it: a new incarnation reads at once, but writes only
+//!    once `b` has taken its registration (its Up), which `b`'s membership
+//!    delivers after `a`'s older incarnation's death (Pragh 5 at `b`). Else
+//!    a fast restart could MIGRATE a value onto itself by a CAS on `b`'s
+//!    word before `b` recovered from the old incarnation, and that recovery
+//!    would reload the value at home and leave the new copy valid (the
+//!    twin's `CrashTwice`, seed 57: a cached copy served without an
+//!    acknowledged insert).
+//!
+//! Operations of a port on its own machine's memory skip rules 2-3 and the down
 //! check (an incarnation always reaches itself). With every epoch 0 (no
 //! membership) nothing is refused. A refusal is `PeerUnavailable`, not an
 //! error of its own: to the requester, a peer that will not serve it is a
@@ -281,6 +292,28 @@ impl EpochTable {
         Ok(())
     }
 
+    /// Whether a WRITE, CAS or fetch-add from `from` at `epoch` may change
+    /// this machine's memory (rule 3): not from an incarnation newer than
+    /// the one this table knows, once this machine has an epoch itself.
+    #[inline]
+    pub(crate) fn admits_writes(
+        &self,
+        from: MachineId,
+        epoch: u64,
+    ) -> std::result::Result<(), String> {
+        let k = self.get(from);
+        // A machine without membership (own epoch 0) refuses nothing.
+        if epoch > k.epoch && self.own() != 0 {
+            return Err(format!(
+                "machine {from} at epoch {epoch} is newer than its epoch {} known here: its \
+                 one-sided writes wait until this machine has taken that incarnation's \
+                 registration",
+                k.epoch
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether a request from `from` at `epoch` may be served (rule 2); the
     /// refusal names both epochs.
     #[inline]
@@ -368,11 +401,12 @@ impl Fences {
         self.arm();
     }
 
-    /// The rules of the module doc for an operation of `from` on `to`.
-    /// Machines outside the cluster pass: the operation's own checks name them.
+    /// The rules of the module doc for an operation of `from` on `to`
+    /// (`writes`: it changes `to`'s memory, rule 3). Machines outside the
+    /// cluster pass: the operation's own checks name them.
     #[cold]
     #[inline(never)]
-    pub(crate) fn check(&self, from: MachineId, to: MachineId) -> Result<()> {
+    pub(crate) fn check(&self, from: MachineId, to: MachineId, writes: bool) -> Result<()> {
         let (Some(a), Some(b)) = (self.tables.get(from as usize), self.tables.get(to as usize))
         else {
             return Ok(());
@@ -389,7 +423,11 @@ impl Fences {
         b.serves().map_err(refused)?;
         b.expected(from, a.get(to).epoch, &format!("machine {to}"))
             .map_err(refused)?;
-        b.admits(from, a.own()).map_err(refused)
+        b.admits(from, a.own()).map_err(refused)?;
+        if writes {
+            b.admits_writes(from, a.own()).map_err(refused)?;
+        }
+        Ok(())
     }
 }
 
@@ -466,6 +504,16 @@ mod tests {
         .unwrap();
         assert!(t.admits(1, 3).unwrap_err().contains("down"));
         assert!(t.admits(1, 4).is_ok());
+        assert!(
+            t.admits_writes(1, 4).is_ok(),
+            "this machine has no epoch: no membership"
+        );
+        t.set_own(2);
+        assert!(
+            t.admits_writes(1, 4).unwrap_err().contains("newer"),
+            "a newer incarnation reads before its Up, and writes nothing"
+        );
+        assert!(t.admits_writes(1, 3).is_ok());
         let e = t.check_up(1).unwrap_err().to_string();
         assert!(e.contains("machine 1") && e.contains("epoch 3"), "{e}");
         assert!(t.check_up(2).is_ok());

@@ -325,29 +325,29 @@ impl LocalPort {
         offset: u64,
         verb: VerbRef<'_>,
     ) -> Result<u64> {
-        self.admit(target)?;
+        self.admit(target, verb.writes())?;
         self.regions
             .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
-    /// The fencing rules for an operation on `target` (`fencing.rs`), and
-    /// the port's incarnation: one relaxed load while no epoch was ever set
-    /// and no machine crashed.
+    /// The fencing rules for an operation on `target` (`fencing.rs`;
+    /// `writes`: it changes `target`'s memory), and the port's incarnation:
+    /// one relaxed load while no epoch was ever set and no machine crashed.
     #[inline]
-    fn admit(&self, target: MachineId) -> Result<()> {
+    fn admit(&self, target: MachineId, writes: bool) -> Result<()> {
         if self.inner.fences.armed() {
-            return self.admit_armed(target);
+            return self.admit_armed(target, writes);
         }
         Ok(())
     }
 
     #[cold]
     #[inline(never)]
-    fn admit_armed(&self, target: MachineId) -> Result<()> {
+    fn admit_armed(&self, target: MachineId, writes: bool) -> Result<()> {
         self.inner
             .hosted
             .check_incarnation(self.machine, self.incarnation, target)?;
-        self.inner.fences.check(self.machine, target)
+        self.inner.fences.check(self.machine, target, writes)
     }
 
     #[inline]
@@ -362,7 +362,7 @@ impl LocalPort {
     fn enqueue(&mut self, wr: WorkRequest, ready: Option<u64>) {
         let bytes = wr.verb.payload_bytes();
         let fence = wr.fence;
-        let result = self.admit(wr.target).and_then(|()| {
+        let result = self.admit(wr.target, wr.verb.writes()).and_then(|()| {
             self.regions.apply(
                 &self.inner.hosted,
                 self.machine,
@@ -525,7 +525,7 @@ impl Port for LocalPort {
         let bytes = wr.verb.payload_bytes();
         let target = wr.target;
         // Refused at once, as the synchronous verbs are (no modelled time).
-        self.admit(target)?;
+        self.admit(target, wr.verb.writes())?;
         let out = self.regions.apply(
             &self.inner.hosted,
             self.machine,
@@ -630,7 +630,7 @@ impl Port for LocalPort {
 
     fn send(&mut self, target: MachineId, payload: &[u8]) -> Result<()> {
         self.inner.hosted.check_send(target, payload.len())?;
-        self.admit(target)?;
+        self.admit(target, false)?;
         let visible_at = if self.is_remote(target) {
             self.inner.reserve(self.machine, payload.len() as u64)
         } else {
@@ -646,11 +646,11 @@ impl Port for LocalPort {
     }
 
     fn check_peer(&self, target: MachineId) -> Result<()> {
-        self.admit(target)
+        self.admit(target, false)
     }
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
-        self.admit(self.machine)?;
+        self.admit(self.machine, false)?;
         let now = self.inner.now_ns();
         self.inner.hosted.take(self.machine, now)
     }

@@ -620,6 +620,13 @@ pub(crate) enum VerbRef<'a> {
     FetchAdd { add: u64 },
 }
 
+impl VerbRef<'_> {
+    /// Whether it changes the target's memory (fencing's rule 3).
+    pub(crate) fn writes(&self) -> bool {
+        !matches!(self, VerbRef::Read(_))
+    }
+}
+
 /// Executes a verb on borrowed buffers: the one implementation behind
 /// [`apply`]. Returns the previous word for CAS and fetch-add, 0 otherwise.
 /// Checks happen before any effect, so a rejected access changes nothing.

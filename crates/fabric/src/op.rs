@@ -95,6 +95,13 @@ impl Verb {
             Verb::FetchAdd { .. } => OpKind::FetchAdd,
         }
     }
+    /// Whether it changes the target's memory (fencing's rule 3).
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Verb::Write { .. } | Verb::Cas { .. } | Verb::FetchAdd { .. }
+        )
+    }
     /// Payload bytes moved over the wire (8 for atomics).
     pub fn payload_bytes(&self) -> u64 {
         match self {

@@ -131,9 +131,14 @@ fn a_restart_starts_a_new_epoch_table<F: Crash>(f: &F) {
     // Machine 0 still expects the old incarnation at epoch 4: refused.
     let why = unavailable(p0.read_word(1, r2, 0), 1);
     assert!(why.contains("expects") && why.contains("epoch 4"), "{why}");
-    // The restart registers at epoch 5 and machine 0 learns of it.
+    // The restart registers at epoch 5 and machine 0 learns of it; the
+    // restart learns machine 0's epoch as its join reads the live members
+    // (until then it takes no write of machine 0's: fencing's rule 3).
     f.set_own_epoch(1, 5).unwrap();
     f.set_peer_epoch(0, 1, 5).unwrap();
+    let why = unavailable(p0.write_word(1, r2, 0, 3), 1);
+    assert!(why.contains("newer"), "{why}");
+    f.set_peer_epoch(1, 0, 2).unwrap();
     p0.write_word(1, r2, 0, 3).unwrap();
     assert_eq!(f.port(1).unwrap().read_word(1, r2, 0).unwrap(), 3);
     // The old id names the new region, as on TCP: fencing kept machine 0

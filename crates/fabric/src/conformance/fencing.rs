@@ -142,18 +142,51 @@ where
 }
 
 /// A newer incarnation of a requester is admitted, before its target has
-/// heard of it (over the one marked down) and after.
+/// heard of it (over the one marked down) and after; before, it reads and
+/// sends but changes nothing there (rule 3: no WRITE, CAS or fetch-add).
 pub fn a_newer_incarnation_is_admitted<C: Cluster>(c: &C)
 where
     C::F: Fencing,
 {
     matching_epochs(c);
     let r1 = region_on(c, 1, "fence-newer", 64);
+    let mut p1 = port(c, 1);
+    p1.write_word(1, r1, 0, 11).unwrap();
     c.node(1).mark_down(1, 0, 3).unwrap();
     let mut p0 = port(c, 0);
     refusal(p0.read_word(1, r1, 0), 1, "the incarnation marked down");
     c.node(0).set_own_epoch(0, 6).unwrap();
-    served(&mut p0, 1, r1, 12);
+    assert_eq!(p0.read_word(1, r1, 0).unwrap(), 11);
+    p0.post(WorkRequest::read(1, 1, r1, 0, 8)).unwrap();
+    assert_eq!(
+        drain(&mut p0, 1)[0].result,
+        Ok(Output::Data(11u64.to_le_bytes().to_vec()))
+    );
+    p0.check_peer(1).unwrap();
+    let newer = ["machine 0 at epoch 6", "newer", "epoch 3"];
+    let mut reasons = vec![
+        refusal(p0.write_word(1, r1, 0, 99), 1, "WRITE"),
+        refusal(p0.cas(1, r1, 0, 11, 99), 1, "CAS"),
+        refusal(p0.fetch_add(1, r1, 8, 1), 1, "fetch-add"),
+    ];
+    p0.post(WorkRequest::write(7, 1, r1, 0, vec![9; 8]))
+        .unwrap();
+    reasons.push(refusal(
+        drain(&mut p0, 1)[0].result.clone(),
+        1,
+        "posted WRITE",
+    ));
+    for why in reasons {
+        for w in newer {
+            assert!(why.contains(w), "the reason does not say {w:?}: {why}");
+        }
+    }
+    assert_eq!(p1.read_word(1, r1, 0).unwrap(), 11, "a refused write wrote");
+    assert_eq!(
+        p1.read_word(1, r1, 8).unwrap(),
+        0,
+        "a refused fetch-add added"
+    );
     c.node(1).set_peer_epoch(1, 0, 6).unwrap();
     served(&mut p0, 1, r1, 13);
     let mut fresh = port(c, 0);

@@ -57,20 +57,21 @@ impl SimPort {
         offset: u64,
         verb: VerbRef<'_>,
     ) -> Result<u64> {
-        self.admit(target)?;
+        self.admit(target, verb.writes())?;
         self.regions
             .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
-    /// The fencing rules for an operation on `target`, when it applies
-    /// (`fencing.rs`; a posted request is judged on arrival, as over TCP),
-    /// and the port's incarnation (checked once the flag is armed).
-    fn admit(&self, target: MachineId) -> Result<()> {
+    /// The fencing rules for an operation on `target` (`writes`: it changes
+    /// `target`'s memory), when it applies (`fencing.rs`; a posted request
+    /// is judged on arrival, as over TCP), and the port's incarnation
+    /// (checked once the flag is armed).
+    fn admit(&self, target: MachineId, writes: bool) -> Result<()> {
         if self.inner.fences.armed() {
             self.inner
                 .hosted
                 .check_incarnation(self.machine, self.incarnation, target)?;
-            return self.inner.fences.check(self.machine, target);
+            return self.inner.fences.check(self.machine, target, writes);
         }
         Ok(())
     }
@@ -118,7 +119,7 @@ impl SimPort {
 
     /// Applies a request and queues its completion.
     fn complete(&mut self, wr: WorkRequest) {
-        let result = self.admit(wr.target).and_then(|()| {
+        let result = self.admit(wr.target, wr.verb.writes()).and_then(|()| {
             self.regions.apply(
                 &self.inner.hosted,
                 self.machine,
@@ -238,7 +239,7 @@ impl Port for SimPort {
         } else {
             self.flush_to(wr.target);
         }
-        self.admit(wr.target)?;
+        self.admit(wr.target, wr.verb.writes())?;
         self.regions.apply(
             &self.inner.hosted,
             self.machine,
@@ -310,18 +311,18 @@ impl Port for SimPort {
         self.point();
         self.inner.hosted.check_send(target, payload.len())?;
         self.flush_to(target);
-        self.admit(target)?;
+        self.admit(target, false)?;
         self.inner.hosted.deliver(self.machine, target, payload, 0)
     }
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.point();
-        self.admit(self.machine)?;
+        self.admit(self.machine, false)?;
         self.inner.hosted.take(self.machine, u64::MAX)
     }
 
     fn check_peer(&self, target: MachineId) -> Result<()> {
-        self.admit(target)
+        self.admit(target, false)
     }
 
     /// In an actor, `timeout` is simulated time (a scheduling point per try);

@@ -467,6 +467,26 @@ fn serve_frame(
         frame::encode_err(out, frame::OP_ERROR, who, h.req, &e);
         return true;
     }
+    // Rule 3: a newer incarnation than this node knows reads, but changes
+    // nothing here until this node has taken its registration; this request
+    // alone is refused, the connection stays.
+    let written = match req {
+        Request::Write { machine, .. }
+        | Request::Cas { machine, .. }
+        | Request::FetchAdd { machine, .. } => Some(machine),
+        _ => None,
+    };
+    if let Some(machine) = written {
+        if let Err(reason) = inner.epochs.admits_writes(from, *peer_epoch) {
+            inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
+            let e = FabricError::PeerUnavailable {
+                machine,
+                reason: format!("refused by machine {machine}: {reason}"),
+            };
+            frame::encode_err(out, h.op, machine, h.req, &e);
+            return false;
+        }
+    }
     match req {
         Request::Hello { .. } => {
             let e = FabricError::Protocol {
