@@ -194,6 +194,12 @@ impl Fencing for AnyFabric {
     fn is_fenced(&self, me: MachineId) -> Result<bool> {
         each!(AnyFabric, self, f => Fencing::is_fenced(f, me))
     }
+    fn hold_peers(&self, me: MachineId) -> Result<()> {
+        each!(AnyFabric, self, f => Fencing::hold_peers(f, me))
+    }
+    fn serve_peers(&self, me: MachineId) -> Result<()> {
+        each!(AnyFabric, self, f => Fencing::serve_peers(f, me))
+    }
 }
 
 impl Port for AnyPort {

@@ -17,7 +17,8 @@ use crate::{Completion, Fabric, FabricError, MachineId, Output, Port, RegionId, 
 mod fencing;
 pub use fencing::{
     a_fenced_machine_serves_nothing_and_issues_nothing, a_newer_incarnation_is_admitted,
-    a_stale_requester_is_refused, a_stale_view_of_the_target_is_refused,
+    a_recovering_machine_holds_its_memory, a_stale_requester_is_refused,
+    a_stale_view_of_the_target_is_refused,
     an_op_to_a_peer_marked_down_fails_naming_machine_and_epoch, epochs_zero_change_nothing,
     fencing_names_hosted_machines_only,
 };
@@ -761,6 +762,10 @@ macro_rules! conformance_suite {
         #[test]
         fn a_newer_incarnation_is_admitted() {
             $crate::conformance::a_newer_incarnation_is_admitted(&$make);
+        }
+        #[test]
+        fn a_recovering_machine_holds_its_memory() {
+            $crate::conformance::a_recovering_machine_holds_its_memory(&$make);
         }
         #[test]
         fn an_op_to_a_peer_marked_down_fails_naming_machine_and_epoch() {

@@ -241,6 +241,12 @@ impl<F: Fencing> Fencing for Counting<F> {
     fn is_fenced(&self, me: MachineId) -> Result<bool> {
         self.inner.is_fenced(me)
     }
+    fn hold_peers(&self, me: MachineId) -> Result<()> {
+        self.inner.hold_peers(me)
+    }
+    fn serve_peers(&self, me: MachineId) -> Result<()> {
+        self.inner.serve_peers(me)
+    }
 }
 
 impl<F: Fabric> Fabric for Counting<F> {

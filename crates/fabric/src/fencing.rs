@@ -33,7 +33,14 @@
 //!    twin's `CrashTwice`, seed 57: a cached copy served without an
 //!    acknowledged insert).
 //!
-//! Operations of a port on its own machine's memory skip rules 2-3 and the down
+//! 4. if it reads or changes `b`'s memory, is refused at `b` with
+//!    `PeerUnavailable` while `b` recovers (from its epoch until it has
+//!    registered, [`Fencing::hold_peers`] to [`Fencing::serve_peers`]): a
+//!    peer that never learned `b`'s earlier epoch expects none (0) and rule
+//!    2 lets it in, and it read a key table the replay had not filled yet
+//!    as "vertex missing" (the twin's `CrashTwice`, seeds 107, 146, 448).
+//!
+//! Operations of a port on its own machine's memory skip rules 2-4 and the down
 //! check (an incarnation always reaches itself). With every epoch 0 (no
 //! membership) nothing is refused. A refusal is `PeerUnavailable`, not an
 //! error of its own: to the requester, a peer that will not serve it is a
@@ -82,6 +89,24 @@ pub trait Fencing: Fabric {
     fn fence(&self, me: MachineId) -> Result<()>;
     /// Whether `me` is fenced.
     fn is_fenced(&self, me: MachineId) -> Result<bool>;
+    /// `me`'s incarnation is recovering (rule 4): until
+    /// [`Fencing::serve_peers`], peers' READs, WRITEs, CASes and fetch-adds
+    /// of its memory are refused (lookups and messages are not).
+    fn hold_peers(&self, me: MachineId) -> Result<()>;
+    /// `me` registered after its recovery: its memory serves peers again.
+    fn serve_peers(&self, me: MachineId) -> Result<()>;
+}
+
+/// What an operation does at its target, for the rules that depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// A message, a lookup or a check of the peer: neither reads nor
+    /// changes the target's memory.
+    Message,
+    /// A READ (or a READ into the initiator's memory).
+    Read,
+    /// A WRITE, CAS or fetch-add.
+    Write,
 }
 
 /// What a machine believes about one machine.
@@ -114,6 +139,8 @@ impl PeerEpoch {
 pub struct EpochTable {
     own: AtomicU64,
     fenced: AtomicBool,
+    /// Rule 4: recovering, peers' one-sided operations refused.
+    holding: AtomicBool,
     peers: Vec<AtomicU64>,
     lease: OnceLock<LeaseLiveness>,
 }
@@ -133,6 +160,7 @@ impl EpochTable {
         EpochTable {
             own: AtomicU64::new(0),
             fenced: AtomicBool::new(false),
+            holding: AtomicBool::new(false),
             peers: (0..machines).map(|_| AtomicU64::new(0)).collect(),
             lease: OnceLock::new(),
         }
@@ -158,6 +186,26 @@ impl EpochTable {
     /// ended does not come back; a restart is a new table.
     pub fn set_own(&self, epoch: u64) {
         self.own.store(epoch, Ordering::Release);
+    }
+
+    /// Refuses (true) or serves again (false) peers' one-sided operations
+    /// of this machine's memory (rule 4: while it recovers).
+    pub fn set_holding(&self, holding: bool) {
+        self.holding.store(holding, Ordering::Release);
+    }
+
+    /// Whether a peer's one-sided operation is served (rule 4); the refusal
+    /// names the epoch.
+    #[inline]
+    pub(crate) fn serves_memory(&self) -> std::result::Result<(), String> {
+        if self.holding.load(Ordering::Acquire) {
+            return Err(format!(
+                "its incarnation at epoch {} is recovering: its memory serves peers once it \
+                 has registered",
+                self.own()
+            ));
+        }
+        Ok(())
     }
 
     /// Ends this incarnation: it serves nothing and issues nothing from now on.
@@ -218,6 +266,7 @@ impl EpochTable {
     pub(crate) fn reset(&self) {
         self.own.store(0, Ordering::Release);
         self.fenced.store(false, Ordering::Release);
+        self.holding.store(false, Ordering::Release);
         for p in &self.peers {
             p.store(0, Ordering::Release);
         }
@@ -402,11 +451,11 @@ impl Fences {
     }
 
     /// The rules of the module doc for an operation of `from` on `to`
-    /// (`writes`: it changes `to`'s memory, rule 3). Machines outside the
+    /// (`access`: what it does there, rules 3 and 4). Machines outside the
     /// cluster pass: the operation's own checks name them.
     #[cold]
     #[inline(never)]
-    pub(crate) fn check(&self, from: MachineId, to: MachineId, writes: bool) -> Result<()> {
+    pub(crate) fn check(&self, from: MachineId, to: MachineId, access: Access) -> Result<()> {
         let (Some(a), Some(b)) = (self.tables.get(from as usize), self.tables.get(to as usize))
         else {
             return Ok(());
@@ -424,7 +473,10 @@ impl Fences {
         b.expected(from, a.get(to).epoch, &format!("machine {to}"))
             .map_err(refused)?;
         b.admits(from, a.own()).map_err(refused)?;
-        if writes {
+        if access != Access::Message {
+            b.serves_memory().map_err(refused)?;
+        }
+        if access == Access::Write {
             b.admits_writes(from, a.own()).map_err(refused)?;
         }
         Ok(())
@@ -468,6 +520,17 @@ macro_rules! fencing_by_tables {
             fn is_fenced(&self, me: MachineId) -> Result<bool> {
                 self.hosted(me)?;
                 Ok(self.inner.fences.table(me).is_fenced())
+            }
+            fn hold_peers(&self, me: MachineId) -> Result<()> {
+                self.hosted(me)?;
+                self.inner.fences.table(me).set_holding(true);
+                self.inner.fences.arm();
+                Ok(())
+            }
+            fn serve_peers(&self, me: MachineId) -> Result<()> {
+                self.hosted(me)?;
+                self.inner.fences.table(me).set_holding(false);
+                Ok(())
             }
         }
     };

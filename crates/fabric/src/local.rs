@@ -21,6 +21,8 @@
 //! Setting both numbers to 0 turns the model off.
 
 use std::collections::VecDeque;
+
+use crate::fencing::Access;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -325,29 +327,29 @@ impl LocalPort {
         offset: u64,
         verb: VerbRef<'_>,
     ) -> Result<u64> {
-        self.admit(target, verb.writes())?;
+        self.admit(target, verb.access())?;
         self.regions
             .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
     /// The fencing rules for an operation on `target` (`fencing.rs`;
-    /// `writes`: it changes `target`'s memory), and the port's incarnation:
+    /// `access`: what it does there), and the port's incarnation:
     /// one relaxed load while no epoch was ever set and no machine crashed.
     #[inline]
-    fn admit(&self, target: MachineId, writes: bool) -> Result<()> {
+    fn admit(&self, target: MachineId, access: Access) -> Result<()> {
         if self.inner.fences.armed() {
-            return self.admit_armed(target, writes);
+            return self.admit_armed(target, access);
         }
         Ok(())
     }
 
     #[cold]
     #[inline(never)]
-    fn admit_armed(&self, target: MachineId, writes: bool) -> Result<()> {
+    fn admit_armed(&self, target: MachineId, access: Access) -> Result<()> {
         self.inner
             .hosted
             .check_incarnation(self.machine, self.incarnation, target)?;
-        self.inner.fences.check(self.machine, target, writes)
+        self.inner.fences.check(self.machine, target, access)
     }
 
     #[inline]
@@ -362,7 +364,7 @@ impl LocalPort {
     fn enqueue(&mut self, wr: WorkRequest, ready: Option<u64>) {
         let bytes = wr.verb.payload_bytes();
         let fence = wr.fence;
-        let result = self.admit(wr.target, wr.verb.writes()).and_then(|()| {
+        let result = self.admit(wr.target, wr.verb.access()).and_then(|()| {
             self.regions.apply(
                 &self.inner.hosted,
                 self.machine,
@@ -525,7 +527,7 @@ impl Port for LocalPort {
         let bytes = wr.verb.payload_bytes();
         let target = wr.target;
         // Refused at once, as the synchronous verbs are (no modelled time).
-        self.admit(target, wr.verb.writes())?;
+        self.admit(target, wr.verb.access())?;
         let out = self.regions.apply(
             &self.inner.hosted,
             self.machine,
@@ -630,7 +632,7 @@ impl Port for LocalPort {
 
     fn send(&mut self, target: MachineId, payload: &[u8]) -> Result<()> {
         self.inner.hosted.check_send(target, payload.len())?;
-        self.admit(target, false)?;
+        self.admit(target, Access::Message)?;
         let visible_at = if self.is_remote(target) {
             self.inner.reserve(self.machine, payload.len() as u64)
         } else {
@@ -646,11 +648,11 @@ impl Port for LocalPort {
     }
 
     fn check_peer(&self, target: MachineId) -> Result<()> {
-        self.admit(target, false)
+        self.admit(target, Access::Message)
     }
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
-        self.admit(self.machine, false)?;
+        self.admit(self.machine, Access::Message)?;
         let now = self.inner.now_ns();
         self.inner.hosted.take(self.machine, now)
     }

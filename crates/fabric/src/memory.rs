@@ -621,9 +621,12 @@ pub(crate) enum VerbRef<'a> {
 }
 
 impl VerbRef<'_> {
-    /// Whether it changes the target's memory (fencing's rule 3).
-    pub(crate) fn writes(&self) -> bool {
-        !matches!(self, VerbRef::Read(_))
+    /// What it does at its target (fencing's rules 3 and 4).
+    pub(crate) fn access(&self) -> crate::fencing::Access {
+        match self {
+            VerbRef::Read(_) => crate::fencing::Access::Read,
+            _ => crate::fencing::Access::Write,
+        }
     }
 }
 

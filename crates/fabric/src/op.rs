@@ -95,12 +95,14 @@ impl Verb {
             Verb::FetchAdd { .. } => OpKind::FetchAdd,
         }
     }
-    /// Whether it changes the target's memory (fencing's rule 3).
-    pub fn writes(&self) -> bool {
-        matches!(
-            self,
-            Verb::Write { .. } | Verb::Cas { .. } | Verb::FetchAdd { .. }
-        )
+    /// What it does at its target (fencing's rules 3 and 4).
+    pub(crate) fn access(&self) -> crate::fencing::Access {
+        match self {
+            Verb::Read { .. } | Verb::ReadTo { .. } => crate::fencing::Access::Read,
+            Verb::Write { .. } | Verb::Cas { .. } | Verb::FetchAdd { .. } => {
+                crate::fencing::Access::Write
+            }
+        }
     }
     /// Payload bytes moved over the wire (8 for atomics).
     pub fn payload_bytes(&self) -> u64 {

@@ -77,6 +77,7 @@ fn conformance_checks_inside_a_run() {
         check_in_run(seed, conformance::epochs_zero_change_nothing);
         check_in_run(seed, conformance::a_stale_requester_is_refused);
         check_in_run(seed, conformance::a_newer_incarnation_is_admitted);
+        check_in_run(seed, conformance::a_recovering_machine_holds_its_memory);
         check_in_run(
             seed,
             conformance::an_op_to_a_peer_marked_down_fails_naming_machine_and_epoch,

@@ -74,6 +74,9 @@ pub fn join<F: Fabric + Fencing, M: MembershipStore>(
     let registration = store
         .register_at(me, epoch, info)
         .map_err(NodeError::Membership)?;
+    // Recovered and registered: peers may read and change its memory
+    // again (fencing's rule 4).
+    node.store().fabric().serve_peers(me)?;
     // Each peer's last registration is read *before* the live members: a
     // peer that registers in between is then among the members (or its Up
     // follows on the watch), never marked down at the epoch it is live at.

@@ -348,6 +348,11 @@ impl Shared {
         fabric
             .set_own_epoch(m, epoch)
             .map_err(|e| format!("m{m}: own epoch: {e}"))?;
+        // Peers' one-sided operations wait for its registration (fencing's
+        // rule 4), as a server's do.
+        fabric
+            .hold_peers(m)
+            .map_err(|e| format!("m{m}: hold: {e}"))?;
         let disk = self.slots[m as usize].disk.lock().unwrap().clone();
         let created = create_node(NodeParts {
             fabric,
@@ -852,6 +857,7 @@ fn simulate(seed: u64, sc: Scenario) -> Result<(Vec<Vec<Event>>, Coverage), Stri
             .map_err(|e| format!("seed {seed}: {e}"))?;
         f.set_own_epoch(m, epoch)
             .map_err(|e| format!("seed {seed}: {e}"))?;
+        f.hold_peers(m).map_err(|e| format!("seed {seed}: {e}"))?;
         created.push(
             create_node(NodeParts {
                 fabric: f,

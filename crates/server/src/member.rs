@@ -130,6 +130,9 @@ pub(crate) fn begin(
         .reserve_epoch(id)
         .map_err(ServerError::Membership)?;
     tcp.set_own_epoch(epoch);
+    // Peers read and change nothing here until the registration (fencing's
+    // rule 4): a peer that expects no epoch would read a half-replayed table.
+    locus_fabric::Fencing::hold_peers(tcp, id)?;
     tracing::info!(
         server = id,
         epoch,

@@ -193,6 +193,56 @@ where
     served(&mut fresh, 1, r1, 14);
 }
 
+/// A recovering machine (from [`Fencing::hold_peers`] to
+/// [`Fencing::serve_peers`]) serves no peer's READ, WRITE, CAS or fetch-add
+/// of its memory, even one that expects no epoch (rule 4), and changes
+/// nothing; messages reach it and its own operations go on; once it serves
+/// peers again, everything is served.
+pub fn a_recovering_machine_holds_its_memory<C: Cluster>(c: &C)
+where
+    C::F: Fencing,
+{
+    matching_epochs(c);
+    let r1 = region_on(c, 1, "fence-recovering", 64);
+    let mut p1 = port(c, 1);
+    p1.write_word(1, r1, 0, 21).unwrap();
+    c.node(1).hold_peers(1).unwrap();
+    let mut p0 = port(c, 0);
+    c.node(0).set_peer_epoch(0, 1, 0).unwrap();
+    let mut reasons = vec![
+        refusal(p0.read_word(1, r1, 0), 1, "READ"),
+        refusal(p0.write_word(1, r1, 0, 99), 1, "WRITE"),
+        refusal(p0.cas(1, r1, 0, 21, 99), 1, "CAS"),
+        refusal(p0.fetch_add(1, r1, 8, 1), 1, "fetch-add"),
+    ];
+    p0.post(WorkRequest::read(3, 1, r1, 0, 8)).unwrap();
+    reasons.push(refusal(
+        drain(&mut p0, 1)[0].result.clone(),
+        1,
+        "posted READ",
+    ));
+    for why in reasons {
+        assert!(
+            why.contains("recovering") && why.contains("epoch 4"),
+            "the reason does not say recovering at epoch 4: {why}"
+        );
+    }
+    assert_eq!(p1.read_word(1, r1, 0).unwrap(), 21, "a refused write wrote");
+    assert_eq!(
+        p1.read_word(1, r1, 8).unwrap(),
+        0,
+        "a refused fetch-add added"
+    );
+    p0.send(1, b"hello").unwrap();
+    let m = p1
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap()
+        .expect("a message reaches a recovering machine");
+    assert_eq!((m.from, &m.payload[..]), (0, &b"hello"[..]));
+    c.node(1).serve_peers(1).unwrap();
+    served(&mut p0, 1, r1, 22);
+}
+
 /// Operations (and messages) to a machine marked down fail at once with
 /// `PeerUnavailable` naming it and its epoch; other machines are served;
 /// once it rejoins at a newer epoch it is served again.

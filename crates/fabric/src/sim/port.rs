@@ -2,6 +2,8 @@
 //! wait in the port until its RNG applies them (see the module doc of `sim.rs`).
 
 use std::collections::VecDeque;
+
+use crate::fencing::Access;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,21 +59,21 @@ impl SimPort {
         offset: u64,
         verb: VerbRef<'_>,
     ) -> Result<u64> {
-        self.admit(target, verb.writes())?;
+        self.admit(target, verb.access())?;
         self.regions
             .apply_ref(&self.inner.hosted, target, region, offset, verb)
     }
 
-    /// The fencing rules for an operation on `target` (`writes`: it changes
-    /// `target`'s memory), when it applies (`fencing.rs`; a posted request
+    /// The fencing rules for an operation on `target` (`access`: what it does
+    /// there), when it applies (`fencing.rs`; a posted request
     /// is judged on arrival, as over TCP), and the port's incarnation
     /// (checked once the flag is armed).
-    fn admit(&self, target: MachineId, writes: bool) -> Result<()> {
+    fn admit(&self, target: MachineId, access: Access) -> Result<()> {
         if self.inner.fences.armed() {
             self.inner
                 .hosted
                 .check_incarnation(self.machine, self.incarnation, target)?;
-            return self.inner.fences.check(self.machine, target, writes);
+            return self.inner.fences.check(self.machine, target, access);
         }
         Ok(())
     }
@@ -119,7 +121,7 @@ impl SimPort {
 
     /// Applies a request and queues its completion.
     fn complete(&mut self, wr: WorkRequest) {
-        let result = self.admit(wr.target, wr.verb.writes()).and_then(|()| {
+        let result = self.admit(wr.target, wr.verb.access()).and_then(|()| {
             self.regions.apply(
                 &self.inner.hosted,
                 self.machine,
@@ -239,7 +241,7 @@ impl Port for SimPort {
         } else {
             self.flush_to(wr.target);
         }
-        self.admit(wr.target, wr.verb.writes())?;
+        self.admit(wr.target, wr.verb.access())?;
         self.regions.apply(
             &self.inner.hosted,
             self.machine,
@@ -311,18 +313,18 @@ impl Port for SimPort {
         self.point();
         self.inner.hosted.check_send(target, payload.len())?;
         self.flush_to(target);
-        self.admit(target, false)?;
+        self.admit(target, Access::Message)?;
         self.inner.hosted.deliver(self.machine, target, payload, 0)
     }
 
     fn try_recv(&mut self) -> Result<Option<Message>> {
         self.point();
-        self.admit(self.machine, false)?;
+        self.admit(self.machine, Access::Message)?;
         self.inner.hosted.take(self.machine, u64::MAX)
     }
 
     fn check_peer(&self, target: MachineId) -> Result<()> {
-        self.admit(target, false)
+        self.admit(target, Access::Message)
     }
 
     /// In an actor, `timeout` is simulated time (a scheduling point per try);

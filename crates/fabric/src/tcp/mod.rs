@@ -580,6 +580,16 @@ impl Fencing for TcpFabric {
         self.inner.hosted.memory(me)?;
         Ok(self.inner.epochs.is_fenced())
     }
+    fn hold_peers(&self, me: MachineId) -> Result<()> {
+        self.inner.hosted.memory(me)?;
+        self.inner.epochs.set_holding(true);
+        Ok(())
+    }
+    fn serve_peers(&self, me: MachineId) -> Result<()> {
+        self.inner.hosted.memory(me)?;
+        self.inner.epochs.set_holding(false);
+        Ok(())
+    }
 }
 
 impl Fabric for TcpFabric {

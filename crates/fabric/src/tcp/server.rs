@@ -470,12 +470,26 @@ fn serve_frame(
     // Rule 3: a newer incarnation than this node knows reads, but changes
     // nothing here until this node has taken its registration; this request
     // alone is refused, the connection stays.
-    let written = match req {
+    // Rule 4: while this node recovers, its memory serves no peer (lookups
+    // and messages go on).
+    let (touched, written) = match req {
+        Request::Read { machine, .. } => (Some(machine), None),
         Request::Write { machine, .. }
         | Request::Cas { machine, .. }
-        | Request::FetchAdd { machine, .. } => Some(machine),
-        _ => None,
+        | Request::FetchAdd { machine, .. } => (Some(machine), Some(machine)),
+        _ => (None, None),
     };
+    if let Some(machine) = touched {
+        if let Err(reason) = inner.epochs.serves_memory() {
+            inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
+            let e = FabricError::PeerUnavailable {
+                machine,
+                reason: format!("refused by machine {machine}: {reason}"),
+            };
+            frame::encode_err(out, h.op, machine, h.req, &e);
+            return false;
+        }
+    }
     if let Some(machine) = written {
         if let Err(reason) = inner.epochs.admits_writes(from, *peer_epoch) {
             inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
