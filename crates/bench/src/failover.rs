@@ -130,6 +130,9 @@ impl Settings {
 pub struct Row {
     /// Servers holding each slot.
     pub replication: u8,
+    /// Which time this factor runs within its run (1-based): a factor
+    /// listed twice in `--replication` is its own A/A control.
+    pub pass: usize,
     /// Run number (1-based).
     pub run: usize,
     /// Servers of the cluster.
@@ -181,6 +184,8 @@ pub struct Row {
 pub struct Summary {
     /// Servers holding each slot.
     pub replication: u8,
+    /// As in [`Row::pass`].
+    pub pass: usize,
     /// Runs.
     pub runs: usize,
     /// Steady-phase figures over the runs.
@@ -500,6 +505,7 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
     let all = [done.khops, done.inserts].concat();
     let row = Row {
         replication: rf,
+        pass: 1,
         run,
         servers: s.servers,
         update_ops_s,
@@ -531,16 +537,26 @@ fn one_run(s: &Settings, csr: &Csr, rf: u8, run: usize, r: &Reporter) -> Result<
     Ok((row, timeline))
 }
 
-/// Median, min and max per factor, in the order of `s.replication`.
+/// Which time `factors[i]` comes up in `factors` (1-based).
+fn pass_of(factors: &[u8], i: usize) -> usize {
+    factors[..=i].iter().filter(|&&f| f == factors[i]).count()
+}
+
+/// Median, min and max per factor and pass, in the order of `s.replication`.
 fn summarize(s: &Settings, rows: &[Row]) -> Vec<Summary> {
     s.replication
         .iter()
-        .map(|&rf| {
-            let of = rows.iter().filter(|x| x.replication == rf);
+        .enumerate()
+        .map(|(i, &rf)| {
+            let pass = pass_of(&s.replication, i);
+            let of = rows
+                .iter()
+                .filter(|x| x.replication == rf && x.pass == pass);
             let spread = |f: &dyn Fn(&Row) -> f64| Spread::of(of.clone().map(f));
             let answers: Vec<f64> = of.clone().filter_map(|x| x.answer_s).collect();
             Summary {
                 replication: rf,
+                pass,
                 runs: of.clone().count(),
                 update_ops_s: spread(&|x| x.update_ops_s),
                 khop_ops_s: spread(&|x| x.khop_ops_s),
@@ -567,8 +583,10 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
     let (mut rows, mut timelines) = (Vec::new(), Vec::new());
     let bar = r.bar((s.runs * s.replication.len()) as u64, "failover runs");
     for run in 1..=s.runs {
-        for &rf in &s.replication {
-            let (row, timeline) = one_run(s, &csr, rf, run, r)?;
+        for (i, &rf) in s.replication.iter().enumerate() {
+            let pass = pass_of(&s.replication, i);
+            let (mut row, timeline) = one_run(s, &csr, rf, run, r)?;
+            row.pass = pass;
             rows.push(row);
             timelines.push(timeline);
             bar.inc(1);
@@ -586,4 +604,14 @@ pub fn run(s: &Settings, r: &Reporter) -> Result<Report> {
         timelines,
         machine,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_factor_listed_twice_has_two_passes() {
+        let f = [1, 2, 1, 3];
+        let passes: Vec<usize> = (0..f.len()).map(|i| super::pass_of(&f, i)).collect();
+        assert_eq!(passes, [1, 1, 2, 1]);
+    }
 }

@@ -111,13 +111,17 @@ pub(crate) fn run(a: FailoverArgs) -> CliResult {
         };
         println!("median [min-max] of {} runs:", s.runs);
         println!(
-            "{:>2} {:>22} {:>22} {:>20} {:>20} {:>20} {:>9} {:>14}",
+            "{:>10} {:>22} {:>22} {:>20} {:>20} {:>20} {:>9} {:>14}",
             "R", "updates/s", "2-hop/s", "upd p99 ms", "2hop p99 ms", "answer s", "failed", "lost"
         );
         for x in &r.summary {
+            let factor = match x.pass {
+                1 => x.replication.to_string(),
+                p => format!("{} (A/A {p})", x.replication),
+            };
             println!(
-                "{:>2} {:>22} {:>22} {:>20} {:>20} {:>20} {:>6}/{:<2} {:>14}",
-                x.replication,
+                "{:>10} {:>22} {:>22} {:>20} {:>20} {:>20} {:>6}/{:<2} {:>14}",
+                factor,
                 cell(x.update_ops_s, 0),
                 cell(x.khop_ops_s, 0),
                 cell(x.update_p99_ms, 2),
