@@ -467,39 +467,31 @@ fn serve_frame(
         frame::encode_err(out, frame::OP_ERROR, who, h.req, &e);
         return true;
     }
-    // Rule 3: a newer incarnation than this node knows reads, but changes
-    // nothing here until this node has taken its registration; this request
-    // alone is refused, the connection stays.
     // Rule 4: while this node recovers, its memory serves no peer (lookups
-    // and messages go on).
-    let (touched, written) = match req {
-        Request::Read { machine, .. } => (Some(machine), None),
+    // and messages go on). Rule 3: a newer incarnation than this node knows
+    // reads, but changes nothing here until this node has taken its
+    // registration. Either refuses this request alone; the connection stays.
+    let verdict = match req {
+        Request::Read { machine, .. } => Some((machine, inner.epochs.serves_memory())),
         Request::Write { machine, .. }
         | Request::Cas { machine, .. }
-        | Request::FetchAdd { machine, .. } => (Some(machine), Some(machine)),
-        _ => (None, None),
+        | Request::FetchAdd { machine, .. } => Some((
+            machine,
+            inner
+                .epochs
+                .serves_memory()
+                .and_then(|()| inner.epochs.admits_writes(from, *peer_epoch)),
+        )),
+        _ => None,
     };
-    if let Some(machine) = touched {
-        if let Err(reason) = inner.epochs.serves_memory() {
-            inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
-            let e = FabricError::PeerUnavailable {
-                machine,
-                reason: format!("refused by machine {machine}: {reason}"),
-            };
-            frame::encode_err(out, h.op, machine, h.req, &e);
-            return false;
-        }
-    }
-    if let Some(machine) = written {
-        if let Err(reason) = inner.epochs.admits_writes(from, *peer_epoch) {
-            inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
-            let e = FabricError::PeerUnavailable {
-                machine,
-                reason: format!("refused by machine {machine}: {reason}"),
-            };
-            frame::encode_err(out, h.op, machine, h.req, &e);
-            return false;
-        }
+    if let Some((machine, Err(reason))) = verdict {
+        inner.epoch_refusals.fetch_add(1, Ordering::Relaxed);
+        let e = FabricError::PeerUnavailable {
+            machine,
+            reason: format!("refused by machine {machine}: {reason}"),
+        };
+        frame::encode_err(out, h.op, machine, h.req, &e);
+        return false;
     }
     match req {
         Request::Hello { .. } => {
